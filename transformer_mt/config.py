@@ -1,0 +1,365 @@
+"""Typed experiment configuration, loaded strictly from YAML.
+
+Every default lives in one dataclass field, with a comment on what it does and, where it is
+not obvious, why. A YAML file holds one experiment's overrides; `--set key=value` overrides go
+through the same door, so a typo on the command line fails like a typo in the file:
+
+    train.warmup_step: unknown key in configs/x.yaml (did you mean 'warmup_steps'?)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from transformer_mt.errors import TmtError
+
+
+class ConfigError(TmtError, ValueError):
+    """A config file or override is wrong; the message is one line naming the dotted key."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Transformer encoder-decoder dimensions and options (Vaswani et al., 2017, section 3)."""
+
+    d_model: int = 512  # width of embeddings and every sub-layer output
+    n_heads: int = 8  # attention heads; d_model must divide evenly
+    n_layers: int = 6  # encoder layers (and decoder layers unless n_decoder_layers is set)
+    n_decoder_layers: int | None = None  # None: same as n_layers
+    d_ff: int = 2048  # inner size of the position-wise feed-forward network
+    dropout: float = 0.1  # on embeddings+positions and every sub-layer output (paper 5.4)
+    attn_dropout: float = 0.0  # on attention weights (tensor2tensor / fairseq option)
+    activation_dropout: float = 0.0  # on the feed-forward hidden activation
+    activation: Literal["relu", "gelu", "swiglu"] = "relu"  # relu as in the paper
+    pre_norm: bool = False  # False: paper's post-norm; True: pre-norm with a final LayerNorm
+    positions: Literal["sinusoidal", "learned"] = "sinusoidal"
+    max_positions: int = 1024  # longest sequence the position table covers
+    share_embeddings: bool = True  # one embedding table for source and target (joint vocab)
+    tie_output: bool = True  # output projection shares the target embedding matrix
+    layer_norm_eps: float = 1e-5
+
+    @property
+    def decoder_layers(self) -> int:
+        return self.n_layers if self.n_decoder_layers is None else self.n_decoder_layers
+
+    def validate(self) -> None:
+        _positive(self, "model", ["d_model", "n_heads", "n_layers", "d_ff", "max_positions"])
+        if self.d_model % self.n_heads:
+            raise ConfigError(
+                f"model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}"
+            )
+        if self.n_decoder_layers is not None and self.n_decoder_layers < 1:
+            raise ConfigError(f"model.n_decoder_layers={self.n_decoder_layers} must be >= 1")
+        _unit_interval(self, "model", ["dropout", "attn_dropout", "activation_dropout"])
+        if self.positions == "sinusoidal" and self.d_model % 2:
+            raise ConfigError(f"model.d_model={self.d_model} must be even for sinusoidal positions")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the parallel corpus lives and how training pairs are cleaned.
+
+    `format` decides what `train`/`valid`/`test` mean:
+      - text:  a path prefix; the files are `{prefix}.{src_lang}` and `{prefix}.{tgt_lang}`
+      - tsv:   one file, source TAB target per line
+      - jsonl: one file of {"translation": {src_lang: ..., tgt_lang: ...}} lines (hub layout)
+      - hub:   a split name of the `datasets` hub dataset `hub_name` / `hub_config` (online)
+    """
+
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    format: Literal["text", "tsv", "jsonl", "hub"] = "text"
+    train: str = "data/multi30k/train"
+    valid: str = "data/multi30k/valid"
+    test: str | None = "data/multi30k/test2016"
+    hub_name: str | None = None  # e.g. "wmt14" (format: hub only)
+    hub_config: str | None = None  # e.g. "de-en" (format: hub only)
+    max_len: int = 256  # training pairs with more tokens on either side are dropped
+    max_len_ratio: float = 3.0  # ... and so are pairs whose token-length ratio is above this
+    cache_dir: str = "data/cache"  # encoded corpora (Arrow), keyed by corpus + tokenizer hash
+
+    def validate(self) -> None:
+        if self.src_lang == self.tgt_lang:
+            raise ConfigError(f"data.src_lang and data.tgt_lang are both '{self.src_lang}'")
+        if self.format == "hub" and not self.hub_name:
+            raise ConfigError("data.hub_name is required when data.format is 'hub'")
+        _positive(self, "data", ["max_len", "max_len_ratio"])
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    """SentencePiece subword model trained on the training corpus.
+
+    Special ids are fixed: pad=0, unk=1, bos=2, eos=3 (see data/tokenizer.py).
+    """
+
+    model_type: Literal["bpe", "unigram"] = "bpe"
+    vocab_size: int = 8000
+    joint: bool = True  # one vocabulary for source and target (needed by model.share_embeddings)
+    character_coverage: float = 1.0  # 1.0 for Latin scripts; ~0.9995 for CJK
+    input_sentence_size: int = 1_000_000  # sentences sampled for training the tokenizer
+
+    def validate(self) -> None:
+        if self.vocab_size < 8:
+            raise ConfigError(f"tokenizer.vocab_size={self.vocab_size} must be >= 8")
+        if not 0.0 < self.character_coverage <= 1.0:
+            raise ConfigError(
+                f"tokenizer.character_coverage={self.character_coverage} must be in (0, 1]"
+            )
+        _positive(self, "tokenizer", ["input_sentence_size"])
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation, precision, validation and checkpointing."""
+
+    max_steps: int = 100_000  # optimizer updates
+    max_epochs: int | None = None  # stop after this many passes as well (None: no limit)
+    max_tokens: int = 4096  # tokens per batch, padding included, max(source, target) side
+    update_freq: int = 1  # batches accumulated into one update
+    schedule: Literal["inverse_sqrt", "noam"] = "inverse_sqrt"
+    lr: float = 5e-4  # inverse_sqrt: peak lr reached at warmup_steps
+    warmup_steps: int = 4000
+    warmup_init_lr: float = 1e-7  # inverse_sqrt: lr at step 0, linear to lr at warmup_steps
+    noam_scale: float = 1.0  # noam: lr = noam_scale * d_model^-0.5 * min(s^-0.5, s*w^-1.5)
+    adam_betas: tuple[float, float] = (0.9, 0.98)  # paper 5.3
+    adam_eps: float = 1e-9  # paper 5.3
+    weight_decay: float = 0.0
+    clip_norm: float = 0.0  # gradient-norm clipping (0: off)
+    label_smoothing: float = 0.1  # paper 5.4
+    ema_decay: float = 0.0  # exponential moving average of weights (0: off)
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    seed: int = 1
+    log_every: int = 100  # steps between metrics.jsonl rows
+    valid_every: int = 1000  # steps between validations (and checkpoints)
+    valid_bleu: bool = True  # decode the valid set for BLEU at each validation
+    valid_max_sentences: int | None = None  # decode only the first N valid sentences for BLEU
+    keep_last: int = 5  # periodic checkpoints kept besides best.pt and last.pt
+    patience: int = 0  # stop after this many validations without a better BLEU (0: off)
+    nonfinite_loss: Literal["stop", "skip"] = "stop"  # a NaN/inf loss stops or skips the update
+
+    def validate(self) -> None:
+        _positive(self, "train", ["max_steps", "max_tokens", "update_freq", "lr"])
+        _positive(self, "train", ["log_every", "valid_every", "adam_eps"])
+        if self.warmup_steps < 0 or self.warmup_steps >= self.max_steps:
+            raise ConfigError(
+                f"train.warmup_steps={self.warmup_steps} must be in [0, "
+                f"train.max_steps={self.max_steps})"
+            )
+        _unit_interval(self, "train", ["label_smoothing", "ema_decay"])
+        if not all(0.0 <= b < 1.0 for b in self.adam_betas):
+            raise ConfigError(f"train.adam_betas={list(self.adam_betas)} must be in [0, 1)")
+        for name in ("weight_decay", "clip_norm", "keep_last", "patience"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"train.{name}={getattr(self, name)} must be >= 0")
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Search settings for validation BLEU and `tmt translate`.
+
+    Length penalty (GNMT, Wu et al. 2016): score = log P(y|x) / lp(y), with
+    lp(y) = ((5 + |y|) / 6) ** length_penalty under `length_norm: gnmt`, lp(y) = |y| under
+    `average`, lp(y) = 1 under `none`. Output length is at most max_len_a * |x| + max_len_b.
+    """
+
+    beam_size: int = 5  # 1: greedy
+    length_penalty: float = 1.0  # alpha of the GNMT penalty
+    length_norm: Literal["gnmt", "average", "none"] = "gnmt"
+    max_len_a: float = 1.5
+    max_len_b: int = 10
+    min_len: int = 1  # tokens before end-of-sentence may be chosen
+    n_best: int = 1
+    max_tokens: int = 4096  # source tokens per translation batch
+    sampling: bool = False  # sample instead of searching (top_k / top_p / temperature)
+    top_k: int = 0  # 0: no top-k filter
+    top_p: float = 1.0
+    temperature: float = 1.0
+
+    def validate(self) -> None:
+        _positive(self, "decode", ["beam_size", "n_best", "max_tokens", "temperature"])
+        if self.n_best > self.beam_size:
+            raise ConfigError(
+                f"decode.n_best={self.n_best} must be <= decode.beam_size={self.beam_size}"
+            )
+        if not 0.0 < self.top_p <= 1.0:
+            raise ConfigError(f"decode.top_p={self.top_p} must be in (0, 1]")
+        for name in ("top_k", "min_len", "max_len_a", "max_len_b"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"decode.{name}={getattr(self, name)} must be >= 0")
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def validate(self) -> None:
+        for section in (self.model, self.data, self.tokenizer, self.train, self.decode):
+            section.validate()
+        if self.model.share_embeddings and not self.tokenizer.joint:
+            raise ConfigError("model.share_embeddings needs tokenizer.joint: true")
+
+
+# --- loading -------------------------------------------------------------------------------
+
+
+def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
+    """Read a YAML file, apply `key=value` overrides, check every key and value.
+
+    Raises:
+        ConfigError: one line naming the dotted key and the file.
+    """
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML ({_one_line(err)})") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    return config_from_dict(apply_overrides(data, overrides), source=str(path))
+
+
+def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> ExperimentConfig:
+    try:
+        config = _from_dict(ExperimentConfig, data, "")
+        config.validate()
+    except ConfigError as err:
+        raise ConfigError(f"{err} [in {source}]") from None
+    return config
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict:
+    """Apply `section.key=value` strings (values parsed as YAML scalars) to a copy of `data`."""
+    data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set {item!r}: expected key=value, e.g. train.lr=5e-4")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
+        *parents, leaf = key.strip().split(".")
+        node = data
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {item!r}: '{part}' is not a section")
+        node[leaf] = value
+    return data
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    """Plain nested dict (tuples as lists) that `config_from_dict` reads back unchanged."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, tuple):
+            return [plain(v) for v in value]
+        return value
+
+    return {
+        f.name: (
+            config_to_dict(getattr(config, f.name))
+            if dataclasses.is_dataclass(getattr(config, f.name))
+            else plain(getattr(config, f.name))
+        )
+        for f in dataclasses.fields(config)
+    }
+
+
+def dump_config(config: ExperimentConfig, path: str | Path) -> None:
+    Path(path).write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False), "utf-8")
+
+
+def _from_dict(cls: type, data: Any, prefix: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix or 'config'}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if key not in names:
+            guess = difflib.get_close_matches(str(key), names, n=1)
+            hint = f"did you mean '{guess[0]}'?" if guess else f"valid keys: {', '.join(names)}"
+            raise ConfigError(f"{dotted}: unknown key ({hint})")
+        kwargs[key] = _coerce(hints[key], value, dotted)
+    return cls(**kwargs)
+
+
+def _coerce(hint: Any, value: Any, dotted: str) -> Any:
+    """Check `value` against a type hint; floats accept ints and '1e-4'-style strings."""
+    origin = typing.get_origin(hint)
+    if dataclasses.is_dataclass(hint):
+        return _from_dict(hint, value, dotted + ".")
+    if origin is Literal:
+        choices = typing.get_args(hint)
+        if value not in choices:
+            guess = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+            extra = f" (did you mean '{guess[0]}'?)" if guess else ""
+            raise ConfigError(
+                f"{dotted}: {value!r} is not one of {', '.join(map(repr, choices))}{extra}"
+            )
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _coerce(inner, value, dotted)
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if not isinstance(value, (list, tuple)) or len(value) != len(args):
+            raise ConfigError(f"{dotted}: expected a list of {len(args)} values, got {value!r}")
+        return tuple(_coerce(a, v, f"{dotted}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+    if hint is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{dotted}: expected a number, got {value!r}")
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{dotted}: expected a number, got {value!r}")
+    if hint is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ConfigError(f"{dotted}: expected an integer, got {value!r}")
+    if hint is bool and not isinstance(value, bool):
+        raise ConfigError(f"{dotted}: expected true or false, got {value!r}")
+    if hint is str and not isinstance(value, str):
+        raise ConfigError(f"{dotted}: expected a string, got {value!r}")
+    return value
+
+
+def _positive(section: Any, name: str, fields: list[str]) -> None:
+    for f in fields:
+        if getattr(section, f) <= 0:
+            raise ConfigError(f"{name}.{f}={getattr(section, f)} must be > 0")
+
+
+def _unit_interval(section: Any, name: str, fields: list[str]) -> None:
+    for f in fields:
+        if not 0.0 <= getattr(section, f) < 1.0:
+            raise ConfigError(f"{name}.{f}={getattr(section, f)} must be in [0, 1)")
+
+
+def _one_line(err: Exception) -> str:
+    return " ".join(str(err).split())
