@@ -1,0 +1,19 @@
+"""The Transformer encoder-decoder: attention -> layers -> encoder/decoder -> seq2seq."""
+
+from transformer_mt.model.attention import KVCache, MultiHeadAttention, causal_mask, padding_mask
+from transformer_mt.model.layers import DecoderLayer, EncoderLayer, FeedForward, LayerCache
+from transformer_mt.model.transformer import DecoderCache, Seq2SeqTransformer, build_model
+
+__all__ = [
+    "DecoderCache",
+    "DecoderLayer",
+    "EncoderLayer",
+    "FeedForward",
+    "KVCache",
+    "LayerCache",
+    "MultiHeadAttention",
+    "Seq2SeqTransformer",
+    "build_model",
+    "causal_mask",
+    "padding_mask",
+]

@@ -1,0 +1,218 @@
+"""Scaled dot-product and multi-head attention, and the incremental-decoding key/value cache.
+
+Vaswani et al. (2017), section 3.2: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, run in
+parallel over H heads whose outputs are concatenated and projected.
+
+Shape legend: B batch, S source length, T target length, Tq/Tk query/key length, D d_model,
+H heads, Dh head size (D / H), F feed-forward size, V vocabulary, K beam size.
+
+One mask convention everywhere: a boolean tensor, True = this query may attend to this key,
+broadcastable to (B, H, Tq, Tk) (the convention of `F.scaled_dot_product_attention`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def padding_mask(ids: Tensor, pad_id: int) -> Tensor:
+    """Keep-mask for keys: (B, L) token ids -> (B, 1, 1, L) bool, True at real tokens."""
+    return (ids != pad_id)[:, None, None, :]
+
+
+def causal_mask(n_queries: int, n_keys: int, device: torch.device | None = None) -> Tensor:
+    """Lower-right aligned causal keep-mask, (Tq, Tk) bool.
+
+    Query i (the last Tq positions of a length-Tk sequence) may attend to key j iff
+    j <= (Tk - Tq) + i. With Tq == Tk this is the usual lower triangle; with a cache holding
+    Tk - Tq past tokens it still lets every new query see the whole past, which SDPA's
+    `is_causal=True` (anchored top-left) would not.
+    """
+    offset = n_keys - n_queries
+    rows = torch.arange(n_queries, device=device)[:, None]
+    cols = torch.arange(n_keys, device=device)[None, :]
+    return cols <= rows + offset
+
+
+def _rows_with_keys(mask: Tensor | None) -> Tensor | None:
+    """(…, Tq, 1) bool: False where a query row has no key to attend to (would give NaN)."""
+    if mask is None:
+        return None
+    return mask.any(dim=-1, keepdim=True)
+
+
+def attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None = None,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+) -> Tensor:
+    """Scaled dot-product attention through `F.scaled_dot_product_attention`.
+
+    SDPA picks the flash or memory-efficient kernel on GPU when the inputs allow it.
+
+    Args:
+        query: (B, H, Tq, Dh).
+        key, value: (B, H, Tk, Dh).
+        mask: bool, broadcastable to (B, H, Tq, Tk), True = may attend; or None.
+        is_causal: apply a top-left causal triangle (only valid when Tq == Tk).
+        dropout_p: dropout on the attention weights (pass 0.0 outside training).
+
+    Returns:
+        (B, H, Tq, Dh). A query row whose keys are all masked gives zeros, not NaN.
+    """
+    keep_rows = _rows_with_keys(mask)
+    if keep_rows is not None:
+        # Let empty rows attend everywhere (finite), then zero their output below.
+        mask = mask | ~keep_rows
+    out = F.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal
+    )
+    if keep_rows is not None:
+        out = out.masked_fill(~keep_rows, 0.0)
+    return out
+
+
+def attention_with_weights(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None = None,
+    is_causal: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """Plain-math attention that also returns the weights: the oracle for `attention`.
+
+    Used for alignments and attention maps; never in training or beam search.
+
+    Returns:
+        output (B, H, Tq, Dh) and weights (B, H, Tq, Tk); an all-masked row has zero weights.
+    """
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (B, H, Tq, Tk)
+    if is_causal:
+        causal = causal_mask(scores.size(-2), scores.size(-1), scores.device)
+        mask = causal if mask is None else mask & causal
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ value, weights
+
+
+@dataclass
+class KVCache:
+    """Keys and values of one attention layer, growing by appended time steps.
+
+    The buffers are preallocated and doubled when full, so decoding T tokens copies O(T)
+    elements in total instead of O(T^2) for concatenation at every step.
+
+    Attributes:
+        keys, values: (B, H, capacity, Dh) buffers; only [:, :, :length] is valid.
+        length: number of valid time steps.
+    """
+
+    keys: Tensor
+    values: Tensor
+    length: int = 0
+
+    @classmethod
+    def empty(cls, like: Tensor, capacity: int = 16) -> KVCache:
+        """An empty cache for tensors shaped like `like`, (B, H, t, Dh)."""
+        b, h, _, dh = like.shape
+        buffer = like.new_empty(b, h, capacity, dh)
+        return cls(buffer, torch.empty_like(buffer), 0)
+
+    def append(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+        """Add (B, H, t, Dh) keys/values; return all valid keys and values (B, H, length, Dh)."""
+        new_length = self.length + keys.size(2)
+        if new_length > self.keys.size(2):
+            capacity = max(new_length, 2 * self.keys.size(2))
+            self.keys = _grow(self.keys, capacity, self.length)
+            self.values = _grow(self.values, capacity, self.length)
+        self.keys[:, :, self.length : new_length] = keys
+        self.values[:, :, self.length : new_length] = values
+        self.length = new_length
+        return self.keys[:, :, :new_length], self.values[:, :, :new_length]
+
+    def reorder(self, indices: Tensor) -> None:
+        """Keep batch rows `indices` (B',) in that order (beam reorder, finished-row pruning)."""
+        self.keys = self.keys[:, :, : self.length].index_select(0, indices)
+        self.values = self.values[:, :, : self.length].index_select(0, indices)
+
+
+def _grow(buffer: Tensor, capacity: int, length: int) -> Tensor:
+    grown = buffer.new_empty(*buffer.shape[:2], capacity, buffer.size(3))
+    grown[:, :, :length] = buffer[:, :, :length]
+    return grown
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention for all three uses: encoder self-, decoder masked self-, cross-.
+
+    Queries come from one stream, keys and values from another (the same tensor for
+    self-attention, the encoder memory for cross-attention). Separate q/k/v/out projections
+    keep weight copies from reference implementations obvious.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.n_heads = n_heads
+        self.head_dim = d_model // n_heads
+        self.dropout = dropout
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        """(B, L, D) -> (B, H, L, Dh)."""
+        b, length, _ = x.shape
+        return x.view(b, length, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def project_kv(self, source: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values of `source` (B, Tk, D), each (B, H, Tk, Dh)."""
+        return self.split_heads(self.k_proj(source)), self.split_heads(self.v_proj(source))
+
+    def attend(
+        self,
+        query: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        mask: Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend from `query` (B, Tq, D) to projected `keys`/`values` (B, H, Tk, Dh).
+
+        Returns:
+            output (B, Tq, D) and, with `need_weights`, weights (B, H, Tq, Tk), else None.
+        """
+        q = self.split_heads(self.q_proj(query))  # (B, H, Tq, Dh)
+        weights = None
+        if need_weights:
+            out, weights = attention_with_weights(q, keys, values, mask, is_causal)
+        else:
+            p = self.dropout if self.training else 0.0
+            out = attention(q, keys, values, mask, is_causal, p)  # (B, H, Tq, Dh)
+        b, _, tq, _ = out.shape
+        out = out.transpose(1, 2).reshape(b, tq, self.n_heads * self.head_dim)  # (B, Tq, D)
+        return self.out_proj(out), weights
+
+    def forward(
+        self,
+        query: Tensor,
+        source: Tensor,
+        mask: Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attention of `query` (B, Tq, D) over `source` (B, Tk, D); see `attend`."""
+        keys, values = self.project_kv(source)
+        return self.attend(query, keys, values, mask, is_causal, need_weights)

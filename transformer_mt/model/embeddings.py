@@ -1,0 +1,84 @@
+"""Token embeddings scaled by sqrt(d_model) plus positional encodings (paper section 3.4-3.5).
+
+Sinusoidal positions use the concatenated layout [sin(pos * w_0..w_{D/2-1}), cos(...)] of
+tensor2tensor, fairseq and Marian, with w_i = 10000^(-2i/D). The paper interleaves sin and cos
+(PE(pos, 2i) = sin, PE(pos, 2i+1) = cos); the two differ only by a fixed permutation of the
+model dimensions, which the network absorbs, and the concatenated layout lets Marian weights
+load unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+def sinusoidal_table(n_positions: int, d_model: int) -> Tensor:
+    """(n_positions, d_model) float32 table: first half sines, second half cosines."""
+    positions = torch.arange(n_positions, dtype=torch.float64)[:, None]  # (P, 1)
+    freqs = torch.pow(10000.0, -torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    angles = positions * freqs  # (P, D/2)
+    return torch.cat([angles.sin(), angles.cos()], dim=-1).float()
+
+
+class SinusoidalPositions(nn.Module):
+    """Fixed positional encodings; a non-persistent buffer, so checkpoints do not carry it."""
+
+    def __init__(self, max_positions: int, d_model: int):
+        super().__init__()
+        self.register_buffer("table", sinusoidal_table(max_positions, d_model), persistent=False)
+
+    def forward(self, length: int, offset: int = 0) -> Tensor:
+        """Encodings of positions offset .. offset+length-1, (length, D)."""
+        _check_range(length, offset, self.table.size(0))
+        return self.table[offset : offset + length]
+
+
+class LearnedPositions(nn.Module):
+    """Trained position embeddings (as in BERT / fairseq's learned option)."""
+
+    def __init__(self, max_positions: int, d_model: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(max_positions, d_model))
+        nn.init.normal_(self.weight, std=d_model**-0.5)
+
+    def forward(self, length: int, offset: int = 0) -> Tensor:
+        """Embeddings of positions offset .. offset+length-1, (length, D)."""
+        _check_range(length, offset, self.weight.size(0))
+        return self.weight[offset : offset + length]
+
+
+def _check_range(length: int, offset: int, max_positions: int) -> None:
+    if offset + length > max_positions:
+        raise ValueError(
+            f"sequence reaches position {offset + length}, beyond model.max_positions="
+            f"{max_positions}; truncate the input or raise max_positions"
+        )
+
+
+class Embedder(nn.Module):
+    """ids -> dropout(token_embedding(ids) * sqrt(D) + positions).
+
+    `token_embedding` may be shared between encoder, decoder and the output projection; the
+    sqrt(D) scale keeps embeddings of std D^-0.5 (their init) on the scale of the positions.
+    """
+
+    def __init__(self, token_embedding: nn.Embedding, positions: nn.Module, dropout: float) -> None:
+        super().__init__()
+        self.token_embedding = token_embedding
+        self.positions = positions
+        self.scale = math.sqrt(token_embedding.embedding_dim)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
+        """(B, L) ids, first position `offset` -> (B, L, D)."""
+        x = self.token_embedding(ids) * self.scale + self.positions(ids.size(1), offset)
+        return self.dropout(x)
+
+
+def build_positions(kind: str, max_positions: int, d_model: int) -> nn.Module:
+    """A small explicit dict of the position options in ModelConfig.positions."""
+    options = {"sinusoidal": SinusoidalPositions, "learned": LearnedPositions}
+    return options[kind](max_positions, d_model)

@@ -1,0 +1,154 @@
+"""Feed-forward network and the encoder/decoder layers (Vaswani et al. 2017, sections 3.1, 3.3).
+
+Each sub-layer is wrapped in a residual connection with LayerNorm, in one of two arrangements:
+  post-norm (the paper):  x = LayerNorm(x + Dropout(Sublayer(x)))
+  pre-norm:               x = x + Dropout(Sublayer(LayerNorm(x)))   (+ a final LayerNorm)
+Pre-norm trains stably without long warm-up (Xiong et al. 2020); post-norm matches the paper
+and Marian.
+
+Shapes: B batch, S source length, T target length, D d_model, F d_ff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from transformer_mt.config import ModelConfig
+from transformer_mt.model.attention import KVCache, MultiHeadAttention, causal_mask
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward network: fc2(dropout(act(fc1(x)))).
+
+    `swiglu` (Shazeer 2020) gates the hidden layer: fc1 produces 2F features, split into a
+    value half and a SiLU-activated gate half.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, activation: str, activation_dropout: float):
+        super().__init__()
+        self.activation = activation
+        self.fc1 = nn.Linear(d_model, 2 * d_ff if activation == "swiglu" else d_ff)
+        self.fc2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(activation_dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(B, L, D) -> (B, L, D)."""
+        h = self.fc1(x)  # (B, L, F) or (B, L, 2F)
+        if self.activation == "swiglu":
+            value, gate = h.chunk(2, dim=-1)
+            h = value * F.silu(gate)
+        elif self.activation == "gelu":
+            h = F.gelu(h)
+        else:
+            h = F.relu(h)
+        return self.fc2(self.dropout(h))
+
+
+class _Residual(nn.Module):
+    """Shared residual + LayerNorm wiring of encoder and decoder layers."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.pre_norm = cfg.pre_norm
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def residual(self, x: Tensor, norm: nn.LayerNorm, sublayer: Callable[[Tensor], Tensor]):
+        if self.pre_norm:
+            return x + self.dropout(sublayer(norm(x)))
+        return norm(x + self.dropout(sublayer(x)))
+
+
+class EncoderLayer(_Residual):
+    """Self-attention then feed-forward, each with residual + LayerNorm."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        d = cfg.d_model
+        self.self_attn = MultiHeadAttention(d, cfg.n_heads, cfg.attn_dropout)
+        self.self_attn_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
+        self.ffn = FeedForward(d, cfg.d_ff, cfg.activation, cfg.activation_dropout)
+        self.ffn_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
+
+    def forward(self, x: Tensor, src_mask: Tensor | None) -> Tensor:
+        """x (B, S, D), src_mask (B, 1, 1, S) bool True = real token -> (B, S, D)."""
+        x = self.residual(x, self.self_attn_norm, lambda h: self.self_attn(h, h, src_mask)[0])
+        return self.residual(x, self.ffn_norm, self.ffn)
+
+
+@dataclass
+class LayerCache:
+    """Incremental-decoding state of one decoder layer.
+
+    self_attn grows by one step per call; cross_attn holds the encoder memory's keys and
+    values, (B, H, S, Dh) each, computed on the first step and reused afterwards.
+    """
+
+    self_attn: KVCache | None = None
+    cross_attn: tuple[Tensor, Tensor] | None = None
+
+    def reorder(self, indices: Tensor) -> None:
+        if self.self_attn is not None:
+            self.self_attn.reorder(indices)
+        if self.cross_attn is not None:
+            keys, values = self.cross_attn
+            self.cross_attn = (keys.index_select(0, indices), values.index_select(0, indices))
+
+
+class DecoderLayer(_Residual):
+    """Masked self-attention, cross-attention over the encoder memory, then feed-forward."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        d = cfg.d_model
+        self.self_attn = MultiHeadAttention(d, cfg.n_heads, cfg.attn_dropout)
+        self.self_attn_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
+        self.cross_attn = MultiHeadAttention(d, cfg.n_heads, cfg.attn_dropout)
+        self.cross_attn_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
+        self.ffn = FeedForward(d, cfg.d_ff, cfg.activation, cfg.activation_dropout)
+        self.ffn_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
+
+    def forward(
+        self, x: Tensor, memory: Tensor, src_mask: Tensor | None, cache: LayerCache | None = None
+    ) -> Tensor:
+        """Decode target states.
+
+        Args:
+            x: (B, T, D) target states; with a cache, only the new positions.
+            memory: (B, S, D) encoder output.
+            src_mask: (B, 1, 1, S) bool, True = real source token.
+            cache: None in training (causal attention over x); otherwise updated in place.
+
+        Returns:
+            (B, T, D).
+        """
+        x = self.residual(x, self.self_attn_norm, lambda h: self._self_attend(h, cache))
+        x = self.residual(
+            x, self.cross_attn_norm, lambda h: self._cross_attend(h, memory, src_mask, cache)
+        )
+        return self.residual(x, self.ffn_norm, self.ffn)
+
+    def _self_attend(self, h: Tensor, cache: LayerCache | None) -> Tensor:
+        if cache is None:
+            # Right-padded targets: the causal triangle already hides trailing pads from every
+            # real position and the loss ignores pad positions, so no padding mask is needed.
+            return self.self_attn(h, h, is_causal=True)[0]
+        keys, values = self.self_attn.project_kv(h)  # (B, H, t, Dh)
+        if cache.self_attn is None:
+            cache.self_attn = KVCache.empty(keys)
+        keys, values = cache.self_attn.append(keys, values)  # (B, H, past + t, Dh)
+        # One new query sees the whole cache: no mask. Several need a lower-right triangle.
+        mask = None if h.size(1) == 1 else causal_mask(h.size(1), keys.size(2), h.device)
+        return self.self_attn.attend(h, keys, values, mask)[0]
+
+    def _cross_attend(
+        self, h: Tensor, memory: Tensor, src_mask: Tensor | None, cache: LayerCache | None
+    ) -> Tensor:
+        if cache is None:
+            return self.cross_attn(h, memory, src_mask)[0]
+        if cache.cross_attn is None:
+            cache.cross_attn = self.cross_attn.project_kv(memory)  # once per source
+        return self.cross_attn.attend(h, *cache.cross_attn, src_mask)[0]

@@ -1,0 +1,182 @@
+"""Encoder, decoder and the encoder-decoder model (Vaswani et al. 2017, section 3.1).
+
+The model knows nothing of beams or files: search drives it through `encode` and
+`decode_step`, passing an explicit `DecoderCache` that it owns.
+
+Shapes: B batch, S source length, T target length, D d_model, V vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from transformer_mt.config import ModelConfig
+from transformer_mt.model.attention import padding_mask
+from transformer_mt.model.embeddings import Embedder, build_positions
+from transformer_mt.model.layers import DecoderLayer, EncoderLayer, LayerCache
+
+
+@dataclass
+class DecoderCache:
+    """Incremental-decoding state of the whole decoder, one `LayerCache` per layer."""
+
+    layers: list[LayerCache] = field(default_factory=list)
+
+    @property
+    def length(self) -> int:
+        """Target tokens decoded so far: the position offset of the next token."""
+        first = self.layers[0].self_attn if self.layers else None
+        return 0 if first is None else first.length
+
+    def reorder(self, indices: Tensor) -> DecoderCache:
+        """Keep batch rows `indices` (B',) long, in that order; returns self."""
+        for layer in self.layers:
+            layer.reorder(indices)
+        return self
+
+
+class Encoder(nn.Module):
+    def __init__(self, cfg: ModelConfig, token_embedding: nn.Embedding):
+        super().__init__()
+        positions = build_positions(cfg.positions, cfg.max_positions, cfg.d_model)
+        self.embed = Embedder(token_embedding, positions, cfg.dropout)
+        self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_layers))
+        # Pre-norm leaves the residual stream un-normalised: normalise it once at the end.
+        self.final_norm = nn.LayerNorm(cfg.d_model, cfg.layer_norm_eps) if cfg.pre_norm else None
+
+    def forward(self, src_ids: Tensor, src_mask: Tensor) -> Tensor:
+        """src_ids (B, S), src_mask (B, 1, 1, S) True = real token -> memory (B, S, D)."""
+        x = self.embed(src_ids)
+        for layer in self.layers:
+            x = layer(x, src_mask)
+        return x if self.final_norm is None else self.final_norm(x)
+
+
+class Decoder(nn.Module):
+    def __init__(self, cfg: ModelConfig, token_embedding: nn.Embedding):
+        super().__init__()
+        positions = build_positions(cfg.positions, cfg.max_positions, cfg.d_model)
+        self.embed = Embedder(token_embedding, positions, cfg.dropout)
+        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        self.final_norm = nn.LayerNorm(cfg.d_model, cfg.layer_norm_eps) if cfg.pre_norm else None
+
+    def forward(
+        self,
+        tgt_ids: Tensor,
+        memory: Tensor,
+        src_mask: Tensor,
+        cache: DecoderCache | None = None,
+    ) -> Tensor:
+        """Hidden states of target positions.
+
+        Args:
+            tgt_ids: (B, T) decoder input ids (BOS first); with a cache, only the new tokens.
+            memory: (B, S, D) encoder output.
+            src_mask: (B, 1, 1, S) bool, True = real source token.
+            cache: None for a full (teacher-forced) pass; else updated in place.
+
+        Returns:
+            (B, T, D).
+        """
+        offset = 0 if cache is None else cache.length
+        x = self.embed(tgt_ids, offset)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, memory, src_mask, None if cache is None else cache.layers[i])
+        return x if self.final_norm is None else self.final_norm(x)
+
+    def new_cache(self) -> DecoderCache:
+        return DecoderCache([LayerCache() for _ in self.layers])
+
+
+class Seq2SeqTransformer(nn.Module):
+    """The encoder-decoder Transformer with an output projection over the target vocabulary."""
+
+    def __init__(self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, pad_id: int):
+        super().__init__()
+        if cfg.share_embeddings and src_vocab_size != tgt_vocab_size:
+            raise ValueError(
+                "model.share_embeddings needs one vocabulary, got source "
+                f"{src_vocab_size} and target {tgt_vocab_size}"
+            )
+        self.cfg = cfg
+        self.pad_id = pad_id
+        src_embedding = nn.Embedding(src_vocab_size, cfg.d_model)
+        tgt_embedding = (
+            src_embedding if cfg.share_embeddings else nn.Embedding(tgt_vocab_size, cfg.d_model)
+        )
+        self.encoder = Encoder(cfg, src_embedding)
+        self.decoder = Decoder(cfg, tgt_embedding)
+        self.output_projection = nn.Linear(cfg.d_model, tgt_vocab_size, bias=False)
+        self.reset_parameters()
+        if cfg.tie_output:
+            self.output_projection.weight = tgt_embedding.weight
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform linear weights and zero biases (Annotated Transformer, fairseq);
+        token embeddings N(0, D^-0.5) with a zero pad row (fairseq), so that scaled by sqrt(D)
+        they start at unit variance."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, std=self.cfg.d_model**-0.5)
+                with torch.no_grad():
+                    module.weight[self.pad_id].zero_()
+
+    def src_mask(self, src_ids: Tensor) -> Tensor:
+        """(B, S) -> (B, 1, 1, S) bool, True at real (non-pad) source tokens."""
+        return padding_mask(src_ids, self.pad_id)
+
+    def forward(self, src_ids: Tensor, tgt_in_ids: Tensor, src_mask: Tensor | None = None):
+        """Teacher-forced logits.
+
+        Args:
+            src_ids: (B, S) source ids, right-padded with pad_id.
+            tgt_in_ids: (B, T) decoder input ids (BOS + target), right-padded.
+            src_mask: (B, 1, 1, S) bool, True = real token; derived from src_ids if None.
+
+        Returns:
+            logits (B, T, V).
+        """
+        if src_mask is None:
+            src_mask = self.src_mask(src_ids)
+        memory = self.encoder(src_ids, src_mask)
+        return self.output_projection(self.decoder(tgt_in_ids, memory, src_mask))
+
+    def encode(self, src_ids: Tensor, src_mask: Tensor) -> Tensor:
+        """src_ids (B, S), src_mask (B, 1, 1, S) -> memory (B, S, D)."""
+        return self.encoder(src_ids, src_mask)
+
+    def decode_step(
+        self, tgt_ids: Tensor, memory: Tensor, src_mask: Tensor, cache: DecoderCache | None
+    ) -> tuple[Tensor, DecoderCache]:
+        """One incremental decoding step.
+
+        Args:
+            tgt_ids: (B,) the latest token of every row (BOS on the first step).
+            memory: (B, S, D) encoder output; only read on the first step (cross-attention
+                keys/values are cached), but rows must stay aligned with the cache.
+            src_mask: (B, 1, 1, S) bool, True = real source token.
+            cache: None on the first step.
+
+        Returns:
+            log_probs (B, V) float32 for the next token, and the updated cache.
+        """
+        if cache is None:
+            cache = self.decoder.new_cache()
+        hidden = self.decoder(tgt_ids[:, None], memory, src_mask, cache)  # (B, 1, D)
+        logits = self.output_projection(hidden[:, -1])  # (B, V)
+        return torch.log_softmax(logits.float(), dim=-1), cache
+
+
+def build_model(
+    cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int | None = None, pad_id: int = 0
+) -> Seq2SeqTransformer:
+    """A freshly initialised model; `tgt_vocab_size` defaults to the (joint) source one."""
+    cfg.validate()
+    return Seq2SeqTransformer(cfg, src_vocab_size, tgt_vocab_size or src_vocab_size, pad_id)
