@@ -1,0 +1,260 @@
+"""Read parallel corpora into a `datasets.Dataset` with columns `src` and `tgt`, and clean them.
+
+Four layouts give the same two columns (see `DataConfig.format`):
+
+- text:  `{prefix}.{src_lang}` and `{prefix}.{tgt_lang}`, one sentence a line (`.gz` accepted)
+- tsv:   one file, `source<TAB>target` a line
+- jsonl: one file of `{"translation": {src_lang: ..., tgt_lang: ...}}` lines (the hub's layout)
+- hub:   a `datasets` hub dataset (`hub_name`, `hub_config`), online only
+
+Local files are read and checked here rather than by `datasets`' own loaders, so that every bad
+input (missing, empty, not UTF-8, unequal line counts, malformed line) is a one-line `DataError`
+naming the file and, where it applies, the line.
+
+Cleaning (`select_training_pairs`) applies to training data only; validation and test sets are
+scored against their references and are never filtered.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+import numpy as np
+
+from transformer_mt.config import DataConfig
+from transformer_mt.errors import TmtError
+
+log = logging.getLogger(__name__)
+
+HUB_HOST = "huggingface.co"
+HUB_PROBE_TIMEOUT_S = 3.0  # an offline machine answers "no" this fast instead of hanging
+
+
+class DataError(TmtError):
+    """A corpus cannot be read: missing, empty or malformed file, unequal sides, no network."""
+
+
+def load_split(cfg: DataConfig, split: str) -> datasets.Dataset:
+    """Read one split (`train`, `valid` or `test`) of the corpus described by `cfg`.
+
+    Returns:
+        A Dataset with string columns `src` and `tgt`, in file order, unfiltered.
+
+    Raises:
+        DataError: one line naming the file (and line) at fault.
+    """
+    location = getattr(cfg, split)
+    if location is None:
+        raise DataError(f"data.{split} is not set")
+    if cfg.format == "text":
+        return read_text_pair(
+            _resolve(f"{location}.{cfg.src_lang}"), _resolve(f"{location}.{cfg.tgt_lang}")
+        )
+    if cfg.format == "tsv":
+        return read_tsv(location)
+    if cfg.format == "jsonl":
+        return read_jsonl(location, cfg.src_lang, cfg.tgt_lang)
+    return load_hub(cfg.hub_name or "", cfg.hub_config, location, cfg.src_lang, cfg.tgt_lang)
+
+
+def read_text_pair(src_path: str | Path, tgt_path: str | Path) -> datasets.Dataset:
+    """Two line-aligned plain-text files (one sentence a line) as a `src`/`tgt` Dataset."""
+    src = read_lines(src_path)
+    tgt = read_lines(tgt_path)
+    if len(src) != len(tgt):
+        raise DataError(
+            f"line counts differ: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}"
+        )
+    return datasets.Dataset.from_dict({"src": src, "tgt": tgt})
+
+
+def read_tsv(path: str | Path) -> datasets.Dataset:
+    """One `source<TAB>target` pair a line."""
+    src, tgt = [], []
+    for number, line in enumerate(read_lines(path), start=1):
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise DataError(
+                f"{path}:{number}: expected 2 tab-separated fields, found {len(fields)}"
+            )
+        src.append(fields[0])
+        tgt.append(fields[1])
+    return datasets.Dataset.from_dict({"src": src, "tgt": tgt})
+
+
+def read_jsonl(path: str | Path, src_lang: str, tgt_lang: str) -> datasets.Dataset:
+    """JSON lines in the hub's translation layout: {"translation": {"de": ..., "en": ...}}."""
+    src, tgt = [], []
+    for number, line in enumerate(read_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            pair = json.loads(line)["translation"]
+            src.append(_text_field(pair, src_lang))
+            tgt.append(_text_field(pair, tgt_lang))
+        except json.JSONDecodeError as err:
+            raise DataError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+        except (KeyError, TypeError) as err:
+            raise DataError(
+                f'{path}:{number}: expected {{"translation": {{"{src_lang}": ..., '
+                f'"{tgt_lang}": ...}}}} (missing {err})'
+            ) from None
+    if not src:
+        raise DataError(f"{path}: file is empty")
+    return datasets.Dataset.from_dict({"src": src, "tgt": tgt})
+
+
+def load_hub(
+    name: str, config: str | None, split: str, src_lang: str, tgt_lang: str
+) -> datasets.Dataset:
+    """A hub translation dataset (e.g. wmt14 / de-en), with the same `src`/`tgt` columns.
+
+    Online, a fast connectivity probe runs first so that an offline machine fails at once with a
+    message instead of letting the hub client retry for minutes. With HF_HUB_OFFLINE or
+    HF_DATASETS_OFFLINE set (before Python starts), `datasets` serves its local cache, or fails
+    fast itself.
+    """
+    offline = _offline_variable()
+    if offline is None:
+        _probe_hub(name)
+    try:
+        raw = datasets.load_dataset(name, config, split=split)
+    except Exception as err:  # the hub client raises many unrelated types; report them all
+        where = f" ({offline} is set: only cached datasets load)" if offline else ""
+        raise DataError(
+            f"hub dataset {name}/{config} split {split}{where}: {_one_line(err)}"
+        ) from None
+    if "translation" not in raw.column_names:
+        raise DataError(f"hub dataset {name}/{config}: no 'translation' column")
+    return raw.map(
+        lambda row: {"src": row["translation"][src_lang], "tgt": row["translation"][tgt_lang]},
+        remove_columns=raw.column_names,
+    )
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """All lines of a UTF-8 text file (`.gz` decompressed), without line ends.
+
+    Raises:
+        DataError: the file is missing, empty, or not UTF-8 (with the line number).
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+        if path.suffix == ".gz":
+            raw = gzip.decompress(raw)
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except (OSError, EOFError) as err:
+        raise DataError(f"{path}: cannot read ({_one_line(err)})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        column = err.start - (raw.rfind(b"\n", 0, err.start) + 1) + 1
+        raise DataError(
+            f"{path}:{line}: not valid UTF-8 (byte 0x{raw[err.start]:02x} at column {column})"
+        ) from None
+    if not text.strip():
+        raise DataError(f"{path}: file is empty")
+    # Split on "\n" only: str.splitlines would also split on U+2028, U+0085 and friends, which
+    # can sit inside a sentence and would misalign the two sides.
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+@dataclass(frozen=True)
+class CleanReport:
+    """How many training pairs were kept and why the others were dropped."""
+
+    total: int
+    kept: int
+    empty: int  # a side with no tokens (blank after stripping whitespace)
+    too_long: int  # a side with more than max_len tokens
+    bad_ratio: int  # longer side / shorter side above max_len_ratio
+
+    def __str__(self) -> str:
+        return (
+            f"kept {self.kept} of {self.total} training pairs; dropped {self.empty} empty, "
+            f"{self.too_long} longer than max_len, {self.bad_ratio} above max_len_ratio"
+        )
+
+
+def select_training_pairs(
+    src_lens: np.ndarray, tgt_lens: np.ndarray, max_len: int, max_len_ratio: float
+) -> tuple[np.ndarray, CleanReport]:
+    """Indices of the training pairs worth keeping, and a report on the rest.
+
+    Lengths are subword tokens without BOS/EOS. A whitespace-only line encodes to no tokens, so
+    "empty" covers blank lines after stripping. Each dropped pair counts under the first rule
+    it breaks, in the order empty, too long, ratio.
+
+    Args:
+        src_lens, tgt_lens: (N,) integer token counts.
+        max_len: longest side allowed.
+        max_len_ratio: largest allowed max(len) / min(len).
+
+    Returns:
+        (kept indices (K,) int64 ascending, CleanReport)
+    """
+    src_lens = np.asarray(src_lens, dtype=np.int64)
+    tgt_lens = np.asarray(tgt_lens, dtype=np.int64)
+    empty = (src_lens == 0) | (tgt_lens == 0)
+    too_long = ~empty & ((src_lens > max_len) | (tgt_lens > max_len))
+    longer = np.maximum(src_lens, tgt_lens)
+    shorter = np.maximum(np.minimum(src_lens, tgt_lens), 1)
+    bad_ratio = ~empty & ~too_long & (longer > max_len_ratio * shorter)
+    keep = np.flatnonzero(~(empty | too_long | bad_ratio))
+    report = CleanReport(
+        total=len(src_lens),
+        kept=len(keep),
+        empty=int(empty.sum()),
+        too_long=int(too_long.sum()),
+        bad_ratio=int(bad_ratio.sum()),
+    )
+    log.info("%s", report)
+    return keep, report
+
+
+def _resolve(path: str) -> Path:
+    """`path`, or `path.gz` when only the compressed file exists (the shared mirror's layout)."""
+    plain = Path(path)
+    gz = Path(path + ".gz")
+    return gz if not plain.exists() and gz.exists() else plain
+
+
+def _text_field(pair: dict, lang: str) -> str:
+    value = pair[lang]
+    if not isinstance(value, str):
+        raise TypeError(f"translation.{lang} is not a string")
+    return value
+
+
+def _offline_variable() -> str | None:
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        if os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on"):
+            return var
+    return None
+
+
+def _probe_hub(name: str) -> None:
+    try:
+        socket.create_connection((HUB_HOST, 443), timeout=HUB_PROBE_TIMEOUT_S).close()
+    except OSError as err:
+        raise DataError(
+            f"hub dataset {name}: cannot reach {HUB_HOST} ({_one_line(err)}); this machine "
+            "looks offline: use data.format text, tsv or jsonl with local files"
+        ) from None
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split())

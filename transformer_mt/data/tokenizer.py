@@ -1,0 +1,244 @@
+"""SentencePiece subword tokenizer: train on the training corpus, load, encode, decode.
+
+Special ids are fixed for every model this toolkit trains, so the model, the loss and the search
+can use them as constants without asking the tokenizer:
+
+    PAD_ID = 0   padding (never produced by `encode`)
+    UNK_ID = 1   unknown piece (characters left out by `character_coverage`)
+    BOS_ID = 2   beginning of a target sentence (first decoder input)
+    EOS_ID = 3   end of sentence (appended to source and target)
+
+`encode` never adds BOS/EOS; `data/batching.py` adds them where the model needs them.
+
+A trained model is saved as `spm-<role>-<hash>.model` where the hash covers the training text
+and every setting that changes the model, so a second run with the same corpus and settings
+finds the file and skips training. Checkpoints embed `Tokenizer.model_bytes`, which
+`Tokenizer.from_bytes` turns back into a tokenizer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import sentencepiece as spm
+
+from transformer_mt.config import TokenizerConfig
+from transformer_mt.errors import TmtError
+
+PAD_ID = 0
+UNK_ID = 1
+BOS_ID = 2
+EOS_ID = 3
+
+log = logging.getLogger(__name__)
+
+
+class TokenizerError(TmtError):
+    """A tokenizer cannot be trained or loaded (bad settings, unreadable model file)."""
+
+
+class Tokenizer:
+    """A loaded SentencePiece model; text in, ids out (no BOS/EOS), and back."""
+
+    def __init__(self, model_bytes: bytes, name: str = "<bytes>") -> None:
+        self.name = name
+        self.model_bytes = model_bytes
+        self._sp = spm.SentencePieceProcessor()
+        try:
+            self._sp.LoadFromSerializedProto(model_bytes)
+        except (RuntimeError, OSError, TypeError) as err:
+            raise TokenizerError(f"{name}: not a SentencePiece model ({_one_line(err)})") from None
+        if (self._sp.pad_id(), self._sp.unk_id(), self._sp.bos_id(), self._sp.eos_id()) != (
+            PAD_ID,
+            UNK_ID,
+            BOS_ID,
+            EOS_ID,
+        ):
+            raise TokenizerError(f"{name}: special ids differ from pad=0, unk=1, bos=2, eos=3")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Tokenizer:
+        path = Path(path)
+        try:
+            return cls(path.read_bytes(), name=str(path))
+        except FileNotFoundError:
+            raise TokenizerError(f"{path}: tokenizer model not found") from None
+
+    @classmethod
+    def from_bytes(cls, model_bytes: bytes) -> Tokenizer:
+        return cls(model_bytes)
+
+    @property
+    def vocab_size(self) -> int:
+        return self._sp.get_piece_size()
+
+    @property
+    def sha256(self) -> str:
+        """Checksum of the serialized model; keys encoded-corpus caches and checkpoints."""
+        return hashlib.sha256(self.model_bytes).hexdigest()
+
+    def encode(self, text: str) -> list[int]:
+        return self._sp.encode(text)
+
+    def encode_batch(self, texts: Sequence[str], num_threads: int = -1) -> list[list[int]]:
+        """Encode many lines at once; SentencePiece spreads them over `num_threads` C++ threads."""
+        return self._sp.encode(list(texts), num_threads=num_threads)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Ids back to text; PAD/BOS/EOS are skipped by SentencePiece (they are control pieces)."""
+        return self._sp.decode(list(ids))
+
+    def normalize(self, text: str) -> str:
+        """The text as the model sees it (NFKC, whitespace squeezed): what `decode` returns."""
+        # SentencePiece writes spaces as U+2581 and adds one as a word-boundary prefix.
+        return self._sp.normalize(text).replace("\u2581", " ").strip(" ")
+
+    def id_to_piece(self, token_id: int) -> str:
+        return self._sp.id_to_piece(token_id)
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.write_bytes(self.model_bytes)
+        return path
+
+
+@dataclass(frozen=True)
+class TokenizerPair:
+    """Source and target tokenizers; the same object twice when the vocabulary is joint."""
+
+    src: Tokenizer
+    tgt: Tokenizer
+    src_path: Path
+    tgt_path: Path
+
+    @property
+    def joint(self) -> bool:
+        return self.src is self.tgt
+
+
+def train_tokenizers(
+    cfg: TokenizerConfig,
+    src_texts: Sequence[str],
+    tgt_texts: Sequence[str],
+    out_dir: str | Path,
+    cache_dir: str | Path | None = None,
+) -> TokenizerPair:
+    """Train (or reuse) the source and target tokenizers and save them into `out_dir`.
+
+    With `cfg.joint` one model learns from source and target text together (needed when the
+    model shares embeddings); otherwise each side gets its own model. A model whose name (hash of
+    text and settings) already exists in `out_dir` or `cache_dir` is reused, not retrained.
+
+    Args:
+        cfg: vocabulary size, model type, character coverage, sentences sampled.
+        src_texts, tgt_texts: the training corpus, one sentence per item.
+        out_dir: the run directory; translation later needs only the files written here.
+        cache_dir: optional shared directory that also keeps a copy, so new runs skip training.
+
+    Raises:
+        TokenizerError: settings the corpus cannot satisfy (e.g. vocab_size too large).
+    """
+    if cfg.joint:
+        path = _train_or_reuse(cfg, "joint", [src_texts, tgt_texts], Path(out_dir), cache_dir)
+        tok = Tokenizer.load(path)
+        return TokenizerPair(tok, tok, path, path)
+    src_path = _train_or_reuse(cfg, "src", [src_texts], Path(out_dir), cache_dir)
+    tgt_path = _train_or_reuse(cfg, "tgt", [tgt_texts], Path(out_dir), cache_dir)
+    return TokenizerPair(Tokenizer.load(src_path), Tokenizer.load(tgt_path), src_path, tgt_path)
+
+
+def tokenizer_key(cfg: TokenizerConfig, corpora: Iterable[Sequence[str]]) -> str:
+    """Hash of the training text and every setting that changes the trained model."""
+    digest = hashlib.sha256()
+    settings = {
+        "model_type": cfg.model_type,
+        "vocab_size": cfg.vocab_size,
+        "character_coverage": cfg.character_coverage,
+        "input_sentence_size": cfg.input_sentence_size,
+        "special_ids": [PAD_ID, UNK_ID, BOS_ID, EOS_ID],
+        "sentencepiece": spm.__version__,
+    }
+    digest.update(json.dumps(settings, sort_keys=True).encode())
+    for texts in corpora:
+        digest.update(b"\x00corpus\x00")
+        for line in texts:
+            digest.update(line.encode("utf-8"))
+            digest.update(b"\n")
+    return digest.hexdigest()[:16]
+
+
+def _train_or_reuse(
+    cfg: TokenizerConfig,
+    role: str,
+    corpora: list[Sequence[str]],
+    out_dir: Path,
+    cache_dir: str | Path | None,
+) -> Path:
+    name = f"spm-{role}-{tokenizer_key(cfg, corpora)}.model"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / name
+    if target.exists():
+        log.info("tokenizer %s exists; not retraining", target)
+        return target
+    cached = Path(cache_dir) / name if cache_dir is not None else None
+    if cached is not None and cached.exists():
+        log.info("tokenizer %s found in cache; copying", name)
+        shutil.copyfile(cached, target)
+        return target
+    model_bytes = _train_sentencepiece(cfg, corpora)
+    _write_atomic(target, model_bytes)
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomic(cached, model_bytes)
+    log.info("trained tokenizer %s (vocab %d)", target, cfg.vocab_size)
+    return target
+
+
+def _train_sentencepiece(cfg: TokenizerConfig, corpora: list[Sequence[str]]) -> bytes:
+    """Run the SentencePiece trainer in memory and return the serialized model."""
+    lines = [line for texts in corpora for line in texts if line.strip()]
+    if not lines:
+        raise TokenizerError("cannot train a tokenizer on an empty corpus")
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(lines),
+            model_writer=model,
+            model_type=cfg.model_type,
+            vocab_size=cfg.vocab_size,
+            character_coverage=cfg.character_coverage,
+            input_sentence_size=cfg.input_sentence_size,
+            shuffle_input_sentence=True,
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            num_threads=2,
+            minloglevel=2,
+        )
+    except RuntimeError as err:
+        message = _one_line(err)
+        if "Vocabulary size" in message or "vocab_size" in message:
+            raise TokenizerError(
+                f"tokenizer.vocab_size={cfg.vocab_size} is too large for this corpus of "
+                f"{len(lines)} lines ({message}); lower tokenizer.vocab_size"
+            ) from None
+        raise TokenizerError(f"SentencePiece training failed: {message}") from None
+    return model.getvalue()
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split())
