@@ -1,0 +1,56 @@
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from transformer_mt.training.loss import label_smoothed_loss, perplexity
+
+PAD = 0
+
+
+def test_matches_hand_computation():
+    # one token, V = 3, logits chosen so the probabilities are easy to write down
+    logits = torch.log(torch.tensor([[[0.5, 0.25, 0.25]]]))
+    target = torch.tensor([[1]])
+    eps = 0.1
+    sums = label_smoothed_loss(logits, target, eps, pad_id=PAD)
+    nll = -math.log(0.25)
+    uniform = -(math.log(0.5) + 2 * math.log(0.25)) / 3
+    assert sums.n_tokens == 1
+    assert sums.nll.item() == pytest.approx(nll)
+    assert sums.loss.item() == pytest.approx((1 - eps) * nll + eps * uniform)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+def test_matches_torch_cross_entropy_ignoring_pad(eps):
+    logits = torch.randn(3, 5, 11)
+    target = torch.randint(1, 11, (3, 5))
+    target[0, 3:] = PAD
+    target[2, 1:] = PAD
+    sums = label_smoothed_loss(logits, target, eps, pad_id=PAD)
+    ref = F.cross_entropy(
+        logits.reshape(-1, 11),
+        target.reshape(-1),
+        ignore_index=PAD,
+        label_smoothing=eps,
+        reduction="sum",
+    )
+    nll = F.cross_entropy(
+        logits.reshape(-1, 11), target.reshape(-1), ignore_index=PAD, reduction="sum"
+    )
+    assert sums.n_tokens == int(target.ne(PAD).sum())
+    torch.testing.assert_close(sums.loss, ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(sums.nll, nll, rtol=1e-5, atol=1e-5)
+
+
+def test_pad_positions_do_not_change_loss_or_gradient():
+    logits = torch.randn(2, 4, 7, requires_grad=True)
+    target = torch.tensor([[3, 4, 0, 0], [5, 6, 2, 0]])
+    label_smoothed_loss(logits, target, 0.1, PAD).loss.backward()
+    assert torch.all(logits.grad[0, 2:] == 0) and torch.all(logits.grad[1, 3] == 0)
+
+
+def test_perplexity_is_capped():
+    assert perplexity(0.0) == 1.0
+    assert math.isfinite(perplexity(1e6))
