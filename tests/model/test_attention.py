@@ -1,0 +1,114 @@
+"""Attention against references: plain math, torch.nn.MultiheadAttention, padding invariance."""
+
+import pytest
+import torch
+from torch import nn
+from torch.testing import assert_close
+
+from transformer_mt.model.attention import (
+    KVCache,
+    MultiHeadAttention,
+    attention,
+    attention_with_weights,
+    causal_mask,
+)
+
+B, H, TQ, TK, DH, D = 3, 4, 5, 7, 8, 32
+
+
+def _random_mask():
+    mask = torch.rand(B, 1, TQ, TK) > 0.3
+    mask[..., 0] = True  # every row keeps a key
+    return mask
+
+
+@pytest.mark.parametrize("kind", ["none", "padding", "causal", "explicit"])
+def test_sdpa_equals_plain_math(kind):
+    q, k, v = torch.randn(B, H, TQ, DH), torch.randn(B, H, TK, DH), torch.randn(B, H, TK, DH)
+    mask, is_causal = None, False
+    if kind == "padding":
+        mask = torch.arange(TK)[None, None, None, :] < torch.tensor([7, 4, 1])[:, None, None, None]
+    elif kind == "explicit":
+        mask = _random_mask()
+    elif kind == "causal":
+        k, v, is_causal = k[:, :, :TQ], v[:, :, :TQ], True
+    expected, weights = attention_with_weights(q, k, v, mask, is_causal)
+    assert_close(attention(q, k, v, mask, is_causal), expected, atol=1e-5, rtol=1e-5)
+    assert_close(weights.sum(-1), torch.ones(B, H, TQ))
+
+
+def test_fully_masked_row_gives_zeros_not_nan():
+    q, k, v = torch.randn(B, H, TQ, DH), torch.randn(B, H, TK, DH), torch.randn(B, H, TK, DH)
+    mask = _random_mask()
+    mask[1] = False  # every key of sentence 1 masked
+    out = attention(q, k, v, mask)
+    oracle, weights = attention_with_weights(q, k, v, mask)
+    assert not out.isnan().any() and not oracle.isnan().any()
+    assert (out[1] == 0).all() and (weights[1] == 0).all()
+    assert_close(out, oracle, atol=1e-5, rtol=1e-5)
+
+
+def test_causal_mask_is_lower_right_aligned():
+    assert causal_mask(3, 3).tolist() == [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+    assert causal_mask(2, 4).tolist() == [[1, 1, 1, 0], [1, 1, 1, 1]]
+
+
+def _copy_into_torch_mha(ours: MultiHeadAttention) -> nn.MultiheadAttention:
+    ref = nn.MultiheadAttention(D, H, batch_first=True)
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(
+            torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight])
+        )
+        ref.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+        ref.out_proj.weight.copy_(ours.out_proj.weight)
+        ref.out_proj.bias.copy_(ours.out_proj.bias)
+    return ref.eval()
+
+
+@pytest.mark.parametrize("use", ["self", "cross", "causal_self"])
+def test_mha_equals_torch_multihead_attention(use):
+    ours = MultiHeadAttention(D, H).eval()
+    ref = _copy_into_torch_mha(ours)
+    x = torch.randn(B, TQ, D)
+    source = x if use != "cross" else torch.randn(B, TK, D)
+    lengths = torch.tensor([source.size(1), 3, 1])
+    keep = torch.arange(source.size(1))[None, :] < lengths[:, None]  # (B, Tk) True = real
+    if use == "causal_self":
+        out, _ = ours(x, source, is_causal=True)
+        blocked = ~causal_mask(TQ, TQ)  # torch's convention: True = blocked
+        expected, _ = ref(x, source, source, attn_mask=blocked, need_weights=False)
+    else:
+        out, _ = ours(x, source, keep[:, None, None, :])
+        expected, _ = ref(x, source, source, key_padding_mask=~keep, need_weights=False)
+    assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_mha_weights_path_equals_fast_path():
+    ours = MultiHeadAttention(D, H).eval()
+    x, memory = torch.randn(B, TQ, D), torch.randn(B, TK, D)
+    mask = _random_mask()
+    fast, none = ours(x, memory, mask)
+    slow, weights = ours(x, memory, mask, need_weights=True)
+    assert none is None and weights.shape == (B, H, TQ, TK)
+    assert_close(fast, slow, atol=1e-5, rtol=1e-5)
+
+
+def test_padded_keys_change_nothing():
+    ours = MultiHeadAttention(D, H).eval()
+    x, memory = torch.randn(B, TQ, D), torch.randn(B, TK, D)
+    keep = torch.arange(TK)[None, :] < torch.tensor([TK, 4, 2])[:, None]
+    mask = keep[:, None, None, :]
+    garbage = torch.where(keep[..., None], memory, torch.randn(B, TK, D) * 100)
+    assert_close(ours(x, memory, mask)[0], ours(x, garbage, mask)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_kv_cache_grows_without_losing_steps_and_reorders():
+    steps = [torch.randn(B, H, 1, DH) for _ in range(40)]  # past the initial capacity
+    cache = KVCache.empty(steps[0], capacity=4)
+    for s in steps:
+        keys, values = cache.append(s, -s)
+    assert cache.length == 40
+    assert_close(keys, torch.cat(steps, dim=2))
+    assert_close(values, -torch.cat(steps, dim=2))
+    cache.reorder(torch.tensor([2, 0]))
+    assert_close(cache.keys[:, :, : cache.length], torch.cat(steps, dim=2)[[2, 0]])
