@@ -1,0 +1,265 @@
+"""Token-budget batching: group pairs of similar length, pad them, build masks once per batch.
+
+What the model sees, for a pair with source ids x (length m) and target ids y (length n):
+
+    src_ids      x + [EOS]              m + 1 tokens (EOS gives even an empty line a real token)
+    tgt_in_ids   [BOS] + y              n + 1 tokens (decoder input)
+    tgt_out_ids  y + [EOS]              n + 1 tokens (what the loss predicts)
+
+A batch of B pairs costs B * max(S, T) tokens, S and T the padded source and target lengths;
+`make_batches` keeps that at or below `max_tokens`.
+
+Order: the batches of an epoch are a pure function of (lengths, max_tokens, seed, epoch). Pairs
+are shuffled, stably sorted by (source, target) length so that batch neighbours have almost the
+same length (little padding), cut greedily at the token budget, and the batch order shuffled.
+Re-running an epoch therefore gives the same batches, which is what exact resume from
+(epoch, batch index) relies on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+import torch
+
+from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
+from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from transformer_mt.errors import TmtError
+
+T = TypeVar("T")
+
+
+class BatchingError(TmtError):
+    """A single example cannot fit the token budget."""
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One training batch, padded with PAD_ID on the right.
+
+    Shape:
+        src_ids: (B, S) int64, each row x + EOS.
+        src_mask: (B, 1, 1, S) bool, True at real source tokens (may be attended to).
+        tgt_in_ids: (B, T) int64, BOS + y: the decoder input.
+        tgt_out_ids: (B, T) int64, y + EOS: the labels; PAD where the loss must ignore.
+        indices: (B,) int64, the pairs' positions in the corpus the batch came from.
+        n_tgt_tokens: non-pad tokens in `tgt_out_ids` (the loss normaliser).
+    """
+
+    src_ids: torch.Tensor
+    src_mask: torch.Tensor
+    tgt_in_ids: torch.Tensor
+    tgt_out_ids: torch.Tensor
+    indices: torch.Tensor
+    n_tgt_tokens: int
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
+        def move(t: torch.Tensor) -> torch.Tensor:
+            return t.to(device, non_blocking=non_blocking)
+
+        return Batch(
+            move(self.src_ids),
+            move(self.src_mask),
+            move(self.tgt_in_ids),
+            move(self.tgt_out_ids),
+            self.indices,
+            self.n_tgt_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class SourceBatch:
+    """Source sentences to translate, sorted by length; `indices` restores input order.
+
+    Shape:
+        src_ids: (B, S) int64, each row x + EOS, right-padded with PAD_ID.
+        src_mask: (B, 1, 1, S) bool, True at real source tokens.
+        indices: (B,) int64, each row's position in the input.
+    """
+
+    src_ids: torch.Tensor
+    src_mask: torch.Tensor
+    indices: torch.Tensor
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> SourceBatch:
+        return SourceBatch(
+            self.src_ids.to(device, non_blocking=non_blocking),
+            self.src_mask.to(device, non_blocking=non_blocking),
+            self.indices,
+        )
+
+
+def make_batches(
+    src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int, seed: int, epoch: int
+) -> list[np.ndarray]:
+    """Split all pairs into length-grouped batches of at most `max_tokens`, in epoch order.
+
+    Args:
+        src_lens, tgt_lens: (N,) token counts without BOS/EOS.
+        max_tokens: budget per batch, B * max(S, T) with S, T counting EOS / BOS.
+        seed, epoch: the order is a pure function of these (and the lengths).
+
+    Returns:
+        A list of (B_i,) int64 index arrays; each pair appears in exactly one.
+
+    Raises:
+        BatchingError: a pair alone exceeds `max_tokens`.
+    """
+    src_cost = np.asarray(src_lens, dtype=np.int64) + 1
+    tgt_cost = np.asarray(tgt_lens, dtype=np.int64) + 1
+    cost = np.maximum(src_cost, tgt_cost)
+    if len(cost) and cost.max() > max_tokens:
+        worst = int(cost.argmax())
+        raise BatchingError(
+            f"pair {worst} needs {int(cost[worst])} tokens > max_tokens={max_tokens}; lower "
+            "data.max_len or raise the token budget"
+        )
+    rng = np.random.default_rng([seed % 2**32, epoch])
+    shuffled = rng.permutation(len(cost))
+    # lexsort is stable and sorts by the last key first: source length, then target length;
+    # the shuffle above decides the order among pairs of equal lengths.
+    ordered = shuffled[np.lexsort((tgt_cost[shuffled], src_cost[shuffled]))]
+    batches = _cut_at_budget(ordered, cost, max_tokens)
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def _cut_at_budget(ordered: np.ndarray, cost: np.ndarray, max_tokens: int) -> list[np.ndarray]:
+    """Greedy cut of `ordered` into runs whose (size * longest) stays within the budget."""
+    bounds = [0]
+    longest = 0
+    for position, index in enumerate(ordered.tolist()):
+        longest_with = max(longest, int(cost[index]))
+        if (position - bounds[-1] + 1) * longest_with > max_tokens:
+            bounds.append(position)
+            longest_with = int(cost[index])
+        longest = longest_with
+    bounds.append(len(ordered))
+    return [ordered[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+
+
+def shard_batches(batches: Sequence[T], rank: int, world_size: int) -> list[T]:
+    """Rank `rank`'s share of an epoch: batches[rank::world_size], equal counts on every rank.
+
+    The last len(batches) % world_size batches are left out of this epoch so that all ranks
+    take the same number of steps (a rank with one batch fewer would hang the others in the
+    gradient all-reduce). The batch order changes every epoch, so different batches are left out.
+    """
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} is not in [0, {world_size})")
+    usable = len(batches) - len(batches) % world_size
+    return list(batches[rank:usable:world_size])
+
+
+def collate(corpus: EncodedCorpus, indices: np.ndarray) -> Batch:
+    """Pad the pairs `indices` of `corpus` into a Batch (masks and shifted targets built here)."""
+    indices = np.asarray(indices, dtype=np.int64)
+    src_ids = _pad_rows(corpus.src, indices, prefix=None, suffix=EOS_ID)
+    tgt_in_ids = _pad_rows(corpus.tgt, indices, prefix=BOS_ID, suffix=None)
+    tgt_out_ids = _pad_rows(corpus.tgt, indices, prefix=None, suffix=EOS_ID)
+    src = torch.from_numpy(src_ids)
+    return Batch(
+        src_ids=src,
+        src_mask=(src != PAD_ID)[:, None, None, :],  # (B, 1, 1, S)
+        tgt_in_ids=torch.from_numpy(tgt_in_ids),
+        tgt_out_ids=torch.from_numpy(tgt_out_ids),
+        indices=torch.from_numpy(indices),
+        n_tgt_tokens=int(corpus.tgt.lengths[indices].sum()) + len(indices),
+    )
+
+
+def _pad_rows(
+    column: TokenColumn, indices: np.ndarray, prefix: int | None, suffix: int | None
+) -> np.ndarray:
+    """(B, L) int64 array of rows `indices`, each wrapped in prefix/suffix, padded with PAD_ID."""
+    rows = column.select(indices)
+    lengths = rows.lengths
+    extra = (prefix is not None) + (suffix is not None)
+    width = int(lengths.max(initial=0)) + extra
+    out = np.full((len(indices), width), PAD_ID, dtype=np.int64)  # (B, L)
+    start = 1 if prefix is not None else 0
+    row_of = np.repeat(np.arange(len(indices)), lengths)
+    col_of = np.arange(len(rows.values)) - np.repeat(rows.offsets[:-1], lengths) + start
+    out[row_of, col_of] = rows.values
+    if prefix is not None:
+        out[:, 0] = prefix
+    if suffix is not None:
+        out[np.arange(len(indices)), lengths + start] = suffix
+    return out
+
+
+class BatchIterator:
+    """The batches of an epoch, for one rank, resumable from any batch index.
+
+    Example:
+        batches = BatchIterator(train, max_tokens=4096, seed=1)
+        for batch in batches.iterate(epoch, start=next_batch_index):
+            ...
+    """
+
+    def __init__(
+        self,
+        corpus: EncodedCorpus,
+        max_tokens: int,
+        seed: int,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        self.corpus = corpus
+        self.max_tokens = max_tokens
+        self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
+
+    def batch_indices(self, epoch: int) -> list[np.ndarray]:
+        """This rank's batches of `epoch`, as index arrays into the corpus."""
+        batches = make_batches(
+            self.corpus.src.lengths, self.corpus.tgt.lengths, self.max_tokens, self.seed, epoch
+        )
+        return shard_batches(batches, self.rank, self.world_size)
+
+    def num_batches(self, epoch: int) -> int:
+        return len(self.batch_indices(epoch))
+
+    def iterate(self, epoch: int, start: int = 0) -> Iterator[Batch]:
+        """Batches `start`, `start + 1`, ... of `epoch`: those an uninterrupted run sees."""
+        for indices in self.batch_indices(epoch)[start:]:
+            yield collate(self.corpus, indices)
+
+
+def make_source_batches(
+    src: TokenColumn | Sequence[Sequence[int]], max_tokens: int
+) -> list[SourceBatch]:
+    """Sort sources by length (longest first) and cut them into batches of <= `max_tokens`.
+
+    Longest first makes an out-of-memory batch show up at once rather than at the end. A
+    sentence longer than the budget gets a batch of its own rather than an error: at translation
+    time every input must produce an output line.
+
+    Args:
+        src: token ids per sentence (no BOS/EOS).
+        max_tokens: budget per batch, B * S with S counting the EOS.
+
+    Returns:
+        Batches whose `indices` put the outputs back in input order (see `restore_order`).
+    """
+    column = src if isinstance(src, TokenColumn) else TokenColumn.from_lists(src)
+    cost = column.lengths + 1
+    ordered = np.argsort(-cost, kind="stable")
+    batches = []
+    for indices in _cut_at_budget(ordered, cost, max_tokens):
+        src_ids = torch.from_numpy(_pad_rows(column, indices, prefix=None, suffix=EOS_ID))
+        batches.append(
+            SourceBatch(src_ids, (src_ids != PAD_ID)[:, None, None, :], torch.from_numpy(indices))
+        )
+    return batches
+
+
+def restore_order(indices: Sequence[int], items: Sequence[T]) -> list[T]:
+    """Put `items[j]`, produced for input `indices[j]`, back at position `indices[j]`."""
+    out: list = [None] * len(indices)
+    for index, item in zip(indices, items, strict=True):
+        out[int(index)] = item
+    return out
