@@ -1,0 +1,139 @@
+"""Corpus readers: same columns from every format; each bad input is a one-line DataError."""
+
+import gzip
+import json
+import socket
+
+import numpy as np
+import pytest
+
+from transformer_mt.config import DataConfig
+from transformer_mt.data import dataset
+from transformer_mt.data.dataset import (
+    DataError,
+    load_split,
+    read_jsonl,
+    read_text_pair,
+    read_tsv,
+    select_training_pairs,
+)
+from transformer_mt.errors import TmtError
+
+PAIRS = [("Ein Hund läuft.", "A dog runs."), ("Zwei Männer.", "Two men.")]
+
+
+def write_text_pair(tmp_path, name="train", pairs=PAIRS):
+    (tmp_path / f"{name}.de").write_text("".join(s + "\n" for s, _ in pairs), "utf-8")
+    (tmp_path / f"{name}.en").write_text("".join(t + "\n" for _, t in pairs), "utf-8")
+    return tmp_path / f"{name}.de", tmp_path / f"{name}.en"
+
+
+def one_line_error(excinfo) -> str:
+    message = str(excinfo.value)
+    assert isinstance(excinfo.value, TmtError)
+    assert "\n" not in message
+    return message
+
+
+def test_formats_give_the_same_columns(tmp_path):
+    write_text_pair(tmp_path)
+    (tmp_path / "train.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in PAIRS), "utf-8")
+    rows = [json.dumps({"translation": {"de": s, "en": t}}) for s, t in PAIRS]
+    (tmp_path / "train.jsonl").write_text("\n".join(rows) + "\n", "utf-8")
+    expected = {"src": [s for s, _ in PAIRS], "tgt": [t for _, t in PAIRS]}
+    for fmt, train in [
+        ("text", tmp_path / "train"),
+        ("tsv", tmp_path / "train.tsv"),
+        ("jsonl", tmp_path / "train.jsonl"),
+    ]:
+        corpus = load_split(DataConfig(format=fmt, train=str(train)), "train")
+        assert corpus.to_dict() == expected, fmt
+
+
+def test_gzip_mirror_is_read_directly(tmp_path):
+    (tmp_path / "valid.de.gz").write_bytes(gzip.compress(b"Hallo\nWelt\n"))
+    (tmp_path / "valid.en.gz").write_bytes(gzip.compress(b"Hello\nworld\n"))
+    corpus = load_split(DataConfig(valid=str(tmp_path / "valid")), "valid")
+    assert corpus["tgt"] == ["Hello", "world"]
+
+
+def test_unequal_line_counts_name_both_files(tmp_path):
+    src, tgt = write_text_pair(tmp_path)
+    tgt.write_text("only one\n", "utf-8")
+    with pytest.raises(DataError) as info:
+        read_text_pair(src, tgt)
+    message = one_line_error(info)
+    assert f"{src} has 2 lines" in message and f"{tgt} has 1" in message
+
+
+def test_missing_file(tmp_path):
+    src, _ = write_text_pair(tmp_path)
+    with pytest.raises(DataError) as info:
+        read_text_pair(src, tmp_path / "nowhere.en")
+    assert "nowhere.en: file not found" in one_line_error(info)
+
+
+def test_empty_file(tmp_path):
+    src, tgt = write_text_pair(tmp_path)
+    tgt.write_text("", "utf-8")
+    with pytest.raises(DataError) as info:
+        read_text_pair(src, tgt)
+    assert f"{tgt}: file is empty" in one_line_error(info)
+
+
+def test_bad_utf8_names_file_and_line(tmp_path):
+    src, tgt = write_text_pair(tmp_path)
+    src.write_bytes(b"Ein Hund.\nZwei M" + b"\xe4nner.\n")
+    with pytest.raises(DataError) as info:
+        read_text_pair(src, tgt)
+    assert f"{src}:2: not valid UTF-8" in one_line_error(info)
+
+
+def test_malformed_tsv_and_jsonl_lines(tmp_path):
+    tsv = tmp_path / "x.tsv"
+    tsv.write_text("a\tb\nno tab here\n", "utf-8")
+    with pytest.raises(DataError) as info:
+        read_tsv(tsv)
+    assert f"{tsv}:2: expected 2 tab-separated fields" in one_line_error(info)
+    jsonl = tmp_path / "x.jsonl"
+    jsonl.write_text('{"translation": {"de": "a", "en": "b"}}\n{"translation": {"de": "c"}}\n')
+    with pytest.raises(DataError) as info:
+        read_jsonl(jsonl, "de", "en")
+    assert f"{jsonl}:2:" in one_line_error(info)
+    jsonl.write_text("{not json\n")
+    with pytest.raises(DataError) as info:
+        read_jsonl(jsonl, "de", "en")
+    assert f"{jsonl}:1: not valid JSON" in one_line_error(info)
+
+
+def test_hub_fails_fast_offline(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise OSError("network is unreachable")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    cfg = DataConfig(format="hub", hub_name="wmt14", hub_config="de-en", train="train")
+    with pytest.raises(DataError) as info:
+        load_split(cfg, "train")
+    assert "wmt14" in one_line_error(info) and "offline" in str(info.value)
+
+
+def test_hub_probe_has_a_short_timeout():
+    assert dataset.HUB_PROBE_TIMEOUT_S <= 5
+
+
+def test_filter_counts_on_fixture():
+    #                 ok  empty  long  ratio  ok  empty(both)  ratio-ok-edge
+    src = np.array([5, 0, 12, 2, 3, 0, 3])
+    tgt = np.array([6, 4, 3, 9, 3, 0, 9])
+    keep, report = select_training_pairs(src, tgt, max_len=10, max_len_ratio=3.0)
+    assert keep.tolist() == [0, 4, 6]
+    assert (report.total, report.kept, report.empty, report.too_long, report.bad_ratio) == (
+        7,
+        3,
+        2,
+        1,
+        1,
+    )
+    assert "dropped 2 empty" in str(report)

@@ -1,0 +1,76 @@
+"""Tokenizer: round trip, fixed special ids, reuse instead of retraining, clear errors."""
+
+import pytest
+
+from transformer_mt.config import TokenizerConfig
+from transformer_mt.data.tokenizer import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    UNK_ID,
+    Tokenizer,
+    TokenizerError,
+    train_tokenizers,
+)
+
+
+def test_round_trip_on_multi30k_valid(valid_tokenizers, valid_texts):
+    tok = valid_tokenizers.src
+    for line in valid_texts[0] + valid_texts[1]:
+        assert tok.decode(tok.encode(line)) == tok.normalize(line)
+
+
+def test_special_ids_are_fixed(valid_tokenizers):
+    tok = valid_tokenizers.src
+    assert (PAD_ID, UNK_ID, BOS_ID, EOS_ID) == (0, 1, 2, 3)
+    pieces = [tok.id_to_piece(i) for i in (PAD_ID, UNK_ID, BOS_ID, EOS_ID)]
+    assert pieces == ["<pad>", "<unk>", "<s>", "</s>"]
+    ids = tok.encode("Ein Mann fährt Fahrrad.")
+    assert ids and not set(ids) & {PAD_ID, BOS_ID, EOS_ID}
+    assert tok.decode([BOS_ID, *ids, EOS_ID, PAD_ID]) == tok.decode(ids)
+
+
+def test_joint_by_default_and_loads_from_bytes(valid_tokenizers):
+    assert valid_tokenizers.joint
+    assert valid_tokenizers.src_path.exists()
+    again = Tokenizer.from_bytes(valid_tokenizers.src.model_bytes)
+    assert again.vocab_size == valid_tokenizers.src.vocab_size == 500
+    assert again.encode("Zwei Hunde spielen.") == valid_tokenizers.src.encode("Zwei Hunde spielen.")
+
+
+def test_separate_vocabularies(tmp_path, valid_texts):
+    src, tgt = valid_texts
+    pair = train_tokenizers(TokenizerConfig(vocab_size=300, joint=False), src, tgt, tmp_path)
+    assert not pair.joint
+    assert pair.src_path != pair.tgt_path
+    assert pair.src.sha256 != pair.tgt.sha256
+
+
+def test_retraining_is_skipped(tmp_path, valid_texts):
+    src, tgt = valid_texts
+    cfg = TokenizerConfig(vocab_size=300)
+    first = train_tokenizers(cfg, src[:300], tgt[:300], tmp_path / "run1", tmp_path / "cache")
+    mtime = first.src_path.stat().st_mtime_ns
+    second = train_tokenizers(cfg, src[:300], tgt[:300], tmp_path / "run1", tmp_path / "cache")
+    assert second.src_path == first.src_path
+    assert second.src_path.stat().st_mtime_ns == mtime
+    third = train_tokenizers(cfg, src[:300], tgt[:300], tmp_path / "run2", tmp_path / "cache")
+    assert third.src.model_bytes == first.src.model_bytes  # copied from the cache
+    other = train_tokenizers(cfg, src[:301], tgt[:301], tmp_path / "run1")
+    assert other.src_path != first.src_path  # different corpus, different name
+
+
+def test_vocab_too_large_for_corpus(tmp_path, valid_texts):
+    src, tgt = valid_texts
+    with pytest.raises(TokenizerError, match="vocab_size=50000 is too large") as info:
+        train_tokenizers(TokenizerConfig(vocab_size=50000), src[:20], tgt[:20], tmp_path)
+    assert "\n" not in str(info.value)
+
+
+def test_load_errors(tmp_path):
+    with pytest.raises(TokenizerError, match="not found"):
+        Tokenizer.load(tmp_path / "missing.model")
+    bad = tmp_path / "bad.model"
+    bad.write_bytes(b"not a model")
+    with pytest.raises(TokenizerError, match="bad.model"):
+        Tokenizer.load(bad)
