@@ -33,7 +33,11 @@ def main() -> int:
     print(f"install_torch: no CUDA, installing the CPU build torch=={CPU_VERSION}")
     if pip(f"torch=={CPU_VERSION}") or pip(f"torch=={CPU_VERSION}", "--extra-index-url", CPU_INDEX):
         return 0
-    return 0 if pip("torch", "--index-url", CPU_INDEX, "--extra-index-url", "https://pypi.org/simple") else 1
+    return (
+        0
+        if pip("torch", "--index-url", CPU_INDEX, "--extra-index-url", "https://pypi.org/simple")
+        else 1
+    )
 
 
 if __name__ == "__main__":
