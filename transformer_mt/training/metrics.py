@@ -1,0 +1,68 @@
+"""Metrics log of a run: one JSON object per line in `metrics.jsonl`, plus TensorBoard if present.
+
+Rows look like `{"kind": "train", "step": 100, "loss": 5.1, "lr": 0.0004, ...}` or
+`{"kind": "valid", "step": 1000, "bleu": 21.3, ...}`; `tmt plot` reads them back. When a run
+resumes from step k, rows the interrupted run wrote after step k are dropped, so the log
+describes the run that actually continues.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class MetricsLog:
+    """Append-only JSONL writer (flushed per row, so a crash loses at most the last line)."""
+
+    def __init__(self, path: str | Path, resume_step: int | None = None, tensorboard: bool = True):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if resume_step is not None and self.path.exists():
+            rows = read_metrics(self.path)
+            kept = [r for r in rows if r.get("step", 0) <= resume_step]
+            self.path.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
+        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+        self._writer = (
+            _tensorboard_writer(self.path.parent / "tensorboard") if tensorboard else None
+        )
+
+    def write(self, kind: str, step: int, values: dict[str, Any]) -> None:
+        row = {"kind": kind, "step": step, "time": round(time.time(), 3), **values}
+        self._file.write(json.dumps(row) + "\n")
+        self._file.flush()
+        if self._writer is not None:
+            for name, value in values.items():
+                if isinstance(value, (int, float)):
+                    self._writer.add_scalar(f"{kind}/{name}", value, step)
+
+    def close(self) -> None:
+        self._file.close()
+        if self._writer is not None:
+            self._writer.close()
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a metrics.jsonl file; a torn last line (crash mid-write) is skipped."""
+    rows = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def _tensorboard_writer(directory: Path) -> Any:
+    """A SummaryWriter when the optional `tensorboard` package is installed, else None."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        return None
+    log.info("TensorBoard logs in %s", directory)
+    return SummaryWriter(str(directory))

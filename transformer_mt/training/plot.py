@@ -1,0 +1,58 @@
+"""`tmt plot RUN_DIR`: learning curves from metrics.jsonl to a PNG (matplotlib, no display).
+
+Three panels over the update step: training and validation loss (label-smoothed) with
+validation NLL, validation BLEU, and the learning rate.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from transformer_mt.errors import TmtError
+from transformer_mt.training.metrics import read_metrics
+
+
+def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
+    """Draw the curves of `run_dir/metrics.jsonl` into a PNG (default run_dir/curves.png).
+
+    Raises:
+        TmtError: no metrics file, or matplotlib is not installed.
+    """
+    run_dir = Path(run_dir)
+    metrics = run_dir / "metrics.jsonl"
+    if not metrics.is_file():
+        raise TmtError(f"{metrics}: no metrics log (is {run_dir} a run directory?)")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise TmtError("tmt plot needs matplotlib: pip install 'transformer_mt[plot]'") from None
+    rows = read_metrics(metrics)
+    train = [r for r in rows if r["kind"] == "train"]
+    valid = [r for r in rows if r["kind"] == "valid"]
+
+    def series(rs: list[dict], key: str) -> tuple[list, list]:
+        points = [(r["step"], r[key]) for r in rs if r.get(key) is not None]
+        return [p[0] for p in points], [p[1] for p in points]
+
+    fig, (ax_loss, ax_bleu, ax_lr) = plt.subplots(3, 1, figsize=(7, 9), sharex=True)
+    ax_loss.plot(*series(train, "loss"), label="train loss")
+    ax_loss.plot(*series(valid, "loss"), "o-", label="valid loss")
+    ax_loss.plot(*series(valid, "nll"), "s--", label="valid nll")
+    ax_loss.set_ylabel("nats / token")
+    ax_loss.legend()
+    ax_bleu.plot(*series(valid, "bleu"), "o-", color="tab:green")
+    ax_bleu.set_ylabel("valid BLEU")
+    ax_lr.plot(*series(train, "lr"), color="tab:red")
+    ax_lr.set_ylabel("learning rate")
+    ax_lr.set_xlabel("update step")
+    for ax in (ax_loss, ax_bleu, ax_lr):
+        ax.grid(alpha=0.3)
+    fig.suptitle(run_dir.name)
+    fig.tight_layout()
+    out = Path(out) if out is not None else run_dir / "curves.png"
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
