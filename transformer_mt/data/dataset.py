@@ -139,6 +139,15 @@ def load_hub(
     )
 
 
+def column_texts(corpus: datasets.Dataset, name: str) -> list[str]:
+    """Column `name` as a Python list, in one Arrow conversion.
+
+    `corpus[name]` is a lazy Column in datasets >= 4 whose item-by-item iteration is ~50x
+    slower (0.2 s instead of 4 ms for Multi30k train).
+    """
+    return corpus.data.column(name).to_pylist()
+
+
 def read_lines(path: str | Path) -> list[str]:
     """All lines of a UTF-8 text file (`.gz` decompressed), without line ends.
 

@@ -12,6 +12,7 @@ what the Arrow column already is; batching slices rows out of it without Python 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import shutil
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ import datasets
 import numpy as np
 import pyarrow as pa
 
+from transformer_mt.data.dataset import column_texts
 from transformer_mt.data.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -66,7 +68,7 @@ class TokenColumn:
         lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        values = np.fromiter((t for r in rows for t in r), dtype=np.int32, count=int(offsets[-1]))
+        values = np.fromiter(itertools.chain.from_iterable(rows), np.int32, count=int(offsets[-1]))
         return cls(values, offsets)
 
     @classmethod
@@ -110,7 +112,7 @@ def encode_corpus(
         cache_dir: where encoded corpora live (`DataConfig.cache_dir`); None disables caching.
         num_threads: SentencePiece encoding threads (-1: all cores).
     """
-    src_texts, tgt_texts = corpus["src"], corpus["tgt"]
+    src_texts, tgt_texts = column_texts(corpus, "src"), column_texts(corpus, "tgt")
     path = None
     if cache_dir is not None:
         key = corpus_key(src_texts, tgt_texts, src_tokenizer, tgt_tokenizer)

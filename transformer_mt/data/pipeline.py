@@ -15,7 +15,12 @@ from pathlib import Path
 import datasets
 
 from transformer_mt.config import DataConfig, TokenizerConfig
-from transformer_mt.data.dataset import CleanReport, load_split, select_training_pairs
+from transformer_mt.data.dataset import (
+    CleanReport,
+    column_texts,
+    load_split,
+    select_training_pairs,
+)
 from transformer_mt.data.encoding import EncodedCorpus, encode_corpus
 from transformer_mt.data.tokenizer import TokenizerPair, train_tokenizers
 
@@ -49,8 +54,8 @@ def prepare_data(
     train_text = _strip(load_split(data_cfg, "train"))
     tokenizers = train_tokenizers(
         tokenizer_cfg,
-        train_text["src"],
-        train_text["tgt"],
+        column_texts(train_text, "src"),
+        column_texts(train_text, "tgt"),
         out_dir=run_dir,
         cache_dir=cache_dir / "tokenizers",
     )
@@ -66,5 +71,5 @@ def prepare_data(
 def _strip(corpus: datasets.Dataset) -> datasets.Dataset:
     """Training text without leading/trailing whitespace (hashes and tokenizer input agree)."""
     return datasets.Dataset.from_dict(
-        {"src": [s.strip() for s in corpus["src"]], "tgt": [t.strip() for t in corpus["tgt"]]}
+        {name: [line.strip() for line in column_texts(corpus, name)] for name in ("src", "tgt")}
     )
