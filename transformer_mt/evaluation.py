@@ -1,0 +1,121 @@
+"""Corpus-level BLEU, chrF and TER with sacrebleu, reported with their signatures.
+
+Scores are computed on detokenised text (what `tmt translate` writes and what the reference
+file holds), letting each metric tokenise the text its own standard way (BLEU: 13a), so the
+numbers are comparable across papers (Post 2018, "A Call for Clarity in Reporting BLEU Scores").
+Files are read as sacrebleu's command line reads them: UTF-8, one segment per "\\n"-separated
+line, trailing whitespace stripped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sacrebleu.metrics import BLEU, CHRF, TER
+from sacrebleu.metrics.base import Metric
+
+from transformer_mt.errors import TmtError
+
+METRICS = ("bleu", "chrf", "ter")
+
+
+@dataclass(frozen=True)
+class Score:
+    """One corpus-level score."""
+
+    name: str  # sacrebleu's name: "BLEU", "chrF2", "TER"
+    score: float
+    signature: str  # e.g. "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+    string: str  # sacrebleu's one-line report, signature included
+
+
+def build_metric(name: str, lowercase: bool = False) -> Metric:
+    """A sacrebleu metric with its default settings, case-insensitive if `lowercase`.
+
+    `lowercase` means the same for every metric, so TER is case-sensitive unless it is set
+    (sacrebleu's own TER default is case-insensitive, its command line's `--ter-case-sensitive`).
+    """
+    if name == "bleu":
+        return BLEU(lowercase=lowercase)
+    if name == "chrf":
+        return CHRF(lowercase=lowercase)
+    if name == "ter":
+        return TER(case_sensitive=not lowercase)
+    raise TmtError(f"unknown metric {name!r} (choose from {', '.join(METRICS)})")
+
+
+def corpus_scores(
+    hypotheses: Sequence[str],
+    references: Sequence[str],
+    metrics: Sequence[str] = ("bleu", "chrf"),
+    lowercase: bool = False,
+) -> list[Score]:
+    """Score detokenised hypotheses against one reference each.
+
+    Args:
+        hypotheses: one translation per segment.
+        references: the reference of each segment, as many as hypotheses.
+        metrics: names from METRICS, scored in this order.
+        lowercase: compare case-insensitively.
+
+    Raises:
+        TmtError: unknown metric, or hypotheses and references differ in number.
+    """
+    if len(hypotheses) != len(references):
+        raise TmtError(
+            f"{len(hypotheses)} hypotheses but {len(references)} references: one each needed"
+        )
+    scores = []
+    for name in metrics:
+        metric = build_metric(name, lowercase)
+        result = metric.corpus_score(list(hypotheses), [list(references)])
+        signature = str(metric.get_signature())
+        scores.append(
+            Score(result.name, result.score, signature, result.format(signature=signature))
+        )
+    return scores
+
+
+def evaluate_files(
+    hyp_path: str | Path,
+    ref_path: str | Path,
+    metrics: Sequence[str] = ("bleu", "chrf"),
+    lowercase: bool = False,
+) -> list[Score]:
+    """Corpus scores of a translation file against a reference file, line by line.
+
+    Raises:
+        TmtError: a missing or unreadable file, a file that is not UTF-8 (naming the line), or
+            files with different line counts (naming both files and both counts).
+    """
+    hypotheses = read_lines(hyp_path)
+    references = read_lines(ref_path)
+    if len(hypotheses) != len(references):
+        raise TmtError(
+            f"{hyp_path} has {len(hypotheses)} lines but {ref_path} has {len(references)}: "
+            "hypotheses and references must match line by line"
+        )
+    return corpus_scores(hypotheses, references, metrics, lowercase)
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """The lines of a UTF-8 text file, split at "\\n" only, trailing whitespace stripped."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise TmtError(f"{path}: file not found") from None
+    except OSError as err:
+        raise TmtError(f"{path}: cannot read ({err.strerror})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise TmtError(
+            f"{path}, line {line}: not valid UTF-8 (byte {data[err.start]:#04x})"
+        ) from None
+    lines = text.split("\n")
+    if lines[-1] == "":  # the newline that ends the last line opens no new one
+        lines.pop()
+    return [line.rstrip() for line in lines]
