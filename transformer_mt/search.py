@@ -179,22 +179,12 @@ def search(
 
     Args and Returns: as `beam_search`; `generator` is used by sampling only.
     """
+    ids = {"pad_id": pad_id, "bos_id": bos_id, "eos_id": eos_id}  # the same three for all
     if cfg.sampling:
-        return sample(
-            model,
-            src_ids,
-            src_mask,
-            cfg,
-            generator=generator,
-            pad_id=pad_id,
-            bos_id=bos_id,
-            eos_id=eos_id,
-        )
+        return sample(model, src_ids, src_mask, cfg, generator=generator, **ids)
     if cfg.beam_size == 1:
-        return greedy_search(
-            model, src_ids, src_mask, cfg, pad_id=pad_id, bos_id=bos_id, eos_id=eos_id
-        )
-    return beam_search(model, src_ids, src_mask, cfg, pad_id=pad_id, bos_id=bos_id, eos_id=eos_id)
+        return greedy_search(model, src_ids, src_mask, cfg, **ids)
+    return beam_search(model, src_ids, src_mask, cfg, **ids)
 
 
 def beam_search(
