@@ -57,6 +57,8 @@ class Batch:
     n_tgt_tokens: int
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
+        """The tensors the model reads, on `device`; `indices` stays on the CPU for bookkeeping."""
+
         def move(t: torch.Tensor) -> torch.Tensor:
             return t.to(device, non_blocking=non_blocking)
 
