@@ -27,11 +27,149 @@ def _run_train(args: argparse.Namespace) -> int:
     return train_from_cli(args.config, args.run_dir, args.set)
 
 
+def _add_translate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("translate", help="translate a file or stdin with a trained checkpoint")
+    p.add_argument("--checkpoint", required=True, help="e.g. runs/X/checkpoints/best.pt")
+    p.add_argument("--input", default="-", help="source text, one sentence a line (- = stdin)")
+    p.add_argument("--output", default="-", help="where translations go (- = stdout)")
+    p.add_argument("--beam-size", type=int, help="1 = greedy (default: the checkpoint's)")
+    p.add_argument("--max-tokens", type=int, help="source tokens per batch")
+    p.add_argument("--nbest", type=int, help="print N 'i ||| text ||| score' lines per input")
+    p.add_argument("--length-penalty", type=float, help="GNMT alpha")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--ref", help="reference file: print BLEU and chrF on stderr at the end")
+    p.add_argument("--progress", action="store_true", help="progress bar even when not a tty")
+    p.set_defaults(handler=_run_translate)
+
+
+def _run_translate(args: argparse.Namespace) -> int:
+    from transformer_mt.translate import Translator, read_lines, translate_stream
+
+    changes = {
+        name: value
+        for name, value in (
+            ("beam_size", args.beam_size),
+            ("max_tokens", args.max_tokens),
+            ("n_best", args.nbest),
+            ("length_penalty", args.length_penalty),
+        )
+        if value is not None
+    }
+    if "n_best" in changes and "beam_size" not in changes:
+        changes["beam_size"] = max(changes["n_best"], 1)
+    translator = Translator.from_checkpoint(args.checkpoint, args.device, **changes)
+    with _open_in(args.input) as stream, _open_out(args.output) as out:
+        interactive = args.input == "-" and sys.stdin.isatty()
+        lines = read_lines(stream, "<stdin>" if args.input == "-" else args.input)
+        if not interactive:
+            lines = list(lines)  # whole file: length-sorted batches keep padding low
+        progress = args.progress or (sys.stderr.isatty() and not interactive)
+        total = None if interactive else len(lines)
+        best: list[str] = []
+        chunk = 1 if interactive else 2000
+        count = translate_stream(translator, lines, out, chunk, progress, total, best)
+    if translator.truncated_lines:
+        print(
+            f"warning: {translator.truncated_lines} line(s) longer than the model's "
+            f"{translator.max_src_tokens} source tokens were truncated",
+            file=sys.stderr,
+        )
+    print(f"translated {count} line(s)", file=sys.stderr)
+    if args.ref:
+        from transformer_mt.evaluation import corpus_scores
+        from transformer_mt.evaluation import read_lines as read_reference
+
+        for score in corpus_scores(best, read_reference(args.ref), ["bleu", "chrf"]):
+            print(score.string, file=sys.stderr)
+    return 0
+
+
+def _open_in(path: str):
+    if path == "-":
+        return open(sys.stdin.fileno(), "rb", closefd=False)
+    return _open_or_fail(path, "rb")
+
+
+def _open_out(path: str):
+    if path == "-":
+        return open(sys.stdout.fileno(), "w", encoding="utf-8", closefd=False)
+    return _open_or_fail(path, "w")
+
+
+def _open_or_fail(path: str, mode: str):
+    try:
+        return open(path, mode) if "b" in mode else open(path, mode, encoding="utf-8")
+    except OSError as err:
+        raise TmtError(f"{path}: {err.strerror}") from None
+
+
+def _add_evaluate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("evaluate", help="score a translation file against a reference file")
+    p.add_argument("--hyp", required=True, help="detokenised translations, one per line")
+    p.add_argument("--ref", required=True, help="detokenised references, one per line")
+    p.add_argument(
+        "--metrics", nargs="+", default=["bleu", "chrf"], choices=["bleu", "chrf", "ter"]
+    )
+    p.add_argument("--lowercase", action="store_true", help="case-insensitive scores")
+    p.add_argument("--json", action="store_true", help="print a JSON list instead of lines")
+    p.set_defaults(handler=_run_evaluate)
+
+
+def _run_evaluate(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+
+    from transformer_mt.evaluation import evaluate_files
+
+    scores = evaluate_files(args.hyp, args.ref, args.metrics, args.lowercase)
+    if args.json:
+        print(json.dumps([dataclasses.asdict(s) for s in scores], indent=1))
+    else:
+        for score in scores:
+            print(score.string)
+    return 0
+
+
+def _add_average(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("average", help="average the weights of the last N periodic checkpoints")
+    p.add_argument("inputs", nargs="+", help="run directories, checkpoint directories or .pt files")
+    p.add_argument("--last", type=int, help="average only the newest N checkpoints")
+    p.add_argument("--out", required=True, help="the averaged checkpoint to write")
+    p.set_defaults(handler=_run_average)
+
+
+def _run_average(args: argparse.Namespace) -> int:
+    from transformer_mt.training.checkpoint import (
+        average_checkpoints,
+        resolve_average_inputs,
+        save_checkpoint,
+    )
+
+    paths = resolve_average_inputs(args.inputs, args.last)
+    save_checkpoint(average_checkpoints(paths), args.out)
+    print(f"averaged {len(paths)} checkpoints into {args.out}", file=sys.stderr)
+    return 0
+
+
+def _add_plot(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plot", help="draw a run's learning curves to a PNG")
+    p.add_argument("run_dir", help="run directory holding metrics.jsonl")
+    p.add_argument("--out", help="PNG path (default: RUN_DIR/curves.png)")
+    p.set_defaults(handler=_run_plot)
+
+
+def _run_plot(args: argparse.Namespace) -> int:
+    from transformer_mt.training.plot import plot_run
+
+    print(plot_run(args.run_dir, args.out))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tmt", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"transformer_mt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_train,):
+    for add in (_add_train, _add_translate, _add_evaluate, _add_average, _add_plot):
         add(sub)
     return parser
 

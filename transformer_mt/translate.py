@@ -1,0 +1,151 @@
+"""Raw text in, detokenized translations out: the library behind `tmt translate`.
+
+Promises that users rely on in pipelines: one output line per input line, always (an empty
+line gives an empty line), in input order; a line longer than the model's position table is
+truncated and counted, never dropped; invalid UTF-8 stops with the line number.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import BinaryIO, TextIO
+
+import torch
+from tqdm import tqdm
+
+from transformer_mt.config import DecodeConfig
+from transformer_mt.data.batching import make_source_batches
+from transformer_mt.errors import TmtError
+from transformer_mt.search import SearchResult, search
+from transformer_mt.training.checkpoint import InferenceBundle, load_for_inference
+
+
+@dataclass
+class Translation:
+    """The n-best translations of one input line, best first, with their search scores."""
+
+    texts: list[str]
+    scores: list[float]
+
+
+class Translator:
+    """A loaded model plus its tokenizers and search settings; translates lists of lines."""
+
+    def __init__(self, bundle: InferenceBundle, decode: DecodeConfig, device: torch.device):
+        decode.validate()
+        self.bundle = bundle
+        self.decode = decode
+        self.device = device
+        # Source tokens a line may keep: the position table also holds the appended EOS.
+        self.max_src_tokens = bundle.config.model.max_positions - 1
+        self.truncated_lines = 0
+
+    @classmethod
+    def from_checkpoint(
+        cls, path: str, device: str = "cpu", **decode_changes: object
+    ) -> Translator:
+        """Load `path`; `decode_changes` override the checkpoint's decode section."""
+        device = _resolve_device(device)
+        bundle = load_for_inference(path, device)
+        decode = dataclasses.replace(bundle.config.decode, **decode_changes)
+        return cls(bundle, decode, device)
+
+    def translate(self, lines: Sequence[str]) -> list[Translation]:
+        """Translate `lines` (no newlines) in batches sorted by length; results in input order."""
+        src_tokenizer = self.bundle.src_tokenizer
+        encoded = [
+            self._truncate(src_tokenizer.encode(line)) if line.strip() else [] for line in lines
+        ]
+        todo = [i for i, ids in enumerate(encoded) if ids]
+        results: dict[int, Translation] = {
+            i: Translation([""], [0.0]) for i, ids in enumerate(encoded) if not ids
+        }
+        for batch in make_source_batches([encoded[i] for i in todo], self.decode.max_tokens):
+            batch = batch.to(self.device)
+            found = search(self.bundle.model, batch.src_ids, batch.src_mask, self.decode)
+            for j, result in zip(batch.indices.tolist(), found, strict=True):
+                results[todo[j]] = self._detokenize(result)
+        return [results[i] for i in range(len(lines))]
+
+    def _truncate(self, ids: list[int]) -> list[int]:
+        if len(ids) > self.max_src_tokens:
+            self.truncated_lines += 1
+            return ids[: self.max_src_tokens]
+        return ids
+
+    def _detokenize(self, result: SearchResult) -> Translation:
+        decode = self.bundle.tgt_tokenizer.decode
+        return Translation(
+            [decode(h.tokens) for h in result.hypotheses], [h.score for h in result.hypotheses]
+        )
+
+
+def _resolve_device(name: str) -> torch.device:
+    if name == "cuda" and not torch.cuda.is_available():
+        raise TmtError("--device cuda: no CUDA device is available")
+    return torch.device(name)
+
+
+def read_lines(stream: BinaryIO, name: str) -> Iterator[str]:
+    """Decode a byte stream line by line; invalid UTF-8 is an error naming the line."""
+    for number, raw in enumerate(stream, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise TmtError(
+                f"{name}:{number}: invalid UTF-8 ({err.reason} at byte {err.start})"
+            ) from None
+        yield text.rstrip("\r\n")
+
+
+def format_translation(translation: Translation, index: int, nbest: int) -> str:
+    """One line for 1-best; `index ||| text ||| score` lines (Moses n-best style) otherwise."""
+    if nbest == 1:
+        return translation.texts[0]
+    return "\n".join(
+        f"{index} ||| {text} ||| {score:.4f}"
+        for text, score in zip(translation.texts, translation.scores, strict=True)
+    )
+
+
+def translate_stream(
+    translator: Translator,
+    lines: Iterable[str],
+    out: TextIO,
+    chunk_lines: int,
+    progress: bool = False,
+    total: int | None = None,
+    collect: list[str] | None = None,
+) -> int:
+    """Translate `lines` in chunks of `chunk_lines`, writing (and flushing) each chunk.
+
+    `chunk_lines=1` gives interactive line-by-line behaviour on a terminal; a large chunk
+    lets length-sorted batching keep padding low. The best translations are appended to
+    `collect` when given (for scoring). Returns the number of lines translated.
+    """
+    count = 0
+    bar = tqdm(total=total, unit="line", disable=not progress, file=sys.stderr)
+    for chunk in _chunks(lines, chunk_lines):
+        for translation in translator.translate(chunk):
+            print(format_translation(translation, count, translator.decode.n_best), file=out)
+            if collect is not None:
+                collect.append(translation.texts[0])
+            count += 1
+        out.flush()
+        bar.update(len(chunk))
+    bar.close()
+    return count
+
+
+def _chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
+    chunk: list[str] = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
