@@ -328,7 +328,10 @@ def _coerce(hint: Any, value: Any, dotted: str) -> Any:
         args = typing.get_args(hint)
         if not isinstance(value, (list, tuple)) or len(value) != len(args):
             raise ConfigError(f"{dotted}: expected a list of {len(args)} values, got {value!r}")
-        return tuple(_coerce(a, v, f"{dotted}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+        return tuple(
+            _coerce(a, v, f"{dotted}[{i}]")
+            for i, (a, v) in enumerate(zip(args, value, strict=True))
+        )
     if hint is float:
         if isinstance(value, bool):
             raise ConfigError(f"{dotted}: expected a number, got {value!r}")

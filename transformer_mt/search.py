@@ -149,11 +149,12 @@ def length_penalty(length: int, cfg: DecodeConfig) -> float:
     return 1.0
 
 
-def max_output_lengths(src_mask: Tensor, cfg: DecodeConfig) -> Tensor:
-    """max_len(x) = max(1, floor(max_len_a * |x| + max_len_b)) per sentence.
+def max_output_lengths(src_mask: Tensor, cfg: DecodeConfig, cap: int | None = None) -> Tensor:
+    """max_len(x) = max(1, floor(max_len_a * |x| + max_len_b)) per sentence, at most `cap`.
 
     Args:
         src_mask: (B, 1, 1, S) bool, True at real source tokens.
+        cap: the most tokens the model can decode at all (its position table), or None.
 
     Returns:
         (B,) long: the most tokens each hypothesis may generate, EOS included.
@@ -161,7 +162,7 @@ def max_output_lengths(src_mask: Tensor, cfg: DecodeConfig) -> Tensor:
     src_lens = src_mask.reshape(src_mask.shape[0], -1).sum(dim=1)  # (B,)
     # float64, as Python computes the same formula, so that x.5-style bounds floor alike.
     limits = torch.floor(src_lens.double() * cfg.max_len_a + cfg.max_len_b)
-    return limits.long().clamp(min=1)
+    return limits.long().clamp(min=1, max=cap)
 
 
 def search(
@@ -174,12 +175,15 @@ def search(
     pad_id: int = _PAD_ID,
     bos_id: int = _BOS_ID,
     eos_id: int = _EOS_ID,
+    max_len_cap: int | None = None,
 ) -> list[SearchResult]:
     """Sampling if `cfg.sampling`, else greedy search if `cfg.beam_size == 1`, else beam search.
 
     Args and Returns: as `beam_search`; `generator` is used by sampling only.
+    `max_len_cap` bounds every max_len (a model cannot decode past its position table).
     """
-    ids = {"pad_id": pad_id, "bos_id": bos_id, "eos_id": eos_id}  # the same three for all
+    # The same special ids and length cap for all three.
+    ids = {"pad_id": pad_id, "bos_id": bos_id, "eos_id": eos_id, "max_len_cap": max_len_cap}
     if cfg.sampling:
         return sample(model, src_ids, src_mask, cfg, generator=generator, **ids)
     if cfg.beam_size == 1:
@@ -196,6 +200,7 @@ def beam_search(
     pad_id: int = _PAD_ID,
     bos_id: int = _BOS_ID,
     eos_id: int = _EOS_ID,
+    max_len_cap: int | None = None,
 ) -> list[SearchResult]:
     """Beam search with cfg.beam_size beams per sentence (rules in the module docstring).
 
@@ -213,7 +218,7 @@ def beam_search(
     beam_size = cfg.beam_size
     finished: list[list[Hypothesis]] = [[] for _ in range(src_ids.shape[0])]
     with torch.inference_mode():
-        state, rows = _start(model, src_ids, src_mask, cfg, beam_size=beam_size, samples=1)
+        state, rows = _start(model, src_ids, src_mask, cfg, beam_size, 1, max_len_cap)
         # The K beams of a sentence start as copies: only the first is live, so that the first
         # step does not fill the beam with K copies of the best token.
         state.scores[:, 1:] = float("-inf")
@@ -242,6 +247,7 @@ def greedy_search(
     pad_id: int = _PAD_ID,
     bos_id: int = _BOS_ID,
     eos_id: int = _EOS_ID,
+    max_len_cap: int | None = None,
 ) -> list[SearchResult]:
     """The most probable next token at every step; one hypothesis per sentence.
 
@@ -249,7 +255,7 @@ def greedy_search(
     other. Args and Returns as `beam_search`; cfg.beam_size and cfg.n_best are not used.
     """
     ids = _SpecialIds(pad_id, bos_id, eos_id)
-    return _decode_rows(model, src_ids, src_mask, cfg, ids, samples=1, choose=_argmax)
+    return _decode_rows(model, src_ids, src_mask, cfg, ids, 1, _argmax, max_len_cap)
 
 
 def sample(
@@ -262,6 +268,7 @@ def sample(
     pad_id: int = _PAD_ID,
     bos_id: int = _BOS_ID,
     eos_id: int = _EOS_ID,
+    max_len_cap: int | None = None,
 ) -> list[SearchResult]:
     """Draw cfg.n_best samples per sentence from the filtered next-token distributions.
 
@@ -277,7 +284,7 @@ def sample(
     """
     ids = _SpecialIds(pad_id, bos_id, eos_id)
     choose = _sampler(cfg, generator)
-    return _decode_rows(model, src_ids, src_mask, cfg, ids, samples=cfg.n_best, choose=choose)
+    return _decode_rows(model, src_ids, src_mask, cfg, ids, cfg.n_best, choose, max_len_cap)
 
 
 # --- helpers shared by all modes ----------------------------------------------------------
@@ -290,6 +297,7 @@ def _start(
     cfg: DecodeConfig,
     beam_size: int,
     samples: int,
+    max_len_cap: int | None,
 ) -> tuple[BeamState, _ModelRows]:
     """Encode once and lay out `samples` units per sentence, `beam_size` rows per unit."""
     batch_size = src_ids.shape[0]
@@ -301,7 +309,7 @@ def _start(
         tokens=torch.empty(units * beam_size, 0, dtype=torch.long, device=device),
         scores=torch.zeros(units, beam_size, device=device),
         sentence_ids=torch.arange(batch_size, device=device).repeat_interleave(samples),
-        max_lens=max_output_lengths(src_mask, cfg).repeat_interleave(samples),
+        max_lens=max_output_lengths(src_mask, cfg, max_len_cap).repeat_interleave(samples),
         n_finished=torch.zeros(units, dtype=torch.long, device=device),
     )
     rows = _ModelRows(
@@ -462,11 +470,12 @@ def _decode_rows(
     ids: _SpecialIds,
     samples: int,
     choose: Callable[[Tensor], Tensor],
+    max_len_cap: int | None,
 ) -> list[SearchResult]:
     """One row per (sentence, sample): `choose` maps (R, V) log-probs to (R,) next tokens."""
     finished: list[list[Hypothesis]] = [[] for _ in range(src_ids.shape[0])]
     with torch.inference_mode():
-        state, rows = _start(model, src_ids, src_mask, cfg, beam_size=1, samples=samples)
+        state, rows = _start(model, src_ids, src_mask, cfg, 1, samples, max_len_cap)
         step = 0
         while state.sentence_ids.numel():
             log_probs = _next_log_probs(model, state, rows, step, cfg.min_len, ids)

@@ -65,7 +65,13 @@ class Translator:
         }
         for batch in make_source_batches([encoded[i] for i in todo], self.decode.max_tokens):
             batch = batch.to(self.device)
-            found = search(self.bundle.model, batch.src_ids, batch.src_mask, self.decode)
+            found = search(
+                self.bundle.model,
+                batch.src_ids,
+                batch.src_mask,
+                self.decode,
+                max_len_cap=self.bundle.config.model.max_positions,
+            )
             for j, result in zip(batch.indices.tolist(), found, strict=True):
                 results[todo[j]] = self._detokenize(result)
         return [results[i] for i in range(len(lines))]
