@@ -1,0 +1,50 @@
+"""Tiny fixtures for training tests: a word-for-word "translation" corpus and a config file."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+# word-for-word "translations": a task a tiny model learns within a few dozen updates
+PAIRS = {
+    "der": "the", "die": "the", "das": "the", "haus": "house", "katze": "cat", "hund": "dog",
+    "mann": "man", "frau": "woman", "kind": "child", "baum": "tree", "auto": "car",
+    "rot": "red", "blau": "blue", "gross": "big", "klein": "small", "sieht": "sees",
+}  # fmt: skip
+
+
+def write_corpus(directory: Path, n_train: int = 300, n_valid: int = 20, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    for name, n in (("train", n_train), ("valid", n_valid)):
+        lines = []
+        for _ in range(n):
+            words = [rng.choice(list(PAIRS)) for _ in range(rng.randint(3, 8))]
+            lines.append(" ".join(words) + "\t" + " ".join(PAIRS[w] for w in words))
+        (directory / f"{name}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def write_config(directory: Path, train: str = "", model: str = "dropout: 0.1") -> Path:
+    """A tiny experiment (d_model 32, 2 layers, vocab 60) on the corpus of `write_corpus`."""
+    path = directory / "tiny.yaml"
+    path.write_text(
+        f"""\
+model: {{d_model: 32, n_heads: 4, n_layers: 2, d_ff: 64, {model}}}
+data: {{format: tsv, train: {directory}/train.tsv, valid: {directory}/valid.tsv, test: null,
+        cache_dir: {directory}/cache}}
+tokenizer: {{vocab_size: 60}}
+train: {{max_steps: 10, max_tokens: 200, lr: 3e-3, warmup_steps: 3, valid_every: 4,
+         log_every: 1, {train}}}
+decode: {{max_len_b: 5}}
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.fixture
+def tiny_experiment(tmp_path: Path) -> Path:
+    """Corpus files and tiny.yaml in tmp_path; returns the config path."""
+    write_corpus(tmp_path)
+    return write_config(tmp_path)

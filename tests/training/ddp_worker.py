@@ -1,0 +1,64 @@
+"""Run by test_distributed.py under `torchrun --nproc_per_node 2`; also the single-process twin.
+
+Every rank trains a tiny model for a few updates on synthetic token batches and writes its final
+parameters to OUT/rank{R}.pt.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from transformer_mt.config import ExperimentConfig, ModelConfig, TrainConfig
+from transformer_mt.data.batching import BatchIterator, collate
+from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
+from transformer_mt.data.tokenizer import PAD_ID
+from transformer_mt.model import build_model
+from transformer_mt.training.distributed import DistributedContext, init_distributed
+from transformer_mt.training.trainer import TrainData, Trainer
+
+VOCAB = 50
+STEPS = 3
+
+
+def tiny_trainer(run_dir: Path, dist: DistributedContext, update_freq: int) -> Trainer:
+    """Same initial weights and corpus on every call; dropout off so ranks can be compared."""
+    rng = np.random.default_rng(0)
+    rows = [rng.integers(4, VOCAB, rng.integers(3, 12)).tolist() for _ in range(96)]
+    corpus = EncodedCorpus(TokenColumn.from_lists(rows), TokenColumn.from_lists(rows[::-1]))
+    config = ExperimentConfig(
+        model=ModelConfig(d_model=32, n_heads=4, n_layers=2, d_ff=64, dropout=0.0),
+        train=TrainConfig(
+            max_steps=STEPS,
+            max_tokens=64,
+            update_freq=update_freq,
+            lr=1e-3,
+            warmup_steps=1,
+            valid_bleu=False,
+            log_every=1,
+            clip_norm=1.0,
+        ),
+    )
+    torch.manual_seed(0)
+    model = build_model(config.model, VOCAB, VOCAB, PAD_ID)
+    data = TrainData(
+        train=BatchIterator(corpus, 64, seed=1, rank=dist.rank, world_size=dist.world_size),
+        valid_batches=[collate(corpus, np.arange(8))],
+        valid_sources=None,
+        valid_references=[],
+    )
+    tokenizer = SimpleNamespace(model_bytes=b"")  # checkpoints need only the bytes
+    return Trainer(config, model, data, tokenizer, tokenizer, run_dir, dist, "cpu")
+
+
+if __name__ == "__main__":
+    out = Path(sys.argv[1])
+    dist = init_distributed("cpu")
+    trainer = tiny_trainer(out / "run", dist, update_freq=1)
+    trainer.train()
+    torch.save(trainer.model.state_dict(), out / f"rank{dist.rank}.pt")
+    torch.distributed.destroy_process_group()

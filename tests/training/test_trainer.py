@@ -1,0 +1,148 @@
+"""End-to-end training on a tiny corpus: run directory, exact resume, signals, non-finite loss."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from transformer_mt.cli import main
+from transformer_mt.errors import TmtError
+from transformer_mt.training import trainer as trainer_module
+from transformer_mt.training.checkpoint import load_checkpoint, load_for_inference
+from transformer_mt.training.metrics import read_metrics
+from transformer_mt.training.run import run_training
+
+from .conftest import write_config, write_corpus
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def assert_same_training_state(a: dict, b: dict) -> None:
+    assert a["step"] == b["step"]
+    assert a["data_position"] == b["data_position"]
+    assert a["model"].keys() == b["model"].keys()
+    for name in a["model"]:
+        assert torch.equal(a["model"][name], b["model"][name]), name
+    opt_a, opt_b = a["optimizer"], b["optimizer"]
+    assert opt_a["param_groups"] == opt_b["param_groups"]
+    for key, state in opt_a["state"].items():
+        for name, value in state.items():
+            assert torch.equal(value, opt_b["state"][key][name]), (key, name)
+
+
+def test_cli_run_directory_loss_falls_and_translates(tiny_experiment, tmp_path):
+    run_dir = tmp_path / "run"
+    args = ["train", "--config", str(tiny_experiment), "--run-dir", str(run_dir)]
+    assert main([*args, "--set", "train.max_steps=40", "train.valid_every=20"]) == 0
+    names = {p.name for p in run_dir.iterdir()}
+    assert {"config.yaml", "metrics.jsonl", "checkpoints"} <= names
+    assert any(n.startswith("spm-") and n.endswith(".model") for n in names)
+    ckpts = {p.name for p in (run_dir / "checkpoints").iterdir()}
+    assert {"best.pt", "last.pt", "step_00000020.pt", "step_00000040.pt"} <= ckpts
+    rows = read_metrics(run_dir / "metrics.jsonl")
+    train = [r["loss"] for r in rows if r["kind"] == "train"]
+    assert len(train) == 40 and sum(train[-5:]) / 5 < train[0] - 1.0  # the loss falls
+    valid = [r for r in rows if r["kind"] == "valid"]
+    assert [r["step"] for r in valid] == [20, 40] and valid[-1]["bleu"] is not None
+
+    bundle = load_for_inference(run_dir / "checkpoints" / "best.pt", "cpu")
+    assert not bundle.model.training and bundle.config.model.d_model == 32
+    assert bundle.src_tokenizer.encode("der hund")
+
+    out = tmp_path / "avg.pt"
+    assert main(["average", str(run_dir), "--last", "2", "--out", str(out)]) == 0
+    assert load_checkpoint(out)["averaged_from"][-1].endswith("step_00000040.pt")
+    load_for_inference(out)
+    assert main(["plot", str(run_dir), "--out", str(tmp_path / "curves.png")]) == 0
+    assert (tmp_path / "curves.png").stat().st_size > 1000
+
+
+def test_interrupted_and_resumed_run_matches_uninterrupted(tmp_path):
+    """Stop at step 6 and resume to 10 (as after SIGINT/SIGTERM); restart from the step-4
+    checkpoint (as after SIGKILL). Dropout, accumulation and epoch ends are all in play."""
+    write_corpus(tmp_path, n_train=120)
+    config = str(write_config(tmp_path, train="update_freq: 2, keep_last: 10"))
+    full, part = tmp_path / "full", tmp_path / "part"
+    assert run_training(config, str(full), []) == 0
+    assert run_training(config, str(part), ["train.max_steps=6"]) == 0
+    assert load_checkpoint(part / "checkpoints/last.pt")["step"] == 6
+    assert run_training(config, str(part), []) == 0
+    expected = load_checkpoint(full / "checkpoints/last.pt")
+    assert expected["data_position"]["epoch"] >= 1  # the run crossed an epoch boundary
+    assert_same_training_state(load_checkpoint(part / "checkpoints/last.pt"), expected)
+
+    killed = tmp_path / "killed" / "checkpoints"
+    killed.mkdir(parents=True)
+    shutil.copyfile(full / "checkpoints/step_00000004.pt", killed / "last.pt")
+    assert run_training(config, str(killed.parent), []) == 0
+    assert_same_training_state(load_checkpoint(killed / "last.pt"), expected)
+    steps = [r["step"] for r in read_metrics(part / "metrics.jsonl") if r["kind"] == "train"]
+    assert steps == list(range(1, 11))  # rows after the resume point are not duplicated
+
+
+def test_sigterm_saves_and_exits_zero(tiny_experiment, tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "transformer_mt", "train", "--config", str(tiny_experiment)]
+    cmd += ["--run-dir", str(run_dir), "--set", "train.max_steps=100000", "train.valid_every=1000"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    metrics = run_dir / "metrics.jsonl"
+    deadline = time.monotonic() + 60
+    while not (metrics.exists() and metrics.stat().st_size > 0):
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "training did not start"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert "SIGTERM: saved" in stderr
+    state = load_checkpoint(run_dir / "checkpoints/last.pt")
+    assert 1 <= state["step"] < 100000
+    assert [r["step"] for r in read_metrics(metrics)][-1] <= state["step"]
+
+
+@pytest.mark.parametrize("policy", ["stop", "skip"])
+def test_nonfinite_loss_stops_or_skips(tmp_path, monkeypatch, policy):
+    write_corpus(tmp_path, n_train=60)
+    config = str(write_config(tmp_path, train=f"nonfinite_loss: {policy}, max_steps: 4"))
+    real = trainer_module.label_smoothed_loss
+    calls = {"n": 0}
+
+    def poisoned(*args, **kwargs):
+        sums = real(*args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] == 2:
+            sums.loss = sums.loss * float("nan")
+        return sums
+
+    monkeypatch.setattr(trainer_module, "label_smoothed_loss", poisoned)
+    if policy == "stop":
+        with pytest.raises(TmtError, match="step 2: loss nan .* is not finite"):
+            run_training(config, str(tmp_path / "run"), [])
+        return
+    assert run_training(config, str(tmp_path / "run"), []) == 0
+    state = load_checkpoint(tmp_path / "run/checkpoints/last.pt")
+    assert state["stats"]["skipped_updates"] == 1 and state["step"] == 4
+    assert all(torch.isfinite(t).all() for t in state["model"].values())
+
+
+def test_refuses_foreign_directory_and_other_model(tiny_experiment, tmp_path):
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "thesis.tex").write_text("precious")
+    with pytest.raises(TmtError, match="not empty and holds no run"):
+        run_training(str(tiny_experiment), str(foreign), [])
+    run_dir = tmp_path / "run"
+    assert run_training(str(tiny_experiment), str(run_dir), ["train.max_steps=4"]) == 0
+    with pytest.raises(TmtError, match="different model config"):
+        run_training(str(tiny_experiment), str(run_dir), ["model.d_ff=32"])
+    assert json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])["step"] == 1
