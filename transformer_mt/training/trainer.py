@@ -77,7 +77,7 @@ class TrainResult:
 
 
 @dataclass
-class _Window:
+class UpdateTotals:
     """Sums since the last metrics row."""
 
     loss: float = 0.0
@@ -148,7 +148,7 @@ class Trainer:
             dynamic_ncols=True,
             disable=None if self.dist.is_main else True,
         )
-        window = _Window()
+        window = UpdateTotals()
         stopped_by = "max_steps"
         last_validated = self.step
         try:
@@ -157,11 +157,11 @@ class Trainer:
                     if self._epochs_done():
                         stopped_by = "max_epochs"
                         break
-                    stop_requested = self._train_step(window)
+                    stop_requested = self.train_step(window)
                     bar.update(1)
                     if self.step % self.cfg.log_every == 0 or self.step == 1:
                         self._log_train(metrics, window, bar)
-                        window = _Window()
+                        window = UpdateTotals()
                     if self.step % self.cfg.valid_every == 0:
                         started = time.perf_counter()
                         self._validate_and_save(metrics)
@@ -181,8 +181,12 @@ class Trainer:
         log.info("training stopped at step %d (%s)", self.step, stopped_by)
         return TrainResult(self.step, self.best_score, stopped_by)
 
-    def _train_step(self, window: _Window) -> bool:
-        """One update; returns True when any rank caught SIGINT/SIGTERM (all then stop)."""
+    def train_step(self, window: UpdateTotals | None = None) -> bool:
+        """One update; returns True when any rank caught SIGINT/SIGTERM (all then stop).
+
+        Public so benchmarks can time exactly the updates `train` runs.
+        """
+        window = window or UpdateTotals()
         batches = self._next_batches(self.cfg.update_freq)
         local_tokens = sum(b.n_tgt_tokens for b in batches)
         global_tokens = self._sum_over_ranks([float(local_tokens)])[0]
@@ -393,7 +397,7 @@ class Trainer:
 
     # --- helpers -------------------------------------------------------------------------
 
-    def _log_train(self, metrics: MetricsLog | None, window: _Window, bar: tqdm) -> None:
+    def _log_train(self, metrics: MetricsLog | None, window: UpdateTotals, bar: tqdm) -> None:
         if not window.updates:
             return
         elapsed = max(time.perf_counter() - window.start, 1e-9)
