@@ -1,0 +1,49 @@
+"""What a benchmark figure depends on: CPU model, core and thread counts, library versions, load.
+
+Every benchmark record carries this so that numbers from different machines or a busy machine
+are never compared unknowingly. Used by `scripts/benchmark.py` and the bench_* scripts.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+import torch
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name from /proc/cpuinfo (Linux), else `platform.processor()`."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def load_average() -> float:
+    """1-minute load average: other processes competing for the cores while we measure."""
+    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else float("nan")
+
+
+def machine_info() -> dict:
+    """CPU, cores, torch threads, versions and current load, as one JSON-serialisable dict."""
+    info = {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "load_1min": load_average(),
+    }
+    try:
+        import transformers
+
+        info["transformers"] = transformers.__version__
+    except ImportError:
+        pass
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name()
+    return info

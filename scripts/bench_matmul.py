@@ -1,0 +1,98 @@
+"""Practical matrix-multiply throughput (GFLOP/s) in fp32 and bf16 at Transformer shapes.
+
+    python scripts/bench_matmul.py [--dtypes fp32 bf16] [--repeats 5] [--threads 2]
+
+The ceiling every model figure should be read against: (tokens x d_model) @ (d_model x d_ff)
+feed-forward products, and the (tokens x d_model) @ (d_model x vocab) output projection. Prints
+one JSON object per (dtype, shape) plus one with the best shape per dtype, then a table.
+`scripts/benchmark.py matmul` calls `add_arguments` and `run` from here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+
+import torch  # noqa: E402
+from bench_machine import load_average, machine_info  # noqa: E402
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+# (M, K, N): M tokens of a 4096-token batch, K = d_model, N = d_ff or vocabulary size.
+SHAPES = [(4096, 256, 1024), (4096, 512, 2048), (4096, 512, 8000)]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dtypes", nargs="+", choices=sorted(DTYPES), default=["fp32", "bf16"])
+    parser.add_argument("--repeats", type=int, default=5, help="timed products; best is kept")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads")
+
+
+def run(args: argparse.Namespace) -> list[dict]:
+    """One dict per (dtype, shape), then one `max` dict per dtype."""
+    torch.set_num_threads(args.threads)
+    results: list[dict] = []
+    for name in args.dtypes:
+        rows = [_measure(name, shape, args.repeats) for shape in SHAPES]
+        best = max(rows, key=lambda r: r["gflops"])
+        results.extend(rows)
+        results.append({**best, "shape": "max"})
+    machine = machine_info()
+    return [{**row, **machine} for row in results]
+
+
+def _measure(dtype_name: str, shape: tuple[int, int, int], repeats: int) -> dict:
+    m, k, n = shape
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(m, k, generator=generator).to(DTYPES[dtype_name])
+    b = torch.randn(k, n, generator=generator).to(DTYPES[dtype_name])
+    out = torch.empty(m, n, dtype=a.dtype)
+    torch.mm(a, b, out=out)  # warm-up: first-call kernel selection and page faults
+    load = load_average()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.mm(a, b, out=out)
+        times.append(time.perf_counter() - start)
+    best = min(times)  # best of N: the least disturbed by other processes
+    return {
+        "bench": "matmul",
+        "dtype": dtype_name,
+        "shape": f"({m}x{k})@({k}x{n})",
+        "gflops": round(2 * m * k * n / best / 1e9, 1),
+        "best_ms": round(best * 1e3, 2),
+        "median_ms": round(sorted(times)[len(times) // 2] * 1e3, 2),
+        "repeats": repeats,
+        "load_before": load,
+    }
+
+
+def print_table(results: list[dict], file=sys.stdout) -> None:
+    print(f"{'dtype':<6}{'shape':<26}{'GFLOP/s':>9}{'best ms':>9}{'median ms':>11}", file=file)
+    for r in results:
+        print(
+            f"{r['dtype']:<6}{r['shape']:<26}{r['gflops']:>9}{r['best_ms']:>9}{r['median_ms']:>11}",
+            file=file,
+        )
+    if results:
+        r = results[0]
+        print(f"{r['cpu']}, {r['threads']} threads, torch {r['torch']}", file=file)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    results = run(parser.parse_args())
+    for row in results:
+        print(json.dumps(row))
+    print(file=sys.stderr)
+    print_table(results, sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,283 @@
+"""Translation speed: our search vs Hugging Face `MarianMTModel.generate`, same weights and inputs.
+
+    python scripts/bench_translate.py [--fixed-length 20] [--beams 5 1] [--batch-sizes 32 64]
+                                      [--checkpoint CKPT] [--repeats 3] [--threads 2]
+
+Multi30k test2016 (1,000 German sentences) is tokenized with a joint 8k SentencePiece model
+trained on Multi30k train (or the checkpoint's tokenizer), EOS appended and padded with 0 as our
+batches are, sorted longest first and cut into batches of a fixed number of sentences. Both
+systems get the same id tensors. Without --checkpoint the model has random weights of the
+quickstart size; HF gets them through `to_marian`.
+
+The search settings are made equivalent (see `decode_config` and `hf_generation_config`): K
+beams, a sentence stops at K finished hypotheses (HF early_stopping=True), score = log P / |y|
+(our length_norm average, HF length_penalty 1.0), PAD and BOS never generated, EOS forbidden
+before min_len tokens, and one max length for every sentence (max_len_a = 0), because HF has no
+per-sentence limit. With --fixed-length N both generate exactly N tokens, so that random-weight
+models do equal work. `agreement` is the share of sentences whose best hypotheses are identical.
+
+Prints one JSON object per (system, beam, batch size), then a table. `scripts/benchmark.py
+translate` calls `add_arguments` and `run` from here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run from a checkout, uninstalled
+sys.path.insert(0, str(REPO / "scripts"))
+
+import torch  # noqa: E402
+from bench_machine import load_average, machine_info  # noqa: E402
+
+from transformer_mt.config import DecodeConfig, ModelConfig, TokenizerConfig  # noqa: E402
+from transformer_mt.data.dataset import read_lines  # noqa: E402
+from transformer_mt.data.tokenizer import (  # noqa: E402
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    Tokenizer,
+    train_tokenizers,
+)
+from transformer_mt.model import Seq2SeqTransformer, build_model  # noqa: E402
+from transformer_mt.search import search  # noqa: E402
+
+DEFAULT_DATA = REPO / "data" / "multi30k"
+# configs/quickstart-like: what a laptop trains on Multi30k.
+QUICKSTART = ModelConfig(d_model=256, n_heads=4, n_layers=3, d_ff=1024)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder of train/test2016")
+    parser.add_argument("--src-lang", default="de")
+    parser.add_argument("--tgt-lang", default="en")
+    parser.add_argument("--checkpoint", help="a trained model (default: random quickstart weights)")
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--beams", type=int, nargs="+", default=[5, 1], help="1: greedy")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 64], help="sentences")
+    parser.add_argument("--fixed-length", type=int, help="force exactly N output tokens")
+    parser.add_argument("--max-len", type=int, default=64, help="output limit (no --fixed-length)")
+    parser.add_argument("--sentences", type=int, default=None, help="first N test sentences")
+    parser.add_argument("--systems", nargs="+", choices=["ours", "hf"], default=["ours", "hf"])
+    parser.add_argument("--repeats", type=int, default=3, help="timed passes; best is kept")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    parser.add_argument("--seed", type=int, default=1)
+
+
+def run(args: argparse.Namespace) -> list[dict]:
+    """One dict per (system, beam size, batch size), HF rows with the agreement rate."""
+    torch.set_num_threads(args.threads)
+    model, tokenizer = _load_model(args)
+    lines = read_lines(args.data / f"test2016.{args.src_lang}")[: args.sentences]
+    sources = [tokenizer.encode(line) + [EOS_ID] for line in lines]
+    machine = machine_info()
+    hf_model = _hf_model(model) if "hf" in args.systems else None
+    results = []
+    for beam_size in args.beams:
+        for batch_size in args.batch_sizes:
+            batches = make_batches(sources, batch_size)
+            ours_out: list[list[int]] | None = None
+            for system in args.systems:
+                if system == "ours":
+                    translate = _ours(model, beam_size, args)
+                elif hf_model is not None:
+                    translate = _hf(hf_model, beam_size, args)
+                else:
+                    continue
+                row, outputs = _measure(translate, batches, args.repeats)
+                row = {"bench": "translate", "system": system, "beam": beam_size,
+                       "batch": batch_size, **row}  # fmt: skip
+                if system == "ours":
+                    ours_out = outputs
+                elif ours_out is not None:
+                    row["agreement"] = round(_agreement(ours_out, outputs), 4)
+                row.update(
+                    fixed_length=args.fixed_length,
+                    model=args.checkpoint or "random-quickstart",
+                    **machine,
+                )
+                print(json.dumps(row), file=sys.stderr, flush=True)  # progress
+                results.append(row)
+    return results
+
+
+# --- inputs and models ----------------------------------------------------------------------
+
+
+def _load_model(args: argparse.Namespace) -> tuple[Seq2SeqTransformer, Tokenizer]:
+    if args.checkpoint:
+        from transformer_mt.training.checkpoint import load_for_inference
+
+        bundle = load_for_inference(args.checkpoint, torch.device("cpu"))
+        return bundle.model.eval(), bundle.src_tokenizer
+    train_src = read_lines(args.data / f"train.{args.src_lang}")
+    train_tgt = read_lines(args.data / f"train.{args.tgt_lang}")
+    cfg = TokenizerConfig(vocab_size=args.vocab_size, joint=True)
+    # The tokenizer's name hashes text and settings: later runs reuse it instead of retraining.
+    pair = train_tokenizers(cfg, train_src, train_tgt, REPO / "data" / "cache" / "bench_translate")
+    torch.manual_seed(args.seed)
+    model = build_model(QUICKSTART, pair.src.vocab_size, pair.tgt.vocab_size, PAD_ID)
+    return model.eval(), pair.src
+
+
+def make_batches(sources: list[list[int]], batch_size: int) -> list[torch.Tensor]:
+    """Sort longest first (as `make_source_batches`) and pad groups of `batch_size` with PAD."""
+    order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
+    batches = []
+    for start in range(0, len(order), batch_size):
+        rows = [torch.tensor(sources[i]) for i in order[start : start + batch_size]]
+        batches.append(
+            torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=PAD_ID)
+        )
+    return batches
+
+
+def decode_config(beam_size: int, args: argparse.Namespace) -> DecodeConfig:
+    """Our settings: score = log P / |y|, one max length for all, min_len = max_len if fixed."""
+    max_len = args.fixed_length or args.max_len
+    return DecodeConfig(
+        beam_size=beam_size,
+        length_penalty=1.0,
+        length_norm="average",
+        max_len_a=0.0,
+        max_len_b=max_len,
+        min_len=args.fixed_length or 1,
+    )
+
+
+def hf_generation_config(beam_size: int, args: argparse.Namespace):
+    """HF settings equivalent to `decode_config` (see the module docstring)."""
+    from transformers import GenerationConfig
+
+    max_len = args.fixed_length or args.max_len
+    return GenerationConfig(
+        num_beams=beam_size,
+        do_sample=False,
+        # ours: a sentence is done at K finished hypotheses (HF warns about it for greedy)
+        early_stopping=beam_size > 1,
+        length_penalty=1.0,  # log P / |y|^1, |y| counting EOS: our length_norm average
+        max_new_tokens=max_len,
+        min_new_tokens=args.fixed_length or 1,
+        bad_words_ids=[[PAD_ID], [BOS_ID]],  # ours never generates PAD or BOS
+        decoder_start_token_id=BOS_ID,
+        bos_token_id=BOS_ID,
+        eos_token_id=EOS_ID,
+        pad_token_id=PAD_ID,
+        num_return_sequences=1,
+        use_cache=True,
+    )
+
+
+def _hf_model(model: Seq2SeqTransformer):
+    try:
+        from transformer_mt.hf_marian import to_marian
+
+        hf_model = to_marian(model, BOS_ID, EOS_ID)
+    except ImportError:
+        return None
+    # Marian's config forces EOS as the last token at max length; ours finishes such a
+    # hypothesis as it is. A None in the GenerationConfig passed to generate() falls back to
+    # the model's default, so the default itself has to go.
+    hf_model.generation_config.forced_eos_token_id = None
+    return hf_model
+
+
+# --- the two systems: (B, S) source ids -> best hypothesis per row, EOS kept if generated -----
+
+
+def _ours(model: Seq2SeqTransformer, beam_size: int, args: argparse.Namespace):
+    cfg = decode_config(beam_size, args)
+
+    def translate(src_ids: torch.Tensor) -> list[list[int]]:
+        src_mask = (src_ids != PAD_ID)[:, None, None, :]  # (B, 1, 1, S), True = real token
+        found = search(model, src_ids, src_mask, cfg, max_len_cap=model.cfg.max_positions)
+        return [r.best.tokens + [EOS_ID] * r.best.has_eos for r in found]
+
+    return translate
+
+
+def _hf(hf_model, beam_size: int, args: argparse.Namespace):
+    generation_config = hf_generation_config(beam_size, args)
+
+    def translate(src_ids: torch.Tensor) -> list[list[int]]:
+        with torch.inference_mode():
+            out = hf_model.generate(
+                input_ids=src_ids,
+                attention_mask=(src_ids != PAD_ID).long(),
+                generation_config=generation_config,
+            )
+        hyps = []
+        for row in out[:, 1:].tolist():  # drop the decoder start token
+            hyps.append(row[: row.index(EOS_ID) + 1] if EOS_ID in row else row)
+        return [[t for t in hyp if t != PAD_ID] for hyp in hyps]
+
+    return translate
+
+
+def _measure(translate, batches: list[torch.Tensor], repeats: int) -> tuple[dict, list]:
+    """Best-of-`repeats` wall time over all batches; sentences/s and target tokens/s."""
+    translate(batches[0][:4])  # warm-up: first-call allocations and kernel choice
+    load = load_average()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        outputs = [hyp for src_ids in batches for hyp in translate(src_ids)]
+        times.append(time.perf_counter() - start)
+    best = min(times)
+    n_tokens = sum(len(hyp) for hyp in outputs)
+    return {
+        "sentences": len(outputs),
+        "tgt_tokens": n_tokens,
+        "sent_per_s": round(len(outputs) / best, 1),
+        "tok_per_s": round(n_tokens / best, 1),
+        "best_s": round(best, 3),
+        "median_s": round(sorted(times)[len(times) // 2], 3),
+        "repeats": repeats,
+        "load_before": load,
+    }, outputs
+
+
+def _agreement(ours: list[list[int]], theirs: list[list[int]]) -> float:
+    return sum(a == b for a, b in zip(ours, theirs, strict=True)) / len(ours)
+
+
+def print_table(results: list[dict], file=sys.stdout) -> None:
+    header = f"{'system':<7}{'beam':>5}{'batch':>6}{'sent/s':>9}{'tok/s':>9}{'best s':>8}"
+    print(header + f"{'load':>6}{'vs HF':>7}{'agree':>7}", file=file)
+    hf_speed = {(r["beam"], r["batch"]): r["tok_per_s"] for r in results if r["system"] == "hf"}
+    for r in results:
+        reference = hf_speed.get((r["beam"], r["batch"]))
+        ratio = f"{r['tok_per_s'] / reference:.2f}x" if reference else "-"
+        agree = f"{r['agreement']:.1%}" if "agreement" in r else "-"
+        print(
+            f"{r['system']:<7}{r['beam']:>5}{r['batch']:>6}{r['sent_per_s']:>9}{r['tok_per_s']:>9}"
+            f"{r['best_s']:>8}{r['load_before']:>6}{ratio:>7}{agree:>7}",
+            file=file,
+        )
+    if results:
+        r = results[0]
+        length = f"fixed length {r['fixed_length']}" if r["fixed_length"] else "free length"
+        print(
+            f"{r['model']}, {length}, {r['cpu']}, {r['threads']} threads, torch {r['torch']}, "
+            f"transformers {r.get('transformers', '-')}",
+            file=file,
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    results = run(parser.parse_args())
+    for row in results:
+        print(json.dumps(row))
+    print(file=sys.stderr)
+    print_table(results, sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""One entry point for the benchmarks: matrix multiply, training, translation, data pipeline.
+
+    python scripts/benchmark.py matmul [--dtypes fp32 bf16]
+    python scripts/benchmark.py train [--sizes quickstart base]
+    python scripts/benchmark.py translate [--fixed-length 20] [--beams 5 1] [--batch-sizes 32 64]
+    python scripts/benchmark.py data [--max-tokens 1024 4096]
+
+Each subcommand is a `bench_<name>.py` module with `add_arguments(parser)` and
+`run(args) -> list[dict]`, runnable on its own too. Here every result becomes one JSON line on
+stdout (machine-readable, appendable to a log), preceded by a `machine` line (CPU, threads,
+versions, load), and a human table goes to stderr, or to stdout after the JSON with --table.
+Results are in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the bench_* modules sit next to us
+
+from bench_machine import machine_info  # noqa: E402
+
+BENCHMARKS = {
+    "matmul": "bench_matmul",
+    "train": "bench_train",
+    "translate": "bench_translate",
+    "data": "bench_data",
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--table", action="store_true", help="print the table on stdout")
+    commands = parser.add_subparsers(dest="benchmark", required=True)
+    modules = {}
+    for name, module_name in BENCHMARKS.items():
+        # Imported lazily per subcommand would hide a broken module until its turn; importing
+        # all keeps `--help` honest and costs a second.
+        modules[name] = importlib.import_module(module_name)
+        sub = commands.add_parser(name, help=modules[name].__doc__.splitlines()[0])
+        modules[name].add_arguments(sub)
+    args = parser.parse_args(argv)
+    module = modules[args.benchmark]
+    # Some modules print their own JSON progress on stdout; keep stdout to our lines only.
+    with contextlib.redirect_stdout(sys.stderr):
+        results = module.run(args)
+    print(json.dumps({"bench": "machine", **machine_info()}), flush=True)
+    for row in results:
+        print(json.dumps(row), flush=True)
+    table_file = sys.stdout if args.table else sys.stderr
+    print(file=table_file)
+    _print_table(module, results, table_file)
+
+
+def _print_table(module, results: list[dict], file) -> None:
+    """The module's own table; bench_data and bench_train print to stdout only."""
+    if hasattr(module, "print_table"):
+        try:
+            module.print_table(results, file=file)
+            return
+        except TypeError:  # a print_table(results) without a file argument
+            with contextlib.redirect_stdout(file):
+                module.print_table(results)
+            return
+    for row in results:
+        print("  ".join(f"{k}={v}" for k, v in row.items()), file=file)
+
+
+if __name__ == "__main__":
+    main()
