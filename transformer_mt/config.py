@@ -123,6 +123,7 @@ class TrainConfig:
 
     max_steps: int = 100_000  # optimizer updates
     max_epochs: int | None = None  # stop after this many passes as well (None: no limit)
+    max_minutes: float | None = None  # stop after this much wall-clock time, resumes included
     max_tokens: int = 4096  # tokens per batch, padding included, max(source, target) side
     update_freq: int = 1  # batches accumulated into one update
     schedule: Literal["inverse_sqrt", "noam"] = "inverse_sqrt"
@@ -150,6 +151,8 @@ class TrainConfig:
     def validate(self) -> None:
         _positive(self, "train", ["max_steps", "max_tokens", "update_freq", "lr"])
         _positive(self, "train", ["log_every", "valid_every", "adam_eps"])
+        if self.max_minutes is not None and self.max_minutes <= 0:
+            raise ConfigError(f"train.max_minutes={self.max_minutes} must be > 0")
         if self.warmup_steps < 0 or self.warmup_steps >= self.max_steps:
             raise ConfigError(
                 f"train.warmup_steps={self.warmup_steps} must be in [0, "

@@ -146,3 +146,15 @@ def test_refuses_foreign_directory_and_other_model(tiny_experiment, tmp_path):
     with pytest.raises(TmtError, match="different model config"):
         run_training(str(tiny_experiment), str(run_dir), ["model.d_ff=32"])
     assert json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])["step"] == 1
+
+
+def test_max_minutes_stops_the_run_and_counts_resumed_time(tiny_experiment, tmp_path):
+    run_dir = tmp_path / "run"
+    args = ["train", "--config", str(tiny_experiment), "--run-dir", str(run_dir), "--set"]
+    assert main([*args, "train.max_steps=1000", "train.max_minutes=0.002"]) == 0  # 0.12 s
+    state = load_checkpoint(run_dir / "checkpoints" / "last.pt")
+    assert 0 < state["step"] < 1000
+    assert state["stats"]["elapsed_seconds"] >= 0.12
+    # Resuming: the time already spent counts, so the run stops at once.
+    assert main([*args, "train.max_steps=1000", "train.max_minutes=0.002"]) == 0
+    assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"] == state["step"]
