@@ -1,0 +1,81 @@
+"""Train a config, translate its test set with beam search, and score it: one experiment.
+
+    python scripts/run_experiment.py --config configs/multi30k_de_en.yaml [--average 5]
+
+Runs (or resumes) `tmt train`, optionally averages the last N periodic checkpoints, translates
+`data.test` with the config's decode settings and prints detokenized cased BLEU, lowercased
+BLEU and chrF (sacrebleu). Writes `test.hyp` and `results.json` into the run directory; the
+README's results table is made from those files (scripts/results_table.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from transformer_mt.cli import main as tmt  # noqa: E402
+from transformer_mt.config import load_config  # noqa: E402
+from transformer_mt.data.dataset import column_texts, load_split  # noqa: E402
+from transformer_mt.evaluation import corpus_scores  # noqa: E402
+from transformer_mt.training.checkpoint import load_checkpoint  # noqa: E402
+from transformer_mt.translate import Translator  # noqa: E402
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--config", required=True)
+    p.add_argument("--run-dir", help="default: runs/<config name>")
+    p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="config overrides")
+    p.add_argument("--average", type=int, default=0, help="average the last N checkpoints")
+    p.add_argument("--beam-size", type=int, help="override decode.beam_size")
+    return p.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
+    run_dir = Path(args.run_dir or REPO / "runs" / Path(args.config).stem)
+    overrides = ["--set", *args.set] if args.set else []
+    status = tmt(["train", "--config", args.config, "--run-dir", str(run_dir), *overrides])
+    if status:
+        return status
+    checkpoint = run_dir / "checkpoints" / "best.pt"
+    if args.average > 1:
+        checkpoint = run_dir / "checkpoints" / f"average_last{args.average}.pt"
+        tmt(["average", str(run_dir), "--last", str(args.average), "--out", str(checkpoint)])
+    config = load_config(run_dir / "config.yaml")
+    test = load_split(config.data, "test")
+    sources, references = column_texts(test, "src"), column_texts(test, "tgt")
+    changes = {} if args.beam_size is None else {"beam_size": args.beam_size}
+    translator = Translator.from_checkpoint(str(checkpoint), **changes)
+    hypotheses = [t.texts[0] for t in translator.translate(sources)]
+    (run_dir / "test.hyp").write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
+    cased = corpus_scores(hypotheses, references, ["bleu", "chrf"])
+    lower = corpus_scores(hypotheses, references, ["bleu"], lowercase=True)
+    stats = load_checkpoint(run_dir / "checkpoints" / "last.pt")["stats"]
+    results = {
+        "config": args.config,
+        "direction": f"{config.data.src_lang}-{config.data.tgt_lang}",
+        "test": config.data.test,
+        "checkpoint": checkpoint.name,
+        "beam_size": translator.decode.beam_size,
+        "bleu": cased[0].score,
+        "bleu_signature": cased[0].signature,
+        "bleu_lowercase": lower[0].score,
+        "bleu_lowercase_signature": lower[0].signature,
+        "chrf": cased[1].score,
+        "parameters": sum(p.numel() for p in translator.bundle.model.parameters()),
+        "train_minutes": stats.get("elapsed_seconds", 0.0) / 60,
+    }
+    (run_dir / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    for score in (*cased, *lower):
+        print(score.string)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
