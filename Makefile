@@ -7,7 +7,10 @@ else
 PY := $(CURDIR)/.venv/bin/python
 endif
 
-.PHONY: install test lint format quickstart quickstart-tiny clean
+.PHONY: install test lint format data quickstart quickstart-tiny clean
+CONFIG ?= configs/multi30k_de_en.yaml
+# DATA_FROM=DIR copies Multi30k from a local mirror instead of downloading it.
+DATA_FROM ?=
 
 $(PY):
 	$(PYTHON) -m venv .venv
@@ -27,6 +30,18 @@ format: install
 
 test: lint
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# Idempotent: complete files are kept.
+data: install
+	$(PY) scripts/get_data.py multi30k $(if $(DATA_FROM),--from $(DATA_FROM))
+
+# The main job end to end: train CONFIG (60 minutes), translate test2016, print BLEU.
+quickstart: data
+	$(PY) scripts/run_experiment.py --config $(CONFIG)
+
+# The same in about five minutes with a small model.
+quickstart-tiny: data
+	$(PY) scripts/run_experiment.py --config configs/multi30k_tiny.yaml
 
 clean:
 	rm -rf .venv build *.egg-info .pytest_cache .ruff_cache
