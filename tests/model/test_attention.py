@@ -13,6 +13,8 @@ from transformer_mt.model.attention import (
     causal_mask,
 )
 
+from .torch_reference import copy_attention
+
 B, H, TQ, TK, DH, D = 3, 4, 5, 7, 8, 32
 
 
@@ -55,13 +57,7 @@ def test_causal_mask_is_lower_right_aligned():
 
 def _copy_into_torch_mha(ours: MultiHeadAttention) -> nn.MultiheadAttention:
     ref = nn.MultiheadAttention(D, H, batch_first=True)
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(
-            torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight])
-        )
-        ref.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
-        ref.out_proj.weight.copy_(ours.out_proj.weight)
-        ref.out_proj.bias.copy_(ours.out_proj.bias)
+    copy_attention(ours, ref)
     return ref.eval()
 
 

@@ -10,6 +10,8 @@ from transformer_mt.model.attention import causal_mask
 from transformer_mt.model.embeddings import sinusoidal_table
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer, FeedForward
 
+from .torch_reference import copy_attention
+
 D, H, F = 32, 4, 64
 
 
@@ -17,18 +19,8 @@ def _cfg(pre_norm):
     return ModelConfig(d_model=D, n_heads=H, d_ff=F, dropout=0.0, pre_norm=pre_norm)
 
 
-def _copy_attention(ours, ref):
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(
-            torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight])
-        )
-        ref.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
-        ref.out_proj.weight.copy_(ours.out_proj.weight)
-        ref.out_proj.bias.copy_(ours.out_proj.bias)
-
-
 def _copy_common(ours, ref, norms):
-    _copy_attention(ours.self_attn, ref.self_attn)
+    copy_attention(ours.self_attn, ref.self_attn)
     ref.linear1.load_state_dict(ours.ffn.fc1.state_dict())
     ref.linear2.load_state_dict(ours.ffn.fc2.state_dict())
     for mine, theirs in norms:
@@ -70,7 +62,7 @@ def test_decoder_layer_equals_torch(pre_norm):
             (ours.ffn_norm, ref.norm3),
         ],
     )
-    _copy_attention(ours.cross_attn, ref.multihead_attn)
+    copy_attention(ours.cross_attn, ref.multihead_attn)
     ref.eval()
     x, memory = torch.randn(3, 5, D), torch.randn(3, 6, D)
     keep = torch.arange(6)[None, :] < torch.tensor([6, 4, 2])[:, None]
