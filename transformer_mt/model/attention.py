@@ -140,9 +140,13 @@ class KVCache:
         return self.keys[:, :, :new_length], self.values[:, :, :new_length]
 
     def reorder(self, indices: Tensor) -> None:
-        """Keep batch rows `indices` (B',) in that order (beam reorder, finished-row pruning)."""
-        self.keys = self.keys[:, :, : self.length].index_select(0, indices)
-        self.values = self.values[:, :, : self.length].index_select(0, indices)
+        """Keep batch rows `indices` (B',) in that order (beam reorder, finished-row pruning).
+
+        Selects whole buffers, spare capacity included: beam search reorders after every step,
+        and a buffer cut down to `length` would be grown (copied again) by the next `append`.
+        """
+        self.keys = self.keys.index_select(0, indices)
+        self.values = self.values.index_select(0, indices)
 
 
 def _grow(buffer: Tensor, capacity: int, length: int) -> Tensor:

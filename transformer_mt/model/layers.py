@@ -83,19 +83,28 @@ class EncoderLayer(_Residual):
 class LayerCache:
     """Incremental-decoding state of one decoder layer.
 
-    self_attn grows by one step per call; cross_attn holds the encoder memory's keys and
-    values, (B, H, S, Dh) each, computed on the first step and reused afterwards.
+    self_attn grows by one step per call, one row per batch row; cross_attn holds the encoder
+    memory's keys and values, (N, H, S, Dh) each, computed on the first step and reused
+    afterwards. N is the number of distinct sources: the batch rows divided by the rows that
+    share one source (see `DecoderCache.source_group`).
     """
 
     self_attn: KVCache | None = None
     cross_attn: tuple[Tensor, Tensor] | None = None
 
-    def reorder(self, indices: Tensor) -> None:
+    def reorder(self, indices: Tensor, cross_rows: Tensor | None) -> None:
+        """Keep batch rows `indices` (B',) and cross-attention rows `cross_rows` (None: all)."""
         if self.self_attn is not None:
             self.self_attn.reorder(indices)
+        if self.cross_attn is not None and cross_rows is not None:
+            keys, values = self.cross_attn
+            self.cross_attn = (keys.index_select(0, cross_rows), values.index_select(0, cross_rows))
+
+    def ungroup_cross(self, group: int) -> None:
+        """One cross-attention row per batch row again, from one per `group` rows."""
         if self.cross_attn is not None:
             keys, values = self.cross_attn
-            self.cross_attn = (keys.index_select(0, indices), values.index_select(0, indices))
+            self.cross_attn = (keys.repeat_interleave(group, 0), values.repeat_interleave(group, 0))
 
 
 class DecoderLayer(_Residual):
@@ -118,8 +127,9 @@ class DecoderLayer(_Residual):
 
         Args:
             x: (B, T, D) target states; with a cache, only the new positions.
-            memory: (B, S, D) encoder output.
-            src_mask: (B, 1, 1, S) bool, True = real source token.
+            memory: (B, S, D) encoder output; with a cache (N, S, D), one row per distinct
+                source, each shared by B / N consecutive rows of x.
+            src_mask: (B, 1, 1, S) bool, True = real source token; with a cache (N, 1, 1, S).
             cache: None in training (causal attention over x); otherwise updated in place.
 
         Returns:
@@ -151,4 +161,9 @@ class DecoderLayer(_Residual):
             return self.cross_attn(h, memory, src_mask)[0]
         if cache.cross_attn is None:
             cache.cross_attn = self.cross_attn.project_kv(memory)  # once per source
-        return self.cross_attn.attend(h, *cache.cross_attn, src_mask)[0]
+        keys, values = cache.cross_attn  # (N, H, S, Dh): one row per source
+        b, t, d = h.shape
+        # The B / N rows of one source (its beams) see the same keys: attend as one row with
+        # (B / N) * t queries, one attention call for the whole group.
+        out = self.cross_attn.attend(h.reshape(keys.size(0), -1, d), keys, values, src_mask)[0]
+        return out.reshape(b, t, d)

@@ -21,9 +21,20 @@ from transformer_mt.model.layers import DecoderLayer, EncoderLayer, LayerCache
 
 @dataclass
 class DecoderCache:
-    """Incremental-decoding state of the whole decoder, one `LayerCache` per layer."""
+    """Incremental-decoding state of the whole decoder, one `LayerCache` per layer.
+
+    Rows that share a source share its cross-attention keys and values. Search repeats each
+    sentence's memory once per beam, in consecutive rows; the first step finds such groups
+    (`source_group` rows each) and keeps one copy per sentence. A beam reorder, which keeps
+    every row inside its sentence, then leaves those copies alone instead of copying them all
+    on every step, and one attention call serves a sentence's beams. A reorder that moves rows
+    across groups turns sharing off. `share_sources=False` never shares: the slow twin that the
+    tests compare against.
+    """
 
     layers: list[LayerCache] = field(default_factory=list)
+    share_sources: bool = True
+    source_group: int = 0  # consecutive rows per source; 0 until the first step
 
     @property
     def length(self) -> int:
@@ -33,9 +44,43 @@ class DecoderCache:
 
     def reorder(self, indices: Tensor) -> DecoderCache:
         """Keep batch rows `indices` (B',) long, in that order; returns self."""
+        cross_rows = self._cross_rows(indices) if self.source_group > 1 else indices
         for layer in self.layers:
-            layer.reorder(indices)
+            layer.reorder(indices, cross_rows)
         return self
+
+    def _cross_rows(self, indices: Tensor) -> Tensor | None:
+        """Which shared cross-attention rows new rows `indices` need; None: all, as they are."""
+        group = self.source_group
+        sources = (indices // group).view(-1, group) if indices.numel() % group == 0 else None
+        if sources is not None and bool((sources == sources[:, :1]).all()):
+            kept = sources[:, 0]  # (B' / group,): each new group reads one old source
+            cross = self.layers[0].cross_attn if self.layers else None
+            n_sources = 0 if cross is None else cross[0].size(0)
+            same = kept.numel() == n_sources and bool((kept == torch.arange(n_sources)).all())
+            return None if same else kept
+        for layer in self.layers:
+            layer.ungroup_cross(group)
+        self.source_group = 1
+        return indices
+
+
+def rows_per_source(memory: Tensor) -> int:
+    """The largest g such that every g consecutive rows of `memory` (B, S, D) are equal.
+
+    Rows with equal memory have equal cross-attention keys and values, so they may share them;
+    in beam search g is the beam size. 1 when no such grouping exists.
+    """
+    rows = memory.size(0)
+    flat = memory.reshape(rows, -1)
+    # Rows equal to the first one, up to the first that is not: any group size divides this.
+    leading = int((flat == flat[0]).all(dim=1).int().cumprod(dim=0).sum())
+    for group in range(leading, 1, -1):
+        if leading % group == 0 and rows % group == 0:
+            grouped = flat.view(rows // group, group, -1)
+            if bool((grouped == grouped[:, :1]).all()):
+                return group
+    return 1
 
 
 class Encoder(nn.Module):
@@ -82,13 +127,18 @@ class Decoder(nn.Module):
             (B, T, D).
         """
         offset = 0 if cache is None else cache.length
+        if cache is not None:
+            if cache.source_group == 0:  # first step: find rows that share a source
+                cache.source_group = rows_per_source(memory) if cache.share_sources else 1
+            memory, src_mask = memory[:: cache.source_group], src_mask[:: cache.source_group]
         x = self.embed(tgt_ids, offset)
         for i, layer in enumerate(self.layers):
             x = layer(x, memory, src_mask, None if cache is None else cache.layers[i])
         return x if self.final_norm is None else self.final_norm(x)
 
-    def new_cache(self) -> DecoderCache:
-        return DecoderCache([LayerCache() for _ in self.layers])
+    def new_cache(self, share_sources: bool = True) -> DecoderCache:
+        """An empty cache; `share_sources=False` keeps cross-attention keys per row."""
+        return DecoderCache([LayerCache() for _ in self.layers], share_sources)
 
 
 class Seq2SeqTransformer(nn.Module):
