@@ -224,8 +224,9 @@ def beam_search(
         state.scores[:, 1:] = float("-inf")
         step = 0
         while state.sentence_ids.numel():
-            log_probs = _next_log_probs(model, state, rows, step, cfg.min_len, ids)
-            candidates = _expand(state, log_probs)
+            log_probs = _next_log_probs(model, state, rows, step, ids.bos)
+            forbidden = _forbidden(step, cfg.min_len, ids, log_probs.device)
+            candidates = _expand(state, log_probs, forbidden)
             _retire_beams(state, candidates, step, cfg, ids.eos, finished)
             beam_rows = _advance(state, candidates, ids.eos)
             done = (
@@ -321,23 +322,22 @@ def _start(
 
 
 def _next_log_probs(
-    model: DecodingModel,
-    state: BeamState,
-    rows: _ModelRows,
-    step: int,
-    min_len: int,
-    ids: _SpecialIds,
+    model: DecodingModel, state: BeamState, rows: _ModelRows, step: int, bos_id: int
 ) -> Tensor:
-    """Run one decoder step on every row; (R, V) log-probs with forbidden tokens at -inf."""
+    """Run one decoder step on every row: the model's (R, V) log-probs, forbidden tokens not
+    yet removed (callers apply `_forbidden`)."""
     if step == 0:
-        last = torch.full((state.tokens.shape[0],), ids.bos, device=state.tokens.device)
+        last = torch.full((state.tokens.shape[0],), bos_id, device=state.tokens.device)
     else:
         last = state.tokens[:, -1]  # (R,)
     log_probs, rows.cache = model.decode_step(last, rows.memory, rows.src_mask, rows.cache)
+    return log_probs
+
+
+def _forbidden(step: int, min_len: int, ids: _SpecialIds, device: torch.device) -> Tensor:
+    """Token ids that may not come next: PAD and BOS always, EOS before min_len tokens."""
     forbidden = [ids.pad, ids.bos] + ([ids.eos] if step < min_len else [])
-    index = torch.tensor(forbidden, device=log_probs.device)
-    # Out of place: the model may hand out a view of something it keeps.
-    return log_probs.index_fill(1, index, float("-inf"))
+    return torch.tensor(forbidden, device=device)
 
 
 def _collect(
@@ -402,11 +402,14 @@ def _results(finished: list[list[Hypothesis]], n_best: int) -> list[SearchResult
 # --- beam search ----------------------------------------------------------------------------
 
 
-def _expand(state: BeamState, log_probs: Tensor) -> _Candidates:
-    """The 2K best expansions of each sentence's K beams by one token (log_probs (N*K, V))."""
+def _expand(state: BeamState, log_probs: Tensor, forbidden: Tensor) -> _Candidates:
+    """The 2K best expansions of each sentence's K beams by one token (log_probs (N*K, V)),
+    none by a `forbidden` token."""
     n_sentences, beam_size = state.scores.shape
     vocab_size = log_probs.shape[-1]
     totals = state.scores.unsqueeze(2) + log_probs.view(n_sentences, beam_size, vocab_size)
+    # In place on our own new tensor: one pass fewer over (N, K, V) than masking log_probs.
+    totals.index_fill_(2, forbidden, float("-inf"))
     # 2K candidates: at most K of them end in EOS, so K non-EOS ones always remain.
     scores, flat = totals.view(n_sentences, -1).topk(2 * beam_size, dim=1)  # (N, 2K)
     return _Candidates(scores, flat // vocab_size, flat % vocab_size)
@@ -478,7 +481,10 @@ def _decode_rows(
         state, rows = _start(model, src_ids, src_mask, cfg, 1, samples, max_len_cap)
         step = 0
         while state.sentence_ids.numel():
-            log_probs = _next_log_probs(model, state, rows, step, cfg.min_len, ids)
+            log_probs = _next_log_probs(model, state, rows, step, ids.bos)
+            forbidden = _forbidden(step, cfg.min_len, ids, log_probs.device)
+            # Out of place: the model may hand out a view of something it keeps.
+            log_probs = log_probs.index_fill(1, forbidden, float("-inf"))
             tokens = choose(log_probs)  # (R,)
             state.scores = state.scores + log_probs.gather(1, tokens[:, None])  # (R, 1)
             state.tokens = torch.cat([state.tokens, tokens[:, None]], dim=1)
