@@ -4,50 +4,10 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
-from transformer_mt.config import ExperimentConfig, ModelConfig, TokenizerConfig, config_to_dict
-from transformer_mt.data.tokenizer import PAD_ID, train_tokenizers
-from transformer_mt.model import build_model
 from transformer_mt.translate import Translator
 
-WORDS = [
-    "ein",
-    "mann",
-    "fährt",
-    "rad",
-    "zwei",
-    "hunde",
-    "spielen",
-    "im",
-    "schnee",
-    "eine",
-    "frau",
-    "liest",
-    "das",
-    "buch",
-]
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    """An untrained tiny model with a real tokenizer, saved as a checkpoint file."""
-    directory = tmp_path_factory.mktemp("ckpt")
-    texts = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(len(WORDS))] * 3
-    tokenizers = train_tokenizers(TokenizerConfig(vocab_size=60), texts, texts, directory)
-    model_cfg = ModelConfig(d_model=16, n_heads=2, n_layers=1, d_ff=32, max_positions=64)
-    config = ExperimentConfig(model=model_cfg)
-    torch.manual_seed(0)
-    model = build_model(model_cfg, tokenizers.src.vocab_size, pad_id=PAD_ID)
-    state = {
-        "model": model.state_dict(),
-        "config": config_to_dict(config),
-        "tokenizers": {"src": tokenizers.src.model_bytes, "tgt": tokenizers.tgt.model_bytes},
-        "step": 0,
-    }
-    path = directory / "model.pt"
-    torch.save(state, path)
-    return path
+from .conftest import WORDS
 
 
 def run_cli(*args, stdin: bytes = b""):

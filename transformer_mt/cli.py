@@ -165,11 +165,28 @@ def _run_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="write a Hugging Face Marian or CTranslate2 model")
+    p.add_argument("checkpoint", help="e.g. runs/X/checkpoints/best.pt")
+    p.add_argument("out_dir", help="directory to write (created if missing)")
+    p.add_argument("--format", required=True, choices=["hf", "ctranslate2"])
+    p.add_argument("--quantize", choices=["int8", "int8_float32", "int16"], help="ctranslate2 only")
+    p.set_defaults(handler=_run_export)
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    from transformer_mt.export import export
+
+    out = export(args.checkpoint, args.out_dir, args.format, args.quantize)
+    print(f"wrote {args.format} model to {out}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tmt", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"transformer_mt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_train, _add_translate, _add_evaluate, _add_average, _add_plot):
+    for add in (_add_train, _add_translate, _add_evaluate, _add_average, _add_plot, _add_export):
         add(sub)
     return parser
 
