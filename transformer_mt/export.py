@@ -2,19 +2,19 @@
 
 The Hugging Face export is the weight mapping of `hf_marian.py` plus a `MarianTokenizer` built
 from our SentencePiece model(s), so `MarianMTModel.from_pretrained(OUT)` and
-`MarianTokenizer.from_pretrained(OUT)` work offline. The CTranslate2 export converts that
-directory with CTranslate2's own Transformers converter (extra `ct2`), so both exports always
-describe the same network.
+`MarianTokenizer.from_pretrained(OUT)` work offline. The CTranslate2 export (`export_ct2.py`)
+builds the model with CTranslate2's spec API directly from our weights: CTranslate2's Marian
+loader assumes OPUS-MT special tokens, which ours are not.
 """
 
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, Tokenizer
 from transformer_mt.errors import TmtError
+from transformer_mt.export_ct2 import export_ctranslate2
 from transformer_mt.hf_marian import to_marian
 from transformer_mt.training.checkpoint import load_for_inference
 
@@ -64,27 +64,6 @@ def export_hf(checkpoint: str | Path, out_dir: str | Path) -> Path:
     )
     tokenizer.save_pretrained(out)
     return out
-
-
-def export_ctranslate2(
-    checkpoint: str | Path, out_dir: str | Path, quantization: str | None = None
-) -> Path:
-    """Write a CTranslate2 model directory (with source.spm / target.spm beside it).
-
-    Args:
-        quantization: CTranslate2 weight type, e.g. "int8"; None keeps float32.
-    """
-    try:
-        from ctranslate2.converters import TransformersConverter
-    except ImportError:
-        raise TmtError(
-            "export --format ctranslate2 needs ctranslate2: pip install 'transformer_mt[ct2]'"
-        ) from None
-    with tempfile.TemporaryDirectory() as tmp:
-        hf_dir = export_hf(checkpoint, Path(tmp) / "hf")
-        converter = TransformersConverter(str(hf_dir), copy_files=["source.spm", "target.spm"])
-        converter.convert(str(out_dir), quantization=quantization, force=True)
-    return Path(out_dir)
 
 
 def export(checkpoint: str | Path, out_dir: str | Path, fmt: str, quantization: str | None):

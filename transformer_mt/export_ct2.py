@@ -1,0 +1,178 @@
+"""Build a CTranslate2 model from our weights with CTranslate2's spec API.
+
+CTranslate2's Marian/Transformers loaders assume OPUS-MT conventions (pad is the last vocabulary
+entry and is dropped; the decoder starts from a zero embedding), which our models do not follow:
+we start decoding from the BOS embedding with pad=0, unk=1, bos=2, eos=3. So instead of going
+through the Hugging Face export, this module describes our network directly as a
+`ctranslate2.specs.TransformerSpec` and fills it from our `state_dict`:
+
+  - post- or pre-norm layers (pre-norm: a final LayerNorm on each side), relu / gelu / swiglu;
+  - our own position table (sinusoidal or learned) and sqrt(d_model)-scaled embeddings;
+  - q/k/v projections fused the way CTranslate2 stores them (self: [q;k;v], cross: q and [k;v]);
+  - the output projection (tied or not) without a bias, so CTranslate2's log-probs are ours
+    exactly (`score_batch` equals our teacher-forced log-probs). Our search forbids PAD and BOS
+    by setting their log-probs to -inf *after* the softmax; CTranslate2's `suppress_sequences`
+    (and `min_decoding_length` for EOS) mask logits *before* it, i.e. renormalise. A -inf bias
+    baked into the model would do the same and break the exact score equality, so PAD/BOS
+    suppression is left to the caller (docs/deployment.md); a trained model gives them ~0
+    probability, as they are never training targets;
+  - vocabularies in SentencePiece id order, `<s>` as decoder start token, source EOS appended.
+
+Only CTranslate2 (extra `ct2`) is imported, and only inside `build_spec` / `export_ctranslate2`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from transformer_mt.config import ModelConfig
+from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, Tokenizer
+from transformer_mt.errors import TmtError
+from transformer_mt.training.checkpoint import load_for_inference
+
+_ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swiglu": "SWISH"}  # F.gelu is the exact erf GELU
+
+
+def _np(tensor: Tensor) -> np.ndarray:
+    return tensor.detach().to("cpu", torch.float32).contiguous().numpy().copy()
+
+
+def _set_linear(spec: Any, state: dict[str, Tensor], *names: str) -> None:
+    """Fill a LinearSpec; several names are stacked along the output dimension (fusion)."""
+    spec.weight = _np(torch.cat([state[f"{n}.weight"] for n in names], dim=0))
+    if f"{names[0]}.bias" in state:
+        spec.bias = _np(torch.cat([state[f"{n}.bias"] for n in names], dim=0))
+
+
+def _set_norm(spec: Any, state: dict[str, Tensor], name: str) -> None:
+    spec.gamma = _np(state[f"{name}.weight"])
+    spec.beta = _np(state[f"{name}.bias"])
+
+
+def _set_ffn(spec: Any, state: dict[str, Tensor], prefix: str, swiglu: bool) -> None:
+    """CTranslate2's GLU is act(linear_0(x)) * linear_0_noact(x); ours splits fc1 into
+    [value; gate] and computes value * silu(gate), so linear_0 is the gate half."""
+    _set_norm(spec.layer_norm, state, f"{prefix}.ffn_norm")
+    if swiglu:
+        value_w, gate_w = state[f"{prefix}.ffn.fc1.weight"].chunk(2, dim=0)
+        value_b, gate_b = state[f"{prefix}.ffn.fc1.bias"].chunk(2, dim=0)
+        spec.linear_0.weight, spec.linear_0.bias = _np(gate_w), _np(gate_b)
+        spec.linear_0_noact.weight, spec.linear_0_noact.bias = _np(value_w), _np(value_b)
+    else:
+        _set_linear(spec.linear_0, state, f"{prefix}.ffn.fc1")
+    _set_linear(spec.linear_1, state, f"{prefix}.ffn.fc2")
+
+
+def _set_attention(spec: Any, state: dict[str, Tensor], prefix: str, norm: str) -> None:
+    """Self-attention: linear = [qkv, out]; cross-attention: [q, kv, out]."""
+    _set_norm(spec.layer_norm, state, norm)
+    if len(spec.linear) == 2:
+        _set_linear(
+            spec.linear[0], state, *(f"{prefix}.{p}" for p in ("q_proj", "k_proj", "v_proj"))
+        )
+    else:
+        _set_linear(spec.linear[0], state, f"{prefix}.q_proj")
+        _set_linear(spec.linear[1], state, f"{prefix}.k_proj", f"{prefix}.v_proj")
+    _set_linear(spec.linear[-1], state, f"{prefix}.out_proj")
+
+
+def _set_side(spec: Any, model: torch.nn.Module, side: str, cfg: ModelConfig) -> None:
+    """Embeddings, positions, layers and final norm of the encoder or the decoder."""
+    state = model.state_dict()
+    module = getattr(model, side)
+    embeddings = spec.embeddings[0] if side == "encoder" else spec.embeddings
+    embeddings.weight = _np(module.embed.token_embedding.weight)
+    spec.scale_embeddings = True  # multiply by sqrt(d_model), like our Embedder
+    positions = module.embed.positions
+    table = positions.table if cfg.positions == "sinusoidal" else positions.weight
+    spec.position_encodings.encodings = _np(table)
+    for i, layer_spec in enumerate(spec.layer):
+        prefix = f"{side}.layers.{i}"
+        _set_attention(
+            layer_spec.self_attention, state, f"{prefix}.self_attn", f"{prefix}.self_attn_norm"
+        )
+        if side == "decoder":
+            _set_attention(
+                layer_spec.attention, state, f"{prefix}.cross_attn", f"{prefix}.cross_attn_norm"
+            )
+        _set_ffn(layer_spec.ffn, state, prefix, cfg.activation == "swiglu")
+    if cfg.pre_norm:
+        _set_norm(spec.layer_norm, state, f"{side}.final_norm")
+
+
+def _vocabulary(tokenizer: Tokenizer) -> list[str]:
+    return [tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)]
+
+
+def build_spec(model: torch.nn.Module, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer) -> Any:
+    """A validated `ctranslate2.specs.TransformerSpec` computing the same function as `model`.
+
+    Raises:
+        TmtError: the vocabularies do not match the model's embedding sizes.
+    """
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    cfg: ModelConfig = model.cfg
+    spec = transformer_spec.TransformerSpec.from_config(
+        (cfg.n_layers, cfg.decoder_layers),
+        cfg.n_heads,
+        pre_norm=cfg.pre_norm,
+        activation=common_spec.Activation[_ACTIVATIONS[cfg.activation]],
+        ffn_glu=cfg.activation == "swiglu",
+    )
+    _set_side(spec.encoder, model, "encoder", cfg)
+    _set_side(spec.decoder, model, "decoder", cfg)
+    spec.decoder.projection.weight = _np(model.output_projection.weight)
+
+    spec.register_source_vocabulary(_vocabulary(src_tokenizer))
+    spec.register_target_vocabulary(_vocabulary(tgt_tokenizer))
+    config = spec.config
+    config.unk_token = tgt_tokenizer.id_to_piece(UNK_ID)
+    config.bos_token = tgt_tokenizer.id_to_piece(BOS_ID)
+    config.eos_token = tgt_tokenizer.id_to_piece(EOS_ID)
+    config.decoder_start_token = config.bos_token  # our decoder starts from BOS's embedding
+    config.add_source_eos = True  # like make_source_batches: source pieces + EOS
+    config.layer_norm_epsilon = cfg.layer_norm_eps
+    try:
+        spec.validate()
+    except ValueError as err:
+        raise TmtError(f"cannot build the CTranslate2 model: {err}") from None
+    return spec
+
+
+def export_ctranslate2(
+    checkpoint: str | Path, out_dir: str | Path, quantization: str | None = None
+) -> Path:
+    """Write a CTranslate2 model directory, with source.spm / target.spm beside it.
+
+    Args:
+        quantization: CTranslate2 weight type, e.g. "int8"; None keeps float32.
+
+    Raises:
+        TmtError: ctranslate2 is missing or the quantization type is unknown to it.
+    """
+    try:
+        from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
+    except ImportError:
+        raise TmtError(
+            "export --format ctranslate2 needs ctranslate2: pip install 'transformer_mt[ct2]'"
+        ) from None
+    if quantization is not None and quantization not in ACCEPTED_MODEL_TYPES:
+        raise TmtError(
+            f"--quantize {quantization}: CTranslate2 accepts {', '.join(ACCEPTED_MODEL_TYPES)}"
+        )
+    bundle = load_for_inference(checkpoint)
+    with torch.no_grad():
+        spec = build_spec(bundle.model, bundle.src_tokenizer, bundle.tgt_tokenizer)
+    spec.optimize(quantization=quantization)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    spec.save(str(out))
+    (out / "source.spm").write_bytes(bundle.src_tokenizer.model_bytes)
+    (out / "target.spm").write_bytes(bundle.tgt_tokenizer.model_bytes)
+    return out
