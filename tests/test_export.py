@@ -1,17 +1,23 @@
-"""`tmt export --format hf`: the exported Marian model and tokenizer reproduce ours."""
+"""`tmt export`: the exported Marian / CTranslate2 models reproduce ours."""
+
+import dataclasses
 
 import pytest
+import sentencepiece as spm
 import torch
 from torch.testing import assert_close
 
+from tests.conftest import WORDS
 from transformer_mt.cli import main
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
+from transformer_mt.errors import TmtError
+from transformer_mt.export_ct2 import export_ctranslate2
+from transformer_mt.search import max_output_lengths, search
 from transformer_mt.training.checkpoint import load_for_inference
-
-transformers = pytest.importorskip("transformers")
 
 
 def test_hf_export_matches_logits_and_tokenization(checkpoint, tmp_path):
+    transformers = pytest.importorskip("transformers")
     out = tmp_path / "hf"
     assert main(["export", str(checkpoint), str(out), "--format", "hf"]) == 0
     ours = load_for_inference(checkpoint)
@@ -36,3 +42,130 @@ def test_export_refuses_quantized_hf(checkpoint, tmp_path, capsys):
         == 2
     )
     assert "ctranslate2 only" in capsys.readouterr().err
+
+
+# --- CTranslate2 -----------------------------------------------------------------------------
+
+SENTENCES = ["ein mann fährt rad", "das buch", "zwei hunde spielen im schnee", "frau liest", "mann"]
+
+
+@pytest.fixture(scope="module")
+def trained_checkpoint(checkpoint, tmp_path_factory):
+    """The tiny fixture model after 60 full-batch Adam steps on reversing word sequences.
+
+    Untrained, the model never emits EOS and every search ends at max_len; a little training
+    gives hypotheses that end in EOS at different lengths, which is what beam search and the
+    length normalisation have to agree on.
+    """
+    state = torch.load(checkpoint, weights_only=True)
+    bundle = load_for_inference(checkpoint)
+    model, tokenizer = bundle.model, bundle.src_tokenizer
+    texts = [" ".join(WORDS[i : i + 3 + i % 3]) for i in range(len(WORDS))]
+    src = _pad([tokenizer.encode(t) + [EOS_ID] for t in texts])
+    tgt = [tokenizer.encode(t)[::-1] for t in texts]
+    tgt_in, tgt_out = _pad([[BOS_ID, *t] for t in tgt]), _pad([[*t, EOS_ID] for t in tgt])
+    torch.manual_seed(0)
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-2)
+    for _ in range(60):
+        logits = model(src, tgt_in)
+        loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), tgt_out, ignore_index=0)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    state["model"] = model.state_dict()
+    path = tmp_path_factory.mktemp("trained") / "model.pt"
+    torch.save(state, path)
+    return path
+
+
+def _ids(tokenizer) -> dict[str, int]:
+    return {tokenizer.id_to_piece(i): i for i in range(tokenizer.vocab_size)}
+
+
+def _pad(rows: list[list[int]]) -> torch.Tensor:
+    width = max(map(len, rows))
+    return torch.tensor([row + [0] * (width - len(row)) for row in rows])
+
+
+@pytest.fixture(scope="module")
+def ct2_model(trained_checkpoint, tmp_path_factory):
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    out = tmp_path_factory.mktemp("ct2") / "model"
+    assert main(["export", str(trained_checkpoint), str(out), "--format", "ctranslate2"]) == 0
+    assert (out / "source.spm").exists() and (out / "target.spm").exists()
+    return ctranslate2.Translator(str(out), device="cpu", inter_threads=1, intra_threads=1)
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_ct2_search_matches_ours(trained_checkpoint, ct2_model, beam_size):
+    """Same best hypotheses as our search with equivalent settings, sentence by sentence.
+
+    Settings: our `length_norm: average` with length_penalty 1 divides log P by |y| with EOS,
+    as CTranslate2's length_penalty=1 does; max_decoding_length is our max_len(x) (one value per
+    call, hence one sentence per call); both stop a sentence at K finished hypotheses.
+
+    Scores differ in one principled way: CTranslate2's min_decoding_length=1 removes EOS from
+    the first step's softmax (renormalises), while our search sets its log-prob to -inf after
+    the softmax. So CTranslate2's score is ours plus -log(1 - P(EOS | BOS)) / |y|, which the
+    test adds before comparing. PAD and BOS are not suppressed in CTranslate2 (a suppression
+    would renormalise as well); the assertion that both outputs agree shows they were not chosen.
+    """
+    ours = load_for_inference(trained_checkpoint)
+    decode = dataclasses.replace(
+        ours.config.decode, beam_size=beam_size, length_norm="average", length_penalty=1.0
+    )
+    cap = ours.config.model.max_positions
+    for sentence in SENTENCES:
+        src_ids = torch.tensor([ours.src_tokenizer.encode(sentence) + [EOS_ID]])
+        src_mask = (src_ids != 0)[:, None, None, :]
+        best = search(ours.model, src_ids, src_mask, decode, max_len_cap=cap)[0].best
+        result = ct2_model.translate_batch(
+            [[ours.src_tokenizer.id_to_piece(i) for i in src_ids[0, :-1].tolist()]],
+            beam_size=beam_size,
+            length_penalty=1.0,
+            max_decoding_length=int(max_output_lengths(src_mask, decode, cap)[0]),
+            min_decoding_length=decode.min_len,
+            return_scores=True,
+        )[0]
+        theirs = [_ids(ours.tgt_tokenizer)[p] for p in result.hypotheses[0]]
+        assert theirs == best.tokens, sentence
+        with torch.no_grad():
+            first = torch.log_softmax(ours.model(src_ids, torch.tensor([[BOS_ID]])), -1)[0, 0]
+        renormalised = best.log_prob - torch.log1p(-first[EOS_ID].exp()).item()
+        assert result.scores[0] == pytest.approx(renormalised / best.length, abs=1e-4)
+
+
+def test_ct2_scores_forced_target_like_our_log_probs(trained_checkpoint, ct2_model):
+    ours = load_for_inference(trained_checkpoint)
+    sentences, targets = ["ein mann fährt rad", "das buch"], [[5, 9, 12], [7, 8, 30, 4, 6]]
+    src = [ours.src_tokenizer.encode(s) + [EOS_ID] for s in sentences]
+    results = ct2_model.score_batch(
+        [[ours.src_tokenizer.id_to_piece(i) for i in ids[:-1]] for ids in src],
+        [[ours.tgt_tokenizer.id_to_piece(i) for i in t] for t in targets],
+    )
+    for ids, target, result in zip(src, targets, results, strict=True):
+        with torch.no_grad():
+            logits = ours.model(torch.tensor([ids]), torch.tensor([[BOS_ID, *target]]))
+        log_probs = torch.log_softmax(logits, -1)[0]
+        expected = log_probs.gather(1, torch.tensor([*target, EOS_ID])[:, None])[:, 0]
+        assert result.tokens[-1] == ours.tgt_tokenizer.id_to_piece(EOS_ID)
+        assert_close(torch.tensor(result.log_probs), expected, atol=1e-4, rtol=1e-4)
+
+
+def test_ct2_int8_export_translates(trained_checkpoint, tmp_path):
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    out = tmp_path / "int8"
+    args = ["export", str(trained_checkpoint), str(out), "--format", "ctranslate2"]
+    assert main([*args, "--quantize", "int8"]) == 0
+    translator = ctranslate2.Translator(str(out), device="cpu", compute_type="int8")
+    sp = spm.SentencePieceProcessor(model_file=str(out / "source.spm"))
+    results = translator.translate_batch([sp.encode(s, out_type=str) for s in SENTENCES])
+    assert len(results) == len(SENTENCES)
+    assert all(r.hypotheses[0] for r in results)
+
+
+def test_ct2_export_refuses_unknown_quantization(checkpoint, tmp_path):
+    pytest.importorskip("ctranslate2")
+    with pytest.raises(TmtError, match="CTranslate2 accepts"):
+        export_ctranslate2(checkpoint, tmp_path / "x", quantization="int3")
