@@ -4,7 +4,10 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
+from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
+from transformer_mt.errors import TmtError
 from transformer_mt.translate import Translator
 
 from .conftest import WORDS
@@ -76,3 +79,40 @@ def test_bad_input_gives_one_line_error(checkpoint, stdin, args, message):
 def test_missing_checkpoint_is_one_line(tmp_path):
     result = run_cli("--checkpoint", str(tmp_path / "none.pt"))
     assert result.returncode == 2 and b"checkpoint not found" in result.stderr
+
+
+def test_int8_keeps_line_count(checkpoint, tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("ein mann fährt rad\n\ndas buch\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    result = run_cli(
+        "--checkpoint", str(checkpoint), "--input", str(source), "--output", str(out),
+        "--quantize", "int8",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr.decode()
+    assert out.read_text(encoding="utf-8").count("\n") == 3
+    assert b"Warning" not in result.stderr
+
+
+def test_int8_log_probs_close_to_float32_and_float32_unchanged(checkpoint):
+    float32 = Translator.from_checkpoint(str(checkpoint), beam_size=2)
+    default = Translator.from_checkpoint(str(checkpoint), quantize=None, beam_size=2)
+    int8 = Translator.from_checkpoint(str(checkpoint), quantize="int8", beam_size=2)
+    assert not any("quantized" in type(m).__module__ for m in float32.bundle.model.modules())
+    assert isinstance(int8.bundle.model.output_projection, torch.ao.nn.quantized.dynamic.Linear)
+    lines = ["ein mann fährt rad", "das buch"]
+    assert [t.texts for t in default.translate(lines)] == [
+        t.texts for t in float32.translate(lines)
+    ]
+    src_ids = torch.tensor([[5, 9, 12, EOS_ID], [7, 8, EOS_ID, 0]])
+    tgt_ids = torch.tensor([[BOS_ID, 5, 9, 12, 20], [BOS_ID, 7, 8, 30, 4]])
+    with torch.no_grad():
+        expected = torch.log_softmax(float32.bundle.model(src_ids, tgt_ids), -1)
+        actual = torch.log_softmax(int8.bundle.model(src_ids, tgt_ids), -1)
+    # Loose: int8 weights and activations move each logit by a few hundredths on this model.
+    torch.testing.assert_close(actual, expected, atol=0.1, rtol=0.0)
+
+
+def test_unknown_quantization_is_refused(checkpoint):
+    with pytest.raises(TmtError, match="choose one of int8"):
+        Translator.from_checkpoint(str(checkpoint), device="cpu", quantize="int4")

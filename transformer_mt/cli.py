@@ -37,6 +37,7 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nbest", type=int, help="print N 'i ||| text ||| score' lines per input")
     p.add_argument("--length-penalty", type=float, help="GNMT alpha")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--quantize", choices=["int8"], help="dynamic int8 linear layers (CPU)")
     p.add_argument("--ref", help="reference file: print BLEU and chrF on stderr at the end")
     p.add_argument("--progress", action="store_true", help="progress bar even when not a tty")
     p.set_defaults(handler=_run_translate)
@@ -57,7 +58,7 @@ def _run_translate(args: argparse.Namespace) -> int:
     }
     if "n_best" in changes and "beam_size" not in changes:
         changes["beam_size"] = max(changes["n_best"], 1)
-    translator = Translator.from_checkpoint(args.checkpoint, args.device, **changes)
+    translator = Translator.from_checkpoint(args.checkpoint, args.device, args.quantize, **changes)
     with _open_in(args.input) as stream, _open_out(args.output) as out:
         interactive = args.input == "-" and sys.stdin.isatty()
         lines = read_lines(stream, "<stdin>" if args.input == "-" else args.input)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO, TextIO
 
 import torch
+from torch import nn
 from tqdm import tqdm
 
 from transformer_mt.config import DecodeConfig
@@ -45,11 +47,28 @@ class Translator:
 
     @classmethod
     def from_checkpoint(
-        cls, path: str, device: str = "cpu", **decode_changes: object
+        cls,
+        path: str,
+        device: str = "cpu",
+        quantize: str | None = None,
+        **decode_changes: object,
     ) -> Translator:
-        """Load `path`; `decode_changes` override the checkpoint's decode section."""
+        """Load `path`; `decode_changes` override the checkpoint's decode section.
+
+        Args:
+            quantize: None (float32) or "int8": dynamic int8 linear layers, CPU only (see
+                `quantize_int8`).
+        """
         device = _resolve_device(device)
         bundle = load_for_inference(path, device)
+        if quantize is not None:
+            if quantize not in QUANTIZE_OPTIONS:
+                raise TmtError(
+                    f"--quantize {quantize}: choose one of {', '.join(QUANTIZE_OPTIONS)}"
+                )
+            if device.type != "cpu":
+                raise TmtError("--quantize int8 runs on CPU only (--device cpu)")
+            bundle = dataclasses.replace(bundle, model=quantize_int8(bundle.model))
         decode = dataclasses.replace(bundle.config.decode, **decode_changes)
         return cls(bundle, decode, device)
 
@@ -87,6 +106,33 @@ class Translator:
         return Translation(
             [decode(h.tokens) for h in result.hypotheses], [h.score for h in result.hypotheses]
         )
+
+
+QUANTIZE_OPTIONS = ("int8",)
+
+
+def quantize_int8(model: nn.Module) -> nn.Module:
+    """A copy of `model` whose nn.Linear layers run with int8 weights and int8 activations.
+
+    Dynamic quantisation: weights are quantised once (symmetric, one scale per matrix) and
+    activations per call at run time, so no calibration data is needed; embeddings, LayerNorm
+    and softmax stay float32. Linear layers hold ~all of a Transformer's multiply-adds, which is
+    where int8 GEMMs (fbgemm / x86 on CPU) save time. The output projection tied to the target
+    embedding becomes its own int8 copy of that matrix; the embedding itself stays float32, so
+    input embeddings are unchanged.
+
+    `torch.ao.quantization.quantize_dynamic` is deprecated since torch 2.10 in favour of
+    torchao's `quantize_` API, but it is still present and working in torch 2.13 and needs no
+    extra dependency; its deprecation warnings are silenced here. TODO(#7): move to torchao
+    once it is a dependency.
+    """
+    from torch.ao.quantization import quantize_dynamic
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=DeprecationWarning)
+        warnings.simplefilter("ignore", category=FutureWarning)
+        warnings.filterwarnings("ignore", message=".*quantize.*deprecated", category=UserWarning)
+        return quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8).eval()
 
 
 def _resolve_device(name: str) -> torch.device:
