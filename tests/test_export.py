@@ -9,9 +9,11 @@ from torch.testing import assert_close
 
 from tests.conftest import WORDS
 from transformer_mt.cli import main
+from transformer_mt.config import config_to_dict
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
 from transformer_mt.errors import TmtError
 from transformer_mt.export_ct2 import export_ctranslate2
+from transformer_mt.model import build_model
 from transformer_mt.search import max_output_lengths, search
 from transformer_mt.training.checkpoint import load_for_inference
 
@@ -169,3 +171,39 @@ def test_ct2_export_refuses_unknown_quantization(checkpoint, tmp_path):
     pytest.importorskip("ctranslate2")
     with pytest.raises(TmtError, match="CTranslate2 accepts"):
         export_ctranslate2(checkpoint, tmp_path / "x", quantization="int3")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"pre_norm": True, "activation": "swiglu"},
+        {"positions": "learned", "tie_output": False, "share_embeddings": False},
+        {"activation": "gelu", "n_decoder_layers": 2, "layer_norm_eps": 1e-6},
+    ],
+)
+def test_ct2_export_of_model_variants_scores_like_ours(checkpoint, tmp_path, options):
+    """Every option of ModelConfig maps onto the spec: same log-probs for a forced target."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    state = torch.load(checkpoint, weights_only=True)
+    bundle = load_for_inference(checkpoint)
+    cfg = dataclasses.replace(bundle.config.model, **options)
+    model = build_model(cfg, bundle.src_tokenizer.vocab_size, pad_id=0)
+    with torch.no_grad():  # non-trivial LayerNorm parameters, so a misplaced norm shows
+        for name, param in model.named_parameters():
+            if "norm" in name:
+                param.add_(0.3 * torch.randn_like(param))
+    state["model"] = model.state_dict()
+    state["config"] = config_to_dict(dataclasses.replace(bundle.config, model=cfg))
+    torch.save(state, tmp_path / "variant.pt")
+    out = export_ctranslate2(tmp_path / "variant.pt", tmp_path / "ct2")
+    translator = ctranslate2.Translator(str(out), device="cpu", intra_threads=1)
+    src, target = bundle.src_tokenizer.encode("zwei hunde spielen"), [7, 8, 30, 4]
+    (result,) = translator.score_batch(
+        [[bundle.src_tokenizer.id_to_piece(i) for i in src]],
+        [[bundle.tgt_tokenizer.id_to_piece(i) for i in target]],
+    )
+    model.eval()
+    with torch.no_grad():
+        logits = model(torch.tensor([[*src, EOS_ID]]), torch.tensor([[BOS_ID, *target]]))
+    expected = torch.log_softmax(logits, -1)[0].gather(1, torch.tensor([*target, EOS_ID])[:, None])
+    assert_close(torch.tensor(result.log_probs), expected[:, 0], atol=1e-4, rtol=1e-4)
