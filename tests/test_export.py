@@ -9,10 +9,10 @@ from torch.testing import assert_close
 
 from tests.conftest import WORDS
 from transformer_mt.cli import main
-from transformer_mt.config import config_to_dict
+from transformer_mt.config import ModelConfig, config_to_dict
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
 from transformer_mt.errors import TmtError
-from transformer_mt.export_ct2 import export_ctranslate2
+from transformer_mt.export_ct2 import check_ct2_compatible, export_ctranslate2
 from transformer_mt.model import build_model
 from transformer_mt.search import max_output_lengths, search
 from transformer_mt.training.checkpoint import load_for_inference
@@ -207,3 +207,9 @@ def test_ct2_export_of_model_variants_scores_like_ours(checkpoint, tmp_path, opt
         logits = model(torch.tensor([[*src, EOS_ID]]), torch.tensor([[BOS_ID, *target]]))
     expected = torch.log_softmax(logits, -1)[0].gather(1, torch.tensor([*target, EOS_ID])[:, None])
     assert_close(torch.tensor(result.log_probs), expected[:, 0], atol=1e-4, rtol=1e-4)
+
+
+def test_ct2_refuses_unknown_options_in_one_line():
+    cfg = dataclasses.replace(ModelConfig(), activation="silu", positions="rotary")
+    with pytest.raises(TmtError, match=r"^cannot export to CTranslate2: model.activation=silu; "):
+        check_ct2_compatible(cfg)

@@ -33,6 +33,7 @@ from torch import Tensor
 from transformer_mt.config import ModelConfig
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, Tokenizer
 from transformer_mt.errors import TmtError
+from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.training.checkpoint import load_for_inference
 
 _ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swiglu": "SWISH"}  # F.gelu is the exact erf GELU
@@ -81,7 +82,7 @@ def _set_attention(spec: Any, state: dict[str, Tensor], prefix: str, norm: str) 
     _set_linear(spec.linear[-1], state, f"{prefix}.out_proj")
 
 
-def _set_side(spec: Any, model: torch.nn.Module, side: str, cfg: ModelConfig) -> None:
+def _set_side(spec: Any, model: Seq2SeqTransformer, side: str, cfg: ModelConfig) -> None:
     """Embeddings, positions, layers and final norm of the encoder or the decoder."""
     state = model.state_dict()
     module = getattr(model, side)
@@ -105,19 +106,38 @@ def _set_side(spec: Any, model: torch.nn.Module, side: str, cfg: ModelConfig) ->
         _set_norm(spec.layer_norm, state, f"{side}.final_norm")
 
 
+def check_ct2_compatible(cfg: ModelConfig) -> None:
+    """Raise TmtError naming an option the spec cannot express.
+
+    Today every ModelConfig choice maps; this guards choices added later (new activations or
+    position kinds) from being exported as something else.
+    """
+    problems = []
+    if cfg.activation not in _ACTIVATIONS:
+        problems.append(f"model.activation={cfg.activation}")
+    if cfg.positions not in ("sinusoidal", "learned"):
+        problems.append(f"model.positions={cfg.positions}")
+    if problems:
+        raise TmtError("cannot export to CTranslate2: " + "; ".join(problems) + " not supported")
+
+
 def _vocabulary(tokenizer: Tokenizer) -> list[str]:
     return [tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)]
 
 
-def build_spec(model: torch.nn.Module, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer) -> Any:
+def build_spec(
+    model: Seq2SeqTransformer, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer
+) -> Any:
     """A validated `ctranslate2.specs.TransformerSpec` computing the same function as `model`.
 
     Raises:
-        TmtError: the vocabularies do not match the model's embedding sizes.
+        TmtError: an option CTranslate2 cannot express, or vocabularies that do not match the
+            model's embedding sizes.
     """
     from ctranslate2.specs import common_spec, transformer_spec
 
-    cfg: ModelConfig = model.cfg
+    cfg = model.cfg
+    check_ct2_compatible(cfg)
     spec = transformer_spec.TransformerSpec.from_config(
         (cfg.n_layers, cfg.decoder_layers),
         cfg.n_heads,
