@@ -121,10 +121,10 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     embedding becomes its own int8 copy of that matrix; the embedding itself stays float32, so
     input embeddings are unchanged.
 
-    `torch.ao.quantization.quantize_dynamic` is deprecated since torch 2.10 in favour of
-    torchao's `quantize_` API, but it is still present and working in torch 2.13 and needs no
-    extra dependency; its deprecation warnings are silenced here. TODO(#7): move to torchao
-    once it is a dependency.
+    `torch.ao.quantization.quantize_dynamic` is deprecated in favour of torchao's `quantize_`
+    API (its warning announces removal in 2.10), but it is still present and working in torch
+    2.13 and needs no extra dependency; its deprecation warnings are silenced here.
+    TODO(#7): move to torchao once it is a dependency.
     """
     from torch.ao.quantization import quantize_dynamic
 
