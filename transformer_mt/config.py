@@ -40,15 +40,31 @@ class ModelConfig:
     activation_dropout: float = 0.0  # on the feed-forward hidden activation
     activation: Literal["relu", "gelu", "swiglu"] = "relu"  # relu as in the paper
     pre_norm: bool = False  # False: paper's post-norm; True: pre-norm with a final LayerNorm
-    positions: Literal["sinusoidal", "learned"] = "sinusoidal"
+    # sinusoidal/learned: absolute positions added to the embeddings; rope: no absolute
+    # positions, self-attention queries and keys rotated by position (Su et al. 2021)
+    positions: Literal["sinusoidal", "learned", "rope"] = "sinusoidal"
     max_positions: int = 1024  # longest sequence the position table covers
     share_embeddings: bool = True  # one embedding table for source and target (joint vocab)
     tie_output: bool = True  # output projection shares the target embedding matrix
     layer_norm_eps: float = 1e-5
+    # Key/value heads of self- and cross-attention; groups of n_heads / n_kv_heads query heads
+    # share one (GQA, Ainslie et al. 2023; 1 = multi-query). None: n_heads (standard MHA).
+    # The decoding cache holds only these heads, so its memory shrinks by the same factor.
+    n_kv_heads: int | None = None
+    # Encoder and decoder self-attention keys each query may see (cross-attention stays full):
+    # local = distance <= attention_window; dilated = distance a multiple of attention_dilation
+    # (itself included); local_dilated = either. The decoder stays causal in every pattern.
+    attention_pattern: Literal["full", "local", "dilated", "local_dilated"] = "full"
+    attention_window: int = 16  # local patterns: each side's reach, in tokens
+    attention_dilation: int = 8  # dilated patterns: the stride between attended keys
 
     @property
     def decoder_layers(self) -> int:
         return self.n_layers if self.n_decoder_layers is None else self.n_decoder_layers
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
 
     def validate(self) -> None:
         _positive(self, "model", ["d_model", "n_heads", "n_layers", "d_ff", "max_positions"])
@@ -61,6 +77,23 @@ class ModelConfig:
         _unit_interval(self, "model", ["dropout", "attn_dropout", "activation_dropout"])
         if self.positions == "sinusoidal" and self.d_model % 2:
             raise ConfigError(f"model.d_model={self.d_model} must be even for sinusoidal positions")
+        if self.positions == "rope" and (self.d_model // self.n_heads) % 2:
+            raise ConfigError(
+                f"model.positions=rope needs an even head size, got model.d_model / model.n_heads"
+                f" = {self.d_model // self.n_heads}"
+            )
+        if self.n_kv_heads is not None and (self.n_kv_heads < 1 or self.n_heads % self.n_kv_heads):
+            raise ConfigError(
+                f"model.n_kv_heads={self.n_kv_heads} must be >= 1 and divide "
+                f"model.n_heads={self.n_heads} (1: multi-query; null: same as n_heads)"
+            )
+        if self.attention_window < 1:
+            raise ConfigError(f"model.attention_window={self.attention_window} must be >= 1")
+        if self.attention_dilation < 2:
+            raise ConfigError(
+                f"model.attention_dilation={self.attention_dilation} must be >= 2 "
+                "(1 would attend everywhere: use model.attention_pattern: full)"
+            )
 
 
 @dataclass(frozen=True)

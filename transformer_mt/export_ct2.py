@@ -109,14 +109,19 @@ def _set_side(spec: Any, model: Seq2SeqTransformer, side: str, cfg: ModelConfig)
 def check_ct2_compatible(cfg: ModelConfig) -> None:
     """Raise TmtError naming an option the spec cannot express.
 
-    Today every ModelConfig choice maps; this guards choices added later (new activations or
-    position kinds) from being exported as something else.
+    This guards choices the exporter does not map (rotary positions, grouped key/value heads,
+    sparse attention patterns, and any activation or position kind added later) from being
+    exported as something else.
     """
     problems = []
     if cfg.activation not in _ACTIVATIONS:
         problems.append(f"model.activation={cfg.activation}")
     if cfg.positions not in ("sinusoidal", "learned"):
         problems.append(f"model.positions={cfg.positions}")
+    if cfg.kv_heads != cfg.n_heads:
+        problems.append(f"model.n_kv_heads={cfg.n_kv_heads}")
+    if cfg.attention_pattern != "full":
+        problems.append(f"model.attention_pattern={cfg.attention_pattern}")
     if problems:
         raise TmtError("cannot export to CTranslate2: " + "; ".join(problems) + " not supported")
 

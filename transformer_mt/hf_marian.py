@@ -47,6 +47,14 @@ def check_marian_compatible(cfg: ModelConfig) -> None:
         problems.append("model.activation=swiglu (Marian has no gated feed-forward)")
     if not cfg.tie_output:
         problems.append("model.tie_output=false (Marian ties its output projection)")
+    if cfg.kv_heads != cfg.n_heads:
+        problems.append(
+            f"model.n_kv_heads={cfg.n_kv_heads} (Marian has one key/value head per query head)"
+        )
+    if cfg.attention_pattern != "full":
+        problems.append(
+            f"model.attention_pattern={cfg.attention_pattern} (Marian attends to every position)"
+        )
     if problems:
         raise TmtError("cannot map to Hugging Face Marian: " + "; ".join(problems))
 

@@ -2,9 +2,18 @@
 
 from transformer_mt.model.attention import KVCache, MultiHeadAttention, causal_mask, padding_mask
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer, FeedForward, LayerCache
-from transformer_mt.model.transformer import DecoderCache, Seq2SeqTransformer, build_model
+from transformer_mt.model.patterns import AttentionPattern
+from transformer_mt.model.rope import RotaryEmbedding
+from transformer_mt.model.transformer import (
+    AttentionMaps,
+    DecoderCache,
+    Seq2SeqTransformer,
+    build_model,
+)
 
 __all__ = [
+    "AttentionMaps",
+    "AttentionPattern",
     "DecoderCache",
     "DecoderLayer",
     "EncoderLayer",
@@ -12,6 +21,7 @@ __all__ = [
     "KVCache",
     "LayerCache",
     "MultiHeadAttention",
+    "RotaryEmbedding",
     "Seq2SeqTransformer",
     "build_model",
     "causal_mask",

@@ -3,8 +3,13 @@
 Vaswani et al. (2017), section 3.2: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, run in
 parallel over H heads whose outputs are concatenated and projected.
 
+Grouped-query attention (Ainslie et al. 2023) gives keys and values Hkv <= H heads, each
+shared by H / Hkv consecutive query heads (Hkv = 1: multi-query, Shazeer 2019); the cache holds
+only the Hkv heads.
+
 Shape legend: B batch, S source length, T target length, Tq/Tk query/key length, D d_model,
-H heads, Dh head size (D / H), F feed-forward size, V vocabulary, K beam size.
+H heads, Hkv key/value heads, Dh head size (D / H), F feed-forward size, V vocabulary,
+K beam size.
 
 One mask convention everywhere: a boolean tensor, True = this query may attend to this key,
 broadcastable to (B, H, Tq, Tk) (the convention of `F.scaled_dot_product_attention`).
@@ -18,6 +23,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from transformer_mt.model.rope import RotaryEmbedding
 
 
 def padding_mask(ids: Tensor, pad_id: int) -> Tensor:
@@ -60,7 +67,7 @@ def attention(
 
     Args:
         query: (B, H, Tq, Dh).
-        key, value: (B, H, Tk, Dh).
+        key, value: (B, Hkv, Tk, Dh); Hkv divides H, each key head serves H / Hkv query heads.
         mask: bool, broadcastable to (B, H, Tq, Tk), True = may attend; or None.
         is_causal: apply a top-left causal triangle (only valid when Tq == Tk).
         dropout_p: dropout on the attention weights (pass 0.0 outside training).
@@ -73,7 +80,13 @@ def attention(
         # Let empty rows attend everywhere (finite), then zero their output below.
         mask = mask | ~keep_rows
     out = F.scaled_dot_product_attention(
-        query, key, value, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal
+        query,
+        key,
+        value,
+        attn_mask=mask,
+        dropout_p=dropout_p,
+        is_causal=is_causal,
+        enable_gqa=key.size(-3) != query.size(-3),
     )
     if keep_rows is not None:
         out = out.masked_fill(~keep_rows, 0.0)
@@ -89,11 +102,14 @@ def attention_with_weights(
 ) -> tuple[Tensor, Tensor]:
     """Plain-math attention that also returns the weights: the oracle for `attention`.
 
-    Used for alignments and attention maps; never in training or beam search.
+    Used for alignments and attention maps; never in training or beam search. Grouped keys
+    and values, (B, Hkv, Tk, Dh), are repeated up to H heads here.
 
     Returns:
         output (B, H, Tq, Dh) and weights (B, H, Tq, Tk); an all-masked row has zero weights.
     """
+    group = query.size(-3) // key.size(-3)
+    key, value = key.repeat_interleave(group, -3), value.repeat_interleave(group, -3)
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (B, H, Tq, Tk)
     if is_causal:
         causal = causal_mask(scores.size(-2), scores.size(-1), scores.device)
@@ -112,7 +128,7 @@ class KVCache:
     elements in total instead of O(T^2) for concatenation at every step.
 
     Attributes:
-        keys, values: (B, H, capacity, Dh) buffers; only [:, :, :length] is valid.
+        keys, values: (B, Hkv, capacity, Dh) buffers; only [:, :, :length] is valid.
         length: number of valid time steps.
     """
 
@@ -161,28 +177,49 @@ class MultiHeadAttention(nn.Module):
     Queries come from one stream, keys and values from another (the same tensor for
     self-attention, the encoder memory for cross-attention). Separate q/k/v/out projections
     keep weight copies from reference implementations obvious.
+
+    `n_kv_heads` (default `n_heads`) below `n_heads` makes k_proj/v_proj smaller: grouped-query
+    attention. `rope`, for self-attention only, rotates queries and keys by their positions
+    (`offset` is the position of the first one).
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        n_kv_heads: int | None = None,
+        rope: RotaryEmbedding | None = None,
+    ):
         super().__init__()
-        if d_model % n_heads:
-            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        if d_model % n_heads or n_heads % n_kv_heads:
+            raise ValueError(
+                f"need d_model={d_model} divisible by n_heads={n_heads}, "
+                f"divisible by n_kv_heads={n_kv_heads}"
+            )
         self.n_heads = n_heads
+        self.n_kv_heads = n_kv_heads
         self.head_dim = d_model // n_heads
         self.dropout = dropout
+        self.rope = rope
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, n_kv_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(d_model, n_kv_heads * self.head_dim, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
     def split_heads(self, x: Tensor) -> Tensor:
-        """(B, L, D) -> (B, H, L, Dh)."""
+        """(B, L, heads * Dh) -> (B, heads, L, Dh), heads = H (queries) or Hkv (keys, values)."""
         b, length, _ = x.shape
-        return x.view(b, length, self.n_heads, self.head_dim).transpose(1, 2)
+        return x.view(b, length, -1, self.head_dim).transpose(1, 2)
 
-    def project_kv(self, source: Tensor) -> tuple[Tensor, Tensor]:
-        """Keys and values of `source` (B, Tk, D), each (B, H, Tk, Dh)."""
-        return self.split_heads(self.k_proj(source)), self.split_heads(self.v_proj(source))
+    def project_kv(self, source: Tensor, offset: int = 0) -> tuple[Tensor, Tensor]:
+        """Keys and values of `source` (B, Tk, D), each (B, Hkv, Tk, Dh); rotated keys with rope."""
+        keys = self.split_heads(self.k_proj(source))  # (B, Hkv, Tk, Dh)
+        if self.rope is not None:
+            keys = self.rope(keys, offset)
+        return keys, self.split_heads(self.v_proj(source))
 
     def attend(
         self,
@@ -192,13 +229,18 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         is_causal: bool = False,
         need_weights: bool = False,
+        offset: int = 0,
     ) -> tuple[Tensor, Tensor | None]:
-        """Attend from `query` (B, Tq, D) to projected `keys`/`values` (B, H, Tk, Dh).
+        """Attend from `query` (B, Tq, D) to projected `keys`/`values` (B, Hkv, Tk, Dh).
+
+        `offset` is the position of the first query (rope only; the cache length when decoding).
 
         Returns:
             output (B, Tq, D) and, with `need_weights`, weights (B, H, Tq, Tk), else None.
         """
         q = self.split_heads(self.q_proj(query))  # (B, H, Tq, Dh)
+        if self.rope is not None:
+            q = self.rope(q, offset)
         weights = None
         if need_weights:
             out, weights = attention_with_weights(q, keys, values, mask, is_causal)

@@ -32,7 +32,7 @@ class SinusoidalPositions(nn.Module):
 
     def forward(self, length: int, offset: int = 0) -> Tensor:
         """Encodings of positions offset .. offset+length-1, (length, D)."""
-        _check_range(length, offset, self.table.size(0))
+        check_range(length, offset, self.table.size(0))
         return self.table[offset : offset + length]
 
 
@@ -46,11 +46,12 @@ class LearnedPositions(nn.Module):
 
     def forward(self, length: int, offset: int = 0) -> Tensor:
         """Embeddings of positions offset .. offset+length-1, (length, D)."""
-        _check_range(length, offset, self.weight.size(0))
+        check_range(length, offset, self.weight.size(0))
         return self.weight[offset : offset + length]
 
 
-def _check_range(length: int, offset: int, max_positions: int) -> None:
+def check_range(length: int, offset: int, max_positions: int) -> None:
+    """Refuse positions beyond the table, with a message that says what to do."""
     if offset + length > max_positions:
         raise ValueError(
             f"sequence reaches position {offset + length}, beyond model.max_positions="
@@ -63,9 +64,12 @@ class Embedder(nn.Module):
 
     `token_embedding` may be shared between encoder, decoder and the output projection; the
     sqrt(D) scale keeps embeddings of std D^-0.5 (their init) on the scale of the positions.
+    `positions` is None with rotary positions, which live in self-attention instead.
     """
 
-    def __init__(self, token_embedding: nn.Embedding, positions: nn.Module, dropout: float) -> None:
+    def __init__(
+        self, token_embedding: nn.Embedding, positions: nn.Module | None, dropout: float
+    ) -> None:
         super().__init__()
         self.token_embedding = token_embedding
         self.positions = positions
@@ -74,11 +78,18 @@ class Embedder(nn.Module):
 
     def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
         """(B, L) ids, first position `offset` -> (B, L, D)."""
-        x = self.token_embedding(ids) * self.scale + self.positions(ids.size(1), offset)
+        x = self.token_embedding(ids) * self.scale
+        if self.positions is not None:
+            x = x + self.positions(ids.size(1), offset)
         return self.dropout(x)
 
 
-def build_positions(kind: str, max_positions: int, d_model: int) -> nn.Module:
-    """A small explicit dict of the position options in ModelConfig.positions."""
+def build_positions(kind: str, max_positions: int, d_model: int) -> nn.Module | None:
+    """A small explicit dict of the position options in ModelConfig.positions.
+
+    None for `rope`: rotary positions are applied inside self-attention (model/rope.py).
+    """
+    if kind == "rope":
+        return None
     options = {"sinusoidal": SinusoidalPositions, "learned": LearnedPositions}
     return options[kind](max_positions, d_model)

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from transformer_mt.config import ModelConfig
 from transformer_mt.model.attention import KVCache, MultiHeadAttention, causal_mask
+from transformer_mt.model.rope import RotaryEmbedding
 
 
 class FeedForward(nn.Module):
@@ -48,6 +49,27 @@ class FeedForward(nn.Module):
         return self.fc2(self.dropout(h))
 
 
+def self_attention(cfg: ModelConfig) -> MultiHeadAttention:
+    """Self-attention with the configured key/value heads, rotary positions with `rope`."""
+    head_dim = cfg.d_model // cfg.n_heads
+    rope = RotaryEmbedding(head_dim, cfg.max_positions) if cfg.positions == "rope" else None
+    return MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout, True, cfg.kv_heads, rope)
+
+
+def _recorded(
+    attn: MultiHeadAttention, source: Tensor | None, mask: Tensor | None, weights: list[Tensor]
+) -> Callable[[Tensor], Tensor]:
+    """Sub-layer h -> attn(h, source, mask) (source None: h itself) through plain math that
+    appends its weights, (B, H, Tq, Tk), to `weights`."""
+
+    def sublayer(h: Tensor) -> Tensor:
+        out, w = attn(h, h if source is None else source, mask, need_weights=True)
+        weights.append(w)
+        return out
+
+    return sublayer
+
+
 class _Residual(nn.Module):
     """Shared residual + LayerNorm wiring of encoder and decoder layers."""
 
@@ -68,15 +90,27 @@ class EncoderLayer(_Residual):
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         d = cfg.d_model
-        self.self_attn = MultiHeadAttention(d, cfg.n_heads, cfg.attn_dropout)
+        self.self_attn = self_attention(cfg)
         self.self_attn_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
         self.ffn = FeedForward(d, cfg.d_ff, cfg.activation, cfg.activation_dropout)
         self.ffn_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
 
     def forward(self, x: Tensor, src_mask: Tensor | None) -> Tensor:
-        """x (B, S, D), src_mask (B, 1, 1, S) bool True = real token -> (B, S, D)."""
+        """x (B, S, D), src_mask (B, 1, 1 or S, S) bool keep-mask (real tokens, pattern).
+
+        Returns:
+            (B, S, D).
+        """
         x = self.residual(x, self.self_attn_norm, lambda h: self.self_attn(h, h, src_mask)[0])
         return self.residual(x, self.ffn_norm, self.ffn)
+
+    def forward_with_weights(self, x: Tensor, src_mask: Tensor | None) -> tuple[Tensor, Tensor]:
+        """`forward` through plain-math attention: (B, S, D) and weights (B, H, S, S)."""
+        weights: list[Tensor] = []
+        x = self.residual(
+            x, self.self_attn_norm, _recorded(self.self_attn, None, src_mask, weights)
+        )
+        return self.residual(x, self.ffn_norm, self.ffn), weights[0]
 
 
 @dataclass
@@ -113,15 +147,20 @@ class DecoderLayer(_Residual):
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         d = cfg.d_model
-        self.self_attn = MultiHeadAttention(d, cfg.n_heads, cfg.attn_dropout)
+        self.self_attn = self_attention(cfg)
         self.self_attn_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
-        self.cross_attn = MultiHeadAttention(d, cfg.n_heads, cfg.attn_dropout)
+        self.cross_attn = MultiHeadAttention(d, cfg.n_heads, cfg.attn_dropout, True, cfg.kv_heads)
         self.cross_attn_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
         self.ffn = FeedForward(d, cfg.d_ff, cfg.activation, cfg.activation_dropout)
         self.ffn_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
 
     def forward(
-        self, x: Tensor, memory: Tensor, src_mask: Tensor | None, cache: LayerCache | None = None
+        self,
+        x: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None,
+        cache: LayerCache | None = None,
+        self_mask: Tensor | None = None,
     ) -> Tensor:
         """Decode target states.
 
@@ -131,28 +170,51 @@ class DecoderLayer(_Residual):
                 source, each shared by B / N consecutive rows of x.
             src_mask: (B, 1, 1, S) bool, True = real source token; with a cache (N, 1, 1, S).
             cache: None in training (causal attention over x); otherwise updated in place.
+            self_mask: (T, past + T) bool keep-mask of a sparse pattern, causality included;
+                None: plain causal attention.
 
         Returns:
             (B, T, D).
         """
-        x = self.residual(x, self.self_attn_norm, lambda h: self._self_attend(h, cache))
+        x = self.residual(x, self.self_attn_norm, lambda h: self._self_attend(h, cache, self_mask))
         x = self.residual(
             x, self.cross_attn_norm, lambda h: self._cross_attend(h, memory, src_mask, cache)
         )
         return self.residual(x, self.ffn_norm, self.ffn)
 
-    def _self_attend(self, h: Tensor, cache: LayerCache | None) -> Tensor:
+    def forward_with_weights(
+        self, x: Tensor, memory: Tensor, src_mask: Tensor | None, self_mask: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Full (uncached) `forward` through plain-math attention.
+
+        `self_mask` (T, T) must include causality. Returns the states (B, T, D), self-attention
+        weights (B, H, T, T) and cross-attention weights (B, H, T, S).
+        """
+        weights: list[Tensor] = []
+        x = self.residual(
+            x, self.self_attn_norm, _recorded(self.self_attn, None, self_mask, weights)
+        )
+        x = self.residual(
+            x, self.cross_attn_norm, _recorded(self.cross_attn, memory, src_mask, weights)
+        )
+        return self.residual(x, self.ffn_norm, self.ffn), weights[0], weights[1]
+
+    def _self_attend(self, h: Tensor, cache: LayerCache | None, mask: Tensor | None) -> Tensor:
         if cache is None:
             # Right-padded targets: the causal triangle already hides trailing pads from every
             # real position and the loss ignores pad positions, so no padding mask is needed.
+            if mask is not None:
+                return self.self_attn(h, h, mask)[0]
             return self.self_attn(h, h, is_causal=True)[0]
-        keys, values = self.self_attn.project_kv(h)  # (B, H, t, Dh)
+        past = 0 if cache.self_attn is None else cache.self_attn.length
+        keys, values = self.self_attn.project_kv(h, past)  # (B, Hkv, t, Dh)
         if cache.self_attn is None:
             cache.self_attn = KVCache.empty(keys)
-        keys, values = cache.self_attn.append(keys, values)  # (B, H, past + t, Dh)
+        keys, values = cache.self_attn.append(keys, values)  # (B, Hkv, past + t, Dh)
         # One new query sees the whole cache: no mask. Several need a lower-right triangle.
-        mask = None if h.size(1) == 1 else causal_mask(h.size(1), keys.size(2), h.device)
-        return self.self_attn.attend(h, keys, values, mask)[0]
+        if mask is None and h.size(1) > 1:
+            mask = causal_mask(h.size(1), keys.size(2), h.device)
+        return self.self_attn.attend(h, keys, values, mask, offset=past)[0]
 
     def _cross_attend(
         self, h: Tensor, memory: Tensor, src_mask: Tensor | None, cache: LayerCache | None

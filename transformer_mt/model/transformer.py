@@ -14,9 +14,10 @@ import torch
 from torch import Tensor, nn
 
 from transformer_mt.config import ModelConfig
-from transformer_mt.model.attention import padding_mask
+from transformer_mt.model.attention import causal_mask, padding_mask
 from transformer_mt.model.embeddings import Embedder, build_positions
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer, LayerCache
+from transformer_mt.model.patterns import AttentionPattern
 
 
 @dataclass
@@ -83,11 +84,25 @@ def rows_per_source(memory: Tensor) -> int:
     return 1
 
 
+def _pattern(cfg: ModelConfig) -> AttentionPattern:
+    return AttentionPattern(cfg.attention_pattern, cfg.attention_window, cfg.attention_dilation)
+
+
+@dataclass
+class AttentionMaps:
+    """Attention weights of every layer from the plain-math path (`attention_maps`)."""
+
+    encoder: list[Tensor]  # per encoder layer (B, H, S, S)
+    decoder: list[Tensor]  # per decoder layer, self-attention (B, H, T, T)
+    cross: list[Tensor]  # per decoder layer, cross-attention (B, H, T, S)
+
+
 class Encoder(nn.Module):
     def __init__(self, cfg: ModelConfig, token_embedding: nn.Embedding):
         super().__init__()
         positions = build_positions(cfg.positions, cfg.max_positions, cfg.d_model)
         self.embed = Embedder(token_embedding, positions, cfg.dropout)
+        self.pattern = _pattern(cfg)
         self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_layers))
         # Pre-norm leaves the residual stream un-normalised: normalise it once at the end.
         self.final_norm = nn.LayerNorm(cfg.d_model, cfg.layer_norm_eps) if cfg.pre_norm else None
@@ -95,9 +110,23 @@ class Encoder(nn.Module):
     def forward(self, src_ids: Tensor, src_mask: Tensor) -> Tensor:
         """src_ids (B, S), src_mask (B, 1, 1, S) True = real token -> memory (B, S, D)."""
         x = self.embed(src_ids)
+        mask = self.self_mask(src_mask)
         for layer in self.layers:
-            x = layer(x, src_mask)
+            x = layer(x, mask)
         return x if self.final_norm is None else self.final_norm(x)
+
+    def forward_with_weights(self, src_ids: Tensor, src_mask: Tensor) -> tuple[Tensor, list]:
+        """`forward` through plain-math attention: memory (B, S, D), per layer (B, H, S, S)."""
+        x, mask, weights = self.embed(src_ids), self.self_mask(src_mask), []
+        for layer in self.layers:
+            x, w = layer.forward_with_weights(x, mask)
+            weights.append(w)
+        return (x if self.final_norm is None else self.final_norm(x)), weights
+
+    def self_mask(self, src_mask: Tensor) -> Tensor:
+        """(B, 1, 1, S) padding mask -> with a sparse pattern (B, 1, S, S), else unchanged."""
+        keep = self.pattern.mask(src_mask.size(-1), src_mask.size(-1), src_mask.device)
+        return src_mask if keep is None else src_mask & keep
 
 
 class Decoder(nn.Module):
@@ -105,6 +134,7 @@ class Decoder(nn.Module):
         super().__init__()
         positions = build_positions(cfg.positions, cfg.max_positions, cfg.d_model)
         self.embed = Embedder(token_embedding, positions, cfg.dropout)
+        self.pattern = _pattern(cfg)
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
         self.final_norm = nn.LayerNorm(cfg.d_model, cfg.layer_norm_eps) if cfg.pre_norm else None
 
@@ -132,9 +162,32 @@ class Decoder(nn.Module):
                 cache.source_group = rows_per_source(memory) if cache.share_sources else 1
             memory, src_mask = memory[:: cache.source_group], src_mask[:: cache.source_group]
         x = self.embed(tgt_ids, offset)
+        # Sparse patterns: the new queries' rows against every key, cached ones included.
+        self_mask = self.pattern.causal_mask(x.size(1), offset + x.size(1), x.device)
         for i, layer in enumerate(self.layers):
-            x = layer(x, memory, src_mask, None if cache is None else cache.layers[i])
+            x = layer(x, memory, src_mask, None if cache is None else cache.layers[i], self_mask)
         return x if self.final_norm is None else self.final_norm(x)
+
+    def forward_with_weights(
+        self, tgt_ids: Tensor, memory: Tensor, src_mask: Tensor
+    ) -> tuple[Tensor, list, list]:
+        """Uncached `forward` through plain-math attention.
+
+        Returns:
+            states (B, T, D), self-attention weights per layer (B, H, T, T) and cross-attention
+            weights per layer (B, H, T, S).
+        """
+        x, t = self.embed(tgt_ids), tgt_ids.size(1)
+        self_mask = self.pattern.causal_mask(t, t, x.device)
+        if self_mask is None:
+            self_mask = causal_mask(t, t, x.device)
+        self_weights, cross_weights = [], []
+        for layer in self.layers:
+            x, w_self, w_cross = layer.forward_with_weights(x, memory, src_mask, self_mask)
+            self_weights.append(w_self)
+            cross_weights.append(w_cross)
+        x = x if self.final_norm is None else self.final_norm(x)
+        return x, self_weights, cross_weights
 
     def new_cache(self, share_sources: bool = True) -> DecoderCache:
         """An empty cache; `share_sources=False` keeps cross-attention keys per row."""
@@ -197,6 +250,24 @@ class Seq2SeqTransformer(nn.Module):
             src_mask = self.src_mask(src_ids)
         memory = self.encoder(src_ids, src_mask)
         return self.output_projection(self.decoder(tgt_in_ids, memory, src_mask))
+
+    def attention_maps(
+        self, src_ids: Tensor, tgt_in_ids: Tensor, src_mask: Tensor | None = None
+    ) -> AttentionMaps:
+        """Attention weights of every layer and head for a teacher-forced pass.
+
+        Runs the plain-math attention (the slow twin of the SDPA path), for alignments and
+        plots; training and search never call it.
+
+        Args:
+            src_ids: (B, S) source ids; tgt_in_ids: (B, T) decoder input (BOS + target).
+            src_mask: (B, 1, 1, S) bool; derived from src_ids if None.
+        """
+        if src_mask is None:
+            src_mask = self.src_mask(src_ids)
+        memory, encoder = self.encoder.forward_with_weights(src_ids, src_mask)
+        _, decoder, cross = self.decoder.forward_with_weights(tgt_in_ids, memory, src_mask)
+        return AttentionMaps(encoder, decoder, cross)
 
     def encode(self, src_ids: Tensor, src_mask: Tensor) -> Tensor:
         """src_ids (B, S), src_mask (B, 1, 1, S) -> memory (B, S, D)."""
