@@ -1,4 +1,4 @@
-"""Command line: `tmt {train,translate,evaluate,average,plot}`.
+"""Command line: `tmt {train,translate,evaluate,average,plot,export,attention}`.
 
 Handlers stay thin: parse, load, call the library. Errors a user can fix (`TmtError`) print one
 line on stderr and exit with status 2; results go to stdout, logs and progress to stderr.
@@ -40,6 +40,17 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quantize", choices=["int8"], help="dynamic int8 linear layers (CPU)")
     p.add_argument("--ref", help="reference file: print BLEU and chrF on stderr at the end")
     p.add_argument("--progress", action="store_true", help="progress bar even when not a tty")
+    p.add_argument(
+        "--alignments",
+        action="store_true",
+        help="append a TAB and src_idx-tgt_idx subword alignment pairs to each translation",
+    )
+    p.add_argument(
+        "--alignment-layer",
+        type=int,
+        default=-1,
+        help="decoder layer whose cross-attention aligns (default -1: the last)",
+    )
     p.set_defaults(handler=_run_translate)
 
 
@@ -58,7 +69,13 @@ def _run_translate(args: argparse.Namespace) -> int:
     }
     if "n_best" in changes and "beam_size" not in changes:
         changes["beam_size"] = max(changes["n_best"], 1)
-    translator = Translator.from_checkpoint(args.checkpoint, args.device, args.quantize, **changes)
+    translator = Translator.from_checkpoint(
+        args.checkpoint,
+        args.device,
+        args.quantize,
+        args.alignment_layer if args.alignments else None,
+        **changes,
+    )
     with _open_in(args.input) as stream, _open_out(args.output) as out:
         interactive = args.input == "-" and sys.stdin.isatty()
         lines = read_lines(stream, "<stdin>" if args.input == "-" else args.input)
@@ -183,11 +200,41 @@ def _run_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_attention(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("attention", help="draw attention heatmaps of one sentence pair to a PNG")
+    p.add_argument("--checkpoint", required=True, help="e.g. runs/X/checkpoints/best.pt")
+    p.add_argument("--src", required=True, help="source sentence")
+    p.add_argument("--tgt", help="target sentence (default: the greedy translation)")
+    p.add_argument("--out", required=True, help="PNG to write")
+    p.add_argument("--layer", type=int, help="only this layer (default: all)")
+    p.add_argument("--head", type=int, help="only this head (default: all)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.set_defaults(handler=_run_attention)
+
+
+def _run_attention(args: argparse.Namespace) -> int:
+    from transformer_mt.attention_plot import draw_attention
+
+    out = draw_attention(
+        args.checkpoint, args.src, args.out, args.tgt, args.layer, args.head, args.device
+    )
+    print(out)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tmt", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"transformer_mt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_train, _add_translate, _add_evaluate, _add_average, _add_plot, _add_export):
+    for add in (
+        _add_train,
+        _add_translate,
+        _add_evaluate,
+        _add_average,
+        _add_plot,
+        _add_export,
+        _add_attention,
+    ):
         add(sub)
     return parser
 

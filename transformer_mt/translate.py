@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import BinaryIO, TextIO
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 from tqdm import tqdm
 
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batching import make_source_batches
+from transformer_mt.data.tokenizer import BOS_ID
 from transformer_mt.errors import TmtError
 from transformer_mt.search import SearchResult, search
 from transformer_mt.training.checkpoint import InferenceBundle, load_for_inference
@@ -27,20 +28,37 @@ from transformer_mt.training.checkpoint import InferenceBundle, load_for_inferen
 
 @dataclass
 class Translation:
-    """The n-best translations of one input line, best first, with their search scores."""
+    """The n-best translations of one input line, best first, with their search scores.
+
+    `alignment` (with alignments on): (source index, target index) subword pairs of the best.
+    """
 
     texts: list[str]
     scores: list[float]
+    alignment: list[tuple[int, int]] | None = None
 
 
 class Translator:
     """A loaded model plus its tokenizers and search settings; translates lists of lines."""
 
-    def __init__(self, bundle: InferenceBundle, decode: DecodeConfig, device: torch.device):
+    def __init__(
+        self,
+        bundle: InferenceBundle,
+        decode: DecodeConfig,
+        device: torch.device,
+        alignment_layer: int | None = None,
+    ):
+        """`alignment_layer` (None: no alignments) is the decoder layer whose cross-attention
+        aligns target to source subwords; negative values count from the last."""
         decode.validate()
         self.bundle = bundle
         self.decode = decode
         self.device = device
+        self.alignment_layer = alignment_layer
+        if alignment_layer is not None:
+            _check_alignment_layer(alignment_layer, bundle.config.model.decoder_layers)
+            if decode.n_best > 1:
+                raise TmtError("--alignments aligns the 1-best translation: drop --nbest")
         # Source tokens a line may keep: the position table also holds the appended EOS.
         self.max_src_tokens = bundle.config.model.max_positions - 1
         self.truncated_lines = 0
@@ -51,6 +69,7 @@ class Translator:
         path: str,
         device: str = "cpu",
         quantize: str | None = None,
+        alignment_layer: int | None = None,
         **decode_changes: object,
     ) -> Translator:
         """Load `path`; `decode_changes` override the checkpoint's decode section.
@@ -58,6 +77,7 @@ class Translator:
         Args:
             quantize: None (float32) or "int8": dynamic int8 linear layers, CPU only (see
                 `quantize_int8`).
+            alignment_layer: see `__init__`.
         """
         device = _resolve_device(device)
         bundle = load_for_inference(path, device)
@@ -70,7 +90,7 @@ class Translator:
                 raise TmtError("--quantize int8 runs on CPU only (--device cpu)")
             bundle = dataclasses.replace(bundle, model=quantize_int8(bundle.model))
         decode = dataclasses.replace(bundle.config.decode, **decode_changes)
-        return cls(bundle, decode, device)
+        return cls(bundle, decode, device, alignment_layer)
 
     def translate(self, lines: Sequence[str]) -> list[Translation]:
         """Translate `lines` (no newlines) in batches sorted by length; results in input order."""
@@ -79,8 +99,9 @@ class Translator:
             self._truncate(src_tokenizer.encode(line)) if line.strip() else [] for line in lines
         ]
         todo = [i for i, ids in enumerate(encoded) if ids]
+        no_pairs = None if self.alignment_layer is None else []
         results: dict[int, Translation] = {
-            i: Translation([""], [0.0]) for i, ids in enumerate(encoded) if not ids
+            i: Translation([""], [0.0], no_pairs) for i, ids in enumerate(encoded) if not ids
         }
         for batch in make_source_batches([encoded[i] for i in todo], self.decode.max_tokens):
             batch = batch.to(self.device)
@@ -91,8 +112,14 @@ class Translator:
                 self.decode,
                 max_len_cap=self.bundle.config.model.max_positions,
             )
-            for j, result in zip(batch.indices.tolist(), found, strict=True):
+            for row, (j, result) in enumerate(zip(batch.indices.tolist(), found, strict=True)):
                 results[todo[j]] = self._detokenize(result)
+                if self.alignment_layer is not None:
+                    src_ids = batch.src_ids[row, batch.src_mask[row].view(-1)]  # (S,), with EOS
+                    tokens = result.hypotheses[0].tokens
+                    results[todo[j]].alignment = alignment_pairs(
+                        self.bundle.model, src_ids, tokens, self.alignment_layer
+                    )
         return [results[i] for i in range(len(lines))]
 
     def _truncate(self, ids: list[int]) -> list[int]:
@@ -105,6 +132,40 @@ class Translator:
         decode = self.bundle.tgt_tokenizer.decode
         return Translation(
             [decode(h.tokens) for h in result.hypotheses], [h.score for h in result.hypotheses]
+        )
+
+
+def alignment_pairs(
+    model: nn.Module, src_ids: Tensor, tgt_ids: list[int], layer: int
+) -> list[tuple[int, int]]:
+    """Subword alignment of one sentence pair from cross-attention (plain-math path).
+
+    Target token j is produced by decoder query j (input BOS + tgt_ids[:j]); it aligns to the
+    source subword with the largest weight of decoder layer `layer`'s cross-attention,
+    averaged over heads. The appended source EOS is never chosen (unless it is all there is).
+
+    Args:
+        src_ids: (S,) real source tokens followed by EOS, no padding.
+        tgt_ids: the translation's tokens, no BOS or EOS.
+
+    Returns:
+        (source index, target index) pairs, one per target token.
+    """
+    if not tgt_ids:
+        return []
+    tgt_in = torch.tensor([[BOS_ID, *tgt_ids[:-1]]], device=src_ids.device)  # (1, T)
+    with torch.no_grad():
+        cross = model.attention_maps(src_ids[None], tgt_in).cross[layer]  # (1, H, T, S)
+    n_words = max(src_ids.numel() - 1, 1)  # the subwords, without the EOS
+    best = cross[0].mean(0)[:, :n_words].argmax(-1)  # (T,)
+    return [(int(s), t) for t, s in enumerate(best.tolist())]
+
+
+def _check_alignment_layer(layer: int, n_layers: int) -> None:
+    if not -n_layers <= layer < n_layers:
+        raise TmtError(
+            f"--alignment-layer {layer}: the model has {n_layers} decoder layer(s) "
+            f"(0..{n_layers - 1}, or -1 for the last)"
         )
 
 
@@ -154,7 +215,13 @@ def read_lines(stream: BinaryIO, name: str) -> Iterator[str]:
 
 
 def format_translation(translation: Translation, index: int, nbest: int) -> str:
-    """One line for 1-best; `index ||| text ||| score` lines (Moses n-best style) otherwise."""
+    """One line for 1-best; `index ||| text ||| score` lines (Moses n-best style) otherwise.
+
+    With alignments: the translation, a TAB, then space-separated `src_idx-tgt_idx` pairs.
+    """
+    if translation.alignment is not None:
+        pairs = " ".join(f"{s}-{t}" for s, t in translation.alignment)
+        return f"{translation.texts[0]}\t{pairs}"
     if nbest == 1:
         return translation.texts[0]
     return "\n".join(

@@ -1,0 +1,64 @@
+"""`tmt attention` heatmaps and `tmt translate --alignments` on the tiny checkpoint."""
+
+import struct
+
+import pytest
+
+from transformer_mt.attention_plot import CELL_INCHES, DPI
+from transformer_mt.cli import main
+from transformer_mt.errors import TmtError
+from transformer_mt.translate import Translator
+
+CELL = int(CELL_INCHES * DPI)  # pixels per panel side
+
+
+def png_size(path):
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])  # width, height of the IHDR chunk
+
+
+@pytest.mark.parametrize(
+    "extra, panels",
+    [
+        ([], (2, 3)),  # 2 heads; 1 layer x (encoder, decoder, cross)
+        (["--tgt", "a man rides", "--layer", "0", "--head", "1"], (1, 3)),
+    ],
+)
+def test_attention_png_has_one_panel_per_kind_layer_and_head(checkpoint, tmp_path, extra, panels):
+    out = tmp_path / "maps" / "attention.png"
+    args = ["attention", "--checkpoint", str(checkpoint), "--src", "ein mann fährt rad"]
+    assert main([*args, "--out", str(out), *extra]) == 0
+    assert png_size(out) == (panels[0] * CELL, panels[1] * CELL)
+
+
+def test_attention_refuses_a_missing_layer(checkpoint, tmp_path, capsys):
+    args = ["attention", "--checkpoint", str(checkpoint), "--src", "ein mann", "--layer", "3"]
+    assert main([*args, "--out", str(tmp_path / "a.png")]) == 2
+    assert "--layer 3: the encoder has 1 layer(s)" in capsys.readouterr().err
+
+
+def test_alignments_keep_line_count_and_indices_in_range(checkpoint, tmp_path):
+    lines = ["ein mann fährt rad", "", "zwei hunde spielen im schnee", "das buch"]
+    source, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    args = ["translate", "--checkpoint", str(checkpoint), "--beam-size", "2", "--alignments"]
+    assert main([*args, "--input", str(source), "--output", str(out)]) == 0
+    rows = out.read_text(encoding="utf-8").split("\n")[:-1]
+    assert len(rows) == len(lines)
+    plain = Translator.from_checkpoint(str(checkpoint), beam_size=2).translate(lines)
+    src_tokenizer = Translator.from_checkpoint(str(checkpoint)).bundle.src_tokenizer
+    for line, row, expected in zip(lines, rows, plain, strict=True):
+        text, sep, pairs = row.partition("\t")
+        assert sep == "\t" and text == expected.texts[0]  # the translation itself is unchanged
+        pairs = [tuple(map(int, p.split("-"))) for p in pairs.split()]
+        assert [t for _, t in pairs] == list(range(len(pairs)))  # one pair per target token
+        assert all(0 <= s < len(src_tokenizer.encode(line)) for s, _ in pairs)
+        assert bool(pairs) == bool(text)
+
+
+def test_alignments_refuse_nbest_and_a_missing_layer(checkpoint):
+    with pytest.raises(TmtError, match="drop --nbest"):
+        Translator.from_checkpoint(str(checkpoint), alignment_layer=-1, beam_size=2, n_best=2)
+    with pytest.raises(TmtError, match="--alignment-layer 1: the model has 1 decoder layer"):
+        Translator.from_checkpoint(str(checkpoint), alignment_layer=1)

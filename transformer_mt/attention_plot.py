@@ -1,0 +1,116 @@
+"""`tmt attention`: heatmaps of a checkpoint's attention weights for one sentence pair.
+
+One panel per (kind, layer, head), kinds in rows: encoder self-attention (source x source),
+decoder self-attention (target input x target input) and cross-attention (target input x
+source), with the subword pieces on the axes. The weights come from the plain-math attention
+path (`Seq2SeqTransformer.attention_maps`). Without a target, the source is greedily
+translated first. Every panel is CELL_INCHES square at DPI, so the PNG is
+(columns * CELL_INCHES * DPI) x (rows * CELL_INCHES * DPI) pixels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
+from transformer_mt.errors import TmtError
+from transformer_mt.search import search
+from transformer_mt.training.checkpoint import load_for_inference
+
+CELL_INCHES = 3.0
+DPI = 100
+
+
+def draw_attention(
+    checkpoint: str | Path,
+    src: str,
+    out: str | Path,
+    tgt: str | None = None,
+    layer: int | None = None,
+    head: int | None = None,
+    device: str = "cpu",
+) -> Path:
+    """Draw attention maps of `src` (and `tgt`, else its greedy translation) to the PNG `out`.
+
+    Args:
+        layer, head: draw only this layer (of encoder and decoder) / head; None: all.
+
+    Raises:
+        TmtError: an empty source, a layer or head the model does not have, or no matplotlib.
+    """
+    bundle = load_for_inference(str(checkpoint), torch.device(device))
+    model, cfg = bundle.model, bundle.config.model
+    max_tokens = cfg.max_positions - 1
+    src_ids = bundle.src_tokenizer.encode(src)[:max_tokens] + [EOS_ID]
+    if len(src_ids) == 1:
+        raise TmtError("--src: empty source sentence")
+    src_t = torch.tensor([src_ids], device=device)  # (1, S)
+    if tgt is None:
+        greedy = dataclasses.replace(bundle.config.decode, beam_size=1, n_best=1, sampling=False)
+        found = search(model, src_t, model.src_mask(src_t), greedy, max_len_cap=max_tokens)
+        tgt_ids = found[0].hypotheses[0].tokens
+    else:
+        tgt_ids = bundle.tgt_tokenizer.encode(tgt)[:max_tokens]
+    tgt_in = [BOS_ID, *tgt_ids]  # queries: the decoder's input; the last one predicts EOS
+    with torch.no_grad():
+        maps = model.attention_maps(src_t, torch.tensor([tgt_in], device=device))
+    src_pieces = [bundle.src_tokenizer.id_to_piece(i) for i in src_ids]
+    tgt_pieces = [bundle.tgt_tokenizer.id_to_piece(i) for i in tgt_in]
+    panels = [
+        ("encoder self", _pick(maps.encoder, layer, "encoder"), src_pieces, src_pieces),
+        ("decoder self", _pick(maps.decoder, layer, "decoder"), tgt_pieces, tgt_pieces),
+        ("cross", _pick(maps.cross, layer, "decoder"), tgt_pieces, src_pieces),
+    ]
+    heads = list(range(cfg.n_heads)) if head is None else [head]
+    if head is not None and not 0 <= head < cfg.n_heads:
+        raise TmtError(f"--head {head}: the model has {cfg.n_heads} heads (0..{cfg.n_heads - 1})")
+    return _plot(panels, heads, Path(out))
+
+
+def _pick(weights: list[Tensor], layer: int | None, side: str) -> list[tuple[int, Tensor]]:
+    """(layer index, (H, Tq, Tk) weights) of every layer, or of `layer` alone."""
+    if layer is None:
+        return [(i, w[0]) for i, w in enumerate(weights)]
+    if not 0 <= layer < len(weights):
+        raise TmtError(f"--layer {layer}: the {side} has {len(weights)} layer(s)")
+    return [(layer, weights[layer][0])]
+
+
+def _plot(
+    panels: list[tuple[str, list[tuple[int, Tensor]], list[str], list[str]]],
+    heads: list[int],
+    out: Path,
+) -> Path:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise TmtError(
+            "tmt attention needs matplotlib: pip install 'transformer_mt[plot]'"
+        ) from None
+    rows = [(kind, i, w, ys, xs) for kind, layers, ys, xs in panels for i, w in layers]
+    fig, axes = plt.subplots(
+        len(rows),
+        len(heads),
+        figsize=(CELL_INCHES * len(heads), CELL_INCHES * len(rows)),
+        dpi=DPI,
+        squeeze=False,
+    )
+    for r, (kind, layer, weights, y_labels, x_labels) in enumerate(rows):
+        for c, h in enumerate(heads):
+            ax = axes[r][c]
+            ax.imshow(weights[h].float().cpu().numpy(), vmin=0.0, vmax=1.0, aspect="auto")
+            ax.set_title(f"{kind} L{layer} H{h}", fontsize=8)
+            ax.set_xticks(range(len(x_labels)), x_labels, rotation=90, fontsize=6)
+            ax.set_yticks(range(len(y_labels)), y_labels, fontsize=6)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=DPI)
+    plt.close(fig)
+    return out
