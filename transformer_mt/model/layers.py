@@ -53,7 +53,9 @@ def self_attention(cfg: ModelConfig) -> MultiHeadAttention:
     """Self-attention with the configured key/value heads, rotary positions with `rope`."""
     head_dim = cfg.d_model // cfg.n_heads
     rope = RotaryEmbedding(head_dim, cfg.max_positions) if cfg.positions == "rope" else None
-    return MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout, True, cfg.kv_heads, rope)
+    return MultiHeadAttention(
+        cfg.d_model, cfg.n_heads, cfg.attn_dropout, n_kv_heads=cfg.kv_heads, rope=rope
+    )
 
 
 def _recorded(
@@ -149,7 +151,9 @@ class DecoderLayer(_Residual):
         d = cfg.d_model
         self.self_attn = self_attention(cfg)
         self.self_attn_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
-        self.cross_attn = MultiHeadAttention(d, cfg.n_heads, cfg.attn_dropout, True, cfg.kv_heads)
+        self.cross_attn = MultiHeadAttention(
+            d, cfg.n_heads, cfg.attn_dropout, n_kv_heads=cfg.kv_heads
+        )
         self.cross_attn_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
         self.ffn = FeedForward(d, cfg.d_ff, cfg.activation, cfg.activation_dropout)
         self.ffn_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)

@@ -8,7 +8,13 @@ Patterns depend only on the distance d = query position - key position:
 
 Masks are lower-right aligned like `causal_mask`: the Tq queries are the last Tq of the Tk key
 positions, so with a cache of Tk - Tq past tokens the new queries keep their true positions.
-They combine with the padding mask (`&`) and, in the decoder, with causality.
+They combine with the padding mask (`&`) and, in the decoder, with causality. The encoder and
+decoder build them once per forward pass and hand them to every layer.
+
+These masks save no work: SDPA still computes every score and discards the hidden ones. On
+CUDA, `torch.nn.attention.flex_attention` with a block mask built from the same distance rule
+would skip fully hidden blocks; it is not written yet because it needs a GPU to test against
+this path (TODO(#8)).
 """
 
 from __future__ import annotations
