@@ -7,7 +7,6 @@ import sentencepiece as spm
 import torch
 from torch.testing import assert_close
 
-from tests.conftest import WORDS
 from transformer_mt.cli import main
 from transformer_mt.config import ModelConfig, config_to_dict
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
@@ -16,6 +15,8 @@ from transformer_mt.export_ct2 import check_ct2_compatible, export_ctranslate2
 from transformer_mt.model import build_model
 from transformer_mt.search import max_output_lengths, search
 from transformer_mt.training.checkpoint import load_for_inference
+
+from .conftest import WORDS
 
 
 def test_hf_export_matches_logits_and_tokenization(checkpoint, tmp_path):

@@ -8,7 +8,6 @@ import math
 
 import pytest
 import torch
-from search_fakes import EOS, PAD, RecurrentFake, ScriptedFake, sequence_log_prob
 from torch.testing import assert_close
 
 from transformer_mt.config import DecodeConfig, ModelConfig
@@ -20,6 +19,8 @@ from transformer_mt.search import (
     sample,
     search,
 )
+
+from .search_fakes import EOS, PAD, RecurrentFake, ScriptedFake, sequence_log_prob
 
 A, B = 4, 5  # two ordinary target tokens of the scripted model
 
