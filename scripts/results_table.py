@@ -28,7 +28,8 @@ def row(run_dir: Path) -> str:
     return (
         f"| {r['direction']} | {Path(r['test']).name} | {r['bleu']:.1f} | "
         f"{r['bleu_lowercase']:.1f} | {r['chrf']:.1f} | {r['parameters'] / 1e6:.1f}M | "
-        f"{r['train_minutes']:.0f} min | {machine()} | {r['checkpoint']}, beam {r['beam_size']} |"
+        f"{r['train_minutes']:.0f} min | {machine()} | {r['checkpoint']}, beam {r['beam_size']}, "
+        f"length penalty {r['length_penalty']} |"
     )
 
 

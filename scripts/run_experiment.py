@@ -11,6 +11,7 @@ README's results table is made from those files (scripts/results_table.py).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -47,11 +48,15 @@ def main() -> int:
     if args.average > 1:
         checkpoint = run_dir / "checkpoints" / f"average_last{args.average}.pt"
         tmt(["average", str(run_dir), "--last", str(args.average), "--out", str(checkpoint)])
-    config = load_config(run_dir / "config.yaml")
+    # Search settings come from the config file as it is now, so that a length penalty tuned
+    # on the valid set after training applies without retraining.
+    config = load_config(args.config, args.set)
     test = load_split(config.data, "test")
     sources, references = column_texts(test, "src"), column_texts(test, "tgt")
-    changes = {} if args.beam_size is None else {"beam_size": args.beam_size}
-    translator = Translator.from_checkpoint(str(checkpoint), **changes)
+    decode = dataclasses.asdict(config.decode)
+    if args.beam_size is not None:
+        decode["beam_size"] = args.beam_size
+    translator = Translator.from_checkpoint(str(checkpoint), **decode)
     hypotheses = [t.texts[0] for t in translator.translate(sources)]
     (run_dir / "test.hyp").write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
     cased = corpus_scores(hypotheses, references, ["bleu", "chrf"])
@@ -63,6 +68,7 @@ def main() -> int:
         "test": config.data.test,
         "checkpoint": checkpoint.name,
         "beam_size": translator.decode.beam_size,
+        "length_penalty": translator.decode.length_penalty,
         "bleu": cased[0].score,
         "bleu_signature": cased[0].signature,
         "bleu_lowercase": lower[0].score,

@@ -158,3 +158,16 @@ def test_max_minutes_stops_the_run_and_counts_resumed_time(tiny_experiment, tmp_
     # Resuming: the time already spent counts, so the run stops at once.
     assert main([*args, "train.max_steps=1000", "train.max_minutes=0.002"]) == 0
     assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"] == state["step"]
+
+
+def test_resume_accepts_config_fields_added_since_the_run_started(tiny_experiment, tmp_path):
+    """A checkpoint written before a new ModelConfig field existed still resumes."""
+    run_dir = tmp_path / "run"
+    args = ["train", "--config", str(tiny_experiment), "--run-dir", str(run_dir)]
+    assert main([*args, "--set", "train.max_steps=4"]) == 0
+    last = run_dir / "checkpoints" / "last.pt"
+    state = load_checkpoint(last)
+    del state["config"]["model"]["layer_norm_eps"]  # as if written by an older version
+    torch.save(state, last)
+    assert main([*args, "--set", "train.max_steps=6"]) == 0
+    assert load_checkpoint(last)["step"] == 6

@@ -19,7 +19,13 @@ import numpy as np
 import torch
 
 from transformer_mt import __version__
-from transformer_mt.config import ExperimentConfig, config_to_dict, dump_config, load_config
+from transformer_mt.config import (
+    ExperimentConfig,
+    config_from_dict,
+    config_to_dict,
+    dump_config,
+    load_config,
+)
 from transformer_mt.data.batching import (
     BatchIterator,
     collate,
@@ -146,13 +152,18 @@ def _resume_state(run_dir: Path, config: ExperimentConfig) -> dict[str, Any] | N
             )
         return None
     state = ckpt.load_checkpoint(last)
-    stored = state["config"]
+    # Parsed and dumped again, so that fields added to the config since the run started
+    # compare at their defaults instead of counting as changes.
+    stored = config_to_dict(config_from_dict(state["config"], source=f"{last} (stored config)"))
     new = config_to_dict(config)
     for section in ("model", "tokenizer"):
         if stored[section] != new[section]:
+            keys = sorted(
+                f"{section}.{k}" for k in new[section] if stored[section][k] != new[section][k]
+            )
             raise TmtError(
-                f"{run_dir} holds a run with a different {section} config; resume it with its "
-                "own config.yaml or choose another --run-dir"
+                f"{run_dir} holds a run with a different {section} config ({', '.join(keys)}); "
+                "resume it with its own config.yaml or choose another --run-dir"
             )
     if stored != new:
         changed = sorted(
