@@ -4,27 +4,17 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from transformer_mt.config import ConfigError, ModelConfig
+from transformer_mt.config import ConfigError
 from transformer_mt.errors import TmtError
 from transformer_mt.export_ct2 import check_ct2_compatible
 from transformer_mt.hf_marian import check_marian_compatible
 from transformer_mt.model import AttentionPattern, MultiHeadAttention, RotaryEmbedding, build_model
 from transformer_mt.model.attention import attention, attention_with_weights, causal_mask
 
-V, PAD, BOS = 40, 0, 2
+from .test_transformer import OPTIONS
+from .tiny import BOS, V, padded_batch, tiny_cfg
+
 TOL = dict(atol=1e-5, rtol=1e-5)
-
-
-def tiny_cfg(**changes):
-    base = dict(d_model=32, n_heads=4, n_layers=2, d_ff=64, dropout=0.0, max_positions=64)
-    return ModelConfig(**{**base, **changes})
-
-
-def padded_batch(lengths):
-    ids = torch.randint(4, V, (len(lengths), max(lengths)))
-    for row, n in enumerate(lengths):
-        ids[row, n:] = PAD
-    return ids
 
 
 # --- grouped-query attention ---------------------------------------------------------------
@@ -81,7 +71,7 @@ VARIANTS = [
 ]
 
 
-@pytest.mark.parametrize("options", VARIANTS)
+@pytest.mark.parametrize("options", OPTIONS + VARIANTS)
 def test_cached_decoding_equals_full_forward_with_padding_and_reorder(options):
     model = build_model(tiny_cfg(**options), V).eval()
     src = padded_batch([7, 3, 5])

@@ -1,0 +1,28 @@
+"""Tiny models and padded batches shared by the model tests."""
+
+import torch
+
+from transformer_mt.config import ModelConfig
+
+V, PAD, BOS, EOS = 40, 0, 2, 3
+
+# The paper-era options every model test is parametrised over (attention variants add theirs).
+OPTIONS = [
+    dict(pre_norm=False),
+    dict(pre_norm=True),
+    dict(pre_norm=True, positions="learned", activation="swiglu"),
+    dict(share_embeddings=False, tie_output=False, activation="gelu", n_decoder_layers=3),
+]
+
+
+def tiny_cfg(**changes) -> ModelConfig:
+    base = dict(d_model=32, n_heads=4, n_layers=2, d_ff=64, dropout=0.0, max_positions=64)
+    return ModelConfig(**{**base, **changes})
+
+
+def padded_batch(lengths: list[int]) -> torch.Tensor:
+    """Random ids (B, L) right-padded with PAD to the longest length."""
+    ids = torch.randint(4, V, (len(lengths), max(lengths)))
+    for row, n in enumerate(lengths):
+        ids[row, n:] = PAD
+    return ids
