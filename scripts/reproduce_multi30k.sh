@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 JOBS=${JOBS:-1}
-AVERAGE=${AVERAGE:-0}
+AVERAGE=${AVERAGE:-5}
 $PY scripts/get_data.py multi30k ${DATA_FROM:+--from "$DATA_FROM"}
 run() {
   local pair=$1 core=$2
