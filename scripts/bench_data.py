@@ -9,7 +9,6 @@ Prints one JSON object per measurement, then a table. `scripts/benchmark.py data
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -19,6 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout, uninstalled
 
 import datasets  # noqa: E402
+from bench_machine import run_standalone  # noqa: E402
 
 from transformer_mt.config import TokenizerConfig  # noqa: E402
 from transformer_mt.data.batching import BatchIterator  # noqa: E402
@@ -101,22 +101,16 @@ def _measure_batches(encoded, max_tokens: int, seed: int) -> list[dict]:
     ]  # fmt: skip
 
 
-def print_table(results: list[dict]) -> None:
-    print(f"{'measurement':<20} {'value':>10}  {'unit':<10} settings")
+def print_table(results: list[dict], file=sys.stdout) -> None:
+    print(f"{'measurement':<20} {'value':>10}  {'unit':<10} settings", file=file)
     for row in results:
         settings = {k: v for k, v in row.items() if k not in ("bench", "name", "value", "unit")}
         extra = " ".join(f"{k}={v}" for k, v in settings.items())
-        print(f"{row['name']:<20} {row['value']:>10}  {row['unit']:<10} {extra}")
+        print(f"{row['name']:<20} {row['value']:>10}  {row['unit']:<10} {extra}", file=file)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    results = run(parser.parse_args())
-    for row in results:
-        print(json.dumps(row))
-    print()
-    print_table(results)
+    run_standalone(__doc__, add_arguments, run, print_table)
 
 
 if __name__ == "__main__":

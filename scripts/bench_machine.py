@@ -6,8 +6,12 @@ are never compared unknowingly. Used by `scripts/benchmark.py` and the bench_* s
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import platform
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -47,3 +51,19 @@ def machine_info() -> dict:
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name()
     return info
+
+
+def run_standalone(
+    doc: str,
+    add_arguments: Callable[[argparse.ArgumentParser], None],
+    run: Callable[[argparse.Namespace], list[dict]],
+    print_table: Callable[..., None],
+) -> None:
+    """`python scripts/bench_<name>.py`: JSON lines on stdout, then the table on stderr."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    add_arguments(parser)
+    results = run(parser.parse_args())
+    for row in results:
+        print(json.dumps(row))
+    print(file=sys.stderr)
+    print_table(results, file=sys.stderr)

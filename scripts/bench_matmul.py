@@ -11,7 +11,6 @@ one JSON object per (dtype, shape) plus one with the best shape per dtype, then 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 
 import torch  # noqa: E402
-from bench_machine import load_average, machine_info  # noqa: E402
+from bench_machine import load_average, machine_info, run_standalone  # noqa: E402
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 # (M, K, N): M tokens of a 4096-token batch, K = d_model, N = d_ff or vocabulary size.
@@ -85,13 +84,7 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    results = run(parser.parse_args())
-    for row in results:
-        print(json.dumps(row))
-    print(file=sys.stderr)
-    print_table(results, sys.stderr)
+    run_standalone(__doc__, add_arguments, run, print_table)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))  # run from a checkout, uninstalled
 sys.path.insert(0, str(REPO / "scripts"))
 
 import torch  # noqa: E402
-from bench_machine import load_average, machine_info  # noqa: E402
+from bench_machine import load_average, machine_info, run_standalone  # noqa: E402
 
 from transformer_mt.config import DecodeConfig, ModelConfig, TokenizerConfig  # noqa: E402
 from transformer_mt.data.dataset import read_lines  # noqa: E402
@@ -270,13 +270,7 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    results = run(parser.parse_args())
-    for row in results:
-        print(json.dumps(row))
-    print(file=sys.stderr)
-    print_table(results, sys.stderr)
+    run_standalone(__doc__, add_arguments, run, print_table)
 
 
 if __name__ == "__main__":
