@@ -47,7 +47,11 @@ def main() -> int:
     checkpoint = run_dir / "checkpoints" / "best.pt"
     if args.average > 1:
         checkpoint = run_dir / "checkpoints" / f"average_last{args.average}.pt"
-        tmt(["average", str(run_dir), "--last", str(args.average), "--out", str(checkpoint)])
+        status = tmt(
+            ["average", str(run_dir), "--last", str(args.average), "--out", str(checkpoint)]
+        )
+        if status:
+            return status
     # Search settings come from the config file as it is now, so that a length penalty tuned
     # on the valid set after training applies without retraining.
     config = load_config(args.config, args.set)
