@@ -159,10 +159,10 @@ class TrainConfig:
     max_minutes: float | None = None  # stop after this much wall-clock time, resumes included
     max_tokens: int = 4096  # tokens per batch, padding included, max(source, target) side
     update_freq: int = 1  # batches accumulated into one update
-    schedule: Literal["inverse_sqrt", "noam"] = "inverse_sqrt"
-    lr: float = 5e-4  # inverse_sqrt: peak lr reached at warmup_steps
+    schedule: Literal["inverse_sqrt", "noam", "linear"] = "inverse_sqrt"
+    lr: float = 5e-4  # inverse_sqrt, linear: peak lr reached at warmup_steps
     warmup_steps: int = 4000
-    warmup_init_lr: float = 1e-7  # inverse_sqrt: lr at step 0, linear to lr at warmup_steps
+    warmup_init_lr: float = 1e-7  # inverse_sqrt, linear: lr at step 0, linear to lr at warmup_steps
     noam_scale: float = 1.0  # noam: lr = noam_scale * d_model^-0.5 * min(s^-0.5, s*w^-1.5)
     adam_betas: tuple[float, float] = (0.9, 0.98)  # paper 5.3
     adam_eps: float = 1e-9  # paper 5.3

@@ -3,7 +3,7 @@ import math
 import pytest
 
 from transformer_mt.config import TrainConfig
-from transformer_mt.training.schedule import inverse_sqrt_lr, learning_rate, noam_lr
+from transformer_mt.training.schedule import inverse_sqrt_lr, learning_rate, linear_lr, noam_lr
 
 
 def test_noam_known_values():
@@ -26,6 +26,15 @@ def test_inverse_sqrt_known_values():
     assert inverse_sqrt_lr(4, lr, 0, init) == pytest.approx(lr / 2)
 
 
+def test_linear_known_values():
+    lr, init = 1e-3, 1e-7
+    assert linear_lr(50, lr, 100, init, 1100) == pytest.approx(init + (lr - init) / 2)
+    assert linear_lr(100, lr, 100, init, 1100) == pytest.approx(lr)
+    assert linear_lr(600, lr, 100, init, 1100) == pytest.approx(lr / 2)
+    assert linear_lr(1100, lr, 100, init, 1100) == 0.0
+    assert linear_lr(1200, lr, 100, init, 1100) == 0.0  # never negative past the end
+
+
 def test_schedule_is_continuous_and_peaks_at_warmup():
     values = [inverse_sqrt_lr(s, 1e-3, 100, 0.0) for s in range(1, 400)]
     assert max(values) == pytest.approx(1e-3)
@@ -38,3 +47,5 @@ def test_learning_rate_dispatches_on_config():
     assert learning_rate(10, cfg, 64) == pytest.approx(2.0 * 64**-0.5 * 10**-0.5)
     cfg = TrainConfig(schedule="inverse_sqrt", lr=1e-3, warmup_steps=10, max_steps=100)
     assert learning_rate(40, cfg, 64) == pytest.approx(5e-4)
+    cfg = TrainConfig(schedule="linear", lr=1e-3, warmup_steps=10, max_steps=110)
+    assert learning_rate(60, cfg, 64) == pytest.approx(5e-4)
