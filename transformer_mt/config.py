@@ -57,6 +57,10 @@ class ModelConfig:
     attention_pattern: Literal["full", "local", "dilated", "local_dilated"] = "full"
     attention_window: int = 16  # local patterns: each side's reach, in tokens
     attention_dilation: int = 8  # dilated patterns: the stride between attended keys
+    # sdpa: every pattern as a dense mask (hidden scores are computed, then discarded);
+    # flex: torch flex_attention block masks skip hidden blocks, so local patterns do less
+    # work on long inputs. Compiled on CUDA; needs attn_dropout 0 (flex has no dropout).
+    attention_backend: Literal["sdpa", "flex"] = "sdpa"
 
     @property
     def decoder_layers(self) -> int:
@@ -94,6 +98,22 @@ class ModelConfig:
                 f"model.attention_dilation={self.attention_dilation} must be >= 2 "
                 "(1 would attend everywhere: use model.attention_pattern: full)"
             )
+        if self.attention_backend == "flex":
+            _check_flex(self.attn_dropout)
+
+
+def _check_flex(attn_dropout: float) -> None:
+    if attn_dropout > 0:
+        raise ConfigError(
+            f"model.attention_backend=flex needs model.attn_dropout=0 (got {attn_dropout}): "
+            "flex attention has no dropout on attention weights"
+        )
+    try:
+        import torch.nn.attention.flex_attention  # noqa: F401
+    except ImportError as err:
+        raise ConfigError(
+            "model.attention_backend=flex needs torch >= 2.5 (torch.nn.attention.flex_attention)"
+        ) from err
 
 
 @dataclass(frozen=True)

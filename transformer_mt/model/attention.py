@@ -18,6 +18,7 @@ broadcastable to (B, H, Tq, Tk) (the convention of `F.scaled_dot_product_attenti
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -25,6 +26,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_mt.model.rope import RotaryEmbedding
+
+try:  # torch >= 2.5
+    from torch.nn.attention.flex_attention import BlockMask, flex_attention
+except ImportError:  # pragma: no cover - an older torch has no flex backend (config refuses it)
+    BlockMask = flex_attention = None
 
 
 def padding_mask(ids: Tensor, pad_id: int) -> Tensor:
@@ -57,24 +63,29 @@ def attention(
     query: Tensor,
     key: Tensor,
     value: Tensor,
-    mask: Tensor | None = None,
+    mask: Tensor | BlockMask | None = None,
     is_causal: bool = False,
     dropout_p: float = 0.0,
 ) -> Tensor:
-    """Scaled dot-product attention through `F.scaled_dot_product_attention`.
+    """Scaled dot-product attention through `F.scaled_dot_product_attention` or flex attention.
 
-    SDPA picks the flash or memory-efficient kernel on GPU when the inputs allow it.
+    SDPA picks the flash or memory-efficient kernel on GPU when the inputs allow it. A
+    `BlockMask` (sparse patterns, `model.attention_backend: flex`) goes to flex_attention
+    instead, which skips fully hidden blocks.
 
     Args:
         query: (B, H, Tq, Dh).
         key, value: (B, Hkv, Tk, Dh); Hkv divides H, each key head serves H / Hkv query heads.
-        mask: bool, broadcastable to (B, H, Tq, Tk), True = may attend; or None.
+        mask: bool, broadcastable to (B, H, Tq, Tk), True = may attend; a flex `BlockMask`
+            (causality included; `is_causal` must be False); or None.
         is_causal: apply a top-left causal triangle (only valid when Tq == Tk).
         dropout_p: dropout on the attention weights (pass 0.0 outside training).
 
     Returns:
         (B, H, Tq, Dh). A query row whose keys are all masked gives zeros, not NaN.
     """
+    if BlockMask is not None and isinstance(mask, BlockMask):
+        return _flex(query, key, value, mask, dropout_p)
     keep_rows = _rows_with_keys(mask)
     if keep_rows is not None:
         # Let empty rows attend everywhere (finite), then zero their output below.
@@ -91,6 +102,30 @@ def attention(
     if keep_rows is not None:
         out = out.masked_fill(~keep_rows, 0.0)
     return out
+
+
+_compiled_flex = None
+
+
+def _flex(query: Tensor, key: Tensor, value: Tensor, block_mask: BlockMask, dropout_p: float):
+    """flex_attention, compiled on CUDA (its only fast form); eager elsewhere.
+
+    Eager flex computes the dense scores (it is the reference form, for tests on CPU);
+    compiling on the CPU works too but takes minutes, so it is left to callers that want it
+    (scripts/bench_attention.py). Flex has no attention dropout: the config refuses
+    attn_dropout > 0 with this backend. Rows with no visible key come out as zeros.
+    """
+    global _compiled_flex
+    if dropout_p > 0.0:
+        raise ValueError("flex attention has no attention dropout (model.attn_dropout must be 0)")
+    gqa = key.size(-3) != query.size(-3)
+    if query.is_cuda:
+        if _compiled_flex is None:
+            _compiled_flex = torch.compile(flex_attention, dynamic=True)
+        return _compiled_flex(query, key, value, block_mask=block_mask, enable_gqa=gqa)
+    with warnings.catch_warnings():  # "flex_attention called without torch.compile"
+        warnings.simplefilter("ignore", UserWarning)
+        return flex_attention(query, key, value, block_mask=block_mask, enable_gqa=gqa)
 
 
 def attention_with_weights(

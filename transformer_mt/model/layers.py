@@ -174,8 +174,8 @@ class DecoderLayer(_Residual):
                 source, each shared by B / N consecutive rows of x.
             src_mask: (B, 1, 1, S) bool, True = real source token; with a cache (N, 1, 1, S).
             cache: None in training (causal attention over x); otherwise updated in place.
-            self_mask: (T, past + T) bool keep-mask of a sparse pattern, causality included;
-                None: plain causal attention.
+            self_mask: (T, past + T) bool keep-mask of a sparse pattern, or a flex BlockMask,
+                causality included; None: plain causal attention.
 
         Returns:
             (B, T, D).

@@ -103,6 +103,7 @@ class Encoder(nn.Module):
         positions = build_positions(cfg.positions, cfg.max_positions, cfg.d_model)
         self.embed = Embedder(token_embedding, positions, cfg.dropout)
         self.pattern = _pattern(cfg)
+        self.flex = cfg.attention_backend == "flex"
         self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_layers))
         # Pre-norm leaves the residual stream un-normalised: normalise it once at the end.
         self.final_norm = nn.LayerNorm(cfg.d_model, cfg.layer_norm_eps) if cfg.pre_norm else None
@@ -110,7 +111,11 @@ class Encoder(nn.Module):
     def forward(self, src_ids: Tensor, src_mask: Tensor) -> Tensor:
         """src_ids (B, S), src_mask (B, 1, 1, S) True = real token -> memory (B, S, D)."""
         x = self.embed(src_ids)
-        mask = self.self_mask(src_mask)
+        if self.flex:
+            n = src_mask.size(-1)
+            mask = self.pattern.block_mask(n, n, key_keep=src_mask[:, 0, 0, :])
+        else:
+            mask = self.self_mask(src_mask)
         for layer in self.layers:
             x = layer(x, mask)
         return x if self.final_norm is None else self.final_norm(x)
@@ -135,6 +140,7 @@ class Decoder(nn.Module):
         positions = build_positions(cfg.positions, cfg.max_positions, cfg.d_model)
         self.embed = Embedder(token_embedding, positions, cfg.dropout)
         self.pattern = _pattern(cfg)
+        self.flex = cfg.attention_backend == "flex"
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
         self.final_norm = nn.LayerNorm(cfg.d_model, cfg.layer_norm_eps) if cfg.pre_norm else None
 
@@ -163,7 +169,12 @@ class Decoder(nn.Module):
             memory, src_mask = memory[:: cache.source_group], src_mask[:: cache.source_group]
         x = self.embed(tgt_ids, offset)
         # Sparse patterns: the new queries' rows against every key, cached ones included.
-        self_mask = self.pattern.causal_mask(x.size(1), offset + x.size(1), x.device)
+        # Flex only pays for the full pass; a decoding step has one query row.
+        if self.flex and cache is None:
+            t = x.size(1)
+            self_mask = self.pattern.block_mask(t, t, causal=True, device=x.device)
+        else:
+            self_mask = self.pattern.causal_mask(x.size(1), offset + x.size(1), x.device)
         for i, layer in enumerate(self.layers):
             x = layer(x, memory, src_mask, None if cache is None else cache.layers[i], self_mask)
         return x if self.final_norm is None else self.final_norm(x)
