@@ -72,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> list[dict]:
     """One dict per (system, beam size, batch size), HF rows with the agreement rate."""
     torch.set_num_threads(args.threads)
-    model, tokenizer = _load_model(args)
+    model, tokenizer = load_model(args)
     lines = read_lines(args.data / f"test2016.{args.src_lang}")[: args.sentences]
     sources = [tokenizer.encode(line) + [EOS_ID] for line in lines]
     machine = machine_info()
@@ -109,7 +109,10 @@ def run(args: argparse.Namespace) -> list[dict]:
 # --- inputs and models ----------------------------------------------------------------------
 
 
-def _load_model(args: argparse.Namespace) -> tuple[Seq2SeqTransformer, Tokenizer]:
+def load_model(
+    args: argparse.Namespace, model_cfg: ModelConfig = QUICKSTART
+) -> tuple[Seq2SeqTransformer, Tokenizer]:
+    """--checkpoint's model, else random `model_cfg` weights and a Multi30k tokenizer."""
     if args.checkpoint:
         from transformer_mt.training.checkpoint import load_for_inference
 
@@ -121,7 +124,7 @@ def _load_model(args: argparse.Namespace) -> tuple[Seq2SeqTransformer, Tokenizer
     # The tokenizer's name hashes text and settings: later runs reuse it instead of retraining.
     pair = train_tokenizers(cfg, train_src, train_tgt, REPO / "data" / "cache" / "bench_translate")
     torch.manual_seed(args.seed)
-    model = build_model(QUICKSTART, pair.src.vocab_size, pair.tgt.vocab_size, PAD_ID)
+    model = build_model(model_cfg, pair.src.vocab_size, pair.tgt.vocab_size, PAD_ID)
     return model.eval(), pair.src
 
 

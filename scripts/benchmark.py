@@ -1,9 +1,10 @@
-"""One entry point for the benchmarks: matrix multiply, training, translation, data pipeline.
+"""One entry point for the benchmarks: matmul, training, translation, data, attention variants.
 
     python scripts/benchmark.py matmul [--dtypes fp32 bf16]
     python scripts/benchmark.py train [--sizes quickstart base]
     python scripts/benchmark.py translate [--fixed-length 20] [--beams 5 1] [--batch-sizes 32 64]
     python scripts/benchmark.py data [--max-tokens 1024 4096]
+    python scripts/benchmark.py attention [--parts heads patterns] [--lengths 256 1024 4096]
 
 Each subcommand is a `bench_<name>.py` module with `add_arguments(parser)` and
 `run(args) -> list[dict]`, runnable on its own too. Here every result becomes one JSON line on
@@ -30,6 +31,7 @@ BENCHMARKS = {
     "train": "bench_train",
     "translate": "bench_translate",
     "data": "bench_data",
+    "attention": "bench_attention",
 }
 
 
