@@ -17,8 +17,10 @@ broadcastable to (B, H, Tq, Tk) (the convention of `F.scaled_dot_product_attenti
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -104,25 +106,25 @@ def attention(
     return out
 
 
-_compiled_flex = None
+@functools.cache
+def _compiled_flex() -> Callable[..., Tensor]:
+    """One compiled flex_attention per process (compiling is what makes it fast)."""
+    return torch.compile(flex_attention, dynamic=True)
 
 
 def _flex(query: Tensor, key: Tensor, value: Tensor, block_mask: BlockMask, dropout_p: float):
     """flex_attention, compiled on CUDA (its only fast form); eager elsewhere.
 
     Eager flex computes the dense scores (it is the reference form, for tests on CPU);
-    compiling on the CPU works too but takes minutes, so it is left to callers that want it
+    compiling on the CPU works too but takes ~25 s per shape, so it is left to callers that want it
     (scripts/bench_attention.py). Flex has no attention dropout: the config refuses
     attn_dropout > 0 with this backend. Rows with no visible key come out as zeros.
     """
-    global _compiled_flex
     if dropout_p > 0.0:
         raise ValueError("flex attention has no attention dropout (model.attn_dropout must be 0)")
     gqa = key.size(-3) != query.size(-3)
     if query.is_cuda:
-        if _compiled_flex is None:
-            _compiled_flex = torch.compile(flex_attention, dynamic=True)
-        return _compiled_flex(query, key, value, block_mask=block_mask, enable_gqa=gqa)
+        return _compiled_flex()(query, key, value, block_mask=block_mask, enable_gqa=gqa)
     with warnings.catch_warnings():  # "flex_attention called without torch.compile"
         warnings.simplefilter("ignore", UserWarning)
         return flex_attention(query, key, value, block_mask=block_mask, enable_gqa=gqa)
