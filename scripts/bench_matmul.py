@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> list[dict]:
     torch.set_num_threads(args.threads)
     results: list[dict] = []
     for name in args.dtypes:
-        rows = [_measure(name, shape, args.repeats) for shape in SHAPES]
+        rows = [measure(name, shape, args.repeats) for shape in SHAPES]
         best = max(rows, key=lambda r: r["gflops"])
         results.extend(rows)
         results.append({**best, "shape": "max"})
@@ -45,7 +45,8 @@ def run(args: argparse.Namespace) -> list[dict]:
     return [{**row, **machine} for row in results]
 
 
-def _measure(dtype_name: str, shape: tuple[int, int, int], repeats: int) -> dict:
+def measure(dtype_name: str, shape: tuple[int, int, int], repeats: int) -> dict:
+    """Best-of-`repeats` GFLOP/s of one (M x K) @ (K x N) product (also bench_train's peak)."""
     m, k, n = shape
     generator = torch.Generator().manual_seed(0)
     a = torch.randn(m, k, generator=generator).to(DTYPES[dtype_name])

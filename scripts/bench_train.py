@@ -1,38 +1,60 @@
-"""Benchmark training throughput: target tokens/s, step time and peak memory per model size.
+"""Benchmark training: target tokens/s, step time, peak memory and model FLOPs utilisation, for
+our model and for Hugging Face `MarianMTModel` of identical dimensions on identical batches.
 
-    python scripts/bench_train.py [--sizes quickstart base] [--steps 5] [--max-tokens 4096]
+    python scripts/bench_train.py [--sizes quickstart base] [--systems ours hf] [--steps 5]
+        [--max-tokens 4096] [--peak-gflops G]
 
 Synthetic batches with a Multi30k-like length distribution (about 15 subword tokens a sentence)
 go through the real update (`Trainer.train_step`: forward, label-smoothed loss, backward, clip,
-Adam). Each size runs in a fresh process so its peak memory (ru_maxrss on CPU, the CUDA
-allocator's peak on GPU) is its own. Prints one JSON object per size, then a table.
-`scripts/benchmark.py train` calls `add_arguments` and `run` from here.
+AdamW). The `hf` system is our model, built with the same seed, converted by `to_marian` and
+called through our model's signature, so batches, loss, optimizer, schedule and autocast are
+the same code and only the network differs. Each (system, size) runs in a fresh process so its
+peak memory (ru_maxrss on CPU, the CUDA allocator's peak on GPU) is its own; on CPU the hf
+figure also holds the transformers import and the model it was converted from.
+
+MFU divides the model's matmul FLOPs per second (`training_flops`) by a peak: `--peak-gflops`,
+else bench_matmul's product at its largest Transformer shape in the training precision,
+measured in this run (CPU only: on CUDA, MFU needs `--peak-gflops`). Prints one JSON object per
+run, then a table. `scripts/benchmark.py train` calls `add_arguments`, `run` and `print_table`.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import math
 import multiprocessing
 import platform
 import resource
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout, uninstalled
+sys.path.insert(0, str(REPO / "scripts"))  # bench_matmul, also when imported from elsewhere
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from bench_matmul import SHAPES as MATMUL_SHAPES  # noqa: E402
+from bench_matmul import measure as measure_matmul  # noqa: E402
 
 from transformer_mt.config import ExperimentConfig, ModelConfig, TrainConfig  # noqa: E402
 from transformer_mt.data.batching import BatchIterator  # noqa: E402
 from transformer_mt.data.encoding import EncodedCorpus, TokenColumn  # noqa: E402
-from transformer_mt.data.tokenizer import PAD_ID  # noqa: E402
+from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
+from transformer_mt.hf_marian import to_marian  # noqa: E402
 from transformer_mt.model import build_model  # noqa: E402
-from transformer_mt.training.trainer import TrainData, Trainer, UpdateTotals  # noqa: E402
+from transformer_mt.training.trainer import (  # noqa: E402
+    TrainData,
+    Trainer,
+    UpdateTotals,
+    resolve_precision,
+)
 
 SIZES = {
     # configs/quickstart-like: what a laptop trains on Multi30k
@@ -40,29 +62,282 @@ SIZES = {
     # Vaswani et al. (2017) base
     "base": ModelConfig(d_model=512, n_heads=8, n_layers=6, d_ff=2048),
 }
+SYSTEMS = ["ours", "hf"]
+PEAK_REPEATS = 5  # bench_matmul's default: the best of 5 is little disturbed by other processes
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sizes", nargs="+", choices=sorted(SIZES), default=list(SIZES))
-    parser.add_argument("--steps", type=int, default=5, help="timed updates per size")
+    parser.add_argument(
+        "--systems",
+        nargs="+",
+        choices=SYSTEMS,
+        default=SYSTEMS,
+        help="hf: transformers' MarianMTModel (skipped when transformers is not installed)",
+    )
+    parser.add_argument("--steps", type=int, default=5, help="timed updates per run")
     parser.add_argument("--warmup", type=int, default=2, help="untimed updates first")
     parser.add_argument("--max-tokens", type=int, default=4096, help="token budget per batch")
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: auto")
     parser.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="auto")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
+    parser.add_argument(
+        "--peak-gflops",
+        type=float,
+        default=None,
+        help="MFU denominator (default: measured with bench_matmul; CPU only)",
+    )
 
 
 def run(args: argparse.Namespace) -> list[dict]:
-    """One result dict per size, each measured in a fresh (spawned) process."""
-    context = multiprocessing.get_context("spawn")
+    """One result dict per (size, system), each measured in a fresh (spawned) process."""
+    systems = _available(args.systems)
+    peak = _peak(args)
     results = []
     for size in args.sizes:
-        with context.Pool(1) as pool:
-            result = pool.apply(_measure, (size, vars(args)))
-        print(json.dumps(result), flush=True)
-        results.append(result)
+        for system in systems:
+            result = _spawned(_measure, system, size, vars(args))
+            result = {**result, **_utilisation(result, peak)}
+            print(json.dumps(result), flush=True)
+            results.append(result)
     return results
+
+
+def _available(systems: list[str]) -> list[str]:
+    """The requested systems, less hf (with a note) when transformers is not installed."""
+    if "hf" in systems and importlib.util.find_spec("transformers") is None:
+        print("transformers is not installed: skipping the hf system", file=sys.stderr)
+        return [s for s in systems if s != "hf"]
+    return list(systems)
+
+
+def _spawned(function: Callable[..., dict], *args: Any) -> dict:
+    """`function(*args)` in a fresh process: its own peak memory, no state left by earlier runs."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(function, args)
+
+
+def _device(args: argparse.Namespace | SimpleNamespace) -> torch.device:
+    return torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
+def _set_threads(threads: int | None) -> None:
+    if threads:
+        torch.set_num_threads(threads)
+
+
+# --- the peak and the utilisation ---------------------------------------------------------
+
+
+def _peak(args: argparse.Namespace) -> dict:
+    """The MFU denominator as {"peak_gflops": G or None, "peak_source": where G came from}."""
+    if args.peak_gflops is not None:
+        return {"peak_gflops": args.peak_gflops, "peak_source": "--peak-gflops"}
+    device = _device(args)
+    if device.type != "cpu":
+        print("no --peak-gflops: MFU left out (bench_matmul measures the CPU)", file=sys.stderr)
+        return {"peak_gflops": None, "peak_source": None}
+    dtype_name = "fp32" if resolve_precision(args.precision, device) is None else "bf16"
+    row = _spawned(_measure_peak, dtype_name, args.threads)
+    return {
+        "peak_gflops": row["gflops"],
+        "peak_source": f"bench_matmul {dtype_name} {row['shape']}",
+    }
+
+
+def _measure_peak(dtype_name: str, threads: int | None) -> dict:
+    """bench_matmul's largest product, under the thread count the training runs use."""
+    _set_threads(threads)
+    return measure_matmul(dtype_name, max(MATMUL_SHAPES, key=math.prod), PEAK_REPEATS)
+
+
+def _utilisation(result: dict, peak: dict) -> dict:
+    gflops = peak["peak_gflops"]
+    mfu = None if gflops is None else round(result["model_gflops_per_s"] / gflops, 4)
+    return {**peak, "mfu": mfu}
+
+
+def training_flops(
+    cfg: ModelConfig, vocab_size: int, src_lens: np.ndarray, tgt_lens: np.ndarray
+) -> int:
+    """Matmul FLOPs of forward + backward over sentence pairs of these lengths.
+
+    s and t are a pair's lengths as the model reads them (source + EOS, BOS + target); padding
+    is not counted, since it is the batcher's waste, not work the model needs. With D d_model,
+    F d_ff, K the key/value width (D unless grouped-query attention), V the target vocabulary
+    and m = 2 feed-forward matrices (3 for swiglu, whose fc1 is twice as wide), a forward pass
+    costs these multiply-adds per pair:
+
+        encoder layer   s (2 D^2 + 2 D K)   query and output; key and value projections
+                        2 s^2 D             scores Q K^T, then weights @ V (all heads: width D)
+                        s m D F             the feed-forward network
+        decoder layer   t (2 D^2 + 2 D K) + 2 t^2 D + t m D F, as above for self-attention;
+                        the whole t x t square counts although causality masks half of it,
+                        as in PaLM's MFU (Chowdhery et al. 2022, appendix B)
+                        2 t D^2 + 2 s D K   cross-attention: query and output projections of
+                                            the target, key and value projections of the memory
+                        2 t s D             cross-attention scores and weights @ V
+        output          t D V               the logits projection (tied weights still multiply)
+
+    A multiply-add is 2 FLOPs. Backward costs twice the forward (each product is taken once
+    for its input's gradient, once for its weight's), so training is 3 x forward: the "6N per
+    token" rule of Kaplan et al. (2020) plus attention. Embedding lookups, softmax, norms,
+    activations and the loss are left out: they are not matmuls, and the peak that MFU divides
+    by is a matmul peak. Checked: equals `torch.utils.flop_counter.FlopCounterMode` on one
+    unpadded pair, forward and backward, for ours and Marian, under the math SDPA backend
+    (the counter misses the CPU flash kernel's attention products).
+    """
+    d, f, v = cfg.d_model, cfg.d_ff, vocab_size
+    k = cfg.kv_heads * (d // cfg.n_heads)
+    m = 3 if cfg.activation == "swiglu" else 2
+    s, t = src_lens.astype(np.int64), tgt_lens.astype(np.int64)
+    projections = 2 * d * d + 2 * d * k
+    encoder_layer = s * projections + 2 * s * s * d + s * m * d * f
+    self_attention_block = t * projections + 2 * t * t * d + t * m * d * f
+    cross_attention = 2 * t * d * d + 2 * s * d * k + 2 * t * s * d
+    decoder_layer = self_attention_block + cross_attention
+    forward = cfg.n_layers * encoder_layer + cfg.decoder_layers * decoder_layer + t * d * v
+    return int(3 * 2 * forward.sum())
+
+
+# --- one run (in its own process) ---------------------------------------------------------
+
+
+class MarianForTrainer(torch.nn.Module):
+    """A `MarianMTModel` called like our model, so `Trainer.train_step` runs the same update on it.
+
+    Shape:
+        src_ids: (B, S) int64; tgt_in_ids: (B, T) int64; src_mask: (B, 1, 1, S) bool, True at
+        real source tokens. Returns logits (B, T, V).
+    """
+
+    def __init__(self, marian: torch.nn.Module) -> None:
+        super().__init__()
+        self.marian = marian
+
+    def forward(
+        self, src_ids: torch.Tensor, tgt_in_ids: torch.Tensor, src_mask: torch.Tensor
+    ) -> torch.Tensor:
+        # HF wants the source mask as (B, S) 1/0. The decoder gets no padding mask, like ours:
+        # HF's own causal mask and the loss hide right padding. use_cache=False is what HF sets
+        # when it trains (labels given): a key/value cache only serves decoding.
+        attention_mask = src_mask.reshape(src_ids.shape).long()  # (B, S)
+        output = self.marian(
+            input_ids=src_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=tgt_in_ids,
+            use_cache=False,
+        )
+        return output.logits
+
+
+def _measure(system: str, size: str, options: dict) -> dict:
+    """Time `steps` updates after `warmup` untimed ones; count their model FLOPs."""
+    args = SimpleNamespace(**options)
+    _set_threads(args.threads)
+    device = _device(args)
+    trainer = _build_trainer(system, size, args, device)
+    for _ in range(args.warmup):
+        trainer.train_step()
+    src_lens, tgt_lens = upcoming_pair_lengths(trainer, args.steps * trainer.cfg.update_freq)
+    totals, times = _timed_updates(trainer, args.steps, device)
+    if totals.tokens != tgt_lens.sum():  # the FLOPs must describe the batches just timed
+        raise RuntimeError(f"counted {tgt_lens.sum()} target tokens, trained {totals.tokens}")
+    flops = training_flops(trainer.config.model, args.vocab_size, src_lens, tgt_lens)
+    params = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
+    return {
+        "benchmark": "train",
+        "system": system,
+        "size": size,
+        "params_m": round(params / 1e6, 2),
+        **_run_info(trainer, args),
+        "tgt_tokens_per_s": round(totals.tokens / sum(times), 1),
+        "step_time_s": round(float(np.median(times)), 4),
+        "peak_memory_mib": round(_peak_memory_mib(device), 1),
+        "model_gflops_per_update": round(flops / args.steps / 1e9, 2),
+        "model_gflops_per_s": round(flops / sum(times) / 1e9, 2),
+    }
+
+
+def _build_trainer(system: str, size: str, args: SimpleNamespace, device: torch.device) -> Trainer:
+    """A Trainer over the synthetic corpus; the same seeds give every system the same initial
+    weights and the same batches in the same order."""
+    config = ExperimentConfig(
+        model=SIZES[size],
+        train=TrainConfig(
+            max_steps=10**6, max_tokens=args.max_tokens, precision=args.precision, log_every=10**6
+        ),
+    )
+    torch.manual_seed(0)
+    model = build_model(config.model, args.vocab_size, args.vocab_size, PAD_ID)
+    if system == "hf":
+        model = MarianForTrainer(to_marian(model, BOS_ID, EOS_ID))
+    corpus = synthetic_corpus(6000, args.vocab_size)
+    data = TrainData(BatchIterator(corpus, args.max_tokens, seed=1), [], None, [])
+    tokenizer = SimpleNamespace(model_bytes=b"")
+    # train(): to_marian returns an eval-mode model, and dropout is part of a training step.
+    return Trainer(config, model.train(), data, tokenizer, tokenizer, "/nonexistent", device=device)
+
+
+def _timed_updates(
+    trainer: Trainer, steps: int, device: torch.device
+) -> tuple[UpdateTotals, list[float]]:
+    """Totals and wall-clock seconds of each of `steps` updates (peak memory counted anew)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    totals, times = UpdateTotals(), []
+    for _ in range(steps):
+        start = time.perf_counter()
+        trainer.train_step(totals)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return totals, times
+
+
+def upcoming_pair_lengths(trainer: Trainer, n_batches: int) -> tuple[np.ndarray, np.ndarray]:
+    """Source and target lengths, as the model reads them, of the next `n_batches` batches.
+
+    Follows the trainer's order (every batch of an epoch, then the next epoch), which
+    `BatchIterator.batch_indices` makes a pure function of the epoch; `_measure` checks the
+    target token count against the trainer's own.
+    """
+    iterator = trainer.data.train
+    epoch, start = trainer.position.epoch, trainer.position.batch_index
+    batches: list[np.ndarray] = []
+    while len(batches) < n_batches:
+        batches += iterator.batch_indices(epoch)[start:]
+        epoch, start = epoch + 1, 0
+    indices = np.concatenate(batches[:n_batches])
+    corpus = iterator.corpus
+    return corpus.src.lengths[indices] + 1, corpus.tgt.lengths[indices] + 1  # + EOS / + BOS
+
+
+def _run_info(trainer: Trainer, args: SimpleNamespace) -> dict:
+    """What the figures depend on besides the model: device, precision, threads, versions."""
+    info = {
+        "device": str(trainer.device),
+        "precision": args.precision,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "max_tokens": args.max_tokens,
+        "steps": args.steps,
+    }
+    if isinstance(trainer.model, MarianForTrainer):
+        import transformers
+
+        info["transformers"] = transformers.__version__
+        info["attn_implementation"] = trainer.model.marian.config._attn_implementation
+    return info
+
+
+def _peak_memory_mib(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def synthetic_corpus(n_pairs: int, vocab_size: int, seed: int = 0) -> EncodedCorpus:
@@ -77,68 +352,47 @@ def synthetic_corpus(n_pairs: int, vocab_size: int, seed: int = 0) -> EncodedCor
     return EncodedCorpus(column(src_lens), column(tgt_lens))
 
 
-def _measure(size: str, options: dict) -> dict:
-    args = SimpleNamespace(**options)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    config = ExperimentConfig(
-        model=SIZES[size],
-        train=TrainConfig(
-            max_steps=10**6, max_tokens=args.max_tokens, precision=args.precision, log_every=10**6
-        ),
+# --- output -------------------------------------------------------------------------------
+
+
+def print_table(results: list[dict], file=sys.stdout) -> None:
+    """One row per run; "vs HF" is tokens/s over HF Marian's at the same size."""
+    hf_speed = {r["size"]: r["tgt_tokens_per_s"] for r in results if r["system"] == "hf"}
+    print(
+        f"{'system':<7}{'size':<11}{'params':>8}{'tgt tok/s':>11}{'step s':>9}{'peak MiB':>10}"
+        f"{'MFU':>8}{'vs HF':>7}",
+        file=file,
     )
-    corpus = synthetic_corpus(6000, args.vocab_size)
-    torch.manual_seed(0)
-    model = build_model(config.model, args.vocab_size, args.vocab_size, PAD_ID)
-    data = TrainData(BatchIterator(corpus, args.max_tokens, seed=1), [], None, [])
-    tokenizer = SimpleNamespace(model_bytes=b"")
-    trainer = Trainer(config, model, data, tokenizer, tokenizer, "/nonexistent", device=device)
-    for _ in range(args.warmup):
-        trainer.train_step()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-    totals, times = UpdateTotals(), []
-    for _ in range(args.steps):
-        start = time.perf_counter()
-        trainer.train_step(totals)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    peak = (
-        torch.cuda.max_memory_allocated() / 2**20
-        if device.type == "cuda"
-        else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    )
-    return {
-        "benchmark": "train",
-        "size": size,
-        "params_m": round(sum(p.numel() for p in model.parameters()) / 1e6, 2),
-        "device": str(device),
-        "precision": args.precision,
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "max_tokens": args.max_tokens,
-        "steps": args.steps,
-        "tgt_tokens_per_s": round(totals.tokens / sum(times), 1),
-        "step_time_s": round(float(np.median(times)), 4),
-        "peak_memory_mib": round(peak, 1),
-    }
+    for r in results:
+        mfu = "-" if r["mfu"] is None else f"{r['mfu']:.1%}"
+        speed = r["tgt_tokens_per_s"]
+        vs_hf = f"{speed / hf_speed[r['size']]:.2f}" if r["size"] in hf_speed else "-"
+        print(
+            f"{r['system']:<7}{r['size']:<11}{r['params_m']:>7}M{speed:>11}{r['step_time_s']:>9}"
+            f"{r['peak_memory_mib']:>10}{mfu:>8}{vs_hf:>7}",
+            file=file,
+        )
+    if results:
+        print(_table_footer(results), file=file)
+
+
+def _table_footer(results: list[dict]) -> str:
+    r = results[0]
+    line = f"{r['device']} x{r['threads']} threads, {r['precision']}, torch {r['torch']}"
+    hf = next((row for row in results if row["system"] == "hf"), None)
+    if hf is not None:
+        line += f", transformers {hf['transformers']} ({hf['attn_implementation']} attention)"
+    if r["peak_gflops"] is not None:
+        line += f"; MFU against {r['peak_gflops']} GFLOP/s ({r['peak_source']})"
+    return line
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(parser)
     results = run(parser.parse_args())
-    print(f"\n{'size':<11}{'params':>8}{'tgt tok/s':>11}{'step s':>9}{'peak MiB':>10}  device")
-    for r in results:
-        print(
-            f"{r['size']:<11}{r['params_m']:>7}M{r['tgt_tokens_per_s']:>11}"
-            f"{r['step_time_s']:>9}{r['peak_memory_mib']:>10}  {r['device']} x{r['threads']} "
-            f"threads, torch {r['torch']}"
-        )
+    print()
+    print_table(results)
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _print_table(module, results: list[dict], file) -> None:
-    """The module's own table; bench_data and bench_train print to stdout only."""
+    """The module's own table; bench_data prints to stdout only."""
     if hasattr(module, "print_table"):
         try:
             module.print_table(results, file=file)
