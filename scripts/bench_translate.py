@@ -2,6 +2,7 @@
 
     python scripts/bench_translate.py [--fixed-length 20] [--beams 5 1] [--batch-sizes 32 64]
                                       [--checkpoint CKPT] [--repeats 3] [--threads 2]
+                                      [--device cuda]
 
 Multi30k test2016 (1,000 German sentences) is tokenized with a joint 8k SentencePiece model
 trained on Multi30k train (or the checkpoint's tokenizer), EOS appended and padded with 0 as our
@@ -67,20 +68,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed passes; best is kept")
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: auto")
 
 
 def run(args: argparse.Namespace) -> list[dict]:
     """One dict per (system, beam size, batch size), HF rows with the agreement rate."""
     torch.set_num_threads(args.threads)
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     model, tokenizer = load_model(args)
     lines = read_lines(args.data / f"test2016.{args.src_lang}")[: args.sentences]
     sources = [tokenizer.encode(line) + [EOS_ID] for line in lines]
     machine = machine_info()
+    # HF's copy is made from the CPU model; then both systems and all batches sit on `device`.
     hf_model = _hf_model(model) if "hf" in args.systems else None
+    model.to(device)
+    if hf_model is not None:
+        hf_model.to(device)
     results = []
     for beam_size in args.beams:
         for batch_size in args.batch_sizes:
-            batches = make_batches(sources, batch_size)
+            batches = [b.to(device) for b in make_batches(sources, batch_size)]
             ours_out: list[list[int]] | None = None
             for system in args.systems:
                 if system == "ours":
@@ -99,6 +106,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                 row.update(
                     fixed_length=args.fixed_length,
                     model=args.checkpoint or "random-quickstart",
+                    device=str(device),
                     **machine,
                 )
                 print(json.dumps(row), file=sys.stderr, flush=True)  # progress
@@ -266,7 +274,8 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
         r = results[0]
         length = f"fixed length {r['fixed_length']}" if r["fixed_length"] else "free length"
         print(
-            f"{r['model']}, {length}, {r['cpu']}, {r['threads']} threads, torch {r['torch']}, "
+            f"{r['model']}, {length}, {r.get('device', 'cpu')}, {r['cpu']}, "
+            f"{r['threads']} threads, torch {r['torch']}, "
             f"transformers {r.get('transformers', '-')}",
             file=file,
         )
