@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO))  # run from a checkout, uninstalled
 sys.path.insert(0, str(REPO / "scripts"))
 
 import torch  # noqa: E402
-from bench_machine import machine_info, run_standalone  # noqa: E402
+from bench_machine import machine_info, run_standalone, table_footer  # noqa: E402
 from bench_translate import QUICKSTART, decode_config, load_model, make_batches  # noqa: E402
 
 from transformer_mt.data.dataset import read_lines  # noqa: E402
@@ -248,8 +248,7 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
                 file=file,
             )
     if results:
-        r = results[0]
-        print(f"{r['cpu']}, {r['threads']} threads, torch {r['torch']}", file=file)
+        print(table_footer(results[0]), file=file)
 
 
 def main() -> None:

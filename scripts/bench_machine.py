@@ -53,6 +53,16 @@ def machine_info() -> dict:
     return info
 
 
+def pick_device(name: str | None) -> torch.device:
+    """`--device` as given, else CUDA when there is one: the rule of every benchmark."""
+    return torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
+def table_footer(row: dict) -> str:
+    """The machine line under a benchmark table: CPU, threads, torch."""
+    return f"{row['cpu']}, {row['threads']} threads, torch {row['torch']}"
+
+
 def run_standalone(
     doc: str,
     add_arguments: Callable[[argparse.ArgumentParser], None],

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 
 import torch  # noqa: E402
-from bench_machine import load_average, machine_info, run_standalone  # noqa: E402
+from bench_machine import load_average, machine_info, run_standalone, table_footer  # noqa: E402
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 # (M, K, N): M tokens of a 4096-token batch, K = d_model, N = d_ff or vocabulary size.
@@ -80,8 +80,7 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
             file=file,
         )
     if results:
-        r = results[0]
-        print(f"{r['cpu']}, {r['threads']} threads, torch {r['torch']}", file=file)
+        print(table_footer(results[0]), file=file)
 
 
 def main() -> None:

@@ -40,6 +40,7 @@ sys.path.insert(0, str(REPO / "scripts"))  # bench_matmul, also when imported fr
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from bench_machine import pick_device, run_standalone  # noqa: E402
 from bench_matmul import SHAPES as MATMUL_SHAPES  # noqa: E402
 from bench_matmul import measure as measure_matmul  # noqa: E402
 
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> list[dict]:
         for system in systems:
             result = _spawned(_measure, system, size, vars(args))
             result = {**result, **_utilisation(result, peak)}
-            print(json.dumps(result), flush=True)
+            print(json.dumps(result), file=sys.stderr, flush=True)  # progress
             results.append(result)
     return results
 
@@ -118,10 +119,6 @@ def _spawned(function: Callable[..., dict], *args: Any) -> dict:
         return pool.apply(function, args)
 
 
-def _device(args: argparse.Namespace | SimpleNamespace) -> torch.device:
-    return torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-
-
 def _set_threads(threads: int | None) -> None:
     if threads:
         torch.set_num_threads(threads)
@@ -134,7 +131,7 @@ def _peak(args: argparse.Namespace) -> dict:
     """The MFU denominator as {"peak_gflops": G or None, "peak_source": where G came from}."""
     if args.peak_gflops is not None:
         return {"peak_gflops": args.peak_gflops, "peak_source": "--peak-gflops"}
-    device = _device(args)
+    device = pick_device(args.device)
     if device.type != "cpu":
         print("no --peak-gflops: MFU left out (bench_matmul measures the CPU)", file=sys.stderr)
         return {"peak_gflops": None, "peak_source": None}
@@ -236,7 +233,7 @@ def _measure(system: str, size: str, options: dict) -> dict:
     """Time `steps` updates after `warmup` untimed ones; count their model FLOPs."""
     args = SimpleNamespace(**options)
     _set_threads(args.threads)
-    device = _device(args)
+    device = pick_device(args.device)
     trainer = _build_trainer(system, size, args, device)
     for _ in range(args.warmup):
         trainer.train_step()
@@ -388,11 +385,7 @@ def _table_footer(results: list[dict]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    results = run(parser.parse_args())
-    print()
-    print_table(results)
+    run_standalone(__doc__, add_arguments, run, print_table)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,13 @@ sys.path.insert(0, str(REPO))  # run from a checkout, uninstalled
 sys.path.insert(0, str(REPO / "scripts"))
 
 import torch  # noqa: E402
-from bench_machine import load_average, machine_info, run_standalone  # noqa: E402
+from bench_machine import (  # noqa: E402
+    load_average,
+    machine_info,
+    pick_device,
+    run_standalone,
+    table_footer,
+)
 
 from transformer_mt.config import DecodeConfig, ModelConfig, TokenizerConfig  # noqa: E402
 from transformer_mt.data.dataset import read_lines  # noqa: E402
@@ -74,7 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> list[dict]:
     """One dict per (system, beam size, batch size), HF rows with the agreement rate."""
     torch.set_num_threads(args.threads)
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = pick_device(args.device)
     model, tokenizer = load_model(args)
     lines = read_lines(args.data / f"test2016.{args.src_lang}")[: args.sentences]
     sources = [tokenizer.encode(line) + [EOS_ID] for line in lines]
@@ -274,8 +280,7 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
         r = results[0]
         length = f"fixed length {r['fixed_length']}" if r["fixed_length"] else "free length"
         print(
-            f"{r['model']}, {length}, {r.get('device', 'cpu')}, {r['cpu']}, "
-            f"{r['threads']} threads, torch {r['torch']}, "
+            f"{r['model']}, {length}, {r.get('device', 'cpu')}, {table_footer(r)}, "
             f"transformers {r.get('transformers', '-')}",
             file=file,
         )
