@@ -84,6 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="auto")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
     parser.add_argument(
+        "--compile", action="store_true", help="train.compile: torch.compile the step (warmup)"
+    )
+    parser.add_argument(
         "--peak-gflops",
         type=float,
         default=None,
@@ -263,7 +266,11 @@ def _build_trainer(system: str, size: str, args: SimpleNamespace, device: torch.
     config = ExperimentConfig(
         model=SIZES[size],
         train=TrainConfig(
-            max_steps=10**6, max_tokens=args.max_tokens, precision=args.precision, log_every=10**6
+            max_steps=10**6,
+            max_tokens=args.max_tokens,
+            precision=args.precision,
+            log_every=10**6,
+            compile=args.compile,
         ),
     )
     torch.manual_seed(0)
@@ -317,6 +324,7 @@ def _run_info(trainer: Trainer, args: SimpleNamespace) -> dict:
     info = {
         "device": str(trainer.device),
         "precision": args.precision,
+        "compile": args.compile,
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "python": platform.python_version(),
@@ -376,6 +384,8 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
 def _table_footer(results: list[dict]) -> str:
     r = results[0]
     line = f"{r['device']} x{r['threads']} threads, {r['precision']}, torch {r['torch']}"
+    if r["compile"]:
+        line += " (torch.compile)"
     hf = next((row for row in results if row["system"] == "hf"), None)
     if hf is not None:
         line += f", transformers {hf['transformers']} ({hf['attn_implementation']} attention)"

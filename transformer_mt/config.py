@@ -192,6 +192,9 @@ class TrainConfig:
     ema_decay: float = 0.0  # exponential moving average of weights (0: off)
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    # torch.compile the training forward and backward (dynamic shapes: one graph for all batch
+    # sizes). Costs minutes of compilation at the first update; docs/benchmarks.md has its gain.
+    compile: bool = False
     seed: int = 1
     log_every: int = 100  # steps between metrics.jsonl rows
     valid_every: int = 1000  # steps between validations (and checkpoints)

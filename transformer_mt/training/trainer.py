@@ -92,7 +92,8 @@ class Trainer:
 
     Args:
         config: the resolved experiment config (stored in every checkpoint).
-        model: the unwrapped Seq2SeqTransformer; wrapped in DDP here when `dist.enabled`.
+        model: the unwrapped Seq2SeqTransformer; wrapped in DDP here when `dist.enabled`, and
+            torch.compile'd when train.compile.
         data: batches to train and validate on.
         src_tokenizer, tgt_tokenizer: stored in checkpoints so translation needs nothing else.
         run_dir: where checkpoints and metrics go.
@@ -120,7 +121,7 @@ class Trainer:
         self.tokenizers = (src_tokenizer, tgt_tokenizer)
         self.run_dir = Path(run_dir)
         self.amp_dtype = resolve_precision(self.cfg.precision, self.device)
-        self.wrapped = self._wrap_for_ddp(model)
+        self.wrapped = self._wrap(model)
         self.optimizer = build_optimizer(model, self.cfg)
         self.scaler = torch.amp.GradScaler(
             self.device.type, enabled=self.amp_dtype is torch.float16
@@ -455,11 +456,19 @@ class Trainer:
             return nullcontext()
         return torch.autocast(self.device.type, dtype=self.amp_dtype)
 
-    def _wrap_for_ddp(self, model: torch.nn.Module) -> torch.nn.Module:
-        if not self.dist.enabled:
-            return model
-        device_ids = [self.device.index] if self.device.type == "cuda" else None
-        return DistributedDataParallel(model, device_ids=device_ids)
+    def _wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The module the training step calls: DDP when distributed, then compiled when asked.
+
+        Compiling the DDP module (not the model inside it) lets dynamo split the graph at DDP's
+        gradient buckets, so communication still overlaps the backward.
+        """
+        wrapped = model
+        if self.dist.enabled:
+            device_ids = [self.device.index] if self.device.type == "cuda" else None
+            wrapped = DistributedDataParallel(model, device_ids=device_ids)
+        if self.cfg.compile:
+            wrapped = torch.compile(wrapped, dynamic=True)
+        return wrapped
 
     @contextmanager
     def _signals_caught(self) -> Iterator[None]:
