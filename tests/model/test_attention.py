@@ -108,3 +108,20 @@ def test_kv_cache_grows_without_losing_steps_and_reorders():
     assert_close(values, -torch.cat(steps, dim=2))
     cache.reorder(torch.tensor([2, 0]))
     assert_close(cache.keys[:, :, : cache.length], torch.cat(steps, dim=2)[[2, 0]])
+
+
+def test_kv_cache_reorders_through_reused_buffers_growth_and_pruning():
+    # Reorders swap between two buffer pairs; rows shrink (pruning) and the capacity grows.
+    cache = KVCache.empty(torch.zeros(B, H, 1, DH), capacity=2)
+    reference = torch.empty(B, H, 0, DH)
+    orders = [[2, 2, 0], [1, 0, 2], [0, 2], [1, 1], [0], [0]]
+    for order in orders:
+        step = torch.randn(reference.size(0), H, 1, DH)
+        keys, values = cache.append(step, -step)
+        reference = torch.cat([reference, step], dim=2)
+        assert_close(keys, reference)
+        assert_close(values, -reference)
+        cache.reorder(torch.tensor(order))
+        reference = reference[order]
+        assert_close(cache.keys[:, :, : cache.length], reference)
+        assert_close(cache.values[:, :, : cache.length], -reference)
