@@ -110,8 +110,8 @@ def test_kv_cache_grows_without_losing_steps_and_reorders():
     assert_close(cache.keys[:, :, : cache.length], torch.cat(steps, dim=2)[[2, 0]])
 
 
-def test_kv_cache_reorders_through_reused_buffers_growth_and_pruning():
-    # Reorders swap between two buffer pairs; rows shrink (pruning) and the capacity grows.
+def test_kv_cache_reorders_through_growth_and_pruning():
+    # Beam reorders between appends; rows shrink (pruning) while the capacity grows.
     cache = KVCache.empty(torch.zeros(B, H, 1, DH), capacity=2)
     reference = torch.empty(B, H, 0, DH)
     orders = [[2, 2, 0], [1, 0, 2], [0, 2], [1, 1], [0], [0]]

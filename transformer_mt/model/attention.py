@@ -167,13 +167,11 @@ class KVCache:
     Attributes:
         keys, values: (B, Hkv, capacity, Dh) buffers; only [:, :, :length] is valid.
         length: number of valid time steps.
-        spare: the buffers the last reorder left behind, written by the next one.
     """
 
     keys: Tensor
     values: Tensor
     length: int = 0
-    spare: tuple[Tensor, Tensor] | None = None
 
     @classmethod
     def empty(cls, like: Tensor, capacity: int = 16) -> KVCache:
@@ -199,19 +197,9 @@ class KVCache:
 
         Selects whole buffers, spare capacity included: beam search reorders after every step,
         and a buffer cut down to `length` would be grown (copied again) by the next `append`.
-        The rows go into the buffers the previous reorder left (they swap roles): a fresh
-        multi-MB buffer per layer and step costs more in page faults than the copy itself
-        (3x slower at beam 5, batch 64 in a micro-benchmark on the development CPU).
         """
-        rows = indices.numel()
-        spare = self.spare
-        if spare is None or spare[0].size(0) < rows or spare[0].shape[1:] != self.keys.shape[1:]:
-            shape = (rows, *self.keys.shape[1:])
-            spare = (self.keys.new_empty(shape), self.values.new_empty(shape))
-        keys = torch.index_select(self.keys, 0, indices, out=spare[0][:rows])
-        values = torch.index_select(self.values, 0, indices, out=spare[1][:rows])
-        self.spare = (self.keys, self.values)
-        self.keys, self.values = keys, values
+        self.keys = self.keys.index_select(0, indices)
+        self.values = self.values.index_select(0, indices)
 
 
 def _grow(buffer: Tensor, capacity: int, length: int) -> Tensor:
