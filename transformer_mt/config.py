@@ -193,7 +193,8 @@ class TrainConfig:
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # torch.compile the training forward and backward (dynamic shapes: one graph for all batch
-    # sizes). Costs minutes of compilation at the first update; docs/benchmarks.md has its gain.
+    # sizes). Minutes of compilation at the first update; for GPUs: on the development CPU it
+    # trained at 0.84-0.92x eager's tokens/s (docs/benchmarks.md).
     compile: bool = False
     seed: int = 1
     log_every: int = 100  # steps between metrics.jsonl rows
