@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+
+import pytest
 import torch
 
+from transformer_mt.errors import TmtError
 from transformer_mt.training.distributed import DistributedContext
 
 from .ddp_worker import assert_trained_alike, tiny_trainer
 
+HAS_CXX = shutil.which(os.environ.get("CXX", "g++")) is not None
 
+
+@pytest.mark.skipif(not HAS_CXX, reason="torch.compile on CPU needs a C++ compiler")
 def test_compiled_training_matches_eager(tmp_path):
     eager = tiny_trainer(tmp_path / "eager", DistributedContext(), update_freq=1)
     compiled = tiny_trainer(
@@ -21,3 +29,9 @@ def test_compiled_training_matches_eager(tmp_path):
     trained = compiled.model.state_dict()
     assert_trained_alike(trained, eager.model.state_dict())
     assert any(not torch.equal(start[k], trained[k]) for k in start)  # training moved the weights
+
+
+def test_missing_compiler_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("CXX", "no-such-c++-compiler")
+    with pytest.raises(TmtError, match="train.compile: .*'no-such-c\\+\\+-compiler' was not found"):
+        tiny_trainer(tmp_path, DistributedContext(), update_freq=1, compile=True)

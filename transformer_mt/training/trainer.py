@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import shutil
 import signal
 import threading
 import time
@@ -467,6 +469,12 @@ class Trainer:
             device_ids = [self.device.index] if self.device.type == "cuda" else None
             wrapped = DistributedDataParallel(model, device_ids=device_ids)
         if self.cfg.compile:
+            compiler = os.environ.get("CXX", "g++")  # what inductor looks for on Linux
+            if self.device.type == "cpu" and shutil.which(compiler) is None:
+                raise TmtError(
+                    f"train.compile: torch.compile on CPU needs a C++ compiler and {compiler!r} "
+                    "was not found (install g++, or set CXX)"
+                )
             wrapped = torch.compile(wrapped, dynamic=True)
         return wrapped
 
