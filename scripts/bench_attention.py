@@ -115,7 +115,7 @@ def _measure_heads(n_kv_heads: int, options: dict) -> dict:
         tgt_lang="en", vocab_size=8000, seed=1,
     )  # fmt: skip
     torch.set_num_threads(args.threads)
-    model, tokenizer = load_model(args, replace(QUICKSTART, n_kv_heads=n_kv_heads))
+    model, tokenizer, _ = load_model(args, replace(QUICKSTART, n_kv_heads=n_kv_heads))
     lines = read_lines(args.data / "test2016.de")[: args.sentences]
     batches = make_batches([tokenizer.encode(line) + [EOS_ID] for line in lines], 64)
     cfg = decode_config(5, args)

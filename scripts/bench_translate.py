@@ -1,21 +1,28 @@
-"""Translation speed: our search vs Hugging Face `MarianMTModel.generate`, same weights and inputs.
+"""Translation speed: our search vs HF `generate` and CTranslate2, same weights and inputs.
 
     python scripts/bench_translate.py [--fixed-length 20] [--beams 5 1] [--batch-sizes 32 64]
                                       [--checkpoint CKPT] [--repeats 3] [--threads 2]
-                                      [--device cuda]
+                                      [--systems ours ours-int8 hf ct2 ct2-int8] [--device cuda]
 
 Multi30k test2016 (1,000 German sentences) is tokenized with a joint 8k SentencePiece model
 trained on Multi30k train (or the checkpoint's tokenizer), EOS appended and padded with 0 as our
 batches are, sorted longest first and cut into batches of a fixed number of sentences. Both
-systems get the same id tensors. Without --checkpoint the model has random weights of the
-quickstart size; HF gets them through `to_marian`.
+systems get the same id tensors (CTranslate2 their pieces, without the EOS it appends itself).
+Without --checkpoint the model has random weights of the quickstart size; HF gets them through
+`to_marian`, CTranslate2 through our exporter (`export_ct2.build_spec`, float32; `ct2-int8`
+loads that model with compute_type int8). `ours-int8` is `tmt translate --quantize int8`'s
+model (`quantize_int8`). Systems whose package is missing, or that cannot express the model
+(CTranslate2: rotary positions), are skipped with a note.
 
 The search settings are made equivalent (see `decode_config` and `hf_generation_config`): K
 beams, a sentence stops at K finished hypotheses (HF early_stopping=True), score = log P / |y|
 (our length_norm average, HF length_penalty 1.0), PAD and BOS never generated, EOS forbidden
 before min_len tokens, and one max length for every sentence (max_len_a = 0), because HF has no
 per-sentence limit. With --fixed-length N both generate exactly N tokens, so that random-weight
-models do equal work. `agreement` is the share of sentences whose best hypotheses are identical.
+models do equal work. `agreement` is the share of sentences whose best hypotheses are identical
+to ours. CTranslate2 masks PAD, BOS and early EOS before the softmax (renormalising) where we
+mask after it (see docs/deployment.md), so with random weights and a forced length its beams
+may rank differently; with a trained model those tokens carry ~no probability.
 
 Prints one JSON object per (system, beam, batch size), then a table. `scripts/benchmark.py
 translate` calls `add_arguments` and `run` from here.
@@ -26,7 +33,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,12 +60,15 @@ from transformer_mt.data.tokenizer import (  # noqa: E402
     Tokenizer,
     train_tokenizers,
 )
+from transformer_mt.errors import TmtError  # noqa: E402
 from transformer_mt.model import Seq2SeqTransformer, build_model  # noqa: E402
 from transformer_mt.search import search  # noqa: E402
+from transformer_mt.translate import quantize_int8  # noqa: E402
 
 DEFAULT_DATA = REPO / "data" / "multi30k"
 # configs/quickstart-like: what a laptop trains on Multi30k.
 QUICKSTART = ModelConfig(d_model=256, n_heads=4, n_layers=3, d_ff=1024)
+SYSTEMS = ["ours", "ours-int8", "hf", "ct2", "ct2-int8"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,7 +82,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fixed-length", type=int, help="force exactly N output tokens")
     parser.add_argument("--max-len", type=int, default=64, help="output limit (no --fixed-length)")
     parser.add_argument("--sentences", type=int, default=None, help="first N test sentences")
-    parser.add_argument("--systems", nargs="+", choices=["ours", "hf"], default=["ours", "hf"])
+    parser.add_argument(
+        "--systems", nargs="+", choices=SYSTEMS, default=["ours", "hf", "ct2"], metavar="SYSTEM"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="timed passes; best is kept")
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
     parser.add_argument("--seed", type=int, default=1)
@@ -81,28 +95,20 @@ def run(args: argparse.Namespace) -> list[dict]:
     """One dict per (system, beam size, batch size), HF rows with the agreement rate."""
     torch.set_num_threads(args.threads)
     device = pick_device(args.device)
-    model, tokenizer = load_model(args)
+    model, src_tokenizer, tgt_tokenizer = load_model(args)
     lines = read_lines(args.data / f"test2016.{args.src_lang}")[: args.sentences]
-    sources = [tokenizer.encode(line) + [EOS_ID] for line in lines]
+    sources = [src_tokenizer.encode(line) + [EOS_ID] for line in lines]
     machine = machine_info()
-    # HF's copy is made from the CPU model; then both systems and all batches sit on `device`.
-    hf_model = _hf_model(model) if "hf" in args.systems else None
+    # The other systems are built from the CPU model; then every system and batch sits on `device`.
+    engines = _engines(args.systems, model, src_tokenizer, tgt_tokenizer, device)
     model.to(device)
-    if hf_model is not None:
-        hf_model.to(device)
     results = []
     for beam_size in args.beams:
         for batch_size in args.batch_sizes:
             batches = [b.to(device) for b in make_batches(sources, batch_size)]
             ours_out: list[list[int]] | None = None
-            for system in args.systems:
-                if system == "ours":
-                    translate = _ours(model, beam_size, args)
-                elif hf_model is not None:
-                    translate = _hf(hf_model, beam_size, args)
-                else:
-                    continue
-                row, outputs = _measure(translate, batches, args.repeats)
+            for system, make_translate in engines.items():
+                row, outputs = _measure(make_translate(beam_size, args), batches, args.repeats)
                 row = {"bench": "translate", "system": system, "beam": beam_size,
                        "batch": batch_size, **row}  # fmt: skip
                 if system == "ours":
@@ -125,13 +131,14 @@ def run(args: argparse.Namespace) -> list[dict]:
 
 def load_model(
     args: argparse.Namespace, model_cfg: ModelConfig = QUICKSTART
-) -> tuple[Seq2SeqTransformer, Tokenizer]:
-    """--checkpoint's model, else random `model_cfg` weights and a Multi30k tokenizer."""
+) -> tuple[Seq2SeqTransformer, Tokenizer, Tokenizer]:
+    """--checkpoint's model and tokenizers, else random `model_cfg` weights and a joint
+    Multi30k tokenizer (source and target)."""
     if args.checkpoint:
         from transformer_mt.training.checkpoint import load_for_inference
 
         bundle = load_for_inference(args.checkpoint, torch.device("cpu"))
-        return bundle.model.eval(), bundle.src_tokenizer
+        return bundle.model.eval(), bundle.src_tokenizer, bundle.tgt_tokenizer
     train_src = read_lines(args.data / f"train.{args.src_lang}")
     train_tgt = read_lines(args.data / f"train.{args.tgt_lang}")
     cfg = TokenizerConfig(vocab_size=args.vocab_size, joint=True)
@@ -139,7 +146,7 @@ def load_model(
     pair = train_tokenizers(cfg, train_src, train_tgt, REPO / "data" / "cache" / "bench_translate")
     torch.manual_seed(args.seed)
     model = build_model(model_cfg, pair.src.vocab_size, pair.tgt.vocab_size, PAD_ID)
-    return model.eval(), pair.src
+    return model.eval(), pair.src, pair.tgt
 
 
 def make_batches(sources: list[list[int]], batch_size: int) -> list[torch.Tensor]:
@@ -190,13 +197,38 @@ def hf_generation_config(beam_size: int, args: argparse.Namespace):
     )
 
 
-def _hf_model(model: Seq2SeqTransformer):
-    try:
-        from transformer_mt.hf_marian import to_marian
+def _engines(
+    systems: list[str],
+    model: Seq2SeqTransformer,
+    src_tokenizer: Tokenizer,
+    tgt_tokenizer: Tokenizer,
+    device: torch.device,
+) -> dict:
+    """system -> make_translate(beam_size, args), for the systems that can run here; "ours"
+    first, as the others are compared with it. A system that cannot run gets a note on stderr."""
+    engines = {}
+    for system in sorted(systems, key=SYSTEMS.index):
+        try:
+            if system == "ours":
+                engines[system] = partial(_ours, model)
+            elif system == "ours-int8":
+                if device.type != "cpu":
+                    raise RuntimeError("int8 linear layers run on the CPU only")
+                engines[system] = partial(_ours, quantize_int8(model))
+            elif system == "hf":
+                engines[system] = partial(_hf, _hf_model(model).to(device))
+            else:
+                ct2 = _ct2_translator(model, src_tokenizer, tgt_tokenizer, system, device)
+                engines[system] = partial(_ct2, ct2, src_tokenizer, tgt_tokenizer)
+        except (ImportError, TmtError, RuntimeError) as err:
+            print(f"bench_translate: skipping {system}: {err}", file=sys.stderr)
+    return engines
 
-        hf_model = to_marian(model, BOS_ID, EOS_ID)
-    except ImportError:
-        return None
+
+def _hf_model(model: Seq2SeqTransformer):
+    from transformer_mt.hf_marian import to_marian
+
+    hf_model = to_marian(model, BOS_ID, EOS_ID)
     # Marian's config forces EOS as the last token at max length; ours finishes such a
     # hypothesis as it is. A None in the GenerationConfig passed to generate() falls back to
     # the model's default, so the default itself has to go.
@@ -204,7 +236,34 @@ def _hf_model(model: Seq2SeqTransformer):
     return hf_model
 
 
-# --- the two systems: (B, S) source ids -> best hypothesis per row, EOS kept if generated -----
+def _ct2_translator(
+    model: Seq2SeqTransformer,
+    src_tokenizer: Tokenizer,
+    tgt_tokenizer: Tokenizer,
+    system: str,
+    device: torch.device,
+):
+    """Our weights as a float32 CTranslate2 model in a temporary folder, loaded with the
+    compute type `system` names (ct2: float32, ct2-int8: int8)."""
+    import ctranslate2
+
+    from transformer_mt.export_ct2 import build_spec
+
+    with torch.no_grad():
+        spec = build_spec(model, src_tokenizer, tgt_tokenizer)
+    spec.optimize()
+    with tempfile.TemporaryDirectory() as folder:
+        spec.save(folder)
+        return ctranslate2.Translator(
+            folder,
+            device=device.type,
+            compute_type="int8" if system == "ct2-int8" else "float32",
+            inter_threads=1,
+            intra_threads=torch.get_num_threads(),
+        )
+
+
+# --- the systems: (B, S) source ids -> best hypothesis per row, EOS kept if generated ---------
 
 
 def _ours(model: Seq2SeqTransformer, beam_size: int, args: argparse.Namespace):
@@ -232,6 +291,29 @@ def _hf(hf_model, beam_size: int, args: argparse.Namespace):
         for row in out[:, 1:].tolist():  # drop the decoder start token
             hyps.append(row[: row.index(EOS_ID) + 1] if EOS_ID in row else row)
         return [[t for t in hyp if t != PAD_ID] for hyp in hyps]
+
+    return translate
+
+
+def _ct2(translator, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, beam_size: int, args):
+    cfg = decode_config(beam_size, args)
+    pieces = [src_tokenizer.id_to_piece(i) for i in range(src_tokenizer.vocab_size)]
+    ids = {tgt_tokenizer.id_to_piece(i): i for i in range(tgt_tokenizer.vocab_size)}
+    never = [[tgt_tokenizer.id_to_piece(PAD_ID)], [tgt_tokenizer.id_to_piece(BOS_ID)]]
+
+    def translate(src_ids: torch.Tensor) -> list[list[int]]:
+        # CTranslate2 appends the source EOS itself (export: add_source_eos).
+        batch = [[pieces[i] for i in row if i not in (PAD_ID, EOS_ID)] for row in src_ids.tolist()]
+        found = translator.translate_batch(
+            batch,
+            beam_size=beam_size,
+            length_penalty=1.0,  # log P / |y| with EOS: our length_norm average
+            max_decoding_length=cfg.max_len_b,
+            min_decoding_length=cfg.min_len,
+            suppress_sequences=never,
+            return_end_token=True,
+        )
+        return [[ids[p] for p in result.hypotheses[0]] for result in found]
 
     return translate
 
@@ -264,16 +346,20 @@ def _agreement(ours: list[list[int]], theirs: list[list[int]]) -> float:
 
 
 def print_table(results: list[dict], file=sys.stdout) -> None:
-    header = f"{'system':<7}{'beam':>5}{'batch':>6}{'sent/s':>9}{'tok/s':>9}{'best s':>8}"
-    print(header + f"{'load':>6}{'vs HF':>7}{'agree':>7}", file=file)
-    hf_speed = {(r["beam"], r["batch"]): r["tok_per_s"] for r in results if r["system"] == "hf"}
+    header = f"{'system':<10}{'beam':>5}{'batch':>6}{'sent/s':>9}{'tok/s':>9}{'best s':>8}"
+    print(header + f"{'load':>6}{'vs HF':>7}{'vs ours':>8}{'agree':>7}", file=file)
+    speeds = {(r["system"], r["beam"], r["batch"]): r["tok_per_s"] for r in results}
+
+    def ratio(r: dict, system: str) -> str:
+        reference = speeds.get((system, r["beam"], r["batch"]))
+        return f"{r['tok_per_s'] / reference:.2f}x" if reference else "-"
+
     for r in results:
-        reference = hf_speed.get((r["beam"], r["batch"]))
-        ratio = f"{r['tok_per_s'] / reference:.2f}x" if reference else "-"
         agree = f"{r['agreement']:.1%}" if "agreement" in r else "-"
         print(
-            f"{r['system']:<7}{r['beam']:>5}{r['batch']:>6}{r['sent_per_s']:>9}{r['tok_per_s']:>9}"
-            f"{r['best_s']:>8}{r['load_before']:>6}{ratio:>7}{agree:>7}",
+            f"{r['system']:<10}{r['beam']:>5}{r['batch']:>6}{r['sent_per_s']:>9}"
+            f"{r['tok_per_s']:>9}{r['best_s']:>8}{r['load_before']:>6}{ratio(r, 'hf'):>7}"
+            f"{ratio(r, 'ours'):>8}{agree:>7}",
             file=file,
         )
     if results:
