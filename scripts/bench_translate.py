@@ -220,7 +220,7 @@ def _engines(
             else:
                 ct2 = _ct2_translator(model, src_tokenizer, tgt_tokenizer, system, device)
                 engines[system] = partial(_ct2, ct2, src_tokenizer, tgt_tokenizer)
-        except (ImportError, TmtError, RuntimeError) as err:
+        except (ImportError, TmtError, RuntimeError, ValueError) as err:
             print(f"bench_translate: skipping {system}: {err}", file=sys.stderr)
     return engines
 

@@ -94,6 +94,12 @@ def test_int8_keeps_line_count(checkpoint, tmp_path):
     assert b"Warning" not in result.stderr
 
 
+def test_int8_leaves_the_quantized_engine_setting_alone(checkpoint):
+    before = torch.backends.quantized.engine
+    Translator.from_checkpoint(str(checkpoint), quantize="int8")
+    assert torch.backends.quantized.engine == before
+
+
 def test_int8_log_probs_close_to_float32_and_float32_unchanged(checkpoint):
     float32 = Translator.from_checkpoint(str(checkpoint), beam_size=2)
     default = Translator.from_checkpoint(str(checkpoint), quantize=None, beam_size=2)
