@@ -17,18 +17,15 @@ broadcastable to (B, H, Tq, Tk) (the convention of `F.scaled_dot_product_attenti
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import warnings
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from transformer_mt.model.rope import RotaryEmbedding
 
@@ -74,10 +71,9 @@ def attention(
 ) -> Tensor:
     """Scaled dot-product attention through `F.scaled_dot_product_attention` or flex attention.
 
-    SDPA picks the flash or memory-efficient kernel on GPU when the inputs allow it; on the
-    CPU, training in bf16/fp16 uses its math backend (`_cpu_backend`). A `BlockMask` (sparse
-    patterns, `model.attention_backend: flex`) goes to flex_attention instead, which skips
-    fully hidden blocks.
+    SDPA picks the flash or memory-efficient kernel on GPU when the inputs allow it. A
+    `BlockMask` (sparse patterns, `model.attention_backend: flex`) goes to flex_attention
+    instead, which skips fully hidden blocks.
 
     Args:
         query: (B, H, Tq, Dh).
@@ -96,39 +92,21 @@ def attention(
     if keep_rows is not None:
         # Let empty rows attend everywhere (finite), then zero their output below.
         mask = mask | ~keep_rows
-    with _cpu_backend(query):
-        out = F.scaled_dot_product_attention(
-            query,
-            key,
-            value,
-            attn_mask=mask,
-            dropout_p=dropout_p,
-            is_causal=is_causal,
-            enable_gqa=key.size(-3) != query.size(-3),
-        )
+    out = F.scaled_dot_product_attention(
+        query,
+        key,
+        value,
+        attn_mask=mask,
+        dropout_p=dropout_p,
+        is_causal=is_causal,
+        enable_gqa=key.size(-3) != query.size(-3),
+    )
     if keep_rows is not None:
         out = out.masked_fill(~keep_rows, 0.0)
     return out
 
 
 @functools.cache
-def _cpu_backend(query: Tensor) -> AbstractContextManager:
-    """SDPA's math backend for CPU training in bf16/fp16, else SDPA's own choice.
-
-    Measured with torch 2.13 on one core of an Intel Xeon with AMX: the CPU flash kernel's
-    backward in bf16 took ~12x its forward (29% of a quickstart training step), while the math
-    backend's batched matrix products run on the bf16 matrix units; a bf16 training step was
-    1.31x (quickstart) and 1.38x (base size) faster with it. In fp32 the two were even, and
-    without gradients (search, validation) the flash kernel stays.
-    """
-    if query.device.type == "cpu" and query.requires_grad and query.dtype in _HALF:
-        return sdpa_kernel(SDPBackend.MATH)
-    return contextlib.nullcontext()
-
-
-_HALF = (torch.bfloat16, torch.float16)
-
-
 def _compiled_flex() -> Callable[..., Tensor]:
     """One compiled flex_attention per process (compiling is what makes it fast)."""
     return torch.compile(flex_attention, dynamic=True)
