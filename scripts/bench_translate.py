@@ -92,7 +92,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> list[dict]:
-    """One dict per (system, beam size, batch size), HF rows with the agreement rate."""
+    """One dict per (system, beam size, batch size); rows other than ours carry the agreement
+    rate with ours."""
     torch.set_num_threads(args.threads)
     device = pick_device(args.device)
     model, src_tokenizer, tgt_tokenizer = load_model(args)

@@ -194,7 +194,7 @@ class TrainConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # torch.compile the training forward and backward (dynamic shapes: one graph for all batch
     # sizes). Minutes of compilation at the first update; for GPUs: on the development CPU it
-    # trained at 0.84-0.92x eager's tokens/s (docs/benchmarks.md).
+    # trained at 0.83-1.01x eager's tokens/s (docs/benchmarks.md).
     compile: bool = False
     seed: int = 1
     log_every: int = 100  # steps between metrics.jsonl rows

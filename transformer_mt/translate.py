@@ -179,9 +179,9 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     Dynamic quantisation: weights are quantised once (symmetric, one scale per matrix) and
     activations per call at run time, so no calibration data is needed; embeddings, LayerNorm
     and softmax stay float32. Linear layers hold ~all of a Transformer's multiply-adds, which is
-    where int8 GEMMs save time. The output projection tied to the target
-    embedding becomes its own int8 copy of that matrix; the embedding itself stays float32, so
-    input embeddings are unchanged.
+    where int8 GEMMs save time. The output projection tied to the target embedding becomes its
+    own int8 copy of that matrix; the embedding itself stays float32, so input embeddings are
+    unchanged.
 
     `torch.ao.quantization.quantize_dynamic` is deprecated in favour of torchao's `quantize_`
     API (its warning announces removal in 2.10), but it is still present and working in torch

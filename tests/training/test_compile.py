@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
 import torch
 
 from transformer_mt.errors import TmtError
 from transformer_mt.training.distributed import DistributedContext
+from transformer_mt.training.trainer import missing_cpu_compiler
 
 from .ddp_worker import assert_trained_alike, tiny_trainer
 
-HAS_CXX = shutil.which(os.environ.get("CXX", "g++")) is not None
 
-
-@pytest.mark.skipif(not HAS_CXX, reason="torch.compile on CPU needs a C++ compiler")
+@pytest.mark.skipif(
+    missing_cpu_compiler() is not None, reason="torch.compile on CPU needs a C++ compiler"
+)
 def test_compiled_training_matches_eager(tmp_path):
     eager = tiny_trainer(tmp_path / "eager", DistributedContext(), update_freq=1)
     compiled = tiny_trainer(

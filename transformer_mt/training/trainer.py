@@ -469,10 +469,10 @@ class Trainer:
             device_ids = [self.device.index] if self.device.type == "cuda" else None
             wrapped = DistributedDataParallel(model, device_ids=device_ids)
         if self.cfg.compile:
-            compiler = os.environ.get("CXX", "g++")  # what inductor looks for on Linux
-            if self.device.type == "cpu" and shutil.which(compiler) is None:
+            missing = missing_cpu_compiler()
+            if self.device.type == "cpu" and missing is not None:
                 raise TmtError(
-                    f"train.compile: torch.compile on CPU needs a C++ compiler and {compiler!r} "
+                    f"train.compile: torch.compile on CPU needs a C++ compiler and {missing!r} "
                     "was not found (install g++, or set CXX)"
                 )
             wrapped = torch.compile(wrapped, dynamic=True)
@@ -498,6 +498,13 @@ class Trainer:
         finally:
             for s, h in previous.items():
                 signal.signal(s, h)
+
+
+def missing_cpu_compiler() -> str | None:
+    """The C++ compiler torch.compile's CPU backend would call (CXX, else g++ on Linux) when it
+    is not on PATH; None when it is there."""
+    compiler = os.environ.get("CXX", "g++")
+    return compiler if shutil.which(compiler) is None else None
 
 
 def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
