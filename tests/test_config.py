@@ -57,6 +57,10 @@ def test_bad_choice(tmp_path):
 def test_cross_field_rule(tmp_path):
     with pytest.raises(ConfigError, match="not divisible"):
         load_config(write(tmp_path, "model:\n  d_model: 30\n  n_heads: 4\n"))
+    with pytest.raises(ConfigError, match=r"tokenizer\.bpe_dropout needs model_type bpe"):
+        load_config(write(tmp_path, "tokenizer: {model_type: unigram, bpe_dropout: 0.1}\n"))
+    with pytest.raises(ConfigError, match=r"tokenizer\.bpe_dropout=1\.0 must be in \[0, 1\)"):
+        load_config(write(tmp_path, "tokenizer: {bpe_dropout: 1.0}\n"))
 
 
 def test_overrides_apply_and_are_checked(tmp_path):

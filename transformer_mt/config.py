@@ -159,8 +159,18 @@ class TokenizerConfig:
     joint: bool = True  # one vocabulary for source and target (needed by model.share_embeddings)
     character_coverage: float = 1.0  # 1.0 for Latin scripts; ~0.9995 for CJK
     input_sentence_size: int = 1_000_000  # sentences sampled for training the tokenizer
+    # BPE-dropout (Provilkov et al., 2020): while training, each merge is skipped with this
+    # probability and the training set is re-segmented every epoch, a regulariser for small
+    # corpora; validation and translation always use the deterministic segmentation. 0: off.
+    bpe_dropout: float = 0.0
 
     def validate(self) -> None:
+        if not 0.0 <= self.bpe_dropout < 1.0:
+            raise ConfigError(f"tokenizer.bpe_dropout={self.bpe_dropout} must be in [0, 1)")
+        if self.bpe_dropout and self.model_type != "bpe":
+            raise ConfigError(
+                f"tokenizer.bpe_dropout needs model_type bpe, not {self.model_type!r}"
+            )
         if self.vocab_size < 8:
             raise ConfigError(f"tokenizer.vocab_size={self.vocab_size} must be >= 8")
         if not 0.0 < self.character_coverage <= 1.0:

@@ -25,7 +25,9 @@ def write_corpus(directory: Path, n_train: int = 300, n_valid: int = 20, seed: i
         (directory / f"{name}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def write_config(directory: Path, train: str = "", model: str = "dropout: 0.1") -> Path:
+def write_config(
+    directory: Path, train: str = "", model: str = "dropout: 0.1", tokenizer: str = ""
+) -> Path:
     """A tiny experiment (d_model 32, 2 layers, vocab 60) on the corpus of `write_corpus`."""
     path = directory / "tiny.yaml"
     path.write_text(
@@ -33,7 +35,7 @@ def write_config(directory: Path, train: str = "", model: str = "dropout: 0.1") 
 model: {{d_model: 32, n_heads: 4, n_layers: 2, d_ff: 64, {model}}}
 data: {{format: tsv, train: {directory}/train.tsv, valid: {directory}/valid.tsv, test: null,
         cache_dir: {directory}/cache}}
-tokenizer: {{vocab_size: 60}}
+tokenizer: {{vocab_size: 60, {tokenizer}}}
 train: {{max_steps: 10, max_tokens: 200, lr: 3e-3, warmup_steps: 3, valid_every: 4,
          log_every: 1, {train}}}
 decode: {{max_len_b: 5}}

@@ -66,11 +66,13 @@ def test_cli_run_directory_loss_falls_and_translates(tiny_experiment, tmp_path):
     assert (tmp_path / "curves.png").stat().st_size > 1000
 
 
-def test_interrupted_and_resumed_run_matches_uninterrupted(tmp_path):
+@pytest.mark.parametrize("tokenizer", ["", "bpe_dropout: 0.1"])
+def test_interrupted_and_resumed_run_matches_uninterrupted(tmp_path, tokenizer):
     """Stop at step 6 and resume to 10 (as after SIGINT/SIGTERM); restart from the step-4
-    checkpoint (as after SIGKILL). Dropout, accumulation and epoch ends are all in play."""
+    checkpoint (as after SIGKILL). Dropout, accumulation and epoch ends are all in play, and
+    with BPE-dropout a new segmentation of the corpus every epoch."""
     write_corpus(tmp_path, n_train=120)
-    config = str(write_config(tmp_path, train="update_freq: 2, keep_last: 10"))
+    config = str(write_config(tmp_path, train="update_freq: 2, keep_last: 10", tokenizer=tokenizer))
     full, part = tmp_path / "full", tmp_path / "part"
     assert run_training(config, str(full), []) == 0
     assert run_training(config, str(part), ["train.max_steps=6"]) == 0

@@ -18,7 +18,7 @@ Re-running an epoch therefore gives the same batches, which is what exact resume
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -195,6 +195,9 @@ def _pad_rows(
 class BatchIterator:
     """The batches of an epoch, for one rank, resumable from any batch index.
 
+    With `resample` (e.g. a `DropoutCorpus`) every epoch reads the corpus `resample(epoch)`, a
+    new segmentation of the same pairs, instead of `corpus`; it is made once per epoch.
+
     Example:
         batches = BatchIterator(train, max_tokens=4096, seed=1)
         for batch in batches.iterate(epoch, start=next_batch_index):
@@ -208,17 +211,29 @@ class BatchIterator:
         seed: int,
         rank: int = 0,
         world_size: int = 1,
+        resample: Callable[[int], EncodedCorpus] | None = None,
     ) -> None:
         self.corpus = corpus
         self.max_tokens = max_tokens
         self.seed = seed
         self.rank = rank
         self.world_size = world_size
+        self.resample = resample
+        self._resampled: tuple[int, EncodedCorpus] | None = None
+
+    def corpus_for(self, epoch: int) -> EncodedCorpus:
+        """The token ids that `epoch`'s batches index into."""
+        if self.resample is None:
+            return self.corpus
+        if self._resampled is None or self._resampled[0] != epoch:
+            self._resampled = (epoch, self.resample(epoch))
+        return self._resampled[1]
 
     def batch_indices(self, epoch: int) -> list[np.ndarray]:
-        """This rank's batches of `epoch`, as index arrays into the corpus."""
+        """This rank's batches of `epoch`, as index arrays into `corpus_for(epoch)`."""
+        corpus = self.corpus_for(epoch)
         batches = make_batches(
-            self.corpus.src.lengths, self.corpus.tgt.lengths, self.max_tokens, self.seed, epoch
+            corpus.src.lengths, corpus.tgt.lengths, self.max_tokens, self.seed, epoch
         )
         return shard_batches(batches, self.rank, self.world_size)
 
@@ -227,8 +242,9 @@ class BatchIterator:
 
     def iterate(self, epoch: int, start: int = 0) -> Iterator[Batch]:
         """Batches `start`, `start + 1`, ... of `epoch`: those an uninterrupted run sees."""
+        corpus = self.corpus_for(epoch)
         for indices in self.batch_indices(epoch)[start:]:
-            yield collate(self.corpus, indices)
+            yield collate(corpus, indices)
 
 
 def make_source_batches(

@@ -170,3 +170,44 @@ def _save(encoded: EncodedCorpus, path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
     tmp.rename(path)
     log.info("cached encoded corpus in %s", path)
+
+
+@dataclass(frozen=True)
+class DropoutCorpus:
+    """The training pairs segmented anew with BPE-dropout for each epoch (`tokenizer.bpe_dropout`).
+
+    On a small corpus the model sees every sentence many times; a different segmentation each
+    time is data augmentation that keeps it from memorising one (Provilkov et al., 2020). Epoch
+    e's segmentation is a pure function of (seed, e), which exact resume relies on. A pair whose
+    sampled segmentation is longer than `max_len` keeps its deterministic one for that epoch,
+    so the length filter applied to `deterministic` still holds.
+
+    Example:
+        corpora = DropoutCorpus(src_texts, tgt_texts, tok, tok, deterministic, 0.1, seed=1,
+                                max_len=256)
+        corpus = corpora(epoch)  # an EncodedCorpus aligned with `deterministic`
+    """
+
+    src_texts: Sequence[str]  # row i is the raw text of deterministic row i
+    tgt_texts: Sequence[str]
+    src_tokenizer: Tokenizer
+    tgt_tokenizer: Tokenizer
+    deterministic: EncodedCorpus
+    dropout: float
+    seed: int
+    max_len: int
+
+    def __call__(self, epoch: int) -> EncodedCorpus:
+        sides = []
+        for side, (texts, tokenizer, fallback) in enumerate(
+            [
+                (self.src_texts, self.src_tokenizer, self.deterministic.src),
+                (self.tgt_texts, self.tgt_tokenizer, self.deterministic.tgt),
+            ]
+        ):
+            seed = int(np.random.SeedSequence([self.seed % 2**32, epoch, side]).generate_state(1)[0])
+            rows = tokenizer.encode_dropout(texts, self.dropout, seed)
+            for i in np.flatnonzero(np.fromiter(map(len, rows), np.int64, len(rows)) > self.max_len):
+                rows[i] = fallback[i].tolist()
+            sides.append(TokenColumn.from_lists(rows))
+        return EncodedCorpus(*sides)

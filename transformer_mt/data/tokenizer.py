@@ -91,6 +91,17 @@ class Tokenizer:
         """Encode many lines at once; SentencePiece spreads them over `num_threads` C++ threads."""
         return self._sp.encode(list(texts), num_threads=num_threads)
 
+    def encode_dropout(self, texts: Sequence[str], dropout: float, seed: int) -> list[list[int]]:
+        """BPE-dropout segmentations of `texts`: every merge is skipped with probability `dropout`.
+
+        A pure function of (texts, dropout, seed): SentencePiece's generator is process-wide,
+        so it is seeded here and the lines are encoded on one thread, in order.
+        """
+        spm.set_random_generator_seed(seed)
+        return self._sp.encode(
+            list(texts), enable_sampling=True, alpha=dropout, nbest_size=-1, num_threads=1
+        )
+
     def decode(self, ids: Sequence[int]) -> str:
         """Ids back to text; PAD/BOS/EOS are skipped by SentencePiece (they are control pieces)."""
         return self._sp.decode(list(ids))

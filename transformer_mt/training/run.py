@@ -32,8 +32,8 @@ from transformer_mt.data.batching import (
     make_batches,
     make_source_batches,
 )
-from transformer_mt.data.dataset import load_split, select_training_pairs
-from transformer_mt.data.encoding import encode_corpus
+from transformer_mt.data.dataset import column_texts, load_split, select_training_pairs
+from transformer_mt.data.encoding import DropoutCorpus, encode_corpus
 from transformer_mt.data.tokenizer import PAD_ID, Tokenizer, train_tokenizers
 from transformer_mt.errors import TmtError
 from transformer_mt.model import build_model
@@ -100,9 +100,8 @@ def prepare_data(
     batches get a budget large enough for its longest pair.
     """
     data_cfg, train_cfg = config.data, config.train
-    train_corpus = encode_corpus(
-        load_split(data_cfg, "train"), src_tok, tgt_tok, cache_dir=data_cfg.cache_dir
-    )
+    train_text = load_split(data_cfg, "train")
+    train_corpus = encode_corpus(train_text, src_tok, tgt_tok, cache_dir=data_cfg.cache_dir)
     keep, _ = select_training_pairs(
         train_corpus.src.lengths,
         train_corpus.tgt.lengths,
@@ -111,8 +110,25 @@ def prepare_data(
     )
     if not len(keep):
         raise TmtError(f"{data_cfg.train}: no training pairs left after cleaning")
+    kept = train_corpus.select(keep)
+    resample = None
+    if config.tokenizer.bpe_dropout > 0:
+        src_texts, tgt_texts = (
+            [texts[i] for i in keep.tolist()]
+            for texts in (column_texts(train_text, "src"), column_texts(train_text, "tgt"))
+        )
+        resample = DropoutCorpus(
+            src_texts,
+            tgt_texts,
+            src_tok,
+            tgt_tok,
+            deterministic=kept,
+            dropout=config.tokenizer.bpe_dropout,
+            seed=train_cfg.seed,
+            max_len=data_cfg.max_len,
+        )
     train = BatchIterator(
-        train_corpus.select(keep), train_cfg.max_tokens, train_cfg.seed, dist.rank, dist.world_size
+        kept, train_cfg.max_tokens, train_cfg.seed, dist.rank, dist.world_size, resample
     )
     valid_text = load_split(data_cfg, "valid")
     valid = encode_corpus(valid_text, src_tok, tgt_tok, cache_dir=data_cfg.cache_dir)

@@ -316,7 +316,8 @@ class Trainer:
         batches = []
         while len(batches) < count:
             indices = self._epoch_indices(self.position.epoch)
-            batches.append(collate(self.data.train.corpus, indices[self.position.batch_index]))
+            corpus = self.data.train.corpus_for(self.position.epoch)
+            batches.append(collate(corpus, indices[self.position.batch_index]))
             self.position.batch_index += 1
             if self.position.batch_index >= len(indices):
                 self.position = DataPosition(self.position.epoch + 1, 0)

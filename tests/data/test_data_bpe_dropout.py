@@ -1,0 +1,60 @@
+"""BPE-dropout: a new segmentation of the same text each epoch, reproducible, length-bounded."""
+
+import numpy as np
+
+from transformer_mt.data.batching import BatchIterator
+from transformer_mt.data.encoding import DropoutCorpus, encode_corpus
+
+import datasets
+
+
+def dropout_corpus(tokenizers, texts, max_len=1000, dropout=0.1):
+    src, tgt = texts[0][:200], texts[1][:200]
+    tok = tokenizers.src
+    deterministic = encode_corpus(datasets.Dataset.from_dict({"src": src, "tgt": tgt}), tok, tok)
+    return DropoutCorpus(src, tgt, tok, tok, deterministic, dropout, seed=1, max_len=max_len)
+
+
+def rows(column):
+    return [column[i].tolist() for i in range(len(column))]
+
+
+def test_segmentations_change_by_epoch_and_repeat_by_seed(valid_tokenizers, valid_texts):
+    corpora = dropout_corpus(valid_tokenizers, valid_texts)
+    first, again, second = corpora(0), corpora(0), corpora(1)
+    assert rows(first.src) == rows(again.src) and rows(first.tgt) == rows(again.tgt)
+    assert rows(first.src) != rows(second.src) and rows(first.tgt) != rows(second.tgt)
+    deterministic = corpora.deterministic
+    # Skipped merges leave more, shorter pieces; the text they spell is unchanged.
+    assert first.src.lengths.sum() > deterministic.src.lengths.sum()
+    assert (first.src.lengths >= deterministic.src.lengths).all()
+    tok = valid_tokenizers.src
+    for i in range(len(first)):
+        assert tok.decode(first.tgt[i].tolist()) == tok.decode(deterministic.tgt[i].tolist())
+    assert corpora.dropout > 0 and len(first) == len(deterministic)
+
+
+def test_longer_than_max_len_keeps_the_deterministic_segmentation(valid_tokenizers, valid_texts):
+    unbounded = dropout_corpus(valid_tokenizers, valid_texts, dropout=0.5)
+    max_len = int(unbounded.deterministic.src.lengths.max())
+    bounded = dropout_corpus(valid_tokenizers, valid_texts, max_len=max_len, dropout=0.5)
+    sampled, kept = unbounded(0), bounded(0)
+    too_long = np.flatnonzero(sampled.src.lengths > max_len)
+    assert len(too_long)  # dropout 0.5 does lengthen some sources past the longest one
+    assert kept.src.lengths.max() <= max_len
+    for i in too_long.tolist():
+        assert kept.src[i].tolist() == unbounded.deterministic.src[i].tolist()
+    fits = np.flatnonzero(sampled.src.lengths <= max_len)
+    assert [kept.src[i].tolist() for i in fits] == [sampled.src[i].tolist() for i in fits]
+
+
+def test_batch_iterator_reads_each_epochs_segmentation(valid_tokenizers, valid_texts):
+    corpora = dropout_corpus(valid_tokenizers, valid_texts)
+    iterator = BatchIterator(corpora.deterministic, 400, seed=1, resample=corpora)
+    for epoch in (0, 1):
+        seen = {}
+        for batch in iterator.iterate(epoch):
+            for row, index in enumerate(batch.indices.tolist()):
+                ids = batch.tgt_out_ids[row]
+                seen[index] = ids[ids != 0].tolist()[:-1]  # without EOS and padding
+        assert seen == dict(enumerate(rows(corpora(epoch).tgt)))
