@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from transformer_mt import search as search_module
 from transformer_mt.config import DecodeConfig, ModelConfig
 from transformer_mt.search import (
     beam_search,
@@ -18,6 +19,7 @@ from transformer_mt.search import (
     max_output_lengths,
     sample,
     search,
+    top_k,
 )
 
 from .search_fakes import EOS, PAD, RecurrentFake, ScriptedFake, sequence_log_prob
@@ -300,3 +302,32 @@ def test_real_model_beam_size_one_equals_greedy():
     assert_same_results(
         beam_search(model, src_ids, src_mask, cfg), greedy_search(model, src_ids, src_mask, cfg)
     )
+
+
+# --- the chunked top-k of beam search --------------------------------------------------------
+
+
+@pytest.mark.parametrize("n_columns", [40, 1000, 40_000, 40_003])
+def test_top_k_equals_torch_topk(n_columns):
+    g = torch.Generator().manual_seed(n_columns)
+    values = torch.randn(7, n_columns, generator=g)
+    values[0] = float("-inf")  # a sentence whose live beams are all gone
+    values[1, n_columns // 2 :] = float("-inf")  # dead beams beside a live one
+    values[2, -3:] = 1e3 + torch.arange(3.0)  # the best entries after the last whole chunk
+    for k in (1, 10):
+        best, columns = top_k(values, k, chunk=64)
+        expected = values.topk(k, dim=1).values
+        assert torch.equal(best, expected)
+        assert torch.equal(values.gather(1, columns), best)
+        finite = best.isfinite()
+        assert torch.equal(columns[finite], values.topk(k, dim=1).indices[finite])
+
+
+def test_beam_search_through_chunked_top_k_equals_plain_topk(monkeypatch):
+    """The slow twin: beam search whose candidate ranking is torch.topk itself."""
+    model = tiny_model(vocab_size=2000)  # 3 beams x 2000 tokens: many chunks per sentence
+    src_ids, src_mask = padded(random_sources(6, vocab_size=2000, seed=3))
+    cfg = DecodeConfig(beam_size=3, n_best=3, max_len_a=1.0, max_len_b=4)
+    fast = beam_search(model, src_ids, src_mask, cfg)
+    monkeypatch.setattr(search_module, "top_k", lambda values, k: values.topk(k, dim=1))
+    assert_same_results(fast, beam_search(model, src_ids, src_mask, cfg))

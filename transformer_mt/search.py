@@ -411,8 +411,32 @@ def _expand(state: BeamState, log_probs: Tensor, forbidden: Tensor) -> _Candidat
     # In place on our own new tensor: one pass fewer over (N, K, V) than masking log_probs.
     totals.index_fill_(2, forbidden, float("-inf"))
     # 2K candidates: at most K of them end in EOS, so K non-EOS ones always remain.
-    scores, flat = totals.view(n_sentences, -1).topk(2 * beam_size, dim=1)  # (N, 2K)
+    scores, flat = top_k(totals.view(n_sentences, -1), 2 * beam_size)  # (N, 2K)
     return _Candidates(scores, flat // vocab_size, flat % vocab_size)
+
+
+def top_k(values: Tensor, k: int, chunk: int = 128) -> tuple[Tensor, Tensor]:
+    """The k largest entries of each row of `values` (N, M), best first, and their columns.
+
+    The same values as `values.topk(k, dim=1)`, from a fraction of the work: a CPU's topk
+    inspects every entry at a few ns each, and beam search asks for 2K of K * V entries per
+    sentence at every step. Cut each row into chunks of `chunk` columns; a chunk whose maximum
+    is not among the k largest chunk maxima cannot hold any of the k largest entries, so one
+    max pass over the row picks k chunks, and topk runs over those k * chunk entries (and the
+    columns after the last whole chunk). Among equal values the columns chosen may differ.
+    """
+    n_rows, n_columns = values.shape
+    n_chunks = n_columns // chunk
+    if n_chunks <= k:
+        return values.topk(k, dim=1)
+    whole = values[:, : n_chunks * chunk].view(n_rows, n_chunks, chunk)
+    best_chunks = whole.amax(dim=2).topk(k, dim=1).indices  # (N, k)
+    offsets = torch.arange(chunk, device=values.device)
+    columns = (best_chunks[:, :, None] * chunk + offsets).view(n_rows, k * chunk)
+    tail = torch.arange(n_chunks * chunk, n_columns, device=values.device)
+    columns = torch.cat([columns, tail.expand(n_rows, -1)], dim=1)  # (N, k * chunk + rest)
+    best, picked = values.gather(1, columns).topk(k, dim=1)
+    return best, columns.gather(1, picked)
 
 
 def _retire_beams(

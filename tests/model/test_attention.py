@@ -106,8 +106,10 @@ def test_kv_cache_grows_without_losing_steps_and_reorders():
     assert cache.length == 40
     assert_close(keys, torch.cat(steps, dim=2))
     assert_close(values, -torch.cat(steps, dim=2))
+    capacity = cache.keys.size(2)
     cache.reorder(torch.tensor([2, 0]))
     assert_close(cache.keys[:, :, : cache.length], torch.cat(steps, dim=2)[[2, 0]])
+    assert cache.keys.size(2) == cache.values.size(2) == capacity  # the next append fits
 
 
 def test_kv_cache_reorders_through_growth_and_pruning():

@@ -195,11 +195,20 @@ class KVCache:
     def reorder(self, indices: Tensor) -> None:
         """Keep batch rows `indices` (B',) in that order (beam reorder, finished-row pruning).
 
-        Selects whole buffers, spare capacity included: beam search reorders after every step,
-        and a buffer cut down to `length` would be grown (copied again) by the next `append`.
+        The new buffers keep the old capacity (a buffer cut down to `length` would be grown,
+        copied again, by the next `append`), but only the `length` valid steps are copied: beam
+        search reorders after every step, and with capacity doubling up to half of each buffer
+        is spare.
         """
-        self.keys = self.keys.index_select(0, indices)
-        self.values = self.values.index_select(0, indices)
+        self.keys = _select_rows(self.keys, indices, self.length)
+        self.values = _select_rows(self.values, indices, self.length)
+
+
+def _select_rows(buffer: Tensor, indices: Tensor, length: int) -> Tensor:
+    """A buffer like `buffer` holding rows `indices` of its first `length` steps (rest unset)."""
+    selected = buffer.new_empty(indices.numel(), *buffer.shape[1:])
+    torch.index_select(buffer[:, :, :length], 0, indices, out=selected[:, :, :length])
+    return selected
 
 
 def _grow(buffer: Tensor, capacity: int, length: int) -> Tensor:
