@@ -1,5 +1,7 @@
 """BPE-dropout: a new segmentation of the same text each epoch, reproducible, length-bounded."""
 
+import dataclasses
+
 import numpy as np
 
 from transformer_mt.data.batching import BatchIterator
@@ -58,3 +60,10 @@ def test_batch_iterator_reads_each_epochs_segmentation(valid_tokenizers, valid_t
                 ids = batch.tgt_out_ids[row]
                 seen[index] = ids[ids != 0].tolist()[:-1]  # without EOS and padding
         assert seen == dict(enumerate(rows(corpora(epoch).tgt)))
+
+
+def test_source_only_keeps_the_target_segmentation(valid_tokenizers, valid_texts):
+    both = dropout_corpus(valid_tokenizers, valid_texts)
+    source_only = dataclasses.replace(both, target=False)
+    assert rows(source_only(0).src) == rows(both(0).src)
+    assert rows(source_only(0).tgt) == rows(both.deterministic.tgt) != rows(both(0).tgt)

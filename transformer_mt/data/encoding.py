@@ -196,18 +196,20 @@ class DropoutCorpus:
     dropout: float
     seed: int
     max_len: int
+    target: bool = True  # False: the target side keeps its deterministic segmentation
 
     def __call__(self, epoch: int) -> EncodedCorpus:
-        sides = []
-        for side, (texts, tokenizer, fallback) in enumerate(
-            [
-                (self.src_texts, self.src_tokenizer, self.deterministic.src),
-                (self.tgt_texts, self.tgt_tokenizer, self.deterministic.tgt),
-            ]
-        ):
-            seed = int(np.random.SeedSequence([self.seed % 2**32, epoch, side]).generate_state(1)[0])
-            rows = tokenizer.encode_dropout(texts, self.dropout, seed)
-            for i in np.flatnonzero(np.fromiter(map(len, rows), np.int64, len(rows)) > self.max_len):
-                rows[i] = fallback[i].tolist()
-            sides.append(TokenColumn.from_lists(rows))
-        return EncodedCorpus(*sides)
+        src = self._sample(epoch, 0, self.src_texts, self.src_tokenizer, self.deterministic.src)
+        if not self.target:
+            return EncodedCorpus(src, self.deterministic.tgt)
+        tgt = self._sample(epoch, 1, self.tgt_texts, self.tgt_tokenizer, self.deterministic.tgt)
+        return EncodedCorpus(src, tgt)
+
+    def _sample(
+        self, epoch: int, side: int, texts: Sequence[str], tokenizer: Tokenizer, fallback: TokenColumn
+    ) -> TokenColumn:
+        seed = int(np.random.SeedSequence([self.seed % 2**32, epoch, side]).generate_state(1)[0])
+        rows = tokenizer.encode_dropout(texts, self.dropout, seed)
+        for i in np.flatnonzero(np.fromiter(map(len, rows), np.int64, len(rows)) > self.max_len):
+            rows[i] = fallback[i].tolist()
+        return TokenColumn.from_lists(rows)

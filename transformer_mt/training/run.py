@@ -126,6 +126,7 @@ def prepare_data(
             dropout=config.tokenizer.bpe_dropout,
             seed=train_cfg.seed,
             max_len=data_cfg.max_len,
+            target=config.tokenizer.bpe_dropout_sides == "both",
         )
     train = BatchIterator(
         kept, train_cfg.max_tokens, train_cfg.seed, dist.rank, dist.world_size, resample
