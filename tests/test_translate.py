@@ -119,6 +119,16 @@ def test_int8_log_probs_close_to_float32_and_float32_unchanged(checkpoint):
     torch.testing.assert_close(actual, expected, atol=0.1, rtol=0.0)
 
 
+@pytest.mark.parametrize("bf16", [True, False])
+def test_int8_stores_the_cache_in_bfloat16_where_the_cpu_computes_it(checkpoint, monkeypatch, bf16):
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: bf16)
+    int8 = Translator.from_checkpoint(str(checkpoint), quantize="int8", beam_size=2)
+    assert int8.bundle.model.cache_dtype == (torch.bfloat16 if bf16 else None)
+    assert int8.translate(["ein mann fährt rad"])[0].texts  # decodes through that cache
+    float32 = Translator.from_checkpoint(str(checkpoint), beam_size=2)
+    assert float32.bundle.model.cache_dtype is None
+
+
 def test_unknown_quantization_is_refused(checkpoint):
     with pytest.raises(TmtError, match="choose one of int8"):
         Translator.from_checkpoint(str(checkpoint), device="cpu", quantize="int4")

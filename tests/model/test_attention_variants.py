@@ -96,6 +96,29 @@ def test_cached_decoding_equals_full_forward_with_padding_and_reorder(options):
         assert layer.cross_attn[0].size(1) == layer.cross_attn[1].size(1) == kv_heads
 
 
+@pytest.mark.parametrize("options", [OPTIONS[0], VARIANTS[1], VARIANTS[3]])
+def test_bfloat16_cache_decodes_close_to_the_float32_cache(options):
+    """The int8 recipe's narrow cache: keys and values stored (and attended) in bfloat16."""
+    model = build_model(tiny_cfg(**options), V).eval()
+    src, tgt = padded_batch([7, 3, 5]), torch.randint(4, V, (3, 6))
+    src_mask = model.src_mask(src)
+    steps = {}
+    with torch.no_grad():
+        memory = model.encode(src, src_mask)
+        for dtype in (None, torch.bfloat16):
+            model.cache_dtype, cache, steps[dtype] = dtype, None, []
+            for t in range(tgt.size(1)):
+                log_probs, cache = model.decode_step(tgt[:, t], memory, src_mask, cache)
+                steps[dtype].append(log_probs)
+            layer = cache.layers[0]
+            assert (
+                layer.self_attn.keys.dtype == layer.cross_attn[1].dtype == (dtype or memory.dtype)
+            )
+    narrow, wide = torch.stack(steps[torch.bfloat16]), torch.stack(steps[None])
+    assert narrow.dtype == torch.float32 and not torch.equal(narrow, wide)
+    assert_close(narrow, wide, atol=0.05, rtol=0.0)  # bfloat16 keeps 8 bits of mantissa
+
+
 @pytest.mark.parametrize("options", VARIANTS[3:])
 def test_several_new_tokens_on_a_cache_see_the_right_keys(options):
     """A forced prefix decoded in one call, then one more step, equals the full forward."""

@@ -280,6 +280,8 @@ class MultiHeadAttention(nn.Module):
         """Attend from `query` (B, Tq, D) to projected `keys`/`values` (B, Hkv, Tk, Dh).
 
         `offset` is the position of the first query (rope only; the cache length when decoding).
+        Attention runs in the dtype of `keys`, which a decoding cache may store in a narrower
+        type than the projections compute in (`LayerCache.dtype`); the output is cast back.
 
         Returns:
             output (B, Tq, D) and, with `need_weights`, weights (B, H, Tq, Tk), else None.
@@ -287,6 +289,7 @@ class MultiHeadAttention(nn.Module):
         q = self.split_heads(self.q_proj(query))  # (B, H, Tq, Dh)
         if self.rope is not None:
             q = self.rope(q, offset)
+        dtype, q = q.dtype, q.to(keys.dtype)
         weights = None
         if need_weights:
             out, weights = attention_with_weights(q, keys, values, mask, is_causal)
@@ -294,7 +297,9 @@ class MultiHeadAttention(nn.Module):
             p = self.dropout if self.training else 0.0
             out = attention(q, keys, values, mask, is_causal, p)  # (B, H, Tq, Dh)
         b, _, tq, _ = out.shape
-        out = out.transpose(1, 2).reshape(b, tq, self.n_heads * self.head_dim)  # (B, Tq, D)
+        out = (
+            out.to(dtype).transpose(1, 2).reshape(b, tq, self.n_heads * self.head_dim)
+        )  # (B, Tq, D)
         return self.out_proj(out), weights
 
     def forward(

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -127,6 +128,13 @@ class LayerCache:
 
     self_attn: KVCache | None = None
     cross_attn: tuple[Tensor, Tensor] | None = None
+    dtype: torch.dtype | None = None  # keys and values are stored in it; None: as computed
+
+    def stored(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+        """`keys`, `values` in the cache's dtype (attention then runs in it, see `attend`)."""
+        if self.dtype is None:
+            return keys, values
+        return keys.to(self.dtype), values.to(self.dtype)
 
     def reorder(self, indices: Tensor, cross_rows: Tensor | None) -> None:
         """Keep batch rows `indices` (B',) and cross-attention rows `cross_rows` (None: all)."""
@@ -211,7 +219,7 @@ class DecoderLayer(_Residual):
                 return self.self_attn(h, h, mask)[0]
             return self.self_attn(h, h, is_causal=True)[0]
         past = 0 if cache.self_attn is None else cache.self_attn.length
-        keys, values = self.self_attn.project_kv(h, past)  # (B, Hkv, t, Dh)
+        keys, values = cache.stored(*self.self_attn.project_kv(h, past))  # (B, Hkv, t, Dh)
         if cache.self_attn is None:
             cache.self_attn = KVCache.empty(keys)
         keys, values = cache.self_attn.append(keys, values)  # (B, Hkv, past + t, Dh)
@@ -226,7 +234,7 @@ class DecoderLayer(_Residual):
         if cache is None:
             return self.cross_attn(h, memory, src_mask)[0]
         if cache.cross_attn is None:
-            cache.cross_attn = self.cross_attn.project_kv(memory)  # once per source
+            cache.cross_attn = cache.stored(*self.cross_attn.project_kv(memory))  # once per source
         keys, values = cache.cross_attn  # (N, H, S, Dh): one row per source
         b, t, d = h.shape
         # The B / N rows of one source (its beams) see the same keys: attend as one row with

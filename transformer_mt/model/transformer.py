@@ -200,9 +200,12 @@ class Decoder(nn.Module):
         x = x if self.final_norm is None else self.final_norm(x)
         return x, self_weights, cross_weights
 
-    def new_cache(self, share_sources: bool = True) -> DecoderCache:
-        """An empty cache; `share_sources=False` keeps cross-attention keys per row."""
-        return DecoderCache([LayerCache() for _ in self.layers], share_sources)
+    def new_cache(
+        self, share_sources: bool = True, dtype: torch.dtype | None = None
+    ) -> DecoderCache:
+        """An empty cache; `share_sources=False` keeps cross-attention keys per row; `dtype`
+        stores keys and values in that type (None: the type they are computed in)."""
+        return DecoderCache([LayerCache(dtype=dtype) for _ in self.layers], share_sources)
 
 
 class Seq2SeqTransformer(nn.Module):
@@ -217,6 +220,9 @@ class Seq2SeqTransformer(nn.Module):
             )
         self.cfg = cfg
         self.pad_id = pad_id
+        # Decoding caches store keys and values in this dtype (None: as computed); a narrower
+        # one halves the bytes that cache reorders and attention read (see quantize_int8).
+        self.cache_dtype: torch.dtype | None = None
         src_embedding = nn.Embedding(src_vocab_size, cfg.d_model)
         tgt_embedding = (
             src_embedding if cfg.share_embeddings else nn.Embedding(tgt_vocab_size, cfg.d_model)
@@ -300,7 +306,7 @@ class Seq2SeqTransformer(nn.Module):
             log_probs (B, V) float32 for the next token, and the updated cache.
         """
         if cache is None:
-            cache = self.decoder.new_cache()
+            cache = self.decoder.new_cache(dtype=self.cache_dtype)
         hidden = self.decoder(tgt_ids[:, None], memory, src_mask, cache)  # (B, 1, D)
         logits = self.output_projection(hidden[:, -1])  # (B, V)
         return torch.log_softmax(logits.float(), dim=-1), cache
