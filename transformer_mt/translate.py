@@ -197,7 +197,9 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     decoding cache: reordering it after every step and reading it in attention, both bound by
     memory bandwidth. Where the CPU computes bfloat16 natively (avx512_bf16), the copy stores
     keys and values in bfloat16 (`cache_dtype`), half the bytes; elsewhere bfloat16 arithmetic
-    is emulated and slower, so the cache stays float32.
+    is emulated and slower, so the cache stays float32. Measured (beam 5, batch 64, one core
+    of an Intel Xeon, docs/benchmarks.md): int8 with the bfloat16 cache 1.60-1.68x fp32, at
+    -0.27 BLEU on Multi30k test2016 en-de.
     """
     from torch.ao.quantization import quantize_dynamic
 
