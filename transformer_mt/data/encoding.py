@@ -15,6 +15,7 @@ import hashlib
 import itertools
 import logging
 import shutil
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -199,11 +200,20 @@ class DropoutCorpus:
     target: bool = True  # False: the target side keeps its deterministic segmentation
 
     def __call__(self, epoch: int) -> EncodedCorpus:
+        started = time.perf_counter()
         src = self._sample(epoch, 0, self.src_texts, self.src_tokenizer, self.deterministic.src)
-        if not self.target:
-            return EncodedCorpus(src, self.deterministic.tgt)
-        tgt = self._sample(epoch, 1, self.tgt_texts, self.tgt_tokenizer, self.deterministic.tgt)
-        return EncodedCorpus(src, tgt)
+        tgt = self.deterministic.tgt
+        if self.target:
+            tgt = self._sample(epoch, 1, self.tgt_texts, self.tgt_tokenizer, tgt)
+        corpus = EncodedCorpus(src, tgt)
+        tokens = int(corpus.src.lengths.sum() + corpus.tgt.lengths.sum())
+        deterministic = int(self.deterministic.src.lengths.sum() + self.deterministic.tgt.lengths.sum())
+        log.info(
+            "BPE-dropout %.2f: epoch %d segmented anew in %.1f s (%+.0f%% tokens)",
+            *(self.dropout, epoch, time.perf_counter() - started),
+            100.0 * (tokens / max(deterministic, 1) - 1.0),
+        )
+        return corpus
 
     def _sample(
         self, epoch: int, side: int, texts: Sequence[str], tokenizer: Tokenizer, fallback: TokenColumn
