@@ -27,9 +27,9 @@ def test_segmentations_change_by_epoch_and_repeat_by_seed(valid_tokenizers, vali
     assert rows(first.src) == rows(again.src) and rows(first.tgt) == rows(again.tgt)
     assert rows(first.src) != rows(second.src) and rows(first.tgt) != rows(second.tgt)
     deterministic = corpora.deterministic
-    # Skipped merges leave more, shorter pieces; the text they spell is unchanged.
+    # Skipped merges leave more, shorter pieces overall (a single sentence can come out shorter:
+    # greedy BPE is not length-optimal); the text they spell is unchanged.
     assert first.src.lengths.sum() > deterministic.src.lengths.sum()
-    assert (first.src.lengths >= deterministic.src.lengths).all()
     tok = valid_tokenizers.src
     for i in range(len(first)):
         assert tok.decode(first.tgt[i].tolist()) == tok.decode(deterministic.tgt[i].tolist())
