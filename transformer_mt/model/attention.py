@@ -297,9 +297,8 @@ class MultiHeadAttention(nn.Module):
             p = self.dropout if self.training else 0.0
             out = attention(q, keys, values, mask, is_causal, p)  # (B, H, Tq, Dh)
         b, _, tq, _ = out.shape
-        out = (
-            out.to(dtype).transpose(1, 2).reshape(b, tq, self.n_heads * self.head_dim)
-        )  # (B, Tq, D)
+        out = out.to(dtype).transpose(1, 2)  # (B, Tq, H, Dh)
+        out = out.reshape(b, tq, self.n_heads * self.head_dim)  # (B, Tq, D)
         return self.out_proj(out), weights
 
     def forward(
