@@ -204,17 +204,22 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     from torch.ao.quantization import quantize_dynamic
 
     engine = torch.backends.quantized.engine
-    amx = getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)()
-    if amx and "onednn" in torch.backends.quantized.supported_engines:
+    if _cpu_has("amx_tile") and "onednn" in torch.backends.quantized.supported_engines:
         engine = "onednn"
     with warnings.catch_warnings(), _quantized_engine(engine):
         warnings.simplefilter("ignore", category=DeprecationWarning)
         warnings.simplefilter("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", message=".*quantize.*deprecated", category=UserWarning)
         quantized = quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8).eval()
-    if getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)():
+    if _cpu_has("avx512_bf16"):
         quantized.cache_dtype = torch.bfloat16
     return quantized
+
+
+def _cpu_has(feature: str) -> bool:
+    """Whether torch reports the CPU feature (`torch.cpu._is_<feature>_supported`); False on a
+    torch without that probe."""
+    return getattr(torch.cpu, f"_is_{feature}_supported", lambda: False)()
 
 
 @contextlib.contextmanager

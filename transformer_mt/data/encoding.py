@@ -94,6 +94,11 @@ class EncodedCorpus:
     def __len__(self) -> int:
         return len(self.src)
 
+    @property
+    def n_tokens(self) -> int:
+        """Token ids on both sides together (no BOS/EOS)."""
+        return int(len(self.src.values) + len(self.tgt.values))
+
     def select(self, indices: np.ndarray) -> EncodedCorpus:
         return EncodedCorpus(self.src.select(indices), self.tgt.select(indices))
 
@@ -201,23 +206,21 @@ class DropoutCorpus:
 
     def __call__(self, epoch: int) -> EncodedCorpus:
         started = time.perf_counter()
-        src = self._sample(epoch, 0, self.src_texts, self.src_tokenizer, self.deterministic.src)
-        tgt = self.deterministic.tgt
-        if self.target:
-            tgt = self._sample(epoch, 1, self.tgt_texts, self.tgt_tokenizer, tgt)
-        corpus = EncodedCorpus(src, tgt)
-        tokens = int(corpus.src.lengths.sum() + corpus.tgt.lengths.sum())
-        deterministic = int(self.deterministic.src.lengths.sum() + self.deterministic.tgt.lengths.sum())
+        tgt = self._sample(epoch, 1) if self.target else self.deterministic.tgt
+        corpus = EncodedCorpus(self._sample(epoch, 0), tgt)
         log.info(
             "BPE-dropout %.2f: epoch %d segmented anew in %.1f s (%+.0f%% tokens)",
             *(self.dropout, epoch, time.perf_counter() - started),
-            100.0 * (tokens / max(deterministic, 1) - 1.0),
+            100.0 * (corpus.n_tokens / max(self.deterministic.n_tokens, 1) - 1.0),
         )
         return corpus
 
-    def _sample(
-        self, epoch: int, side: int, texts: Sequence[str], tokenizer: Tokenizer, fallback: TokenColumn
-    ) -> TokenColumn:
+    def _sample(self, epoch: int, side: int) -> TokenColumn:
+        """Side 0 (source) or 1 (target) of epoch `epoch`, from its own seed."""
+        texts, tokenizer, fallback = [
+            (self.src_texts, self.src_tokenizer, self.deterministic.src),
+            (self.tgt_texts, self.tgt_tokenizer, self.deterministic.tgt),
+        ][side]
         seed = int(np.random.SeedSequence([self.seed % 2**32, epoch, side]).generate_state(1)[0])
         rows = tokenizer.encode_dropout(texts, self.dropout, seed)
         for i in np.flatnonzero(np.fromiter(map(len, rows), np.int64, len(rows)) > self.max_len):
