@@ -26,15 +26,21 @@ def test_prepare_data_twice(tmp_path):
         max_len=20,
     )
     tok_cfg = TokenizerConfig(vocab_size=300)
-    first = prepare_data(cfg, tok_cfg, tmp_path / "run")
-    assert first.tokenizers.src_path.parent == tmp_path / "run"
+    prepared = prepare_data(cfg, tok_cfg, tmp_path / "run")
+    assert prepared.tokenizers.src_path.parent == tmp_path / "run"
+    first = prepared.splits
     assert first.clean_report.total == 400
     assert len(first.train) == first.clean_report.kept < 400  # max_len=20 drops some
     assert len(first.valid) == 50  # never filtered
     assert first.train.src.lengths.max() <= 20
+    assert len(first.train_keep) == len(first.train)
+    row = int(first.train_keep[0])  # the raw line each kept row came from
+    assert first.train.src[0].tolist() == prepared.tokenizers.src.encode(first.train_text["src"][row])
     cached = sorted(p.name for p in (tmp_path / "cache").iterdir())
-    second = prepare_data(cfg, tok_cfg, tmp_path / "run")
+    second_prepared = prepare_data(cfg, tok_cfg, tmp_path / "run")
+    second = second_prepared.splits
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == cached
     assert second.train.src.values.tolist() == first.train.src.values.tolist()
-    fresh = encode_corpus(second.valid_text, second.tokenizers.src, second.tokenizers.tgt)
+    tokenizers = second_prepared.tokenizers
+    fresh = encode_corpus(second.valid_text, tokenizers.src, tokenizers.tgt)
     assert fresh.tgt.values.tolist() == second.valid.tgt.values.tolist()

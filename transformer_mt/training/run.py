@@ -32,9 +32,10 @@ from transformer_mt.data.batching import (
     make_batches,
     make_source_batches,
 )
-from transformer_mt.data.dataset import column_texts, load_split, select_training_pairs
-from transformer_mt.data.encoding import DropoutCorpus, encode_corpus
-from transformer_mt.data.tokenizer import PAD_ID, Tokenizer, train_tokenizers
+from transformer_mt.data.dataset import column_texts
+from transformer_mt.data.encoding import DropoutCorpus
+from transformer_mt.data.pipeline import encode_splits, train_tokenizers_for
+from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.model import build_model
 from transformer_mt.training import checkpoint as ckpt
@@ -100,39 +101,28 @@ def prepare_data(
     batches get a budget large enough for its longest pair.
     """
     data_cfg, train_cfg = config.data, config.train
-    train_text = load_split(data_cfg, "train")
-    train_corpus = encode_corpus(train_text, src_tok, tgt_tok, cache_dir=data_cfg.cache_dir)
-    keep, _ = select_training_pairs(
-        train_corpus.src.lengths,
-        train_corpus.tgt.lengths,
-        data_cfg.max_len,
-        data_cfg.max_len_ratio,
-    )
-    if not len(keep):
-        raise TmtError(f"{data_cfg.train}: no training pairs left after cleaning")
-    kept = train_corpus.select(keep)
+    splits = encode_splits(data_cfg, src_tok, tgt_tok)
     resample = None
     if config.tokenizer.bpe_dropout > 0:
         src_texts, tgt_texts = (
-            [texts[i] for i in keep.tolist()]
-            for texts in (column_texts(train_text, "src"), column_texts(train_text, "tgt"))
+            [texts[i] for i in splits.train_keep.tolist()]
+            for texts in (column_texts(splits.train_text, side) for side in ("src", "tgt"))
         )
         resample = DropoutCorpus(
             src_texts,
             tgt_texts,
             src_tok,
             tgt_tok,
-            deterministic=kept,
+            deterministic=splits.train,
             dropout=config.tokenizer.bpe_dropout,
             seed=train_cfg.seed,
             max_len=data_cfg.max_len,
             target=config.tokenizer.bpe_dropout_sides == "both",
         )
     train = BatchIterator(
-        kept, train_cfg.max_tokens, train_cfg.seed, dist.rank, dist.world_size, resample
+        splits.train, train_cfg.max_tokens, train_cfg.seed, dist.rank, dist.world_size, resample
     )
-    valid_text = load_split(data_cfg, "valid")
-    valid = encode_corpus(valid_text, src_tok, tgt_tok, cache_dir=data_cfg.cache_dir)
+    valid = splits.valid
     longest = int(np.maximum(valid.src.lengths, valid.tgt.lengths).max()) + 1
     budget = max(train_cfg.max_tokens, longest)
     valid_batches = [
@@ -145,7 +135,7 @@ def prepare_data(
         train=train,
         valid_batches=valid_batches,
         valid_sources=make_source_batches(sources, config.decode.max_tokens),
-        valid_references=list(valid_text["tgt"][:n_bleu]),
+        valid_references=list(splits.valid_text["tgt"][:n_bleu]),
     )
 
 
@@ -199,14 +189,7 @@ def _tokenizers(
             Tokenizer.from_bytes(resume["tokenizers"]["src"]),
             Tokenizer.from_bytes(resume["tokenizers"]["tgt"]),
         )
-    corpus = load_split(config.data, "train")
-    pair = train_tokenizers(
-        config.tokenizer,
-        corpus["src"],
-        corpus["tgt"],
-        run_dir,
-        cache_dir=Path(config.data.cache_dir) / "tokenizers",
-    )
+    pair = train_tokenizers_for(config.data, config.tokenizer, run_dir)
     return pair.src, pair.tgt
 
 
