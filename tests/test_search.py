@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from transformer_mt import search as search_module
 from transformer_mt.config import DecodeConfig, ModelConfig
+from transformer_mt.search import beam as search_beam
 from transformer_mt.search import (
     beam_search,
     greedy_search,
@@ -329,5 +329,5 @@ def test_beam_search_through_chunked_top_k_equals_plain_topk(monkeypatch):
     src_ids, src_mask = padded(random_sources(6, vocab_size=2000, seed=3))
     cfg = DecodeConfig(beam_size=3, n_best=3, max_len_a=1.0, max_len_b=4)
     fast = beam_search(model, src_ids, src_mask, cfg)
-    monkeypatch.setattr(search_module, "top_k", lambda values, k: values.topk(k, dim=1))
+    monkeypatch.setattr(search_beam, "top_k", lambda values, k: values.topk(k, dim=1))
     assert_same_results(fast, beam_search(model, src_ids, src_mask, cfg))

@@ -1,0 +1,96 @@
+"""Greedy, beam and sampling search over the decoding protocol.
+
+Search sees a model only through `DecodingModel`: `encode` once per batch, then `decode_step`
+once per output position with the last token of every row and an explicit cache that search
+reorders. All rows of a step (sentences x beams, or sentences x samples) are decoded as one
+tensor. A sentence whose search is over leaves the batch: its rows of memory, source mask and
+cache are dropped, so one long sentence does not keep the work of the short ones alive.
+
+Definitions, in the names of `DecodeConfig`:
+
+    |x|        source length: real source tokens (True entries of src_mask; the source EOS
+               counts, padding does not).
+    |y|        hypothesis length: generated tokens, EOS included when the hypothesis ends with
+               it. BOS is the first decoder input, not an output, and is never counted.
+    log P(y|x) sum of the model's log-probs of those |y| tokens (EOS included).
+    score(y)   log P(y|x) / lp(|y|), the key finished hypotheses are ranked by, where
+                   lp(n) = ((5 + n) / 6) ** length_penalty    length_norm: gnmt
+                                                              (Wu et al. 2016, eq. 14)
+                   lp(n) = n                                  length_norm: average
+                   lp(n) = 1                                  length_norm: none
+    max_len(x) max(1, floor(max_len_a * |x| + max_len_b)): the most tokens a hypothesis may
+               generate, EOS included. One that reaches max_len tokens without EOS is finished as
+               it is (no EOS is forced), so a translation never exceeds max_len tokens.
+    min_len    EOS is forbidden while fewer than min_len tokens have been generated, so every
+               translation has at least min(min_len, max_len) tokens.
+
+PAD and BOS are never generated. Beam search (beam_size = K) keeps K live hypotheses per sentence.
+Each step ranks the 2K best one-token expansions of them: an EOS expansion among the first K is
+finished (as in fairseq: one ranked lower would not have entered the beam) and the K best
+non-EOS expansions live on. A sentence is done once it has K finished hypotheses (early
+stopping: a longer hypothesis that the length penalty would have preferred can be missed) or
+reaches max_len, and it returns its n_best finished hypotheses of highest score. Greedy search
+is the same rule with one row per sentence; sampling draws n_best independent samples.
+
+The caller puts the model in eval mode; search runs under `torch.inference_mode()`.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from transformer_mt.config import DecodeConfig
+from transformer_mt.search.beam import beam_search, top_k
+from transformer_mt.search.sampling import greedy_search, sample
+from transformer_mt.search.state import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    DecoderCache,
+    DecodingModel,
+    Hypothesis,
+    SearchResult,
+    length_penalty,
+    max_output_lengths,
+)
+
+__all__ = [
+    "DecoderCache",
+    "DecodingModel",
+    "Hypothesis",
+    "SearchResult",
+    "beam_search",
+    "greedy_search",
+    "length_penalty",
+    "max_output_lengths",
+    "sample",
+    "search",
+    "top_k",
+]
+
+
+def search(
+    model: DecodingModel,
+    src_ids: Tensor,
+    src_mask: Tensor,
+    cfg: DecodeConfig,
+    *,
+    generator: torch.Generator | None = None,
+    pad_id: int = PAD_ID,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+    max_len_cap: int | None = None,
+) -> list[SearchResult]:
+    """Sampling if `cfg.sampling`, else greedy search if `cfg.beam_size == 1`, else beam search.
+
+    Args and Returns: as `beam_search`; `generator` is used by sampling only.
+    `max_len_cap` bounds every max_len (a model cannot decode past its position table).
+    """
+    # The same special ids and length cap for all three.
+    ids = {"pad_id": pad_id, "bos_id": bos_id, "eos_id": eos_id, "max_len_cap": max_len_cap}
+    if cfg.sampling:
+        return sample(model, src_ids, src_mask, cfg, generator=generator, **ids)
+    if cfg.beam_size == 1:
+        return greedy_search(model, src_ids, src_mask, cfg, **ids)
+    return beam_search(model, src_ids, src_mask, cfg, **ids)

@@ -1,0 +1,139 @@
+"""Greedy search and sampling: one row per (sentence, sample), a `choose` rule per step."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from transformer_mt.config import DecodeConfig
+from transformer_mt.search.state import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    DecodingModel,
+    Hypothesis,
+    SearchResult,
+    SpecialIds,
+    collect_finished,
+    drop_done,
+    forbidden_tokens,
+    next_log_probs,
+    ranked_results,
+    start_rows,
+)
+
+
+def greedy_search(
+    model: DecodingModel,
+    src_ids: Tensor,
+    src_mask: Tensor,
+    cfg: DecodeConfig,
+    *,
+    pad_id: int = PAD_ID,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+    max_len_cap: int | None = None,
+) -> list[SearchResult]:
+    """The most probable next token at every step; one hypothesis per sentence.
+
+    Independent of `beam_search` (which it must equal at beam_size 1) so that each can test the
+    other. Args and Returns as `beam_search`; cfg.beam_size and cfg.n_best are not used.
+    """
+    ids = SpecialIds(pad_id, bos_id, eos_id)
+    return _decode_rows(model, src_ids, src_mask, cfg, ids, 1, _argmax, max_len_cap)
+
+
+def sample(
+    model: DecodingModel,
+    src_ids: Tensor,
+    src_mask: Tensor,
+    cfg: DecodeConfig,
+    *,
+    generator: torch.Generator | None = None,
+    pad_id: int = PAD_ID,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+    max_len_cap: int | None = None,
+) -> list[SearchResult]:
+    """Draw cfg.n_best samples per sentence from the filtered next-token distributions.
+
+    Each step divides the log-probs by cfg.temperature, keeps the cfg.top_k most probable tokens
+    (0: all), then the smallest set of most probable tokens holding cfg.top_p of the mass, and
+    draws from what is left. Hypothesis scores use the model's own (unfiltered, untempered)
+    log-probs, so samples and beams are scored alike.
+
+    Args:
+        generator: a seeded `torch.Generator` on the device of src_ids makes the draws
+            reproducible; None uses the global generator.
+        Others as `beam_search`.
+    """
+    ids = SpecialIds(pad_id, bos_id, eos_id)
+    choose = _sampler(cfg, generator)
+    return _decode_rows(model, src_ids, src_mask, cfg, ids, cfg.n_best, choose, max_len_cap)
+
+
+def _decode_rows(
+    model: DecodingModel,
+    src_ids: Tensor,
+    src_mask: Tensor,
+    cfg: DecodeConfig,
+    ids: SpecialIds,
+    samples: int,
+    choose: Callable[[Tensor], Tensor],
+    max_len_cap: int | None,
+) -> list[SearchResult]:
+    """One row per (sentence, sample): `choose` maps (R, V) log-probs to (R,) next tokens."""
+    finished: list[list[Hypothesis]] = [[] for _ in range(src_ids.shape[0])]
+    with torch.inference_mode():
+        state, rows = start_rows(model, src_ids, src_mask, cfg, 1, samples, max_len_cap)
+        step = 0
+        while state.sentence_ids.numel():
+            log_probs = next_log_probs(model, state, rows, step, ids.bos)
+            forbidden = forbidden_tokens(step, cfg.min_len, ids, log_probs.device)
+            # Out of place: the model may hand out a view of something it keeps.
+            log_probs = log_probs.index_fill(1, forbidden, float("-inf"))
+            tokens = choose(log_probs)  # (R,)
+            state.scores = state.scores + log_probs.gather(1, tokens[:, None])  # (R, 1)
+            state.tokens = torch.cat([state.tokens, tokens[:, None]], dim=1)
+            is_eos = tokens == ids.eos
+            done = is_eos | (state.max_lens <= step + 1)
+            ended = done.nonzero().squeeze(1)
+            collect_finished(
+                finished,
+                state.sentence_ids[ended],
+                state.tokens[ended],
+                is_eos[ended],
+                state.scores[ended, 0],
+                step + 1,
+                cfg,
+            )
+            drop_done(state, rows, done, beam_rows=None)
+            step += 1
+    return ranked_results(finished, samples)
+
+
+def _argmax(log_probs: Tensor) -> Tensor:
+    return log_probs.argmax(dim=-1)
+
+
+def _sampler(cfg: DecodeConfig, generator: torch.Generator | None) -> Callable[[Tensor], Tensor]:
+    """A `choose` function drawing from the temperature / top-k / top-p filtered distribution."""
+
+    def choose(log_probs: Tensor) -> Tensor:
+        logits = log_probs / cfg.temperature  # (R, V)
+        if cfg.top_k > 0:
+            kth_best = logits.topk(min(cfg.top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+            logits = logits.masked_fill(logits < kth_best, float("-inf"))
+        if cfg.top_p < 1.0:
+            sorted_logits, order = logits.sort(dim=-1, descending=True)
+            probs = sorted_logits.softmax(dim=-1)
+            # Drop a token once the tokens ranked above it already hold top_p of the mass; the
+            # most probable token always stays.
+            drop = probs.cumsum(dim=-1) - probs >= cfg.top_p
+            logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
+        probs = logits.softmax(dim=-1)
+        return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+
+    return choose
