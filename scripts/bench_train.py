@@ -50,12 +50,8 @@ from transformer_mt.data.encoding import EncodedCorpus, TokenColumn  # noqa: E40
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 from transformer_mt.hf_marian import to_marian  # noqa: E402
 from transformer_mt.model import build_model  # noqa: E402
-from transformer_mt.training.trainer import (  # noqa: E402
-    TrainData,
-    Trainer,
-    UpdateTotals,
-    resolve_precision,
-)
+from transformer_mt.training.execution import resolve_precision  # noqa: E402
+from transformer_mt.training.trainer import TrainData, Trainer, UpdateTotals  # noqa: E402
 
 SIZES = {
     # configs/quickstart-like: what a laptop trains on Multi30k

@@ -22,9 +22,9 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_train(args: argparse.Namespace) -> int:
-    from transformer_mt.training.trainer import train_from_cli
+    from transformer_mt.training.run import run_training
 
-    return train_from_cli(args.config, args.run_dir, args.set)
+    return run_training(args.config, args.run_dir, args.set)
 
 
 def _add_translate(sub: argparse._SubParsersAction) -> None:

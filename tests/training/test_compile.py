@@ -7,7 +7,7 @@ import torch
 
 from transformer_mt.errors import TmtError
 from transformer_mt.training.distributed import DistributedContext
-from transformer_mt.training.trainer import missing_cpu_compiler
+from transformer_mt.training.execution import missing_cpu_compiler
 
 from .ddp_worker import assert_trained_alike, tiny_trainer
 

@@ -18,38 +18,36 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import shutil
-import signal
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from transformer_mt import __version__
-from transformer_mt.config import ExperimentConfig, TrainConfig, config_to_dict
+from transformer_mt.config import ExperimentConfig, config_to_dict
 from transformer_mt.data.batching import Batch, BatchIterator, SourceBatch, collate
 from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.training import checkpoint as ckpt
 from transformer_mt.training.distributed import DistributedContext
 from transformer_mt.training.ema import WeightAverage
+from transformer_mt.training.execution import (
+    build_optimizer,
+    resolve_precision,
+    wrap_for_training,
+)
 from transformer_mt.training.loss import label_smoothed_loss, perplexity
 from transformer_mt.training.metrics import MetricsLog
 from transformer_mt.training.rng import capture_rng_state, restore_rng_state
 from transformer_mt.training.schedule import learning_rate
+from transformer_mt.training.signals import StopRequests
 from transformer_mt.training.validation import ValidResult, validate
 
 log = logging.getLogger(__name__)
-
-EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 0}  # 130: the shell's code for Ctrl-C
 
 
 @dataclass
@@ -123,7 +121,7 @@ class Trainer:
         self.tokenizers = (src_tokenizer, tgt_tokenizer)
         self.run_dir = Path(run_dir)
         self.amp_dtype = resolve_precision(self.cfg.precision, self.device)
-        self.wrapped = self._wrap(model)
+        self.wrapped = wrap_for_training(model, self.device, self.dist, self.cfg.compile)
         self.optimizer = build_optimizer(model, self.cfg)
         self.scaler = torch.amp.GradScaler(
             self.device.type, enabled=self.amp_dtype is torch.float16
@@ -135,7 +133,7 @@ class Trainer:
         self.bad_validations = 0
         self.skipped_updates = 0
         self._epoch_cache: tuple[int, list] = (-1, [])
-        self._signal: int | None = None
+        self.stop_requests = StopRequests()
         self._last_grad_norm = 0.0
         self.elapsed_before = 0.0  # seconds trained by earlier processes of this run
         self._started = time.monotonic()
@@ -157,7 +155,7 @@ class Trainer:
         stopped_by = "max_steps"
         last_validated = self.step
         try:
-            with self._signals_caught():
+            with self.stop_requests.caught():
                 while self.step < self.cfg.max_steps:
                     if self._epochs_done():
                         stopped_by = "max_epochs"
@@ -199,7 +197,7 @@ class Trainer:
         local_tokens = sum(b.n_tgt_tokens for b in batches)
         global_tokens = self._sum_over_ranks([float(local_tokens)])[0]
         loss_sum, nll_sum = self._forward_backward(batches, global_tokens)
-        stop_flag = float(self._signal is not None)
+        stop_flag = float(self.stop_requests.signum is not None)
         loss_sum, nll_sum, stop = self._sum_over_ranks([loss_sum, nll_sum, stop_flag])
         if self._apply_update(loss_sum / global_tokens):
             window.loss += loss_sum
@@ -301,12 +299,12 @@ class Trainer:
 
     def _stop_on_signal(self, bar: tqdm) -> TrainResult:
         self.save(periodic=False, best=False)
-        name = signal.Signals(self._signal or signal.SIGTERM).name
+        name = self.stop_requests.name
         log.info(
             "%s: saved %s at step %d; run the same command again to resume",
             *(name, self.run_dir / "checkpoints" / "last.pt", self.step),
         )
-        code = EXIT_CODES.get(self._signal or signal.SIGTERM, 0)
+        code = self.stop_requests.exit_code
         return TrainResult(self.step, self.best_score, name, exit_code=code)
 
     # --- data ----------------------------------------------------------------------------
@@ -458,94 +456,3 @@ class Trainer:
         if self.amp_dtype is None:
             return nullcontext()
         return torch.autocast(self.device.type, dtype=self.amp_dtype)
-
-    def _wrap(self, model: torch.nn.Module) -> torch.nn.Module:
-        """The module the training step calls: DDP when distributed, then compiled when asked.
-
-        Compiling the DDP module (not the model inside it) lets dynamo split the graph at DDP's
-        gradient buckets, so communication still overlaps the backward.
-        """
-        wrapped = model
-        if self.dist.enabled:
-            device_ids = [self.device.index] if self.device.type == "cuda" else None
-            wrapped = DistributedDataParallel(model, device_ids=device_ids)
-        if self.cfg.compile:
-            missing = missing_cpu_compiler()
-            if self.device.type == "cpu" and missing is not None:
-                raise TmtError(
-                    f"train.compile: torch.compile on CPU needs a C++ compiler and {missing!r} "
-                    "was not found (install g++, or set CXX)"
-                )
-            wrapped = torch.compile(wrapped, dynamic=True)
-        return wrapped
-
-    @contextmanager
-    def _signals_caught(self) -> Iterator[None]:
-        """SIGINT/SIGTERM set a flag checked after each update; a second one acts as usual."""
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = {s: signal.getsignal(s) for s in EXIT_CODES}
-
-        def handler(signum: int, frame: Any) -> None:
-            self._signal = signum
-            for s, h in previous.items():
-                signal.signal(s, h)
-
-        for s in EXIT_CODES:
-            signal.signal(s, handler)
-        try:
-            yield
-        finally:
-            for s, h in previous.items():
-                signal.signal(s, h)
-
-
-def missing_cpu_compiler() -> str | None:
-    """The C++ compiler torch.compile's CPU backend would call (CXX, else g++ on Linux) when it
-    is not on PATH; None when it is there."""
-    compiler = os.environ.get("CXX", "g++")
-    return compiler if shutil.which(compiler) is None else None
-
-
-def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
-    """AdamW with the paper's betas and eps; decay only on matrices (not biases, norms).
-
-    With weight_decay 0 this is exactly Adam (Vaswani et al., 2017, section 5.3). The learning
-    rate is set before every step from the schedule.
-    """
-    params = [p for p in model.parameters() if p.requires_grad]
-    groups = [
-        {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
-        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
-    ]
-    # The fused kernel updates all tensors in one pass: measured 3.5x faster than the
-    # per-tensor loop for the quickstart model on this 2-core CPU (28 ms -> 8 ms a step).
-    return torch.optim.AdamW(
-        [g for g in groups if g["params"]],
-        lr=0.0,
-        betas=cfg.adam_betas,
-        eps=cfg.adam_eps,
-        fused=True,
-    )
-
-
-def resolve_precision(precision: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype, or None for plain float32.
-
-    auto: bf16 on CUDA devices that support it (no loss scaling needed), float32 on CPU
-    (CPU bf16 autocast is slower than float32 on most CPUs and loses precision).
-    """
-    if precision == "fp16" and device.type != "cuda":
-        raise TmtError("train.precision: fp16 needs a CUDA device; use fp32 or bf16 on CPU")
-    if precision == "auto":
-        cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
-        return torch.bfloat16 if cuda_bf16 else None
-    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-
-
-def train_from_cli(config_path: str, run_dir: str | None, overrides: list[str]) -> int:
-    """`tmt train`: see transformer_mt/training/run.py (kept apart so this loop reads alone)."""
-    from transformer_mt.training.run import run_training
-
-    return run_training(config_path, run_dir, overrides)
