@@ -7,10 +7,12 @@ our model and for Hugging Face `MarianMTModel` of identical dimensions on identi
 Synthetic batches with a Multi30k-like length distribution (about 15 subword tokens a sentence)
 go through the real update (`Trainer.train_step`: forward, label-smoothed loss, backward, clip,
 AdamW). The `hf` system is our model, built with the same seed, converted by `to_marian` and
-called through our model's signature, so batches, loss, optimizer, schedule and autocast are
-the same code and only the network differs. Each (system, size) runs in a fresh process so its
-peak memory (ru_maxrss on CPU, the CUDA allocator's peak on GPU) is its own; on CPU the hf
-figure also holds the transformers import and the model it was converted from.
+called through our model's signature, so batches, optimizer, schedule and autocast are the
+same code; the network differs, and so does the loss: ours is `fused_label_smoothed_loss`, the
+hf system's is transformers' own `LabelSmoother`, what a Hugging Face training loop computes.
+Each (system, size) runs in a fresh process so its peak memory (ru_maxrss on CPU, the CUDA
+allocator's peak on GPU) is its own; on CPU the hf figure also holds the transformers import
+and the model it was converted from.
 
 MFU divides the model's matmul FLOPs per second (`training_flops`) by a peak: `--peak-gflops`,
 else bench_matmul's product at its largest Transformer shape in the training precision,
@@ -51,6 +53,7 @@ from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 from transformer_mt.hf_marian import to_marian  # noqa: E402
 from transformer_mt.model import build_model  # noqa: E402
 from transformer_mt.training.execution import resolve_precision  # noqa: E402
+from transformer_mt.training.loss import LossSums  # noqa: E402
 from transformer_mt.training.trainer import TrainData, Trainer, UpdateTotals  # noqa: E402
 
 SIZES = {
@@ -228,6 +231,20 @@ class MarianForTrainer(torch.nn.Module):
         return output.logits
 
 
+def hf_label_smoothed_loss(
+    logits: torch.Tensor, labels: torch.Tensor, epsilon: float, pad_id: int
+) -> LossSums:
+    """The loss a Hugging Face training loop computes: transformers' `LabelSmoother` (log-softmax
+    in the logits' dtype), as sums over non-pad tokens (`num_items_in_batch=1`). Its NLL is not
+    computed separately (the benchmark reports none), so `nll` repeats the loss."""
+    from transformers.trainer_pt_utils import LabelSmoother
+
+    loss = LabelSmoother(epsilon, ignore_index=pad_id)(
+        {"logits": logits}, labels, num_items_in_batch=1
+    )
+    return LossSums(loss=loss, nll=loss.detach(), n_tokens=int(labels.ne(pad_id).sum()))
+
+
 def _measure(system: str, size: str, options: dict) -> dict:
     """Time `steps` updates after `warmup` untimed ones; count their model FLOPs."""
     args = SimpleNamespace(**options)
@@ -277,7 +294,12 @@ def _build_trainer(system: str, size: str, args: SimpleNamespace, device: torch.
     data = TrainData(BatchIterator(corpus, args.max_tokens, seed=1), [], None, [])
     tokenizer = SimpleNamespace(model_bytes=b"")
     # train(): to_marian returns an eval-mode model, and dropout is part of a training step.
-    return Trainer(config, model.train(), data, tokenizer, tokenizer, "/nonexistent", device=device)
+    trainer = Trainer(
+        config, model.train(), data, tokenizer, tokenizer, "/nonexistent", device=device
+    )
+    if system == "hf":
+        trainer.loss_fn = hf_label_smoothed_loss
+    return trainer
 
 
 def _timed_updates(

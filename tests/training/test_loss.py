@@ -3,8 +3,13 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.testing import assert_close
 
-from transformer_mt.training.loss import label_smoothed_loss, perplexity
+from transformer_mt.training.loss import (
+    fused_label_smoothed_loss,
+    label_smoothed_loss,
+    perplexity,
+)
 
 PAD = 0
 
@@ -54,3 +59,36 @@ def test_pad_positions_do_not_change_loss_or_gradient():
 def test_perplexity_is_capped():
     assert perplexity(0.0) == 1.0
     assert math.isfinite(perplexity(1e6))
+
+
+@pytest.mark.parametrize(
+    ("dtype", "tol"), [(torch.float32, 1e-5), (torch.bfloat16, 1e-2), (torch.float64, 1e-10)]
+)
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+def test_fused_loss_equals_plain_loss_and_its_gradient(dtype, tol, eps):
+    torch.manual_seed(0)
+    base = torch.randn(3, 6, 50, dtype=torch.float64) * 4
+    target = torch.randint(1, 50, (3, 6))
+    target[0, 4:] = PAD
+    target[2, 1:] = PAD
+    plain_logits = base.to(dtype).requires_grad_()
+    fused_logits = base.to(dtype).requires_grad_()
+    plain = label_smoothed_loss(plain_logits, target, eps, PAD)
+    fused = fused_label_smoothed_loss(fused_logits, target, eps, PAD)
+    assert fused.n_tokens == plain.n_tokens == int(target.ne(PAD).sum())
+    assert fused.loss.dtype == plain.loss.dtype
+    assert_close(fused.loss, plain.loss, rtol=1e-6, atol=1e-6 * plain.loss.abs().item())
+    assert_close(fused.nll, plain.nll, rtol=1e-6, atol=1e-6 * plain.nll.abs().item())
+    (plain.loss * 0.37).backward()
+    (fused.loss * 0.37).backward()
+    assert fused_logits.grad.dtype == dtype
+    assert_close(fused_logits.grad, plain_logits.grad, rtol=tol, atol=tol * 0.37)
+    assert torch.all(fused_logits.grad[2, 1:] == 0)  # padding rows get no gradient
+
+
+def test_fused_loss_without_gradient_matches():
+    logits = torch.randn(2, 5, 9)
+    target = torch.randint(1, 9, (2, 5))
+    with torch.no_grad():
+        fused = fused_label_smoothed_loss(logits, target, 0.1, PAD)
+    torch.testing.assert_close(fused.loss, label_smoothed_loss(logits, target, 0.1, PAD).loss)

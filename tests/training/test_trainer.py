@@ -116,7 +116,7 @@ def test_sigterm_saves_and_exits_zero(tiny_experiment, tmp_path):
 def test_nonfinite_loss_stops_or_skips(tmp_path, monkeypatch, policy):
     write_corpus(tmp_path, n_train=60)
     config = str(write_config(tmp_path, train=f"nonfinite_loss: {policy}, max_steps: 4"))
-    real = trainer_module.label_smoothed_loss
+    real = trainer_module.fused_label_smoothed_loss
     calls = {"n": 0}
 
     def poisoned(*args, **kwargs):
@@ -126,7 +126,7 @@ def test_nonfinite_loss_stops_or_skips(tmp_path, monkeypatch, policy):
             sums.loss = sums.loss * float("nan")
         return sums
 
-    monkeypatch.setattr(trainer_module, "label_smoothed_loss", poisoned)
+    monkeypatch.setattr(trainer_module, "fused_label_smoothed_loss", poisoned)
     if policy == "stop":
         with pytest.raises(TmtError, match="step 2: loss nan .* is not finite"):
             run_training(config, str(tmp_path / "run"), [])

@@ -6,7 +6,9 @@ reference token and spreads epsilon uniformly over all V classes (the `F.cross_e
 
     loss_t = (1 - epsilon) * -log p(y_t) + epsilon * mean_v -log p(v)
 
-The functions here return *sums* over non-pad tokens, not means: the trainer divides by the
+`label_smoothed_loss` is the plain autograd formula; `fused_label_smoothed_loss`, which the
+trainer calls, computes the same sums and their gradient in one pass over the logits (see there).
+Both return *sums* over non-pad tokens, not means: the trainer divides by the
 token count of the whole accumulated update (all micro-batches, all ranks), so an update's
 gradient does not depend on how its tokens were split into batches.
 """
@@ -60,6 +62,66 @@ def label_smoothed_loss(
         nll=torch.where(keep, nll, zero).sum().detach(),
         n_tokens=int(keep.sum()),
     )
+
+
+def fused_label_smoothed_loss(
+    logits: torch.Tensor, tgt_out_ids: torch.Tensor, epsilon: float, pad_id: int
+) -> LossSums:
+    """`label_smoothed_loss` with the gradient computed in the forward pass.
+
+    The gradient of loss_t with respect to the logits is known in closed form,
+
+        d loss_t / d z = softmax(z) - (1 - epsilon) * onehot(y_t) - epsilon / V,
+
+    so the forward pass turns its float32 copy of the logits into that gradient in place and
+    keeps it in the logits' dtype; the backward pass only scales it. That replaces autograd's
+    log-softmax output, the scatter of the gather's backward and the sum of three (N, V)
+    gradients, and halves what the loss holds until the backward under bf16 (measured in
+    docs/benchmarks.md). `label_smoothed_loss` is its tested twin.
+    """
+    loss, nll, n_tokens = _FusedLabelSmoothedLoss.apply(logits, tgt_out_ids, epsilon, pad_id)
+    return LossSums(loss=loss, nll=nll, n_tokens=int(n_tokens))
+
+
+class _FusedLabelSmoothedLoss(torch.autograd.Function):
+    @staticmethod
+    def forward(
+        ctx: torch.autograd.function.FunctionCtx,
+        logits: torch.Tensor,
+        targets: torch.Tensor,
+        epsilon: float,
+        pad_id: int,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        vocab_size = logits.shape[-1]
+        z = logits.reshape(-1, vocab_size).to(torch.float32, copy=True)  # (N, V), ours to modify
+        y = targets.reshape(-1, 1)  # (N, 1)
+        keep = y.ne(pad_id)  # (N, 1)
+        picked = z.gather(1, y)  # (N, 1) z_y
+        mean = z.mean(dim=1, keepdim=True)  # (N, 1)
+        # 1) log-sum-exp, leaving exp(z - max) in z
+        top = z.amax(dim=1, keepdim=True)
+        exp_sum = z.sub_(top).exp_().sum(dim=1, keepdim=True)
+        log_sum = top + exp_sum.log()
+        # 2) the sums: -log p(y) = lse - z_y; mean_v -log p(v) = lse - mean(z)
+        nll = torch.where(keep, log_sum - picked, 0.0)
+        smooth = torch.where(keep, log_sum - mean, 0.0)
+        loss = ((1.0 - epsilon) * nll + epsilon * smooth).sum()
+        # 3) z becomes the gradient (zero on padding rows)
+        if ctx.needs_input_grad[0]:
+            z.mul_(keep / exp_sum).sub_(keep * (epsilon / vocab_size))
+            z.scatter_add_(1, y, keep * -(1.0 - epsilon))
+            ctx.save_for_backward(z.to(logits.dtype).view(logits.shape))
+        nll_sum, n_tokens = nll.sum(), keep.sum()
+        ctx.mark_non_differentiable(nll_sum, n_tokens)
+        return loss, nll_sum, n_tokens
+
+    @staticmethod
+    def backward(
+        ctx: torch.autograd.function.FunctionCtx, grad_loss: torch.Tensor, *_: torch.Tensor
+    ) -> tuple[torch.Tensor, None, None, None]:
+        (grad,) = ctx.saved_tensors
+        # A 0-dim float32 factor keeps grad's dtype and is applied in float32.
+        return grad * grad_loss, None, None, None
 
 
 def perplexity(nll_per_token: float) -> float:

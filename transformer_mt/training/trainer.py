@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +41,7 @@ from transformer_mt.training.execution import (
     resolve_precision,
     wrap_for_training,
 )
-from transformer_mt.training.loss import label_smoothed_loss, perplexity
+from transformer_mt.training.loss import LossSums, fused_label_smoothed_loss, perplexity
 from transformer_mt.training.metrics import MetricsLog
 from transformer_mt.training.rng import capture_rng_state, restore_rng_state
 from transformer_mt.training.schedule import learning_rate
@@ -127,6 +128,10 @@ class Trainer:
             self.device.type, enabled=self.amp_dtype is torch.float16
         )
         self.ema = WeightAverage(model, self.cfg.ema_decay) if self.cfg.ema_decay > 0 else None
+        # (logits, labels, epsilon, pad_id) -> LossSums; benchmarks give other models their own.
+        self.loss_fn: Callable[[torch.Tensor, torch.Tensor, float, int], LossSums] = (
+            fused_label_smoothed_loss
+        )
         self.step = 0
         self.position = DataPosition()
         self.best_score: float | None = None
@@ -221,9 +226,7 @@ class Trainer:
             with sync:
                 with self._autocast():
                     logits = self.wrapped(batch.src_ids, batch.tgt_in_ids, batch.src_mask)
-                sums = label_smoothed_loss(
-                    logits, batch.tgt_out_ids, self.cfg.label_smoothing, PAD_ID
-                )
+                sums = self.loss_fn(logits, batch.tgt_out_ids, self.cfg.label_smoothing, PAD_ID)
                 self.scaler.scale(sums.loss * scale).backward()
             loss_sum += sums.loss.detach().double()
             nll_sum += sums.nll.double()
