@@ -14,6 +14,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from transformer_mt.model.dropout import Dropout
+
 
 def sinusoidal_table(n_positions: int, d_model: int) -> Tensor:
     """(n_positions, d_model) float32 table: first half sines, second half cosines."""
@@ -74,7 +76,7 @@ class Embedder(nn.Module):
         self.token_embedding = token_embedding
         self.positions = positions
         self.scale = math.sqrt(token_embedding.embedding_dim)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
         """(B, L) ids, first position `offset` -> (B, L, D)."""

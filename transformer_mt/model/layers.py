@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from transformer_mt.config import ModelConfig
 from transformer_mt.model.attention import KVCache, MultiHeadAttention, causal_mask
+from transformer_mt.model.dropout import Dropout
 from transformer_mt.model.rope import RotaryEmbedding
 
 
@@ -35,7 +36,7 @@ class FeedForward(nn.Module):
         self.activation = activation
         self.fc1 = nn.Linear(d_model, 2 * d_ff if activation == "swiglu" else d_ff)
         self.fc2 = nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(activation_dropout)
+        self.dropout = Dropout(activation_dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         """(B, L, D) -> (B, L, D)."""
@@ -79,7 +80,7 @@ class _Residual(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.pre_norm = cfg.pre_norm
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
 
     def residual(self, x: Tensor, norm: nn.LayerNorm, sublayer: Callable[[Tensor], Tensor]):
         if self.pre_norm:
