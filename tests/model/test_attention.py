@@ -127,3 +127,27 @@ def test_kv_cache_reorders_through_growth_and_pruning():
         reference = reference[order]
         assert_close(cache.keys[:, :, : cache.length], reference)
         assert_close(cache.values[:, :, : cache.length], -reference)
+
+
+@pytest.mark.parametrize("kind", ["padding", "causal", "gqa"])
+def test_cpu_dropout_path_equals_sdpa_when_nothing_is_dropped(kind):
+    # p = 1e-6 rounds to no dropped 16-bit level: the math path with dropout, nothing dropped.
+    q, k, v = torch.randn(B, H, TQ, DH), torch.randn(B, H, TK, DH), torch.randn(B, H, TK, DH)
+    mask, is_causal = _random_mask(), False
+    mask[1, :, 2] = False  # a row with no key: zeros either way
+    if kind == "causal":
+        k, v, mask, is_causal = k[:, :, :TQ], v[:, :, :TQ], None, True
+    elif kind == "gqa":
+        k, v = k[:, :2], v[:, :2]
+    expected = attention(q, k, v, mask, is_causal)
+    assert_close(attention(q, k, v, mask, is_causal, dropout_p=1e-6), expected)
+
+
+def test_cpu_dropout_path_is_unbiased():
+    # E[dropout(W)] = W, so averaged over many masks the output approaches the dropout-free one.
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 2, 3, 4), torch.randn(2, 2, 5, 4), torch.randn(2, 2, 5, 4)
+    expected = attention(q, k, v)
+    runs = torch.stack([attention(q, k, v, dropout_p=0.3) for _ in range(4000)])
+    assert not torch.equal(runs[0], runs[1])
+    assert_close(runs.mean(0), expected, atol=0.05, rtol=0)

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transformer_mt.model.dropout import dropout
 from transformer_mt.model.rope import RotaryEmbedding
 
 try:  # torch >= 2.5
@@ -71,7 +72,8 @@ def attention(
 ) -> Tensor:
     """Scaled dot-product attention through `F.scaled_dot_product_attention` or flex attention.
 
-    SDPA picks the flash or memory-efficient kernel on GPU when the inputs allow it. A
+    SDPA picks the flash or memory-efficient kernel on GPU when the inputs allow it. With
+    dropout on the CPU the same math runs here instead, with model/dropout.py's mask. A
     `BlockMask` (sparse patterns, `model.attention_backend: flex`) goes to flex_attention
     instead, which skips fully hidden blocks.
 
@@ -92,15 +94,21 @@ def attention(
     if keep_rows is not None:
         # Let empty rows attend everywhere (finite), then zero their output below.
         mask = mask | ~keep_rows
-    out = F.scaled_dot_product_attention(
-        query,
-        key,
-        value,
-        attn_mask=mask,
-        dropout_p=dropout_p,
-        is_causal=is_causal,
-        enable_gqa=key.size(-3) != query.size(-3),
-    )
+    if dropout_p > 0.0 and query.device.type == "cpu":
+        # SDPA takes its math path for dropout on the CPU too, with a bernoulli_ mask that cost
+        # 2x this in a bf16 forward and backward (docs/benchmarks.md): same math, our mask.
+        weights, value = _softmax_weights(query, key, value, mask, is_causal)
+        out = dropout(weights.to(value.dtype), dropout_p, training=True) @ value
+    else:
+        out = F.scaled_dot_product_attention(
+            query,
+            key,
+            value,
+            attn_mask=mask,
+            dropout_p=dropout_p,
+            is_causal=is_causal,
+            enable_gqa=key.size(-3) != query.size(-3),
+        )
     if keep_rows is not None:
         out = out.masked_fill(~keep_rows, 0.0)
     return out
@@ -145,6 +153,16 @@ def attention_with_weights(
     Returns:
         output (B, H, Tq, Dh) and weights (B, H, Tq, Tk); an all-masked row has zero weights.
     """
+    weights, value = _softmax_weights(query, key, value, mask, is_causal)
+    weights = weights.to(value.dtype)
+    return weights @ value, weights
+
+
+def _softmax_weights(
+    query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, is_causal: bool
+) -> tuple[Tensor, Tensor]:
+    """softmax(Q K^T / sqrt(Dh)), (B, H, Tq, Tk), zero on all-masked rows, in float32 or wider;
+    and the values repeated up to H heads."""
     group = query.size(-3) // key.size(-3)
     key, value = key.repeat_interleave(group, -3), value.repeat_interleave(group, -3)
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (B, H, Tq, Tk)
@@ -153,8 +171,8 @@ def attention_with_weights(
         mask = causal if mask is None else mask & causal
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
-    return weights @ value, weights
+    wide = torch.promote_types(scores.dtype, torch.float32)
+    return torch.softmax(scores.to(wide), dim=-1).nan_to_num(0.0), value
 
 
 @dataclass
