@@ -6,6 +6,7 @@ from torch import nn
 from torch.testing import assert_close
 
 from transformer_mt.model.attention import (
+    CPU_MATH_MAX_KEYS,
     KVCache,
     MultiHeadAttention,
     attention,
@@ -141,6 +142,43 @@ def test_cpu_dropout_path_equals_sdpa_when_nothing_is_dropped(kind):
         k, v = k[:, :2], v[:, :2]
     expected = attention(q, k, v, mask, is_causal)
     assert_close(attention(q, k, v, mask, is_causal, dropout_p=1e-6), expected)
+
+
+@pytest.mark.parametrize("kind", ["padding", "causal"])
+def test_cpu_bf16_training_path_equals_sdpa(kind, monkeypatch):
+    # Short keys, bf16, gradients wanted: the math path, with SDPA's outputs and gradients.
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(B, H, TQ, DH, dtype=torch.bfloat16) for _ in range(3))
+    mask, is_causal = _random_mask()[..., :TQ], False
+    if kind == "causal":
+        mask, is_causal = None, True
+    outputs, grads = [], []
+    for fn in (attention, torch.nn.functional.scaled_dot_product_attention):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = fn(*leaves, mask, is_causal=is_causal)
+        out.float().square().sum().backward()
+        outputs.append(out)
+        grads.append([t.grad for t in leaves])
+    assert_close(outputs[0], outputs[1], atol=2e-2, rtol=2e-2)
+    for ours, theirs in zip(*grads, strict=True):
+        assert_close(ours, theirs, atol=5e-2, rtol=5e-2)
+
+    calls = []
+    real_sdpa = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(
+        torch.nn.functional,
+        "scaled_dot_product_attention",
+        lambda *a, **kw: calls.append(1) or real_sdpa(*a, **kw),
+    )
+    leaf = q.clone().requires_grad_()
+    attention(leaf, k, v, mask, is_causal)
+    assert not calls  # the math path ran
+    with torch.no_grad():
+        attention(leaf, k, v, mask, is_causal)  # inference keeps SDPA's kernel
+    long_keys = torch.randn(B, H, CPU_MATH_MAX_KEYS + 1, DH, dtype=torch.bfloat16)
+    attention(leaf, long_keys, long_keys)  # and so do long sequences
+    attention(leaf.float(), k.float(), v.float(), mask, is_causal)  # and float32
+    assert len(calls) == 3
 
 
 def test_cpu_dropout_path_is_unbiased():

@@ -72,8 +72,9 @@ def attention(
 ) -> Tensor:
     """Scaled dot-product attention through `F.scaled_dot_product_attention` or flex attention.
 
-    SDPA picks the flash or memory-efficient kernel on GPU when the inputs allow it. With
-    dropout on the CPU the same math runs here instead, with model/dropout.py's mask. A
+    SDPA picks the flash or memory-efficient kernel on GPU when the inputs allow it. On the CPU
+    the same math runs here instead with dropout (with model/dropout.py's mask) and for bf16 or
+    fp16 training on short sequences, where SDPA's flash backward is slow (`_math_on_cpu`). A
     `BlockMask` (sparse patterns, `model.attention_backend: flex`) goes to flex_attention
     instead, which skips fully hidden blocks.
 
@@ -94,9 +95,7 @@ def attention(
     if keep_rows is not None:
         # Let empty rows attend everywhere (finite), then zero their output below.
         mask = mask | ~keep_rows
-    if dropout_p > 0.0 and query.device.type == "cpu":
-        # SDPA takes its math path for dropout on the CPU too, with a bernoulli_ mask that cost
-        # 2x this in a bf16 forward and backward (docs/benchmarks.md): same math, our mask.
+    if _math_on_cpu(query, key, dropout_p):
         weights, value = _softmax_weights(query, key, value, mask, is_causal)
         out = dropout(weights.to(value.dtype), dropout_p, training=True) @ value
     else:
@@ -112,6 +111,25 @@ def attention(
     if keep_rows is not None:
         out = out.masked_fill(~keep_rows, 0.0)
     return out
+
+
+# Longest key sequence for which bf16/fp16 training attention on the CPU runs as plain math:
+# SDPA's CPU flash kernel's backward in bf16 took 6x the math's time (forward and backward) at 16
+# keys, 1.6x at 128, and 0.4x at 256 (docs/benchmarks.md, "attention for bf16 training").
+CPU_MATH_MAX_KEYS = 128
+
+
+def _math_on_cpu(query: Tensor, key: Tensor, dropout_p: float) -> bool:
+    """Whether `attention` runs the plain math rather than SDPA: on the CPU, with dropout (SDPA
+    takes its math path then anyway, with a bernoulli_ mask that cost 2x ours in a bf16 forward
+    and backward), or for reduced-precision training on keys no longer than CPU_MATH_MAX_KEYS."""
+    if query.device.type != "cpu":
+        return False
+    if dropout_p > 0.0:
+        return True
+    training = torch.is_grad_enabled() and query.requires_grad
+    reduced = query.dtype in (torch.bfloat16, torch.float16)
+    return training and reduced and key.size(-2) <= CPU_MATH_MAX_KEYS
 
 
 @functools.cache
