@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
 
+from transformer_mt.training import loss as loss_module
 from transformer_mt.training.loss import (
     fused_label_smoothed_loss,
     label_smoothed_loss,
@@ -65,7 +66,10 @@ def test_perplexity_is_capped():
     ("dtype", "tol"), [(torch.float32, 1e-5), (torch.bfloat16, 1e-2), (torch.float64, 1e-10)]
 )
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
-def test_fused_loss_equals_plain_loss_and_its_gradient(dtype, tol, eps):
+@pytest.mark.parametrize("chunk_rows", [None, 1, 4])  # None: one block; 4: 18 rows, last short
+def test_fused_loss_equals_plain_loss_and_its_gradient(dtype, tol, eps, chunk_rows, monkeypatch):
+    if chunk_rows is not None:
+        monkeypatch.setattr(loss_module, "CHUNK_ELEMENTS", chunk_rows * 50)
     torch.manual_seed(0)
     base = torch.randn(3, 6, 50, dtype=torch.float64) * 4
     target = torch.randint(1, 50, (3, 6))

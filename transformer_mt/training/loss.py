@@ -73,14 +73,21 @@ def fused_label_smoothed_loss(
 
         d loss_t / d z = softmax(z) - (1 - epsilon) * onehot(y_t) - epsilon / V,
 
-    so the forward pass turns its float32 copy of the logits into that gradient in place and
-    keeps it in the logits' dtype; the backward pass only scales it. That replaces autograd's
+    so the forward pass turns a float32 copy of the logits into that gradient in place, a block
+    of rows at a time (CHUNK_ELEMENTS), and keeps it in the logits' dtype; the backward pass
+    only scales it. That replaces autograd's
     log-softmax output, the scatter of the gather's backward and the sum of three (N, V)
     gradients, and halves what the loss holds until the backward under bf16 (measured in
     docs/benchmarks.md). `label_smoothed_loss` is its tested twin.
     """
     loss, nll, n_tokens = _FusedLabelSmoothedLoss.apply(logits, tgt_out_ids, epsilon, pad_id)
     return LossSums(loss=loss, nll=nll, n_tokens=int(n_tokens))
+
+
+# Rows of the logits the fused loss converts to float32 at a time: CHUNK_ELEMENTS / V of them.
+# Its five passes then run over a block that stays in cache (8 MiB in float32), and glibc serves
+# a block this size from its heap instead of mapping, and page-faulting, fresh memory each step.
+CHUNK_ELEMENTS = 2**21
 
 
 class _FusedLabelSmoothedLoss(torch.autograd.Function):
@@ -93,24 +100,23 @@ class _FusedLabelSmoothedLoss(torch.autograd.Function):
         pad_id: int,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         vocab_size = logits.shape[-1]
-        z = logits.reshape(-1, vocab_size).to(torch.float32, copy=True)  # (N, V), ours to modify
+        flat = logits.reshape(-1, vocab_size)  # (N, V)
         y = targets.reshape(-1, 1)  # (N, 1)
         keep = y.ne(pad_id)  # (N, 1)
-        picked = z.gather(1, y)  # (N, 1) z_y
-        mean = z.mean(dim=1, keepdim=True)  # (N, 1)
-        # 1) log-sum-exp, leaving exp(z - max) in z
-        top = z.amax(dim=1, keepdim=True)
-        exp_sum = z.sub_(top).exp_().sum(dim=1, keepdim=True)
-        log_sum = top + exp_sum.log()
-        # 2) the sums: -log p(y) = lse - z_y; mean_v -log p(v) = lse - mean(z)
-        nll = torch.where(keep, log_sum - picked, 0.0)
-        smooth = torch.where(keep, log_sum - mean, 0.0)
+        grad = torch.empty_like(flat) if ctx.needs_input_grad[0] else None
+        nll = torch.empty(y.shape, dtype=torch.float32, device=y.device)
+        smooth = torch.empty_like(nll)
+        rows = max(1, CHUNK_ELEMENTS // vocab_size)
+        for start in range(0, flat.shape[0], rows):
+            part = slice(start, start + rows)
+            z = flat[part].to(torch.float32, copy=True)  # (n, V), ours to modify
+            exp_sum = _chunk_sums(z, y[part], keep[part], nll[part], smooth[part])
+            if grad is not None:
+                _chunk_gradient(z, exp_sum, y[part], keep[part], epsilon)
+                grad[part] = z
         loss = ((1.0 - epsilon) * nll + epsilon * smooth).sum()
-        # 3) z becomes the gradient (zero on padding rows)
-        if ctx.needs_input_grad[0]:
-            z.mul_(keep / exp_sum).sub_(keep * (epsilon / vocab_size))
-            z.scatter_add_(1, y, keep * -(1.0 - epsilon))
-            ctx.save_for_backward(z.to(logits.dtype).view(logits.shape))
+        if grad is not None:
+            ctx.save_for_backward(grad.view(logits.shape))
         nll_sum, n_tokens = nll.sum(), keep.sum()
         ctx.mark_non_differentiable(nll_sum, n_tokens)
         return loss, nll_sum, n_tokens
@@ -122,6 +128,31 @@ class _FusedLabelSmoothedLoss(torch.autograd.Function):
         (grad,) = ctx.saved_tensors
         # A 0-dim float32 factor keeps grad's dtype and is applied in float32.
         return grad * grad_loss, None, None, None
+
+
+def _chunk_sums(
+    z: torch.Tensor, y: torch.Tensor, keep: torch.Tensor, nll: torch.Tensor, smooth: torch.Tensor
+) -> torch.Tensor:
+    """Write -log p(y) and mean_v -log p(v) of rows z (n, V) into nll and smooth (n, 1), zero on
+    padding rows; leave exp(z - max) in z and return its row sums (n, 1)."""
+    picked = z.gather(1, y)  # (n, 1) z_y
+    mean = z.mean(dim=1, keepdim=True)
+    top = z.amax(dim=1, keepdim=True)
+    exp_sum = z.sub_(top).exp_().sum(dim=1, keepdim=True)
+    log_sum = top + exp_sum.log()
+    nll.copy_(torch.where(keep, log_sum - picked, 0.0))
+    smooth.copy_(torch.where(keep, log_sum - mean, 0.0))
+    return exp_sum
+
+
+def _chunk_gradient(
+    z: torch.Tensor, exp_sum: torch.Tensor, y: torch.Tensor, keep: torch.Tensor, epsilon: float
+) -> None:
+    """Turn `_chunk_sums`' exp(z - max) rows (n, V) into d loss_t / d z in place; zero on
+    padding rows."""
+    vocab_size = z.shape[-1]
+    z.mul_(keep / exp_sum).sub_(keep * (epsilon / vocab_size))
+    z.scatter_add_(1, y, keep * -(1.0 - epsilon))
 
 
 def perplexity(nll_per_token: float) -> float:
