@@ -1,7 +1,9 @@
-"""Attention variants: MHA vs GQA vs MQA in beam search, and full vs local attention by length.
+"""Attention variants: MHA vs GQA vs MQA in beam search, full vs local attention by length, and
+the kernel for training attention by length.
 
-    python scripts/bench_attention.py [--parts heads patterns] [--kv-heads 4 2 1]
-                                      [--lengths 256 1024 4096] [--threads 1]
+    python scripts/bench_attention.py [--parts heads patterns training] [--kv-heads 4 2 1]
+                                      [--lengths 256 1024 4096] [--train-lengths 16 64 128 256]
+                                      [--threads 1]
 
 heads: the quickstart model (d_model 256, 4 heads, 3+3 layers, vocab 8000, random weights)
 with n_kv_heads 4 (MHA), 2 (GQA) and 1 (MQA) translates the first --sentences sentences of
@@ -17,6 +19,12 @@ reported apart). Each case runs in a fresh process; its peak resident memory (Vm
 after set-up, minus what the process held before the calls; Linux) is the extra memory the
 calls needed. `mask_ms` is building
 the mask or block mask, which a model does once per forward for all its layers.
+
+training: causal self-attention forward and backward over a batch of --train-tokens tokens
+(8 heads of 64, batch = tokens / L) for L in --train-lengths, in float32 and bfloat16, through
+SDPA's kernel (`sdpa`), the plain math (`math`, `attention_with_weights`) and `attention`
+(`ours`, which picks one of the two): what `CPU_MATH_MAX_KEYS` in model/attention.py is set
+from.
 
 Prints one JSON object per case, then tables. `scripts/benchmark.py attention` calls
 `add_arguments` and `run` from here.
@@ -38,22 +46,31 @@ sys.path.insert(0, str(REPO))  # run from a checkout, uninstalled
 sys.path.insert(0, str(REPO / "scripts"))
 
 import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 from bench_machine import machine_info, run_standalone, table_footer  # noqa: E402
 from bench_translate import QUICKSTART, decode_config, load_model, make_batches  # noqa: E402
 
 from transformer_mt.data.dataset import read_lines  # noqa: E402
 from transformer_mt.data.tokenizer import EOS_ID, PAD_ID  # noqa: E402
 from transformer_mt.model import AttentionPattern  # noqa: E402
-from transformer_mt.model.attention import attention  # noqa: E402
+from transformer_mt.model.attention import attention, attention_with_weights  # noqa: E402
 from transformer_mt.search import search  # noqa: E402
 
 DEFAULT_DATA = REPO / "data" / "multi30k"
 PATTERN_CASES = [("full", "sdpa"), ("local", "sdpa"), ("full", "flex"), ("local", "flex")]
+TRAINING_BACKENDS = {
+    "sdpa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+    "math": lambda q, k, v: attention_with_weights(q, k, v, is_causal=True)[0],
+    "ours": lambda q, k, v: attention(q, k, v, is_causal=True),
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--parts", nargs="+", choices=["heads", "patterns"], default=["heads", "patterns"]
+        "--parts",
+        nargs="+",
+        choices=["heads", "patterns", "training"],
+        default=["heads", "patterns", "training"],
     )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder of test2016")
     parser.add_argument("--kv-heads", type=int, nargs="+", default=[4, 2, 1])
@@ -61,6 +78,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fixed-length", type=int, default=40, help="output tokens per sentence")
     parser.add_argument("--lengths", type=int, nargs="+", default=[256, 1024, 4096])
     parser.add_argument("--window", type=int, default=16, help="local pattern: reach each side")
+    parser.add_argument("--train-lengths", type=int, nargs="+", default=[16, 64, 128, 256])
+    parser.add_argument("--train-tokens", type=int, default=4096, help="training: tokens a batch")
     parser.add_argument("--repeats", type=int, default=3, help="timed passes; best is kept")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
 
@@ -75,6 +94,13 @@ def run(args: argparse.Namespace) -> list[dict]:
             (_measure_pattern, (length, kind, backend))
             for length in args.lengths
             for kind, backend in PATTERN_CASES
+        ]
+    if "training" in args.parts:
+        cases += [
+            (_measure_training, (length, dtype, backend))
+            for length in args.train_lengths
+            for dtype in ("fp32", "bf16")
+            for backend in TRAINING_BACKENDS
         ]
     context = multiprocessing.get_context("spawn")
     machine, results = machine_info(), []
@@ -203,6 +229,33 @@ def _measure_pattern(length: int, kind: str, backend: str, options: dict) -> dic
     }
 
 
+# --- training: forward and backward at sentence lengths ------------------------------------------
+
+
+def _measure_training(length: int, dtype_name: str, backend: str, options: dict) -> dict:
+    args = SimpleNamespace(**options)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
+    batch = max(1, args.train_tokens // length)
+    q, k, v = (torch.randn(batch, 8, length, 64, dtype=dtype, requires_grad=True) for _ in range(3))
+    grad = torch.randn(batch, 8, length, 64, dtype=dtype)
+    function = TRAINING_BACKENDS[backend]
+    times = []
+    for _ in range(args.repeats + 1):  # the first pass is a warm-up
+        start = time.perf_counter()
+        function(q, k, v).backward(grad)
+        times.append(time.perf_counter() - start)
+    return {
+        "bench": "attention_training",
+        "length": length,
+        "batch": batch,
+        "dtype": dtype_name,
+        "backend": backend,
+        "fwd_bwd_ms": round(1000 * min(times[1:]), 2),
+    }
+
+
 def _reset_peak_rss() -> int:
     """Reset the process's peak resident memory (Linux >= 4.0); return the current one, KiB.
 
@@ -247,8 +300,27 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
                 f"{r['mask_ms']:>9}{r['peak_extra_mib']:>10}{r['compile_s'] or '-':>10}",
                 file=file,
             )
+    training = [r for r in results if r["bench"] == "attention_training"]
+    if training:
+        print(file=file)
+        _print_training(training, file)
     if results:
         print(table_footer(results[0]), file=file)
+
+
+def _print_training(rows: list[dict], file) -> None:
+    """One line per (length, dtype): forward + backward ms of each backend."""
+    backends = list(dict.fromkeys(r["backend"] for r in rows))
+    print(
+        f"{'length':>7}{'batch':>7}  {'dtype':<6}" + "".join(f"{b:>9}" for b in backends), file=file
+    )
+    cells: dict[tuple, dict] = {}
+    for r in rows:
+        cells.setdefault((r["length"], r["batch"], r["dtype"]), {})[r["backend"]] = r["fwd_bwd_ms"]
+    for (length, batch, dtype), times in cells.items():
+        line = "".join(f"{times.get(b, '-'):>9}" for b in backends)
+        print(f"{length:>7}{batch:>7}  {dtype:<6}" + line, file=file)
+    print("causal self-attention, 8 heads of 64, forward + backward ms (best)", file=file)
 
 
 def main() -> None:
