@@ -1,7 +1,7 @@
 """Benchmark training: target tokens/s, step time, peak memory and model FLOPs utilisation, for
 our model and for Hugging Face `MarianMTModel` of identical dimensions on identical batches.
 
-    python scripts/bench_train.py [--sizes quickstart base] [--systems ours hf] [--steps 5]
+    python scripts/bench_train.py [--sizes quickstart base] [--systems ours hf hf-eager] [--steps 5]
         [--max-tokens 4096] [--peak-gflops G]
 
 Synthetic batches with a Multi30k-like length distribution (about 15 subword tokens a sentence)
@@ -10,6 +10,7 @@ AdamW). The `hf` system is our model, built with the same seed, converted by `to
 called through our model's signature, so batches, optimizer, schedule and autocast are the
 same code; the network differs, and so does the loss: ours is `fused_label_smoothed_loss`, the
 hf system's is transformers' own `LabelSmoother`, what a Hugging Face training loop computes.
+`hf-eager` is the same with transformers' eager (plain-math) attention instead of SDPA.
 Each (system, size) runs in a fresh process so its peak memory (ru_maxrss on CPU, the CUDA
 allocator's peak on GPU) is its own; on CPU the hf figure also holds the transformers import
 and the model it was converted from.
@@ -62,7 +63,10 @@ SIZES = {
     # Vaswani et al. (2017) base
     "base": ModelConfig(d_model=512, n_heads=8, n_layers=6, d_ff=2048),
 }
-SYSTEMS = ["ours", "hf"]
+SYSTEMS = ["ours", "hf", "hf-eager"]
+# hf: MarianMTModel as transformers builds it (SDPA attention); hf-eager: its plain-math
+# attention (`attn_implementation="eager"`), a choice HF users have too.
+HF_ATTENTION = {"hf": "sdpa", "hf-eager": "eager"}
 PEAK_REPEATS = 5  # bench_matmul's default: the best of 5 is little disturbed by other processes
 
 
@@ -72,8 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--systems",
         nargs="+",
         choices=SYSTEMS,
-        default=SYSTEMS,
-        help="hf: transformers' MarianMTModel (skipped when transformers is not installed)",
+        default=["ours", "hf"],
+        help="hf, hf-eager: transformers' MarianMTModel with SDPA or eager attention (skipped "
+        "when transformers is not installed)",
     )
     parser.add_argument("--steps", type=int, default=5, help="timed updates per run")
     parser.add_argument("--warmup", type=int, default=2, help="untimed updates first")
@@ -109,9 +114,9 @@ def run(args: argparse.Namespace) -> list[dict]:
 
 def _available(systems: list[str]) -> list[str]:
     """The requested systems, less hf (with a note) when transformers is not installed."""
-    if "hf" in systems and importlib.util.find_spec("transformers") is None:
-        print("transformers is not installed: skipping the hf system", file=sys.stderr)
-        return [s for s in systems if s != "hf"]
+    if set(systems) & set(HF_ATTENTION) and importlib.util.find_spec("transformers") is None:
+        print("transformers is not installed: skipping the hf systems", file=sys.stderr)
+        return [s for s in systems if s not in HF_ATTENTION]
     return list(systems)
 
 
@@ -288,8 +293,10 @@ def _build_trainer(system: str, size: str, args: SimpleNamespace, device: torch.
     )
     torch.manual_seed(0)
     model = build_model(config.model, args.vocab_size, args.vocab_size, PAD_ID)
-    if system == "hf":
-        model = MarianForTrainer(to_marian(model, BOS_ID, EOS_ID))
+    if system in HF_ATTENTION:
+        marian = to_marian(model, BOS_ID, EOS_ID)
+        marian.set_attn_implementation(HF_ATTENTION[system])
+        model = MarianForTrainer(marian)
     corpus = synthetic_corpus(6000, args.vocab_size)
     data = TrainData(BatchIterator(corpus, args.max_tokens, seed=1), [], None, [])
     tokenizer = SimpleNamespace(model_bytes=b"")
@@ -297,7 +304,7 @@ def _build_trainer(system: str, size: str, args: SimpleNamespace, device: torch.
     trainer = Trainer(
         config, model.train(), data, tokenizer, tokenizer, "/nonexistent", device=device
     )
-    if system == "hf":
+    if system in HF_ATTENTION:
         trainer.loss_fn = hf_label_smoothed_loss
     return trainer
 
@@ -379,10 +386,10 @@ def synthetic_corpus(n_pairs: int, vocab_size: int, seed: int = 0) -> EncodedCor
 
 
 def print_table(results: list[dict], file=sys.stdout) -> None:
-    """One row per run; "vs HF" is tokens/s over HF Marian's at the same size."""
+    """One row per run; "vs HF" is tokens/s over HF Marian's (SDPA attention) at the same size."""
     hf_speed = {r["size"]: r["tgt_tokens_per_s"] for r in results if r["system"] == "hf"}
     print(
-        f"{'system':<7}{'size':<11}{'params':>8}{'tgt tok/s':>11}{'step s':>9}{'peak MiB':>10}"
+        f"{'system':<9}{'size':<11}{'params':>8}{'tgt tok/s':>11}{'step s':>9}{'peak MiB':>10}"
         f"{'MFU':>8}{'vs HF':>7}",
         file=file,
     )
@@ -391,7 +398,7 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
         speed = r["tgt_tokens_per_s"]
         vs_hf = f"{speed / hf_speed[r['size']]:.2f}" if r["size"] in hf_speed else "-"
         print(
-            f"{r['system']:<7}{r['size']:<11}{r['params_m']:>7}M{speed:>11}{r['step_time_s']:>9}"
+            f"{r['system']:<9}{r['size']:<11}{r['params_m']:>7}M{speed:>11}{r['step_time_s']:>9}"
             f"{r['peak_memory_mib']:>10}{mfu:>8}{vs_hf:>7}",
             file=file,
         )
@@ -404,9 +411,9 @@ def _table_footer(results: list[dict]) -> str:
     line = f"{r['device']} x{r['threads']} threads, {r['precision']}, torch {r['torch']}"
     if r["compile"]:
         line += " (torch.compile)"
-    hf = next((row for row in results if row["system"] == "hf"), None)
+    hf = next((row for row in results if row["system"] in HF_ATTENTION), None)
     if hf is not None:
-        line += f", transformers {hf['transformers']} ({hf['attn_implementation']} attention)"
+        line += f", transformers {hf['transformers']}"
     if r["peak_gflops"] is not None:
         line += f"; MFU against {r['peak_gflops']} GFLOP/s ({r['peak_source']})"
     return line
