@@ -9,14 +9,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 JOBS=${JOBS:-1}
-AVERAGE=${AVERAGE:-5}
 $PY scripts/get_data.py multi30k ${DATA_FROM:+--from "$DATA_FROM"}
 run() {
   local pair=$1 core=$2
   local pin=()
   if [ "$JOBS" -gt 1 ]; then pin=(env OMP_NUM_THREADS=1 taskset -c "$core"); fi
   "${pin[@]}" $PY scripts/run_experiment.py --config "configs/multi30k_$pair.yaml" \
-    --average "$AVERAGE" > "runs/multi30k_$pair.log" 2>&1
+    > "runs/multi30k_$pair.log" 2>&1
 }
 mkdir -p runs
 if [ "$JOBS" -gt 1 ]; then

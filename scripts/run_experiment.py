@@ -1,8 +1,9 @@
 """Train a config, translate its test set with beam search, and score it: one experiment.
 
-    python scripts/run_experiment.py --config configs/multi30k_de_en.yaml [--average 5]
+    python scripts/run_experiment.py --config configs/multi30k_de_en.yaml [--average N]
 
-Runs (or resumes) `tmt train`, optionally averages the last N periodic checkpoints, translates
+Runs (or resumes) `tmt train`, averages the periodic checkpoints it kept (`train.keep_last`;
+`--average N`: the last N; none kept or N <= 1: best.pt is decoded instead), translates
 `data.test` with the config's decode settings and prints detokenized cased BLEU, lowercased
 BLEU and chrF (sacrebleu). Writes `test.hyp` and `results.json` into the run directory; the
 README's results table is made from those files (scripts/results_table.py).
@@ -32,7 +33,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--config", required=True)
     p.add_argument("--run-dir", help="default: runs/<config name>")
     p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="config overrides")
-    p.add_argument("--average", type=int, default=0, help="average the last N checkpoints")
+    p.add_argument(
+        "--average",
+        type=int,
+        help="average the last N checkpoints (default: train.keep_last; 0: decode best.pt)",
+    )
     p.add_argument("--beam-size", type=int, help="override decode.beam_size")
     return p.parse_args()
 
@@ -41,20 +46,19 @@ def main() -> int:
     args = parse_args()
     run_dir = Path(args.run_dir or REPO / "runs" / Path(args.config).stem)
     overrides = ["--set", *args.set] if args.set else []
+    config = load_config(args.config, args.set)
+    average = config.train.keep_last if args.average is None else args.average
     status = tmt(["train", "--config", args.config, "--run-dir", str(run_dir), *overrides])
     if status:
         return status
     checkpoint = run_dir / "checkpoints" / "best.pt"
-    if args.average > 1:
-        checkpoint = run_dir / "checkpoints" / f"average_last{args.average}.pt"
-        status = tmt(
-            ["average", str(run_dir), "--last", str(args.average), "--out", str(checkpoint)]
-        )
+    if average > 1:
+        checkpoint = run_dir / "checkpoints" / f"average_last{average}.pt"
+        status = tmt(["average", str(run_dir), "--last", str(average), "--out", str(checkpoint)])
         if status:
             return status
     # Search settings come from the config file as it is now, so that a length penalty tuned
     # on the valid set after training applies without retraining.
-    config = load_config(args.config, args.set)
     test = load_split(config.data, "test")
     sources, references = column_texts(test, "src"), column_texts(test, "tgt")
     decode = dataclasses.asdict(config.decode)
