@@ -165,11 +165,12 @@ def test_cpu_bf16_training_path_equals_sdpa(kind, monkeypatch):
 
     calls = []
     real_sdpa = torch.nn.functional.scaled_dot_product_attention
-    monkeypatch.setattr(
-        torch.nn.functional,
-        "scaled_dot_product_attention",
-        lambda *a, **kw: calls.append(1) or real_sdpa(*a, **kw),
-    )
+
+    def counting_sdpa(*args, **kwargs):
+        calls.append(args[0].shape)
+        return real_sdpa(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", counting_sdpa)
     leaf = q.clone().requires_grad_()
     attention(leaf, k, v, mask, is_causal)
     assert not calls  # the math path ran

@@ -114,8 +114,9 @@ def attention(
 
 
 # Longest key sequence for which bf16/fp16 training attention on the CPU runs as plain math:
-# SDPA's CPU flash kernel's backward in bf16 took 6x the math's time (forward and backward) at 16
-# keys, 1.6x at 128, and 0.4x at 256 (docs/benchmarks.md, "attention for bf16 training").
+# with SDPA's CPU flash kernel a bf16 forward and backward took ~5x the math's time at 16 keys,
+# ~2x at 64, the same at 128 and a third at 256 (`benchmark.py attention --parts training`;
+# docs/benchmarks.md, "train, a fourth session").
 CPU_MATH_MAX_KEYS = 128
 
 

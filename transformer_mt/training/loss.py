@@ -75,18 +75,18 @@ def fused_label_smoothed_loss(
 
     so the forward pass turns a float32 copy of the logits into that gradient in place, a block
     of rows at a time (CHUNK_ELEMENTS), and keeps it in the logits' dtype; the backward pass
-    only scales it. That replaces autograd's
-    log-softmax output, the scatter of the gather's backward and the sum of three (N, V)
-    gradients, and halves what the loss holds until the backward under bf16 (measured in
-    docs/benchmarks.md). `label_smoothed_loss` is its tested twin.
+    only scales it. That replaces autograd's log-softmax output, the scatter of the gather's
+    backward and the sum of three (N, V) gradients, and halves what the loss holds until the
+    backward under bf16 (measured in docs/benchmarks.md). `label_smoothed_loss` is its tested
+    twin.
     """
     loss, nll, n_tokens = _FusedLabelSmoothedLoss.apply(logits, tgt_out_ids, epsilon, pad_id)
     return LossSums(loss=loss, nll=nll, n_tokens=int(n_tokens))
 
 
 # Rows of the logits the fused loss converts to float32 at a time: CHUNK_ELEMENTS / V of them.
-# Its five passes then run over a block that stays in cache (8 MiB in float32), and glibc serves
-# a block this size from its heap instead of mapping, and page-faulting, fresh memory each step.
+# The passes over each block then run in cache (8 MiB in float32), and glibc serves a block this
+# size from its heap instead of mapping, and page-faulting, fresh memory every step.
 CHUNK_ELEMENTS = 2**21
 
 
@@ -139,7 +139,7 @@ def _chunk_sums(
     mean = z.mean(dim=1, keepdim=True)
     top = z.amax(dim=1, keepdim=True)
     exp_sum = z.sub_(top).exp_().sum(dim=1, keepdim=True)
-    log_sum = top + exp_sum.log()
+    log_sum = top + exp_sum.log()  # log-sum-exp: -log p(y) = lse - z_y, mean -log p = lse - mean
     nll.copy_(torch.where(keep, log_sum - picked, 0.0))
     smooth.copy_(torch.where(keep, log_sum - mean, 0.0))
     return exp_sum
