@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerate the README's Multi30k results table: fetch the corpus, train both directions
-# (60 minutes each on a CPU; set JOBS=2 to train them side by side, one core each, as the
-# published figures were), translate test2016 with beam search, score, print the table.
+# (60 minutes each on a CPU, one after the other with all cores, as the en-de row was; JOBS=2
+# trains them side by side, one core each, as the de-en row was), translate test2016 with beam
+# search, score, print the table.
 #
 #   bash scripts/reproduce_multi30k.sh                     # corpus from upstream GitHub
 #   DATA_FROM=../shared/data/multi30k bash scripts/reproduce_multi30k.sh   # local mirror
