@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> list[dict]:
 
 
 def _available(systems: list[str]) -> list[str]:
-    """The requested systems, less hf (with a note) when transformers is not installed."""
+    """The requested systems, less the hf ones (with a note) when transformers is not installed."""
     if set(systems) & set(HF_ATTENTION) and importlib.util.find_spec("transformers") is None:
         print("transformers is not installed: skipping the hf systems", file=sys.stderr)
         return [s for s in systems if s not in HF_ATTENTION]
