@@ -30,6 +30,7 @@ import torch
 
 from transformer_mt.config import ExperimentConfig, config_from_dict
 from transformer_mt.errors import TmtError
+from transformer_mt.files import atomic_open, fsync_directory
 
 PERIODIC_PATTERN = re.compile(r"step_(\d+)\.pt")
 TRAINING_STATE_KEYS = (
@@ -54,18 +55,8 @@ def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
     never a half-written one; a failure (disk full, crash, exception) removes the temporary
     file and leaves the previous checkpoint untouched.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _fsync_directory(path.parent)
+    with atomic_open(path, "wb", durable=True) as f:
+        torch.save(state, f)
 
 
 def link_checkpoint(source: str | Path, target: str | Path) -> None:
@@ -85,18 +76,7 @@ def link_checkpoint(source: str | Path, target: str | Path) -> None:
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-    _fsync_directory(target.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Persist the rename itself (POSIX); directories cannot be opened on Windows."""
-    if os.name != "posix":
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_directory(target.parent)
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
