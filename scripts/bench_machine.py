@@ -16,6 +16,9 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
+from transformer_mt.machine import cpu_capability, native_bf16  # noqa: E402
+
 
 def cpu_model() -> str:
     """The CPU's marketing name from /proc/cpuinfo (Linux), else `platform.processor()`."""
@@ -36,6 +39,8 @@ def machine_info() -> dict:
     """CPU, cores, torch threads, versions and current load, as one JSON-serialisable dict."""
     info = {
         "cpu": cpu_model(),
+        "capability": cpu_capability(),
+        "native_bf16": bool(native_bf16().value),
         "cores": os.cpu_count(),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
@@ -60,7 +65,8 @@ def pick_device(name: str | None) -> torch.device:
 
 def table_footer(row: dict) -> str:
     """The machine line under a benchmark table: CPU, threads, torch."""
-    return f"{row['cpu']}, {row['threads']} threads, torch {row['torch']}"
+    capability = row.get("capability", "?")
+    return f"{row['cpu']} ({capability}), {row['threads']} threads, torch {row['torch']}"
 
 
 def run_standalone(

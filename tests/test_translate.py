@@ -6,8 +6,10 @@ import sys
 import pytest
 import torch
 
+from transformer_mt import translate
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
 from transformer_mt.errors import TmtError
+from transformer_mt.machine import Choice
 from transformer_mt.translate import Translator
 
 from .conftest import WORDS
@@ -121,7 +123,7 @@ def test_int8_log_probs_close_to_float32_and_float32_unchanged(checkpoint):
 
 @pytest.mark.parametrize("bf16", [True, False])
 def test_int8_stores_the_cache_in_bfloat16_where_the_cpu_computes_it(checkpoint, monkeypatch, bf16):
-    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: bf16)
+    monkeypatch.setattr(translate, "native_bf16", lambda: Choice(bf16, "pretended"))
     int8 = Translator.from_checkpoint(str(checkpoint), quantize="int8", beam_size=2)
     assert int8.bundle.model.cache_dtype == (torch.bfloat16 if bf16 else None)
     assert int8.translate(["ein mann fährt rad"])[0].texts  # decodes through that cache

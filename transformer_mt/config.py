@@ -203,8 +203,13 @@ class TrainConfig:
     clip_norm: float = 0.0  # gradient-norm clipping (0: off)
     label_smoothing: float = 0.1  # paper 5.4
     ema_decay: float = 0.0  # exponential moving average of weights (0: off)
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU
+    # auto: bf16 where the device computes it natively (CUDA with bf16; CPUs with AMX or
+    # avx512_bf16), else fp32: emulated bf16 trains ~10x slower (transformer_mt/machine.py).
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    # CPU threads for torch (0: OMP_NUM_THREADS when set, else one per core not busy with other
+    # work at start; a thread sharing its core with another process stalls the others).
+    threads: int = 0
     # torch.compile the training forward and backward (dynamic shapes: one graph for all batch
     # sizes). Minutes of compilation at the first update; for GPUs: on the development CPU it
     # trained at 0.83-1.01x eager's tokens/s (docs/benchmarks.md).
@@ -231,7 +236,7 @@ class TrainConfig:
         _unit_interval(self, "train", ["label_smoothing", "ema_decay"])
         if not all(0.0 <= b < 1.0 for b in self.adam_betas):
             raise ConfigError(f"train.adam_betas={list(self.adam_betas)} must be in [0, 1)")
-        for name in ("weight_decay", "clip_norm", "keep_last", "patience"):
+        for name in ("weight_decay", "clip_norm", "keep_last", "patience", "threads"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"train.{name}={getattr(self, name)} must be >= 0")
 

@@ -23,6 +23,7 @@ from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batching import make_source_batches
 from transformer_mt.data.tokenizer import BOS_ID
 from transformer_mt.errors import TmtError
+from transformer_mt.machine import cpu_has, native_bf16
 from transformer_mt.search import SearchResult, search
 from transformer_mt.training.checkpoint import InferenceBundle, load_for_inference
 
@@ -195,31 +196,25 @@ def quantize_int8(model: nn.Module) -> nn.Module:
 
     Once the matrix products are int8, beam search spends much of its time moving the
     decoding cache: reordering it after every step and reading it in attention, both bound by
-    memory bandwidth. Where the CPU computes bfloat16 natively (avx512_bf16), the copy stores
-    keys and values in bfloat16 (`cache_dtype`), half the bytes; elsewhere bfloat16 arithmetic
-    is emulated and slower, so the cache stays float32. Measured (beam 5, batch 64, one core
-    of an Intel Xeon, docs/benchmarks.md): int8 with the bfloat16 cache 1.60-1.68x fp32, at
-    -0.27 BLEU on Multi30k test2016 en-de.
+    memory bandwidth. Where the CPU computes bfloat16 natively (`machine.native_bf16`), the
+    copy stores keys and values in bfloat16 (`cache_dtype`), half the bytes; elsewhere
+    bfloat16 arithmetic is emulated and slower, so the cache stays float32. Measured (beam 5,
+    batch 64, one core of an Intel Xeon, docs/benchmarks.md): int8 with the bfloat16 cache
+    1.60-1.68x fp32, at -0.27 BLEU on Multi30k test2016 en-de.
     """
     from torch.ao.quantization import quantize_dynamic
 
     engine = torch.backends.quantized.engine
-    if _cpu_has("amx_tile") and "onednn" in torch.backends.quantized.supported_engines:
+    if cpu_has("amx_tile") and "onednn" in torch.backends.quantized.supported_engines:
         engine = "onednn"
     with warnings.catch_warnings(), _quantized_engine(engine):
         warnings.simplefilter("ignore", category=DeprecationWarning)
         warnings.simplefilter("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", message=".*quantize.*deprecated", category=UserWarning)
         quantized = quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8).eval()
-    if _cpu_has("avx512_bf16"):
+    if native_bf16().value:
         quantized.cache_dtype = torch.bfloat16
     return quantized
-
-
-def _cpu_has(feature: str) -> bool:
-    """Whether torch reports the CPU feature (`torch.cpu._is_<feature>_supported`); False on a
-    torch without that probe."""
-    return getattr(torch.cpu, f"_is_{feature}_supported", lambda: False)()
 
 
 @contextlib.contextmanager

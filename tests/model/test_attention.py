@@ -5,6 +5,7 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
+from transformer_mt.model import attention as attention_module
 from transformer_mt.model.attention import (
     CPU_MATH_MAX_KEYS,
     KVCache,
@@ -147,6 +148,7 @@ def test_cpu_dropout_path_equals_sdpa_when_nothing_is_dropped(kind):
 @pytest.mark.parametrize("kind", ["padding", "causal"])
 def test_cpu_bf16_training_path_equals_sdpa(kind, monkeypatch):
     # Short keys, bf16, gradients wanted: the math path, with SDPA's outputs and gradients.
+    monkeypatch.setattr(attention_module, "_native_bf16_cpu", lambda: True)
     torch.manual_seed(0)
     q, k, v = (torch.randn(B, H, TQ, DH, dtype=torch.bfloat16) for _ in range(3))
     mask, is_causal = _random_mask()[..., :TQ], False
@@ -180,6 +182,9 @@ def test_cpu_bf16_training_path_equals_sdpa(kind, monkeypatch):
     attention(leaf, long_keys, long_keys)  # and so do long sequences
     attention(leaf.float(), k.float(), v.float(), mask, is_causal)  # and float32
     assert len(calls) == 3
+    monkeypatch.setattr(attention_module, "_native_bf16_cpu", lambda: False)
+    attention(leaf, k, v, mask, is_causal)  # emulated bf16: the threshold does not apply
+    assert len(calls) == 4
 
 
 def test_cpu_dropout_path_is_unbiased():

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transformer_mt.machine import native_bf16
 from transformer_mt.model.dropout import dropout
 from transformer_mt.model.rope import RotaryEmbedding
 
@@ -116,7 +117,8 @@ def attention(
 # Longest key sequence for which bf16/fp16 training attention on the CPU runs as plain math:
 # with SDPA's CPU flash kernel a bf16 forward and backward took ~5x the math's time at 16 keys,
 # ~2x at 64, the same at 128 and a third at 256 (`benchmark.py attention --parts training`;
-# docs/benchmarks.md, "train, a fourth session").
+# docs/benchmarks.md) on a CPU with native bf16 (AMX). Where bf16 is emulated the crossover was
+# not measured, so SDPA's own choice stands there.
 CPU_MATH_MAX_KEYS = 128
 
 
@@ -130,7 +132,14 @@ def _math_on_cpu(query: Tensor, key: Tensor, dropout_p: float) -> bool:
         return True
     training = torch.is_grad_enabled() and query.requires_grad
     reduced = query.dtype in (torch.bfloat16, torch.float16)
-    return training and reduced and key.size(-2) <= CPU_MATH_MAX_KEYS
+    short = key.size(-2) <= CPU_MATH_MAX_KEYS
+    return training and reduced and short and _native_bf16_cpu()
+
+
+@functools.cache
+def _native_bf16_cpu() -> bool:
+    """CPU_MATH_MAX_KEYS was measured where bf16 is native; elsewhere SDPA keeps its default."""
+    return bool(native_bf16().value)
 
 
 @functools.cache

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 
@@ -10,20 +11,37 @@ from torch.nn.parallel import DistributedDataParallel
 
 from transformer_mt.config import TrainConfig
 from transformer_mt.errors import TmtError
+from transformer_mt.machine import Choice, native_bf16
 from transformer_mt.training.distributed import DistributedContext
+
+log = logging.getLogger(__name__)
 
 
 def resolve_precision(precision: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype, or None for plain float32.
+    """The autocast dtype, or None for plain float32; logs the choice and its reason.
 
-    auto: bf16 on CUDA devices that support it (no loss scaling needed), float32 on CPU
-    (CPU bf16 autocast is slower than float32 on most CPUs and loses precision).
+    auto: bf16 on CUDA devices that support it (no loss scaling needed); on the CPU bf16 only
+    where it is native (AMX or avx512_bf16 with torch's AVX-512 kernels: ~25% more tokens/s
+    than float32), float32 elsewhere (emulated bf16 is about ten times slower). An explicit
+    bf16 on a CPU without native support is honoured, with a warning.
     """
     if precision == "fp16" and device.type != "cuda":
         raise TmtError("train.precision: fp16 needs a CUDA device; use fp32 or bf16 on CPU")
+    if device.type == "cuda":
+        supported = torch.cuda.is_bf16_supported()
+        reason = f"CUDA device {'supports' if supported else 'does not support'} bf16"
+        native = Choice(supported, reason)
+    else:
+        native = native_bf16()
     if precision == "auto":
-        cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
-        return torch.bfloat16 if cuda_bf16 else None
+        precision = "bf16" if native.value else "fp32"
+        log.info("precision %s (auto): %s", precision, native.reason)
+    elif precision == "bf16" and not native.value:
+        log.warning(
+            "precision bf16 as configured, but %s: expect training several times slower than "
+            "with train.precision fp32 or auto",
+            native.reason,
+        )
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 

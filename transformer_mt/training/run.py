@@ -37,6 +37,7 @@ from transformer_mt.data.encoding import DropoutCorpus
 from transformer_mt.data.pipeline import encode_splits, train_tokenizers_for
 from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
 from transformer_mt.errors import TmtError
+from transformer_mt.machine import choose_threads
 from transformer_mt.model import build_model
 from transformer_mt.training import checkpoint as ckpt
 from transformer_mt.training.distributed import (
@@ -61,6 +62,10 @@ def run_training(config_path: str, run_dir: str | None, overrides: list[str]) ->
     device = resolve_device(config.train.device)
     dist = init_distributed(device.type)
     _setup_logging(dist.is_main)
+    if device.type == "cpu":
+        threads = choose_threads(config.train.threads)
+        torch.set_num_threads(threads.value)
+        log.info("threads %d: %s", threads.value, threads.reason)
     if dist.enabled and device.type == "cuda":
         device = torch.device("cuda", dist.local_rank)
         torch.cuda.set_device(device)

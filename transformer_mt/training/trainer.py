@@ -43,6 +43,7 @@ from transformer_mt.training.execution import (
 )
 from transformer_mt.training.loss import LossSums, fused_label_smoothed_loss, perplexity
 from transformer_mt.training.metrics import MetricsLog
+from transformer_mt.training.progress import LogClock, progress_line, remaining_seconds
 from transformer_mt.training.rng import capture_rng_state, restore_rng_state
 from transformer_mt.training.schedule import learning_rate
 from transformer_mt.training.signals import StopRequests
@@ -157,6 +158,7 @@ class Trainer:
             disable=None if self.dist.is_main else True,
         )
         window = UpdateTotals()
+        clock = LogClock(self.cfg.log_every)
         stopped_by = "max_steps"
         last_validated = self.step
         try:
@@ -170,7 +172,7 @@ class Trainer:
                         break
                     stop_requested = self.train_step(window)
                     bar.update(1)
-                    if self.step % self.cfg.log_every == 0 or self.step == 1:
+                    if clock.due(self.step):
                         self._log_train(metrics, window, bar)
                         window = UpdateTotals()
                     if self.step % self.cfg.valid_every == 0:
@@ -424,25 +426,40 @@ class Trainer:
     # --- helpers -------------------------------------------------------------------------
 
     def _log_train(self, metrics: MetricsLog | None, window: UpdateTotals, bar: tqdm) -> None:
+        """A metrics row, the bar's numbers, and (when the bar is off: no terminal) a line."""
         if not window.updates:
             return
-        elapsed = max(time.perf_counter() - window.start, 1e-9)
+        window_seconds = max(time.perf_counter() - window.start, 1e-9)
         loss = window.loss / window.tokens
+        elapsed = self.elapsed_seconds()
         row = {
             "loss": loss,
             "nll": window.nll / window.tokens,
             "ppl": perplexity(window.nll / window.tokens),
             "lr": self.optimizer.param_groups[0]["lr"],
             "grad_norm": self._last_grad_norm,
-            "tokens_per_s": window.tokens / elapsed,
+            "tokens_per_s": window.tokens / window_seconds,
             "epoch": self.position.epoch,
             "skipped_updates": self.skipped_updates,
+            "elapsed": round(elapsed, 3),
         }
         bar.set_postfix(
             loss=f"{loss:.3f}", lr=f"{row['lr']:.2e}", tok_s=f"{row['tokens_per_s']:.0f}"
         )
         if metrics is not None:
             metrics.write("train", self.step, row)
+        if bar.disable and self.dist.is_main:
+            left = remaining_seconds(
+                self.step,
+                elapsed,
+                window.updates / window_seconds,
+                self.cfg.max_steps,
+                self.cfg.max_minutes,
+            )
+            line = progress_line(
+                self.step, row["epoch"], loss, row["lr"], row["tokens_per_s"], elapsed, left
+            )
+            log.info("%s", line)
 
     def _open_metrics(self) -> MetricsLog | None:
         if not self.dist.is_main:

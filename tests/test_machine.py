@@ -1,0 +1,111 @@
+"""machine.py and the choices made from it: bf16 only where native, threads from free cores."""
+
+import logging
+import os
+
+import pytest
+import torch
+
+from transformer_mt import machine
+from transformer_mt.errors import TmtError
+from transformer_mt.training.execution import resolve_precision
+
+CPU = torch.device("cpu")
+
+
+def _pretend(monkeypatch, capability: str, features: set[str]) -> None:
+    monkeypatch.setattr(machine, "cpu_capability", lambda: capability)
+    monkeypatch.setattr(machine, "cpu_has", lambda feature: feature in features)
+
+
+@pytest.mark.parametrize(
+    ("capability", "features", "native", "reason"),
+    [
+        ("AVX2", {"avx512_bf16", "amx_tile"}, False, "CPU capability AVX2 has no native bf16"),
+        ("AVX512", set(), False, "without avx512_bf16 or AMX"),
+        ("AVX512", {"avx512_bf16"}, True, "with avx512_bf16"),
+        ("AVX512", {"amx_tile", "avx512_bf16"}, True, "with AMX tiles"),
+        ("DEFAULT", set(), False, "DEFAULT has no native bf16"),
+    ],
+)
+def test_native_bf16_follows_the_kernels_torch_runs(
+    monkeypatch, capability, features, native, reason
+):
+    _pretend(monkeypatch, capability, features)
+    choice = machine.native_bf16()
+    assert choice.value is native
+    assert reason in choice.reason
+
+
+def test_auto_precision_is_fp32_without_native_bf16_and_says_why(monkeypatch, caplog):
+    _pretend(monkeypatch, "AVX2", set())
+    with caplog.at_level(logging.INFO):
+        assert resolve_precision("auto", CPU) is None
+    assert "precision fp32 (auto): CPU capability AVX2 has no native bf16" in caplog.text
+
+
+def test_auto_precision_is_bf16_where_native(monkeypatch, caplog):
+    _pretend(monkeypatch, "AVX512", {"amx_tile"})
+    with caplog.at_level(logging.INFO):
+        assert resolve_precision("auto", CPU) is torch.bfloat16
+    assert "precision bf16 (auto)" in caplog.text
+
+
+def test_explicit_bf16_on_emulating_cpu_runs_with_a_warning(monkeypatch, caplog):
+    _pretend(monkeypatch, "AVX2", set())
+    with caplog.at_level(logging.WARNING):
+        assert resolve_precision("bf16", CPU) is torch.bfloat16
+    assert "several times slower" in caplog.text
+    caplog.clear()
+    _pretend(monkeypatch, "AVX512", {"avx512_bf16"})
+    with caplog.at_level(logging.WARNING):
+        resolve_precision("bf16", CPU)
+    assert caplog.text == ""
+
+
+def test_fp16_on_cpu_is_refused():
+    with pytest.raises(TmtError, match="fp16 needs a CUDA device"):
+        resolve_precision("fp16", CPU)
+
+
+def test_threads_as_configured_then_from_the_environment(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert machine.choose_threads(2).value == 2
+    assert machine.choose_threads(0).value == 3
+
+
+def test_auto_threads_leave_out_busy_cores(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(machine, "busy_cores", lambda cores, seconds: [1])
+    choice = machine.choose_threads(0)
+    assert choice.value == 3
+    assert "core(s) 1 of 4 busy" in choice.reason
+    monkeypatch.setattr(machine, "busy_cores", lambda cores, seconds: [0, 1, 2, 3])
+    assert machine.choose_threads(0).value == 1  # never fewer than one
+    monkeypatch.setattr(machine, "busy_cores", lambda cores, seconds: [])
+    assert machine.choose_threads(0).value == 4
+
+
+def test_busy_cores_reads_the_kernel_counters(monkeypatch):
+    # cpu0 idle for the whole sample, cpu1 busy 90% of it.
+    samples = iter([{0: (100, 200), 1: (100, 200)}, {0: (200, 300), 1: (110, 300)}])
+    monkeypatch.setattr(machine, "_cpu_times", lambda: next(samples))
+    assert machine.busy_cores([0, 1], 0.0) == [1]
+
+
+def test_busy_cores_sees_a_busy_loop():
+    """A real busy process on an allowed core is seen (Linux only)."""
+    if not os.path.exists("/proc/stat") or not hasattr(os, "sched_setaffinity"):
+        pytest.skip("needs /proc/stat and CPU affinity")
+    import subprocess
+    import sys
+
+    core = sorted(os.sched_getaffinity(0))[-1]
+    code = f"import os; os.sched_setaffinity(0, {{{core}}})\nwhile True: pass"
+    loop = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        assert core in machine.busy_cores([core], 0.5)
+    finally:
+        loop.kill()
+        loop.wait()

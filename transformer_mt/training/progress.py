@@ -1,0 +1,73 @@
+"""Progress a person can follow when the output is a log file, not a terminal.
+
+tqdm draws its bar only on a terminal; under `make quickstart > log`, nohup or a batch
+scheduler it stays silent. So the trainer also writes a plain line every `log_every` updates or
+every `PROGRESS_SECONDS`, whichever comes first: step, epoch, loss, learning rate, tokens/s,
+elapsed time and the time left against `max_minutes` / `max_steps`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+PROGRESS_SECONDS = 30.0
+
+
+@dataclass
+class LogClock:
+    """Says when the next metrics row / progress line is due: every `every_steps` updates, the
+    first update, or `every_seconds` after the previous line."""
+
+    every_steps: int
+    every_seconds: float = field(default_factory=lambda: PROGRESS_SECONDS)
+    last: float = field(default_factory=time.monotonic)
+
+    def due(self, step: int) -> bool:
+        now = time.monotonic()
+        if step == 1 or step % self.every_steps == 0 or now - self.last >= self.every_seconds:
+            self.last = now
+            return True
+        return False
+
+
+def remaining_seconds(
+    step: int,
+    elapsed: float,
+    steps_per_second: float,
+    max_steps: int,
+    max_minutes: float | None,
+) -> float:
+    """Seconds until the first of `max_steps` (at the current rate) and `max_minutes` ends."""
+    by_steps = (max_steps - step) / steps_per_second if steps_per_second > 0 else float("inf")
+    by_time = 60 * max_minutes - elapsed if max_minutes is not None else float("inf")
+    return max(min(by_steps, by_time), 0.0)
+
+
+def progress_line(
+    step: int,
+    epoch: int,
+    loss: float,
+    lr: float,
+    tokens_per_second: float,
+    elapsed: float,
+    remaining: float,
+) -> str:
+    """One plain log line, e.g.
+    `step 1200 | epoch 3 | loss 3.412 | lr 8.20e-04 | 5210 tok/s | 12m03s elapsed, 47m57s left`."""
+    return (
+        f"step {step} | epoch {epoch} | loss {loss:.3f} | lr {lr:.2e} | "
+        f"{tokens_per_second:.0f} tok/s | {duration(elapsed)} elapsed, {duration(remaining)} left"
+    )
+
+
+def duration(seconds: float) -> str:
+    """`1h02m`, `12m03s`, `45s`; `?` for an unknown (infinite) time."""
+    if seconds == float("inf"):
+        return "?"
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
