@@ -151,7 +151,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
 def _add_average(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("average", help="average the weights of the last N periodic checkpoints")
     p.add_argument("inputs", nargs="+", help="run directories, checkpoint directories or .pt files")
-    p.add_argument("--last", type=int, help="average only the newest N checkpoints")
+    p.add_argument("--last", type=int, help="average only the newest N (1 or more) checkpoints")
     p.add_argument("--out", required=True, help="the averaged checkpoint to write")
     p.set_defaults(handler=_run_average)
 
@@ -163,7 +163,13 @@ def _run_average(args: argparse.Namespace) -> int:
         save_checkpoint,
     )
 
-    paths = resolve_average_inputs(args.inputs, args.last)
+    paths = resolve_average_inputs(args.inputs, args.last, args.out)
+    if args.last is not None and len(paths) < args.last:
+        print(
+            f"warning: averaging {len(paths)} checkpoints: only {len(paths)} of the {args.last} "
+            "asked for exist",
+            file=sys.stderr,
+        )
     save_checkpoint(average_checkpoints(paths), args.out)
     print(f"averaged {len(paths)} checkpoints into {args.out}", file=sys.stderr)
     return 0

@@ -30,7 +30,7 @@ import torch
 
 from transformer_mt.config import ExperimentConfig, config_from_dict
 from transformer_mt.errors import TmtError
-from transformer_mt.files import atomic_open, fsync_directory
+from transformer_mt.files import atomic_open, fsync_directory, refuse_same_file
 
 PERIODIC_PATTERN = re.compile(r"step_(\d+)\.pt")
 TRAINING_STATE_KEYS = (
@@ -118,12 +118,25 @@ def prune_checkpoints(directory: str | Path, keep_last: int) -> list[Path]:
     return old
 
 
-def resolve_average_inputs(inputs: Sequence[str | Path], last: int | None) -> list[Path]:
+def resolve_average_inputs(
+    inputs: Sequence[str | Path], last: int | None, out: str | Path | None = None
+) -> list[Path]:
     """Expand run or checkpoint directories into their periodic checkpoints; keep the last N.
 
+    Everything is checked before any checkpoint is read. With `out`, the average must not land
+    on an input or on a name a run reads back (checkpoints/last.pt, best.pt, step_*.pt): an
+    averaged checkpoint has no optimizer state, so the next resume would fail, and a step file
+    would be averaged again. Finding fewer than `last` is not an error; the caller can compare
+    and say so.
+
     Raises:
-        TmtError: an input does not exist, or nothing is left to average.
+        TmtError: `last` is below 1, an input does not exist, nothing is left to average, or
+            `out` names a run's checkpoint, an input or a directory.
     """
+    if last is not None and last < 1:
+        raise TmtError(f"cannot average the newest {last} checkpoints: the count must be 1 or more")
+    if out is not None:
+        _refuse_average_output(Path(out))
     paths: list[Path] = []
     for item in map(Path, inputs):
         if item.is_dir():
@@ -132,6 +145,9 @@ def resolve_average_inputs(inputs: Sequence[str | Path], last: int | None) -> li
             paths.append(item)
         else:
             raise TmtError(f"{item}: no such checkpoint or directory")
+    if out is not None:
+        for path in paths:
+            refuse_same_file(path, out, "input checkpoint")
     if last is not None:
         paths = paths[-last:]
     if not paths:
@@ -139,6 +155,19 @@ def resolve_average_inputs(inputs: Sequence[str | Path], last: int | None) -> li
             f"no periodic checkpoints (step_*.pt) found in {', '.join(map(str, inputs))}"
         )
     return paths
+
+
+def _refuse_average_output(out: Path) -> None:
+    if out.is_dir():
+        raise TmtError(f"{out}: is a directory; name the averaged checkpoint file")
+    for name in (out, out.resolve()):
+        own = name.name in ("last.pt", "best.pt") or PERIODIC_PATTERN.fullmatch(name.name)
+        if own and name.parent.name == "checkpoints":
+            raise TmtError(
+                f"{out}: is a training checkpoint of {name.parent.parent}, which resuming and "
+                f"averaging read back; write the average elsewhere, e.g. "
+                f"{name.parent.parent / 'averaged.pt'}"
+            )
 
 
 def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, Any]:

@@ -1,9 +1,10 @@
 """`tmt train`: set up a run directory, tokenizers, data and model, then hand over to Trainer.
 
-Order: config -> device and ranks -> run directory (fresh, or resume from checkpoints/last.pt)
--> tokenizers (trained on the training corpus, or taken from the checkpoint) -> encoded and
-batched data -> model -> Trainer. Under torchrun, rank 0 trains the tokenizer and fills the
-encoded-corpus cache first; the other ranks then find both ready.
+Order: config -> device and ranks -> run directory (locked for this process; fresh, or resume
+from checkpoints/last.pt) -> tokenizers (trained on the training corpus, or taken from the
+checkpoint) -> encoded and batched data -> model -> Trainer. Under torchrun, rank 0 holds the
+lock, trains the tokenizer and fills the encoded-corpus cache first; the other ranks then find
+both ready.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ from __future__ import annotations
 import logging
 import platform
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 import torch
+import yaml
 
 from transformer_mt import __version__
 from transformer_mt.config import (
@@ -37,6 +40,7 @@ from transformer_mt.data.encoding import DropoutCorpus
 from transformer_mt.data.pipeline import encode_splits, train_tokenizers_for
 from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
 from transformer_mt.errors import TmtError
+from transformer_mt.files import atomic_open, atomic_path
 from transformer_mt.machine import choose_threads
 from transformer_mt.model import build_model
 from transformer_mt.training import checkpoint as ckpt
@@ -45,6 +49,7 @@ from transformer_mt.training.distributed import (
     init_distributed,
     shutdown_distributed,
 )
+from transformer_mt.training.lock import LOCK_NAME, lock_run_dir
 from transformer_mt.training.rng import seed_everything
 from transformer_mt.training.trainer import TrainData, Trainer
 
@@ -52,11 +57,25 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Files a run directory may hold before its first checkpoint (a run that stopped early).
-RUN_DIR_FILES = {"config.yaml", "metrics.jsonl", "checkpoints", "tensorboard", "curves.png"}
+HISTORY_NAME = "config_history.yaml"
+RUN_DIR_FILES = {
+    *("config.yaml", HISTORY_NAME, LOCK_NAME, "metrics.jsonl"),
+    *("checkpoints", "tensorboard", "curves.png"),
+}
+HISTORY_HEADER = """\
+# Settings changed on resuming this run. original: the config it started with. changes: for
+# each resume that changed something, the checkpoint step it resumed from (the new values hold
+# for every update after it) and each changed key as [old, new]. config.yaml: the config now.
+"""
 
 
 def run_training(config_path: str, run_dir: str | None, overrides: list[str]) -> int:
-    """Train (or resume) the experiment of `config_path`; returns the process exit code."""
+    """Train (or resume) the experiment of `config_path`; returns the process exit code.
+
+    Raises:
+        TmtError: a bad config, a run directory that is a file or holds something else, or one
+            another training process is using.
+    """
     config = load_config(config_path, overrides)
     run_path = Path(run_dir) if run_dir else Path("runs") / Path(config_path).stem
     device = resolve_device(config.train.device)
@@ -70,23 +89,47 @@ def run_training(config_path: str, run_dir: str | None, overrides: list[str]) ->
         device = torch.device("cuda", dist.local_rank)
         torch.cuda.set_device(device)
     try:
-        resume = _resume_state(run_path, config)
-        src_tok, tgt_tok = _main_rank_first(dist, lambda: _tokenizers(config, run_path, resume))
-        data = _main_rank_first(dist, lambda: prepare_data(config, src_tok, tgt_tok, dist))
-        seed_everything(config.train.seed)
-        model = build_model(config.model, src_tok.vocab_size, tgt_tok.vocab_size, PAD_ID)
-        # Same initial weights on every rank (DDP checks), different dropout masks afterwards.
-        torch.manual_seed(config.train.seed + dist.rank)
-        if dist.is_main:
-            dump_config(config, run_path / "config.yaml")
-            _log_start(config, run_path, model, device, dist)
-        trainer = Trainer(config, model, data, src_tok, tgt_tok, run_path, dist, device)
-        if resume is not None:
-            trainer.load_state_dict(resume)
-            log.info("resumed from %s at step %d", run_path / "checkpoints/last.pt", trainer.step)
-        return trainer.train().exit_code
+        with _run_dir_lock(run_path, dist):
+            return _train(config, run_path, device, dist)
     finally:
         shutdown_distributed(dist)
+
+
+def _train(
+    config: ExperimentConfig, run_path: Path, device: torch.device, dist: DistributedContext
+) -> int:
+    resume = _resume_state(run_path, config)
+    src_tok, tgt_tok = _main_rank_first(dist, lambda: _tokenizers(config, run_path, resume))
+    data = _main_rank_first(dist, lambda: prepare_data(config, src_tok, tgt_tok, dist))
+    seed_everything(config.train.seed)
+    model = build_model(config.model, src_tok.vocab_size, tgt_tok.vocab_size, PAD_ID)
+    # Same initial weights on every rank (DDP checks), different dropout masks afterwards.
+    torch.manual_seed(config.train.seed + dist.rank)
+    if dist.is_main:
+        _record_config(run_path, config, resume)
+        _log_start(config, run_path, model, device, dist)
+    trainer = Trainer(config, model, data, src_tok, tgt_tok, run_path, dist, device)
+    if resume is not None:
+        trainer.load_state_dict(resume)
+        log.info("resumed from %s at step %d", run_path / "checkpoints/last.pt", trainer.step)
+    return trainer.train().exit_code
+
+
+@contextmanager
+def _run_dir_lock(run_dir: Path, dist: DistributedContext) -> Iterator[None]:
+    """Rank 0 holds the run directory's lock; every rank learns whether it got it, so that no
+    rank waits at a barrier for a rank 0 that gave up."""
+    with ExitStack() as stack:
+        refusal = None
+        if dist.is_main:
+            try:
+                stack.enter_context(lock_run_dir(run_dir))
+            except TmtError as err:
+                refusal = str(err)
+        refusal = dist.broadcast(refusal)
+        if refusal is not None:
+            raise TmtError(refusal)
+        yield
 
 
 def resolve_device(choice: str) -> torch.device:
@@ -164,25 +207,91 @@ def _resume_state(run_dir: Path, config: ExperimentConfig) -> dict[str, Any] | N
             )
         return None
     state = ckpt.load_checkpoint(last)
-    # Parsed and dumped again, so that fields added to the config since the run started
-    # compare at their defaults instead of counting as changes.
-    stored = config_to_dict(config_from_dict(state["config"], source=f"{last} (stored config)"))
-    new = config_to_dict(config)
+    stored = _normalized(state["config"], f"{last} (stored config)")
+    changes = _config_changes(stored, config_to_dict(config))
     for section in ("model", "tokenizer"):
-        if stored[section] != new[section]:
-            keys = sorted(
-                f"{section}.{k}" for k in new[section] if stored[section][k] != new[section][k]
-            )
+        keys = [key for key in changes if key.split(".")[0] == section]
+        if keys:
             raise TmtError(
                 f"{run_dir} holds a run with a different {section} config ({', '.join(keys)}); "
                 "resume it with its own config.yaml or choose another --run-dir"
             )
-    if stored != new:
-        changed = sorted(
-            f"{s}.{k}" for s in new for k in new[s] if stored.get(s, {}).get(k) != new[s][k]
-        )
-        log.warning("resuming with changed settings: %s", ", ".join(changed))
+    if changes:
+        log.warning("resuming with changed settings: %s", ", ".join(changes))
     return state
+
+
+def _config_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[Any]]:
+    """`{"section.key": [old value, new value]}` for every setting that differs, sorted."""
+    return {
+        f"{section}.{key}": [old.get(section, {}).get(key), value]
+        for section in sorted(new)
+        for key, value in sorted(new[section].items())
+        if old.get(section, {}).get(key) != value
+    }
+
+
+def _normalized(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """A stored config parsed and dumped again, so that fields added to the config since it was
+    written compare at their defaults instead of counting as changes."""
+    return config_to_dict(config_from_dict(data, source=source))
+
+
+def _record_config(run_dir: Path, config: ExperimentConfig, resume: dict | None) -> None:
+    """Write config.yaml (the config the run uses now) and keep the history of changes.
+
+    config_history.yaml appears with the first resume that changes a setting: it holds the
+    config the run started with and, for each such resume, the step it resumed from and each
+    changed key as [old, new]. The base of a change is the config the history says was in use,
+    not the checkpoint's copy, so that a changed run killed before its first save and resumed
+    with the old settings records the change back. A fresh run drops a history left behind.
+    """
+    with atomic_path(run_dir / "config.yaml") as tmp:
+        dump_config(config, tmp)
+    history_path = run_dir / HISTORY_NAME
+    if resume is None:
+        history_path.unlink(missing_ok=True)
+        return
+    history = _read_history(history_path) or {
+        "original": _normalized(resume["config"], f"{history_path.parent} (stored config)"),
+        "changes": [],
+    }
+    changes = _config_changes(_config_in_use(history, history_path), config_to_dict(config))
+    if not changes:
+        return
+    history["changes"].append({"step": resume["step"], "changes": changes})
+    with atomic_open(history_path) as f:
+        f.write(HISTORY_HEADER)
+        yaml.safe_dump({"original": history["original"]}, f, sort_keys=False)
+        # Flow style for the innermost lists: each change on one line, `key: [old, new]`.
+        yaml.safe_dump({"changes": history["changes"]}, f, sort_keys=False, default_flow_style=None)
+
+
+def _config_in_use(history: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The original config with every recorded change applied in order."""
+    config = _normalized(history["original"], f"{path} (original)")
+    for entry in history["changes"]:
+        for dotted, (_, value) in entry["changes"].items():
+            section, key = dotted.split(".", 1)
+            config[section][key] = value
+    return config
+
+
+def _read_history(path: Path) -> dict[str, Any] | None:
+    """The parsed config history, or None when the run has none yet.
+
+    Raises:
+        TmtError: the file is not a history this module wrote.
+    """
+    if not path.exists():
+        return None
+    try:
+        history = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise TmtError(f"{path}: unreadable config history ({type(err).__name__})") from None
+    if not isinstance(history, dict) or {"original", "changes"} - history.keys():
+        raise TmtError(f"{path}: not a config history (needs 'original' and 'changes')")
+    return history
 
 
 def _tokenizers(

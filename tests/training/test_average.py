@@ -1,0 +1,105 @@
+"""`tmt average`: never writes over a run's own checkpoints or an input, checks N, says when
+fewer checkpoints exist than asked for, and leaves an existing output whole when it fails."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from transformer_mt.cli import main
+from transformer_mt.errors import TmtError
+from transformer_mt.training import checkpoint as ckpt
+
+
+def state(value: float, step: int) -> dict:
+    return {
+        "model": {"w": torch.full((2, 3), value), "count": torch.tensor(step)},
+        "config": {},
+        "step": step,
+        "tokenizers": {"src": b"s", "tgt": b"t"},
+        "optimizer": {"state": {}},
+    }
+
+
+@pytest.fixture
+def run(tmp_path):
+    """A run directory with last.pt, best.pt and two periodic checkpoints (w = 1 and 3)."""
+    directory = tmp_path / "run" / "checkpoints"
+    for step, value in [(100, 1.0), (200, 3.0)]:
+        ckpt.save_checkpoint(state(value, step), directory / ckpt.periodic_name(step))
+    ckpt.save_checkpoint(state(3.0, 200), directory / "last.pt")
+    ckpt.save_checkpoint(state(1.0, 100), directory / "best.pt")
+    return tmp_path / "run"
+
+
+@pytest.mark.parametrize("name", ["last.pt", "best.pt", "step_00000200.pt", "step_00000300.pt"])
+def test_refuses_the_runs_own_checkpoint_names(run, capsys, name):
+    out = run / "checkpoints" / name
+    before = out.read_bytes() if out.exists() else None
+    assert main(["average", str(run), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith(f"error: {out}: is a training checkpoint of {run}") and err.count("\n") == 1
+    )
+    assert "write the average elsewhere" in err
+    assert (out.read_bytes() if out.exists() else None) == before
+    assert "optimizer" in ckpt.load_checkpoint(run / "checkpoints" / "last.pt")  # resumable
+
+
+def test_refuses_an_input_file_even_through_a_link(tmp_path):
+    a, b = tmp_path / "a.pt", tmp_path / "b.pt"
+    ckpt.save_checkpoint(state(1.0, 1), a)
+    ckpt.save_checkpoint(state(2.0, 2), b)
+    link = tmp_path / "link.pt"
+    link.symlink_to(a)
+    before = a.read_bytes()
+    for out in (a, link):
+        with pytest.raises(TmtError, match=f"{out}: is the input checkpoint itself"):
+            ckpt.resolve_average_inputs([a, b], last=1, out=out)  # also an input --last drops
+    assert a.read_bytes() == before
+    with pytest.raises(TmtError, match="is a directory"):
+        ckpt.resolve_average_inputs([a, b], last=None, out=tmp_path)
+
+
+@pytest.mark.parametrize("last", [0, -1])
+def test_count_below_one_is_refused(run, tmp_path, capsys, last):
+    out = tmp_path / "avg.pt"
+    assert main(["average", str(run), "--last", str(last), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err == f"error: cannot average the newest {last} checkpoints: the count must be 1 or more\n"
+    )
+    assert not out.exists()
+
+
+def test_fewer_checkpoints_than_asked_averages_them_with_a_warning(run, tmp_path, capsys):
+    out = tmp_path / "avg.pt"
+    assert main(["average", str(run), "--last", "5", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: averaging 2 checkpoints: only 2 of the 5 asked for exist" in err
+    averaged = ckpt.load_checkpoint(out)
+    assert torch.equal(averaged["model"]["w"], torch.full((2, 3), 2.0))
+    assert [p.rsplit("/", 1)[-1] for p in averaged["averaged_from"]] == [
+        "step_00000100.pt",
+        "step_00000200.pt",
+    ]
+    assert main(["average", str(run), "--last", "2", "--out", str(out)]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_failed_write_leaves_the_existing_output_whole(run, tmp_path, monkeypatch):
+    out = tmp_path / "avg.pt"
+    assert main(["average", str(run), "--last", "1", "--out", str(out)]) == 0
+    before = out.read_bytes()
+
+    def full_disk(obj, f):
+        f.write(b"partial")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        main(["average", str(run), "--last", "2", "--out", str(out)])
+    assert out.read_bytes() == before
+    assert set(os.listdir(tmp_path)) == {"run", "avg.pt"}  # no temporary left behind

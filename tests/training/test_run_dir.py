@@ -1,0 +1,205 @@
+"""The run directory: one training process at a time, a path that must be a directory, and the
+history of settings changed on resume."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from transformer_mt.cli import main
+from transformer_mt.errors import TmtError
+from transformer_mt.training import lock as lock_module
+from transformer_mt.training.checkpoint import load_checkpoint
+from transformer_mt.training.lock import LOCK_NAME, lock_run_dir
+from transformer_mt.training.run import _run_dir_lock, run_training
+
+REPO = Path(__file__).resolve().parents[2]
+HOLDER = """\
+import sys
+from pathlib import Path
+from transformer_mt.training.lock import lock_run_dir
+with lock_run_dir(Path(sys.argv[1])):
+    print("locked", flush=True)
+    sys.stdin.readline()
+"""
+
+
+@pytest.fixture
+def holder(tmp_path):
+    """Start a process that holds the lock of a run directory until its stdin closes."""
+    started = []
+
+    def start(run_dir: Path) -> subprocess.Popen:
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        proc = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(run_dir)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        started.append(proc)
+        assert proc.stdout.readline() == "locked\n"
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_second_training_run_is_refused_naming_the_holder(
+    tiny_experiment, tmp_path, holder, capsys
+):
+    run_dir = tmp_path / "run"
+    proc = holder(run_dir)
+    with (
+        pytest.raises(TmtError, match=rf"another training run is using it \(pid {proc.pid} on "),
+        lock_run_dir(run_dir),
+    ):
+        pytest.fail("the lock was granted twice")
+    args = ["train", "--config", str(tiny_experiment), "--run-dir", str(run_dir)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {run_dir}: another training run") and err.count("\n") == 1
+    assert f"pid {proc.pid} on " in err
+    assert sorted(p.name for p in run_dir.iterdir()) == [LOCK_NAME]  # nothing written
+
+    proc.stdin.close()  # the holder finishes and removes its lock file
+    assert proc.wait(timeout=10) == 0
+    assert not (run_dir / LOCK_NAME).exists()
+    assert main([*args, "--set", "train.max_steps=4"]) == 0
+    assert not (run_dir / LOCK_NAME).exists()
+
+
+def test_lock_of_a_killed_process_is_taken_over(tmp_path, holder):
+    run_dir = tmp_path / "run"
+    proc = holder(run_dir)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    lock_file = run_dir / LOCK_NAME
+    assert lock_file.read_text().startswith(f"pid {proc.pid} on ")  # left behind
+    with lock_run_dir(run_dir):
+        assert lock_file.read_text().startswith(f"pid {os.getpid()} on ")
+    assert not lock_file.exists()
+
+
+def test_lock_file_removed_between_open_and_lock_is_not_trusted(tmp_path, monkeypatch):
+    """A holder that finished and deleted the file while we opened it: lock the new file."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    real_flock = lock_module.fcntl.flock
+    calls = []
+
+    def flock_after_holder_left(fd, operation):
+        if not calls:
+            (run_dir / LOCK_NAME).unlink()
+        calls.append(fd)
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(lock_module.fcntl, "flock", flock_after_holder_left)
+    with lock_run_dir(run_dir):
+        assert len(calls) == 2  # the orphaned descriptor was dropped and a new file locked
+        assert (run_dir / LOCK_NAME).read_text().startswith(f"pid {os.getpid()} on ")
+
+
+class OtherRank:
+    """A rank other than 0 of a torchrun job; `broadcast` hands back rank 0's decision."""
+
+    is_main = False
+
+    def __init__(self, rank0_refusal: str | None):
+        self.rank0_refusal = rank0_refusal
+
+    def broadcast(self, obj):
+        assert obj is None  # this rank has no say
+        return self.rank0_refusal
+
+
+def test_only_rank_0_locks_and_every_rank_learns_a_refusal(tmp_path):
+    run_dir = tmp_path / "run"
+    with _run_dir_lock(run_dir, OtherRank(None)):
+        assert not run_dir.exists()  # rank 0 made and locked it; this rank touched nothing
+    refusal = OtherRank("run: another training run is using it (pid 7)")
+    with (
+        pytest.raises(TmtError, match="another training run is using it"),
+        _run_dir_lock(run_dir, refusal),
+    ):
+        pytest.fail("a refused rank must not train")
+
+
+@pytest.mark.slow
+def test_torchrun_ranks_are_refused_together_then_train(tiny_experiment, tmp_path, holder):
+    """Real torchrun, two CPU ranks: both report a held lock and exit, none waits on rank 0;
+    once free, rank 0 alone takes the lock and the job trains."""
+    run_dir = tmp_path / "run"
+    proc = holder(run_dir)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    cmd += ["-m", "transformer_mt", "train", "--config", str(tiny_experiment)]
+    cmd += ["--run-dir", str(run_dir), "--set", "train.max_steps=4"]
+    refused = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0
+    assert refused.stderr.count(f"another training run is using it (pid {proc.pid} ") == 2
+    proc.stdin.close()
+    proc.wait(timeout=10)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert load_checkpoint(run_dir / "checkpoints/last.pt")["step"] == 4
+    assert not (run_dir / LOCK_NAME).exists()
+
+
+@pytest.mark.parametrize("inside", [False, True])
+def test_run_dir_that_is_a_file_is_one_line_error(tiny_experiment, tmp_path, capsys, inside):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("precious")
+    run_dir = notes / "run" if inside else notes
+    args = ["train", "--config", str(tiny_experiment), "--run-dir", str(run_dir)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    reason = "cannot create the run directory" if inside else "is a file, not a run directory"
+    assert err.startswith(f"error: {run_dir}: {reason}") and err.count("\n") == 1
+    assert notes.read_text() == "precious"
+
+
+def test_resume_with_changed_settings_keeps_the_config_history(tiny_experiment, tmp_path, caplog):
+    run_dir = tmp_path / "run"
+    history_file = run_dir / "config_history.yaml"
+    assert run_training(str(tiny_experiment), str(run_dir), ["train.max_steps=4"]) == 0
+    assert not history_file.exists()  # config.yaml is the original until something changes
+    changed = ["train.max_steps=6", "train.lr=1e-3"]
+    assert run_training(str(tiny_experiment), str(run_dir), changed) == 0
+    assert "resuming with changed settings: train.lr, train.max_steps" in caplog.text
+
+    history = yaml.safe_load(history_file.read_text())
+    assert history["original"]["train"]["lr"] == 0.003
+    assert history["original"]["train"]["max_steps"] == 4
+    first = {"step": 4, "changes": {"train.lr": [0.003, 0.001], "train.max_steps": [4, 6]}}
+    assert history["changes"] == [first]
+    current = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert current["train"]["lr"] == 0.001 and current["train"]["max_steps"] == 6
+
+    # The changed run dies before its first save: it resumes from step 4 with the old settings,
+    # which the history records as a change back although the checkpoint never saw 1e-3.
+    ckpts = run_dir / "checkpoints"
+    for later in set(ckpts.glob("step_*.pt")) - {ckpts / "step_00000004.pt"}:
+        later.unlink()
+    (ckpts / "last.pt").write_bytes((ckpts / "step_00000004.pt").read_bytes())
+    assert load_checkpoint(ckpts / "last.pt")["config"]["train"]["lr"] == 0.003
+    assert run_training(str(tiny_experiment), str(run_dir), ["train.max_steps=6"]) == 0
+    history = yaml.safe_load(history_file.read_text())
+    assert history["changes"] == [first, {"step": 4, "changes": {"train.lr": [0.001, 0.003]}}]
+    assert history_file.read_text().startswith("# Settings changed on resuming this run.")
+    assert run_training(str(tiny_experiment), str(run_dir), ["train.max_steps=6"]) == 0
+    assert len(yaml.safe_load(history_file.read_text())["changes"]) == 2  # nothing changed
+    shutil.rmtree(ckpts)  # a fresh run in the same directory starts without the old history
+    assert run_training(str(tiny_experiment), str(run_dir), ["train.max_steps=4"]) == 0
+    assert not history_file.exists()

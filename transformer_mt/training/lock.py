@@ -1,0 +1,94 @@
+"""One training process per run directory: an exclusive lock on `RUN/train.lock`.
+
+The lock is `fcntl.flock` on an open file, not a PID file: the kernel drops it when the
+holder's process ends for any reason, SIGKILL and out-of-memory kills included, so a lock left
+by a dead run is taken over without guessing whether a recorded PID is still alive (PIDs are
+reused, and a PID from another host cannot be checked at all). The file holds the holder's PID
+and host only so that a refused run can say who holds it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from transformer_mt.errors import TmtError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock
+    fcntl = None
+
+LOCK_NAME = "train.lock"
+log = logging.getLogger(__name__)
+
+
+@contextmanager
+def lock_run_dir(run_dir: Path) -> Iterator[None]:
+    """Hold the run directory's lock for the duration of the block; create the directory.
+
+    Raises:
+        TmtError: the path is a file or cannot be created, or another process holds the lock.
+    """
+    _make_run_dir(run_dir)
+    if fcntl is None:
+        log.warning("no file locking on this system: nothing stops a second run in %s", run_dir)
+        yield
+        return
+    path = run_dir / LOCK_NAME
+    fd = _acquire(path)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
+        yield
+    finally:
+        path.unlink(missing_ok=True)  # while still held: see _acquire
+        os.close(fd)
+
+
+def _make_run_dir(run_dir: Path) -> None:
+    if run_dir.exists() and not run_dir.is_dir():
+        raise TmtError(f"{run_dir}: is a file, not a run directory; choose a directory path")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise TmtError(f"{run_dir}: cannot create the run directory ({err.strerror})") from None
+
+
+def _acquire(path: Path) -> int:
+    """An open descriptor of `path` holding its lock.
+
+    The holder deletes the file when it finishes; a process that opened the old file just before
+    then locks a file no one else can see, so a lock counts only if `path` still names the
+    locked file, else the attempt starts again on the new one.
+    """
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise TmtError(f"{path}: cannot open the run lock ({err.strerror})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = (
+                os.pread(fd, 200, 0).decode(errors="replace").strip() or "holder not yet recorded"
+            )
+            os.close(fd)
+            raise TmtError(
+                f"{path.parent}: another training run is using it ({holder}, lock {path}); "
+                "wait for it to finish or choose another run directory"
+            ) from None
+        if _names_open_file(path, fd):
+            return fd
+        os.close(fd)
+
+
+def _names_open_file(path: Path, fd: int) -> bool:
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(fd))
+    except FileNotFoundError:
+        return False
