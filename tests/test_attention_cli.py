@@ -30,6 +30,7 @@ def test_attention_png_has_one_panel_per_kind_layer_and_head(checkpoint, tmp_pat
     args = ["attention", "--checkpoint", str(checkpoint), "--src", "ein mann fährt rad"]
     assert main([*args, "--out", str(out), *extra]) == 0
     assert png_size(out) == (panels[0] * CELL, panels[1] * CELL)
+    assert [p.name for p in out.parent.iterdir()] == ["attention.png"]  # no temporary file
 
 
 def test_attention_refuses_a_missing_layer(checkpoint, tmp_path, capsys):

@@ -121,3 +121,16 @@ def test_cli_reports_a_mismatch_as_one_error_line(tmp_path, capsys):
     assert main(["evaluate", "--hyp", str(hyp), "--ref", str(ref)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "has 1 lines but" in err and err.count("\n") == 1
+
+
+def test_empty_files_are_refused_naming_both(tmp_path, capsys):
+    hyp, ref = tmp_path / "hyp.txt", tmp_path / "ref.txt"
+    hyp.write_bytes(b"")
+    ref.write_bytes(b"")
+    with pytest.raises(TmtError, match=re.escape(f"{hyp} and {ref} are empty: there is nothing")):
+        evaluate_files(hyp, ref)
+    assert main(["evaluate", "--hyp", str(hyp), "--ref", str(ref)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "are empty" in err and err.count("\n") == 1
+    with pytest.raises(TmtError, match="no segments to score"):
+        corpus_scores([], [])

@@ -8,8 +8,8 @@ import torch
 from torch.testing import assert_close
 
 from transformer_mt.cli import main
-from transformer_mt.config import ModelConfig, config_to_dict
-from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
+from transformer_mt.config import ModelConfig, TokenizerConfig, config_to_dict
+from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, train_tokenizers
 from transformer_mt.errors import TmtError
 from transformer_mt.export_ct2 import check_ct2_compatible, export_ctranslate2
 from transformer_mt.model import build_model
@@ -37,6 +37,99 @@ def test_hf_export_matches_logits_and_tokenization(checkpoint, tmp_path):
             input_ids=batch.input_ids, attention_mask=batch.attention_mask, decoder_input_ids=tgt
         ).logits
         assert_close(theirs, ours.model(batch.input_ids, tgt), atol=1e-4, rtol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def separate_tokenizers(tmp_path_factory):
+    """Source and target SentencePiece models of different sizes (tokenizer.joint: false)."""
+    directory = tmp_path_factory.mktemp("separate")
+    english = ["a", "man", "rides", "the", "bike", "two", "dogs", "play", "in", "snow"]
+    english += ["one", "woman", "reads", "her", "book"]
+    src_texts = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(len(WORDS))] * 3
+    tgt_texts = [" ".join(english[i:] + english[:i]) for i in range(len(english))] * 3
+    src = train_tokenizers(
+        TokenizerConfig(vocab_size=60, joint=False), src_texts, tgt_texts, directory
+    )
+    tgt = train_tokenizers(
+        TokenizerConfig(vocab_size=48, joint=False), src_texts, tgt_texts, directory
+    )
+    assert src.src.vocab_size != tgt.tgt.vocab_size
+    return src.src, tgt.tgt
+
+
+@pytest.mark.parametrize(
+    "options, joint",
+    [
+        ({}, True),
+        ({"activation": "gelu", "n_decoder_layers": 2, "max_positions": 32}, True),
+        ({"share_embeddings": False}, True),
+        ({"tie_output": False}, True),
+        ({"share_embeddings": False}, False),
+        ({"share_embeddings": False, "tie_output": False, "activation": "gelu"}, False),
+    ],
+)
+def test_hf_export_of_every_accepted_option_matches_our_logits(
+    checkpoint, separate_tokenizers, tmp_path, options, joint
+):
+    """Each ModelConfig option Marian can hold: same logits, same source and target ids."""
+    transformers = pytest.importorskip("transformers")
+    tokenizers = None if joint else separate_tokenizers
+    path, _ = variant_checkpoint(checkpoint, tmp_path / "variant.pt", options, tokenizers)
+    out = tmp_path / "hf"
+    assert main(["export", str(path), str(out), "--format", "hf"]) == 0
+    ours = load_for_inference(path)
+    hf = transformers.MarianMTModel.from_pretrained(out).eval()
+    tokenizer = transformers.MarianTokenizer.from_pretrained(out)
+    source, target = "ein mann fährt rad", "das buch" if joint else "a man reads the book"
+    batch = tokenizer([source], text_target=[target], return_tensors="pt")
+    assert batch.input_ids[0].tolist() == ours.src_tokenizer.encode(source) + [EOS_ID]
+    assert batch.labels[0].tolist() == ours.tgt_tokenizer.encode(target) + [EOS_ID]
+    tgt_in = torch.tensor([[BOS_ID, *batch.labels[0, :-1].tolist()]])
+    with torch.no_grad():
+        theirs = hf(input_ids=batch.input_ids, decoder_input_ids=tgt_in).logits
+        assert_close(theirs, ours.model(batch.input_ids, tgt_in), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "fmt, options, named",
+    [
+        ("hf", {"layer_norm_eps": 0.5}, "model.layer_norm_eps=0.5 (Marian's LayerNorm eps is"),
+        ("hf", {"pre_norm": True}, "model.pre_norm=true (Marian is post-norm)"),
+        ("ctranslate2", {"positions": "rope"}, "model.positions=rope"),
+    ],
+)
+def test_refused_export_names_the_option_and_leaves_nothing(
+    checkpoint, tmp_path, capsys, fmt, options, named
+):
+    pytest.importorskip("transformers" if fmt == "hf" else "ctranslate2")
+    path, _ = variant_checkpoint(checkpoint, tmp_path / "variant.pt", options)
+    out = tmp_path / "exports" / "model"
+    assert main(["export", str(path), str(out), "--format", fmt]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and named in err and err.count("\n") == 1
+    assert not (tmp_path / "exports").exists()
+
+
+def test_export_refuses_a_folder_holding_other_files_and_keeps_them(checkpoint, tmp_path, capsys):
+    pytest.importorskip("transformers")
+    out = tmp_path / "models"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n", encoding="utf-8")
+    assert main(["export", str(checkpoint), str(out), "--format", "hf"]) == 2
+    err = capsys.readouterr().err
+    assert "holds notes.txt, which the export does not write" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["models"]  # no temporary folder left
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    assert (out / "notes.txt").read_text(encoding="utf-8") == "mine\n"
+
+
+def test_export_replaces_an_earlier_export_of_the_same_format(checkpoint, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    out = tmp_path / "hf"
+    assert main(["export", str(checkpoint), str(out), "--format", "hf"]) == 0
+    path, _ = variant_checkpoint(checkpoint, tmp_path / "gelu.pt", {"activation": "gelu"})
+    assert main(["export", str(path), str(out), "--format", "hf"]) == 0
+    assert transformers.MarianConfig.from_pretrained(out).activation_function == "gelu"
 
 
 def test_export_refuses_quantized_hf(checkpoint, tmp_path, capsys):
@@ -174,36 +267,51 @@ def test_ct2_export_refuses_unknown_quantization(checkpoint, tmp_path):
         export_ctranslate2(checkpoint, tmp_path / "x", quantization="int3")
 
 
+def variant_checkpoint(checkpoint, path, options, tokenizers=None):
+    """The fixture checkpoint rebuilt with ModelConfig `options` (and optionally other
+    (src, tgt) tokenizers), random weights and non-trivial LayerNorm parameters, so that a
+    misplaced norm or a wrong eps shows in the logits."""
+    state = torch.load(checkpoint, weights_only=True)
+    bundle = load_for_inference(checkpoint)
+    src, tgt = tokenizers or (bundle.src_tokenizer, bundle.tgt_tokenizer)
+    cfg = dataclasses.replace(bundle.config.model, **options)
+    model = build_model(cfg, src.vocab_size, tgt.vocab_size, pad_id=0)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "norm" in name:
+                param.add_(0.3 * torch.randn_like(param))
+    state["model"] = model.state_dict()
+    tokenizer_cfg = dataclasses.replace(
+        bundle.config.tokenizer, joint=src.model_bytes == tgt.model_bytes
+    )
+    config = dataclasses.replace(bundle.config, model=cfg, tokenizer=tokenizer_cfg)
+    state["config"] = config_to_dict(config)
+    state["tokenizers"] = {"src": src.model_bytes, "tgt": tgt.model_bytes}
+    torch.save(state, path)
+    return path, model.eval()
+
+
 @pytest.mark.parametrize(
     "options",
     [
         {"pre_norm": True, "activation": "swiglu"},
         {"positions": "learned", "tie_output": False, "share_embeddings": False},
         {"activation": "gelu", "n_decoder_layers": 2, "layer_norm_eps": 1e-6},
+        {"layer_norm_eps": 0.5},
     ],
 )
 def test_ct2_export_of_model_variants_scores_like_ours(checkpoint, tmp_path, options):
     """Every option of ModelConfig maps onto the spec: same log-probs for a forced target."""
     ctranslate2 = pytest.importorskip("ctranslate2")
-    state = torch.load(checkpoint, weights_only=True)
     bundle = load_for_inference(checkpoint)
-    cfg = dataclasses.replace(bundle.config.model, **options)
-    model = build_model(cfg, bundle.src_tokenizer.vocab_size, pad_id=0)
-    with torch.no_grad():  # non-trivial LayerNorm parameters, so a misplaced norm shows
-        for name, param in model.named_parameters():
-            if "norm" in name:
-                param.add_(0.3 * torch.randn_like(param))
-    state["model"] = model.state_dict()
-    state["config"] = config_to_dict(dataclasses.replace(bundle.config, model=cfg))
-    torch.save(state, tmp_path / "variant.pt")
-    out = export_ctranslate2(tmp_path / "variant.pt", tmp_path / "ct2")
+    path, model = variant_checkpoint(checkpoint, tmp_path / "variant.pt", options)
+    out = export_ctranslate2(path, tmp_path / "ct2")
     translator = ctranslate2.Translator(str(out), device="cpu", intra_threads=1)
     src, target = bundle.src_tokenizer.encode("zwei hunde spielen"), [7, 8, 30, 4]
     (result,) = translator.score_batch(
         [[bundle.src_tokenizer.id_to_piece(i) for i in src]],
         [[bundle.tgt_tokenizer.id_to_piece(i) for i in target]],
     )
-    model.eval()
     with torch.no_grad():
         logits = model(torch.tensor([[*src, EOS_ID]]), torch.tensor([[BOS_ID, *target]]))
     expected = torch.log_softmax(logits, -1)[0].gather(1, torch.tensor([*target, EOS_ID])[:, None])

@@ -1,16 +1,24 @@
 """`tmt translate`: line count kept, order restored, batch == single, one-line errors."""
 
+import io
+import math
 import subprocess
 import sys
 
 import pytest
 import torch
 
-from transformer_mt import translate
+from transformer_mt import cli, translate
+from transformer_mt.cli import main
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
 from transformer_mt.errors import TmtError
 from transformer_mt.machine import Choice
-from transformer_mt.translate import Translator
+from transformer_mt.translate import (
+    ProgressReport,
+    Translator,
+    format_translation,
+    translate_stream,
+)
 
 from .conftest import WORDS
 
@@ -50,9 +58,9 @@ def test_stdin_to_stdout_and_nbest(checkpoint):
     )
     assert result.returncode == 0, result.stderr.decode()
     rows = result.stdout.decode().splitlines()
-    # Two hypotheses per sentence; an empty line has one, the empty translation.
-    assert [r.split(" ||| ")[0] for r in rows] == ["0", "0", "1", "2", "2"]
-    assert rows[2] == "1 |||  ||| 0.0000"
+    # Two hypotheses per line; an empty line has two empty translations of score 0.
+    assert [r.split(" ||| ")[0] for r in rows] == ["0", "0", "1", "1", "2", "2"]
+    assert rows[2] == rows[3] == "1 |||  ||| 0.0000"
 
 
 def test_batch_equals_each_sentence_alone(checkpoint):
@@ -134,3 +142,156 @@ def test_int8_stores_the_cache_in_bfloat16_where_the_cpu_computes_it(checkpoint,
 def test_unknown_quantization_is_refused(checkpoint):
     with pytest.raises(TmtError, match="choose one of int8"):
         Translator.from_checkpoint(str(checkpoint), device="cpu", quantize="int4")
+
+
+# --- outputs that must survive, flags that must hold --------------------------------------------
+
+
+def translate(checkpoint, *args):
+    return main(["translate", "--checkpoint", str(checkpoint), *map(str, args)])
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("via_link", [False, True])
+def test_output_over_the_input_is_refused_and_the_input_kept(
+    checkpoint, tmp_path, capsys, via_link
+):
+    source = tmp_path / "in.txt"
+    source.write_text("ein mann fährt rad\ndas buch\n", encoding="utf-8")
+    out = source
+    if via_link:
+        out = tmp_path / "link.txt"
+        out.symlink_to(source)
+    assert translate(checkpoint, "--input", source, "--output", out) == 2
+    assert f"{out}: is the --input file itself" in one_error_line(capsys)
+    assert source.read_text(encoding="utf-8") == "ein mann fährt rad\ndas buch\n"
+
+
+def test_output_over_the_reference_or_checkpoint_is_refused(checkpoint, tmp_path, capsys):
+    source, ref = tmp_path / "in.txt", tmp_path / "ref.txt"
+    source.write_text("das buch\n", encoding="utf-8")
+    ref.write_text("the book\n", encoding="utf-8")
+    assert translate(checkpoint, "--input", source, "--ref", ref, "--output", ref) == 2
+    assert "is the --ref file itself" in one_error_line(capsys)
+    assert translate(checkpoint, "--input", source, "--output", checkpoint) == 2
+    assert "is the --checkpoint itself" in one_error_line(capsys)
+    assert ref.read_text(encoding="utf-8") == "the book\n"
+
+
+def test_a_failed_run_leaves_an_existing_output_untouched(checkpoint, tmp_path, capsys):
+    source, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_bytes(b"ein mann\nkaputt \xff\ndas buch\n")
+    out.write_text("yesterday's translations\n", encoding="utf-8")
+    assert translate(checkpoint, "--input", source, "--output", out) == 2
+    assert f"{source}:2: invalid UTF-8" in one_error_line(capsys)
+    assert out.read_text(encoding="utf-8") == "yesterday's translations\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out.txt"]  # no temp file
+
+
+def test_output_folder_is_created_and_the_file_appears_complete(checkpoint, tmp_path):
+    source, out = tmp_path / "in.txt", tmp_path / "new" / "folder" / "out.txt"
+    source.write_text("ein mann\n\ndas buch\n", encoding="utf-8")
+    assert translate(checkpoint, "--input", source, "--output", out, "--beam-size", "1") == 0
+    assert out.read_text(encoding="utf-8").count("\n") == 3
+    assert [p.name for p in out.parent.iterdir()] == ["out.txt"]
+
+
+def test_nbest_keeps_the_checkpoints_beam(checkpoint, tmp_path, capsys):
+    lines = ["ein mann fährt rad", "zwei hunde spielen im schnee", "das buch"]
+    source, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert translate(checkpoint, "--input", source, "--output", out, "--nbest", "2") == 0
+
+    def expected(beam_size: int) -> str:
+        translator = Translator.from_checkpoint(str(checkpoint), beam_size=beam_size, n_best=2)
+        rows = [format_translation(t, i, 2) for i, t in enumerate(translator.translate(lines))]
+        return "\n".join(rows) + "\n"
+
+    assert Translator.from_checkpoint(str(checkpoint)).decode.beam_size == 5
+    assert expected(2) != expected(5)  # so the comparison below tells the two beams apart
+    assert out.read_text(encoding="utf-8") == expected(5)
+    capsys.readouterr()
+    assert translate(checkpoint, "--input", source, "--nbest", "3", "--beam-size", "2") == 2
+    assert "decode.n_best=3 must be <= decode.beam_size=2" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_length_penalty_must_be_a_finite_number(checkpoint, capsys, value):
+    assert translate(checkpoint, f"--length-penalty={value}") == 2
+    assert f"--length-penalty {float(value)}: must be a finite number" in one_error_line(capsys)
+
+
+def test_ref_scores_and_refuses_empty_or_mismatched_files_before_translating(
+    checkpoint, tmp_path, capsys
+):
+    empty, source, ref = tmp_path / "empty.txt", tmp_path / "in.txt", tmp_path / "ref.txt"
+    empty.write_bytes(b"")
+    source.write_text("ein mann\ndas buch\n", encoding="utf-8")
+    ref.write_text("a man\n", encoding="utf-8")
+    assert translate(checkpoint, "--input", empty, "--ref", empty) == 2
+    assert f"{empty} and {empty} are empty: there is nothing to score" in one_error_line(capsys)
+    missing = tmp_path / "no.pt"  # the reference is checked before the checkpoint is loaded
+    assert (
+        main(["translate", "--checkpoint", str(missing), "--input", str(source), "--ref", str(ref)])
+        == 2
+    )
+    assert f"{source} has 2 lines but {ref} has 1" in one_error_line(capsys)
+    out = tmp_path / "out.txt"
+    assert translate(checkpoint, "--input", source, "--output", out, "--beam-size", "1") == 0
+    out.replace(ref)  # its own translations as references: a perfect score
+    capsys.readouterr()
+    args = ["--input", source, "--ref", ref, "--output", out, "--beam-size", "1"]
+    assert translate(checkpoint, *args) == 0
+    err = capsys.readouterr().err
+    assert "chrF2|" in err and any(
+        line.startswith("BLEU|") and line.split(" = ")[1].startswith("100.0")
+        for line in err.splitlines()
+    ), err
+
+
+# --- progress without a terminal --------------------------------------------------------------
+
+
+def test_progress_lines_without_a_terminal_count_up_to_the_total(checkpoint, capsys):
+    translator = Translator.from_checkpoint(str(checkpoint), beam_size=1, max_tokens=8)
+    lines = ["ein mann fährt rad", "", "das buch", "zwei hunde spielen", "frau liest", "im schnee"]
+    out = io.StringIO()
+    count = translate_stream(translator, lines, out, 4, total=len(lines), report_every_s=0.0)
+    assert count == len(lines) and out.getvalue().count("\n") == len(lines)
+    reports = capsys.readouterr().err.splitlines()
+    done = [int(line.split()[1].split("/")[0]) for line in reports]
+    assert len(reports) >= 3 and done == sorted(done) and done[-1] == len(lines)
+    assert all(f"/{len(lines)} lines (" in r and "sentences/s, ETA " in r for r in reports)
+    translate_stream(translator, lines, io.StringIO(), 4, total=len(lines), report_every_s=600)
+    assert capsys.readouterr().err == ""  # a short input: no report before the interval
+
+
+def test_progress_line_reads_rate_and_eta():
+    stream, now = io.StringIO(), [0.0]
+    report = ProgressReport(1000, bar=False, every_s=30.0, stream=stream, clock=lambda: now[0])
+    now[0] = 10.0
+    report.update(100)  # before the interval: nothing
+    now[0] = 40.0
+    report.update(100)
+    now[0] = 50.0
+    report.update(300)  # 10 s after the last line: nothing
+    assert stream.getvalue() == "translated 200/1000 lines (20%), 5.0 sentences/s, ETA 2m40s\n"
+    assert ProgressReport(None, False, 1.0, io.StringIO()).line(4.0).endswith("0.0 sentences/s")
+
+
+def test_cli_reports_progress_when_stderr_is_not_a_terminal(
+    checkpoint, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setattr(cli, "PROGRESS_EVERY_S", 0.0)
+    source = tmp_path / "in.txt"
+    source.write_text("ein mann\ndas buch\n", encoding="utf-8")
+    args = ["--input", source, "--output", tmp_path / "out.txt", "--beam-size", "1"]
+    assert translate(checkpoint, *args) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2].startswith("translated 2/2 lines (100%), ") and err[-1] == "translated 2 line(s)"
+    assert not math.isnan(float(err[-2].split(", ")[1].split()[0]))

@@ -18,6 +18,7 @@ from torch import Tensor
 
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
 from transformer_mt.errors import TmtError
+from transformer_mt.files import atomic_path
 from transformer_mt.search import search
 from transformer_mt.training.checkpoint import load_for_inference
 
@@ -110,7 +111,7 @@ def _plot(
             ax.set_xticks(range(len(x_labels)), x_labels, rotation=90, fontsize=6)
             ax.set_yticks(range(len(y_labels)), y_labels, fontsize=6)
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=DPI)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, dpi=DPI, format="png")  # the temporary name has no .png suffix
     plt.close(fig)
     return out

@@ -7,7 +7,10 @@ line on stderr and exit with status 2; results go to stdout, logs and progress t
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import sys
+from typing import BinaryIO, TextIO
 
 from transformer_mt import __version__
 from transformer_mt.errors import TmtError
@@ -34,7 +37,9 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", default="-", help="where translations go (- = stdout)")
     p.add_argument("--beam-size", type=int, help="1 = greedy (default: the checkpoint's)")
     p.add_argument("--max-tokens", type=int, help="source tokens per batch")
-    p.add_argument("--nbest", type=int, help="print N 'i ||| text ||| score' lines per input")
+    p.add_argument(
+        "--nbest", type=int, help="print N 'i ||| text ||| score' lines per input (N <= beam)"
+    )
     p.add_argument("--length-penalty", type=float, help="GNMT alpha")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--quantize", choices=["int8"], help="dynamic int8 linear layers (CPU)")
@@ -54,10 +59,75 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_run_translate)
 
 
+# Without a terminal (a log file, a batch job) translate writes a plain progress line this often.
+PROGRESS_EVERY_S = 30.0
+
+
 def _run_translate(args: argparse.Namespace) -> int:
     from transformer_mt.translate import Translator, read_lines, translate_stream
 
-    changes = {
+    _check_translate_args(args)
+    references = _read_references(args.ref)
+    with contextlib.ExitStack() as stack:
+        interactive = args.input == "-" and sys.stdin.isatty()
+        name = "<stdin>" if args.input == "-" else args.input
+        lines = read_lines(_open_in(args.input, stack), name)
+        if not interactive:
+            lines = list(lines)  # whole file: length-sorted batches keep padding low
+            _check_references(name, len(lines), args.ref, references)
+        translator = Translator.from_checkpoint(
+            args.checkpoint,
+            args.device,
+            args.quantize,
+            args.alignment_layer if args.alignments else None,
+            **_decode_changes(args),
+        )
+        out = _open_out(args.output, stack)
+        bar = args.progress or (sys.stderr.isatty() and not interactive)
+        plain = None if interactive or sys.stderr.isatty() else PROGRESS_EVERY_S
+        total = None if interactive else len(lines)
+        best: list[str] = []
+        chunk = 1 if interactive else 2000
+        count = translate_stream(translator, lines, out, chunk, bar, total, best, plain)
+    if translator.truncated_lines:
+        print(
+            f"warning: {translator.truncated_lines} line(s) longer than the model's "
+            f"{translator.max_src_tokens} source tokens were truncated",
+            file=sys.stderr,
+        )
+    print(f"translated {count} line(s)", file=sys.stderr)
+    if references is not None:
+        from transformer_mt.evaluation import corpus_scores
+
+        for score in corpus_scores(best, references, ["bleu", "chrf"]):
+            print(score.string, file=sys.stderr)
+    return 0
+
+
+def _check_translate_args(args: argparse.Namespace) -> None:
+    """Refuse, before any work, an output that would overwrite an input, and non-numbers."""
+    from transformer_mt.files import refuse_same_file
+
+    if args.output != "-":
+        inputs = [(args.checkpoint, "--checkpoint"), (args.ref, "--ref file")]
+        if args.input != "-":
+            inputs.append((args.input, "--input file"))
+        for path, what in inputs:
+            if path is not None:
+                refuse_same_file(path, args.output, what)
+    if args.length_penalty is not None and not math.isfinite(args.length_penalty):
+        raise TmtError(
+            f"--length-penalty {args.length_penalty}: must be a finite number (e.g. 0.6 or 1.0)"
+        )
+
+
+def _decode_changes(args: argparse.Namespace) -> dict[str, object]:
+    """The decode settings given on the command line; the rest come from the checkpoint.
+
+    `--nbest` never changes the beam: a larger n-best than the beam is refused by the decode
+    config's check, naming both values.
+    """
+    return {
         name: value
         for name, value in (
             ("beam_size", args.beam_size),
@@ -67,58 +137,44 @@ def _run_translate(args: argparse.Namespace) -> int:
         )
         if value is not None
     }
-    if "n_best" in changes and "beam_size" not in changes:
-        changes["beam_size"] = max(changes["n_best"], 1)
-    translator = Translator.from_checkpoint(
-        args.checkpoint,
-        args.device,
-        args.quantize,
-        args.alignment_layer if args.alignments else None,
-        **changes,
-    )
-    with _open_in(args.input) as stream, _open_out(args.output) as out:
-        interactive = args.input == "-" and sys.stdin.isatty()
-        lines = read_lines(stream, "<stdin>" if args.input == "-" else args.input)
-        if not interactive:
-            lines = list(lines)  # whole file: length-sorted batches keep padding low
-        progress = args.progress or (sys.stderr.isatty() and not interactive)
-        total = None if interactive else len(lines)
-        best: list[str] = []
-        chunk = 1 if interactive else 2000
-        count = translate_stream(translator, lines, out, chunk, progress, total, best)
-    if translator.truncated_lines:
-        print(
-            f"warning: {translator.truncated_lines} line(s) longer than the model's "
-            f"{translator.max_src_tokens} source tokens were truncated",
-            file=sys.stderr,
-        )
-    print(f"translated {count} line(s)", file=sys.stderr)
-    if args.ref:
-        from transformer_mt.evaluation import corpus_scores
-        from transformer_mt.evaluation import read_lines as read_reference
-
-        for score in corpus_scores(best, read_reference(args.ref), ["bleu", "chrf"]):
-            print(score.string, file=sys.stderr)
-    return 0
 
 
-def _open_in(path: str):
+def _read_references(path: str | None) -> list[str] | None:
+    if path is None:
+        return None
+    from transformer_mt.evaluation import read_lines
+
+    return read_lines(path)
+
+
+def _check_references(
+    input_name: str, input_lines: int, ref_path: str | None, references: list[str] | None
+) -> None:
+    if references is not None:
+        from transformer_mt.evaluation import check_line_counts
+
+        check_line_counts(input_name, input_lines, ref_path, len(references))
+
+
+def _open_in(path: str, stack: contextlib.ExitStack) -> BinaryIO:
     if path == "-":
-        return open(sys.stdin.fileno(), "rb", closefd=False)
-    return _open_or_fail(path, "rb")
-
-
-def _open_out(path: str):
-    if path == "-":
-        return open(sys.stdout.fileno(), "w", encoding="utf-8", closefd=False)
-    return _open_or_fail(path, "w")
-
-
-def _open_or_fail(path: str, mode: str):
+        return stack.enter_context(open(sys.stdin.fileno(), "rb", closefd=False))
     try:
-        return open(path, mode) if "b" in mode else open(path, mode, encoding="utf-8")
+        return stack.enter_context(open(path, "rb"))
     except OSError as err:
         raise TmtError(f"{path}: {err.strerror}") from None
+
+
+def _open_out(path: str, stack: contextlib.ExitStack) -> TextIO:
+    """stdout, or a temporary file renamed to `path` only when the `stack` closes cleanly."""
+    if path == "-":
+        return stack.enter_context(open(sys.stdout.fileno(), "w", encoding="utf-8", closefd=False))
+    from transformer_mt.files import atomic_open
+
+    try:
+        return stack.enter_context(atomic_open(path))
+    except OSError as err:
+        raise TmtError(f"{path}: cannot write ({err.strerror})") from None
 
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
@@ -192,7 +248,10 @@ def _run_plot(args: argparse.Namespace) -> int:
 def _add_export(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="write a Hugging Face Marian or CTranslate2 model")
     p.add_argument("checkpoint", help="e.g. runs/X/checkpoints/best.pt")
-    p.add_argument("out_dir", help="directory to write (created if missing)")
+    p.add_argument(
+        "out_dir",
+        help="directory to write (created; replaces an earlier export, never other files)",
+    )
     p.add_argument("--format", required=True, choices=["hf", "ctranslate2"])
     p.add_argument("--quantize", choices=["int8", "int8_float32", "int16"], help="ctranslate2 only")
     p.set_defaults(handler=_run_export)

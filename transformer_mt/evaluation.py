@@ -61,12 +61,14 @@ def corpus_scores(
         lowercase: compare case-insensitively.
 
     Raises:
-        TmtError: unknown metric, or hypotheses and references differ in number.
+        TmtError: unknown metric, no segments, or hypotheses and references differ in number.
     """
     if len(hypotheses) != len(references):
         raise TmtError(
             f"{len(hypotheses)} hypotheses but {len(references)} references: one each needed"
         )
+    if not hypotheses:
+        raise TmtError("no segments to score: hypotheses and references are both empty")
     scores = []
     for name in metrics:
         metric = build_metric(name, lowercase)
@@ -87,17 +89,34 @@ def evaluate_files(
     """Corpus scores of a translation file against a reference file, line by line.
 
     Raises:
-        TmtError: a missing or unreadable file, a file that is not UTF-8 (naming the line), or
-            files with different line counts (naming both files and both counts).
+        TmtError: a missing or unreadable file, a file that is not UTF-8 (naming the line),
+            files with different line counts (naming both files and both counts), or two empty
+            files.
     """
     hypotheses = read_lines(hyp_path)
     references = read_lines(ref_path)
-    if len(hypotheses) != len(references):
-        raise TmtError(
-            f"{hyp_path} has {len(hypotheses)} lines but {ref_path} has {len(references)}: "
-            "hypotheses and references must match line by line"
-        )
+    check_line_counts(hyp_path, len(hypotheses), ref_path, len(references))
     return corpus_scores(hypotheses, references, metrics, lowercase)
+
+
+def check_line_counts(
+    hyp_name: str | Path, hyp_lines: int, ref_name: str | Path, ref_lines: int
+) -> None:
+    """Refuse files that cannot be scored line by line, naming both.
+
+    `tmt translate --ref` calls this before translating, so a wrong reference file costs no
+    decoding time.
+
+    Raises:
+        TmtError: different line counts, or no lines at all (no corpus score is defined).
+    """
+    if hyp_lines != ref_lines:
+        raise TmtError(
+            f"{hyp_name} has {hyp_lines} lines but {ref_name} has {ref_lines}: "
+            "they must match line by line"
+        )
+    if hyp_lines == 0:
+        raise TmtError(f"{hyp_name} and {ref_name} are empty: there is nothing to score")
 
 
 def read_lines(path: str | Path) -> list[str]:

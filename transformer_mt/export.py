@@ -5,20 +5,52 @@ from our SentencePiece model(s), so `MarianMTModel.from_pretrained(OUT)` and
 `MarianTokenizer.from_pretrained(OUT)` work offline. The CTranslate2 export (`export_ct2.py`)
 builds the model with CTranslate2's spec API directly from our weights: CTranslate2's Marian
 loader assumes OPUS-MT special tokens, which ours are not.
+
+Either export writes into a temporary folder beside OUT_DIR, renamed to OUT_DIR when complete:
+a refused or failed export leaves nothing behind, and an earlier export stays as it was.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, Tokenizer
 from transformer_mt.errors import TmtError
-from transformer_mt.export_ct2 import export_ctranslate2
-from transformer_mt.hf_marian import to_marian
-from transformer_mt.training.checkpoint import load_for_inference
+from transformer_mt.files import atomic_path
+from transformer_mt.hf_marian import check_marian_compatible, to_marian
+from transformer_mt.training.checkpoint import InferenceBundle, load_for_inference
 
 FORMATS = ("hf", "ctranslate2")
+
+
+@contextmanager
+def export_dir(out_dir: str | Path) -> Iterator[Path]:
+    """Yield an empty temporary folder; when the block succeeds it becomes `out_dir`.
+
+    An existing `out_dir` is replaced as a whole, so it may hold only files the new export
+    writes too (an earlier export of the same format); anything else in it is the user's and
+    is refused, not deleted.
+
+    Raises:
+        TmtError: `out_dir` is a file, or a folder holding files the export does not write.
+    """
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise TmtError(f"{out}: is a file, not a directory; give a directory to export into")
+    with atomic_path(out) as tmp:
+        tmp.mkdir()
+        yield tmp
+        existing = out.iterdir() if out.is_dir() else []
+        foreign = sorted(p.name for p in existing if not (tmp / p.name).exists())
+        if foreign:
+            raise TmtError(
+                f"{out}: holds {', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}, "
+                "which the export does not write; export into a new or empty directory"
+            )
 
 
 def _write_vocab(tokenizer: Tokenizer, path: Path) -> None:
@@ -31,17 +63,22 @@ def export_hf(checkpoint: str | Path, out_dir: str | Path) -> Path:
     """Write a `MarianMTModel` + `MarianTokenizer` directory equivalent to `checkpoint`.
 
     Raises:
-        TmtError: transformers is missing, or the model uses options Marian lacks.
+        TmtError: transformers is missing, the model uses options Marian lacks, or `out_dir`
+            holds other files (see `export_dir`).
     """
-    try:
-        from transformers import MarianTokenizer
-    except ImportError:
-        raise TmtError(
-            "export --format hf needs transformers: pip install 'transformer_mt[hf]'"
-        ) from None
+    if importlib.util.find_spec("transformers") is None:
+        raise TmtError("export --format hf needs transformers: pip install 'transformer_mt[hf]'")
     bundle = load_for_inference(checkpoint)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    check_marian_compatible(bundle.model.cfg)
+    with export_dir(out_dir) as tmp:
+        _write_hf(bundle, tmp)
+    return Path(out_dir)
+
+
+def _write_hf(bundle: InferenceBundle, out: Path) -> None:
+    """The Marian model and tokenizer files of `bundle`, into the folder `out`."""
+    from transformers import MarianTokenizer
+
     to_marian(bundle.model, bos_id=BOS_ID, eos_id=EOS_ID).save_pretrained(out)
     joint = bundle.src_tokenizer.model_bytes == bundle.tgt_tokenizer.model_bytes
     (out / "source.spm").write_bytes(bundle.src_tokenizer.model_bytes)
@@ -63,7 +100,6 @@ def export_hf(checkpoint: str | Path, out_dir: str | Path) -> Path:
         model_max_length=bundle.config.model.max_positions,
     )
     tokenizer.save_pretrained(out)
-    return out
 
 
 def export(checkpoint: str | Path, out_dir: str | Path, fmt: str, quantization: str | None):
@@ -72,4 +108,6 @@ def export(checkpoint: str | Path, out_dir: str | Path, fmt: str, quantization: 
         if quantization:
             raise TmtError("--quantize applies to --format ctranslate2 only")
         return export_hf(checkpoint, out_dir)
+    from transformer_mt.export_ct2 import export_ctranslate2  # it imports export_dir from here
+
     return export_ctranslate2(checkpoint, out_dir, quantization)

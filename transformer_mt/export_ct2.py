@@ -33,6 +33,7 @@ from torch import Tensor
 from transformer_mt.config import ModelConfig
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, Tokenizer
 from transformer_mt.errors import TmtError
+from transformer_mt.export import export_dir
 from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.training.checkpoint import load_for_inference
 
@@ -179,7 +180,8 @@ def export_ctranslate2(
         quantization: CTranslate2 weight type, e.g. "int8"; None keeps float32.
 
     Raises:
-        TmtError: ctranslate2 is missing or the quantization type is unknown to it.
+        TmtError: ctranslate2 is missing, the quantization type is unknown to it, the model uses
+            an option it cannot express, or `out_dir` holds other files (see `export_dir`).
     """
     try:
         from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
@@ -195,9 +197,8 @@ def export_ctranslate2(
     with torch.no_grad():
         spec = build_spec(bundle.model, bundle.src_tokenizer, bundle.tgt_tokenizer)
     spec.optimize(quantization=quantization)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    spec.save(str(out))
-    (out / "source.spm").write_bytes(bundle.src_tokenizer.model_bytes)
-    (out / "target.spm").write_bytes(bundle.tgt_tokenizer.model_bytes)
-    return out
+    with export_dir(out_dir) as tmp:
+        spec.save(str(tmp))
+        (tmp / "source.spm").write_bytes(bundle.src_tokenizer.model_bytes)
+        (tmp / "target.spm").write_bytes(bundle.tgt_tokenizer.model_bytes)
+    return Path(out_dir)

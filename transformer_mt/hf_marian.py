@@ -1,8 +1,11 @@
 """Weight mapping between our model and Hugging Face `MarianMTModel`.
 
 Marian is a post-norm Transformer with sinusoidal positions (concatenated sin/cos layout, like
-ours), sqrt(d_model)-scaled embeddings and biased projections: the same network as ours with
-`pre_norm: false`, `positions: sinusoidal`, `tie_output: true`. The mapping is the interop path
+ours), sqrt(d_model)-scaled embeddings, biased projections and LayerNorms of eps 1e-5 (fixed in
+its code, not a config field): the same network as ours with `pre_norm: false`,
+`positions: sinusoidal`, `layer_norm_eps: 1e-5`. Separate source and target vocabularies
+(`share_embeddings: false`, `decoder_vocab_size`) and an untied output projection
+(`tie_word_embeddings: false`) map onto Marian's own options. The mapping is the interop path
 for `tmt export --format hf` and the reference the model tests compare against.
 
 The state-dict conversion works on plain dicts, so the core never imports transformers; only
@@ -36,17 +39,23 @@ _DECODER_LAYER = [
 ]
 
 
+# nn.LayerNorm's default, which every Marian LayerNorm uses.
+MARIAN_LAYER_NORM_EPS = 1e-5
+
+
 def check_marian_compatible(cfg: ModelConfig) -> None:
     """Raise TmtError naming the option Marian cannot represent."""
     problems = []
+    if cfg.layer_norm_eps != MARIAN_LAYER_NORM_EPS:
+        problems.append(
+            f"model.layer_norm_eps={cfg.layer_norm_eps} (Marian's LayerNorm eps is fixed at 1e-5)"
+        )
     if cfg.pre_norm:
         problems.append("model.pre_norm=true (Marian is post-norm)")
     if cfg.positions != "sinusoidal":
         problems.append(f"model.positions={cfg.positions} (Marian has sinusoidal only)")
     if cfg.activation == "swiglu":
         problems.append("model.activation=swiglu (Marian has no gated feed-forward)")
-    if not cfg.tie_output:
-        problems.append("model.tie_output=false (Marian ties its output projection)")
     if cfg.kv_heads != cfg.n_heads:
         problems.append(
             f"model.n_kv_heads={cfg.n_kv_heads} (Marian has one key/value head per query head)"
@@ -78,19 +87,22 @@ def _name_pairs(cfg: ModelConfig) -> list[tuple[str, str]]:
 
 
 def to_marian_state_dict(model: Seq2SeqTransformer) -> dict[str, Tensor]:
-    """Our parameters under Marian's names (positions and a zero final_logits_bias included)."""
+    """Our parameters under Marian's names (positions and a zero final_logits_bias included).
+
+    `model.shared` exists in Marian only when it shares one table between encoder and decoder.
+    """
     check_marian_compatible(model.cfg)
     ours = model.state_dict()
     out = {theirs: ours[name].clone() for name, theirs in _name_pairs(model.cfg)}
     src_embedding = ours["encoder.embed.token_embedding.weight"]
-    tgt_embedding = ours["decoder.embed.token_embedding.weight"]
-    out["model.shared.weight"] = src_embedding.clone()
+    if model.cfg.share_embeddings:
+        out["model.shared.weight"] = src_embedding.clone()
     out["model.encoder.embed_tokens.weight"] = src_embedding.clone()
-    out["model.decoder.embed_tokens.weight"] = tgt_embedding.clone()
-    out["lm_head.weight"] = tgt_embedding.clone()
+    out["model.decoder.embed_tokens.weight"] = ours["decoder.embed.token_embedding.weight"].clone()
+    out["lm_head.weight"] = ours["output_projection.weight"].clone()
     for side in ("encoder", "decoder"):
         out[f"model.{side}.embed_positions.weight"] = getattr(model, side).embed.positions.table
-    out["final_logits_bias"] = torch.zeros(1, tgt_embedding.size(0))
+    out["final_logits_bias"] = torch.zeros(1, out["lm_head.weight"].size(0))
     return out
 
 
@@ -108,11 +120,19 @@ def from_marian_state_dict(state: dict[str, Tensor], cfg: ModelConfig) -> dict[s
     return out
 
 
-def marian_config_kwargs(cfg: ModelConfig, vocab_size: int, pad_id: int, bos_id: int, eos_id: int):
+def marian_config_kwargs(
+    cfg: ModelConfig,
+    src_vocab_size: int,
+    tgt_vocab_size: int,
+    pad_id: int,
+    bos_id: int,
+    eos_id: int,
+) -> dict[str, Any]:
     """Keyword arguments of `transformers.MarianConfig` for an equivalent model."""
     check_marian_compatible(cfg)
     return {
-        "vocab_size": vocab_size,
+        "vocab_size": src_vocab_size,
+        "decoder_vocab_size": tgt_vocab_size,
         "d_model": cfg.d_model,
         "encoder_layers": cfg.n_layers,
         "decoder_layers": cfg.decoder_layers,
@@ -127,7 +147,7 @@ def marian_config_kwargs(cfg: ModelConfig, vocab_size: int, pad_id: int, bos_id:
         "activation_dropout": cfg.activation_dropout,
         "scale_embedding": True,
         "share_encoder_decoder_embeddings": cfg.share_embeddings,
-        "tie_word_embeddings": True,
+        "tie_word_embeddings": cfg.tie_output,
         "pad_token_id": pad_id,
         "bos_token_id": bos_id,
         "eos_token_id": eos_id,
@@ -158,6 +178,7 @@ def model_config_from_marian(hf_config: Any) -> ModelConfig:
         activation=hf_config.activation_function,
         max_positions=hf_config.max_position_embeddings,
         share_embeddings=hf_config.share_encoder_decoder_embeddings,
+        tie_output=hf_config.tie_word_embeddings,
     )
 
 
@@ -165,8 +186,11 @@ def to_marian(model: Seq2SeqTransformer, bos_id: int = 2, eos_id: int = 3) -> An
     """A `transformers.MarianMTModel` computing the same function as `model`."""
     from transformers import MarianConfig, MarianMTModel
 
-    vocab_size = model.output_projection.weight.size(0)
-    kwargs = marian_config_kwargs(model.cfg, vocab_size, model.pad_id, bos_id, eos_id)
+    src_vocab_size = model.encoder.embed.token_embedding.weight.size(0)
+    tgt_vocab_size = model.output_projection.weight.size(0)
+    kwargs = marian_config_kwargs(
+        model.cfg, src_vocab_size, tgt_vocab_size, model.pad_id, bos_id, eos_id
+    )
     hf_model = MarianMTModel(MarianConfig(**kwargs))
     hf_model.load_state_dict(to_marian_state_dict(model), strict=True)
     return hf_model.eval()

@@ -1,8 +1,9 @@
 """Raw text in, detokenized translations out: the library behind `tmt translate`.
 
 Promises that users rely on in pipelines: one output line per input line, always (an empty
-line gives an empty line), in input order; a line longer than the model's position table is
-truncated and counted, never dropped; invalid UTF-8 stops with the line number.
+line gives an empty line), in input order, or exactly n_best lines per input line with n-best
+output; a line longer than the model's position table is truncated and counted, never
+dropped; invalid UTF-8 stops with the line number.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sys
+import time
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO, TextIO
 
@@ -94,16 +96,27 @@ class Translator:
         decode = dataclasses.replace(bundle.config.decode, **decode_changes)
         return cls(bundle, decode, device, alignment_layer)
 
-    def translate(self, lines: Sequence[str]) -> list[Translation]:
-        """Translate `lines` (no newlines) in batches sorted by length; results in input order."""
+    def translate(
+        self, lines: Sequence[str], on_batch: Callable[[int], None] | None = None
+    ) -> list[Translation]:
+        """Translate `lines` (no newlines) in batches sorted by length; results in input order.
+
+        An empty (or blank) line is not searched: its translation is the empty string with score
+        0.0 (the log-probability of nothing), repeated n_best times so that n-best output keeps
+        n_best lines for every input line. `on_batch(n)` is called after each searched batch of
+        n lines (progress reports).
+        """
         src_tokenizer = self.bundle.src_tokenizer
         encoded = [
             self._truncate(src_tokenizer.encode(line)) if line.strip() else [] for line in lines
         ]
         todo = [i for i, ids in enumerate(encoded) if ids]
+        n_best = self.decode.n_best
         no_pairs = None if self.alignment_layer is None else []
         results: dict[int, Translation] = {
-            i: Translation([""], [0.0], no_pairs) for i, ids in enumerate(encoded) if not ids
+            i: Translation([""] * n_best, [0.0] * n_best, no_pairs)
+            for i, ids in enumerate(encoded)
+            if not ids
         }
         for batch in make_source_batches([encoded[i] for i in todo], self.decode.max_tokens):
             batch = batch.to(self.device)
@@ -122,6 +135,8 @@ class Translator:
                     results[todo[j]].alignment = alignment_pairs(
                         self.bundle.model, src_ids, tokens, self.alignment_layer
                     )
+            if on_batch is not None:
+                on_batch(len(found))
         return [results[i] for i in range(len(lines))]
 
     def _truncate(self, ids: list[int]) -> list[int]:
@@ -270,25 +285,88 @@ def translate_stream(
     progress: bool = False,
     total: int | None = None,
     collect: list[str] | None = None,
+    report_every_s: float | None = None,
 ) -> int:
     """Translate `lines` in chunks of `chunk_lines`, writing (and flushing) each chunk.
 
     `chunk_lines=1` gives interactive line-by-line behaviour on a terminal; a large chunk
     lets length-sorted batching keep padding low. The best translations are appended to
     `collect` when given (for scoring). Returns the number of lines translated.
+
+    Args:
+        progress: draw a tqdm bar on stderr (a terminal).
+        report_every_s: without a bar, write a plain progress line on stderr at most this
+            often (a log file, where a bar is switched off and would be unreadable); None: none.
     """
     count = 0
-    bar = tqdm(total=total, unit="line", disable=not progress, file=sys.stderr)
+    report = ProgressReport(total, progress, report_every_s)
     for chunk in _chunks(lines, chunk_lines):
-        for translation in translator.translate(chunk):
+        for translation in translator.translate(chunk, on_batch=report.update):
             print(format_translation(translation, count, translator.decode.n_best), file=out)
             if collect is not None:
                 collect.append(translation.texts[0])
             count += 1
         out.flush()
-        bar.update(len(chunk))
-    bar.close()
+        report.update(count - report.done)  # the chunk's empty lines, never searched
+    report.close()
     return count
+
+
+class ProgressReport:
+    """Lines translated so far, on stderr: a tqdm bar, or plain lines for a log file.
+
+    A plain line reads `translated 1200/5000 lines (24%), 41.3 sentences/s, ETA 1m32s`, written
+    when at least `every_s` seconds have passed since the last one (the first after `every_s`),
+    so short inputs print nothing but the caller's final count.
+    """
+
+    def __init__(
+        self,
+        total: int | None,
+        bar: bool,
+        every_s: float | None,
+        stream: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.total = total
+        self.stream = stream if stream is not None else sys.stderr
+        self.every_s = None if bar else every_s
+        self.clock = clock
+        self.bar = tqdm(total=total, unit="line", disable=not bar, file=self.stream)
+        self.done = 0
+        self.start = self.last = clock()
+
+    def update(self, n: int) -> None:
+        self.bar.update(n)
+        self.done += n
+        now = self.clock()
+        if self.every_s is not None and n and now - self.last >= self.every_s:
+            self.last = now
+            print(self.line(now - self.start), file=self.stream, flush=True)
+
+    def line(self, elapsed: float) -> str:
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        if self.total is None:
+            return f"translated {self.done} lines, {rate:.1f} sentences/s"
+        percent = 100.0 * self.done / max(self.total, 1)
+        eta = _duration((self.total - self.done) / rate) if rate > 0 else "unknown"
+        return (
+            f"translated {self.done}/{self.total} lines ({percent:.0f}%), "
+            f"{rate:.1f} sentences/s, ETA {eta}"
+        )
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _duration(seconds: float) -> str:
+    """`1h02m`, `3m07s` or `12s`."""
+    seconds = round(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
 def _chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:

@@ -57,9 +57,35 @@ def test_logits_equal_marian(activation):
     assert_close(logits, expected.logits, atol=1e-4, rtol=1e-4)
 
 
-def test_round_trip_ours_hf_ours_is_exact():
-    ours = build_model(ModelConfig(d_model=32, n_heads=4, n_layers=2, d_ff=64), V)
+@pytest.mark.parametrize(
+    "options, tgt_vocab",
+    [
+        ({}, V),
+        ({"share_embeddings": False}, V + 8),
+        ({"tie_output": False}, V),
+        ({"share_embeddings": False, "tie_output": False, "n_decoder_layers": 1}, V + 8),
+    ],
+)
+def test_to_marian_keeps_logits_for_separate_vocabularies_and_untied_output(options, tgt_vocab):
+    ours = build_model(
+        ModelConfig(d_model=32, n_heads=4, n_layers=2, d_ff=64, **options), V, tgt_vocab
+    )
+    ours.eval()
+    hf = to_marian(ours)
+    assert hf.config.share_encoder_decoder_embeddings == options.get("share_embeddings", True)
+    assert hf.config.decoder_vocab_size == tgt_vocab
+    src, tgt = batch()
+    with torch.no_grad():
+        expected = ours(src, tgt)
+        theirs = hf(input_ids=src, attention_mask=(src != PAD).long(), decoder_input_ids=tgt)
+    assert_close(theirs.logits, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("options", [{}, {"share_embeddings": False, "tie_output": False}])
+def test_round_trip_ours_hf_ours_is_exact(options):
+    ours = build_model(ModelConfig(d_model=32, n_heads=4, n_layers=2, d_ff=64, **options), V)
     back = from_marian(to_marian(ours))
+    assert back.cfg.tie_output == ours.cfg.tie_output
     original = ours.state_dict()
     assert set(back.state_dict()) == set(original)
     for name, tensor in back.state_dict().items():
@@ -74,7 +100,11 @@ def test_marian_sinusoids_equal_ours():
 
 @pytest.mark.parametrize(
     "change,word",
-    [(dict(pre_norm=True), "pre_norm"), (dict(positions="learned"), "positions")],
+    [
+        (dict(pre_norm=True), "pre_norm"),
+        (dict(positions="learned"), "positions"),
+        (dict(layer_norm_eps=0.5), r"model.layer_norm_eps=0.5 \(Marian's LayerNorm eps is fixed"),
+    ],
 )
 def test_options_marian_lacks_are_refused(change, word):
     with pytest.raises(TmtError, match=word):

@@ -9,14 +9,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from transformer_mt.errors import TmtError
+from transformer_mt.files import atomic_path
 from transformer_mt.training.metrics import read_metrics
+
+PLOTTED = ("loss", "nll", "bleu", "lr")  # the keys of metrics.jsonl rows drawn below
 
 
 def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     """Draw the curves of `run_dir/metrics.jsonl` into a PNG (default run_dir/curves.png).
 
+    The PNG's folder is created when missing; the file appears only once it is complete.
+
     Raises:
-        TmtError: no metrics file, or matplotlib is not installed.
+        TmtError: no metrics file, a metrics file with no point to draw, or matplotlib is not
+            installed.
     """
     run_dir = Path(run_dir)
     metrics = run_dir / "metrics.jsonl"
@@ -30,6 +36,11 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     except ImportError:
         raise TmtError("tmt plot needs matplotlib: pip install 'transformer_mt[plot]'") from None
     rows = read_metrics(metrics)
+    if not any(row.get(key) is not None for row in rows for key in PLOTTED):
+        raise TmtError(
+            f"{metrics}: no training or validation records yet, nothing to plot "
+            "(a run writes its first record after its first update)"
+        )
     train = [r for r in rows if r["kind"] == "train"]
     valid = [r for r in rows if r["kind"] == "valid"]
 
@@ -53,6 +64,7 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     fig.suptitle(run_dir.name)
     fig.tight_layout()
     out = Path(out) if out is not None else run_dir / "curves.png"
-    fig.savefig(out, dpi=100)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")  # the temporary name has no .png suffix
     plt.close(fig)
     return out

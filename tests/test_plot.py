@@ -1,0 +1,46 @@
+"""`tmt plot`: a PNG for a run's metrics, its folder created; nothing to plot is an error."""
+
+import json
+
+import pytest
+
+from transformer_mt.cli import main
+
+pytest.importorskip("matplotlib")
+
+ROWS = [
+    {"kind": "train", "step": 1, "loss": 5.0, "lr": 1e-4},
+    {"kind": "train", "step": 2, "loss": 4.5, "lr": 2e-4},
+    {"kind": "valid", "step": 2, "loss": 4.4, "nll": 4.0, "bleu": 1.5},
+]
+
+
+def run_dir_with(tmp_path, rows):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    text = "".join(json.dumps(row) + "\n" for row in rows)
+    (run_dir / "metrics.jsonl").write_text(text, encoding="utf-8")
+    return run_dir
+
+
+def test_plot_creates_the_missing_output_folder(tmp_path, capsys):
+    run_dir = run_dir_with(tmp_path, ROWS)
+    out = tmp_path / "figures" / "new" / "curves.png"
+    assert main(["plot", str(run_dir), "--out", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in out.parent.iterdir()] == ["curves.png"]  # no temporary file left
+    assert capsys.readouterr().out.strip() == str(out)
+
+
+@pytest.mark.parametrize("rows", [[], [{"kind": "train", "step": 0}]])
+def test_nothing_to_plot_is_an_error_naming_the_file(tmp_path, capsys, rows):
+    run_dir = run_dir_with(tmp_path, rows)
+    old = run_dir / "curves.png"
+    old.write_bytes(b"an earlier plot")
+    assert main(["plot", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: {run_dir / 'metrics.jsonl'}: no training or validation records yet, "
+        "nothing to plot (a run writes its first record after its first update)\n"
+    )
+    assert old.read_bytes() == b"an earlier plot"
