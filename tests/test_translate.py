@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from transformer_mt import cli, translate
+from transformer_mt import cli
 from transformer_mt.cli import main
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
 from transformer_mt.errors import TmtError
@@ -131,7 +131,7 @@ def test_int8_log_probs_close_to_float32_and_float32_unchanged(checkpoint):
 
 @pytest.mark.parametrize("bf16", [True, False])
 def test_int8_stores_the_cache_in_bfloat16_where_the_cpu_computes_it(checkpoint, monkeypatch, bf16):
-    monkeypatch.setattr(translate, "native_bf16", lambda: Choice(bf16, "pretended"))
+    monkeypatch.setattr("transformer_mt.translate.native_bf16", lambda: Choice(bf16, "pretended"))
     int8 = Translator.from_checkpoint(str(checkpoint), quantize="int8", beam_size=2)
     assert int8.bundle.model.cache_dtype == (torch.bfloat16 if bf16 else None)
     assert int8.translate(["ein mann fährt rad"])[0].texts  # decodes through that cache

@@ -28,7 +28,9 @@ def write_corpus(directory: Path, n_train: int = 300, n_valid: int = 20, seed: i
 def write_config(
     directory: Path, train: str = "", model: str = "dropout: 0.1", tokenizer: str = ""
 ) -> Path:
-    """A tiny experiment (d_model 32, 2 layers, vocab 60) on the corpus of `write_corpus`."""
+    """A tiny experiment (d_model 32, 2 layers, vocab 60) on the corpus of `write_corpus`.
+
+    float32 on every machine (`auto` would take bf16 on some CPUs), so results compare."""
     path = directory / "tiny.yaml"
     path.write_text(
         f"""\
@@ -37,7 +39,7 @@ data: {{format: tsv, train: {directory}/train.tsv, valid: {directory}/valid.tsv,
         cache_dir: {directory}/cache}}
 tokenizer: {{vocab_size: 60, {tokenizer}}}
 train: {{max_steps: 10, max_tokens: 200, lr: 3e-3, warmup_steps: 3, valid_every: 4,
-         log_every: 1, {train}}}
+         log_every: 1, precision: fp32, {train}}}
 decode: {{max_len_b: 5}}
 """,
         encoding="utf-8",

@@ -44,6 +44,7 @@ def tiny_trainer(
             log_every=1,
             clip_norm=1.0,
             compile=compile,
+            precision="fp32",  # auto would take bf16 on CPUs that have it
         ),
     )
     torch.manual_seed(0)
