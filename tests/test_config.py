@@ -1,14 +1,23 @@
+import dataclasses
+import math
 from pathlib import Path
 
 import pytest
+import torch
 
 from transformer_mt.config import (
     ConfigError,
+    DataConfig,
+    DecodeConfig,
     ExperimentConfig,
+    ModelConfig,
+    config_from_dict,
     config_to_dict,
     dump_config,
     load_config,
 )
+from transformer_mt.model import build_model
+from transformer_mt.search import search
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
 
@@ -98,3 +107,137 @@ def test_missing_file_and_bad_yaml(tmp_path):
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
 def test_every_config_file_loads(path):
     load_config(path)
+
+
+def test_duplicate_keys_are_refused_with_both_lines(tmp_path):
+    path = write(tmp_path, "train:\n  lr: 1e-3\n  max_steps: 50\n  lr: 2e-3\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == f"{path}:4: duplicate key train.lr (first at line 2); keep one"
+    with pytest.raises(ConfigError, match=r"exp\.yaml:3: duplicate key model \(first at line 1\)"):
+        load_config(write(tmp_path, "model:\n  d_model: 32\nmodel:\n  n_heads: 4\n"))
+    with pytest.raises(ConfigError, match=r":1: duplicate key decode\.beam_size \(first at line 1"):
+        load_config(write(tmp_path, "decode: {beam_size: 4, beam_size: 5}\n"))
+
+
+def test_keys_are_compared_by_value_and_type_and_aliases_walked_once(tmp_path):
+    # A recursive alias must not loop; '1' and 1 are two keys, not one given twice.
+    with pytest.raises(ConfigError, match=r"^train\.lr: expected a number"):
+        load_config(write(tmp_path, "train: &t {lr: *t}\n"))
+    with pytest.raises(ConfigError, match=r"^train\.1: unknown key") as err:
+        load_config(write(tmp_path, "train: {'1': 2, 1: 3}\n"))
+    assert "duplicate" not in str(err.value)
+
+
+def test_config_file_not_utf8_folder_or_missing(tmp_path):
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes(b"train:\n  lr: 1e-3  # gr\xfcn\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(latin1)
+    assert str(err.value) == f"{latin1}:2: not UTF-8 text (byte 0xfc); save the file as UTF-8"
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path)
+    assert str(err.value) == f"{tmp_path}: is a folder, not a config file; name a .yaml file"
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path / "nope.yaml")
+    assert str(err.value) == f"{tmp_path / 'nope.yaml'}: config file not found"
+
+
+def test_override_errors_name_the_override_not_the_file(tmp_path):
+    path = write(tmp_path, "train:\n  lr: 1e-3\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path, ["train.lr=abc"])
+    assert str(err.value) == "train.lr: expected a number, got 'abc' [override 'train.lr=abc']"
+    with pytest.raises(ConfigError, match=r"unknown key .* \[override 'train.max_step=20'\]$"):
+        load_config(path, ["train.max_step=20"])
+    with pytest.raises(
+        ConfigError, match=r"^modle: unknown key .* \[override 'modle.d_model=8'\]$"
+    ):
+        load_config(path, ["modle.d_model=8"])
+    # The last override of a key is the one that holds, so it is the one blamed.
+    with pytest.raises(ConfigError, match=r"\[override 'train.seed=x'\]$"):
+        load_config(path, ["train.seed=2", "train.lr=1", "train.seed=x"])
+
+
+def test_errors_from_the_file_or_both_say_so(tmp_path):
+    path = write(tmp_path, "train:\n  warmup_step: 10\nmodel:\n  d_model: 30\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path, ["train.lr=1e-3"])
+    assert str(err.value).endswith(f"[in {path}]")
+    assert "override" not in str(err.value)
+    cross = write(tmp_path, "model:\n  d_model: 30\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(cross, ["model.n_heads=4"])
+    assert "not divisible" in str(err.value)
+    assert str(err.value).endswith(f"[in {cross}, override 'model.n_heads=4']")
+
+
+def test_malformed_overrides_name_the_override_and_no_flag(tmp_path):
+    path = write(tmp_path, "train:\n  lr: 1e-3\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path, ["train.lr"])
+    assert str(err.value) == "override 'train.lr': expected key=value, e.g. train.lr=5e-4"
+    with pytest.raises(ConfigError) as err:
+        load_config(path, ["train.lr.x=1"])
+    assert str(err.value) == "override 'train.lr.x=1': 'lr' is not a section"
+
+
+def test_max_positions_below_training_pairs_is_refused_at_load(tmp_path):
+    path = write(tmp_path, "model: {max_positions: 100}\ndata: {max_len: 100}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    message = str(err.value)
+    assert message.startswith("model.max_positions=100 is below data.max_len + 1 = 101 ")
+    assert "raise model.max_positions to 101 or lower data.max_len" in message
+    with pytest.raises(ConfigError, match=r"\[in .*exp\.yaml, override 'data.max_len=200'\]$"):
+        load_config(write(tmp_path, "model: {max_positions: 150}\n"), ["data.max_len=200"])
+
+
+def test_max_positions_below_decoding_length_is_refused_at_load(tmp_path):
+    # floor(1.5 * (256 + 1) + 10) = 395 output positions for the longest training source.
+    path = write(tmp_path, "model: {max_positions: 394}\ndata: {max_len: 256}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert (
+        "decode.max_len_a * (data.max_len + 1) + decode.max_len_b = 1.5 * 257 + 10 = 395; "
+        "raise model.max_positions to 395"
+    ) in str(err.value)
+    assert load_config(path, ["model.max_positions=395"]).model.max_positions == 395
+    # A finished run's stored config still loads: translation truncates and caps instead.
+    stored = config_to_dict(ExperimentConfig(model=ModelConfig(max_positions=64)))
+    assert config_from_dict(stored).model.max_positions == 64
+
+
+@pytest.mark.parametrize("max_len_a, max_len_b", [(0.0, 3), (0.0, 7), (1.0, 2), (1.5, 0)])
+def test_position_rule_is_the_models_own_limit(max_len_a, max_len_b):
+    """The smallest table `check_positions` accepts encodes, trains on and decodes the longest
+    training pair; one position fewer is refused, and the model would indeed fail on it."""
+    data = DataConfig(max_len=5)
+    decode = DecodeConfig(beam_size=1, max_len_a=max_len_a, max_len_b=max_len_b)
+    decode_len = max(1, math.floor(max_len_a * (data.max_len + 1) + max_len_b))
+    needed = max(data.max_len + 1, decode_len)
+    forced = dataclasses.replace(decode, min_len=needed)  # no early EOS: the longest output
+    src = torch.full((1, data.max_len + 1), 5)  # x + EOS
+    tgt_in = torch.full((1, data.max_len + 1), 5)  # BOS + y
+    mask = torch.ones(1, 1, 1, data.max_len + 1, dtype=torch.bool)
+    for table in (needed, needed - 1):
+        model_cfg = ModelConfig(d_model=16, n_heads=2, n_layers=1, d_ff=32, max_positions=table)
+        cfg = ExperimentConfig(model=model_cfg, data=data, decode=decode)
+        model = build_model(model_cfg, 20, 20, pad_id=0).eval()
+        if table == needed:
+            cfg.check_positions()
+            model(src, tgt_in, mask)
+            assert len(search(model, src, mask, forced)[0].best.tokens) == decode_len
+            continue
+        with pytest.raises(ConfigError, match=f"model.max_positions={table} is below"):
+            cfg.check_positions()
+        with pytest.raises(ValueError, match="beyond model.max_positions"):
+            search(model, src, mask, forced)
+        if table < data.max_len + 1:
+            with pytest.raises(ValueError, match="beyond model.max_positions"):
+                model(src, tgt_in, mask)
+
+
+def test_character_coverage_below_sentencepieces_range(tmp_path):
+    with pytest.raises(ConfigError, match=r"character_coverage=0\.9 must be in \[0\.98, 1\]"):
+        load_config(write(tmp_path, "tokenizer: {character_coverage: 0.9}\n"))

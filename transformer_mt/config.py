@@ -4,13 +4,16 @@ Every default lives in one dataclass field, with a comment on what it does and, 
 not obvious, why. A YAML file holds one experiment's overrides; `--set key=value` overrides go
 through the same door, so a typo on the command line fails like a typo in the file:
 
-    train.warmup_step: unknown key in configs/x.yaml (did you mean 'warmup_steps'?)
+    train.warmup_step: unknown key (did you mean 'warmup_steps'?) [in configs/x.yaml]
+    train.lr: expected a number, got 'abc' [override 'train.lr=abc']
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -157,7 +160,7 @@ class TokenizerConfig:
     model_type: Literal["bpe", "unigram"] = "bpe"
     vocab_size: int = 8000
     joint: bool = True  # one vocabulary for source and target (needed by model.share_embeddings)
-    character_coverage: float = 1.0  # 1.0 for Latin scripts; ~0.9995 for CJK
+    character_coverage: float = 1.0  # 1.0 for Latin scripts; ~0.9995 for CJK; >= 0.98
     input_sentence_size: int = 1_000_000  # sentences sampled for training the tokenizer
     # BPE-dropout (Provilkov et al., 2020): while training, each merge is skipped with this
     # probability and the training set is re-segmented every epoch, a regulariser for small
@@ -176,9 +179,10 @@ class TokenizerConfig:
             )
         if self.vocab_size < 8:
             raise ConfigError(f"tokenizer.vocab_size={self.vocab_size} must be >= 8")
-        if not 0.0 < self.character_coverage <= 1.0:
+        if not 0.98 <= self.character_coverage <= 1.0:
             raise ConfigError(
-                f"tokenizer.character_coverage={self.character_coverage} must be in (0, 1]"
+                f"tokenizer.character_coverage={self.character_coverage} must be in [0.98, 1] "
+                "(the range SentencePiece accepts; 0.9995 suits scripts with many characters)"
             )
         _positive(self, "tokenizer", ["input_sentence_size"])
 
@@ -290,6 +294,35 @@ class ExperimentConfig:
         if self.model.share_embeddings and not self.tokenizer.joint:
             raise ConfigError("model.share_embeddings needs tokenizer.joint: true")
 
+    def check_positions(self) -> None:
+        """Refuse a position table too short for the training pairs or for decoding them.
+
+        A training pair takes data.max_len + 1 positions on each side (the source EOS, the
+        target BOS). Greedy validation of such a source generates up to max_len(x) =
+        floor(decode.max_len_a * |x| + decode.max_len_b) tokens with |x| = data.max_len + 1
+        (search/__init__.py), one decoder position each. Without this check the first
+        validation dies before any checkpoint is written.
+
+        Not part of `validate`: the stored config of a finished run must still load for
+        translation, which truncates sources and caps decoding at the table.
+        """
+        table, pair = self.model.max_positions, self.data.max_len + 1
+        if table < pair:
+            raise ConfigError(
+                f"model.max_positions={table} is below data.max_len + 1 = {pair} (the longest "
+                f"training pair plus its EOS or BOS); raise model.max_positions to {pair} or "
+                "lower data.max_len"
+            )
+        decode = self.decode
+        longest = max(1, math.floor(decode.max_len_a * pair + decode.max_len_b))
+        if table < longest:
+            raise ConfigError(
+                f"model.max_positions={table} is below the decoding length of the longest "
+                f"training source, decode.max_len_a * (data.max_len + 1) + decode.max_len_b = "
+                f"{decode.max_len_a:g} * {pair} + {decode.max_len_b} = {longest}; raise "
+                f"model.max_positions to {longest} or lower decode.max_len_a or decode.max_len_b"
+            )
+
 
 # --- loading -------------------------------------------------------------------------------
 
@@ -297,30 +330,27 @@ class ExperimentConfig:
 def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
     """Read a YAML file, apply `key=value` overrides, check every key and value.
 
+    Also holds the config to `ExperimentConfig.check_positions`, as a run about to train must.
+
     Raises:
-        ConfigError: one line naming the dotted key and the file.
+        ConfigError: one line naming the dotted key and where it was set: the file (with the
+            line, for a key given twice) or the override.
     """
     path = Path(path)
+    data = apply_overrides(_read_yaml(path), overrides)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML ({_one_line(err)})") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping of sections")
-    return config_from_dict(apply_overrides(data, overrides), source=str(path))
+        config = _parse(data)
+        config.check_positions()
+    except ConfigError as err:
+        raise ConfigError(f"{err} [{_origin(str(err), path, overrides)}]") from None
+    return config
 
 
 def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> ExperimentConfig:
     try:
-        config = _from_dict(ExperimentConfig, data, "")
-        config.validate()
+        return _parse(data)
     except ConfigError as err:
         raise ConfigError(f"{err} [in {source}]") from None
-    return config
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict:
@@ -329,7 +359,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or not key:
-            raise ConfigError(f"--set {item!r}: expected key=value, e.g. train.lr=5e-4")
+            raise ConfigError(f"override {item!r}: expected key=value, e.g. train.lr=5e-4")
         try:
             value = yaml.safe_load(raw)
         except yaml.YAMLError:
@@ -339,7 +369,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
         for part in parents:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise ConfigError(f"--set {item!r}: '{part}' is not a section")
+                raise ConfigError(f"override {item!r}: '{part}' is not a section")
         node[leaf] = value
     return data
 
@@ -364,6 +394,107 @@ def config_to_dict(config: Any) -> dict[str, Any]:
 
 def dump_config(config: ExperimentConfig, path: str | Path) -> None:
     Path(path).write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False), "utf-8")
+
+
+def _parse(data: dict[str, Any]) -> ExperimentConfig:
+    config = _from_dict(ExperimentConfig, data, "")
+    config.validate()
+    return config
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    """The mapping a config file holds; every way of not being one is a one-line ConfigError."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a folder, not a config file; name a .yaml file") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read the config file ({err.strerror})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise ConfigError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{raw[err.start]:02x}); save the file as UTF-8"
+        ) from None
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+        if root is not None:
+            _refuse_duplicate_keys(root, path)
+        data = {} if root is None else loader.construct_document(root)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML ({_one_line(err)})") from None
+    finally:
+        loader.dispose()
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    return data
+
+
+def _refuse_duplicate_keys(root: yaml.Node, path: Path) -> None:
+    """Refuse a key given twice in one mapping, at any depth.
+
+    PyYAML silently keeps the last of two equal keys, so a file that sets `train.lr` twice
+    would train with whichever came last, unnoticed.
+    """
+    stack: list[tuple[yaml.Node, str]] = [(root, "")]
+    visited: set[int] = set()  # aliases share nodes, and may even point back at an ancestor
+    while stack:
+        node, name = stack.pop()
+        if id(node) in visited:
+            continue
+        visited.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend((item, f"{name}[{i}]") for i, item in enumerate(node.value))
+        if not isinstance(node, yaml.MappingNode):
+            continue
+        first_lines: dict[tuple[str, str], int] = {}
+        for key, value in node.value:
+            if not isinstance(key, yaml.ScalarNode):
+                continue  # a list or mapping as a key: no config section has one
+            dotted = f"{name}.{key.value}" if name else key.value
+            line = key.start_mark.line + 1
+            if (key.tag, key.value) in first_lines:
+                first = first_lines[(key.tag, key.value)]
+                raise ConfigError(
+                    f"{path}:{line}: duplicate key {dotted} (first at line {first}); keep one"
+                )
+            first_lines[(key.tag, key.value)] = line
+            stack.append((value, dotted))
+
+
+def _origin(message: str, path: Path, overrides: list[str] | tuple[str, ...]) -> str:
+    """Where the keys that `message` names were set: the overrides that set them, the file, or
+    both (a cross-field rule may name one key of each).
+
+    Messages name dotted keys (`train.lr: ...`, `model.d_model=30 ...`), the house rule this
+    relies on; a message naming none is blamed on the file.
+    """
+    sections = "|".join(f.name for f in dataclasses.fields(ExperimentConfig))
+    named = set(re.findall(rf"(?<![\w.])(?:{sections})\.[\w.\[\]]*\w\]?", message))
+    leading = re.match(r"[\w.\[\]]+(?=: )", message)
+    if leading:
+        named.add(leading[0])
+    blamed = []
+    for item in reversed(overrides):  # the last override of a key is the one that holds
+        key = item.partition("=")[0].strip()
+        hits = {n for n in named if _within(n, key) or _within(key, n)}
+        if hits:
+            blamed.insert(0, f"override {item!r}")
+            named -= hits
+    if named or not blamed:
+        blamed.insert(0, f"in {path}")
+    return ", ".join(blamed)
+
+
+def _within(name: str, key: str) -> bool:
+    """True when dotted `name` is `key` or lies inside it (`train.lr` inside `train`)."""
+    return name == key or name.startswith((key + ".", key + "["))
 
 
 def _from_dict(cls: type, data: Any, prefix: str) -> Any:

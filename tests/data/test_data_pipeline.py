@@ -3,7 +3,10 @@
 import gzip
 from pathlib import Path
 
+import pytest
+
 from transformer_mt.config import DataConfig, TokenizerConfig
+from transformer_mt.data.dataset import DataError
 from transformer_mt.data.encoding import encode_corpus
 from transformer_mt.data.pipeline import prepare_data
 
@@ -11,6 +14,8 @@ MULTI30K = Path(__file__).resolve().parents[3] / "shared" / "data" / "multi30k"
 
 
 def write_slice(tmp_path, split, n):
+    if not MULTI30K.is_dir():
+        pytest.skip(f"the Multi30k mirror {MULTI30K} is absent")
     for lang in ("de", "en"):
         lines = gzip.decompress((MULTI30K / f"valid.{lang}.gz").read_bytes()).split(b"\n")[:n]
         (tmp_path / f"{split}.{lang}").write_bytes(b"\n".join(lines) + b"\n")
@@ -35,7 +40,9 @@ def test_prepare_data_twice(tmp_path):
     assert first.train.src.lengths.max() <= 20
     assert len(first.train_keep) == len(first.train)
     row = int(first.train_keep[0])  # the raw line each kept row came from
-    assert first.train.src[0].tolist() == prepared.tokenizers.src.encode(first.train_text["src"][row])
+    assert first.train.src[0].tolist() == prepared.tokenizers.src.encode(
+        first.train_text["src"][row]
+    )
     cached = sorted(p.name for p in (tmp_path / "cache").iterdir())
     second_prepared = prepare_data(cfg, tok_cfg, tmp_path / "run")
     second = second_prepared.splits
@@ -44,3 +51,22 @@ def test_prepare_data_twice(tmp_path):
     tokenizers = second_prepared.tokenizers
     fresh = encode_corpus(second.valid_text, tokenizers.src, tokenizers.tgt)
     assert fresh.tgt.values.tolist() == second.valid.tgt.values.tolist()
+
+
+def test_missing_valid_file_is_reported_before_any_work(tmp_path):
+    for lang, line in (("de", "ein hund läuft"), ("en", "a dog runs")):
+        (tmp_path / f"train.{lang}").write_text(f"{line}\n" * 50, "utf-8")
+    (tmp_path / "valid.de").write_text("ein hund\n", "utf-8")
+    cfg = DataConfig(
+        train=str(tmp_path / "train"),
+        valid=str(tmp_path / "valid"),
+        test=str(tmp_path / "test"),  # missing too, but prepare_data does not read it
+        cache_dir=str(tmp_path / "cache"),
+    )
+    with pytest.raises(DataError) as err:
+        prepare_data(cfg, TokenizerConfig(vocab_size=20), tmp_path / "run")
+    message = str(err.value)
+    assert message.startswith(f"data.valid={str(tmp_path / 'valid')!r}: ")
+    assert f"{tmp_path}/valid.en not found" in message and "data.test" not in message
+    # Refused before the tokenizer trained (vocab_size=20 would fail there) or anything encoded.
+    assert not (tmp_path / "run").exists() and not (tmp_path / "cache").exists()

@@ -1,5 +1,6 @@
 """Corpus readers: same columns from every format; each bad input is a one-line DataError."""
 
+import dataclasses
 import gzip
 import json
 import socket
@@ -11,6 +12,7 @@ from transformer_mt.config import DataConfig
 from transformer_mt.data import dataset
 from transformer_mt.data.dataset import (
     DataError,
+    check_sources,
     load_split,
     read_jsonl,
     read_text_pair,
@@ -137,3 +139,37 @@ def test_filter_counts_on_fixture():
         1,
     )
     assert "dropped 2 empty" in str(report)
+
+
+def test_check_sources_names_every_faulty_file_at_once(tmp_path):
+    write_text_pair(tmp_path, "train")
+    (tmp_path / "valid.de.gz").write_bytes(gzip.compress(b"Ein Hund.\n"))
+    (tmp_path / "valid.en").write_text("", "utf-8")
+    (tmp_path / "test.de").mkdir()
+    cfg = DataConfig(
+        train=str(tmp_path / "train"), valid=str(tmp_path / "valid"), test=str(tmp_path / "test")
+    )
+    with pytest.raises(DataError) as err:
+        check_sources(cfg)
+    message = one_line_error(err)
+    assert message == (
+        f"data.valid={str(tmp_path / 'valid')!r}: {tmp_path}/valid.en is empty; "
+        f"data.test={str(tmp_path / 'test')!r}: {tmp_path}/test.de is a folder, not a file, "
+        f"{tmp_path}/test.en not found; fix these paths in the config "
+        "(data.test: null when there is no test set)"
+    )
+    (tmp_path / "valid.en").write_text("A dog.\n", "utf-8")
+    check_sources(dataclasses.replace(cfg, test=None))  # valid.de found as valid.de.gz
+
+
+def test_check_sources_single_file_formats_and_hub(tmp_path):
+    (tmp_path / "train.tsv").write_text("a\tb\n", "utf-8")
+    for fmt in ("tsv", "jsonl"):
+        cfg = DataConfig(
+            format=fmt, train=str(tmp_path / "train.tsv"), valid=str(tmp_path / "dev"), test=None
+        )
+        with pytest.raises(DataError) as err:
+            check_sources(cfg)
+        assert one_line_error(err).startswith(f"data.valid={str(tmp_path / 'dev')!r}: ")
+        assert "train.tsv" not in str(err.value) and "data.test" not in str(err.value)
+    check_sources(DataConfig(format="hub", hub_name="wmt14", train="train", valid="validation"))

@@ -1,5 +1,7 @@
 """Tokenizer: round trip, fixed special ids, reuse instead of retraining, clear errors."""
 
+import re
+
 import pytest
 
 from transformer_mt.config import TokenizerConfig
@@ -60,11 +62,38 @@ def test_retraining_is_skipped(tmp_path, valid_texts):
     assert other.src_path != first.src_path  # different corpus, different name
 
 
-def test_vocab_too_large_for_corpus(tmp_path, valid_texts):
-    src, tgt = valid_texts
-    with pytest.raises(TokenizerError, match="vocab_size=50000 is too large") as info:
-        train_tokenizers(TokenizerConfig(vocab_size=50000), src[:20], tgt[:20], tmp_path)
-    assert "\n" not in str(info.value)
+TINY = [
+    "the quick brown fox jumps over the lazy dog",
+    "zwei hunde spielen im schnee",
+    "ein mann fährt rad",
+] * 5  # 28 distinct characters: 32 pieces with the 4 special ones
+
+
+def test_vocab_too_small_for_the_characters_says_raise(tmp_path):
+    with pytest.raises(TokenizerError) as info:
+        train_tokenizers(TokenizerConfig(vocab_size=20), TINY, TINY, tmp_path)
+    message = str(info.value)
+    assert message.startswith("tokenizer.vocab_size=20 is too small for the characters")
+    assert "raise tokenizer.vocab_size to at least 32" in message
+    assert "lower tokenizer.character_coverage" in message
+    assert "too large" not in message and "\n" not in message
+    assert not list(tmp_path.glob("*.model"))
+    assert (
+        train_tokenizers(TokenizerConfig(vocab_size=32), TINY, TINY, tmp_path).src.vocab_size == 32
+    )
+
+
+def test_vocab_too_large_for_the_corpus_says_lower(tmp_path):
+    with pytest.raises(TokenizerError) as info:
+        train_tokenizers(TokenizerConfig(vocab_size=5000), TINY, TINY, tmp_path)
+    message = str(info.value)
+    assert message.startswith("tokenizer.vocab_size=5000 is too large for this corpus of 30 lines")
+    most = re.search(r"lower tokenizer\.vocab_size to (\d+) or less", message)
+    assert most and "\n" not in message
+    largest = int(most[1])  # the advice is exact: that size trains, one more does not
+    assert train_tokenizers(TokenizerConfig(vocab_size=largest), TINY, TINY, tmp_path).src
+    with pytest.raises(TokenizerError, match="too large"):
+        train_tokenizers(TokenizerConfig(vocab_size=largest + 1), TINY, TINY, tmp_path)
 
 
 def test_load_errors(tmp_path):

@@ -6,6 +6,7 @@ import random
 from pathlib import Path
 
 import pytest
+import yaml
 
 # word-for-word "translations": a task a tiny model learns within a few dozen updates
 PAIRS = {
@@ -30,21 +31,41 @@ def write_config(
 ) -> Path:
     """A tiny experiment (d_model 32, 2 layers, vocab 60) on the corpus of `write_corpus`.
 
-    float32 on every machine (`auto` would take bf16 on some CPUs), so results compare."""
+    `train`, `model` and `tokenizer` are YAML flow fragments ("key: value, ...") whose keys
+    replace this experiment's own (a config file may not give a key twice). float32 on every
+    machine (`auto` would take bf16 on some CPUs), so results compare.
+    """
     path = directory / "tiny.yaml"
-    path.write_text(
-        f"""\
-model: {{d_model: 32, n_heads: 4, n_layers: 2, d_ff: 64, {model}}}
-data: {{format: tsv, train: {directory}/train.tsv, valid: {directory}/valid.tsv, test: null,
-        cache_dir: {directory}/cache}}
-tokenizer: {{vocab_size: 60, {tokenizer}}}
-train: {{max_steps: 10, max_tokens: 200, lr: 3e-3, warmup_steps: 3, valid_every: 4,
-         log_every: 1, precision: fp32, {train}}}
-decode: {{max_len_b: 5}}
-""",
-        encoding="utf-8",
-    )
+    sections = {
+        "model": _merged({"d_model": 32, "n_heads": 4, "n_layers": 2, "d_ff": 64}, model),
+        "data": {
+            "format": "tsv",
+            "train": f"{directory}/train.tsv",
+            "valid": f"{directory}/valid.tsv",
+            "test": None,
+            "cache_dir": f"{directory}/cache",
+        },
+        "tokenizer": _merged({"vocab_size": 60}, tokenizer),
+        "train": _merged(
+            {
+                "max_steps": 10,
+                "max_tokens": 200,
+                "lr": 3e-3,
+                "warmup_steps": 3,
+                "valid_every": 4,
+                "log_every": 1,
+                "precision": "fp32",
+            },
+            train,
+        ),
+        "decode": {"max_len_b": 5},
+    }
+    path.write_text(yaml.safe_dump(sections, sort_keys=False), encoding="utf-8")
     return path
+
+
+def _merged(own: dict, fragment: str) -> dict:
+    return own | (yaml.safe_load("{" + fragment + "}") or {})
 
 
 @pytest.fixture

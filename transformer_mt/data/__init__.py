@@ -1,7 +1,7 @@
 """Raw parallel text in, batches of token ids out.
 
     fetch.py      download or copy a known corpus as plain text (scripts/get_data.py)
-    dataset.py    read text / TSV / JSONL / hub corpora into `src`/`tgt` columns; clean training
+    dataset.py    check and read text / TSV / JSONL / hub corpora into `src`/`tgt`; clean training
     tokenizer.py  SentencePiece model: train, load, encode, decode; special ids
     encoding.py   encode a corpus once and cache the ids as Arrow
     batching.py   token-budget batches, resumable epoch order, Batch with masks

@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,17 +52,70 @@ def load_split(cfg: DataConfig, split: str) -> datasets.Dataset:
         DataError: one line naming the file (and line) at fault.
     """
     location = getattr(cfg, split)
+    files = split_files(cfg, split)
+    if cfg.format == "text":
+        return read_text_pair(*files)
+    if cfg.format == "tsv":
+        return read_tsv(*files)
+    if cfg.format == "jsonl":
+        return read_jsonl(*files, cfg.src_lang, cfg.tgt_lang)
+    return load_hub(cfg.hub_name or "", cfg.hub_config, location, cfg.src_lang, cfg.tgt_lang)
+
+
+def split_files(cfg: DataConfig, split: str) -> list[Path]:
+    """The local files that split `split` is read from; none for a hub split.
+
+    Raises:
+        DataError: the split is not set.
+    """
+    location = getattr(cfg, split)
     if location is None:
         raise DataError(f"data.{split} is not set")
     if cfg.format == "text":
-        return read_text_pair(
-            _resolve(f"{location}.{cfg.src_lang}"), _resolve(f"{location}.{cfg.tgt_lang}")
-        )
-    if cfg.format == "tsv":
-        return read_tsv(location)
-    if cfg.format == "jsonl":
-        return read_jsonl(location, cfg.src_lang, cfg.tgt_lang)
-    return load_hub(cfg.hub_name or "", cfg.hub_config, location, cfg.src_lang, cfg.tgt_lang)
+        return [_resolve(f"{location}.{cfg.src_lang}"), _resolve(f"{location}.{cfg.tgt_lang}")]
+    if cfg.format == "hub":
+        return []
+    return [Path(location)]
+
+
+def check_sources(cfg: DataConfig, splits: Sequence[str] = ("train", "valid", "test")) -> None:
+    """Refuse missing, empty or folder corpus files before any tokenizer training or encoding.
+
+    Looks at every local file of the `splits` that are set and names all the faulty ones in
+    one message, so that one attempt finds them all instead of one per tokenizer and encoding
+    pass. Hub splits need the network and are checked when they load. Contents (UTF-8, line
+    counts) are checked when each file is read.
+
+    Args:
+        splits: which of data.train / data.valid / data.test the caller will read; a run that
+            is scored on data.test afterwards checks it too, before training.
+
+    Raises:
+        DataError: one line naming each faulty file and the key that points to it.
+    """
+    problems = []
+    for split in splits:
+        if getattr(cfg, split) is None:
+            continue
+        faults = [
+            f"{path} {fault}" for path in split_files(cfg, split) if (fault := _file_fault(path))
+        ]
+        if faults:
+            problems.append(f"data.{split}={getattr(cfg, split)!r}: {', '.join(faults)}")
+    if problems:
+        test = problems[-1].startswith("data.test=")
+        hint = " (data.test: null when there is no test set)" if test else ""
+        raise DataError(f"{'; '.join(problems)}; fix these paths in the config{hint}")
+
+
+def _file_fault(path: Path) -> str | None:
+    if path.is_dir():
+        return "is a folder, not a file"
+    if not path.exists():
+        return "not found"
+    if path.stat().st_size == 0:
+        return "is empty"
+    return None
 
 
 def read_text_pair(src_path: str | Path, tgt_path: str | Path) -> datasets.Dataset:

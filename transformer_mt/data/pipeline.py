@@ -3,9 +3,10 @@
     read train -> train (or reuse) tokenizers -> encode (cached) -> clean
     read valid -> encode (cached), never filtered (it is scored against all its references)
 
-`tmt train` calls `encode_splits` with the tokenizers it trained or resumed, then batches;
-`prepare_data` trains the tokenizers first, for users who start from a config. Batches come
-from `BatchIterator(prepared.train, max_tokens, seed)`.
+`tmt train` checks every corpus file first (`dataset.check_sources`), then calls
+`encode_splits` with the tokenizers it trained or resumed, then batches; `prepare_data` checks
+and trains the tokenizers first, for users who start from a config. Batches come from
+`BatchIterator(prepared.train, max_tokens, seed)`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from transformer_mt.config import DataConfig, TokenizerConfig
 from transformer_mt.data.dataset import (
     CleanReport,
     DataError,
+    check_sources,
     load_split,
     select_training_pairs,
 )
@@ -77,9 +79,13 @@ def prepare_data(
     else) and kept in `data_cfg.cache_dir` too, so the next run with the same corpus and
     settings skips training them.
 
+    The train and valid files are checked first (`check_sources`), so that a missing valid
+    file is reported before the tokenizer is trained.
+
     Raises:
         DataError, TokenizerError: one-line messages for bad files or settings.
     """
+    check_sources(data_cfg, ("train", "valid"))
     tokenizers = train_tokenizers_for(data_cfg, tokenizer_cfg, run_dir)
     splits = encode_splits(data_cfg, tokenizers.src, tokenizers.tgt, num_threads)
     return PreparedData(splits, tokenizers)

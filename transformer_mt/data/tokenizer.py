@@ -22,6 +22,7 @@ import hashlib
 import io
 import json
 import logging
+import re
 import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -154,7 +155,8 @@ def train_tokenizers(
         cache_dir: optional shared directory that also keeps a copy, so new runs skip training.
 
     Raises:
-        TokenizerError: settings the corpus cannot satisfy (e.g. vocab_size too large).
+        TokenizerError: settings the corpus cannot satisfy (vocab_size too small for its
+            characters or too large for its text), naming the setting and which way to move it.
     """
     if cfg.joint:
         path = _train_or_reuse(cfg, "joint", [src_texts, tgt_texts], Path(out_dir), cache_dir)
@@ -235,14 +237,34 @@ def _train_sentencepiece(cfg: TokenizerConfig, corpora: list[Sequence[str]]) -> 
             minloglevel=2,
         )
     except RuntimeError as err:
-        message = _one_line(err)
-        if "Vocabulary size" in message or "vocab_size" in message:
-            raise TokenizerError(
-                f"tokenizer.vocab_size={cfg.vocab_size} is too large for this corpus of "
-                f"{len(lines)} lines ({message}); lower tokenizer.vocab_size"
-            ) from None
-        raise TokenizerError(f"SentencePiece training failed: {message}") from None
+        raise _training_error(cfg, len(lines), _one_line(err)) from None
     return model.getvalue()
+
+
+def _training_error(cfg: TokenizerConfig, n_lines: int, message: str) -> TokenizerError:
+    """SentencePiece's refusal as the setting to change and which way.
+
+    It refuses a vocabulary smaller than the characters it must keep plus the 4 special pieces
+    ("Vocabulary size is smaller than required_chars. 20 vs 32"), and one larger than the
+    pieces the corpus yields ("Vocabulary size too high (5000). Please set it to a value <= 172").
+    """
+    if "smaller than required_chars" in message:
+        needed = re.search(r"(\d+) vs (\d+)", message)
+        at_least = f" to at least {needed[2]}" if needed else ""
+        return TokenizerError(
+            f"tokenizer.vocab_size={cfg.vocab_size} is too small for the characters of this "
+            f"corpus (each character kept by tokenizer.character_coverage={cfg.character_coverage}"
+            f" needs a piece, plus 4 special pieces); raise tokenizer.vocab_size{at_least}, or "
+            "lower tokenizer.character_coverage (down to 0.98) to leave rare characters out"
+        )
+    if "too high" in message:
+        most = re.search(r"<= (\d+)", message)
+        at_most = f" to {most[1]} or less" if most else ""
+        return TokenizerError(
+            f"tokenizer.vocab_size={cfg.vocab_size} is too large for this corpus of {n_lines} "
+            f"lines; lower tokenizer.vocab_size{at_most}, or train on more text"
+        )
+    return TokenizerError(f"SentencePiece training failed: {message}")
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
