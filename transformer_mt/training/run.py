@@ -35,7 +35,7 @@ from transformer_mt.data.batching import (
     make_batches,
     make_source_batches,
 )
-from transformer_mt.data.dataset import column_texts
+from transformer_mt.data.dataset import check_sources, column_texts
 from transformer_mt.data.encoding import DropoutCorpus
 from transformer_mt.data.pipeline import encode_splits, train_tokenizers_for
 from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
@@ -77,6 +77,7 @@ def run_training(config_path: str, run_dir: str | None, overrides: list[str]) ->
             another training process is using.
     """
     config = load_config(config_path, overrides)
+    check_sources(config.data, ("train", "valid"))  # every path, before any work
     run_path = Path(run_dir) if run_dir else Path("runs") / Path(config_path).stem
     device = resolve_device(config.train.device)
     dist = init_distributed(device.type)
@@ -203,7 +204,7 @@ def _resume_state(run_dir: Path, config: ExperimentConfig) -> dict[str, Any] | N
         if stray:
             raise TmtError(
                 f"{run_dir} is not empty and holds no run ({', '.join(sorted(stray)[:3])}); "
-                "choose another --run-dir"
+                "choose another run directory"
             )
         return None
     state = ckpt.load_checkpoint(last)
@@ -214,7 +215,7 @@ def _resume_state(run_dir: Path, config: ExperimentConfig) -> dict[str, Any] | N
         if keys:
             raise TmtError(
                 f"{run_dir} holds a run with a different {section} config ({', '.join(keys)}); "
-                "resume it with its own config.yaml or choose another --run-dir"
+                "resume it with its own config.yaml or choose another run directory"
             )
     if changes:
         log.warning("resuming with changed settings: %s", ", ".join(changes))
