@@ -140,13 +140,16 @@ def prepare_data(
 
 
 def _resume_state(run_dir: Path, config: ExperimentConfig) -> dict[str, Any] | None:
-    """The last checkpoint of `run_dir` when there is one and it fits `config`, else None.
+    """The checkpoint to resume from (`checkpoint.resume_checkpoint`) when it fits `config`.
+
+    Returns None for a fresh run.
 
     Raises:
-        TmtError: the directory holds other files, or a run with another model or tokenizer.
+        TmtError: the directory holds other files, a run with another model or tokenizer, or
+            checkpoints none of which can resume training.
     """
-    last = run_dir / "checkpoints" / "last.pt"
-    if not last.exists():
+    found = ckpt.resume_checkpoint(run_dir / "checkpoints")
+    if found is None:
         stray = [
             p.name
             for p in run_dir.glob("*")
@@ -158,7 +161,7 @@ def _resume_state(run_dir: Path, config: ExperimentConfig) -> dict[str, Any] | N
                 "choose another --run-dir"
             )
         return None
-    state = ckpt.load_checkpoint(last)
+    last, state = found
     # Parsed and dumped again, so that fields added to the config since the run started
     # compare at their defaults instead of counting as changes.
     stored = config_to_dict(config_from_dict(state["config"], source=f"{last} (stored config)"))

@@ -74,7 +74,7 @@ class TrainResult:
     step: int
     best_score: float | None
     stopped_by: str  # "max_steps", "max_epochs", "max_minutes", "patience", "SIGINT", "SIGTERM"
-    exit_code: int = 0
+    exit_code: int = 0  # 128 + signal number after SIGINT/SIGTERM (130/143), as shells report
 
 
 @dataclass
@@ -401,25 +401,29 @@ class Trainer:
             )
 
     def save(self, periodic: bool, best: bool) -> None:
-        """Write last.pt (and the periodic and best names of the same file) on rank 0.
+        """Write last.pt, and on validation steps the periodic file and best.pt, on rank 0.
 
-        Every rank sends its RNG states, so dropout continues exactly on each one.
+        The names are independent copies of one serialization. last.pt, the resume point, is
+        renamed into place last: a run killed earlier in the save resumes from the previous
+        last.pt and redoes the whole save, so best.pt and the periodic files always agree with
+        it. Old periodic files are pruned only once the new one is on disk. Every rank sends
+        its RNG states, so dropout continues exactly on each one.
         """
         rng_states = self.dist.gather(capture_rng_state())
         if not self.dist.is_main:
             return
         directory = self.run_dir / "checkpoints"
         state = self.state_dict(rng_states or [])
-        last = directory / "last.pt"
-        if not periodic:
-            ckpt.save_checkpoint(state, last)
-            return
-        path = directory / ckpt.periodic_name(self.step)
-        ckpt.save_checkpoint(state, path)
-        ckpt.link_checkpoint(path, last)
-        if best:
-            ckpt.link_checkpoint(path, directory / "best.pt")
-        ckpt.prune_checkpoints(directory, self.cfg.keep_last)
+        names = [ckpt.periodic_name(self.step)] if periodic and self.cfg.keep_last else []
+        names += ["best.pt"] if best else []
+        first, *others = [directory / name for name in [*names, "last.pt"]]
+        ckpt.save_checkpoint(state, first)
+        for target in others[:-1]:
+            ckpt.copy_checkpoint(first, target)
+        if periodic:
+            ckpt.prune_checkpoints(directory, self.cfg.keep_last)
+        if others:
+            ckpt.copy_checkpoint(first, others[-1])
 
     # --- helpers -------------------------------------------------------------------------
 
