@@ -203,6 +203,17 @@ def test_periodic_listing_pruning_and_average(tmp_path):
         ckpt.resolve_average_inputs([tmp_path], last=2)
 
 
+def test_prune_leaves_files_after_the_current_step(tmp_path):
+    """step_12 is from a save cut short; the run resumed at 4 and has just written step_8."""
+    write_run(tmp_path, [4, 8, 12], last_step=None)
+    deleted = ckpt.prune_checkpoints(tmp_path, keep_last=1, up_to=8)
+    assert [p.name for p in deleted] == ["step_00000004.pt"]
+    assert [p.name for p in ckpt.periodic_checkpoints(tmp_path)] == [
+        "step_00000008.pt",
+        "step_00000012.pt",
+    ]
+
+
 def test_average_refuses_different_parameter_sets(tmp_path):
     a, b = tmp_path / "a.pt", tmp_path / "b.pt"
     ckpt.save_checkpoint(state(1.0), a)

@@ -117,7 +117,8 @@ def resume_checkpoint(directory: str | Path) -> tuple[Path, dict[str, Any]] | No
 
     last.pt is renamed into place after every other file of a save (`Trainer.save`), so it is
     the newest complete save; a newer step file belongs to a save cut short, which the resumed
-    run redoes. A missing or unreadable file is skipped with a warning naming it and why.
+    run redoes. A step file exists only once best.pt agrees with it, so it is a consistent
+    fallback. A missing or unreadable file is skipped with a warning naming it and why.
     Temporaries of writers killed mid-save are deleted first: they are never a resume point.
 
     A readable checkpoint without training state (an averaged one copied over last.pt) is an
@@ -204,16 +205,24 @@ def periodic_checkpoints(directory: str | Path) -> list[Path]:
     if (directory / "checkpoints").is_dir():
         directory = directory / "checkpoints"
     found = [p for p in directory.glob("step_*.pt") if PERIODIC_PATTERN.fullmatch(p.name)]
-    return sorted(found, key=lambda p: int(PERIODIC_PATTERN.fullmatch(p.name).group(1)))
+    return sorted(found, key=_step)
 
 
-def prune_checkpoints(directory: str | Path, keep_last: int) -> list[Path]:
+def _step(path: Path) -> int:
+    return int(PERIODIC_PATTERN.fullmatch(path.name).group(1))
+
+
+def prune_checkpoints(
+    directory: str | Path, keep_last: int, up_to: int | None = None
+) -> list[Path]:
     """Delete all but the newest `keep_last` periodic checkpoints; returns the deleted paths.
 
     Called only after the new checkpoint is on disk and never touches last.pt or best.pt, so
-    the run always keeps a file to resume from.
+    the run always keeps a file to resume from. Files after step `up_to` are left alone: they
+    come from a save cut short before last.pt was written, and counting them could delete the
+    file just saved.
     """
-    old = periodic_checkpoints(directory)
+    old = [p for p in periodic_checkpoints(directory) if up_to is None or _step(p) <= up_to]
     old = old[: max(len(old) - keep_last, 0)]
     for p in old:
         p.unlink(missing_ok=True)
