@@ -6,7 +6,9 @@ Runs (or resumes) `tmt train`, averages the periodic checkpoints it kept (`train
 `--average N`: the last N; none kept or N <= 1: best.pt is decoded instead), translates
 `data.test` with the config's decode settings and prints detokenized cased BLEU, lowercased
 BLEU and chrF (sacrebleu). Writes `test.hyp` and `results.json` into the run directory; the
-README's results table is made from those files (scripts/results_table.py).
+README's results table is made from those files (scripts/results_table.py). When training
+stops before its end (SIGTERM, Ctrl-C, an error) nothing is averaged or scored and the exit
+status is training's.
 """
 
 from __future__ import annotations
@@ -50,6 +52,14 @@ def main() -> int:
     average = config.train.keep_last if args.average is None else args.average
     status = tmt(["train", "--config", args.config, "--run-dir", str(run_dir), *overrides])
     if status:
+        # A stopped (SIGINT/SIGTERM: 130/143) or failed run must not be averaged and scored.
+        stopped = status in (130, 143)
+        print(
+            f"run_experiment: training {'was stopped' if stopped else 'failed'} (exit status "
+            f"{status}); not scoring {run_dir}"
+            + ("; run the same command again to resume" if stopped else ""),
+            file=sys.stderr,
+        )
         return status
     checkpoint = run_dir / "checkpoints" / "best.pt"
     if average > 1:

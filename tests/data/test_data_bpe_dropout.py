@@ -1,13 +1,17 @@
 """BPE-dropout: a new segmentation of the same text each epoch, reproducible, length-bounded."""
 
 import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
+import datasets
 import numpy as np
 
 from transformer_mt.data.batching import BatchIterator
 from transformer_mt.data.encoding import DropoutCorpus, encode_corpus
-
-import datasets
 
 
 def dropout_corpus(tokenizers, texts, max_len=1000, dropout=0.1):
@@ -67,3 +71,23 @@ def test_source_only_keeps_the_target_segmentation(valid_tokenizers, valid_texts
     source_only = dataclasses.replace(both, target=False)
     assert rows(source_only(0).src) == rows(both(0).src)
     assert rows(source_only(0).tgt) == rows(both.deterministic.tgt) != rows(both(0).tgt)
+
+
+def test_segmentation_is_the_same_in_every_process(valid_tokenizers, valid_texts, tmp_path):
+    """What exact resume needs: a resumed process sees the epoch's segmentation again."""
+    tok, texts = valid_tokenizers.src, valid_texts[0][:200]
+    model = tmp_path / "spm.model"
+    model.write_bytes(tok.model_bytes)
+    (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
+    code = (
+        "import json, sys; from transformer_mt.data.tokenizer import Tokenizer; "
+        f"texts = json.load(open({str(tmp_path / 'texts.json')!r}, encoding='utf-8')); "
+        f"print(json.dumps(Tokenizer.load({str(model)!r}).encode_dropout(texts, 0.1, 5)))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    other = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    here = tok.encode_dropout(texts, 0.1, 5)
+    assert json.loads(other.stdout) == here != tok.encode_batch(texts)
+    assert tok.encode_dropout(texts, 0.0, 5) == tok.encode_batch(texts)

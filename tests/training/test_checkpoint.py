@@ -1,4 +1,7 @@
+import logging
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -16,6 +19,11 @@ def state(value: float, step: int = 1) -> dict:
         "tokenizers": {"src": b"s", "tgt": b"t"},
         "optimizer": {"state": {}},
     }
+
+
+def training_state(value: float, step: int) -> dict:
+    """A checkpoint that holds every training-state key, as `Trainer.save` writes them."""
+    return {**state(value, step), **dict.fromkeys(ckpt.TRAINING_STATE_KEYS, {})}
 
 
 def test_save_then_load_round_trips(tmp_path):
@@ -52,7 +60,7 @@ def test_crash_during_save_keeps_previous_checkpoint(tmp_path, monkeypatch, targ
 
 
 def test_load_errors_are_friendly(tmp_path):
-    with pytest.raises(TmtError, match="checkpoint not found"):
+    with pytest.raises(TmtError, match="missing.pt: checkpoint not found"):
         ckpt.load_checkpoint(tmp_path / "missing.pt")
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"not a zip file at all")
@@ -69,12 +77,107 @@ def test_load_errors_are_friendly(tmp_path):
         ckpt.load_checkpoint(foreign)
 
 
-def test_link_makes_independent_names(tmp_path):
+def test_copies_are_independent_files(tmp_path):
     a, b = tmp_path / "a.pt", tmp_path / "b.pt"
     ckpt.save_checkpoint(state(1.0), a)
-    ckpt.link_checkpoint(a, b)
-    ckpt.save_checkpoint(state(5.0), a)  # replacing one name leaves the other alone
+    ckpt.copy_checkpoint(a, b)
+    assert os.stat(a).st_ino != os.stat(b).st_ino
+    with open(a, "r+b") as f:  # damage in place, as a bad disk or a torn copy would
+        f.truncate(100)
     assert torch.equal(ckpt.load_checkpoint(b)["model"]["w"], torch.ones(2, 3))
+    assert sorted(os.listdir(tmp_path)) == ["a.pt", "b.pt"]
+
+
+def test_directory_given_as_checkpoint_names_the_file_to_use(tmp_path):
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    with pytest.raises(TmtError, match=r"run: is a directory, not a checkpoint file; name a \.pt"):
+        ckpt.load_checkpoint(run)
+    ckpt.save_checkpoint(state(1.0), run / "checkpoints" / "best.pt")
+    with pytest.raises(
+        TmtError, match=r"is a directory.*did you mean .*run/checkpoints/best\.pt\?"
+    ):
+        ckpt.load_checkpoint(run)
+    with pytest.raises(TmtError, match=r"did you mean .*checkpoints/best\.pt\?"):
+        ckpt.load_checkpoint(run / "checkpoints")
+
+
+def write_run(directory, steps, last_step):
+    for step in steps:
+        ckpt.save_checkpoint(training_state(step, step), directory / ckpt.periodic_name(step))
+    if last_step is not None:
+        ckpt.save_checkpoint(training_state(last_step, last_step), directory / "last.pt")
+
+
+def test_resume_prefers_last_then_the_newest_readable_periodic_file(tmp_path, caplog):
+    assert ckpt.resume_checkpoint(tmp_path / "none") is None
+    assert ckpt.resume_checkpoint(tmp_path) is None
+    write_run(tmp_path, [4, 8, 12], last_step=14)  # last.pt: a SIGTERM save after step 12
+    path, found = ckpt.resume_checkpoint(tmp_path)
+    assert path.name == "last.pt" and found["step"] == 14 and not caplog.records
+
+    (tmp_path / "last.pt").write_bytes(b"\0" * 1000)  # corrupt
+    (tmp_path / ckpt.periodic_name(12)).unlink()
+    (tmp_path / ckpt.periodic_name(8)).write_bytes(b"truncated")
+    with caplog.at_level(logging.WARNING):
+        path, found = ckpt.resume_checkpoint(tmp_path)
+    assert path.name == "step_00000004.pt" and found["step"] == 4
+    warning = caplog.records[-1].getMessage()
+    assert "resuming from" in warning and "step_00000004.pt" in warning
+    assert "last.pt: not a readable checkpoint" in warning
+    assert "step_00000008.pt: not a readable checkpoint" in warning
+
+    (tmp_path / "last.pt").unlink()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert ckpt.resume_checkpoint(tmp_path)[0].name == "step_00000004.pt"
+    assert "last.pt is missing" in caplog.records[-1].getMessage()
+    # Nothing was deleted: the unreadable files are left for the user to look at.
+    assert [p.name for p in ckpt.periodic_checkpoints(tmp_path)] == [
+        "step_00000004.pt",
+        "step_00000008.pt",
+    ]
+
+
+def test_resume_with_only_unreadable_checkpoints_is_an_error(tmp_path):
+    (tmp_path / "last.pt").write_bytes(b"junk")
+    (tmp_path / ckpt.periodic_name(5)).write_bytes(b"junk")
+    with pytest.raises(TmtError, match="no readable training checkpoint .*last.pt.*step_00000005"):
+        ckpt.resume_checkpoint(tmp_path)
+
+
+def test_resume_from_an_averaged_checkpoint_is_a_one_line_error(tmp_path):
+    write_run(tmp_path, [4, 8], last_step=None)
+    averaged = ckpt.average_checkpoints(ckpt.periodic_checkpoints(tmp_path))
+    ckpt.save_checkpoint(averaged, tmp_path / "last.pt")
+    with pytest.raises(TmtError) as err:
+        ckpt.resume_checkpoint(tmp_path)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{tmp_path / 'last.pt'}: an averaged")
+    assert "cannot resume training" in message and "resume from step_00000008.pt" in message
+    assert (tmp_path / "last.pt").exists()  # the user's file is kept
+    inference = tmp_path / "alone"
+    inference.mkdir()
+    ckpt.save_checkpoint(state(1.0), inference / "last.pt")
+    with pytest.raises(TmtError, match="an inference checkpoint .* to start the run afresh"):
+        ckpt.resume_checkpoint(inference)
+
+
+def test_temporaries_of_dead_writers_are_removed(tmp_path):
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    stale = tmp_path / f".last.pt.tmp{dead.stdout.strip()}"
+    live = tmp_path / f".best.pt.tmp{os.getppid()}"  # a process that is running
+    stale.write_bytes(b"half")
+    live.write_bytes(b"half")
+    write_run(tmp_path, [2], last_step=2)
+    assert ckpt.resume_checkpoint(tmp_path)[1]["step"] == 2
+    assert not stale.exists() and live.exists()
+    assert (tmp_path / "last.pt").exists()
 
 
 def test_periodic_listing_pruning_and_average(tmp_path):
@@ -98,6 +201,17 @@ def test_periodic_listing_pruning_and_average(tmp_path):
         ckpt.resolve_average_inputs([tmp_path / "nope"], last=2)
     with pytest.raises(TmtError, match="no periodic checkpoints"):
         ckpt.resolve_average_inputs([tmp_path], last=2)
+
+
+def test_prune_leaves_files_after_the_current_step(tmp_path):
+    """step_12 is from a save cut short; the run resumed at 4 and has just written step_8."""
+    write_run(tmp_path, [4, 8, 12], last_step=None)
+    deleted = ckpt.prune_checkpoints(tmp_path, keep_last=1, up_to=8)
+    assert [p.name for p in deleted] == ["step_00000004.pt"]
+    assert [p.name for p in ckpt.periodic_checkpoints(tmp_path)] == [
+        "step_00000008.pt",
+        "step_00000012.pt",
+    ]
 
 
 def test_average_refuses_different_parameter_sets(tmp_path):

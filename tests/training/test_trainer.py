@@ -1,8 +1,10 @@
-"""End-to-end training on a tiny corpus: run directory, exact resume, signals, non-finite loss."""
+"""End-to-end training on a tiny corpus: run directory, exact resume, signals, non-finite loss,
+checkpoint files that survive damage."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -16,10 +18,12 @@ import torch
 
 from transformer_mt.cli import main
 from transformer_mt.errors import TmtError
+from transformer_mt.training import checkpoint as ckpt
 from transformer_mt.training import trainer as trainer_module
 from transformer_mt.training.checkpoint import load_checkpoint, load_for_inference
 from transformer_mt.training.metrics import read_metrics
 from transformer_mt.training.run import run_training
+from transformer_mt.training.signals import StopRequests
 
 from .conftest import write_config, write_corpus
 
@@ -91,7 +95,7 @@ def test_interrupted_and_resumed_run_matches_uninterrupted(tmp_path, tokenizer):
     assert steps == list(range(1, 11))  # rows after the resume point are not duplicated
 
 
-def test_sigterm_saves_and_exits_zero(tiny_experiment, tmp_path):
+def test_sigterm_saves_and_exits_143(tiny_experiment, tmp_path):
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "-m", "transformer_mt", "train", "--config", str(tiny_experiment)]
     cmd += ["--run-dir", str(run_dir), "--set", "train.max_steps=100000", "train.valid_every=1000"]
@@ -105,11 +109,82 @@ def test_sigterm_saves_and_exits_zero(tiny_experiment, tmp_path):
         time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 0, stderr
+    assert proc.returncode == 143, stderr  # 128 + SIGTERM: `tmt train && ...` stops
     assert "SIGTERM: saved" in stderr
     state = load_checkpoint(run_dir / "checkpoints/last.pt")
     assert 1 <= state["step"] < 100000
     assert [r["step"] for r in read_metrics(metrics)][-1] <= state["step"]
+
+
+def test_stop_exit_codes_are_the_shells():
+    stop = StopRequests()
+    stop.signum = signal.SIGINT
+    assert (stop.name, stop.exit_code) == ("SIGINT", 130)
+    stop.signum = signal.SIGTERM
+    assert (stop.name, stop.exit_code) == ("SIGTERM", 143)
+
+
+def test_checkpoint_names_are_independent_files(tmp_path):
+    write_corpus(tmp_path, n_train=60)
+    config = str(write_config(tmp_path, train="max_steps: 4, valid_every: 4"))
+    assert run_training(config, str(tmp_path / "run"), []) == 0
+    names = [tmp_path / "run/checkpoints" / n for n in ("step_00000004.pt", "best.pt", "last.pt")]
+    assert len({os.stat(p).st_ino for p in names}) == 3
+    with open(names[1], "r+b") as f:  # best.pt damaged in place
+        f.truncate(1000)
+    for path in (names[0], names[2]):
+        assert load_checkpoint(path)["step"] == 4
+    with pytest.raises(TmtError, match="best.pt: not a readable checkpoint"):
+        load_checkpoint(names[1])
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt"])
+def test_resume_without_a_readable_last_pt_uses_the_newest_periodic_file(tmp_path, caplog, damage):
+    """The run continues from step_8 (not from step 0), keeps its periodic files, and ends
+    bitwise where an uninterrupted run ends."""
+    write_corpus(tmp_path, n_train=60)
+    config = str(write_config(tmp_path, train="max_steps: 12, keep_last: 2"))
+    assert run_training(config, str(tmp_path / "full"), []) == 0
+    run = tmp_path / "run"
+    assert run_training(config, str(run), ["train.max_steps=8"]) == 0
+    before = read_metrics(run / "metrics.jsonl")
+    last = run / "checkpoints/last.pt"
+    if damage == "missing":
+        last.unlink()
+    else:
+        last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])
+    with caplog.at_level(logging.WARNING):
+        assert run_training(config, str(run), []) == 0
+    warning = next(r.getMessage() for r in caplog.records if "resuming from" in r.getMessage())
+    assert "step_00000008.pt" in warning
+    assert ("last.pt is missing" if damage == "missing" else "not a readable") in warning
+    after = read_metrics(run / "metrics.jsonl")
+    assert after[: len(before)] == before  # steps 1-8 were not trained again
+    assert [r["step"] for r in after if r["kind"] == "train"] == list(range(1, 13))
+    assert [p.name for p in ckpt.periodic_checkpoints(run)] == [
+        "step_00000008.pt",
+        "step_00000012.pt",
+    ]
+    assert_same_training_state(
+        load_checkpoint(last), load_checkpoint(tmp_path / "full/checkpoints/last.pt")
+    )
+
+
+def test_resume_from_an_averaged_last_pt_is_refused_in_one_line(tmp_path, capsys):
+    write_corpus(tmp_path, n_train=60)
+    config = str(write_config(tmp_path, train="max_steps: 8"))
+    run = tmp_path / "run"
+    args = ["train", "--config", config, "--run-dir", str(run)]
+    assert main(args) == 0
+    last = run / "checkpoints/last.pt"
+    averaged = ckpt.average_checkpoints(ckpt.periodic_checkpoints(run))
+    ckpt.save_checkpoint(averaged, last)  # what `tmt average --out .../last.pt` once did
+    capsys.readouterr()
+    assert main([*args, "--set", "train.max_steps=12"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"error: {last}: an averaged checkpoint")
+    assert "cannot resume training" in err[-1] and "Traceback" not in "".join(err)
+    assert load_checkpoint(last)["averaged_from"]  # left as the user made it
 
 
 @pytest.mark.parametrize("policy", ["stop", "skip"])

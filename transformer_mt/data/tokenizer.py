@@ -19,13 +19,16 @@ finds the file and skips training. Checkpoints embed `Tokenizer.model_bytes`, wh
 from __future__ import annotations
 
 import hashlib
+import heapq
 import io
 import json
 import logging
+import random
 import re
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import sentencepiece as spm
@@ -95,13 +98,35 @@ class Tokenizer:
     def encode_dropout(self, texts: Sequence[str], dropout: float, seed: int) -> list[list[int]]:
         """BPE-dropout segmentations of `texts`: every merge is skipped with probability `dropout`.
 
-        A pure function of (texts, dropout, seed): SentencePiece's generator is process-wide,
-        so it is seeded here and the lines are encoded on one thread, in order.
+        A pure function of (model, texts, dropout, seed) in every process, which exact resume
+        needs: the merges are replayed here with a seeded Python generator, because the one
+        behind SentencePiece's own sampling is salted per process (sentencepiece 0.2.3 gives
+        each process other samples for one seed). Words are split where SentencePiece splits
+        them; a word with a piece outside the merge table (unknown characters, byte fallback)
+        keeps its deterministic pieces. Dropout 0 gives exactly `encode`'s ids.
         """
-        spm.set_random_generator_seed(seed)
-        return self._sp.encode(
-            list(texts), enable_sampling=True, alpha=dropout, nbest_size=-1, num_threads=1
-        )
+        rng, merges = random.Random(seed), self._merges
+        rows = []
+        for pieces in self._sp.encode(list(texts), out_type=str):
+            row: list[int] = []
+            for word in _words(pieces):
+                text = "".join(word)
+                if all(p in merges for p in word) and all(c in merges for c in text):
+                    row += _merge_with_dropout(text, merges, dropout, rng)
+                else:
+                    row += [self._sp.piece_to_id(p) for p in word]
+            rows.append(row)
+        return rows
+
+    @cached_property
+    def _merges(self) -> dict[str, tuple[float, int]]:
+        """Piece -> (score, id) of every piece BPE can merge into (not special, byte, unused)."""
+        sp = self._sp
+        return {
+            sp.id_to_piece(i): (sp.get_score(i), i)
+            for i in range(sp.get_piece_size())
+            if not (sp.is_control(i) or sp.is_unknown(i) or sp.is_unused(i) or sp.is_byte(i))
+        }
 
     def decode(self, ids: Sequence[int]) -> str:
         """Ids back to text; PAD/BOS/EOS are skipped by SentencePiece (they are control pieces)."""
@@ -119,6 +144,56 @@ class Tokenizer:
         path = Path(path)
         path.write_bytes(self.model_bytes)
         return path
+
+
+def _words(pieces: list[str]) -> Iterator[list[str]]:
+    """Group SentencePiece pieces into words: a word starts at a piece that starts with U+2581."""
+    word: list[str] = []
+    for piece in pieces:
+        if piece.startswith("\u2581") and word:
+            yield word
+            word = []
+        word.append(piece)
+    if word:
+        yield word
+
+
+def _merge_with_dropout(
+    word: str, merges: dict[str, tuple[float, int]], dropout: float, rng: random.Random
+) -> list[int]:
+    """SentencePiece's BPE over the characters of `word`, each merge skipped with `dropout`.
+
+    As in SentencePiece: the adjacent pair forming the highest-scoring piece merges first
+    (leftmost on ties); a skipped pair is gone until a neighbour's merge forms a new one
+    (Provilkov et al., 2020).
+    """
+    symbols: list[str | None] = list(word)
+    following = [*range(1, len(word)), -1]
+    preceding = list(range(-1, len(word) - 1))
+    agenda: list[tuple[float, int, str]] = []
+
+    def propose(left: int) -> None:
+        right = following[left]
+        if left >= 0 and right >= 0:
+            piece = symbols[left] + symbols[right]
+            if piece in merges:
+                heapq.heappush(agenda, (-merges[piece][0], left, piece))
+
+    for i in range(len(word) - 1):
+        propose(i)
+    while agenda:
+        _, left, piece = heapq.heappop(agenda)
+        right = following[left]
+        stale = symbols[left] is None or right < 0 or symbols[left] + symbols[right] != piece
+        if stale or rng.random() < dropout:
+            continue
+        symbols[left], symbols[right] = piece, None
+        following[left] = following[right]
+        if following[right] >= 0:
+            preceding[following[right]] = left
+        propose(preceding[left])
+        propose(left)
+    return [merges[s][1] for s in symbols if s is not None]
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,14 @@ A checkpoint is one dict written with `torch.save` (see docs/dev/interfaces.md):
     "data_position" {"epoch", "batch_index"}, "best_score", "bad_validations", "stats"
 
 Run directories keep `checkpoints/last.pt`, `checkpoints/best.pt` and the last `keep_last`
-periodic ones, `checkpoints/step_00001000.pt`. Files are written to a temporary name, flushed
-to disk and renamed, so a crash while saving leaves the previous file intact.
+periodic ones, `checkpoints/step_00001000.pt`, each an independent file (damage to one leaves
+the others loadable). Files are written to a temporary name, flushed to disk and renamed, so a
+crash while saving leaves the previous file intact.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -30,7 +32,9 @@ import torch
 
 from transformer_mt.config import ExperimentConfig, config_from_dict
 from transformer_mt.errors import TmtError
-from transformer_mt.files import atomic_open, fsync_directory, refuse_same_file
+from transformer_mt.files import atomic_open, atomic_path, refuse_same_file
+
+log = logging.getLogger(__name__)
 
 PERIODIC_PATTERN = re.compile(r"step_(\d+)\.pt")
 TRAINING_STATE_KEYS = (
@@ -42,6 +46,8 @@ TRAINING_STATE_KEYS = (
     "bad_validations",
     "stats",
 )
+# The temporary name `files.atomic_path` writes under: ".NAME.tmpPID".
+TEMPORARY_PATTERN = re.compile(r"\..+\.tmp(\d+)")
 
 
 def periodic_name(step: int) -> str:
@@ -59,24 +65,15 @@ def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
         torch.save(state, f)
 
 
-def link_checkpoint(source: str | Path, target: str | Path) -> None:
-    """Make `target` hold the same bytes as `source` (a hard link, else a copy), atomically.
+def copy_checkpoint(source: str | Path, target: str | Path) -> None:
+    """Copy the checkpoint file `source` to `target` atomically and durably.
 
-    best.pt, last.pt and the periodic file of one validation step are the same checkpoint, so
-    it is serialized once; replacing one name later does not disturb the others.
+    best.pt, last.pt and the periodic file of one validation step hold the same checkpoint;
+    copies rather than hard links keep them independent, so a file damaged in place (a torn
+    copy, a bad sector, an editor) takes only one name with it.
     """
-    source, target = Path(source), Path(target)
-    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
-    tmp.unlink(missing_ok=True)
-    try:
-        try:
-            os.link(source, tmp)
-        except OSError:
-            shutil.copyfile(source, tmp)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    fsync_directory(target.parent)
+    with atomic_path(target, durable=True) as tmp:
+        shutil.copyfile(source, tmp)
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
@@ -89,6 +86,8 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         TmtError: the file is missing, unreadable, truncated or not a transformer_mt checkpoint.
     """
     path = Path(path)
+    if path.is_dir():
+        raise TmtError(f"{path}: is a directory, not a checkpoint file{_file_hint(path)}")
     if not path.is_file():
         raise TmtError(f"{path}: checkpoint not found")
     try:
@@ -100,18 +99,130 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     return state
 
 
+def _file_hint(directory: Path) -> str:
+    """Suggest the checkpoint a user probably meant when they named a run or checkpoints dir."""
+    for candidate in (directory / "checkpoints" / "best.pt", directory / "best.pt"):
+        if candidate.is_file():
+            return f"; did you mean {candidate}?"
+    return "; name a .pt file"
+
+
+def has_training_state(state: dict[str, Any]) -> bool:
+    """True for a checkpoint training can continue from (not an averaged/inference one)."""
+    return all(key in state for key in TRAINING_STATE_KEYS)
+
+
+def resume_checkpoint(directory: str | Path) -> tuple[Path, dict[str, Any]] | None:
+    """The checkpoint a run continues from: last.pt, else the newest step_*.pt that loads.
+
+    last.pt is renamed into place after every other file of a save (`Trainer.save`), so it is
+    the newest complete save; a newer step file belongs to a save cut short, which the resumed
+    run redoes. A step file exists only once best.pt agrees with it, so it is a consistent
+    fallback. A missing or unreadable file is skipped with a warning naming it and why.
+    Temporaries of writers killed mid-save are deleted first: they are never a resume point.
+
+    A readable checkpoint without training state (an averaged one copied over last.pt) is an
+    error rather than skipped: it is a file the user made on purpose, and a resumed run would
+    overwrite it at its next save.
+
+    Returns:
+        (path, state), or None when `directory` holds no checkpoint (a fresh run).
+
+    Raises:
+        TmtError: the chosen file is an averaged/inference checkpoint, or checkpoints exist
+            and none of them can be read.
+    """
+    directory = Path(directory)
+    remove_stale_temporaries(directory)
+    candidates = [directory / "last.pt", *reversed(periodic_checkpoints(directory))]
+    skipped = []
+    for i, path in enumerate(candidates):
+        if not path.exists():
+            skipped.append(f"{path.name} is missing")
+            continue
+        try:
+            state = load_checkpoint(path)
+        except TmtError as err:
+            skipped.append(str(err))
+            continue
+        if not has_training_state(state):
+            raise TmtError(_not_resumable(path, state, candidates[i + 1 :]))
+        if i > 0:
+            log.warning("resuming from %s (skipped: %s)", path, "; ".join(skipped))
+        return path, state
+    if len(candidates) > 1 or candidates[0].exists():
+        raise TmtError(
+            f"{directory}: no readable training checkpoint ({'; '.join(skipped)}); move the "
+            "damaged files away to start the run afresh"
+        )
+    return None
+
+
+def _not_resumable(path: Path, state: dict[str, Any], older: list[Path]) -> str:
+    kind = "an averaged" if "averaged_from" in state else "an inference"
+    then = f"resume from {older[0].name}" if older else "start the run afresh"
+    return (
+        f"{path}: {kind} checkpoint (no optimizer state) cannot resume training; move it out "
+        f"of {path.parent} to {then}"
+    )
+
+
+def remove_stale_temporaries(directory: str | Path) -> list[Path]:
+    """Delete `.NAME.tmpPID` files in `directory` whose writing process no longer runs.
+
+    A SIGKILL or power loss during a save leaves one behind (as large as a checkpoint). The
+    check needs POSIX process ids; elsewhere nothing is deleted. Returns the deleted paths.
+    """
+    removed = []
+    for path in Path(directory).glob(".*.tmp*"):
+        match = TEMPORARY_PATTERN.fullmatch(path.name)
+        if match and path.is_file() and not _running(int(match.group(1))):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    if removed:
+        log.info("removed %d temporary file(s) of an interrupted save", len(removed))
+    return removed
+
+
+def _running(pid: int) -> bool:
+    """Whether another process `pid` runs (True when unknown, so that nothing is deleted)."""
+    if os.name != "posix":
+        return True
+    if pid == os.getpid():
+        return False  # a temporary of an earlier process that had this id; this one is not saving
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by another user
+    return True
+
+
 def periodic_checkpoints(directory: str | Path) -> list[Path]:
     """`step_*.pt` files of a checkpoints directory (or a run directory), oldest first."""
     directory = Path(directory)
     if (directory / "checkpoints").is_dir():
         directory = directory / "checkpoints"
     found = [p for p in directory.glob("step_*.pt") if PERIODIC_PATTERN.fullmatch(p.name)]
-    return sorted(found, key=lambda p: int(PERIODIC_PATTERN.fullmatch(p.name).group(1)))
+    return sorted(found, key=_step)
 
 
-def prune_checkpoints(directory: str | Path, keep_last: int) -> list[Path]:
-    """Delete all but the newest `keep_last` periodic checkpoints; returns the deleted paths."""
-    old = periodic_checkpoints(directory)
+def _step(path: Path) -> int:
+    return int(PERIODIC_PATTERN.fullmatch(path.name).group(1))
+
+
+def prune_checkpoints(
+    directory: str | Path, keep_last: int, up_to: int | None = None
+) -> list[Path]:
+    """Delete all but the newest `keep_last` periodic checkpoints; returns the deleted paths.
+
+    Called only after the new checkpoint is on disk and never touches last.pt or best.pt, so
+    the run always keeps a file to resume from. Files after step `up_to` are left alone: they
+    come from a save cut short before last.pt was written, and counting them could delete the
+    file just saved.
+    """
+    old = [p for p in periodic_checkpoints(directory) if up_to is None or _step(p) <= up_to]
     old = old[: max(len(old) - keep_last, 0)]
     for p in old:
         p.unlink(missing_ok=True)

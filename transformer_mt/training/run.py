@@ -99,7 +99,7 @@ def run_training(config_path: str, run_dir: str | None, overrides: list[str]) ->
 def _train(
     config: ExperimentConfig, run_path: Path, device: torch.device, dist: DistributedContext
 ) -> int:
-    resume = _resume_state(run_path, config)
+    resume_path, resume = _resume_state(run_path, config)
     src_tok, tgt_tok = _main_rank_first(dist, lambda: _tokenizers(config, run_path, resume))
     data = _main_rank_first(dist, lambda: prepare_data(config, src_tok, tgt_tok, dist))
     seed_everything(config.train.seed)
@@ -112,7 +112,7 @@ def _train(
     trainer = Trainer(config, model, data, src_tok, tgt_tok, run_path, dist, device)
     if resume is not None:
         trainer.load_state_dict(resume)
-        log.info("resumed from %s at step %d", run_path / "checkpoints/last.pt", trainer.step)
+        log.info("resumed from %s at step %d", resume_path, trainer.step)
     return trainer.train().exit_code
 
 
@@ -188,14 +188,18 @@ def prepare_data(
     )
 
 
-def _resume_state(run_dir: Path, config: ExperimentConfig) -> dict[str, Any] | None:
-    """The last checkpoint of `run_dir` when there is one and it fits `config`, else None.
+def _resume_state(
+    run_dir: Path, config: ExperimentConfig
+) -> tuple[Path | None, dict[str, Any] | None]:
+    """The checkpoint to resume from (`checkpoint.resume_checkpoint`) when it fits `config`:
+    its path and contents, or (None, None) for a fresh run.
 
     Raises:
-        TmtError: the directory holds other files, or a run with another model or tokenizer.
+        TmtError: the directory holds other files, a run with another model or tokenizer, or
+            checkpoints none of which can resume training.
     """
-    last = run_dir / "checkpoints" / "last.pt"
-    if not last.exists():
+    found = ckpt.resume_checkpoint(run_dir / "checkpoints")
+    if found is None:
         stray = [
             p.name
             for p in run_dir.glob("*")
@@ -206,8 +210,8 @@ def _resume_state(run_dir: Path, config: ExperimentConfig) -> dict[str, Any] | N
                 f"{run_dir} is not empty and holds no run ({', '.join(sorted(stray)[:3])}); "
                 "choose another run directory"
             )
-        return None
-    state = ckpt.load_checkpoint(last)
+        return None, None
+    last, state = found
     stored = _normalized(state["config"], f"{last} (stored config)")
     changes = _config_changes(stored, config_to_dict(config))
     for section in ("model", "tokenizer"):
@@ -219,7 +223,7 @@ def _resume_state(run_dir: Path, config: ExperimentConfig) -> dict[str, Any] | N
             )
     if changes:
         log.warning("resuming with changed settings: %s", ", ".join(changes))
-    return state
+    return last, state
 
 
 def _config_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[Any]]:

@@ -1,7 +1,9 @@
 """Stop requests: SIGINT/SIGTERM during training set a flag instead of killing the process.
 
 The loop checks the flag after each update, so the update in flight finishes and last.pt is
-saved before the exit; a second signal acts as usual (the previous handlers are back).
+saved before the exit; a second signal acts as usual (the previous handlers are back). The exit
+status is the shell's 128 + signal number, as if the signal had killed the process, so that
+`tmt train && tmt average ...` and scripts stop instead of treating the run as finished.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 0}  # 130: the shell's code for Ctrl-C
+EXIT_CODES = {signal.SIGINT: 128 + signal.SIGINT, signal.SIGTERM: 128 + signal.SIGTERM}
 
 
 class StopRequests:
@@ -27,7 +29,7 @@ class StopRequests:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES.get(self.signum or signal.SIGTERM, 0)
+        return EXIT_CODES[self.signum or signal.SIGTERM]
 
     @contextmanager
     def caught(self) -> Iterator[None]:

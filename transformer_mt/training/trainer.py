@@ -11,7 +11,8 @@ A run directory holds config.yaml (resolved), the tokenizer model(s), metrics.js
 checkpoints/{last,best,step_*}.pt. Running the same command again resumes from last.pt with
 every state a continuation needs (optimizer, scaler, RNGs, data position), so a run stopped at
 step k and resumed reaches step n with the same parameters (bitwise on CPU, float32) as one that
-never stopped. SIGINT and SIGTERM finish the current update, save last.pt and exit.
+never stopped. SIGINT and SIGTERM finish the current update, save last.pt and exit with
+status 130 / 143.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ class TrainResult:
     step: int
     best_score: float | None
     stopped_by: str  # "max_steps", "max_epochs", "max_minutes", "patience", "SIGINT", "SIGTERM"
-    exit_code: int = 0
+    exit_code: int = 0  # 128 + signal number after SIGINT/SIGTERM (130/143), as shells report
 
 
 @dataclass
@@ -403,25 +404,30 @@ class Trainer:
             )
 
     def save(self, periodic: bool, best: bool) -> None:
-        """Write last.pt (and the periodic and best names of the same file) on rank 0.
+        """Write last.pt, and on validation steps best.pt and the periodic file, on rank 0.
 
-        Every rank sends its RNG states, so dropout continues exactly on each one.
+        The names are independent copies of one serialization, renamed into place in this
+        order: best.pt, the periodic file, last.pt. A run killed during the save resumes from
+        the previous last.pt and redoes the whole save; the periodic file, the fallback when
+        last.pt is gone, exists only once best.pt agrees with it. Old periodic files are
+        pruned only after the new one is on disk. Every rank sends its RNG states, so dropout
+        continues exactly on each one.
         """
         rng_states = self.dist.gather(capture_rng_state())
         if not self.dist.is_main:
             return
         directory = self.run_dir / "checkpoints"
         state = self.state_dict(rng_states or [])
-        last = directory / "last.pt"
-        if not periodic:
-            ckpt.save_checkpoint(state, last)
-            return
-        path = directory / ckpt.periodic_name(self.step)
-        ckpt.save_checkpoint(state, path)
-        ckpt.link_checkpoint(path, last)
-        if best:
-            ckpt.link_checkpoint(path, directory / "best.pt")
-        ckpt.prune_checkpoints(directory, self.cfg.keep_last)
+        names = ["best.pt"] if best else []
+        names += [ckpt.periodic_name(self.step)] if periodic and self.cfg.keep_last else []
+        first, *others = [directory / name for name in [*names, "last.pt"]]
+        ckpt.save_checkpoint(state, first)
+        for target in others[:-1]:
+            ckpt.copy_checkpoint(first, target)
+        if periodic:
+            ckpt.prune_checkpoints(directory, self.cfg.keep_last, up_to=self.step)
+        if others:
+            ckpt.copy_checkpoint(first, others[-1])
 
     # --- helpers -------------------------------------------------------------------------
 

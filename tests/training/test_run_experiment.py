@@ -1,0 +1,46 @@
+"""scripts/run_experiment.py stops when training did not finish, instead of scoring it."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def run_experiment():
+    spec = importlib.util.spec_from_file_location(
+        "run_experiment", REPO / "scripts/run_experiment.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("status", [143, 130, 2])
+def test_stops_when_training_did_not_finish(
+    run_experiment, tiny_experiment, tmp_path, monkeypatch, capsys, status
+):
+    calls = []
+
+    def tmt(argv):  # `tmt train` stopped by SIGTERM (143), Ctrl-C (130) or an error (2)
+        calls.append(argv[0])
+        return status
+
+    monkeypatch.setattr(run_experiment, "tmt", tmt)
+    run_dir = tmp_path / "run"
+    argv = ["run_experiment.py", "--config", str(tiny_experiment), "--run-dir", str(run_dir)]
+    monkeypatch.setattr(sys, "argv", argv)
+    assert run_experiment.main() == status
+    assert calls == ["train"]  # neither averaged nor translated
+    err = capsys.readouterr().err.strip().splitlines()
+    how = "failed" if status == 2 else "was stopped"
+    resume = "" if status == 2 else "; run the same command again to resume"
+    assert err == [
+        f"run_experiment: training {how} (exit status {status}); not scoring {run_dir}{resume}"
+    ]
+    assert not (run_dir / "results.json").exists()
