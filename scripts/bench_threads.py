@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="training time per run")
     parser.add_argument("--loads", type=int, nargs="+", default=[0, 1], help="busy processes")
     parser.add_argument(
+        "--load-delay", type=float, default=0.0, help="start the busy processes this late (s)"
+    )
+    parser.add_argument(
         "--variants",
         nargs="+",
         default=["OMP_NUM_THREADS=2", "OMP_NUM_THREADS=1", "auto"],
@@ -46,16 +50,23 @@ def run(args: argparse.Namespace) -> list[dict]:
     results = []
     for load in args.loads:
         for variant in args.variants:
-            results.append(_measure(args.config, args.seconds, load, variant))
+            results.append(_measure(args.config, args.seconds, load, variant, args.load_delay))
             print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     return results
 
 
-def _measure(config: str, seconds: float, load: int, variant: str) -> dict:
+def _measure(config: str, seconds: float, load: int, variant: str, delay: float) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
     if variant != "auto":
         env.update(item.split("=", 1) for item in variant.split(","))
-    loads = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in range(load)]
+    loads: list[subprocess.Popen] = []
+    timer = threading.Timer(
+        delay,
+        lambda: loads.extend(
+            subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in range(load)
+        ),
+    )
+    timer.start()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             overrides = [
@@ -63,7 +74,7 @@ def _measure(config: str, seconds: float, load: int, variant: str) -> dict:
                 "train.valid_every=1000000",
                 "train.valid_max_sentences=8",
                 "train.keep_last=0",
-                "train.log_every=10",
+                "train.log_every=1",  # a row per update: the last one has the count and time
             ]
             command = [sys.executable, "-m", "transformer_mt", "train", "--config", config,
                        "--run-dir", f"{tmp}/run", "--set", *overrides]  # fmt: skip
@@ -72,6 +83,8 @@ def _measure(config: str, seconds: float, load: int, variant: str) -> dict:
                 raise SystemExit(f"{variant}: training failed:\n{done.stderr[-2000:]}")
             rows = read_metrics(f"{tmp}/run/metrics.jsonl")
     finally:
+        timer.cancel()
+        timer.join()
         for p in loads:
             p.kill()
             p.wait()
@@ -82,6 +95,7 @@ def _measure(config: str, seconds: float, load: int, variant: str) -> dict:
         "bench": "threads",
         "variant": variant,
         "busy_processes": load,
+        "load_delay_s": delay,
         "updates": last["step"],
         "train_minutes": round(last["elapsed"] / 60, 3),
         "updates_per_minute": round(last["step"] / (last["elapsed"] / 60), 1),

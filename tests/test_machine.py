@@ -109,3 +109,39 @@ def test_busy_cores_sees_a_busy_loop():
     finally:
         loop.kill()
         loop.wait()
+
+
+def test_governor_follows_other_processes_load(monkeypatch):
+    """Other processes' share = machine busy time - our own CPU time, in cores."""
+    tick = os.sysconf("SC_CLK_TCK")
+    clock = {"now": 0.0, "own": 0.0, "busy": [0, 0]}
+
+    def cpu_times():  # {cpu: (idle ticks, total ticks)}, total advancing at 1 tick per tick
+        total = int(clock["now"] * tick)
+        return {c: (total - clock["busy"][c], total) for c in (0, 1)}
+
+    monkeypatch.setattr(machine, "_cpu_times", cpu_times)
+    monkeypatch.setattr(machine.time, "monotonic", lambda: clock["now"])
+    monkeypatch.setattr(machine.time, "process_time", lambda: clock["own"])
+    set_threads = []
+    monkeypatch.setattr(machine.torch, "set_num_threads", set_threads.append)
+
+    def run(seconds: float, own_cores: float, other_cores: float) -> None:
+        clock["now"] += seconds
+        clock["own"] += own_cores * seconds
+        for c, share in enumerate((own_cores + other_cores) / 2 for _ in range(2)):
+            clock["busy"][c] += int(share * seconds * tick)
+
+    governor = machine.ThreadGovernor([0, 1], threads=2)
+    run(2.0, own_cores=2.0, other_cores=0.0)
+    assert governor.update() is None  # shorter than MIN_SECONDS: not measured yet
+    run(10.0, own_cores=2.0, other_cores=0.0)
+    assert governor.update() is None  # alone on the machine: two threads stay
+    run(10.0, own_cores=1.33, other_cores=0.67)  # a busy process arrived
+    change = governor.update()
+    assert change.value == 1 and "other processes use 0.7 of 2 cores" in change.reason
+    run(10.0, own_cores=1.0, other_cores=1.0)
+    assert governor.update() is None  # still busy: one thread stays
+    run(10.0, own_cores=1.0, other_cores=0.0)  # it left
+    assert governor.update().value == 2
+    assert set_threads == [1, 2]

@@ -76,7 +76,7 @@ def choose_threads(requested: int, sample_seconds: float = 0.3) -> Choice:
     env = os.environ.get("OMP_NUM_THREADS", "")
     if env.isdigit() and int(env) > 0:
         return Choice(int(env), f"{env} thread(s) from OMP_NUM_THREADS")
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    cores = allowed_cores()
     if not cores:
         n = os.cpu_count() or 1
         return Choice(n, f"{n} thread(s), one per core")
@@ -89,6 +89,54 @@ def choose_threads(requested: int, sample_seconds: float = 0.3) -> Choice:
         f"{free} thread(s): core(s) {', '.join(map(str, busy))} of {len(cores)} busy with "
         "other work (set train.threads to override)",
     )
+
+
+class ThreadGovernor:
+    """Keeps torch's thread count at the cores other processes leave free, while training runs.
+
+    A choice made at start goes stale when the user starts something else: with two threads
+    and one core taken, every OpenMP barrier waits for the parked thread and training runs
+    several times slower than on one thread (docs/machines.md). `update()`, called from the
+    training loop's thread (thread counts are per calling thread in OpenMP), compares the
+    machine's busy time (/proc/stat) with this process's own CPU time since the last
+    measurement; the difference is the other processes' share, in cores.
+    """
+
+    MIN_SECONDS = 5.0  # measure over at least this long, so one slow step does not decide
+
+    def __init__(self, cores: list[int], threads: int) -> None:
+        self.cores = cores
+        self.threads = threads
+        self._mark = (_cpu_times(), time.process_time(), time.monotonic())
+
+    def update(self) -> Choice | None:
+        """Set and return a new thread count when the free cores changed, else None."""
+        before, own_before, then = self._mark
+        now = time.monotonic()
+        if now - then < self.MIN_SECONDS or not before:
+            return None
+        after, own = _cpu_times(), time.process_time()
+        self._mark = (after, own, now)
+        ticks = os.sysconf("SC_CLK_TCK")
+        busy = sum(
+            (after[c][1] - after[c][0]) - (before[c][1] - before[c][0])
+            for c in self.cores
+            if c in before and c in after
+        )
+        others = max(busy / ticks - (own - own_before), 0.0) / (now - then)  # in cores
+        free = max(len(self.cores) - int(others + 1 - BUSY_SHARE), 1)
+        if free == self.threads:
+            return None
+        self.threads = free
+        torch.set_num_threads(free)
+        return Choice(
+            free, f"{free} thread(s): other processes use {others:.1f} of {len(self.cores)} cores"
+        )
+
+
+def allowed_cores() -> list[int]:
+    """The CPUs this process may run on; [] where the OS does not say."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 
 
 def busy_cores(cores: list[int], sample_seconds: float) -> list[int]:

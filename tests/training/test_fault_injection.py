@@ -157,6 +157,9 @@ def _start(config: Path, run_dir: Path, log: Path, kill_at_rename: int = 0) -> s
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(HOOK), str(REPO)]),
         "TMT_KILL_AT_RENAME": str(kill_at_rename),
+        # One thread in every run: float sums split over another thread count can differ in
+        # the last bit, and auto threads follow the machine's load.
+        "OMP_NUM_THREADS": "1",
     }
     cmd = [sys.executable, "-m", "transformer_mt", "train", "--config", str(config)]
     with open(log, "w", encoding="utf-8") as stderr:

@@ -10,6 +10,7 @@ both ready.
 from __future__ import annotations
 
 import logging
+import os
 import platform
 import sys
 from collections.abc import Callable, Iterator
@@ -41,7 +42,7 @@ from transformer_mt.data.pipeline import encode_splits, train_tokenizers_for
 from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.files import atomic_open, atomic_path
-from transformer_mt.machine import choose_threads
+from transformer_mt.machine import ThreadGovernor, allowed_cores, choose_threads
 from transformer_mt.model import build_model
 from transformer_mt.training import checkpoint as ckpt
 from transformer_mt.training.distributed import (
@@ -82,22 +83,35 @@ def run_training(config_path: str, run_dir: str | None, overrides: list[str]) ->
     device = resolve_device(config.train.device)
     dist = init_distributed(device.type)
     _setup_logging(dist.is_main)
-    if device.type == "cpu":
-        threads = choose_threads(config.train.threads)
-        torch.set_num_threads(threads.value)
-        log.info("threads %d: %s", threads.value, threads.reason)
+    governor = _set_threads(config.train.threads) if device.type == "cpu" else None
     if dist.enabled and device.type == "cuda":
         device = torch.device("cuda", dist.local_rank)
         torch.cuda.set_device(device)
     try:
         with _run_dir_lock(run_path, dist):
-            return _train(config, run_path, device, dist)
+            return _train(config, run_path, device, dist, governor)
     finally:
         shutdown_distributed(dist)
 
 
+def _set_threads(requested: int) -> ThreadGovernor | None:
+    """Set torch's CPU threads (`machine.choose_threads`, logged with its reason); returns the
+    governor that keeps following the machine's load when the count was chosen automatically."""
+    threads = choose_threads(requested)
+    torch.set_num_threads(threads.value)
+    log.info("threads %d: %s", threads.value, threads.reason)
+    cores = allowed_cores()
+    if requested > 0 or "OMP_NUM_THREADS" in os.environ or len(cores) < 2:
+        return None
+    return ThreadGovernor(cores, threads.value)
+
+
 def _train(
-    config: ExperimentConfig, run_path: Path, device: torch.device, dist: DistributedContext
+    config: ExperimentConfig,
+    run_path: Path,
+    device: torch.device,
+    dist: DistributedContext,
+    governor: ThreadGovernor | None,
 ) -> int:
     resume_path, resume = _resume_state(run_path, config)
     src_tok, tgt_tok = _main_rank_first(dist, lambda: _tokenizers(config, run_path, resume))
@@ -109,7 +123,7 @@ def _train(
     if dist.is_main:
         _record_config(run_path, config, resume)
         _log_start(config, run_path, model, device, dist)
-    trainer = Trainer(config, model, data, src_tok, tgt_tok, run_path, dist, device)
+    trainer = Trainer(config, model, data, src_tok, tgt_tok, run_path, dist, device, governor)
     if resume is not None:
         trainer.load_state_dict(resume)
         log.info("resumed from %s at step %d", resume_path, trainer.step)

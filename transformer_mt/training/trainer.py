@@ -34,6 +34,7 @@ from transformer_mt.config import ExperimentConfig, config_to_dict
 from transformer_mt.data.batching import Batch, BatchIterator, SourceBatch, collate
 from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
 from transformer_mt.errors import TmtError
+from transformer_mt.machine import ThreadGovernor
 from transformer_mt.training import checkpoint as ckpt
 from transformer_mt.training.distributed import DistributedContext
 from transformer_mt.training.ema import WeightAverage
@@ -102,6 +103,7 @@ class Trainer:
         run_dir: where checkpoints and metrics go.
         dist: this process's rank (default: a single process).
         device: where the model lives.
+        threads: adapts the CPU thread count to the machine's load (None: the count stays).
     """
 
     def __init__(
@@ -114,8 +116,10 @@ class Trainer:
         run_dir: str | Path,
         dist: DistributedContext | None = None,
         device: torch.device | str = "cpu",
+        threads: ThreadGovernor | None = None,
     ) -> None:
         self.config = config
+        self.threads = threads
         self.cfg = config.train
         self.device = torch.device(device)
         self.model = model.to(self.device)
@@ -176,6 +180,7 @@ class Trainer:
                     if clock.due(self.step):
                         self._log_train(metrics, window, bar)
                         window = UpdateTotals()
+                        self._follow_load()
                     if self.step % self.cfg.valid_every == 0:
                         started = time.perf_counter()
                         self._validate_and_save(metrics)
@@ -466,6 +471,11 @@ class Trainer:
                 self.step, row["epoch"], loss, row["lr"], row["tokens_per_s"], elapsed, left
             )
             log.info("%s", line)
+
+    def _follow_load(self) -> None:
+        change = self.threads.update() if self.threads is not None else None
+        if change is not None:
+            log.info("threads %d: %s", change.value, change.reason)
 
     def _open_metrics(self) -> MetricsLog | None:
         if not self.dist.is_main:
