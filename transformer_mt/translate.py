@@ -202,7 +202,7 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     `torch.ao.quantization.quantize_dynamic` is deprecated in favour of torchao's `quantize_`
     API (its warning announces removal in 2.10), but it is still present and working in torch
     2.13 and needs no extra dependency; its deprecation warnings are silenced here.
-    TODO(#7): move to torchao once it is a dependency.
+    It moves to torchao once torchao is a dependency.
 
     The GEMM library is the one the weights are packed for at quantisation time (the engine in
     force when the model runs does not matter): oneDNN where the CPU has AMX int8 tiles, whose

@@ -2,7 +2,7 @@
 
 On the CPU, `torch.nn.Dropout` draws its mask with `bernoulli_`, about 10 ns an element on the
 development machine: in a bf16 training step of the quickstart model that was 7% of the time
-(docs/benchmarks.md). Here each element instead takes 16 random bits, a quarter of one 64-bit
+(docs/results.md). Here each element instead takes 16 random bits, a quarter of one 64-bit
 draw of the generator, and is kept when they are at least a threshold: the keep probability is
 1 - q / 65536 with q = round(p * 65536), p to within 2^-17, and kept elements are scaled by
 65536 / (65536 - q) so the expectation is unchanged. The mask is built in the input's dtype, as

@@ -77,7 +77,7 @@ def fused_label_smoothed_loss(
     of rows at a time (CHUNK_ELEMENTS), and keeps it in the logits' dtype; the backward pass
     only scales it. That replaces autograd's log-softmax output, the scatter of the gather's
     backward and the sum of three (N, V) gradients, and halves what the loss holds until the
-    backward under bf16 (measured in docs/benchmarks.md). `label_smoothed_loss` is its tested
+    backward under bf16 (measured in docs/results.md). `label_smoothed_loss` is its tested
     twin.
     """
     loss, nll, n_tokens = _FusedLabelSmoothedLoss.apply(logits, tgt_out_ids, epsilon, pad_id)
