@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -24,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout, uninstalled
 
-from bench_machine import run_standalone, table_footer  # noqa: E402
+from bench_machine import run_standalone  # noqa: E402
 
 from transformer_mt.training.metrics import read_metrics  # noqa: E402
 
@@ -90,7 +91,8 @@ def _measure(config: str, seconds: float, load: int, variant: str, delay: float)
             p.wait()
     train_rows = [r for r in rows if r["kind"] == "train"]
     last = train_rows[-1]
-    threads = [line for line in done.stderr.splitlines() if "thread" in line]
+    # "threads N: reason" at start, and again each time the count follows the load.
+    threads = re.findall(r"INFO \S+: threads (\d+): (.*)", done.stderr)
     return {
         "bench": "threads",
         "variant": variant,
@@ -99,21 +101,20 @@ def _measure(config: str, seconds: float, load: int, variant: str, delay: float)
         "updates": last["step"],
         "train_minutes": round(last["elapsed"] / 60, 3),
         "updates_per_minute": round(last["step"] / (last["elapsed"] / 60), 1),
-        "threads_line": threads[0].split(": ", 1)[-1] if threads else "",
+        "threads": "→".join(n for n, _ in threads),
+        "threads_reason": threads[0][1] if threads else "",
     }
 
 
 def print_table(results: list[dict], file=sys.stderr) -> None:
-    print("| busy processes | variant | updates/min | updates |", file=file)
-    print("|---:|---|---:|---:|", file=file)
+    print("| busy processes | from (s) | variant | threads chosen | updates/min |", file=file)
+    print("|---:|---:|---|---|---:|", file=file)
     for r in results:
         print(
-            f"| {r['busy_processes']} | {r['variant']} | {r['updates_per_minute']} | "
-            f"{r['updates']} |",
+            f"| {r['busy_processes']} | {r['load_delay_s']:g} | {r['variant']} | "
+            f"{r['threads']} | {r['updates_per_minute']} |",
             file=file,
         )
-    if results and "machine" in results[0]:
-        print(table_footer(results[0]["machine"]), file=file)
 
 
 if __name__ == "__main__":

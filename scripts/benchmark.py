@@ -1,10 +1,11 @@
-"""One entry point for the benchmarks: matmul, training, translation, data, attention variants.
+"""One entry point for the benchmarks: matmul, training, translation, data, attention, threads.
 
     python scripts/benchmark.py matmul [--dtypes fp32 bf16]
     python scripts/benchmark.py train [--sizes quickstart base]
     python scripts/benchmark.py translate [--fixed-length 20] [--beams 5 1] [--batch-sizes 32 64]
     python scripts/benchmark.py data [--max-tokens 1024 4096]
     python scripts/benchmark.py attention [--parts heads patterns] [--lengths 256 1024 4096]
+    python scripts/benchmark.py threads [--seconds 60] [--loads 0 1] [--load-delay 25]
 
 Each subcommand is a `bench_<name>.py` module with `add_arguments(parser)` and
 `run(args) -> list[dict]`, runnable on its own too. Here every result becomes one JSON line on
@@ -32,6 +33,7 @@ BENCHMARKS = {
     "translate": "bench_translate",
     "data": "bench_data",
     "attention": "bench_attention",
+    "threads": "bench_threads",
 }
 
 
