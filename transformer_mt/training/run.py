@@ -18,6 +18,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import datasets
 import numpy as np
 import torch
 import yaml
@@ -337,12 +338,15 @@ def _main_rank_first(dist: DistributedContext, work: Callable[[], T]) -> T:
 
 
 def _setup_logging(is_main: bool) -> None:
-    """Logs on stderr; only rank 0 speaks below WARNING."""
+    """Logs on stderr; only rank 0 speaks below WARNING. Off a terminal the `datasets` progress
+    bars are off too: in a log file each redraw is a line of noise."""
     logging.basicConfig(
         level=logging.INFO if is_main else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if not sys.stderr.isatty():
+        datasets.disable_progress_bars()
 
 
 def _log_start(
