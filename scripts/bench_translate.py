@@ -136,7 +136,7 @@ def load_model(
     """--checkpoint's model and tokenizers, else random `model_cfg` weights and a joint
     Multi30k tokenizer (source and target)."""
     if args.checkpoint:
-        from transformer_mt.training.checkpoint import load_for_inference
+        from transformer_mt.artifacts import load_for_inference
 
         bundle = load_for_inference(args.checkpoint, torch.device("cpu"))
         return bundle.model.eval(), bundle.src_tokenizer, bundle.tgt_tokenizer

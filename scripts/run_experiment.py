@@ -22,11 +22,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from transformer_mt.artifacts import load_checkpoint  # noqa: E402
 from transformer_mt.cli import main as tmt  # noqa: E402
 from transformer_mt.config import load_config  # noqa: E402
 from transformer_mt.data.dataset import column_texts, load_split  # noqa: E402
 from transformer_mt.evaluation import corpus_scores  # noqa: E402
-from transformer_mt.training.checkpoint import load_checkpoint  # noqa: E402
 from transformer_mt.translate import Translator  # noqa: E402
 
 
@@ -79,7 +79,7 @@ def main() -> int:
     (run_dir / "test.hyp").write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
     cased = corpus_scores(hypotheses, references, ["bleu", "chrf"])
     lower = corpus_scores(hypotheses, references, ["bleu"], lowercase=True)
-    stats = load_checkpoint(run_dir / "checkpoints" / "last.pt")["stats"]
+    stats = load_checkpoint(run_dir / "checkpoints" / "last.pt").training.stats
     results = {
         "config": args.config,
         "direction": f"{config.data.src_lang}-{config.data.tgt_lang}",

@@ -7,6 +7,7 @@ import sentencepiece as spm
 import torch
 from torch.testing import assert_close
 
+from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
 from transformer_mt.config import ModelConfig, TokenizerConfig, config_to_dict
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, train_tokenizers
@@ -14,7 +15,6 @@ from transformer_mt.errors import TmtError
 from transformer_mt.export_ct2 import check_ct2_compatible, export_ctranslate2
 from transformer_mt.model import build_model
 from transformer_mt.search import max_output_lengths, search
-from transformer_mt.training.checkpoint import load_for_inference
 
 from .conftest import WORDS
 

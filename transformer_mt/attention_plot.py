@@ -16,11 +16,11 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from transformer_mt.artifacts import load_for_inference
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
 from transformer_mt.errors import TmtError
 from transformer_mt.files import atomic_path
 from transformer_mt.search import search
-from transformer_mt.training.checkpoint import load_for_inference
 
 CELL_INCHES = 3.0
 DPI = 100

@@ -213,7 +213,7 @@ def _add_average(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_average(args: argparse.Namespace) -> int:
-    from transformer_mt.training.checkpoint import (
+    from transformer_mt.artifacts import (
         average_checkpoints,
         resolve_average_inputs,
         save_checkpoint,

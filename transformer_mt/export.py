@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from transformer_mt.artifacts import InferenceBundle, load_for_inference
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.files import atomic_path
 from transformer_mt.hf_marian import check_marian_compatible, to_marian
-from transformer_mt.training.checkpoint import InferenceBundle, load_for_inference
 
 FORMATS = ("hf", "ctranslate2")
 

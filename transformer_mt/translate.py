@@ -21,13 +21,13 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from transformer_mt.artifacts import InferenceBundle, load_for_inference
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batching import make_source_batches
 from transformer_mt.data.tokenizer import BOS_ID
 from transformer_mt.errors import TmtError
 from transformer_mt.machine import cpu_has, native_bf16
 from transformer_mt.search import SearchResult, search
-from transformer_mt.training.checkpoint import InferenceBundle, load_for_inference
 
 
 @dataclass

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import platform
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,7 +21,8 @@ import numpy as np
 import torch
 import yaml
 
-from transformer_mt import __version__
+from transformer_mt import __version__, artifacts
+from transformer_mt.artifacts import Checkpoint
 from transformer_mt.config import (
     ExperimentConfig,
     config_from_dict,
@@ -43,7 +44,6 @@ from transformer_mt.errors import TmtError
 from transformer_mt.files import atomic_open, atomic_path
 from transformer_mt.machine import choose_threads
 from transformer_mt.model import build_model
-from transformer_mt.training import checkpoint as ckpt
 from transformer_mt.training.distributed import (
     DistributedContext,
     init_distributed,
@@ -69,14 +69,16 @@ HISTORY_HEADER = """\
 """
 
 
-def run_training(config_path: str, run_dir: str | None, overrides: list[str]) -> int:
+def run_training(
+    config_path: str | Path, run_dir: str | Path | None = None, overrides: Sequence[str] = ()
+) -> int:
     """Train (or resume) the experiment of `config_path`; returns the process exit code.
 
     Raises:
         TmtError: a bad config, a run directory that is a file or holds something else, or one
             another training process is using.
     """
-    config = load_config(config_path, overrides)
+    config = load_config(config_path, list(overrides))
     check_sources(config.data, ("train", "valid"))  # every path, before any work
     run_path = Path(run_dir) if run_dir else Path("runs") / Path(config_path).stem
     device = resolve_device(config.train.device)
@@ -111,7 +113,7 @@ def _train(
         _log_start(config, run_path, model, device, dist)
     trainer = Trainer(config, model, data, src_tok, tgt_tok, run_path, dist, device)
     if resume is not None:
-        trainer.load_state_dict(resume)
+        trainer.restore(resume)
         log.info("resumed from %s at step %d", resume_path, trainer.step)
     return trainer.train().exit_code
 
@@ -188,17 +190,15 @@ def prepare_data(
     )
 
 
-def _resume_state(
-    run_dir: Path, config: ExperimentConfig
-) -> tuple[Path | None, dict[str, Any] | None]:
-    """The checkpoint to resume from (`checkpoint.resume_checkpoint`) when it fits `config`:
+def _resume_state(run_dir: Path, config: ExperimentConfig) -> tuple[Path | None, Checkpoint | None]:
+    """The checkpoint to resume from (`artifacts.resume_checkpoint`) when it fits `config`:
     its path and contents, or (None, None) for a fresh run.
 
     Raises:
         TmtError: the directory holds other files, a run with another model or tokenizer, or
             checkpoints none of which can resume training.
     """
-    found = ckpt.resume_checkpoint(run_dir / "checkpoints")
+    found = artifacts.resume_checkpoint(run_dir / "checkpoints")
     if found is None:
         stray = [
             p.name
@@ -211,8 +211,8 @@ def _resume_state(
                 "choose another run directory"
             )
         return None, None
-    last, state = found
-    stored = _normalized(state["config"], f"{last} (stored config)")
+    last, checkpoint = found
+    stored = _normalized(checkpoint.config, f"{last} (stored config)")
     changes = _config_changes(stored, config_to_dict(config))
     for section in ("model", "tokenizer"):
         keys = [key for key in changes if key.split(".")[0] == section]
@@ -223,7 +223,7 @@ def _resume_state(
             )
     if changes:
         log.warning("resuming with changed settings: %s", ", ".join(changes))
-    return last, state
+    return last, checkpoint
 
 
 def _config_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[Any]]:
@@ -242,7 +242,7 @@ def _normalized(data: dict[str, Any], source: str) -> dict[str, Any]:
     return config_to_dict(config_from_dict(data, source=source))
 
 
-def _record_config(run_dir: Path, config: ExperimentConfig, resume: dict | None) -> None:
+def _record_config(run_dir: Path, config: ExperimentConfig, resume: Checkpoint | None) -> None:
     """Write config.yaml (the config the run uses now) and keep the history of changes.
 
     config_history.yaml appears with the first resume that changes a setting: it holds the
@@ -258,13 +258,13 @@ def _record_config(run_dir: Path, config: ExperimentConfig, resume: dict | None)
         history_path.unlink(missing_ok=True)
         return
     history = _read_history(history_path) or {
-        "original": _normalized(resume["config"], f"{history_path.parent} (stored config)"),
+        "original": _normalized(resume.config, f"{history_path.parent} (stored config)"),
         "changes": [],
     }
     changes = _config_changes(_config_in_use(history, history_path), config_to_dict(config))
     if not changes:
         return
-    history["changes"].append({"step": resume["step"], "changes": changes})
+    history["changes"].append({"step": resume.step, "changes": changes})
     with atomic_open(history_path) as f:
         f.write(HISTORY_HEADER)
         yaml.safe_dump({"original": history["original"]}, f, sort_keys=False)
@@ -300,14 +300,11 @@ def _read_history(path: Path) -> dict[str, Any] | None:
 
 
 def _tokenizers(
-    config: ExperimentConfig, run_dir: Path, resume: dict[str, Any] | None
+    config: ExperimentConfig, run_dir: Path, resume: Checkpoint | None
 ) -> tuple[Tokenizer, Tokenizer]:
     """The checkpoint's tokenizers when resuming; else train (or reuse) them into run_dir."""
     if resume is not None:
-        return (
-            Tokenizer.from_bytes(resume["tokenizers"]["src"]),
-            Tokenizer.from_bytes(resume["tokenizers"]["tgt"]),
-        )
+        return resume.unpack_tokenizers()
     pair = train_tokenizers_for(config.data, config.tokenizer, run_dir)
     return pair.src, pair.tgt
 
