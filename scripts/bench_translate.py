@@ -61,9 +61,9 @@ from transformer_mt.data.tokenizer import (  # noqa: E402
     train_tokenizers,
 )
 from transformer_mt.errors import TmtError  # noqa: E402
+from transformer_mt.inference.quantize import quantize_int8  # noqa: E402
 from transformer_mt.model import Seq2SeqTransformer, build_model  # noqa: E402
 from transformer_mt.search import search  # noqa: E402
-from transformer_mt.translate import quantize_int8  # noqa: E402
 
 DEFAULT_DATA = REPO / "data" / "multi30k"
 # configs/quickstart-like: what a laptop trains on Multi30k.
@@ -227,7 +227,7 @@ def _engines(
 
 
 def _hf_model(model: Seq2SeqTransformer):
-    from transformer_mt.hf_marian import to_marian
+    from transformer_mt.inference.hf_marian import to_marian
 
     hf_model = to_marian(model, BOS_ID, EOS_ID)
     # Marian's config forces EOS as the last token at max length; ours finishes such a
@@ -248,7 +248,7 @@ def _ct2_translator(
     compute type `system` names (ct2: float32, ct2-int8: int8)."""
     import ctranslate2
 
-    from transformer_mt.export_ct2 import build_spec
+    from transformer_mt.inference.export_ct2 import build_spec
 
     with torch.no_grad():
         spec = build_spec(model, src_tokenizer, tgt_tokenizer)

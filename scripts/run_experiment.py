@@ -27,7 +27,7 @@ from transformer_mt.cli import main as tmt  # noqa: E402
 from transformer_mt.config import load_config  # noqa: E402
 from transformer_mt.data.dataset import column_texts, load_split  # noqa: E402
 from transformer_mt.evaluation import corpus_scores  # noqa: E402
-from transformer_mt.translate import Translator  # noqa: E402
+from transformer_mt.inference.translator import Translator  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:

@@ -64,7 +64,8 @@ PROGRESS_EVERY_S = 30.0
 
 
 def _run_translate(args: argparse.Namespace) -> int:
-    from transformer_mt.translate import Translator, read_lines, translate_stream
+    from transformer_mt.inference.stream import read_lines, translate_stream
+    from transformer_mt.inference.translator import Translator
 
     _check_translate_args(args)
     references = _read_references(args.ref)
@@ -258,7 +259,7 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    from transformer_mt.export import export
+    from transformer_mt.inference.export import export
 
     out = export(args.checkpoint, args.out_dir, args.format, args.quantize)
     print(f"wrote {args.format} model to {out}", file=sys.stderr)
@@ -278,7 +279,7 @@ def _add_attention(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_attention(args: argparse.Namespace) -> int:
-    from transformer_mt.attention_plot import draw_attention
+    from transformer_mt.inference.attention_maps import draw_attention
 
     out = draw_attention(
         args.checkpoint, args.src, args.out, args.tgt, args.layer, args.head, args.device

@@ -6,8 +6,8 @@ from torch.testing import assert_close
 
 from transformer_mt.config import ConfigError
 from transformer_mt.errors import TmtError
-from transformer_mt.export_ct2 import check_ct2_compatible
-from transformer_mt.hf_marian import check_marian_compatible
+from transformer_mt.inference.export_ct2 import check_ct2_compatible
+from transformer_mt.inference.hf_marian import check_marian_compatible
 from transformer_mt.model import AttentionPattern, MultiHeadAttention, RotaryEmbedding, build_model
 from transformer_mt.model.attention import attention, attention_with_weights, causal_mask
 

@@ -12,15 +12,11 @@ from transformer_mt import cli
 from transformer_mt.cli import main
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
 from transformer_mt.errors import TmtError
+from transformer_mt.inference.stream import ProgressReport, format_translation, translate_stream
+from transformer_mt.inference.translator import Translator
 from transformer_mt.machine import Choice
-from transformer_mt.translate import (
-    ProgressReport,
-    Translator,
-    format_translation,
-    translate_stream,
-)
 
-from .conftest import WORDS
+from ..conftest import WORDS
 
 
 def run_cli(*args, stdin: bytes = b""):
@@ -131,7 +127,9 @@ def test_int8_log_probs_close_to_float32_and_float32_unchanged(checkpoint):
 
 @pytest.mark.parametrize("bf16", [True, False])
 def test_int8_stores_the_cache_in_bfloat16_where_the_cpu_computes_it(checkpoint, monkeypatch, bf16):
-    monkeypatch.setattr("transformer_mt.translate.native_bf16", lambda: Choice(bf16, "pretended"))
+    monkeypatch.setattr(
+        "transformer_mt.inference.quantize.native_bf16", lambda: Choice(bf16, "pretended")
+    )
     int8 = Translator.from_checkpoint(str(checkpoint), quantize="int8", beam_size=2)
     assert int8.bundle.model.cache_dtype == (torch.bfloat16 if bf16 else None)
     assert int8.translate(["ein mann fährt rad"])[0].texts  # decodes through that cache

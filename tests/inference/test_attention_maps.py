@@ -4,10 +4,10 @@ import struct
 
 import pytest
 
-from transformer_mt.attention_plot import CELL_INCHES, DPI
 from transformer_mt.cli import main
 from transformer_mt.errors import TmtError
-from transformer_mt.translate import Translator
+from transformer_mt.inference.attention_maps import CELL_INCHES, DPI
+from transformer_mt.inference.translator import Translator
 
 CELL = int(CELL_INCHES * DPI)  # pixels per panel side
 

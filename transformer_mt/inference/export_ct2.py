@@ -34,7 +34,7 @@ from transformer_mt.artifacts import load_for_inference
 from transformer_mt.config import ModelConfig
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, Tokenizer
 from transformer_mt.errors import TmtError
-from transformer_mt.export import export_dir
+from transformer_mt.inference.export import export_dir
 from transformer_mt.model import Seq2SeqTransformer
 
 _ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swiglu": "SWISH"}  # F.gelu is the exact erf GELU

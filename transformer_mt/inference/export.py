@@ -22,7 +22,7 @@ from transformer_mt.artifacts import InferenceBundle, load_for_inference
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.files import atomic_path
-from transformer_mt.hf_marian import check_marian_compatible, to_marian
+from transformer_mt.inference.hf_marian import check_marian_compatible, to_marian
 
 FORMATS = ("hf", "ctranslate2")
 
@@ -108,6 +108,8 @@ def export(checkpoint: str | Path, out_dir: str | Path, fmt: str, quantization: 
         if quantization:
             raise TmtError("--quantize applies to --format ctranslate2 only")
         return export_hf(checkpoint, out_dir)
-    from transformer_mt.export_ct2 import export_ctranslate2  # it imports export_dir from here
+    from transformer_mt.inference.export_ct2 import (
+        export_ctranslate2,  # it imports export_dir from here
+    )
 
     return export_ctranslate2(checkpoint, out_dir, quantization)

@@ -12,11 +12,11 @@ from transformer_mt.cli import main
 from transformer_mt.config import ModelConfig, TokenizerConfig, config_to_dict
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, train_tokenizers
 from transformer_mt.errors import TmtError
-from transformer_mt.export_ct2 import check_ct2_compatible, export_ctranslate2
+from transformer_mt.inference.export_ct2 import check_ct2_compatible, export_ctranslate2
 from transformer_mt.model import build_model
 from transformer_mt.search import max_output_lengths, search
 
-from .conftest import WORDS
+from ..conftest import WORDS
 
 
 def test_hf_export_matches_logits_and_tokenization(checkpoint, tmp_path):
