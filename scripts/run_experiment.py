@@ -92,7 +92,7 @@ def main() -> int:
         "bleu_lowercase": lower[0].score,
         "bleu_lowercase_signature": lower[0].signature,
         "chrf": cased[1].score,
-        "parameters": sum(p.numel() for p in translator.bundle.model.parameters()),
+        "parameters": sum(p.numel() for p in translator.model.parameters()),
         "train_minutes": stats.get("elapsed_seconds", 0.0) / 60,
     }
     (run_dir / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")

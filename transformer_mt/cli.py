@@ -64,7 +64,8 @@ PROGRESS_EVERY_S = 30.0
 
 
 def _run_translate(args: argparse.Namespace) -> int:
-    from transformer_mt.inference.stream import read_lines, translate_stream
+    from transformer_mt.files import decode_lines
+    from transformer_mt.inference.stream import translate_stream
     from transformer_mt.inference.translator import Translator
 
     _check_translate_args(args)
@@ -72,7 +73,7 @@ def _run_translate(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         interactive = args.input == "-" and sys.stdin.isatty()
         name = "<stdin>" if args.input == "-" else args.input
-        lines = read_lines(_open_in(args.input, stack), name)
+        lines = decode_lines(_open_in(args.input, stack), name)
         if not interactive:
             lines = list(lines)  # whole file: length-sorted batches keep padding low
             _check_references(name, len(lines), args.ref, references)
@@ -143,9 +144,9 @@ def _decode_changes(args: argparse.Namespace) -> dict[str, object]:
 def _read_references(path: str | None) -> list[str] | None:
     if path is None:
         return None
-    from transformer_mt.evaluation import read_lines
+    from transformer_mt.evaluation import read_segments
 
-    return read_lines(path)
+    return read_segments(path)
 
 
 def _check_references(

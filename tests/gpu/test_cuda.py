@@ -28,7 +28,7 @@ from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
 from transformer_mt.data.tokenizer import PAD_ID
 from transformer_mt.model import build_model
 from transformer_mt.model.attention import attention
-from transformer_mt.search import search
+from transformer_mt.search import SearchOptions, search
 from transformer_mt.training.distributed import DistributedContext
 from transformer_mt.training.trainer import TrainData, Trainer, UpdateTotals
 
@@ -175,10 +175,10 @@ def test_beam_search_on_device_equals_cpu(device):
     model = tiny_model()
     src_ids, src_mask = padded(random_sources(8, vocab_size=20, seed=4))
     cfg = DecodeConfig(beam_size=5, n_best=3, max_len_a=1.0, max_len_b=5, min_len=4)
-    cap = model.cfg.max_positions
-    expected = search(model, src_ids, src_mask, cfg, max_len_cap=cap)
+    options = SearchOptions(max_len_cap=model.cfg.max_positions)
+    expected = search(model, src_ids, src_mask, cfg, options)
     on_device = copy.deepcopy(model).to(device)
-    got = search(on_device, src_ids.to(device), src_mask.to(device), cfg, max_len_cap=cap)
+    got = search(on_device, src_ids.to(device), src_mask.to(device), cfg, options)
     assert [[h.tokens for h in r.hypotheses] for r in got] == [
         [h.tokens for h in r.hypotheses] for r in expected
     ]

@@ -48,7 +48,7 @@ def test_alignments_keep_line_count_and_indices_in_range(checkpoint, tmp_path):
     rows = out.read_text(encoding="utf-8").split("\n")[:-1]
     assert len(rows) == len(lines)
     plain = Translator.from_checkpoint(str(checkpoint), beam_size=2).translate(lines)
-    src_tokenizer = Translator.from_checkpoint(str(checkpoint)).bundle.src_tokenizer
+    src_tokenizer = Translator.from_checkpoint(str(checkpoint)).src_tokenizer
     for line, row, expected in zip(lines, rows, plain, strict=True):
         text, sep, pairs = row.partition("\t")
         assert sep == "\t" and text == expected.texts[0]  # the translation itself is unchanged

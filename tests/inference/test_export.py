@@ -14,7 +14,7 @@ from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, train_tokenizers
 from transformer_mt.errors import TmtError
 from transformer_mt.inference.export_ct2 import check_ct2_compatible, export_ctranslate2
 from transformer_mt.model import build_model
-from transformer_mt.search import max_output_lengths, search
+from transformer_mt.search import SearchOptions, max_output_lengths, search
 
 from ..conftest import WORDS
 
@@ -215,7 +215,7 @@ def test_ct2_search_matches_ours(trained_checkpoint, ct2_model, beam_size):
     for sentence in SENTENCES:
         src_ids = torch.tensor([ours.src_tokenizer.encode(sentence) + [EOS_ID]])
         src_mask = (src_ids != 0)[:, None, None, :]
-        best = search(ours.model, src_ids, src_mask, decode, max_len_cap=cap)[0].best
+        best = search(ours.model, src_ids, src_mask, decode, SearchOptions(max_len_cap=cap))[0].best
         result = ct2_model.translate_batch(
             [[ours.src_tokenizer.id_to_piece(i) for i in src_ids[0, :-1].tolist()]],
             beam_size=beam_size,

@@ -106,7 +106,7 @@ def test_bfloat16_cache_decodes_close_to_the_float32_cache(options):
     with torch.no_grad():
         memory = model.encode(src, src_mask)
         for dtype in (None, torch.bfloat16):
-            model.cache_dtype, cache, steps[dtype] = dtype, None, []
+            cache, steps[dtype] = model.decoder.new_cache(dtype=dtype), []
             for t in range(tgt.size(1)):
                 log_probs, cache = model.decode_step(tgt[:, t], memory, src_mask, cache)
                 steps[dtype].append(log_probs)

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import torch
 from torch import nn
+from torch.ao.quantization import quantize_dynamic
 
 from transformer_mt.machine import cpu_has, native_bf16
 
@@ -34,16 +35,8 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     matrix units it uses (beam 5, batch 64, one core of an Intel Xeon: 1.45x fp32 vs 1.21x
     with torch's default x86/fbgemm engine), else torch's default.
 
-    Once the matrix products are int8, beam search spends much of its time moving the
-    decoding cache: reordering it after every step and reading it in attention, both bound by
-    memory bandwidth. Where the CPU computes bfloat16 natively (`machine.native_bf16`), the
-    copy stores keys and values in bfloat16 (`cache_dtype`), half the bytes; elsewhere
-    bfloat16 arithmetic is emulated and slower, so the cache stays float32. Measured (beam 5,
-    batch 64, one core of an Intel Xeon, docs/benchmarks.md): int8 with the bfloat16 cache
-    1.60-1.68x fp32, at -0.27 BLEU on Multi30k test2016 en-de.
+    The decoding cache of such a model is best stored in `int8_cache_dtype()`.
     """
-    from torch.ao.quantization import quantize_dynamic
-
     engine = torch.backends.quantized.engine
     if cpu_has("amx_tile") and "onednn" in torch.backends.quantized.supported_engines:
         engine = "onednn"
@@ -51,10 +44,21 @@ def quantize_int8(model: nn.Module) -> nn.Module:
         warnings.simplefilter("ignore", category=DeprecationWarning)
         warnings.simplefilter("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", message=".*quantize.*deprecated", category=UserWarning)
-        quantized = quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8).eval()
-    if native_bf16().value:
-        quantized.cache_dtype = torch.bfloat16
-    return quantized
+        return quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8).eval()
+
+
+def int8_cache_dtype() -> torch.dtype | None:
+    """The dtype to store an int8 model's decoding keys and values in (None: as computed).
+
+    Once the matrix products are int8, beam search spends much of its time moving the
+    decoding cache: reordering it after every step and reading it in attention, both bound by
+    memory bandwidth. Where the CPU computes bfloat16 natively (`machine.native_bf16`),
+    bfloat16 keys and values halve those bytes; elsewhere bfloat16 arithmetic is emulated and
+    slower, so the cache stays float32. Measured (beam 5, batch 64, one core of an Intel Xeon,
+    docs/benchmarks.md): int8 with the bfloat16 cache 1.60-1.68x fp32, at -0.27 BLEU on
+    Multi30k test2016 en-de.
+    """
+    return torch.bfloat16 if native_bf16().value else None
 
 
 @contextlib.contextmanager

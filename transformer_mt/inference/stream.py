@@ -1,8 +1,9 @@
-"""Lines in, lines out: reading input, chunking, writing translations and progress.
+"""Lines in, lines out: chunking, writing translations and progress for `tmt translate`.
 
-The line promises of `tmt translate` that do not depend on the model: invalid UTF-8 stops with
-the line number; one output line per input line (or exactly n_best lines in n-best format);
-each chunk is written and flushed as soon as it is translated.
+The line promises of `tmt translate` that do not depend on the model: one output line per
+input line (or exactly n_best lines in n-best format); each chunk is written and flushed as
+soon as it is translated. Input lines are decoded by `files.decode_lines` (invalid UTF-8 stops
+with the line number).
 """
 
 from __future__ import annotations
@@ -10,24 +11,11 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import BinaryIO, TextIO
+from typing import TextIO
 
 from tqdm import tqdm
 
-from transformer_mt.errors import TmtError
 from transformer_mt.inference.translator import Translation, Translator
-
-
-def read_lines(stream: BinaryIO, name: str) -> Iterator[str]:
-    """Decode a byte stream line by line; invalid UTF-8 is an error naming the line."""
-    for number, raw in enumerate(stream, start=1):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise TmtError(
-                f"{name}:{number}: invalid UTF-8 ({err.reason} at byte {err.start})"
-            ) from None
-        yield text.rstrip("\r\n")
 
 
 def format_translation(translation: Translation, index: int, nbest: int) -> str:

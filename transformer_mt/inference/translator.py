@@ -1,26 +1,58 @@
-"""Raw text in, detokenized translations out: the library behind `tmt translate`.
+"""Raw text in, detokenized translations out: the one pipeline from text to translations.
 
-Promises that users rely on in pipelines: one translation per input line, always (an empty
-line gives an empty translation), in input order, with n_best hypotheses each; a line longer
-than the model's position table is truncated and counted, never dropped.
+`tmt translate`, validation BLEU, `tmt attention` and scripts/run_experiment.py all translate
+through `Translator`, so its rules hold on every path and live only here:
+
+    1) encode each line; a blank line is not searched, its translation is empty
+    2) truncate to the position table: at most max_positions - 1 subwords, as the appended
+       EOS takes one position (counted in `truncated_lines`, never dropped)
+    3) batch by length under decode.max_tokens; `make_source_batches` appends the EOS
+    4) search with the decode settings, decoding capped at the position table
+    5) detokenize with the target tokenizer, results in input order
+
+Promises that users rely on in pipelines: one translation per input line, always, in input
+order, with n_best hypotheses each.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-from transformer_mt.artifacts import InferenceBundle, load_for_inference
+from transformer_mt.artifacts import load_for_inference
 from transformer_mt.config import DecodeConfig
-from transformer_mt.data.batching import make_source_batches
-from transformer_mt.data.tokenizer import BOS_ID
+from transformer_mt.data.batching import SourceBatch, make_source_batches, restore_order
+from transformer_mt.data.tokenizer import BOS_ID, Tokenizer
 from transformer_mt.errors import TmtError
-from transformer_mt.inference.quantize import QUANTIZE_OPTIONS, quantize_int8
-from transformer_mt.search import SearchResult, search
+from transformer_mt.inference.quantize import QUANTIZE_OPTIONS, int8_cache_dtype, quantize_int8
+from transformer_mt.model import Seq2SeqTransformer
+from transformer_mt.search import SearchOptions, SearchResult, search
+
+# The decode changes that make any settings a greedy search with the same length limits
+# (validation and attention maps: one cheap, deterministic hypothesis).
+GREEDY = {"beam_size": 1, "n_best": 1, "sampling": False}
+
+
+def greedy(decode: DecodeConfig) -> DecodeConfig:
+    """`decode` as a greedy search (see GREEDY)."""
+    return dataclasses.replace(decode, **GREEDY)
+
+
+def search_options(
+    model: Seq2SeqTransformer, cache_dtype: torch.dtype | None = None
+) -> SearchOptions:
+    """How every translation search of `model` runs: decoding capped at its position table
+    (a hypothesis never needs a position the model lacks), keys and values of the decoding
+    cache stored in `cache_dtype` (None: the dtype they are computed in)."""
+    new_cache = None
+    if cache_dtype is not None:
+        new_cache = functools.partial(model.decoder.new_cache, dtype=cache_dtype)
+    return SearchOptions(max_len_cap=model.cfg.max_positions, new_cache=new_cache)
 
 
 @dataclass
@@ -36,28 +68,42 @@ class Translation:
 
 
 class Translator:
-    """A loaded model plus its tokenizers and search settings; translates lists of lines."""
+    """A model, its tokenizers and search settings: lines of text in, translations out.
+
+    Args:
+        model: in eval mode, on `device` (the caller's to switch; validation shares the
+            training model).
+        decode: search settings (beam size, lengths, n-best, sampling).
+        alignment_layer: None (no alignments), or the decoder layer whose cross-attention
+            aligns target to source subwords; negative values count from the last.
+        cache_dtype: dtype of the decoding cache's keys and values (None: as computed).
+    """
 
     def __init__(
         self,
-        bundle: InferenceBundle,
+        model: Seq2SeqTransformer,
+        src_tokenizer: Tokenizer,
+        tgt_tokenizer: Tokenizer,
         decode: DecodeConfig,
-        device: torch.device,
+        device: torch.device | str = "cpu",
         alignment_layer: int | None = None,
+        cache_dtype: torch.dtype | None = None,
     ):
-        """`alignment_layer` (None: no alignments) is the decoder layer whose cross-attention
-        aligns target to source subwords; negative values count from the last."""
         decode.validate()
-        self.bundle = bundle
-        self.decode = decode
-        self.device = device
-        self.alignment_layer = alignment_layer
         if alignment_layer is not None:
-            _check_alignment_layer(alignment_layer, bundle.config.model.decoder_layers)
+            _check_alignment_layer(alignment_layer, model.cfg.decoder_layers)
             if decode.n_best > 1:
                 raise TmtError("--alignments aligns the 1-best translation: drop --nbest")
+        self.model = model
+        self.src_tokenizer = src_tokenizer
+        self.tgt_tokenizer = tgt_tokenizer
+        self.decode = decode
+        self.device = torch.device(device)
+        self.alignment_layer = alignment_layer
+        self.cache_dtype = cache_dtype
+        self.options = search_options(model, cache_dtype)
         # Source tokens a line may keep: the position table also holds the appended EOS.
-        self.max_src_tokens = bundle.config.model.max_positions - 1
+        self.max_src_tokens = model.cfg.max_positions - 1
         self.truncated_lines = 0
 
     @classmethod
@@ -73,11 +119,12 @@ class Translator:
 
         Args:
             quantize: None (float32) or "int8": dynamic int8 linear layers, CPU only (see
-                `quantize_int8`).
-            alignment_layer: see `__init__`.
+                `quantize_int8`), with the cache in `int8_cache_dtype()`.
+            alignment_layer: see the class.
         """
         device = _resolve_device(device)
         bundle = load_for_inference(path, device)
+        model, cache_dtype = bundle.model, None
         if quantize is not None:
             if quantize not in QUANTIZE_OPTIONS:
                 raise TmtError(
@@ -85,9 +132,17 @@ class Translator:
                 )
             if device.type != "cpu":
                 raise TmtError("--quantize int8 runs on CPU only (--device cpu)")
-            bundle = dataclasses.replace(bundle, model=quantize_int8(bundle.model))
+            model, cache_dtype = quantize_int8(model), int8_cache_dtype()
         decode = dataclasses.replace(bundle.config.decode, **decode_changes)
-        return cls(bundle, decode, device, alignment_layer)
+        return cls(
+            model,
+            bundle.src_tokenizer,
+            bundle.tgt_tokenizer,
+            decode,
+            device,
+            alignment_layer,
+            cache_dtype,
+        )
 
     def translate(
         self, lines: Sequence[str], on_batch: Callable[[int], None] | None = None
@@ -99,54 +154,62 @@ class Translator:
         n_best lines for every input line. `on_batch(n)` is called after each searched batch of
         n lines (progress reports).
         """
-        src_tokenizer = self.bundle.src_tokenizer
-        encoded = [
-            self._truncate(src_tokenizer.encode(line)) if line.strip() else [] for line in lines
-        ]
+        encoded = [self.source_ids(line) for line in lines]
         todo = [i for i, ids in enumerate(encoded) if ids]
         n_best = self.decode.n_best
         no_pairs = None if self.alignment_layer is None else []
-        results: dict[int, Translation] = {
-            i: Translation([""] * n_best, [0.0] * n_best, no_pairs)
-            for i, ids in enumerate(encoded)
-            if not ids
-        }
-        for batch in make_source_batches([encoded[i] for i in todo], self.decode.max_tokens):
-            batch = batch.to(self.device)
-            found = search(
-                self.bundle.model,
-                batch.src_ids,
-                batch.src_mask,
-                self.decode,
-                max_len_cap=self.bundle.config.model.max_positions,
-            )
-            for row, (j, result) in enumerate(zip(batch.indices.tolist(), found, strict=True)):
-                results[todo[j]] = self._detokenize(result)
+        results = [Translation([""] * n_best, [0.0] * n_best, no_pairs) for _ in lines]
+        indices: list[int] = []  # into `todo`, batch by batch
+        searched: list[Translation] = []
+        for batch, found in self.search_batches([encoded[i] for i in todo]):
+            for row, result in enumerate(found):
+                searched.append(self._detokenize(result))
                 if self.alignment_layer is not None:
                     src_ids = batch.src_ids[row, batch.src_mask[row].view(-1)]  # (S,), with EOS
-                    tokens = result.hypotheses[0].tokens
-                    results[todo[j]].alignment = alignment_pairs(
-                        self.bundle.model, src_ids, tokens, self.alignment_layer
+                    searched[-1].alignment = alignment_pairs(
+                        self.model, src_ids, result.best.tokens, self.alignment_layer
                     )
+            indices.extend(batch.indices.tolist())
             if on_batch is not None:
                 on_batch(len(found))
-        return [results[i] for i in range(len(lines))]
+        for i, translation in zip(todo, restore_order(indices, searched), strict=True):
+            results[i] = translation
+        return results
 
-    def _truncate(self, ids: list[int]) -> list[int]:
+    def source_ids(self, line: str) -> list[int]:
+        """The subword ids of one line, cut to the position table; [] for a blank line."""
+        if not line.strip():
+            return []
+        ids = self.src_tokenizer.encode(line)
         if len(ids) > self.max_src_tokens:
             self.truncated_lines += 1
             return ids[: self.max_src_tokens]
         return ids
 
+    def batches(self, sources: Sequence[Sequence[int]]) -> Iterator[SourceBatch]:
+        """`sources` (from `source_ids`) in length-sorted batches, EOS appended, on the device."""
+        for batch in make_source_batches(sources, self.decode.max_tokens):
+            yield batch.to(self.device)
+
+    def search_batches(
+        self, sources: Sequence[Sequence[int]]
+    ) -> Iterator[tuple[SourceBatch, list[SearchResult]]]:
+        """Each batch of `sources` with the search results of its rows, in the batch's order."""
+        for batch in self.batches(sources):
+            yield (
+                batch,
+                search(self.model, batch.src_ids, batch.src_mask, self.decode, self.options),
+            )
+
     def _detokenize(self, result: SearchResult) -> Translation:
-        decode = self.bundle.tgt_tokenizer.decode
+        decode = self.tgt_tokenizer.decode
         return Translation(
             [decode(h.tokens) for h in result.hypotheses], [h.score for h in result.hypotheses]
         )
 
 
 def alignment_pairs(
-    model: nn.Module, src_ids: Tensor, tgt_ids: list[int], layer: int
+    model: Seq2SeqTransformer, src_ids: Tensor, tgt_ids: list[int], layer: int
 ) -> list[tuple[int, int]]:
     """Subword alignment of one sentence pair from cross-attention (plain-math path).
 

@@ -30,14 +30,9 @@ from transformer_mt.config import (
     dump_config,
     load_config,
 )
-from transformer_mt.data.batching import (
-    BatchIterator,
-    collate,
-    make_batches,
-    make_source_batches,
-)
+from transformer_mt.data.batching import Batch, BatchIterator, collate, make_batches
 from transformer_mt.data.dataset import check_sources, column_texts
-from transformer_mt.data.encoding import DropoutCorpus
+from transformer_mt.data.encoding import DropoutCorpus, EncodedCorpus
 from transformer_mt.data.pipeline import encode_splits, train_tokenizers_for
 from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
 from transformer_mt.errors import TmtError
@@ -148,8 +143,10 @@ def prepare_data(
 ) -> TrainData:
     """Read, encode (cached), clean and batch the training set; batch the validation set.
 
-    The validation set is not cleaned (it is scored against all its references); its loss
-    batches get a budget large enough for its longest pair.
+    The validation set is not cleaned: BLEU translates every source line (the translator
+    truncates what the position table cannot hold) and scores it against every reference. Its
+    teacher-forced loss covers the pairs the position table holds, in batches with a budget
+    large enough for the longest of them.
     """
     data_cfg, train_cfg = config.data, config.train
     splits = encode_splits(data_cfg, src_tok, tgt_tok)
@@ -173,21 +170,39 @@ def prepare_data(
     train = BatchIterator(
         splits.train, train_cfg.max_tokens, train_cfg.seed, dist.rank, dist.world_size, resample
     )
-    valid = splits.valid
-    longest = int(np.maximum(valid.src.lengths, valid.tgt.lengths).max()) + 1
-    budget = max(train_cfg.max_tokens, longest)
-    valid_batches = [
-        collate(valid, indices)
-        for indices in make_batches(valid.src.lengths, valid.tgt.lengths, budget, seed=0, epoch=0)
-    ]
-    n_bleu = min(len(valid), train_cfg.valid_max_sentences or len(valid))
-    sources = valid.src.select(np.arange(n_bleu))
+    n_bleu = min(len(splits.valid), train_cfg.valid_max_sentences or len(splits.valid))
     return TrainData(
         train=train,
-        valid_batches=valid_batches,
-        valid_sources=make_source_batches(sources, config.decode.max_tokens),
-        valid_references=list(splits.valid_text["tgt"][:n_bleu]),
+        valid_batches=_valid_loss_batches(splits.valid, config),
+        valid_sources=column_texts(splits.valid_text, "src")[:n_bleu],
+        valid_references=column_texts(splits.valid_text, "tgt")[:n_bleu],
     )
+
+
+def _valid_loss_batches(valid: EncodedCorpus, config: ExperimentConfig) -> list[Batch]:
+    """Batches of the validation pairs whose sides fit the position table with their EOS/BOS.
+
+    Raises:
+        TmtError: no validation pair fits.
+    """
+    table = config.model.max_positions
+    fits = np.flatnonzero((valid.src.lengths < table) & (valid.tgt.lengths < table))
+    if len(fits) < len(valid):
+        log.warning(
+            "validation loss leaves out %d of %d pairs longer than model.max_positions - 1 = %d "
+            "tokens (BLEU translates them truncated)",
+            *(len(valid) - len(fits), len(valid), table - 1),
+        )
+    if not len(fits):
+        raise TmtError(
+            f"{config.data.valid}: no validation pair fits model.max_positions={table}; raise "
+            "model.max_positions or validate on shorter sentences"
+        )
+    valid = valid.select(fits)
+    longest = int(np.maximum(valid.src.lengths, valid.tgt.lengths).max()) + 1
+    budget = max(config.train.max_tokens, longest)
+    batches = make_batches(valid.src.lengths, valid.tgt.lengths, budget, seed=0, epoch=0)
+    return [collate(valid, indices) for indices in batches]
 
 
 def _resume_state(run_dir: Path, config: ExperimentConfig) -> tuple[Path | None, Checkpoint | None]:

@@ -33,7 +33,7 @@ from tqdm import tqdm
 from transformer_mt import artifacts
 from transformer_mt.artifacts import Checkpoint, TrainingState
 from transformer_mt.config import ExperimentConfig, config_to_dict
-from transformer_mt.data.batching import Batch, BatchIterator, SourceBatch, collate
+from transformer_mt.data.batching import Batch, BatchIterator, collate
 from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.training.distributed import DistributedContext
@@ -60,8 +60,8 @@ class TrainData:
 
     train: BatchIterator  # this rank's share of every epoch
     valid_batches: list[Batch]  # teacher-forced valid loss
-    valid_sources: list[SourceBatch] | None  # decoded for BLEU (None: BLEU off)
-    valid_references: list[str]  # raw target lines matching valid_sources' indices
+    valid_sources: list[str] | None  # raw source lines translated for BLEU (None: BLEU off)
+    valid_references: list[str]  # raw target lines, one per valid source
 
 
 @dataclass
@@ -279,7 +279,7 @@ class Trainer:
                     self.data.valid_batches,
                     self.data.valid_sources if self.cfg.valid_bleu else None,
                     self.data.valid_references,
-                    self.tokenizers[1],
+                    self.tokenizers,
                     self.config.decode,
                     self.cfg.label_smoothing,
                     self.device,
