@@ -1,7 +1,9 @@
 """Command line: `tmt {train,translate,evaluate,average,plot,export,attention}`.
 
 Handlers stay thin: parse, load, call the library. Errors a user can fix (`TmtError`) print one
-line on stderr and exit with status 2; results go to stdout, logs and progress to stderr.
+line on stderr and exit with status 2; results go to stdout, logs and progress to stderr. This
+is the only module that knows flag names: a library `SettingError` names the argument, and
+`FLAGS` turns it into the flag that set it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,17 @@ import sys
 from typing import BinaryIO, TextIO
 
 from transformer_mt import __version__
-from transformer_mt.errors import TmtError
+from transformer_mt.errors import SettingError, TmtError
+
+# Library arguments set by a flag of the same meaning in every subcommand that has it.
+FLAGS = {
+    "alignment_layer": "--alignment-layer",
+    "device": "--device",
+    "head": "--head",
+    "layer": "--layer",
+    "quantize": "--quantize",
+    "src": "--src",
+}
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
@@ -107,8 +119,14 @@ def _run_translate(args: argparse.Namespace) -> int:
 
 
 def _check_translate_args(args: argparse.Namespace) -> None:
-    """Refuse, before any work, an output that would overwrite an input, and non-numbers."""
+    """Refuse, before any work, an output that would overwrite an input, non-numbers, and
+    alignments of an n-best list."""
     from transformer_mt.files import refuse_same_file
+
+    if args.alignments and args.nbest is not None and args.nbest > 1:
+        raise TmtError(
+            f"--nbest {args.nbest}: --alignments aligns the 1-best translation: drop --nbest"
+        )
 
     if args.output != "-":
         inputs = [(args.checkpoint, "--checkpoint"), (args.ref, "--ref file")]
@@ -306,12 +324,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def flag_message(err: TmtError) -> str:
+    """The message of `err`, naming the flag instead of the library argument it set."""
+    flag = FLAGS.get(err.setting) if isinstance(err, SettingError) else None
+    if flag is None:
+        return str(err)
+    return f"{flag}: {err.reason}" if err.value is None else f"{flag} {err.value}: {err.reason}"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
     except TmtError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {flag_message(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -264,7 +264,7 @@ def test_ct2_int8_export_translates(trained_checkpoint, tmp_path):
 def test_ct2_export_refuses_unknown_quantization(checkpoint, tmp_path):
     pytest.importorskip("ctranslate2")
     with pytest.raises(TmtError, match="CTranslate2 accepts"):
-        export_ctranslate2(checkpoint, tmp_path / "x", quantization="int3")
+        export_ctranslate2(checkpoint, tmp_path / "x", quantize="int3")
 
 
 def variant_checkpoint(checkpoint, path, options, tokenizers=None):

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from transformer_mt.data.tokenizer import BOS_ID
-from transformer_mt.errors import TmtError
+from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import atomic_path
 from transformer_mt.inference.translator import GREEDY, Translator
 
@@ -48,7 +48,7 @@ def draw_attention(
     model, cfg = translator.model, translator.model.cfg
     source = translator.source_ids(src)
     if not source:
-        raise TmtError("--src: empty source sentence")
+        raise SettingError("src", None, "the source sentence is empty")
     if tgt is None:
         ((batch, found),) = translator.search_batches([source])
         tgt_ids = found[0].best.tokens
@@ -68,7 +68,9 @@ def draw_attention(
     ]
     heads = list(range(cfg.n_heads)) if head is None else [head]
     if head is not None and not 0 <= head < cfg.n_heads:
-        raise TmtError(f"--head {head}: the model has {cfg.n_heads} heads (0..{cfg.n_heads - 1})")
+        raise SettingError(
+            "head", head, f"the model has {cfg.n_heads} heads (0..{cfg.n_heads - 1})"
+        )
     return _plot(panels, heads, Path(out))
 
 
@@ -77,7 +79,7 @@ def _pick(weights: list[Tensor], layer: int | None, side: str) -> list[tuple[int
     if layer is None:
         return [(i, w[0]) for i, w in enumerate(weights)]
     if not 0 <= layer < len(weights):
-        raise TmtError(f"--layer {layer}: the {side} has {len(weights)} layer(s)")
+        raise SettingError("layer", layer, f"the {side} has {len(weights)} layer(s)")
     return [(layer, weights[layer][0])]
 
 

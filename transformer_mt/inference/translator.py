@@ -28,7 +28,7 @@ from transformer_mt.artifacts import load_for_inference
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batching import SourceBatch, make_source_batches, restore_order
 from transformer_mt.data.tokenizer import BOS_ID, Tokenizer
-from transformer_mt.errors import TmtError
+from transformer_mt.errors import SettingError
 from transformer_mt.inference.quantize import QUANTIZE_OPTIONS, int8_cache_dtype, quantize_int8
 from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.search import SearchOptions, SearchResult, search
@@ -93,7 +93,9 @@ class Translator:
         if alignment_layer is not None:
             _check_alignment_layer(alignment_layer, model.cfg.decoder_layers)
             if decode.n_best > 1:
-                raise TmtError("--alignments aligns the 1-best translation: drop --nbest")
+                raise SettingError(
+                    "n_best", decode.n_best, "alignments are of the best translation"
+                )
         self.model = model
         self.src_tokenizer = src_tokenizer
         self.tgt_tokenizer = tgt_tokenizer
@@ -127,11 +129,13 @@ class Translator:
         model, cache_dtype = bundle.model, None
         if quantize is not None:
             if quantize not in QUANTIZE_OPTIONS:
-                raise TmtError(
-                    f"--quantize {quantize}: choose one of {', '.join(QUANTIZE_OPTIONS)}"
+                raise SettingError(
+                    "quantize", quantize, f"choose one of {', '.join(QUANTIZE_OPTIONS)}"
                 )
             if device.type != "cpu":
-                raise TmtError("--quantize int8 runs on CPU only (--device cpu)")
+                raise SettingError(
+                    "quantize", quantize, "int8 layers run on the CPU only (device cpu)"
+                )
             model, cache_dtype = quantize_int8(model), int8_cache_dtype()
         decode = dataclasses.replace(bundle.config.decode, **decode_changes)
         return cls(
@@ -236,13 +240,14 @@ def alignment_pairs(
 
 def _check_alignment_layer(layer: int, n_layers: int) -> None:
     if not -n_layers <= layer < n_layers:
-        raise TmtError(
-            f"--alignment-layer {layer}: the model has {n_layers} decoder layer(s) "
-            f"(0..{n_layers - 1}, or -1 for the last)"
+        raise SettingError(
+            "alignment_layer",
+            layer,
+            f"the model has {n_layers} decoder layer(s) (0..{n_layers - 1}, or -1 for the last)",
         )
 
 
 def _resolve_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
-        raise TmtError("--device cuda: no CUDA device is available")
+        raise SettingError("device", name, "no CUDA device is available")
     return torch.device(name)
