@@ -50,11 +50,11 @@ import torch.nn.functional as F  # noqa: E402
 from bench_machine import machine_info, run_standalone, table_footer  # noqa: E402
 from bench_translate import QUICKSTART, decode_config, load_model, make_batches  # noqa: E402
 
-from transformer_mt.data.dataset import read_lines  # noqa: E402
 from transformer_mt.data.tokenizer import EOS_ID, PAD_ID  # noqa: E402
+from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.model import AttentionPattern  # noqa: E402
 from transformer_mt.model.attention import attention, attention_with_weights  # noqa: E402
-from transformer_mt.search import search  # noqa: E402
+from transformer_mt.search import SearchOptions, search  # noqa: E402
 
 DEFAULT_DATA = REPO / "data" / "multi30k"
 PATTERN_CASES = [("full", "sdpa"), ("local", "sdpa"), ("full", "flex"), ("local", "flex")]
@@ -151,7 +151,7 @@ def _measure_heads(n_kv_heads: int, options: dict) -> dict:
         tokens = 0
         for src_ids in batches:
             src_mask = (src_ids != PAD_ID)[:, None, None, :]
-            found = search(recorder, src_ids, src_mask, cfg, max_len_cap=1024)
+            found = search(recorder, src_ids, src_mask, cfg, SearchOptions(max_len_cap=1024))
             tokens += sum(len(r.best.tokens) for r in found)
         return tokens
 

@@ -51,7 +51,7 @@ from transformer_mt.config import ExperimentConfig, ModelConfig, TrainConfig  # 
 from transformer_mt.data.batching import BatchIterator  # noqa: E402
 from transformer_mt.data.encoding import EncodedCorpus, TokenColumn  # noqa: E402
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
-from transformer_mt.hf_marian import to_marian  # noqa: E402
+from transformer_mt.inference.hf_marian import to_marian  # noqa: E402
 from transformer_mt.model import build_model  # noqa: E402
 from transformer_mt.training.execution import resolve_precision  # noqa: E402
 from transformer_mt.training.loss import LossSums  # noqa: E402

@@ -51,8 +51,8 @@ from bench_machine import (  # noqa: E402
     table_footer,
 )
 
+from transformer_mt.artifacts import load_for_inference  # noqa: E402
 from transformer_mt.config import DecodeConfig, ModelConfig, TokenizerConfig  # noqa: E402
-from transformer_mt.data.dataset import read_lines  # noqa: E402
 from transformer_mt.data.tokenizer import (  # noqa: E402
     BOS_ID,
     EOS_ID,
@@ -61,9 +61,11 @@ from transformer_mt.data.tokenizer import (  # noqa: E402
     train_tokenizers,
 )
 from transformer_mt.errors import TmtError  # noqa: E402
+from transformer_mt.files import read_lines  # noqa: E402
+from transformer_mt.inference.quantize import int8_cache_dtype, quantize_int8  # noqa: E402
+from transformer_mt.inference.translator import search_options  # noqa: E402
 from transformer_mt.model import Seq2SeqTransformer, build_model  # noqa: E402
 from transformer_mt.search import search  # noqa: E402
-from transformer_mt.translate import quantize_int8  # noqa: E402
 
 DEFAULT_DATA = REPO / "data" / "multi30k"
 # configs/quickstart-like: what a laptop trains on Multi30k.
@@ -136,8 +138,6 @@ def load_model(
     """--checkpoint's model and tokenizers, else random `model_cfg` weights and a joint
     Multi30k tokenizer (source and target)."""
     if args.checkpoint:
-        from transformer_mt.training.checkpoint import load_for_inference
-
         bundle = load_for_inference(args.checkpoint, torch.device("cpu"))
         return bundle.model.eval(), bundle.src_tokenizer, bundle.tgt_tokenizer
     train_src = read_lines(args.data / f"train.{args.src_lang}")
@@ -211,11 +211,11 @@ def _engines(
     for system in sorted(systems, key=SYSTEMS.index):
         try:
             if system == "ours":
-                engines[system] = partial(_ours, model)
+                engines[system] = partial(_ours, model, None)
             elif system == "ours-int8":
                 if device.type != "cpu":
                     raise RuntimeError("int8 linear layers run on the CPU only")
-                engines[system] = partial(_ours, quantize_int8(model))
+                engines[system] = partial(_ours, quantize_int8(model), int8_cache_dtype())
             elif system == "hf":
                 engines[system] = partial(_hf, _hf_model(model).to(device))
             else:
@@ -227,7 +227,7 @@ def _engines(
 
 
 def _hf_model(model: Seq2SeqTransformer):
-    from transformer_mt.hf_marian import to_marian
+    from transformer_mt.inference.hf_marian import to_marian
 
     hf_model = to_marian(model, BOS_ID, EOS_ID)
     # Marian's config forces EOS as the last token at max length; ours finishes such a
@@ -248,7 +248,7 @@ def _ct2_translator(
     compute type `system` names (ct2: float32, ct2-int8: int8)."""
     import ctranslate2
 
-    from transformer_mt.export_ct2 import build_spec
+    from transformer_mt.inference.export_ct2 import build_spec
 
     with torch.no_grad():
         spec = build_spec(model, src_tokenizer, tgt_tokenizer)
@@ -267,12 +267,19 @@ def _ct2_translator(
 # --- the systems: (B, S) source ids -> best hypothesis per row, EOS kept if generated ---------
 
 
-def _ours(model: Seq2SeqTransformer, beam_size: int, args: argparse.Namespace):
+def _ours(
+    model: Seq2SeqTransformer,
+    cache_dtype: torch.dtype | None,
+    beam_size: int,
+    args: argparse.Namespace,
+):
+    """Our search as `tmt translate` runs it (`search_options`), on ready-made id batches."""
     cfg = decode_config(beam_size, args)
+    options = search_options(model, cache_dtype)
 
     def translate(src_ids: torch.Tensor) -> list[list[int]]:
         src_mask = (src_ids != PAD_ID)[:, None, None, :]  # (B, 1, 1, S), True = real token
-        found = search(model, src_ids, src_mask, cfg, max_len_cap=model.cfg.max_positions)
+        found = search(model, src_ids, src_mask, cfg, options)
         return [r.best.tokens + [EOS_ID] * r.best.has_eos for r in found]
 
     return translate

@@ -22,12 +22,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from transformer_mt.artifacts import load_checkpoint  # noqa: E402
 from transformer_mt.cli import main as tmt  # noqa: E402
 from transformer_mt.config import load_config  # noqa: E402
 from transformer_mt.data.dataset import column_texts, load_split  # noqa: E402
 from transformer_mt.evaluation import corpus_scores  # noqa: E402
-from transformer_mt.training.checkpoint import load_checkpoint  # noqa: E402
-from transformer_mt.translate import Translator  # noqa: E402
+from transformer_mt.inference.translator import Translator  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
@@ -79,7 +79,7 @@ def main() -> int:
     (run_dir / "test.hyp").write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
     cased = corpus_scores(hypotheses, references, ["bleu", "chrf"])
     lower = corpus_scores(hypotheses, references, ["bleu"], lowercase=True)
-    stats = load_checkpoint(run_dir / "checkpoints" / "last.pt")["stats"]
+    stats = load_checkpoint(run_dir / "checkpoints" / "last.pt").training.stats
     results = {
         "config": args.config,
         "direction": f"{config.data.src_lang}-{config.data.tgt_lang}",
@@ -92,7 +92,7 @@ def main() -> int:
         "bleu_lowercase": lower[0].score,
         "bleu_lowercase_signature": lower[0].signature,
         "chrf": cased[1].score,
-        "parameters": sum(p.numel() for p in translator.bundle.model.parameters()),
+        "parameters": sum(p.numel() for p in translator.model.parameters()),
         "train_minutes": stats.get("elapsed_seconds", 0.0) / 60,
     }
     (run_dir / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")

@@ -9,7 +9,7 @@ import pytest
 
 from transformer_mt.cli import main
 from transformer_mt.errors import TmtError
-from transformer_mt.evaluation import corpus_scores, evaluate_files, read_lines
+from transformer_mt.evaluation import corpus_scores, evaluate_files, read_segments
 
 REFERENCES = [
     "The cat sat on the mat.",
@@ -79,8 +79,8 @@ def test_line_count_mismatch_names_both_files_and_counts(tmp_path):
 def test_bad_utf8_names_the_file_and_line(tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"fine\nstill fine\nbroken \xff here\n")
-    with pytest.raises(TmtError, match=re.escape(f"{bad}, line 3: not valid UTF-8")):
-        read_lines(bad)
+    with pytest.raises(TmtError, match=re.escape(f"{bad}:3: not valid UTF-8")):
+        read_segments(bad)
 
 
 def test_missing_file_is_named(tmp_path):
@@ -91,7 +91,7 @@ def test_missing_file_is_named(tmp_path):
 def test_lines_split_at_newline_only_and_keep_empty_lines(tmp_path):
     path = tmp_path / "lines.txt"
     path.write_bytes("one\rstill one  \n\nthree\u2028same line".encode())
-    assert read_lines(path) == ["one\rstill one", "", "three\u2028same line"]
+    assert read_segments(path) == ["one\rstill one", "", "three\u2028same line"]
 
 
 def test_unknown_metric_and_count_mismatch_in_memory():

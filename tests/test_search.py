@@ -59,12 +59,8 @@ def assert_same_results(got, expected) -> None:
 def test_default_special_ids_match_the_tokenizer():
     from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
-    defaults = {
-        name: p.default
-        for name, p in inspect.signature(beam_search).parameters.items()
-        if name.endswith("_id")
-    }
-    assert defaults == {"pad_id": PAD_ID, "bos_id": BOS_ID, "eos_id": EOS_ID}
+    defaults = inspect.signature(beam_search).parameters["options"].default.ids
+    assert (defaults.pad, defaults.bos, defaults.eos) == (PAD_ID, BOS_ID, EOS_ID)
 
 
 def test_length_penalty_formulas():

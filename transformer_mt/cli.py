@@ -1,7 +1,9 @@
 """Command line: `tmt {train,translate,evaluate,average,plot,export,attention}`.
 
 Handlers stay thin: parse, load, call the library. Errors a user can fix (`TmtError`) print one
-line on stderr and exit with status 2; results go to stdout, logs and progress to stderr.
+line on stderr and exit with status 2; results go to stdout, logs and progress to stderr. This
+is the only module that knows flag names: a library `SettingError` names the argument, and
+`FLAGS` turns it into the flag that set it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,17 @@ import sys
 from typing import BinaryIO, TextIO
 
 from transformer_mt import __version__
-from transformer_mt.errors import TmtError
+from transformer_mt.errors import SettingError, TmtError
+
+# Library arguments set by a flag of the same meaning in every subcommand that has it.
+FLAGS = {
+    "alignment_layer": "--alignment-layer",
+    "device": "--device",
+    "head": "--head",
+    "layer": "--layer",
+    "quantize": "--quantize",
+    "src": "--src",
+}
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
@@ -64,14 +76,16 @@ PROGRESS_EVERY_S = 30.0
 
 
 def _run_translate(args: argparse.Namespace) -> int:
-    from transformer_mt.translate import Translator, read_lines, translate_stream
+    from transformer_mt.files import decode_lines
+    from transformer_mt.inference.stream import translate_stream
+    from transformer_mt.inference.translator import Translator
 
     _check_translate_args(args)
     references = _read_references(args.ref)
     with contextlib.ExitStack() as stack:
         interactive = args.input == "-" and sys.stdin.isatty()
         name = "<stdin>" if args.input == "-" else args.input
-        lines = read_lines(_open_in(args.input, stack), name)
+        lines = decode_lines(_open_in(args.input, stack), name)
         if not interactive:
             lines = list(lines)  # whole file: length-sorted batches keep padding low
             _check_references(name, len(lines), args.ref, references)
@@ -105,8 +119,14 @@ def _run_translate(args: argparse.Namespace) -> int:
 
 
 def _check_translate_args(args: argparse.Namespace) -> None:
-    """Refuse, before any work, an output that would overwrite an input, and non-numbers."""
+    """Refuse, before any work, an output that would overwrite an input, non-numbers, and
+    alignments of an n-best list."""
     from transformer_mt.files import refuse_same_file
+
+    if args.alignments and args.nbest is not None and args.nbest > 1:
+        raise TmtError(
+            f"--nbest {args.nbest}: --alignments aligns the 1-best translation: drop --nbest"
+        )
 
     if args.output != "-":
         inputs = [(args.checkpoint, "--checkpoint"), (args.ref, "--ref file")]
@@ -142,9 +162,9 @@ def _decode_changes(args: argparse.Namespace) -> dict[str, object]:
 def _read_references(path: str | None) -> list[str] | None:
     if path is None:
         return None
-    from transformer_mt.evaluation import read_lines
+    from transformer_mt.evaluation import read_segments
 
-    return read_lines(path)
+    return read_segments(path)
 
 
 def _check_references(
@@ -213,7 +233,7 @@ def _add_average(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_average(args: argparse.Namespace) -> int:
-    from transformer_mt.training.checkpoint import (
+    from transformer_mt.artifacts import (
         average_checkpoints,
         resolve_average_inputs,
         save_checkpoint,
@@ -258,7 +278,7 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    from transformer_mt.export import export
+    from transformer_mt.inference.export import export
 
     out = export(args.checkpoint, args.out_dir, args.format, args.quantize)
     print(f"wrote {args.format} model to {out}", file=sys.stderr)
@@ -278,7 +298,7 @@ def _add_attention(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_attention(args: argparse.Namespace) -> int:
-    from transformer_mt.attention_plot import draw_attention
+    from transformer_mt.inference.attention_maps import draw_attention
 
     out = draw_attention(
         args.checkpoint, args.src, args.out, args.tgt, args.layer, args.head, args.device
@@ -304,12 +324,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def flag_message(err: TmtError) -> str:
+    """The message of `err`, naming the flag instead of the library argument it set."""
+    flag = FLAGS.get(err.setting) if isinstance(err, SettingError) else None
+    if flag is None:
+        return str(err)
+    return f"{flag}: {err.reason}" if err.value is None else f"{flag} {err.value}: {err.reason}"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
     except TmtError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {flag_message(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

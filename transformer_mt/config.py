@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import yaml
 
-from transformer_mt.errors import TmtError
+from transformer_mt.errors import TmtError, one_line
 
 
 class ConfigError(TmtError, ValueError):
@@ -426,7 +426,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
             _refuse_duplicate_keys(root, path)
         data = {} if root is None else loader.construct_document(root)
     except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML ({_one_line(err)})") from None
+        raise ConfigError(f"{path}: not valid YAML ({one_line(err)})") from None
     finally:
         loader.dispose()
     if data is None:
@@ -571,7 +571,3 @@ def _unit_interval(section: Any, name: str, fields: list[str]) -> None:
     for f in fields:
         if not 0.0 <= getattr(section, f) < 1.0:
             raise ConfigError(f"{name}.{f}={getattr(section, f)} must be in [0, 1)")
-
-
-def _one_line(err: Exception) -> str:
-    return " ".join(str(err).split())

@@ -1,5 +1,30 @@
-"""The one exception family the CLI turns into a one-line `error: ...` message."""
+"""The one exception family the CLI turns into a one-line `error: ...` message.
+
+Library messages describe the value and the reason; only `cli.py` knows flag names. A bad
+argument of a library call is a `SettingError`, which names the argument, so that the CLI can
+name the flag that set it instead.
+"""
+
+from __future__ import annotations
 
 
 class TmtError(Exception):
     """A user-facing error: bad input, bad config, missing file. The message is one line."""
+
+
+class SettingError(TmtError):
+    """A value of one named setting (an argument of a library call) that cannot be used.
+
+    The message reads `setting=value: reason` (`setting: reason` when there is no value to
+    show); `cli.py` shows `--flag value: reason` for the settings its flags set.
+    """
+
+    def __init__(self, setting: str, value: object, reason: str):
+        self.setting, self.value, self.reason = setting, value, reason
+        shown = setting if value is None else f"{setting}={value}"
+        super().__init__(f"{shown}: {reason}")
+
+
+def one_line(err: BaseException) -> str:
+    """The message of another library's exception on one line, to quote inside a TmtError."""
+    return " ".join(str(err).split())

@@ -17,6 +17,7 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.metrics.base import Metric
 
 from transformer_mt.errors import TmtError
+from transformer_mt.files import read_lines
 
 METRICS = ("bleu", "chrf", "ter")
 
@@ -93,8 +94,8 @@ def evaluate_files(
             files with different line counts (naming both files and both counts), or two empty
             files.
     """
-    hypotheses = read_lines(hyp_path)
-    references = read_lines(ref_path)
+    hypotheses = read_segments(hyp_path)
+    references = read_segments(ref_path)
     check_line_counts(hyp_path, len(hypotheses), ref_path, len(references))
     return corpus_scores(hypotheses, references, metrics, lowercase)
 
@@ -119,22 +120,11 @@ def check_line_counts(
         raise TmtError(f"{hyp_name} and {ref_name} are empty: there is nothing to score")
 
 
-def read_lines(path: str | Path) -> list[str]:
-    """The lines of a UTF-8 text file, split at "\\n" only, trailing whitespace stripped."""
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise TmtError(f"{path}: file not found") from None
-    except OSError as err:
-        raise TmtError(f"{path}: cannot read ({err.strerror})") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        raise TmtError(
-            f"{path}, line {line}: not valid UTF-8 (byte {data[err.start]:#04x})"
-        ) from None
-    lines = text.split("\n")
-    if lines[-1] == "":  # the newline that ends the last line opens no new one
-        lines.pop()
-    return [line.rstrip() for line in lines]
+def read_segments(path: str | Path) -> list[str]:
+    """The segments of a text file as sacrebleu's command line reads them: UTF-8 lines split at
+    "\\n" only (`files.read_lines`), trailing whitespace stripped.
+
+    Raises:
+        TmtError: the file is missing, unreadable or not UTF-8 (naming the line).
+    """
+    return [line.rstrip() for line in read_lines(path)]

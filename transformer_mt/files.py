@@ -1,4 +1,8 @@
-"""Writing files a user keeps: never half-written, never over an input.
+"""Reading text files, and writing files a user keeps: never half-written, never over an input.
+
+Text is read as UTF-8 split at "\\n" only (`str.splitlines` would also split at U+2028, U+0085
+and friends, which can sit inside a sentence and would misalign parallel files); a line that is
+not UTF-8 stops the reader with its number.
 
 Every output of the package (translations, checkpoints, plots, exported models, caches) goes
 through `atomic_path`: it is written under a temporary name in its own folder and renamed into
@@ -8,14 +12,53 @@ line 2 therefore leaves an existing file as it was, and readers see the old file
 
 from __future__ import annotations
 
+import gzip
+import io
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-from transformer_mt.errors import TmtError
+from transformer_mt.errors import TmtError, one_line
+
+
+def decode_lines(lines: Iterable[bytes], name: str | Path) -> Iterator[str]:
+    """Each byte line of `lines` (a binary file or stream) as text, its line end removed.
+
+    Lazy, so a terminal's lines are decoded as they arrive.
+
+    Raises:
+        TmtError: a line is not UTF-8; the message names `name`, the line, byte and column.
+    """
+    for number, raw in enumerate(lines, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise TmtError(
+                f"{name}:{number}: not valid UTF-8 "
+                f"(byte 0x{raw[err.start]:02x} at column {err.start + 1})"
+            ) from None
+        yield text.removesuffix("\n").removesuffix("\r")
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """All lines of a UTF-8 text file (`.gz` decompressed), without line ends.
+
+    Raises:
+        TmtError: the file is missing, unreadable or not UTF-8 (see `decode_lines`).
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+        if path.suffix == ".gz":
+            raw = gzip.decompress(raw)
+    except FileNotFoundError:
+        raise TmtError(f"{path}: file not found") from None
+    except (OSError, EOFError) as err:
+        raise TmtError(f"{path}: cannot read ({one_line(err)})") from None
+    return list(decode_lines(io.BytesIO(raw), path))
 
 
 @contextmanager

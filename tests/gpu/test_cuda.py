@@ -21,14 +21,14 @@ import torch.distributed as dist
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.testing import assert_close
 
+from transformer_mt.artifacts import load_checkpoint
 from transformer_mt.config import DecodeConfig, ExperimentConfig, ModelConfig, TrainConfig
 from transformer_mt.data.batching import BatchIterator, collate
 from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
 from transformer_mt.data.tokenizer import PAD_ID
 from transformer_mt.model import build_model
 from transformer_mt.model.attention import attention
-from transformer_mt.search import search
-from transformer_mt.training.checkpoint import load_checkpoint
+from transformer_mt.search import SearchOptions, search
 from transformer_mt.training.distributed import DistributedContext
 from transformer_mt.training.trainer import TrainData, Trainer, UpdateTotals
 
@@ -175,10 +175,10 @@ def test_beam_search_on_device_equals_cpu(device):
     model = tiny_model()
     src_ids, src_mask = padded(random_sources(8, vocab_size=20, seed=4))
     cfg = DecodeConfig(beam_size=5, n_best=3, max_len_a=1.0, max_len_b=5, min_len=4)
-    cap = model.cfg.max_positions
-    expected = search(model, src_ids, src_mask, cfg, max_len_cap=cap)
+    options = SearchOptions(max_len_cap=model.cfg.max_positions)
+    expected = search(model, src_ids, src_mask, cfg, options)
     on_device = copy.deepcopy(model).to(device)
-    got = search(on_device, src_ids.to(device), src_mask.to(device), cfg, max_len_cap=cap)
+    got = search(on_device, src_ids.to(device), src_mask.to(device), cfg, options)
     assert [[h.tokens for h in r.hypotheses] for r in got] == [
         [h.tokens for h in r.hypotheses] for r in expected
     ]
@@ -210,8 +210,8 @@ def test_torchrun_one_process_trains_and_checkpoints(device, tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     state = load_checkpoint(run_dir / "checkpoints" / "last.pt")
-    assert state["step"] == 4 and state["config"]["train"]["device"] == device.type
-    assert all(torch.isfinite(t).all() for t in state["model"].values())
+    assert state.step == 4 and state.config["train"]["device"] == device.type
+    assert all(torch.isfinite(t).all() for t in state.model.values())
 
 
 class OneRankDDP(DistributedContext):
@@ -240,5 +240,5 @@ def test_trainer_ddp_collectives_over_nccl(device, tmp_path):
         dist.destroy_process_group()
     assert result.step == 3 and result.stopped_by == "max_steps"
     state = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.pt")
-    assert state["step"] == 3 and len(state["rng"]) == 1
+    assert state.step == 3 and len(state.training.rng) == 1
     assert any(not torch.equal(start[k], trainer.model.state_dict()[k]) for k in start)

@@ -6,8 +6,8 @@ from torch.testing import assert_close
 
 from transformer_mt.config import ConfigError
 from transformer_mt.errors import TmtError
-from transformer_mt.export_ct2 import check_ct2_compatible
-from transformer_mt.hf_marian import check_marian_compatible
+from transformer_mt.inference.export_ct2 import check_ct2_compatible
+from transformer_mt.inference.hf_marian import check_marian_compatible
 from transformer_mt.model import AttentionPattern, MultiHeadAttention, RotaryEmbedding, build_model
 from transformer_mt.model.attention import attention, attention_with_weights, causal_mask
 
@@ -106,7 +106,7 @@ def test_bfloat16_cache_decodes_close_to_the_float32_cache(options):
     with torch.no_grad():
         memory = model.encode(src, src_mask)
         for dtype in (None, torch.bfloat16):
-            model.cache_dtype, cache, steps[dtype] = dtype, None, []
+            cache, steps[dtype] = model.decoder.new_cache(dtype=dtype), []
             for t in range(tgt.size(1)):
                 log_probs, cache = model.decode_step(tgt[:, t], memory, src_mask, cache)
                 steps[dtype].append(log_probs)

@@ -6,7 +6,7 @@ from torch.testing import assert_close
 
 from transformer_mt.config import ModelConfig
 from transformer_mt.errors import TmtError
-from transformer_mt.hf_marian import check_marian_compatible, from_marian, to_marian
+from transformer_mt.inference.hf_marian import check_marian_compatible, from_marian, to_marian
 from transformer_mt.model import build_model
 
 transformers = pytest.importorskip("transformers")

@@ -8,19 +8,21 @@ import os
 import pytest
 import torch
 
+from transformer_mt import artifacts
+from transformer_mt.artifacts import Checkpoint, TrainingState
 from transformer_mt.cli import main
 from transformer_mt.errors import TmtError
-from transformer_mt.training import checkpoint as ckpt
 
 
-def state(value: float, step: int) -> dict:
-    return {
-        "model": {"w": torch.full((2, 3), value), "count": torch.tensor(step)},
-        "config": {},
-        "step": step,
-        "tokenizers": {"src": b"s", "tgt": b"t"},
-        "optimizer": {"state": {}},
-    }
+def state(value: float, step: int) -> Checkpoint:
+    """A checkpoint a run can resume from (its training state is empty but complete)."""
+    return Checkpoint(
+        model={"w": torch.full((2, 3), value), "count": torch.tensor(step)},
+        config={},
+        tokenizers={"src": b"s", "tgt": b"t"},
+        step=step,
+        training=TrainingState({"state": {}}, {}, [], {"epoch": 0, "batch_index": 0}, None, 0, {}),
+    )
 
 
 @pytest.fixture
@@ -28,9 +30,9 @@ def run(tmp_path):
     """A run directory with last.pt, best.pt and two periodic checkpoints (w = 1 and 3)."""
     directory = tmp_path / "run" / "checkpoints"
     for step, value in [(100, 1.0), (200, 3.0)]:
-        ckpt.save_checkpoint(state(value, step), directory / ckpt.periodic_name(step))
-    ckpt.save_checkpoint(state(3.0, 200), directory / "last.pt")
-    ckpt.save_checkpoint(state(1.0, 100), directory / "best.pt")
+        artifacts.save_checkpoint(state(value, step), directory / artifacts.periodic_name(step))
+    artifacts.save_checkpoint(state(3.0, 200), directory / "last.pt")
+    artifacts.save_checkpoint(state(1.0, 100), directory / "best.pt")
     return tmp_path / "run"
 
 
@@ -45,22 +47,22 @@ def test_refuses_the_runs_own_checkpoint_names(run, capsys, name):
     )
     assert "write the average elsewhere" in err
     assert (out.read_bytes() if out.exists() else None) == before
-    assert "optimizer" in ckpt.load_checkpoint(run / "checkpoints" / "last.pt")  # resumable
+    assert artifacts.load_checkpoint(run / "checkpoints" / "last.pt").training is not None
 
 
 def test_refuses_an_input_file_even_through_a_link(tmp_path):
     a, b = tmp_path / "a.pt", tmp_path / "b.pt"
-    ckpt.save_checkpoint(state(1.0, 1), a)
-    ckpt.save_checkpoint(state(2.0, 2), b)
+    artifacts.save_checkpoint(state(1.0, 1), a)
+    artifacts.save_checkpoint(state(2.0, 2), b)
     link = tmp_path / "link.pt"
     link.symlink_to(a)
     before = a.read_bytes()
     for out in (a, link):
         with pytest.raises(TmtError, match=f"{out}: is the input checkpoint itself"):
-            ckpt.resolve_average_inputs([a, b], last=1, out=out)  # also an input --last drops
+            artifacts.resolve_average_inputs([a, b], last=1, out=out)  # also an input --last drops
     assert a.read_bytes() == before
     with pytest.raises(TmtError, match="is a directory"):
-        ckpt.resolve_average_inputs([a, b], last=None, out=tmp_path)
+        artifacts.resolve_average_inputs([a, b], last=None, out=tmp_path)
 
 
 @pytest.mark.parametrize("last", [0, -1])
@@ -79,9 +81,9 @@ def test_fewer_checkpoints_than_asked_averages_them_with_a_warning(run, tmp_path
     assert main(["average", str(run), "--last", "5", "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "warning: averaging 2 checkpoints: only 2 of the 5 asked for exist" in err
-    averaged = ckpt.load_checkpoint(out)
-    assert torch.equal(averaged["model"]["w"], torch.full((2, 3), 2.0))
-    assert [p.rsplit("/", 1)[-1] for p in averaged["averaged_from"]] == [
+    averaged = artifacts.load_checkpoint(out)
+    assert torch.equal(averaged.model["w"], torch.full((2, 3), 2.0))
+    assert [p.rsplit("/", 1)[-1] for p in averaged.averaged_from] == [
         "step_00000100.pt",
         "step_00000200.pt",
     ]

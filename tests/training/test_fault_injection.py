@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_mt.training import checkpoint as ckpt
+from transformer_mt import artifacts
 from transformer_mt.training.metrics import read_metrics
 
 from .conftest import write_config, write_corpus
@@ -128,9 +128,9 @@ def _kill_at_step(proc: subprocess.Popen, metrics: Path, kill: Kill, log: Path) 
 def _expected_resume_step(run_dir: Path) -> int:
     """The step of last.pt, else of the newest step file, else 0 (no file is damaged here)."""
     directory = run_dir / "checkpoints"
-    for path in [directory / "last.pt", *reversed(ckpt.periodic_checkpoints(directory))]:
+    for path in [directory / "last.pt", *reversed(artifacts.periodic_checkpoints(directory))]:
         if path.exists():
-            return ckpt.load_checkpoint(path)["step"]
+            return artifacts.load_checkpoint(path).step
     return 0
 
 
@@ -139,15 +139,15 @@ def assert_same_run(run_dir: Path, reference: Path) -> None:
     names = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
     assert names == sorted(p.name for p in (reference / "checkpoints").iterdir())
     for name in ("last.pt", "best.pt"):
-        got = ckpt.load_checkpoint(run_dir / "checkpoints" / name)
-        want = ckpt.load_checkpoint(reference / "checkpoints" / name)
-        assert got["step"] == want["step"] and got["data_position"] == want["data_position"]
-        assert got["model"].keys() == want["model"].keys()
-        for key, tensor in want["model"].items():
-            assert torch.equal(got["model"][key], tensor), (name, key)
-        for index, state in want["optimizer"]["state"].items():
+        got = artifacts.load_checkpoint(run_dir / "checkpoints" / name)
+        want = artifacts.load_checkpoint(reference / "checkpoints" / name)
+        assert got.step == want.step and got.training.data_position == want.training.data_position
+        assert got.model.keys() == want.model.keys()
+        for key, tensor in want.model.items():
+            assert torch.equal(got.model[key], tensor), (name, key)
+        for index, state in want.training.optimizer["state"].items():
             for key, tensor in state.items():
-                assert torch.equal(got["optimizer"]["state"][index][key], tensor), (name, key)
+                assert torch.equal(got.training.optimizer["state"][index][key], tensor), (name, key)
     steps = [r["step"] for r in read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "train"]
     assert steps == list(range(1, MAX_STEPS + 1))
 

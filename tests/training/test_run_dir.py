@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from transformer_mt.artifacts import load_checkpoint
 from transformer_mt.cli import main
 from transformer_mt.errors import TmtError
 from transformer_mt.training import lock as lock_module
-from transformer_mt.training.checkpoint import load_checkpoint
 from transformer_mt.training.lock import LOCK_NAME, lock_run_dir
 from transformer_mt.training.run import _run_dir_lock, run_training
 
@@ -153,7 +153,7 @@ def test_torchrun_ranks_are_refused_together_then_train(tiny_experiment, tmp_pat
     proc.wait(timeout=10)
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert load_checkpoint(run_dir / "checkpoints/last.pt")["step"] == 4
+    assert load_checkpoint(run_dir / "checkpoints/last.pt").step == 4
     assert not (run_dir / LOCK_NAME).exists()
 
 
@@ -193,7 +193,7 @@ def test_resume_with_changed_settings_keeps_the_config_history(tiny_experiment, 
     for later in set(ckpts.glob("step_*.pt")) - {ckpts / "step_00000004.pt"}:
         later.unlink()
     (ckpts / "last.pt").write_bytes((ckpts / "step_00000004.pt").read_bytes())
-    assert load_checkpoint(ckpts / "last.pt")["config"]["train"]["lr"] == 0.003
+    assert load_checkpoint(ckpts / "last.pt").config["train"]["lr"] == 0.003
     assert run_training(str(tiny_experiment), str(run_dir), ["train.max_steps=6"]) == 0
     history = yaml.safe_load(history_file.read_text())
     assert history["changes"] == [first, {"step": 4, "changes": {"train.lr": [0.001, 0.003]}}]

@@ -16,27 +16,28 @@ from pathlib import Path
 import pytest
 import torch
 
+from transformer_mt import artifacts
+from transformer_mt.artifacts import load_checkpoint, load_for_inference
 from transformer_mt.cli import main
 from transformer_mt.errors import TmtError
-from transformer_mt.training import checkpoint as ckpt
 from transformer_mt.training import trainer as trainer_module
-from transformer_mt.training.checkpoint import load_checkpoint, load_for_inference
 from transformer_mt.training.metrics import read_metrics
 from transformer_mt.training.run import run_training
 from transformer_mt.training.signals import StopRequests
 
+from ..test_artifacts import LEGACY_TRAINER_KEYS
 from .conftest import write_config, write_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def assert_same_training_state(a: dict, b: dict) -> None:
-    assert a["step"] == b["step"]
-    assert a["data_position"] == b["data_position"]
-    assert a["model"].keys() == b["model"].keys()
-    for name in a["model"]:
-        assert torch.equal(a["model"][name], b["model"][name]), name
-    opt_a, opt_b = a["optimizer"], b["optimizer"]
+    assert a.step == b.step
+    assert a.training.data_position == b.training.data_position
+    assert a.model.keys() == b.model.keys()
+    for name in a.model:
+        assert torch.equal(a.model[name], b.model[name]), name
+    opt_a, opt_b = a.training.optimizer, b.training.optimizer
     assert opt_a["param_groups"] == opt_b["param_groups"]
     for key, state in opt_a["state"].items():
         for name, value in state.items():
@@ -64,7 +65,7 @@ def test_cli_run_directory_loss_falls_and_translates(tiny_experiment, tmp_path):
 
     out = tmp_path / "avg.pt"
     assert main(["average", str(run_dir), "--last", "2", "--out", str(out)]) == 0
-    assert load_checkpoint(out)["averaged_from"][-1].endswith("step_00000040.pt")
+    assert load_checkpoint(out).averaged_from[-1].endswith("step_00000040.pt")
     load_for_inference(out)
     assert main(["plot", str(run_dir), "--out", str(tmp_path / "curves.png")]) == 0
     assert (tmp_path / "curves.png").stat().st_size > 1000
@@ -80,10 +81,10 @@ def test_interrupted_and_resumed_run_matches_uninterrupted(tmp_path, tokenizer):
     full, part = tmp_path / "full", tmp_path / "part"
     assert run_training(config, str(full), []) == 0
     assert run_training(config, str(part), ["train.max_steps=6"]) == 0
-    assert load_checkpoint(part / "checkpoints/last.pt")["step"] == 6
+    assert load_checkpoint(part / "checkpoints/last.pt").step == 6
     assert run_training(config, str(part), []) == 0
     expected = load_checkpoint(full / "checkpoints/last.pt")
-    assert expected["data_position"]["epoch"] >= 1  # the run crossed an epoch boundary
+    assert expected.training.data_position["epoch"] >= 1  # the run crossed an epoch boundary
     assert_same_training_state(load_checkpoint(part / "checkpoints/last.pt"), expected)
 
     killed = tmp_path / "killed" / "checkpoints"
@@ -93,6 +94,22 @@ def test_interrupted_and_resumed_run_matches_uninterrupted(tmp_path, tokenizer):
     assert_same_training_state(load_checkpoint(killed / "last.pt"), expected)
     steps = [r["step"] for r in read_metrics(part / "metrics.jsonl") if r["kind"] == "train"]
     assert steps == list(range(1, 11))  # rows after the resume point are not duplicated
+
+
+def test_a_checkpoint_in_the_old_trainer_layout_resumes_exactly(tmp_path):
+    """last.pt rewritten key by key in the layout of the trainer's checkpoints before
+    artifacts.py owned the format: the resumed run ends where an uninterrupted one does."""
+    write_corpus(tmp_path, n_train=60)
+    config = str(write_config(tmp_path, train="max_steps: 8"))
+    full, part = tmp_path / "full", tmp_path / "part"
+    assert run_training(config, str(full), []) == 0
+    assert run_training(config, str(part), ["train.max_steps=4"]) == 0
+    last = part / "checkpoints/last.pt"
+    written = torch.load(last, weights_only=True)
+    assert tuple(written) == LEGACY_TRAINER_KEYS  # the same keys, in the same order
+    torch.save({key: written[key] for key in LEGACY_TRAINER_KEYS}, last)
+    assert run_training(config, str(part), []) == 0
+    assert_same_training_state(load_checkpoint(last), load_checkpoint(full / "checkpoints/last.pt"))
 
 
 def test_sigterm_saves_and_exits_143(tiny_experiment, tmp_path):
@@ -112,8 +129,8 @@ def test_sigterm_saves_and_exits_143(tiny_experiment, tmp_path):
     assert proc.returncode == 143, stderr  # 128 + SIGTERM: `tmt train && ...` stops
     assert "SIGTERM: saved" in stderr
     state = load_checkpoint(run_dir / "checkpoints/last.pt")
-    assert 1 <= state["step"] < 100000
-    assert [r["step"] for r in read_metrics(metrics)][-1] <= state["step"]
+    assert 1 <= state.step < 100000
+    assert [r["step"] for r in read_metrics(metrics)][-1] <= state.step
 
 
 def test_stop_exit_codes_are_the_shells():
@@ -133,7 +150,7 @@ def test_checkpoint_names_are_independent_files(tmp_path):
     with open(names[1], "r+b") as f:  # best.pt damaged in place
         f.truncate(1000)
     for path in (names[0], names[2]):
-        assert load_checkpoint(path)["step"] == 4
+        assert load_checkpoint(path).step == 4
     with pytest.raises(TmtError, match="best.pt: not a readable checkpoint"):
         load_checkpoint(names[1])
 
@@ -161,7 +178,7 @@ def test_resume_without_a_readable_last_pt_uses_the_newest_periodic_file(tmp_pat
     after = read_metrics(run / "metrics.jsonl")
     assert after[: len(before)] == before  # steps 1-8 were not trained again
     assert [r["step"] for r in after if r["kind"] == "train"] == list(range(1, 13))
-    assert [p.name for p in ckpt.periodic_checkpoints(run)] == [
+    assert [p.name for p in artifacts.periodic_checkpoints(run)] == [
         "step_00000008.pt",
         "step_00000012.pt",
     ]
@@ -177,14 +194,14 @@ def test_resume_from_an_averaged_last_pt_is_refused_in_one_line(tmp_path, capsys
     args = ["train", "--config", config, "--run-dir", str(run)]
     assert main(args) == 0
     last = run / "checkpoints/last.pt"
-    averaged = ckpt.average_checkpoints(ckpt.periodic_checkpoints(run))
-    ckpt.save_checkpoint(averaged, last)  # what `tmt average --out .../last.pt` once did
+    averaged = artifacts.average_checkpoints(artifacts.periodic_checkpoints(run))
+    artifacts.save_checkpoint(averaged, last)  # what `tmt average --out .../last.pt` once did
     capsys.readouterr()
     assert main([*args, "--set", "train.max_steps=12"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith(f"error: {last}: an averaged checkpoint")
     assert "cannot resume training" in err[-1] and "Traceback" not in "".join(err)
-    assert load_checkpoint(last)["averaged_from"]  # left as the user made it
+    assert load_checkpoint(last).averaged_from  # left as the user made it
 
 
 @pytest.mark.parametrize("policy", ["stop", "skip"])
@@ -208,8 +225,8 @@ def test_nonfinite_loss_stops_or_skips(tmp_path, monkeypatch, policy):
         return
     assert run_training(config, str(tmp_path / "run"), []) == 0
     state = load_checkpoint(tmp_path / "run/checkpoints/last.pt")
-    assert state["stats"]["skipped_updates"] == 1 and state["step"] == 4
-    assert all(torch.isfinite(t).all() for t in state["model"].values())
+    assert state.training.stats["skipped_updates"] == 1 and state.step == 4
+    assert all(torch.isfinite(t).all() for t in state.model.values())
 
 
 def test_refuses_foreign_directory_and_other_model(tiny_experiment, tmp_path):
@@ -230,11 +247,11 @@ def test_max_minutes_stops_the_run_and_counts_resumed_time(tiny_experiment, tmp_
     args = ["train", "--config", str(tiny_experiment), "--run-dir", str(run_dir), "--set"]
     assert main([*args, "train.max_steps=1000", "train.max_minutes=0.002"]) == 0  # 0.12 s
     state = load_checkpoint(run_dir / "checkpoints" / "last.pt")
-    assert 0 < state["step"] < 1000
-    assert state["stats"]["elapsed_seconds"] >= 0.12
+    assert 0 < state.step < 1000
+    assert state.training.stats["elapsed_seconds"] >= 0.12
     # Resuming: the time already spent counts, so the run stops at once.
     assert main([*args, "train.max_steps=1000", "train.max_minutes=0.002"]) == 0
-    assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"] == state["step"]
+    assert load_checkpoint(run_dir / "checkpoints" / "last.pt").step == state.step
 
 
 def test_resume_accepts_config_fields_added_since_the_run_started(tiny_experiment, tmp_path):
@@ -244,7 +261,7 @@ def test_resume_accepts_config_fields_added_since_the_run_started(tiny_experimen
     assert main([*args, "--set", "train.max_steps=4"]) == 0
     last = run_dir / "checkpoints" / "last.pt"
     state = load_checkpoint(last)
-    del state["config"]["model"]["layer_norm_eps"]  # as if written by an older version
-    torch.save(state, last)
+    del state.config["model"]["layer_norm_eps"]  # as if written by an older version
+    artifacts.save_checkpoint(state, last)
     assert main([*args, "--set", "train.max_steps=6"]) == 0
-    assert load_checkpoint(last)["step"] == 6
+    assert load_checkpoint(last).step == 6

@@ -17,7 +17,6 @@ scored against their references and are never filtered.
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 import os
@@ -30,7 +29,8 @@ import datasets
 import numpy as np
 
 from transformer_mt.config import DataConfig
-from transformer_mt.errors import TmtError
+from transformer_mt.errors import TmtError, one_line
+from transformer_mt.files import read_lines
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +120,8 @@ def _file_fault(path: Path) -> str | None:
 
 def read_text_pair(src_path: str | Path, tgt_path: str | Path) -> datasets.Dataset:
     """Two line-aligned plain-text files (one sentence a line) as a `src`/`tgt` Dataset."""
-    src = read_lines(src_path)
-    tgt = read_lines(tgt_path)
+    src = _corpus_lines(src_path)
+    tgt = _corpus_lines(tgt_path)
     if len(src) != len(tgt):
         raise DataError(
             f"line counts differ: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}"
@@ -132,7 +132,7 @@ def read_text_pair(src_path: str | Path, tgt_path: str | Path) -> datasets.Datas
 def read_tsv(path: str | Path) -> datasets.Dataset:
     """One `source<TAB>target` pair a line."""
     src, tgt = [], []
-    for number, line in enumerate(read_lines(path), start=1):
+    for number, line in enumerate(_corpus_lines(path), start=1):
         fields = line.split("\t")
         if len(fields) != 2:
             raise DataError(
@@ -146,7 +146,7 @@ def read_tsv(path: str | Path) -> datasets.Dataset:
 def read_jsonl(path: str | Path, src_lang: str, tgt_lang: str) -> datasets.Dataset:
     """JSON lines in the hub's translation layout: {"translation": {"de": ..., "en": ...}}."""
     src, tgt = [], []
-    for number, line in enumerate(read_lines(path), start=1):
+    for number, line in enumerate(_corpus_lines(path), start=1):
         if not line.strip():
             continue
         try:
@@ -183,7 +183,7 @@ def load_hub(
     except Exception as err:  # the hub client raises many unrelated types; report them all
         where = f" ({offline} is set: only cached datasets load)" if offline else ""
         raise DataError(
-            f"hub dataset {name}/{config} split {split}{where}: {_one_line(err)}"
+            f"hub dataset {name}/{config} split {split}{where}: {one_line(err)}"
         ) from None
     if "translation" not in raw.column_names:
         raise DataError(f"hub dataset {name}/{config}: no 'translation' column")
@@ -202,37 +202,19 @@ def column_texts(corpus: datasets.Dataset, name: str) -> list[str]:
     return corpus.data.column(name).to_pylist()
 
 
-def read_lines(path: str | Path) -> list[str]:
-    """All lines of a UTF-8 text file (`.gz` decompressed), without line ends.
+def _corpus_lines(path: str | Path) -> list[str]:
+    """`files.read_lines` of a corpus file, which must hold some text.
 
     Raises:
         DataError: the file is missing, empty, or not UTF-8 (with the line number).
     """
-    path = Path(path)
     try:
-        raw = path.read_bytes()
-        if path.suffix == ".gz":
-            raw = gzip.decompress(raw)
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except (OSError, EOFError) as err:
-        raise DataError(f"{path}: cannot read ({_one_line(err)})") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw.count(b"\n", 0, err.start) + 1
-        column = err.start - (raw.rfind(b"\n", 0, err.start) + 1) + 1
-        raise DataError(
-            f"{path}:{line}: not valid UTF-8 (byte 0x{raw[err.start]:02x} at column {column})"
-        ) from None
-    if not text.strip():
+        lines = read_lines(path)
+    except TmtError as err:
+        raise DataError(str(err)) from None
+    if not any(line.strip() for line in lines):
         raise DataError(f"{path}: file is empty")
-    # Split on "\n" only: str.splitlines would also split on U+2028, U+0085 and friends, which
-    # can sit inside a sentence and would misalign the two sides.
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return lines
 
 
 @dataclass(frozen=True)
@@ -314,10 +296,6 @@ def _probe_hub(name: str) -> None:
         socket.create_connection((HUB_HOST, 443), timeout=HUB_PROBE_TIMEOUT_S).close()
     except OSError as err:
         raise DataError(
-            f"hub dataset {name}: cannot reach {HUB_HOST} ({_one_line(err)}); this machine "
+            f"hub dataset {name}: cannot reach {HUB_HOST} ({one_line(err)}); this machine "
             "looks offline: use data.format text, tsv or jsonl with local files"
         ) from None
-
-
-def _one_line(err: BaseException) -> str:
-    return " ".join(str(err).split())

@@ -113,7 +113,7 @@ def _read_source(spec: CorpusSpec, split: str, lang: str, mirror: str | Path | N
             data = response.read()
     except (urllib.error.URLError, OSError) as err:
         raise FetchError(
-            f"{url}: download failed ({err}); use --from with a local mirror"
+            f"{url}: download failed ({err}); fetch from a local mirror of the .gz files instead"
         ) from None
     if spec.gzipped_upstream:
         try:

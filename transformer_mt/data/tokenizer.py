@@ -34,7 +34,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 from transformer_mt.config import TokenizerConfig
-from transformer_mt.errors import TmtError
+from transformer_mt.errors import TmtError, one_line
 
 PAD_ID = 0
 UNK_ID = 1
@@ -58,7 +58,7 @@ class Tokenizer:
         try:
             self._sp.LoadFromSerializedProto(model_bytes)
         except (RuntimeError, OSError, TypeError) as err:
-            raise TokenizerError(f"{name}: not a SentencePiece model ({_one_line(err)})") from None
+            raise TokenizerError(f"{name}: not a SentencePiece model ({one_line(err)})") from None
         if (self._sp.pad_id(), self._sp.unk_id(), self._sp.bos_id(), self._sp.eos_id()) != (
             PAD_ID,
             UNK_ID,
@@ -312,7 +312,7 @@ def _train_sentencepiece(cfg: TokenizerConfig, corpora: list[Sequence[str]]) -> 
             minloglevel=2,
         )
     except RuntimeError as err:
-        raise _training_error(cfg, len(lines), _one_line(err)) from None
+        raise _training_error(cfg, len(lines), one_line(err)) from None
     return model.getvalue()
 
 
@@ -346,7 +346,3 @@ def _write_atomic(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(data)
     tmp.replace(path)
-
-
-def _one_line(err: BaseException) -> str:
-    return " ".join(str(err).split())

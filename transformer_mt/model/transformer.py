@@ -220,9 +220,6 @@ class Seq2SeqTransformer(nn.Module):
             )
         self.cfg = cfg
         self.pad_id = pad_id
-        # Decoding caches store keys and values in this dtype (None: as computed); a narrower
-        # one halves the bytes that cache reorders and attention read (see quantize_int8).
-        self.cache_dtype: torch.dtype | None = None
         src_embedding = nn.Embedding(src_vocab_size, cfg.d_model)
         tgt_embedding = (
             src_embedding if cfg.share_embeddings else nn.Embedding(tgt_vocab_size, cfg.d_model)
@@ -300,13 +297,14 @@ class Seq2SeqTransformer(nn.Module):
             memory: (B, S, D) encoder output; only read on the first step (cross-attention
                 keys/values are cached), but rows must stay aligned with the cache.
             src_mask: (B, 1, 1, S) bool, True = real source token.
-            cache: None on the first step.
+            cache: None on the first step (or an empty `decoder.new_cache(...)`, e.g. one
+                storing keys and values in a narrower dtype).
 
         Returns:
             log_probs (B, V) float32 for the next token, and the updated cache.
         """
         if cache is None:
-            cache = self.decoder.new_cache(dtype=self.cache_dtype)
+            cache = self.decoder.new_cache()
         hidden = self.decoder(tgt_ids[:, None], memory, src_mask, cache)  # (B, 1, D)
         logits = self.output_projection(hidden[:, -1])  # (B, V)
         return torch.log_softmax(logits.float(), dim=-1), cache

@@ -44,22 +44,24 @@ from transformer_mt.config import DecodeConfig
 from transformer_mt.search.beam import beam_search, top_k
 from transformer_mt.search.sampling import greedy_search, sample
 from transformer_mt.search.state import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    DecoderCache,
+    DEFAULT_OPTIONS,
     DecodingModel,
     Hypothesis,
+    ReorderableCache,
+    SearchOptions,
     SearchResult,
+    SpecialIds,
     length_penalty,
     max_output_lengths,
 )
 
 __all__ = [
-    "DecoderCache",
     "DecodingModel",
     "Hypothesis",
+    "ReorderableCache",
+    "SearchOptions",
     "SearchResult",
+    "SpecialIds",
     "beam_search",
     "greedy_search",
     "length_penalty",
@@ -75,22 +77,17 @@ def search(
     src_ids: Tensor,
     src_mask: Tensor,
     cfg: DecodeConfig,
+    options: SearchOptions = DEFAULT_OPTIONS,
     *,
     generator: torch.Generator | None = None,
-    pad_id: int = PAD_ID,
-    bos_id: int = BOS_ID,
-    eos_id: int = EOS_ID,
-    max_len_cap: int | None = None,
 ) -> list[SearchResult]:
     """Sampling if `cfg.sampling`, else greedy search if `cfg.beam_size == 1`, else beam search.
 
     Args and Returns: as `beam_search`; `generator` is used by sampling only.
-    `max_len_cap` bounds every max_len (a model cannot decode past its position table).
+    `options.max_len_cap` bounds every max_len (a model cannot decode past its position table).
     """
-    # The same special ids and length cap for all three.
-    ids = {"pad_id": pad_id, "bos_id": bos_id, "eos_id": eos_id, "max_len_cap": max_len_cap}
     if cfg.sampling:
-        return sample(model, src_ids, src_mask, cfg, generator=generator, **ids)
+        return sample(model, src_ids, src_mask, cfg, options, generator=generator)
     if cfg.beam_size == 1:
-        return greedy_search(model, src_ids, src_mask, cfg, **ids)
-    return beam_search(model, src_ids, src_mask, cfg, **ids)
+        return greedy_search(model, src_ids, src_mask, cfg, options)
+    return beam_search(model, src_ids, src_mask, cfg, options)

@@ -9,14 +9,12 @@ from torch import Tensor
 
 from transformer_mt.config import DecodeConfig
 from transformer_mt.search.state import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
+    DEFAULT_OPTIONS,
     BeamState,
     DecodingModel,
     Hypothesis,
+    SearchOptions,
     SearchResult,
-    SpecialIds,
     collect_finished,
     drop_done,
     forbidden_tokens,
@@ -40,11 +38,7 @@ def beam_search(
     src_ids: Tensor,
     src_mask: Tensor,
     cfg: DecodeConfig,
-    *,
-    pad_id: int = PAD_ID,
-    bos_id: int = BOS_ID,
-    eos_id: int = EOS_ID,
-    max_len_cap: int | None = None,
+    options: SearchOptions = DEFAULT_OPTIONS,
 ) -> list[SearchResult]:
     """Beam search with cfg.beam_size beams per sentence (rules in the module docstring).
 
@@ -53,16 +47,17 @@ def beam_search(
         src_ids: (B, S) long source ids, right-padded with pad_id.
         src_mask: (B, 1, 1, S) bool, True at real source tokens.
         cfg: beam_size, length_penalty, length_norm, max_len_a, max_len_b, min_len, n_best.
+        options: special ids, length cap and first cache (`SearchOptions`).
 
     Returns:
         One `SearchResult` per source sentence, in input order, with up to cfg.n_best
         hypotheses sorted by score, best first.
     """
-    ids = SpecialIds(pad_id, bos_id, eos_id)
+    ids = options.ids
     beam_size = cfg.beam_size
     finished: list[list[Hypothesis]] = [[] for _ in range(src_ids.shape[0])]
     with torch.inference_mode():
-        state, rows = start_rows(model, src_ids, src_mask, cfg, beam_size, 1, max_len_cap)
+        state, rows = start_rows(model, src_ids, src_mask, cfg, beam_size, 1, options)
         # The K beams of a sentence start as copies: only the first is live, so that the first
         # step does not fill the beam with K copies of the best token.
         state.scores[:, 1:] = float("-inf")

@@ -9,13 +9,11 @@ from torch import Tensor
 
 from transformer_mt.config import DecodeConfig
 from transformer_mt.search.state import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
+    DEFAULT_OPTIONS,
     DecodingModel,
     Hypothesis,
+    SearchOptions,
     SearchResult,
-    SpecialIds,
     collect_finished,
     drop_done,
     forbidden_tokens,
@@ -30,19 +28,14 @@ def greedy_search(
     src_ids: Tensor,
     src_mask: Tensor,
     cfg: DecodeConfig,
-    *,
-    pad_id: int = PAD_ID,
-    bos_id: int = BOS_ID,
-    eos_id: int = EOS_ID,
-    max_len_cap: int | None = None,
+    options: SearchOptions = DEFAULT_OPTIONS,
 ) -> list[SearchResult]:
     """The most probable next token at every step; one hypothesis per sentence.
 
     Independent of `beam_search` (which it must equal at beam_size 1) so that each can test the
     other. Args and Returns as `beam_search`; cfg.beam_size and cfg.n_best are not used.
     """
-    ids = SpecialIds(pad_id, bos_id, eos_id)
-    return _decode_rows(model, src_ids, src_mask, cfg, ids, 1, _argmax, max_len_cap)
+    return _decode_rows(model, src_ids, src_mask, cfg, options, 1, _argmax)
 
 
 def sample(
@@ -50,12 +43,9 @@ def sample(
     src_ids: Tensor,
     src_mask: Tensor,
     cfg: DecodeConfig,
+    options: SearchOptions = DEFAULT_OPTIONS,
     *,
     generator: torch.Generator | None = None,
-    pad_id: int = PAD_ID,
-    bos_id: int = BOS_ID,
-    eos_id: int = EOS_ID,
-    max_len_cap: int | None = None,
 ) -> list[SearchResult]:
     """Draw cfg.n_best samples per sentence from the filtered next-token distributions.
 
@@ -69,9 +59,8 @@ def sample(
             reproducible; None uses the global generator.
         Others as `beam_search`.
     """
-    ids = SpecialIds(pad_id, bos_id, eos_id)
     choose = _sampler(cfg, generator)
-    return _decode_rows(model, src_ids, src_mask, cfg, ids, cfg.n_best, choose, max_len_cap)
+    return _decode_rows(model, src_ids, src_mask, cfg, options, cfg.n_best, choose)
 
 
 def _decode_rows(
@@ -79,15 +68,15 @@ def _decode_rows(
     src_ids: Tensor,
     src_mask: Tensor,
     cfg: DecodeConfig,
-    ids: SpecialIds,
+    options: SearchOptions,
     samples: int,
     choose: Callable[[Tensor], Tensor],
-    max_len_cap: int | None,
 ) -> list[SearchResult]:
     """One row per (sentence, sample): `choose` maps (R, V) log-probs to (R,) next tokens."""
+    ids = options.ids
     finished: list[list[Hypothesis]] = [[] for _ in range(src_ids.shape[0])]
     with torch.inference_mode():
-        state, rows = start_rows(model, src_ids, src_mask, cfg, 1, samples, max_len_cap)
+        state, rows = start_rows(model, src_ids, src_mask, cfg, 1, samples, options)
         step = 0
         while state.sentence_ids.numel():
             log_probs = next_log_probs(model, state, rows, step, ids.bos)

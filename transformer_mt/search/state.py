@@ -7,7 +7,8 @@ hypotheses and `drop_done` drops sentences whose search is over (with their mode
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
@@ -15,15 +16,16 @@ from torch import Tensor
 
 from transformer_mt.config import DecodeConfig
 
-# The fixed special ids of data/tokenizer.py (PAD_ID, BOS_ID, EOS_ID). They are keyword defaults
-# here rather than an import so that search depends on the decoding protocol only.
+# The fixed special ids of data/tokenizer.py (PAD_ID, BOS_ID, EOS_ID), repeated here rather than
+# imported so that search depends on the decoding protocol only.
 PAD_ID, BOS_ID, EOS_ID = 0, 2, 3
 
 
-class DecoderCache(Protocol):
-    """Incremental-decoding state owned by the caller of `decode_step`."""
+class ReorderableCache(Protocol):
+    """Incremental-decoding state owned by the caller of `decode_step`: all search needs of it
+    is to keep some of its rows (`model.DecoderCache` is the real one)."""
 
-    def reorder(self, indices: Tensor) -> DecoderCache:
+    def reorder(self, indices: Tensor) -> ReorderableCache:
         """Keep rows `indices` (R',) long, in that order; return the reordered cache."""
         ...
 
@@ -36,8 +38,8 @@ class DecodingModel(Protocol):
         ...
 
     def decode_step(
-        self, tgt_ids: Tensor, memory: Tensor, src_mask: Tensor, cache: DecoderCache | None
-    ) -> tuple[Tensor, DecoderCache]:
+        self, tgt_ids: Tensor, memory: Tensor, src_mask: Tensor, cache: ReorderableCache | None
+    ) -> tuple[Tensor, ReorderableCache]:
         """tgt_ids (R,) last token per row, memory (R, S, D), src_mask (R, 1, 1, S), cache (None
         on the first step) -> log_probs (R, V) of the next token, updated cache."""
         ...
@@ -90,14 +92,29 @@ class ModelRows:
 
     memory: Tensor  # (N * K, S, D)
     src_mask: Tensor  # (N * K, 1, 1, S) bool
-    cache: DecoderCache | None
+    cache: ReorderableCache | None
 
 
 @dataclass(frozen=True)
 class SpecialIds:
-    pad: int
-    bos: int
-    eos: int
+    pad: int = PAD_ID
+    bos: int = BOS_ID
+    eos: int = EOS_ID
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How a search runs, apart from the user's `DecodeConfig`: the same for every mode."""
+
+    ids: SpecialIds = field(default_factory=SpecialIds)
+    # The most tokens the model can decode at all (its position table); None: no cap.
+    max_len_cap: int | None = None
+    # An empty cache for the first decoding step (e.g. one storing keys and values in a narrower
+    # dtype); None: the model makes its own on the first step.
+    new_cache: Callable[[], ReorderableCache] | None = None
+
+
+DEFAULT_OPTIONS = SearchOptions()
 
 
 def length_penalty(length: int, cfg: DecodeConfig) -> float:
@@ -132,7 +149,7 @@ def start_rows(
     cfg: DecodeConfig,
     beam_size: int,
     samples: int,
-    max_len_cap: int | None,
+    options: SearchOptions,
 ) -> tuple[BeamState, ModelRows]:
     """Encode once and lay out `samples` units per sentence, `beam_size` rows per unit."""
     batch_size = src_ids.shape[0]
@@ -144,13 +161,13 @@ def start_rows(
         tokens=torch.empty(units * beam_size, 0, dtype=torch.long, device=device),
         scores=torch.zeros(units, beam_size, device=device),
         sentence_ids=torch.arange(batch_size, device=device).repeat_interleave(samples),
-        max_lens=max_output_lengths(src_mask, cfg, max_len_cap).repeat_interleave(samples),
+        max_lens=max_output_lengths(src_mask, cfg, options.max_len_cap).repeat_interleave(samples),
         n_finished=torch.zeros(units, dtype=torch.long, device=device),
     )
     rows = ModelRows(
         memory=memory.repeat_interleave(copies, dim=0),  # (B * copies, S, D)
         src_mask=src_mask.repeat_interleave(copies, dim=0),  # (B * copies, 1, 1, S)
-        cache=None,
+        cache=None if options.new_cache is None else options.new_cache(),
     )
     return state, rows
 

@@ -1,1 +1,1 @@
-"""Training: loss, learning-rate schedule, checkpoints and the training loop."""
+"""Training: loss, learning-rate schedule, validation and the training loop."""

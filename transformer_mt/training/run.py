@@ -13,7 +13,7 @@ import logging
 import os
 import platform
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,7 +23,8 @@ import numpy as np
 import torch
 import yaml
 
-from transformer_mt import __version__
+from transformer_mt import __version__, artifacts
+from transformer_mt.artifacts import Checkpoint
 from transformer_mt.config import (
     ExperimentConfig,
     config_from_dict,
@@ -31,21 +32,15 @@ from transformer_mt.config import (
     dump_config,
     load_config,
 )
-from transformer_mt.data.batching import (
-    BatchIterator,
-    collate,
-    make_batches,
-    make_source_batches,
-)
+from transformer_mt.data.batching import Batch, BatchIterator, collate, make_batches
 from transformer_mt.data.dataset import check_sources, column_texts
-from transformer_mt.data.encoding import DropoutCorpus
+from transformer_mt.data.encoding import DropoutCorpus, EncodedCorpus
 from transformer_mt.data.pipeline import encode_splits, train_tokenizers_for
 from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.files import atomic_open, atomic_path
 from transformer_mt.machine import ThreadGovernor, allowed_cores, choose_threads
 from transformer_mt.model import build_model
-from transformer_mt.training import checkpoint as ckpt
 from transformer_mt.training.distributed import (
     DistributedContext,
     init_distributed,
@@ -71,14 +66,16 @@ HISTORY_HEADER = """\
 """
 
 
-def run_training(config_path: str, run_dir: str | None, overrides: list[str]) -> int:
+def run_training(
+    config_path: str | Path, run_dir: str | Path | None = None, overrides: Sequence[str] = ()
+) -> int:
     """Train (or resume) the experiment of `config_path`; returns the process exit code.
 
     Raises:
         TmtError: a bad config, a run directory that is a file or holds something else, or one
             another training process is using.
     """
-    config = load_config(config_path, overrides)
+    config = load_config(config_path, list(overrides))
     check_sources(config.data, ("train", "valid"))  # every path, before any work
     run_path = Path(run_dir) if run_dir else Path("runs") / Path(config_path).stem
     device = resolve_device(config.train.device)
@@ -126,7 +123,7 @@ def _train(
         _log_start(config, run_path, model, device, dist)
     trainer = Trainer(config, model, data, src_tok, tgt_tok, run_path, dist, device, governor)
     if resume is not None:
-        trainer.load_state_dict(resume)
+        trainer.restore(resume)
         log.info("resumed from %s at step %d", resume_path, trainer.step)
     return trainer.train().exit_code
 
@@ -161,8 +158,10 @@ def prepare_data(
 ) -> TrainData:
     """Read, encode (cached), clean and batch the training set; batch the validation set.
 
-    The validation set is not cleaned (it is scored against all its references); its loss
-    batches get a budget large enough for its longest pair.
+    The validation set is not cleaned: BLEU translates every source line (the translator
+    truncates what the position table cannot hold) and scores it against every reference. Its
+    teacher-forced loss covers the pairs the position table holds, in batches with a budget
+    large enough for the longest of them.
     """
     data_cfg, train_cfg = config.data, config.train
     splits = encode_splits(data_cfg, src_tok, tgt_tok)
@@ -186,34 +185,50 @@ def prepare_data(
     train = BatchIterator(
         splits.train, train_cfg.max_tokens, train_cfg.seed, dist.rank, dist.world_size, resample
     )
-    valid = splits.valid
-    longest = int(np.maximum(valid.src.lengths, valid.tgt.lengths).max()) + 1
-    budget = max(train_cfg.max_tokens, longest)
-    valid_batches = [
-        collate(valid, indices)
-        for indices in make_batches(valid.src.lengths, valid.tgt.lengths, budget, seed=0, epoch=0)
-    ]
-    n_bleu = min(len(valid), train_cfg.valid_max_sentences or len(valid))
-    sources = valid.src.select(np.arange(n_bleu))
+    n_bleu = min(len(splits.valid), train_cfg.valid_max_sentences or len(splits.valid))
     return TrainData(
         train=train,
-        valid_batches=valid_batches,
-        valid_sources=make_source_batches(sources, config.decode.max_tokens),
-        valid_references=list(splits.valid_text["tgt"][:n_bleu]),
+        valid_batches=_valid_loss_batches(splits.valid, config),
+        valid_sources=column_texts(splits.valid_text, "src")[:n_bleu],
+        valid_references=column_texts(splits.valid_text, "tgt")[:n_bleu],
     )
 
 
-def _resume_state(
-    run_dir: Path, config: ExperimentConfig
-) -> tuple[Path | None, dict[str, Any] | None]:
-    """The checkpoint to resume from (`checkpoint.resume_checkpoint`) when it fits `config`:
+def _valid_loss_batches(valid: EncodedCorpus, config: ExperimentConfig) -> list[Batch]:
+    """Batches of the validation pairs whose sides fit the position table with their EOS/BOS.
+
+    Raises:
+        TmtError: no validation pair fits.
+    """
+    table = config.model.max_positions
+    fits = np.flatnonzero((valid.src.lengths < table) & (valid.tgt.lengths < table))
+    if len(fits) < len(valid):
+        log.warning(
+            "validation loss leaves out %d of %d pairs longer than model.max_positions - 1 = %d "
+            "tokens (BLEU translates them truncated)",
+            *(len(valid) - len(fits), len(valid), table - 1),
+        )
+    if not len(fits):
+        raise TmtError(
+            f"{config.data.valid}: no validation pair fits model.max_positions={table}; raise "
+            "model.max_positions or validate on shorter sentences"
+        )
+    valid = valid.select(fits)
+    longest = int(np.maximum(valid.src.lengths, valid.tgt.lengths).max()) + 1
+    budget = max(config.train.max_tokens, longest)
+    batches = make_batches(valid.src.lengths, valid.tgt.lengths, budget, seed=0, epoch=0)
+    return [collate(valid, indices) for indices in batches]
+
+
+def _resume_state(run_dir: Path, config: ExperimentConfig) -> tuple[Path | None, Checkpoint | None]:
+    """The checkpoint to resume from (`artifacts.resume_checkpoint`) when it fits `config`:
     its path and contents, or (None, None) for a fresh run.
 
     Raises:
         TmtError: the directory holds other files, a run with another model or tokenizer, or
             checkpoints none of which can resume training.
     """
-    found = ckpt.resume_checkpoint(run_dir / "checkpoints")
+    found = artifacts.resume_checkpoint(run_dir / "checkpoints")
     if found is None:
         stray = [
             p.name
@@ -226,8 +241,8 @@ def _resume_state(
                 "choose another run directory"
             )
         return None, None
-    last, state = found
-    stored = _normalized(state["config"], f"{last} (stored config)")
+    last, checkpoint = found
+    stored = _normalized(checkpoint.config, f"{last} (stored config)")
     changes = _config_changes(stored, config_to_dict(config))
     for section in ("model", "tokenizer"):
         keys = [key for key in changes if key.split(".")[0] == section]
@@ -238,7 +253,7 @@ def _resume_state(
             )
     if changes:
         log.warning("resuming with changed settings: %s", ", ".join(changes))
-    return last, state
+    return last, checkpoint
 
 
 def _config_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[Any]]:
@@ -257,7 +272,7 @@ def _normalized(data: dict[str, Any], source: str) -> dict[str, Any]:
     return config_to_dict(config_from_dict(data, source=source))
 
 
-def _record_config(run_dir: Path, config: ExperimentConfig, resume: dict | None) -> None:
+def _record_config(run_dir: Path, config: ExperimentConfig, resume: Checkpoint | None) -> None:
     """Write config.yaml (the config the run uses now) and keep the history of changes.
 
     config_history.yaml appears with the first resume that changes a setting: it holds the
@@ -273,13 +288,13 @@ def _record_config(run_dir: Path, config: ExperimentConfig, resume: dict | None)
         history_path.unlink(missing_ok=True)
         return
     history = _read_history(history_path) or {
-        "original": _normalized(resume["config"], f"{history_path.parent} (stored config)"),
+        "original": _normalized(resume.config, f"{history_path.parent} (stored config)"),
         "changes": [],
     }
     changes = _config_changes(_config_in_use(history, history_path), config_to_dict(config))
     if not changes:
         return
-    history["changes"].append({"step": resume["step"], "changes": changes})
+    history["changes"].append({"step": resume.step, "changes": changes})
     with atomic_open(history_path) as f:
         f.write(HISTORY_HEADER)
         yaml.safe_dump({"original": history["original"]}, f, sort_keys=False)
@@ -315,14 +330,11 @@ def _read_history(path: Path) -> dict[str, Any] | None:
 
 
 def _tokenizers(
-    config: ExperimentConfig, run_dir: Path, resume: dict[str, Any] | None
+    config: ExperimentConfig, run_dir: Path, resume: Checkpoint | None
 ) -> tuple[Tokenizer, Tokenizer]:
     """The checkpoint's tokenizers when resuming; else train (or reuse) them into run_dir."""
     if resume is not None:
-        return (
-            Tokenizer.from_bytes(resume["tokenizers"]["src"]),
-            Tokenizer.from_bytes(resume["tokenizers"]["tgt"]),
-        )
+        return resume.unpack_tokenizers()
     pair = train_tokenizers_for(config.data, config.tokenizer, run_dir)
     return pair.src, pair.tgt
 

@@ -17,6 +17,7 @@ status 130 / 143.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -29,13 +30,13 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from transformer_mt import __version__
+from transformer_mt import artifacts
+from transformer_mt.artifacts import Checkpoint, TrainingState
 from transformer_mt.config import ExperimentConfig, config_to_dict
-from transformer_mt.data.batching import Batch, BatchIterator, SourceBatch, collate
+from transformer_mt.data.batching import Batch, BatchIterator, collate
 from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.machine import ThreadGovernor
-from transformer_mt.training import checkpoint as ckpt
 from transformer_mt.training.distributed import DistributedContext
 from transformer_mt.training.ema import WeightAverage
 from transformer_mt.training.execution import (
@@ -60,8 +61,8 @@ class TrainData:
 
     train: BatchIterator  # this rank's share of every epoch
     valid_batches: list[Batch]  # teacher-forced valid loss
-    valid_sources: list[SourceBatch] | None  # decoded for BLEU (None: BLEU off)
-    valid_references: list[str]  # raw target lines matching valid_sources' indices
+    valid_sources: list[str] | None  # raw source lines translated for BLEU (None: BLEU off)
+    valid_references: list[str]  # raw target lines, one per valid source
 
 
 @dataclass
@@ -283,7 +284,7 @@ class Trainer:
                     self.data.valid_batches,
                     self.data.valid_sources if self.cfg.valid_bleu else None,
                     self.data.valid_references,
-                    self.tokenizers[1],
+                    self.tokenizers,
                     self.config.decode,
                     self.cfg.label_smoothing,
                     self.device,
@@ -359,46 +360,54 @@ class Trainer:
 
     # --- checkpoints ---------------------------------------------------------------------
 
-    def state_dict(self, rng_states: list[dict[str, Any]]) -> dict[str, Any]:
-        """The checkpoint dict (format in checkpoint.py and docs/dev/interfaces.md)."""
+    def to_checkpoint(self, rng_states: list[dict[str, Any]]) -> Checkpoint:
+        """Everything a continuation needs (the format is `artifacts.Checkpoint`'s)."""
         src, tgt = self.tokenizers
-        return {
-            "model": self.model.state_dict(),
-            "ema": self.ema.state_dict(self.model) if self.ema is not None else None,
-            "config": config_to_dict(self.config),
-            "tokenizers": {"src": src.model_bytes, "tgt": tgt.model_bytes},
-            "step": self.step,
-            "version": __version__,
-            "optimizer": self.optimizer.state_dict(),
-            "scaler": self.scaler.state_dict(),
-            "rng": rng_states,
-            "data_position": {
-                "epoch": self.position.epoch,
-                "batch_index": self.position.batch_index,
-            },
-            "best_score": self.best_score,
-            "bad_validations": self.bad_validations,
-            "stats": {
-                "skipped_updates": self.skipped_updates,
-                "elapsed_seconds": self.elapsed_seconds(),
-            },
-        }
+        return Checkpoint(
+            model=self.model.state_dict(),
+            config=config_to_dict(self.config),
+            tokenizers=artifacts.pack_tokenizers(src, tgt),
+            step=self.step,
+            ema=self.ema.state_dict(self.model) if self.ema is not None else None,
+            training=TrainingState(
+                optimizer=self.optimizer.state_dict(),
+                scaler=self.scaler.state_dict(),
+                rng=rng_states,
+                data_position=dataclasses.asdict(self.position),
+                best_score=self.best_score,
+                bad_validations=self.bad_validations,
+                stats={
+                    "skipped_updates": self.skipped_updates,
+                    "elapsed_seconds": self.elapsed_seconds(),
+                },
+            ),
+        )
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from a checkpoint written by `save` (strict: every key must match)."""
-        self.model.load_state_dict(state["model"], strict=True)
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scaler.load_state_dict(state["scaler"])
-        if self.ema is not None and state.get("ema"):
-            self.ema.load_state_dict(state["ema"])
-        self.step = state["step"]
-        self.position = DataPosition(**state["data_position"])
-        self.best_score = state["best_score"]
-        self.bad_validations = state["bad_validations"]
-        self.skipped_updates = state["stats"]["skipped_updates"]
-        self.elapsed_before = state["stats"].get("elapsed_seconds", 0.0)
+    def restore(self, checkpoint: Checkpoint) -> None:
+        """Continue from a checkpoint written by `save` (strict: every key must match).
+
+        Raises:
+            TmtError: the checkpoint holds no training state (an averaged one).
+        """
+        training = checkpoint.training
+        if training is None:
+            raise TmtError(
+                f"the checkpoint of step {checkpoint.step} holds no training state (an averaged "
+                "or inference checkpoint); resume from a run's last.pt"
+            )
+        self.model.load_state_dict(checkpoint.model, strict=True)
+        self.optimizer.load_state_dict(training.optimizer)
+        self.scaler.load_state_dict(training.scaler)
+        if self.ema is not None and checkpoint.ema:
+            self.ema.load_state_dict(checkpoint.ema)
+        self.step = checkpoint.step
+        self.position = DataPosition(**training.data_position)
+        self.best_score = training.best_score
+        self.bad_validations = training.bad_validations
+        self.skipped_updates = training.stats["skipped_updates"]
+        self.elapsed_before = training.stats.get("elapsed_seconds", 0.0)
         self._started = time.monotonic()
-        rng = state["rng"]
+        rng = training.rng
         if len(rng) == self.dist.world_size:
             restore_rng_state(rng[self.dist.rank])
         else:
@@ -422,17 +431,17 @@ class Trainer:
         if not self.dist.is_main:
             return
         directory = self.run_dir / "checkpoints"
-        state = self.state_dict(rng_states or [])
+        checkpoint = self.to_checkpoint(rng_states or [])
         names = ["best.pt"] if best else []
-        names += [ckpt.periodic_name(self.step)] if periodic and self.cfg.keep_last else []
+        names += [artifacts.periodic_name(self.step)] if periodic and self.cfg.keep_last else []
         first, *others = [directory / name for name in [*names, "last.pt"]]
-        ckpt.save_checkpoint(state, first)
+        artifacts.save_checkpoint(checkpoint, first)
         for target in others[:-1]:
-            ckpt.copy_checkpoint(first, target)
+            artifacts.copy_checkpoint(first, target)
         if periodic:
-            ckpt.prune_checkpoints(directory, self.cfg.keep_last, up_to=self.step)
+            artifacts.prune_checkpoints(directory, self.cfg.keep_last, up_to=self.step)
         if others:
-            ckpt.copy_checkpoint(first, others[-1])
+            artifacts.copy_checkpoint(first, others[-1])
 
     # --- helpers -------------------------------------------------------------------------
 

@@ -1,10 +1,11 @@
 """Validation: teacher-forced loss on the valid set, and BLEU of its greedy translations.
 
-BLEU is sacrebleu's corpus BLEU on detokenized text: hypotheses are decoded back to text by the
-target tokenizer and compared with the raw reference lines, so the number is comparable to
-published scores computed the same way. Validation always searches greedily (beam size 1):
-beam search would make every validation several times slower for a ranking of checkpoints
-that greedy BLEU already gives.
+The translations come from the same `Translator` as `tmt translate` (same truncation, EOS,
+batching, length cap and detokenization) and are scored by `evaluation` against the raw
+reference lines: sacrebleu's corpus BLEU on detokenized text, comparable to published scores
+computed the same way and equal to `tmt translate` + `tmt evaluate` of a greedy search.
+Validation always searches greedily (beam size 1): beam search would make every validation
+several times slower for a ranking of checkpoints that greedy BLEU already gives.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-import sacrebleu
 import torch
 
 from transformer_mt.config import DecodeConfig
-from transformer_mt.data.batching import Batch, SourceBatch, restore_order
+from transformer_mt.data.batching import Batch
 from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
-from transformer_mt.search import search
+from transformer_mt.evaluation import corpus_scores
+from transformer_mt.inference.translator import Translator, greedy
+from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.training.loss import label_smoothed_loss, perplexity
 
 
@@ -58,54 +60,46 @@ def valid_loss(
 
 
 def greedy_bleu(
-    model: torch.nn.Module,
-    source_batches: Sequence[SourceBatch],
+    model: Seq2SeqTransformer,
+    sources: Sequence[str],
     references: Sequence[str],
-    tgt_tokenizer: Tokenizer,
+    tokenizers: tuple[Tokenizer, Tokenizer],
     decode_cfg: DecodeConfig,
     device: torch.device,
 ) -> float:
-    """Corpus BLEU of greedy translations of `source_batches` against `references`.
+    """Corpus BLEU of the greedy translations of the raw `sources` against `references`.
 
     Args:
-        source_batches: from `make_source_batches`; their `indices` index `references`.
-        references: raw target lines, one per source sentence.
-        decode_cfg: length limits (max_len_a, max_len_b, min_len); beam settings are ignored.
+        references: raw target lines, one per source line.
+        tokenizers: (source, target).
+        decode_cfg: length limits (max_len_a, max_len_b, min_len) and batch size; beam and
+            sampling settings are ignored.
     """
-    cfg = dataclasses.replace(decode_cfg, beam_size=1, n_best=1, sampling=False)
-    indices: list[int] = []
-    hypotheses: list[str] = []
-    for batch in source_batches:
-        batch = batch.to(device)
-        for result in search(model, batch.src_ids, batch.src_mask, cfg):
-            hypotheses.append(tgt_tokenizer.decode(result.best.tokens))
-        indices.extend(batch.indices.tolist())
-    ordered = restore_order(indices, hypotheses)
-    return sacrebleu.corpus_bleu(ordered, [list(references)]).score
+    translator = Translator(model, *tokenizers, greedy(decode_cfg), device)
+    hypotheses = [t.texts[0] for t in translator.translate(sources)]
+    return corpus_scores(hypotheses, references, ["bleu"])[0].score
 
 
 def validate(
-    model: torch.nn.Module,
+    model: Seq2SeqTransformer,
     loss_batches: Sequence[Batch],
-    source_batches: Sequence[SourceBatch] | None,
+    sources: Sequence[str] | None,
     references: Sequence[str],
-    tgt_tokenizer: Tokenizer,
+    tokenizers: tuple[Tokenizer, Tokenizer],
     decode_cfg: DecodeConfig,
     label_smoothing: float,
     device: torch.device,
     autocast: Callable[[], AbstractContextManager],
 ) -> ValidResult:
-    """Loss, NLL, perplexity and (when `source_batches` is given) greedy BLEU, in eval mode."""
+    """Loss, NLL, perplexity and (when `sources` is given) greedy BLEU, in eval mode."""
     was_training = model.training
     model.eval()
     try:
         loss, nll = valid_loss(model, loss_batches, label_smoothing, device, autocast)
         bleu = None
-        if source_batches is not None:
+        if sources is not None:
             with autocast():
-                bleu = greedy_bleu(
-                    model, source_batches, references, tgt_tokenizer, decode_cfg, device
-                )
+                bleu = greedy_bleu(model, sources, references, tokenizers, decode_cfg, device)
     finally:
         model.train(was_training)
     return ValidResult(loss, nll, perplexity(nll), None if bleu is None else float(bleu))

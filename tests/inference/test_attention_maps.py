@@ -4,10 +4,10 @@ import struct
 
 import pytest
 
-from transformer_mt.attention_plot import CELL_INCHES, DPI
 from transformer_mt.cli import main
 from transformer_mt.errors import TmtError
-from transformer_mt.translate import Translator
+from transformer_mt.inference.attention_maps import CELL_INCHES, DPI, draw_attention
+from transformer_mt.inference.translator import Translator
 
 CELL = int(CELL_INCHES * DPI)  # pixels per panel side
 
@@ -48,7 +48,7 @@ def test_alignments_keep_line_count_and_indices_in_range(checkpoint, tmp_path):
     rows = out.read_text(encoding="utf-8").split("\n")[:-1]
     assert len(rows) == len(lines)
     plain = Translator.from_checkpoint(str(checkpoint), beam_size=2).translate(lines)
-    src_tokenizer = Translator.from_checkpoint(str(checkpoint)).bundle.src_tokenizer
+    src_tokenizer = Translator.from_checkpoint(str(checkpoint)).src_tokenizer
     for line, row, expected in zip(lines, rows, plain, strict=True):
         text, sep, pairs = row.partition("\t")
         assert sep == "\t" and text == expected.texts[0]  # the translation itself is unchanged
@@ -59,7 +59,34 @@ def test_alignments_keep_line_count_and_indices_in_range(checkpoint, tmp_path):
 
 
 def test_alignments_refuse_nbest_and_a_missing_layer(checkpoint):
-    with pytest.raises(TmtError, match="drop --nbest"):
+    with pytest.raises(TmtError, match="n_best=2: alignments are of the best translation"):
         Translator.from_checkpoint(str(checkpoint), alignment_layer=-1, beam_size=2, n_best=2)
-    with pytest.raises(TmtError, match="--alignment-layer 1: the model has 1 decoder layer"):
+    with pytest.raises(TmtError, match="alignment_layer=1: the model has 1 decoder layer"):
         Translator.from_checkpoint(str(checkpoint), alignment_layer=1)
+
+
+def test_alignment_errors_name_the_flags_on_the_command_line(checkpoint, tmp_path, capsys):
+    source = tmp_path / "in.txt"
+    source.write_text("ein mann\n", encoding="utf-8")
+    args = ["translate", "--checkpoint", str(checkpoint), "--input", str(source), "--alignments"]
+    assert main([*args, "--beam-size", "2", "--nbest", "2"]) == 2
+    assert "drop --nbest" in capsys.readouterr().err
+    assert main([*args, "--alignment-layer", "1"]) == 2
+    assert "--alignment-layer 1: the model has 1 decoder layer" in capsys.readouterr().err
+
+
+def test_attention_errors_name_the_argument_in_the_library(checkpoint, tmp_path):
+    out = tmp_path / "a.png"
+    with pytest.raises(TmtError, match=r"^layer=3: the encoder has 1 layer\(s\)$"):
+        draw_attention(checkpoint, "ein mann", out, layer=3)
+    with pytest.raises(TmtError, match=r"^head=2: the model has 2 heads \(0\.\.1\)$"):
+        draw_attention(checkpoint, "ein mann", out, head=2)
+    with pytest.raises(TmtError, match="^src: the source sentence is empty$"):
+        draw_attention(checkpoint, "  ", out)
+    assert not out.exists()
+
+
+def test_an_empty_source_names_the_flag_on_the_command_line(checkpoint, tmp_path, capsys):
+    args = ["attention", "--checkpoint", str(checkpoint), "--src", " ", "--out"]
+    assert main([*args, str(tmp_path / "a.png")]) == 2
+    assert capsys.readouterr().err == "error: --src: the source sentence is empty\n"

@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from transformer_mt.artifacts import InferenceBundle, load_for_inference
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, Tokenizer
-from transformer_mt.errors import TmtError
+from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import atomic_path
-from transformer_mt.hf_marian import check_marian_compatible, to_marian
-from transformer_mt.training.checkpoint import InferenceBundle, load_for_inference
+from transformer_mt.inference.hf_marian import check_marian_compatible, to_marian
 
 FORMATS = ("hf", "ctranslate2")
 
@@ -67,7 +67,9 @@ def export_hf(checkpoint: str | Path, out_dir: str | Path) -> Path:
             holds other files (see `export_dir`).
     """
     if importlib.util.find_spec("transformers") is None:
-        raise TmtError("export --format hf needs transformers: pip install 'transformer_mt[hf]'")
+        raise TmtError(
+            "the Hugging Face export needs transformers: pip install 'transformer_mt[hf]'"
+        )
     bundle = load_for_inference(checkpoint)
     check_marian_compatible(bundle.model.cfg)
     with export_dir(out_dir) as tmp:
@@ -102,12 +104,14 @@ def _write_hf(bundle: InferenceBundle, out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
-def export(checkpoint: str | Path, out_dir: str | Path, fmt: str, quantization: str | None):
-    """Dispatch on `fmt` (one of FORMATS)."""
+def export(checkpoint: str | Path, out_dir: str | Path, fmt: str, quantize: str | None) -> Path:
+    """Dispatch on `fmt` (one of FORMATS); `quantize` is CTranslate2's weight type."""
     if fmt == "hf":
-        if quantization:
-            raise TmtError("--quantize applies to --format ctranslate2 only")
+        if quantize:
+            raise SettingError("quantize", quantize, "applies to format ctranslate2 only")
         return export_hf(checkpoint, out_dir)
-    from transformer_mt.export_ct2 import export_ctranslate2  # it imports export_dir from here
+    from transformer_mt.inference.export_ct2 import (
+        export_ctranslate2,  # it imports export_dir from here
+    )
 
-    return export_ctranslate2(checkpoint, out_dir, quantization)
+    return export_ctranslate2(checkpoint, out_dir, quantize)

@@ -30,12 +30,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from transformer_mt.artifacts import load_for_inference
 from transformer_mt.config import ModelConfig
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, Tokenizer
-from transformer_mt.errors import TmtError
-from transformer_mt.export import export_dir
+from transformer_mt.errors import SettingError, TmtError
+from transformer_mt.inference.export import export_dir
 from transformer_mt.model import Seq2SeqTransformer
-from transformer_mt.training.checkpoint import load_for_inference
 
 _ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swiglu": "SWISH"}  # F.gelu is the exact erf GELU
 
@@ -172,12 +172,12 @@ def build_spec(
 
 
 def export_ctranslate2(
-    checkpoint: str | Path, out_dir: str | Path, quantization: str | None = None
+    checkpoint: str | Path, out_dir: str | Path, quantize: str | None = None
 ) -> Path:
     """Write a CTranslate2 model directory, with source.spm / target.spm beside it.
 
     Args:
-        quantization: CTranslate2 weight type, e.g. "int8"; None keeps float32.
+        quantize: CTranslate2 weight type, e.g. "int8"; None keeps float32.
 
     Raises:
         TmtError: ctranslate2 is missing, the quantization type is unknown to it, the model uses
@@ -187,16 +187,15 @@ def export_ctranslate2(
         from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
     except ImportError:
         raise TmtError(
-            "export --format ctranslate2 needs ctranslate2: pip install 'transformer_mt[ct2]'"
+            "the CTranslate2 export needs ctranslate2: pip install 'transformer_mt[ct2]'"
         ) from None
-    if quantization is not None and quantization not in ACCEPTED_MODEL_TYPES:
-        raise TmtError(
-            f"--quantize {quantization}: CTranslate2 accepts {', '.join(ACCEPTED_MODEL_TYPES)}"
-        )
+    if quantize is not None and quantize not in ACCEPTED_MODEL_TYPES:
+        accepted = ", ".join(ACCEPTED_MODEL_TYPES)
+        raise SettingError("quantize", quantize, f"CTranslate2 accepts {accepted}")
     bundle = load_for_inference(checkpoint)
     with torch.no_grad():
         spec = build_spec(bundle.model, bundle.src_tokenizer, bundle.tgt_tokenizer)
-    spec.optimize(quantization=quantization)
+    spec.optimize(quantization=quantize)
     with export_dir(out_dir) as tmp:
         spec.save(str(tmp))
         (tmp / "source.spm").write_bytes(bundle.src_tokenizer.model_bytes)

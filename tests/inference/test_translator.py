@@ -12,15 +12,11 @@ from transformer_mt import cli
 from transformer_mt.cli import main
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
 from transformer_mt.errors import TmtError
+from transformer_mt.inference.stream import ProgressReport, format_translation, translate_stream
+from transformer_mt.inference.translator import Translator
 from transformer_mt.machine import Choice
-from transformer_mt.translate import (
-    ProgressReport,
-    Translator,
-    format_translation,
-    translate_stream,
-)
 
-from .conftest import WORDS
+from ..conftest import WORDS
 
 
 def run_cli(*args, stdin: bytes = b""):
@@ -74,7 +70,7 @@ def test_batch_equals_each_sentence_alone(checkpoint):
 @pytest.mark.parametrize(
     "stdin,args,message",
     [
-        (b"ok\n\xff\xfe\n", [], "<stdin>:2: invalid UTF-8"),
+        (b"ok\n\xff\xfe\n", [], "<stdin>:2: not valid UTF-8"),
         (b"", ["--input", "/no/such/file"], "/no/such/file"),
         (b"", ["--beam-size", "0"], "decode.beam_size=0 must be > 0"),
     ],
@@ -114,8 +110,8 @@ def test_int8_log_probs_close_to_float32_and_float32_unchanged(checkpoint):
     float32 = Translator.from_checkpoint(str(checkpoint), beam_size=2)
     default = Translator.from_checkpoint(str(checkpoint), quantize=None, beam_size=2)
     int8 = Translator.from_checkpoint(str(checkpoint), quantize="int8", beam_size=2)
-    assert not any("quantized" in type(m).__module__ for m in float32.bundle.model.modules())
-    assert isinstance(int8.bundle.model.output_projection, torch.ao.nn.quantized.dynamic.Linear)
+    assert not any("quantized" in type(m).__module__ for m in float32.model.modules())
+    assert isinstance(int8.model.output_projection, torch.ao.nn.quantized.dynamic.Linear)
     lines = ["ein mann fährt rad", "das buch"]
     assert [t.texts for t in default.translate(lines)] == [
         t.texts for t in float32.translate(lines)
@@ -123,20 +119,23 @@ def test_int8_log_probs_close_to_float32_and_float32_unchanged(checkpoint):
     src_ids = torch.tensor([[5, 9, 12, EOS_ID], [7, 8, EOS_ID, 0]])
     tgt_ids = torch.tensor([[BOS_ID, 5, 9, 12, 20], [BOS_ID, 7, 8, 30, 4]])
     with torch.no_grad():
-        expected = torch.log_softmax(float32.bundle.model(src_ids, tgt_ids), -1)
-        actual = torch.log_softmax(int8.bundle.model(src_ids, tgt_ids), -1)
+        expected = torch.log_softmax(float32.model(src_ids, tgt_ids), -1)
+        actual = torch.log_softmax(int8.model(src_ids, tgt_ids), -1)
     # Loose: int8 weights and activations move each logit by a few hundredths on this model.
     torch.testing.assert_close(actual, expected, atol=0.1, rtol=0.0)
 
 
 @pytest.mark.parametrize("bf16", [True, False])
 def test_int8_stores_the_cache_in_bfloat16_where_the_cpu_computes_it(checkpoint, monkeypatch, bf16):
-    monkeypatch.setattr("transformer_mt.translate.native_bf16", lambda: Choice(bf16, "pretended"))
+    monkeypatch.setattr(
+        "transformer_mt.inference.quantize.native_bf16", lambda: Choice(bf16, "pretended")
+    )
     int8 = Translator.from_checkpoint(str(checkpoint), quantize="int8", beam_size=2)
-    assert int8.bundle.model.cache_dtype == (torch.bfloat16 if bf16 else None)
+    assert int8.cache_dtype == (torch.bfloat16 if bf16 else None)
+    assert (int8.options.new_cache is None) == (not bf16)  # the dtype reaches the search
     assert int8.translate(["ein mann fährt rad"])[0].texts  # decodes through that cache
     float32 = Translator.from_checkpoint(str(checkpoint), beam_size=2)
-    assert float32.bundle.model.cache_dtype is None
+    assert float32.cache_dtype is None
 
 
 def test_unknown_quantization_is_refused(checkpoint):
@@ -188,7 +187,7 @@ def test_a_failed_run_leaves_an_existing_output_untouched(checkpoint, tmp_path, 
     source.write_bytes(b"ein mann\nkaputt \xff\ndas buch\n")
     out.write_text("yesterday's translations\n", encoding="utf-8")
     assert translate(checkpoint, "--input", source, "--output", out) == 2
-    assert f"{source}:2: invalid UTF-8" in one_error_line(capsys)
+    assert f"{source}:2: not valid UTF-8" in one_error_line(capsys)
     assert out.read_text(encoding="utf-8") == "yesterday's translations\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out.txt"]  # no temp file
 

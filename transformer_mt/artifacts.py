@@ -1,15 +1,18 @@
-"""Checkpoints: atomic save, friendly load, averaging, and loading a model for inference.
+"""Run artifacts: the checkpoint format and everything that reads or writes checkpoint files.
 
-A checkpoint is one dict written with `torch.save` (see docs/dev/interfaces.md):
+This module owns the format; training (`Trainer`, `training/run.py`) and inference
+(`inference/`) both go through it. A checkpoint file is one dict written with `torch.save`
+and read with `weights_only=True`; `Checkpoint` is its typed view, field for key:
 
-    "model"       state_dict of the unwrapped module (no DDP / torch.compile prefixes)
-    "ema"         EMA weights (only when train.ema_decay > 0); inference prefers them
-    "config"      the resolved config as a plain dict (`config_to_dict`)
-    "tokenizers"  {"src": bytes, "tgt": bytes}: serialized SentencePiece models
-    "step"        optimizer updates taken
-    "version"     transformer_mt version that wrote it
-    training state (absent from averaged checkpoints): "optimizer", "scaler", "rng",
-    "data_position" {"epoch", "batch_index"}, "best_score", "bad_validations", "stats"
+    model         state_dict of the unwrapped module (no DDP / torch.compile prefixes)
+    ema           EMA weights, or None (train.ema_decay 0); inference and averaging prefer them
+    config        the resolved config as a plain dict (`config_to_dict`)
+    tokenizers    {"src": bytes, "tgt": bytes}: serialized SentencePiece models
+    step          optimizer updates taken
+    version       transformer_mt version that wrote it (None in files that predate the key)
+    training      the keys of `TrainingState`, stored at the top level of the dict; absent
+                  from averaged and other inference-only checkpoints
+    averaged_from the averaged files (`tmt average` only)
 
 Run directories keep `checkpoints/last.pt`, `checkpoints/best.pt` and the last `keep_last`
 periodic ones, `checkpoints/step_00001000.pt`, each an independent file (damage to one leaves
@@ -24,45 +27,130 @@ import os
 import re
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch import Tensor
 
+from transformer_mt import __version__
 from transformer_mt.config import ExperimentConfig, config_from_dict
+from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.files import atomic_open, atomic_path, refuse_same_file
+from transformer_mt.model import Seq2SeqTransformer, build_model
 
 log = logging.getLogger(__name__)
 
 PERIODIC_PATTERN = re.compile(r"step_(\d+)\.pt")
-TRAINING_STATE_KEYS = (
-    "optimizer",
-    "scaler",
-    "rng",
-    "data_position",
-    "best_score",
-    "bad_validations",
-    "stats",
-)
 # The temporary name `files.atomic_path` writes under: ".NAME.tmpPID".
 TEMPORARY_PATTERN = re.compile(r"\..+\.tmp(\d+)")
+REQUIRED_KEYS = ("model", "config", "tokenizers", "step")
+
+
+@dataclass
+class TrainingState:
+    """What a run needs besides its weights to continue exactly where it stopped."""
+
+    optimizer: dict[str, Any]  # the optimizer's state_dict
+    scaler: dict[str, Any]  # the GradScaler's state_dict
+    rng: list[dict[str, Any]]  # generator states, one per rank (`training.rng`)
+    data_position: dict[str, int]  # the next batch to read: {"epoch", "batch_index"}
+    best_score: float | None  # best validation score so far, higher is better
+    bad_validations: int  # validations since the best one (early stopping)
+    stats: dict[str, float]  # {"skipped_updates", "elapsed_seconds"}
+
+
+# The one list of training-state keys: a checkpoint holding all of them can resume a run.
+TRAINING_STATE_KEYS = tuple(f.name for f in fields(TrainingState))
+
+
+@dataclass
+class Checkpoint:
+    """The contents of one checkpoint file (the format is in the module docstring)."""
+
+    model: dict[str, Tensor]
+    config: dict[str, Any]
+    tokenizers: dict[str, bytes]
+    step: int
+    ema: dict[str, Tensor] | None = None
+    version: str | None = __version__
+    training: TrainingState | None = None
+    averaged_from: list[str] | None = None
+
+    @property
+    def weights(self) -> dict[str, Tensor]:
+        """The weights to translate with and to average: the EMA ones when the run kept them."""
+        return self.ema or self.model
+
+    def unpack_tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
+        """The source and target tokenizers (see `pack_tokenizers`)."""
+        return (
+            Tokenizer.from_bytes(self.tokenizers["src"]),
+            Tokenizer.from_bytes(self.tokenizers["tgt"]),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The dict `torch.save` writes: training-state keys at the top level, as ever."""
+        state: dict[str, Any] = {
+            "model": self.model,
+            "ema": self.ema,
+            "config": self.config,
+            "tokenizers": self.tokenizers,
+            "step": self.step,
+            "version": self.version,
+        }
+        if self.training is not None:
+            state.update((key, getattr(self.training, key)) for key in TRAINING_STATE_KEYS)
+        if self.averaged_from is not None:
+            state["averaged_from"] = self.averaged_from
+        return state
+
+    @classmethod
+    def from_dict(cls, state: object, source: str | Path) -> Checkpoint:
+        """Read a dict written by `to_dict`, or by any earlier version of this package.
+
+        Raises:
+            TmtError: `state` is not a dict holding at least model, config, tokenizers, step.
+        """
+        if not isinstance(state, dict) or not set(REQUIRED_KEYS) <= state.keys():
+            raise TmtError(
+                f"{source}: not a transformer_mt checkpoint (no {'/'.join(REQUIRED_KEYS)})"
+            )
+        training = None
+        if all(key in state for key in TRAINING_STATE_KEYS):
+            training = TrainingState(**{key: state[key] for key in TRAINING_STATE_KEYS})
+        return cls(
+            model=state["model"],
+            config=state["config"],
+            tokenizers=state["tokenizers"],
+            step=state["step"],
+            ema=state.get("ema"),
+            version=state.get("version"),
+            training=training,
+            averaged_from=state.get("averaged_from"),
+        )
+
+
+def pack_tokenizers(src: Tokenizer, tgt: Tokenizer) -> dict[str, bytes]:
+    """The `tokenizers` field: both serialized models, so a checkpoint needs no other file."""
+    return {"src": src.model_bytes, "tgt": tgt.model_bytes}
 
 
 def periodic_name(step: int) -> str:
     return f"step_{step:08d}.pt"
 
 
-def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
-    """Write `state` atomically: temporary file in the same directory, fsync, rename.
+def save_checkpoint(checkpoint: Checkpoint, path: str | Path) -> None:
+    """Write `checkpoint` atomically: temporary file in the same directory, fsync, rename.
 
     The rename is atomic on POSIX and Windows, so readers see the old file or the new one,
     never a half-written one; a failure (disk full, crash, exception) removes the temporary
     file and leaves the previous checkpoint untouched.
     """
     with atomic_open(path, "wb", durable=True) as f:
-        torch.save(state, f)
+        torch.save(checkpoint.to_dict(), f)
 
 
 def copy_checkpoint(source: str | Path, target: str | Path) -> None:
@@ -76,8 +164,8 @@ def copy_checkpoint(source: str | Path, target: str | Path) -> None:
         shutil.copyfile(source, tmp)
 
 
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
-    """Read a checkpoint written by `save_checkpoint`.
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> Checkpoint:
+    """Read a checkpoint written by `save_checkpoint` (or by an earlier version).
 
     `weights_only=True`: a checkpoint holds only tensors and plain Python values, so loading
     one from elsewhere cannot execute code.
@@ -94,9 +182,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # torch raises many types for truncated or foreign files
         raise TmtError(f"{path}: not a readable checkpoint ({type(err).__name__})") from None
-    if not isinstance(state, dict) or not {"model", "config", "step"} <= state.keys():
-        raise TmtError(f"{path}: not a transformer_mt checkpoint (no model/config/step)")
-    return state
+    return Checkpoint.from_dict(state, path)
 
 
 def _file_hint(directory: Path) -> str:
@@ -107,12 +193,7 @@ def _file_hint(directory: Path) -> str:
     return "; name a .pt file"
 
 
-def has_training_state(state: dict[str, Any]) -> bool:
-    """True for a checkpoint training can continue from (not an averaged/inference one)."""
-    return all(key in state for key in TRAINING_STATE_KEYS)
-
-
-def resume_checkpoint(directory: str | Path) -> tuple[Path, dict[str, Any]] | None:
+def resume_checkpoint(directory: str | Path) -> tuple[Path, Checkpoint] | None:
     """The checkpoint a run continues from: last.pt, else the newest step_*.pt that loads.
 
     last.pt is renamed into place after every other file of a save (`Trainer.save`), so it is
@@ -126,7 +207,7 @@ def resume_checkpoint(directory: str | Path) -> tuple[Path, dict[str, Any]] | No
     overwrite it at its next save.
 
     Returns:
-        (path, state), or None when `directory` holds no checkpoint (a fresh run).
+        (path, checkpoint), or None when `directory` holds no checkpoint (a fresh run).
 
     Raises:
         TmtError: the chosen file is an averaged/inference checkpoint, or checkpoints exist
@@ -141,15 +222,15 @@ def resume_checkpoint(directory: str | Path) -> tuple[Path, dict[str, Any]] | No
             skipped.append(f"{path.name} is missing")
             continue
         try:
-            state = load_checkpoint(path)
+            checkpoint = load_checkpoint(path)
         except TmtError as err:
             skipped.append(str(err))
             continue
-        if not has_training_state(state):
-            raise TmtError(_not_resumable(path, state, candidates[i + 1 :]))
+        if checkpoint.training is None:
+            raise TmtError(_not_resumable(path, checkpoint, candidates[i + 1 :]))
         if i > 0:
             log.warning("resuming from %s (skipped: %s)", path, "; ".join(skipped))
-        return path, state
+        return path, checkpoint
     if len(candidates) > 1 or candidates[0].exists():
         raise TmtError(
             f"{directory}: no readable training checkpoint ({'; '.join(skipped)}); move the "
@@ -158,8 +239,8 @@ def resume_checkpoint(directory: str | Path) -> tuple[Path, dict[str, Any]] | No
     return None
 
 
-def _not_resumable(path: Path, state: dict[str, Any], older: list[Path]) -> str:
-    kind = "an averaged" if "averaged_from" in state else "an inference"
+def _not_resumable(path: Path, checkpoint: Checkpoint, older: list[Path]) -> str:
+    kind = "an averaged" if checkpoint.averaged_from is not None else "an inference"
     then = f"resume from {older[0].name}" if older else "start the run afresh"
     return (
         f"{path}: {kind} checkpoint (no optimizer state) cannot resume training; move it out "
@@ -281,7 +362,7 @@ def _refuse_average_output(out: Path) -> None:
             )
 
 
-def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, Any]:
+def average_checkpoints(paths: Sequence[str | Path]) -> Checkpoint:
     """Average the model weights of several checkpoints (Vaswani et al., 2017, section 6.1).
 
     Floating-point tensors are summed in float64 and cast back; integer buffers are taken from
@@ -293,11 +374,10 @@ def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, Any]:
     """
     if not paths:
         raise TmtError("no checkpoints to average")
-    sums: dict[str, torch.Tensor] = {}
-    newest: dict[str, Any] = {}
+    sums: dict[str, Tensor] = {}
     for path in paths:
         newest = load_checkpoint(path)
-        weights = newest.get("ema") or newest["model"]
+        weights = newest.weights
         if sums and weights.keys() != sums.keys():
             raise TmtError(f"{path}: parameters differ from {paths[0]}; cannot average")
         for name, tensor in weights.items():
@@ -306,25 +386,29 @@ def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, Any]:
             else:
                 sums[name] = tensor
     averaged = {
-        name: (total / len(paths)).to(newest["model"][name].dtype)
+        name: (total / len(paths)).to(newest.model[name].dtype)
         if total.is_floating_point()
         else total
         for name, total in sums.items()
     }
-    result = {k: v for k, v in newest.items() if k not in TRAINING_STATE_KEYS and k != "ema"}
-    result["model"] = averaged
-    result["averaged_from"] = [str(p) for p in paths]
-    return result
+    return Checkpoint(
+        model=averaged,
+        config=newest.config,
+        tokenizers=newest.tokenizers,
+        step=newest.step,
+        version=newest.version,
+        averaged_from=[str(p) for p in paths],
+    )
 
 
 @dataclass
 class InferenceBundle:
     """Everything `tmt translate` needs, rebuilt from a checkpoint alone."""
 
-    model: torch.nn.Module
+    model: Seq2SeqTransformer
     config: ExperimentConfig
-    src_tokenizer: Any  # transformer_mt.data.tokenizer.Tokenizer
-    tgt_tokenizer: Any
+    src_tokenizer: Tokenizer
+    tgt_tokenizer: Tokenizer
 
 
 def load_for_inference(path: str | Path, device: str | torch.device = "cpu") -> InferenceBundle:
@@ -336,16 +420,12 @@ def load_for_inference(path: str | Path, device: str | torch.device = "cpu") -> 
     Raises:
         TmtError: missing or corrupt file, or weights that do not fit the stored config.
     """
-    from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
-    from transformer_mt.model import build_model
-
-    state = load_checkpoint(path, map_location="cpu")
-    config = config_from_dict(state["config"], source=f"{path} (stored config)")
-    src_tokenizer = Tokenizer.from_bytes(state["tokenizers"]["src"])
-    tgt_tokenizer = Tokenizer.from_bytes(state["tokenizers"]["tgt"])
+    checkpoint = load_checkpoint(path, map_location="cpu")
+    config = config_from_dict(checkpoint.config, source=f"{path} (stored config)")
+    src_tokenizer, tgt_tokenizer = checkpoint.unpack_tokenizers()
     model = build_model(config.model, src_tokenizer.vocab_size, tgt_tokenizer.vocab_size, PAD_ID)
     try:
-        model.load_state_dict(state.get("ema") or state["model"], strict=True)
+        model.load_state_dict(checkpoint.weights, strict=True)
     except RuntimeError as err:
         first = str(err).splitlines()[0]
         raise TmtError(f"{path}: weights do not match the stored config ({first})") from None

@@ -10,17 +10,15 @@ translated first. Every panel is CELL_INCHES square at DPI, so the PNG is
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
-from transformer_mt.errors import TmtError
+from transformer_mt.data.tokenizer import BOS_ID
+from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import atomic_path
-from transformer_mt.search import search
-from transformer_mt.training.checkpoint import load_for_inference
+from transformer_mt.inference.translator import GREEDY, Translator
 
 CELL_INCHES = 3.0
 DPI = 100
@@ -37,30 +35,32 @@ def draw_attention(
 ) -> Path:
     """Draw attention maps of `src` (and `tgt`, else its greedy translation) to the PNG `out`.
 
+    The source goes through the `Translator` (truncated to the position table, EOS appended);
+    the decoder input, BOS and the target, is cut to the position table too.
+
     Args:
         layer, head: draw only this layer (of encoder and decoder) / head; None: all.
 
     Raises:
         TmtError: an empty source, a layer or head the model does not have, or no matplotlib.
     """
-    bundle = load_for_inference(str(checkpoint), torch.device(device))
-    model, cfg = bundle.model, bundle.config.model
-    max_tokens = cfg.max_positions - 1
-    src_ids = bundle.src_tokenizer.encode(src)[:max_tokens] + [EOS_ID]
-    if len(src_ids) == 1:
-        raise TmtError("--src: empty source sentence")
-    src_t = torch.tensor([src_ids], device=device)  # (1, S)
+    translator = Translator.from_checkpoint(str(checkpoint), device, **GREEDY)
+    model, cfg = translator.model, translator.model.cfg
+    source = translator.source_ids(src)
+    if not source:
+        raise SettingError("src", None, "the source sentence is empty")
     if tgt is None:
-        greedy = dataclasses.replace(bundle.config.decode, beam_size=1, n_best=1, sampling=False)
-        found = search(model, src_t, model.src_mask(src_t), greedy, max_len_cap=max_tokens)
-        tgt_ids = found[0].hypotheses[0].tokens
+        ((batch, found),) = translator.search_batches([source])
+        tgt_ids = found[0].best.tokens
     else:
-        tgt_ids = bundle.tgt_tokenizer.encode(tgt)[:max_tokens]
-    tgt_in = [BOS_ID, *tgt_ids]  # queries: the decoder's input; the last one predicts EOS
+        batch = next(translator.batches([source]))
+        tgt_ids = translator.tgt_tokenizer.encode(tgt)
+    src_ids = batch.src_ids[0].tolist()  # the source subwords and EOS
+    tgt_in = [BOS_ID, *tgt_ids][: cfg.max_positions]  # queries: the last one predicts EOS
     with torch.no_grad():
-        maps = model.attention_maps(src_t, torch.tensor([tgt_in], device=device))
-    src_pieces = [bundle.src_tokenizer.id_to_piece(i) for i in src_ids]
-    tgt_pieces = [bundle.tgt_tokenizer.id_to_piece(i) for i in tgt_in]
+        maps = model.attention_maps(batch.src_ids, torch.tensor([tgt_in], device=device))
+    src_pieces = [translator.src_tokenizer.id_to_piece(i) for i in src_ids]
+    tgt_pieces = [translator.tgt_tokenizer.id_to_piece(i) for i in tgt_in]
     panels = [
         ("encoder self", _pick(maps.encoder, layer, "encoder"), src_pieces, src_pieces),
         ("decoder self", _pick(maps.decoder, layer, "decoder"), tgt_pieces, tgt_pieces),
@@ -68,7 +68,9 @@ def draw_attention(
     ]
     heads = list(range(cfg.n_heads)) if head is None else [head]
     if head is not None and not 0 <= head < cfg.n_heads:
-        raise TmtError(f"--head {head}: the model has {cfg.n_heads} heads (0..{cfg.n_heads - 1})")
+        raise SettingError(
+            "head", head, f"the model has {cfg.n_heads} heads (0..{cfg.n_heads - 1})"
+        )
     return _plot(panels, heads, Path(out))
 
 
@@ -77,7 +79,7 @@ def _pick(weights: list[Tensor], layer: int | None, side: str) -> list[tuple[int
     if layer is None:
         return [(i, w[0]) for i, w in enumerate(weights)]
     if not 0 <= layer < len(weights):
-        raise TmtError(f"--layer {layer}: the {side} has {len(weights)} layer(s)")
+        raise SettingError("layer", layer, f"the {side} has {len(weights)} layer(s)")
     return [(layer, weights[layer][0])]
 
 

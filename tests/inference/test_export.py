@@ -7,16 +7,16 @@ import sentencepiece as spm
 import torch
 from torch.testing import assert_close
 
+from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
 from transformer_mt.config import ModelConfig, TokenizerConfig, config_to_dict
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, train_tokenizers
 from transformer_mt.errors import TmtError
-from transformer_mt.export_ct2 import check_ct2_compatible, export_ctranslate2
+from transformer_mt.inference.export_ct2 import check_ct2_compatible, export_ctranslate2
 from transformer_mt.model import build_model
-from transformer_mt.search import max_output_lengths, search
-from transformer_mt.training.checkpoint import load_for_inference
+from transformer_mt.search import SearchOptions, max_output_lengths, search
 
-from .conftest import WORDS
+from ..conftest import WORDS
 
 
 def test_hf_export_matches_logits_and_tokenization(checkpoint, tmp_path):
@@ -215,7 +215,7 @@ def test_ct2_search_matches_ours(trained_checkpoint, ct2_model, beam_size):
     for sentence in SENTENCES:
         src_ids = torch.tensor([ours.src_tokenizer.encode(sentence) + [EOS_ID]])
         src_mask = (src_ids != 0)[:, None, None, :]
-        best = search(ours.model, src_ids, src_mask, decode, max_len_cap=cap)[0].best
+        best = search(ours.model, src_ids, src_mask, decode, SearchOptions(max_len_cap=cap))[0].best
         result = ct2_model.translate_batch(
             [[ours.src_tokenizer.id_to_piece(i) for i in src_ids[0, :-1].tolist()]],
             beam_size=beam_size,
@@ -264,7 +264,7 @@ def test_ct2_int8_export_translates(trained_checkpoint, tmp_path):
 def test_ct2_export_refuses_unknown_quantization(checkpoint, tmp_path):
     pytest.importorskip("ctranslate2")
     with pytest.raises(TmtError, match="CTranslate2 accepts"):
-        export_ctranslate2(checkpoint, tmp_path / "x", quantization="int3")
+        export_ctranslate2(checkpoint, tmp_path / "x", quantize="int3")
 
 
 def variant_checkpoint(checkpoint, path, options, tokenizers=None):

@@ -1,0 +1,302 @@
+"""The checkpoint format and its files: atomic save, friendly load, resume order, pruning,
+averaging, and checkpoints written by earlier versions."""
+
+import dataclasses
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from transformer_mt import artifacts
+from transformer_mt.artifacts import Checkpoint, TrainingState
+from transformer_mt.errors import TmtError
+
+
+def state(value: float, step: int = 1) -> Checkpoint:
+    """An inference checkpoint: weights, config, tokenizers, step."""
+    return Checkpoint(
+        model={"w": torch.full((2, 3), value), "count": torch.tensor(step)},
+        config={},
+        tokenizers={"src": b"s", "tgt": b"t"},
+        step=step,
+    )
+
+
+def training_state(value: float, step: int) -> Checkpoint:
+    """A checkpoint that holds every training-state key, as `Trainer.save` writes them."""
+    training = TrainingState(**dict.fromkeys(artifacts.TRAINING_STATE_KEYS, {}))
+    return dataclasses.replace(state(value, step), training=training)
+
+
+def test_save_then_load_round_trips(tmp_path):
+    path = tmp_path / "sub" / "a.pt"
+    artifacts.save_checkpoint(state(1.0), path)
+    loaded = artifacts.load_checkpoint(path)
+    assert torch.equal(loaded.model["w"], torch.ones(2, 3))
+    assert loaded.tokenizers["src"] == b"s"
+    assert os.listdir(path.parent) == ["a.pt"]  # no temporary left behind
+
+
+@pytest.mark.parametrize("target", ["save", "replace"])
+def test_crash_during_save_keeps_previous_checkpoint(tmp_path, monkeypatch, target):
+    path = tmp_path / "last.pt"
+    artifacts.save_checkpoint(state(1.0), path)
+
+    def crash(*args, **kwargs):
+        raise OSError("disk on fire")
+
+    if target == "save":
+
+        def partial_then_crash(obj, f, *args, **kwargs):
+            f.write(b"half a checkpoint")  # a torn write into the temporary file
+            raise OSError("disk on fire")
+
+        monkeypatch.setattr(artifacts.torch, "save", partial_then_crash)
+    else:
+        monkeypatch.setattr(artifacts.os, "replace", crash)
+    with pytest.raises(OSError, match="disk on fire"):
+        artifacts.save_checkpoint(state(2.0), path)
+    monkeypatch.undo()
+    assert torch.equal(artifacts.load_checkpoint(path).model["w"], torch.ones(2, 3))
+    assert os.listdir(tmp_path) == ["last.pt"]
+
+
+def test_load_errors_are_friendly(tmp_path):
+    with pytest.raises(TmtError, match="missing.pt: checkpoint not found"):
+        artifacts.load_checkpoint(tmp_path / "missing.pt")
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a zip file at all")
+    with pytest.raises(TmtError, match="not a readable checkpoint"):
+        artifacts.load_checkpoint(bad)
+    truncated = tmp_path / "truncated.pt"
+    artifacts.save_checkpoint(state(1.0), truncated)
+    truncated.write_bytes(truncated.read_bytes()[:100])
+    with pytest.raises(TmtError, match="not a readable checkpoint"):
+        artifacts.load_checkpoint(truncated)
+    foreign = tmp_path / "foreign.pt"
+    torch.save({"weights": torch.ones(1)}, foreign)
+    with pytest.raises(TmtError, match="not a transformer_mt checkpoint"):
+        artifacts.load_checkpoint(foreign)
+
+
+def test_copies_are_independent_files(tmp_path):
+    a, b = tmp_path / "a.pt", tmp_path / "b.pt"
+    artifacts.save_checkpoint(state(1.0), a)
+    artifacts.copy_checkpoint(a, b)
+    assert os.stat(a).st_ino != os.stat(b).st_ino
+    with open(a, "r+b") as f:  # damage in place, as a bad disk or a torn copy would
+        f.truncate(100)
+    assert torch.equal(artifacts.load_checkpoint(b).model["w"], torch.ones(2, 3))
+    assert sorted(os.listdir(tmp_path)) == ["a.pt", "b.pt"]
+
+
+def test_directory_given_as_checkpoint_names_the_file_to_use(tmp_path):
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    with pytest.raises(TmtError, match=r"run: is a directory, not a checkpoint file; name a \.pt"):
+        artifacts.load_checkpoint(run)
+    artifacts.save_checkpoint(state(1.0), run / "checkpoints" / "best.pt")
+    with pytest.raises(
+        TmtError, match=r"is a directory.*did you mean .*run/checkpoints/best\.pt\?"
+    ):
+        artifacts.load_checkpoint(run)
+    with pytest.raises(TmtError, match=r"did you mean .*checkpoints/best\.pt\?"):
+        artifacts.load_checkpoint(run / "checkpoints")
+
+
+def write_run(directory, steps, last_step):
+    for step in steps:
+        artifacts.save_checkpoint(
+            training_state(step, step), directory / artifacts.periodic_name(step)
+        )
+    if last_step is not None:
+        artifacts.save_checkpoint(training_state(last_step, last_step), directory / "last.pt")
+
+
+def test_resume_prefers_last_then_the_newest_readable_periodic_file(tmp_path, caplog):
+    assert artifacts.resume_checkpoint(tmp_path / "none") is None
+    assert artifacts.resume_checkpoint(tmp_path) is None
+    write_run(tmp_path, [4, 8, 12], last_step=14)  # last.pt: a SIGTERM save after step 12
+    path, found = artifacts.resume_checkpoint(tmp_path)
+    assert path.name == "last.pt" and found.step == 14 and not caplog.records
+
+    (tmp_path / "last.pt").write_bytes(b"\0" * 1000)  # corrupt
+    (tmp_path / artifacts.periodic_name(12)).unlink()
+    (tmp_path / artifacts.periodic_name(8)).write_bytes(b"truncated")
+    with caplog.at_level(logging.WARNING):
+        path, found = artifacts.resume_checkpoint(tmp_path)
+    assert path.name == "step_00000004.pt" and found.step == 4
+    warning = caplog.records[-1].getMessage()
+    assert "resuming from" in warning and "step_00000004.pt" in warning
+    assert "last.pt: not a readable checkpoint" in warning
+    assert "step_00000008.pt: not a readable checkpoint" in warning
+
+    (tmp_path / "last.pt").unlink()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert artifacts.resume_checkpoint(tmp_path)[0].name == "step_00000004.pt"
+    assert "last.pt is missing" in caplog.records[-1].getMessage()
+    # Nothing was deleted: the unreadable files are left for the user to look at.
+    assert [p.name for p in artifacts.periodic_checkpoints(tmp_path)] == [
+        "step_00000004.pt",
+        "step_00000008.pt",
+    ]
+
+
+def test_resume_with_only_unreadable_checkpoints_is_an_error(tmp_path):
+    (tmp_path / "last.pt").write_bytes(b"junk")
+    (tmp_path / artifacts.periodic_name(5)).write_bytes(b"junk")
+    with pytest.raises(TmtError, match="no readable training checkpoint .*last.pt.*step_00000005"):
+        artifacts.resume_checkpoint(tmp_path)
+
+
+def test_resume_from_an_averaged_checkpoint_is_a_one_line_error(tmp_path):
+    write_run(tmp_path, [4, 8], last_step=None)
+    averaged = artifacts.average_checkpoints(artifacts.periodic_checkpoints(tmp_path))
+    artifacts.save_checkpoint(averaged, tmp_path / "last.pt")
+    with pytest.raises(TmtError) as err:
+        artifacts.resume_checkpoint(tmp_path)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{tmp_path / 'last.pt'}: an averaged")
+    assert "cannot resume training" in message and "resume from step_00000008.pt" in message
+    assert (tmp_path / "last.pt").exists()  # the user's file is kept
+    inference = tmp_path / "alone"
+    inference.mkdir()
+    artifacts.save_checkpoint(state(1.0), inference / "last.pt")
+    with pytest.raises(TmtError, match="an inference checkpoint .* to start the run afresh"):
+        artifacts.resume_checkpoint(inference)
+
+
+def test_temporaries_of_dead_writers_are_removed(tmp_path):
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    stale = tmp_path / f".last.pt.tmp{dead.stdout.strip()}"
+    live = tmp_path / f".best.pt.tmp{os.getppid()}"  # a process that is running
+    stale.write_bytes(b"half")
+    live.write_bytes(b"half")
+    write_run(tmp_path, [2], last_step=2)
+    assert artifacts.resume_checkpoint(tmp_path)[1].step == 2
+    assert not stale.exists() and live.exists()
+    assert (tmp_path / "last.pt").exists()
+
+
+def test_periodic_listing_pruning_and_average(tmp_path):
+    run = tmp_path / "run"
+    for step, value in [(100, 1.0), (200, 2.0), (300, 6.0), (1000, 7.0)]:
+        artifacts.save_checkpoint(
+            state(value, step), run / "checkpoints" / artifacts.periodic_name(step)
+        )
+    artifacts.save_checkpoint(state(99.0), run / "checkpoints" / "best.pt")
+    names = [p.name for p in artifacts.periodic_checkpoints(run)]
+    assert names == ["step_00000100.pt", "step_00000200.pt", "step_00000300.pt", "step_00001000.pt"]
+
+    paths = artifacts.resolve_average_inputs([run], last=3)
+    averaged = artifacts.average_checkpoints(paths)
+    assert torch.equal(averaged.model["w"], torch.full((2, 3), 5.0))
+    assert torch.equal(averaged.model["count"], torch.tensor(1000))  # ints from the newest
+    assert averaged.step == 1000 and averaged.training is None
+
+    deleted = artifacts.prune_checkpoints(run / "checkpoints", keep_last=2)
+    assert [p.name for p in deleted] == ["step_00000100.pt", "step_00000200.pt"]
+    assert (run / "checkpoints" / "best.pt").exists()
+    with pytest.raises(TmtError, match="no such checkpoint"):
+        artifacts.resolve_average_inputs([tmp_path / "nope"], last=2)
+    with pytest.raises(TmtError, match="no periodic checkpoints"):
+        artifacts.resolve_average_inputs([tmp_path], last=2)
+
+
+def test_prune_leaves_files_after_the_current_step(tmp_path):
+    """step_12 is from a save cut short; the run resumed at 4 and has just written step_8."""
+    write_run(tmp_path, [4, 8, 12], last_step=None)
+    deleted = artifacts.prune_checkpoints(tmp_path, keep_last=1, up_to=8)
+    assert [p.name for p in deleted] == ["step_00000004.pt"]
+    assert [p.name for p in artifacts.periodic_checkpoints(tmp_path)] == [
+        "step_00000008.pt",
+        "step_00000012.pt",
+    ]
+
+
+def test_average_refuses_different_parameter_sets(tmp_path):
+    a, b = tmp_path / "a.pt", tmp_path / "b.pt"
+    artifacts.save_checkpoint(state(1.0), a)
+    other = state(1.0)
+    other.model["extra"] = torch.ones(1)
+    artifacts.save_checkpoint(other, b)
+    with pytest.raises(TmtError, match="parameters differ"):
+        artifacts.average_checkpoints([a, b])
+
+
+# --- checkpoints written before this module owned the format -----------------------------------
+
+# The keys `Trainer.state_dict` wrote, in its order, before the format moved into artifacts.py.
+LEGACY_TRAINER_KEYS = (
+    *("model", "ema", "config", "tokenizers", "step", "version"),
+    *("optimizer", "scaler", "rng", "data_position", "best_score", "bad_validations", "stats"),
+)
+
+
+def legacy_trainer_dict(inference_file) -> dict:
+    """A dict laid out exactly as the trainer's checkpoints were, with real optimizer state."""
+    old = torch.load(inference_file, weights_only=True)  # model, config, tokenizers, step
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.Adam(model.parameters())
+    model(torch.ones(1, 2)).sum().backward()
+    optimizer.step()
+    return {
+        "model": old["model"],
+        "ema": None,
+        "config": old["config"],
+        "tokenizers": old["tokenizers"],
+        "step": 7,
+        "version": "0.1.0",
+        "optimizer": optimizer.state_dict(),
+        "scaler": torch.amp.GradScaler("cpu", enabled=False).state_dict(),
+        "rng": [{"torch": torch.get_rng_state()}],
+        "data_position": {"epoch": 1, "batch_index": 3},
+        "best_score": 12.5,
+        "bad_validations": 1,
+        "stats": {"skipped_updates": 0, "elapsed_seconds": 4.0},
+    }
+
+
+def test_a_checkpoint_of_the_old_trainer_layout_loads_for_inference_and_resume(
+    checkpoint, tmp_path
+):
+    legacy = legacy_trainer_dict(checkpoint)
+    assert tuple(legacy) == LEGACY_TRAINER_KEYS
+    directory = tmp_path / "checkpoints"
+    directory.mkdir()
+    torch.save(legacy, directory / "last.pt")
+
+    bundle = artifacts.load_for_inference(directory / "last.pt")
+    for name, tensor in bundle.model.state_dict().items():
+        assert torch.equal(tensor, legacy["model"][name]), name
+    assert bundle.src_tokenizer.model_bytes == legacy["tokenizers"]["src"]
+
+    path, found = artifacts.resume_checkpoint(directory)
+    assert path == directory / "last.pt" and found.step == 7 and found.version == "0.1.0"
+    training = found.training
+    assert training.data_position == {"epoch": 1, "batch_index": 3}
+    assert (training.best_score, training.bad_validations) == (12.5, 1)
+    assert training.optimizer["state"][0]["step"] == legacy["optimizer"]["state"][0]["step"]
+    assert torch.equal(training.rng[0]["torch"], legacy["rng"][0]["torch"])
+    # Written again, the same keys in the same order: the format on disk did not change.
+    artifacts.save_checkpoint(found, tmp_path / "again.pt")
+    assert tuple(torch.load(tmp_path / "again.pt", weights_only=True)) == LEGACY_TRAINER_KEYS
+
+
+def test_the_minimal_early_layout_loads_for_inference(checkpoint):
+    """model, config, tokenizers and step only (no version, no ema key): still a model."""
+    assert set(torch.load(checkpoint, weights_only=True)) == {
+        "model", "config", "tokenizers", "step"
+    }  # fmt: skip
+    loaded = artifacts.load_checkpoint(checkpoint)
+    assert loaded.version is None and loaded.ema is None and loaded.training is None
+    assert not artifacts.load_for_inference(checkpoint).model.training

@@ -1,0 +1,53 @@
+"""Library errors describe the value and the reason; only cli.py names flags."""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from transformer_mt.cli import FLAGS, flag_message
+from transformer_mt.errors import SettingError, TmtError
+
+PACKAGE = Path(__file__).resolve().parents[1] / "transformer_mt"
+FLAG = re.compile(r"(^|[\s(])--[a-z]")
+
+
+def test_a_setting_error_names_the_argument_and_the_cli_names_the_flag():
+    err = SettingError("quantize", "int4", "choose one of int8")
+    assert str(err) == "quantize=int4: choose one of int8"
+    assert flag_message(err) == "--quantize int4: choose one of int8"
+    empty = SettingError("src", None, "the source sentence is empty")
+    assert (str(empty), flag_message(empty)) == (
+        "src: the source sentence is empty",
+        "--src: the source sentence is empty",
+    )
+    unmapped = SettingError("n_best", 2, "alignments are of the best translation")
+    assert (
+        flag_message(unmapped)
+        == str(unmapped)
+        == "n_best=2: alignments are of the best translation"
+    )
+    assert flag_message(TmtError("plain")) == "plain"
+    assert set(FLAGS.values()) <= set(
+        re.findall(r"--[a-z-]+", Path(PACKAGE / "cli.py").read_text())
+    )
+
+
+def _raised_texts(tree: ast.AST):
+    """The string pieces of every `raise X(...)` argument in a module."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+            for arg in node.exc.args:
+                for piece in ast.walk(arg):
+                    if isinstance(piece, ast.Constant) and isinstance(piece.value, str):
+                        yield node.lineno, piece.value
+
+
+@pytest.mark.parametrize(
+    "module", sorted(p for p in PACKAGE.rglob("*.py") if p.name != "cli.py"), ids=str
+)
+def test_library_error_messages_name_no_flag(module):
+    tree = ast.parse(module.read_text(encoding="utf-8"))
+    flagged = [(line, text) for line, text in _raised_texts(tree) if FLAG.search(text)]
+    assert not flagged, f"{module.relative_to(PACKAGE.parent)}: {flagged}"

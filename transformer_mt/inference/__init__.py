@@ -1,0 +1,15 @@
+"""From a checkpoint to output: translations, attention maps, exported models.
+
+    translator.py      Translator: the one text -> translation pipeline (truncate, batch,
+                       search, detokenize) that `tmt translate`, validation BLEU,
+                       `tmt attention` and scripts/run_experiment.py call
+    stream.py          lines in, lines out for `tmt translate`: UTF-8 input, n-best format,
+                       chunks, progress
+    quantize.py        dynamic int8 linear layers for CPU translation
+    attention_maps.py  `tmt attention`: heatmaps of one sentence pair's attention weights
+    export.py          `tmt export`: Hugging Face Marian directory; export_ct2.py: CTranslate2
+    hf_marian.py       weight mapping to and from Hugging Face MarianMTModel
+
+Checkpoints are read through `transformer_mt.artifacts`; nothing here imports `training/`.
+Import the modules themselves: this file imports nothing, so one of them loads without the rest.
+"""

@@ -1,0 +1,253 @@
+"""Raw text in, detokenized translations out: the one pipeline from text to translations.
+
+`tmt translate`, validation BLEU, `tmt attention` and scripts/run_experiment.py all translate
+through `Translator`, so its rules hold on every path and live only here:
+
+    1) encode each line; a blank line is not searched, its translation is empty
+    2) truncate to the position table: at most max_positions - 1 subwords, as the appended
+       EOS takes one position (counted in `truncated_lines`, never dropped)
+    3) batch by length under decode.max_tokens; `make_source_batches` appends the EOS
+    4) search with the decode settings, decoding capped at the position table
+    5) detokenize with the target tokenizer, results in input order
+
+Promises that users rely on in pipelines: one translation per input line, always, in input
+order, with n_best hypotheses each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from transformer_mt.artifacts import load_for_inference
+from transformer_mt.config import DecodeConfig
+from transformer_mt.data.batching import SourceBatch, make_source_batches, restore_order
+from transformer_mt.data.tokenizer import BOS_ID, Tokenizer
+from transformer_mt.errors import SettingError
+from transformer_mt.inference.quantize import QUANTIZE_OPTIONS, int8_cache_dtype, quantize_int8
+from transformer_mt.model import Seq2SeqTransformer
+from transformer_mt.search import SearchOptions, SearchResult, search
+
+# The decode changes that make any settings a greedy search with the same length limits
+# (validation and attention maps: one cheap, deterministic hypothesis).
+GREEDY = {"beam_size": 1, "n_best": 1, "sampling": False}
+
+
+def greedy(decode: DecodeConfig) -> DecodeConfig:
+    """`decode` as a greedy search (see GREEDY)."""
+    return dataclasses.replace(decode, **GREEDY)
+
+
+def search_options(
+    model: Seq2SeqTransformer, cache_dtype: torch.dtype | None = None
+) -> SearchOptions:
+    """How every translation search of `model` runs: decoding capped at its position table
+    (a hypothesis never needs a position the model lacks), keys and values of the decoding
+    cache stored in `cache_dtype` (None: the dtype they are computed in)."""
+    new_cache = None
+    if cache_dtype is not None:
+        new_cache = functools.partial(model.decoder.new_cache, dtype=cache_dtype)
+    return SearchOptions(max_len_cap=model.cfg.max_positions, new_cache=new_cache)
+
+
+@dataclass
+class Translation:
+    """The n-best translations of one input line, best first, with their search scores.
+
+    `alignment` (with alignments on): (source index, target index) subword pairs of the best.
+    """
+
+    texts: list[str]
+    scores: list[float]
+    alignment: list[tuple[int, int]] | None = None
+
+
+class Translator:
+    """A model, its tokenizers and search settings: lines of text in, translations out.
+
+    Args:
+        model: in eval mode, on `device` (the caller's to switch; validation shares the
+            training model).
+        decode: search settings (beam size, lengths, n-best, sampling).
+        alignment_layer: None (no alignments), or the decoder layer whose cross-attention
+            aligns target to source subwords; negative values count from the last.
+        cache_dtype: dtype of the decoding cache's keys and values (None: as computed).
+    """
+
+    def __init__(
+        self,
+        model: Seq2SeqTransformer,
+        src_tokenizer: Tokenizer,
+        tgt_tokenizer: Tokenizer,
+        decode: DecodeConfig,
+        device: torch.device | str = "cpu",
+        alignment_layer: int | None = None,
+        cache_dtype: torch.dtype | None = None,
+    ):
+        decode.validate()
+        if alignment_layer is not None:
+            _check_alignment_layer(alignment_layer, model.cfg.decoder_layers)
+            if decode.n_best > 1:
+                raise SettingError(
+                    "n_best", decode.n_best, "alignments are of the best translation"
+                )
+        self.model = model
+        self.src_tokenizer = src_tokenizer
+        self.tgt_tokenizer = tgt_tokenizer
+        self.decode = decode
+        self.device = torch.device(device)
+        self.alignment_layer = alignment_layer
+        self.cache_dtype = cache_dtype
+        self.options = search_options(model, cache_dtype)
+        # Source tokens a line may keep: the position table also holds the appended EOS.
+        self.max_src_tokens = model.cfg.max_positions - 1
+        self.truncated_lines = 0
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        path: str,
+        device: str = "cpu",
+        quantize: str | None = None,
+        alignment_layer: int | None = None,
+        **decode_changes: object,
+    ) -> Translator:
+        """Load `path`; `decode_changes` override the checkpoint's decode section.
+
+        Args:
+            quantize: None (float32) or "int8": dynamic int8 linear layers, CPU only (see
+                `quantize_int8`), with the cache in `int8_cache_dtype()`.
+            alignment_layer: see the class.
+        """
+        device = _resolve_device(device)
+        bundle = load_for_inference(path, device)
+        model, cache_dtype = bundle.model, None
+        if quantize is not None:
+            if quantize not in QUANTIZE_OPTIONS:
+                raise SettingError(
+                    "quantize", quantize, f"choose one of {', '.join(QUANTIZE_OPTIONS)}"
+                )
+            if device.type != "cpu":
+                raise SettingError(
+                    "quantize", quantize, "int8 layers run on the CPU only (device cpu)"
+                )
+            model, cache_dtype = quantize_int8(model), int8_cache_dtype()
+        decode = dataclasses.replace(bundle.config.decode, **decode_changes)
+        return cls(
+            model,
+            bundle.src_tokenizer,
+            bundle.tgt_tokenizer,
+            decode,
+            device,
+            alignment_layer,
+            cache_dtype,
+        )
+
+    def translate(
+        self, lines: Sequence[str], on_batch: Callable[[int], None] | None = None
+    ) -> list[Translation]:
+        """Translate `lines` (no newlines) in batches sorted by length; results in input order.
+
+        An empty (or blank) line is not searched: its translation is the empty string with score
+        0.0 (the log-probability of nothing), repeated n_best times so that n-best output keeps
+        n_best lines for every input line. `on_batch(n)` is called after each searched batch of
+        n lines (progress reports).
+        """
+        encoded = [self.source_ids(line) for line in lines]
+        todo = [i for i, ids in enumerate(encoded) if ids]
+        n_best = self.decode.n_best
+        no_pairs = None if self.alignment_layer is None else []
+        results = [Translation([""] * n_best, [0.0] * n_best, no_pairs) for _ in lines]
+        indices: list[int] = []  # into `todo`, batch by batch
+        searched: list[Translation] = []
+        for batch, found in self.search_batches([encoded[i] for i in todo]):
+            for row, result in enumerate(found):
+                searched.append(self._detokenize(result))
+                if self.alignment_layer is not None:
+                    src_ids = batch.src_ids[row, batch.src_mask[row].view(-1)]  # (S,), with EOS
+                    searched[-1].alignment = alignment_pairs(
+                        self.model, src_ids, result.best.tokens, self.alignment_layer
+                    )
+            indices.extend(batch.indices.tolist())
+            if on_batch is not None:
+                on_batch(len(found))
+        for i, translation in zip(todo, restore_order(indices, searched), strict=True):
+            results[i] = translation
+        return results
+
+    def source_ids(self, line: str) -> list[int]:
+        """The subword ids of one line, cut to the position table; [] for a blank line."""
+        if not line.strip():
+            return []
+        ids = self.src_tokenizer.encode(line)
+        if len(ids) > self.max_src_tokens:
+            self.truncated_lines += 1
+            return ids[: self.max_src_tokens]
+        return ids
+
+    def batches(self, sources: Sequence[Sequence[int]]) -> Iterator[SourceBatch]:
+        """`sources` (from `source_ids`) in length-sorted batches, EOS appended, on the device."""
+        for batch in make_source_batches(sources, self.decode.max_tokens):
+            yield batch.to(self.device)
+
+    def search_batches(
+        self, sources: Sequence[Sequence[int]]
+    ) -> Iterator[tuple[SourceBatch, list[SearchResult]]]:
+        """Each batch of `sources` with the search results of its rows, in the batch's order."""
+        for batch in self.batches(sources):
+            yield (
+                batch,
+                search(self.model, batch.src_ids, batch.src_mask, self.decode, self.options),
+            )
+
+    def _detokenize(self, result: SearchResult) -> Translation:
+        decode = self.tgt_tokenizer.decode
+        return Translation(
+            [decode(h.tokens) for h in result.hypotheses], [h.score for h in result.hypotheses]
+        )
+
+
+def alignment_pairs(
+    model: Seq2SeqTransformer, src_ids: Tensor, tgt_ids: list[int], layer: int
+) -> list[tuple[int, int]]:
+    """Subword alignment of one sentence pair from cross-attention (plain-math path).
+
+    Target token j is produced by decoder query j (input BOS + tgt_ids[:j]); it aligns to the
+    source subword with the largest weight of decoder layer `layer`'s cross-attention,
+    averaged over heads. The appended source EOS is never chosen (unless it is all there is).
+
+    Args:
+        src_ids: (S,) real source tokens followed by EOS, no padding.
+        tgt_ids: the translation's tokens, no BOS or EOS.
+
+    Returns:
+        (source index, target index) pairs, one per target token.
+    """
+    if not tgt_ids:
+        return []
+    tgt_in = torch.tensor([[BOS_ID, *tgt_ids[:-1]]], device=src_ids.device)  # (1, T)
+    with torch.no_grad():
+        cross = model.attention_maps(src_ids[None], tgt_in).cross[layer]  # (1, H, T, S)
+    n_words = max(src_ids.numel() - 1, 1)  # the subwords, without the EOS
+    best = cross[0].mean(0)[:, :n_words].argmax(-1)  # (T,)
+    return [(int(s), t) for t, s in enumerate(best.tolist())]
+
+
+def _check_alignment_layer(layer: int, n_layers: int) -> None:
+    if not -n_layers <= layer < n_layers:
+        raise SettingError(
+            "alignment_layer",
+            layer,
+            f"the model has {n_layers} decoder layer(s) (0..{n_layers - 1}, or -1 for the last)",
+        )
+
+
+def _resolve_device(name: str) -> torch.device:
+    if name == "cuda" and not torch.cuda.is_available():
+        raise SettingError("device", name, "no CUDA device is available")
+    return torch.device(name)
