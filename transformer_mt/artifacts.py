@@ -109,7 +109,7 @@ class Checkpoint:
 
     @classmethod
     def from_dict(cls, state: object, source: str | Path) -> Checkpoint:
-        """Read a dict written by `to_dict`, or by any earlier version of this package.
+        """Read a dict written by `to_dict` in this or any prior release of this package.
 
         Raises:
             TmtError: `state` is not a dict holding at least model, config, tokenizers, step.
@@ -165,7 +165,7 @@ def copy_checkpoint(source: str | Path, target: str | Path) -> None:
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> Checkpoint:
-    """Read a checkpoint written by `save_checkpoint` (or by an earlier version).
+    """Read a checkpoint written by `save_checkpoint`, in this or any prior release.
 
     `weights_only=True`: a checkpoint holds only tensors and plain Python values, so loading
     one from elsewhere cannot execute code.
