@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
 import sys
 from typing import BinaryIO, TextIO
 
@@ -75,6 +76,19 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
 PROGRESS_EVERY_S = 30.0
 
 
+def _set_cpu_threads() -> None:
+    """Torch threads for the idle cores (`machine.choose_threads`), said on stderr when other
+    work holds some: a thread sharing its core with a busy process stalls the others."""
+    import torch
+
+    from transformer_mt.machine import allowed_cores, choose_threads
+
+    threads = choose_threads(0)
+    torch.set_num_threads(threads.value)
+    if "OMP_NUM_THREADS" not in os.environ and threads.value < len(allowed_cores()):
+        print(f"note: {threads.reason}", file=sys.stderr)
+
+
 def _run_translate(args: argparse.Namespace) -> int:
     from transformer_mt.files import decode_lines
     from transformer_mt.inference.stream import translate_stream
@@ -82,6 +96,8 @@ def _run_translate(args: argparse.Namespace) -> int:
 
     _check_translate_args(args)
     references = _read_references(args.ref)
+    if args.device == "cpu":
+        _set_cpu_threads()
     with contextlib.ExitStack() as stack:
         interactive = args.input == "-" and sys.stdin.isatty()
         name = "<stdin>" if args.input == "-" else args.input
