@@ -100,6 +100,32 @@ def atomic_open(path: str | Path, mode: str = "w", durable: bool = False) -> Ite
             yield f
 
 
+@contextmanager
+def output_folder(out_dir: str | Path) -> Iterator[Path]:
+    """Yield an empty temporary folder; when the block succeeds it becomes `out_dir`.
+
+    An existing `out_dir` is replaced as a whole, so it may hold only files the new contents
+    hold too (an earlier export of the same format, say); anything else in it is the user's
+    and is refused, not deleted.
+
+    Raises:
+        TmtError: `out_dir` is a file, or a folder holding files the block did not write.
+    """
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise TmtError(f"{out}: is a file, not a directory; give a directory to export into")
+    with atomic_path(out) as tmp:
+        tmp.mkdir()
+        yield tmp
+        existing = out.iterdir() if out.is_dir() else []
+        foreign = sorted(p.name for p in existing if not (tmp / p.name).exists())
+        if foreign:
+            raise TmtError(
+                f"{out}: holds {', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}, "
+                "which would be lost; write into a new or empty directory"
+            )
+
+
 def refuse_same_file(input_path: str | Path, output_path: str | Path, what: str) -> None:
     """Raise when `output_path` names the same file as `input_path` (through links too).
 

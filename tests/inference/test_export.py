@@ -117,7 +117,7 @@ def test_export_refuses_a_folder_holding_other_files_and_keeps_them(checkpoint, 
     (out / "notes.txt").write_text("mine\n", encoding="utf-8")
     assert main(["export", str(checkpoint), str(out), "--format", "hf"]) == 2
     err = capsys.readouterr().err
-    assert "holds notes.txt, which the export does not write" in err
+    assert "holds notes.txt, which would be lost" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["models"]  # no temporary folder left
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
     assert (out / "notes.txt").read_text(encoding="utf-8") == "mine\n"

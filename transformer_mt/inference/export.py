@@ -14,43 +14,16 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from transformer_mt.artifacts import InferenceBundle, load_for_inference
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, Tokenizer
 from transformer_mt.errors import SettingError, TmtError
-from transformer_mt.files import atomic_path
+from transformer_mt.files import output_folder
+from transformer_mt.inference.export_ct2 import export_ctranslate2
 from transformer_mt.inference.hf_marian import check_marian_compatible, to_marian
 
 FORMATS = ("hf", "ctranslate2")
-
-
-@contextmanager
-def export_dir(out_dir: str | Path) -> Iterator[Path]:
-    """Yield an empty temporary folder; when the block succeeds it becomes `out_dir`.
-
-    An existing `out_dir` is replaced as a whole, so it may hold only files the new export
-    writes too (an earlier export of the same format); anything else in it is the user's and
-    is refused, not deleted.
-
-    Raises:
-        TmtError: `out_dir` is a file, or a folder holding files the export does not write.
-    """
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise TmtError(f"{out}: is a file, not a directory; give a directory to export into")
-    with atomic_path(out) as tmp:
-        tmp.mkdir()
-        yield tmp
-        existing = out.iterdir() if out.is_dir() else []
-        foreign = sorted(p.name for p in existing if not (tmp / p.name).exists())
-        if foreign:
-            raise TmtError(
-                f"{out}: holds {', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}, "
-                "which the export does not write; export into a new or empty directory"
-            )
 
 
 def _write_vocab(tokenizer: Tokenizer, path: Path) -> None:
@@ -64,7 +37,7 @@ def export_hf(checkpoint: str | Path, out_dir: str | Path) -> Path:
 
     Raises:
         TmtError: transformers is missing, the model uses options Marian lacks, or `out_dir`
-            holds other files (see `export_dir`).
+            holds other files (see `output_folder`).
     """
     if importlib.util.find_spec("transformers") is None:
         raise TmtError(
@@ -72,7 +45,7 @@ def export_hf(checkpoint: str | Path, out_dir: str | Path) -> Path:
         )
     bundle = load_for_inference(checkpoint)
     check_marian_compatible(bundle.model.cfg)
-    with export_dir(out_dir) as tmp:
+    with output_folder(out_dir) as tmp:
         _write_hf(bundle, tmp)
     return Path(out_dir)
 
@@ -110,8 +83,4 @@ def export(checkpoint: str | Path, out_dir: str | Path, fmt: str, quantize: str 
         if quantize:
             raise SettingError("quantize", quantize, "applies to format ctranslate2 only")
         return export_hf(checkpoint, out_dir)
-    from transformer_mt.inference.export_ct2 import (
-        export_ctranslate2,  # it imports export_dir from here
-    )
-
     return export_ctranslate2(checkpoint, out_dir, quantize)

@@ -34,7 +34,7 @@ from transformer_mt.artifacts import load_for_inference
 from transformer_mt.config import ModelConfig
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, Tokenizer
 from transformer_mt.errors import SettingError, TmtError
-from transformer_mt.inference.export import export_dir
+from transformer_mt.files import output_folder
 from transformer_mt.model import Seq2SeqTransformer
 
 _ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swiglu": "SWISH"}  # F.gelu is the exact erf GELU
@@ -181,7 +181,7 @@ def export_ctranslate2(
 
     Raises:
         TmtError: ctranslate2 is missing, the quantization type is unknown to it, the model uses
-            an option it cannot express, or `out_dir` holds other files (see `export_dir`).
+            an option it cannot express, or `out_dir` holds other files (see `output_folder`).
     """
     try:
         from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
@@ -196,7 +196,7 @@ def export_ctranslate2(
     with torch.no_grad():
         spec = build_spec(bundle.model, bundle.src_tokenizer, bundle.tgt_tokenizer)
     spec.optimize(quantization=quantize)
-    with export_dir(out_dir) as tmp:
+    with output_folder(out_dir) as tmp:
         spec.save(str(tmp))
         (tmp / "source.spm").write_bytes(bundle.src_tokenizer.model_bytes)
         (tmp / "target.spm").write_bytes(bundle.tgt_tokenizer.model_bytes)
