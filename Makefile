@@ -7,7 +7,7 @@ else
 PY := $(CURDIR)/.venv/bin/python
 endif
 
-.PHONY: install test lint format data quickstart quickstart-tiny clean
+.PHONY: install test test-slow lint format data quickstart quickstart-tiny clean
 CONFIG ?= configs/multi30k_de_en.yaml
 # DATA_FROM=DIR copies Multi30k from a local mirror instead of downloading it.
 DATA_FROM ?=
@@ -30,6 +30,10 @@ format: install
 
 test: lint
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The tests marked slow (minutes; `make test` skips them), some on the full corpora in ../shared.
+test-slow: install
+	$(PY) -m pytest -q --runslow -m slow $(PYTEST_ARGS)
 
 # Idempotent: complete files are kept.
 data: install

@@ -1,16 +1,11 @@
 """Shared test settings: seeded, CPU, float32; `slow` tests run only with --runslow."""
 
-from pathlib import Path
-
 import pytest
 import torch
 
 from transformer_mt.config import ExperimentConfig, ModelConfig, TokenizerConfig, config_to_dict
 from transformer_mt.data.tokenizer import PAD_ID, train_tokenizers
 from transformer_mt.model import build_model
-
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
 
 
 def pytest_addoption(parser):
@@ -28,8 +23,12 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _seed_and_threads():
+    """Every test starts seeded, with the torch threads the session started with: an
+    in-process `tmt train` sets them for the whole process (train.threads)."""
+    threads = torch.get_num_threads()
     torch.manual_seed(0)
     yield
+    torch.set_num_threads(threads)
 
 
 WORDS = [

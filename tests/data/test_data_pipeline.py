@@ -1,24 +1,19 @@
 """prepare_data end to end on a Multi30k slice: tokenizer in the run dir, cached encodings."""
 
-import gzip
-from pathlib import Path
-
 import pytest
 
+from tests.corpora import slice_lines
 from transformer_mt.config import DataConfig, TokenizerConfig
 from transformer_mt.data.dataset import DataError
 from transformer_mt.data.encoding import encode_corpus
 from transformer_mt.data.pipeline import prepare_data
 
-MULTI30K = Path(__file__).resolve().parents[3] / "shared" / "data" / "multi30k"
-
 
 def write_slice(tmp_path, split, n):
-    if not MULTI30K.is_dir():
-        pytest.skip(f"the Multi30k mirror {MULTI30K} is absent")
+    """The first `n` lines of Multi30k valid as `{split}.de` and `{split}.en` in tmp_path."""
     for lang in ("de", "en"):
-        lines = gzip.decompress((MULTI30K / f"valid.{lang}.gz").read_bytes()).split(b"\n")[:n]
-        (tmp_path / f"{split}.{lang}").write_bytes(b"\n".join(lines) + b"\n")
+        lines = slice_lines("valid", lang)[:n]
+        (tmp_path / f"{split}.{lang}").write_text("\n".join(lines) + "\n", "utf-8")
 
 
 def test_prepare_data_twice(tmp_path):

@@ -32,8 +32,9 @@ def write_config(
     """A tiny experiment (d_model 32, 2 layers, vocab 60) on the corpus of `write_corpus`.
 
     `train`, `model` and `tokenizer` are YAML flow fragments ("key: value, ...") whose keys
-    replace this experiment's own (a config file may not give a key twice). float32 on every
-    machine (`auto` would take bf16 on some CPUs), so results compare.
+    replace this experiment's own (a config file may not give a key twice). float32 and one
+    thread on every machine (`auto` would take bf16 on some CPUs, and as many threads as
+    cores are idle when each process starts), so results compare across runs and machines.
     """
     path = directory / "tiny.yaml"
     sections = {
@@ -55,6 +56,7 @@ def write_config(
                 "valid_every": 4,
                 "log_every": 1,
                 "precision": "fp32",
+                "threads": 1,
             },
             train,
         ),

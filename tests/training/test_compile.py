@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -15,7 +17,17 @@ from .ddp_worker import assert_trained_alike, tiny_trainer
 @pytest.mark.skipif(
     missing_cpu_compiler() is not None, reason="torch.compile on CPU needs a C++ compiler"
 )
-def test_compiled_training_matches_eager(tmp_path):
+@pytest.mark.parametrize(
+    "backend",
+    [
+        # Dynamo's graphs of the step, run by eager kernels: seconds.
+        pytest.param("eager"),
+        # What train.compile runs, Inductor's generated C++: a minute with a cold cache.
+        pytest.param("inductor", marks=pytest.mark.slow),
+    ],
+)
+def test_compiled_training_matches_eager(tmp_path, monkeypatch, backend):
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend=backend))
     eager = tiny_trainer(tmp_path / "eager", DistributedContext(), update_freq=1)
     compiled = tiny_trainer(
         tmp_path / "compiled", DistributedContext(), update_freq=1, compile=True
