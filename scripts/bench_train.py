@@ -5,11 +5,12 @@ our model and for Hugging Face `MarianMTModel` of identical dimensions on identi
         [--max-tokens 4096] [--peak-gflops G]
 
 Synthetic batches with a Multi30k-like length distribution (about 15 subword tokens a sentence)
-go through the real update (`Trainer.train_step`: forward, label-smoothed loss, backward, clip,
-AdamW). The `hf` system is our model, built with the same seed, converted by `to_marian` and
-called through our model's signature, so batches, optimizer, schedule and autocast are the
-same code; the network differs, and so does the loss: ours is `fused_label_smoothed_loss`, the
-hf system's is transformers' own `LabelSmoother`, what a Hugging Face training loop computes.
+go through the update `tmt train` makes (`training.update.Updater`: forward, label-smoothed
+loss, backward, clip, AdamW). The `hf` system is our model, built with the same seed, converted
+by `to_marian` and called through our model's signature, so batches, optimizer, schedule and
+autocast are the same code; the network differs, and so does the loss: ours is
+`fused_label_smoothed_loss`, the hf system's is transformers' own `LabelSmoother`, what a
+Hugging Face training loop computes.
 `hf-eager` is the same with transformers' eager (plain-math) attention instead of SDPA.
 Each (system, size) runs in a fresh process so its peak memory (ru_maxrss on CPU, the CUDA
 allocator's peak on GPU) is its own; on CPU the hf figure also holds the transformers import
@@ -47,7 +48,7 @@ from bench_machine import pick_device, run_standalone  # noqa: E402
 from bench_matmul import SHAPES as MATMUL_SHAPES  # noqa: E402
 from bench_matmul import measure as measure_matmul  # noqa: E402
 
-from transformer_mt.config import ExperimentConfig, ModelConfig, TrainConfig  # noqa: E402
+from transformer_mt.config import ModelConfig, TrainConfig  # noqa: E402
 from transformer_mt.data.batching import BatchIterator  # noqa: E402
 from transformer_mt.data.encoding import EncodedCorpus, TokenColumn  # noqa: E402
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
@@ -55,7 +56,7 @@ from transformer_mt.inference.hf_marian import to_marian  # noqa: E402
 from transformer_mt.model import build_model  # noqa: E402
 from transformer_mt.training.execution import resolve_precision  # noqa: E402
 from transformer_mt.training.loss import LossSums  # noqa: E402
-from transformer_mt.training.trainer import TrainData, Trainer, UpdateTotals  # noqa: E402
+from transformer_mt.training.update import Updater  # noqa: E402
 
 SIZES = {
     # configs/quickstart-like: what a laptop trains on Multi30k
@@ -208,8 +209,8 @@ def training_flops(
 # --- one run (in its own process) ---------------------------------------------------------
 
 
-class MarianForTrainer(torch.nn.Module):
-    """A `MarianMTModel` called like our model, so `Trainer.train_step` runs the same update on it.
+class MarianForUpdater(torch.nn.Module):
+    """A `MarianMTModel` called like our model, so `Updater.update` runs the same update on it.
 
     Shape:
         src_ids: (B, S) int64; tgt_in_ids: (B, T) int64; src_mask: (B, 1, 1, S) bool, True at
@@ -255,22 +256,24 @@ def _measure(system: str, size: str, options: dict) -> dict:
     args = SimpleNamespace(**options)
     _set_threads(args.threads)
     device = pick_device(args.device)
-    trainer = _build_trainer(system, size, args, device)
-    for _ in range(args.warmup):
-        trainer.train_step()
-    src_lens, tgt_lens = upcoming_pair_lengths(trainer, args.steps * trainer.cfg.update_freq)
-    totals, times = _timed_updates(trainer, args.steps, device)
-    if totals.tokens != tgt_lens.sum():  # the FLOPs must describe the batches just timed
-        raise RuntimeError(f"counted {tgt_lens.sum()} target tokens, trained {totals.tokens}")
-    flops = training_flops(trainer.config.model, args.vocab_size, src_lens, tgt_lens)
-    params = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
+    updater = _build_updater(system, size, args, device)
+    batches = BatchIterator(synthetic_corpus(6000, args.vocab_size), args.max_tokens, seed=1)
+    update_freq = updater.cfg.update_freq
+    for step in range(1, args.warmup + 1):
+        updater.update([next(batches) for _ in range(update_freq)], step)
+    src_lens, tgt_lens = upcoming_pair_lengths(batches, args.steps * update_freq)
+    tokens, times = _timed_updates(updater, batches, args.warmup + 1, args.steps)
+    if tokens != tgt_lens.sum():  # the FLOPs must describe the batches just timed
+        raise RuntimeError(f"counted {tgt_lens.sum()} target tokens, trained {tokens}")
+    flops = training_flops(SIZES[size], args.vocab_size, src_lens, tgt_lens)
+    params = sum(p.numel() for p in updater.model.parameters() if p.requires_grad)
     return {
         "benchmark": "train",
         "system": system,
         "size": size,
         "params_m": round(params / 1e6, 2),
-        **_run_info(trainer, args),
-        "tgt_tokens_per_s": round(totals.tokens / sum(times), 1),
+        **_run_info(updater, args),
+        "tgt_tokens_per_s": round(tokens / sum(times), 1),
         "step_time_s": round(float(np.median(times)), 4),
         "peak_memory_mib": round(_peak_memory_mib(device), 1),
         "model_gflops_per_update": round(flops / args.steps / 1e9, 2),
@@ -278,76 +281,56 @@ def _measure(system: str, size: str, options: dict) -> dict:
     }
 
 
-def _build_trainer(system: str, size: str, args: SimpleNamespace, device: torch.device) -> Trainer:
-    """A Trainer over the synthetic corpus; the same seeds give every system the same initial
-    weights and the same batches in the same order."""
-    config = ExperimentConfig(
-        model=SIZES[size],
-        train=TrainConfig(
-            max_steps=10**6,
-            max_tokens=args.max_tokens,
-            precision=args.precision,
-            log_every=10**6,
-            compile=args.compile,
-        ),
-    )
+def _build_updater(system: str, size: str, args: SimpleNamespace, device: torch.device) -> Updater:
+    """The training update of `system` at `size`; the same seed gives every system the same
+    initial weights."""
+    train = TrainConfig(max_tokens=args.max_tokens, precision=args.precision, compile=args.compile)
     torch.manual_seed(0)
-    model = build_model(config.model, args.vocab_size, args.vocab_size, PAD_ID)
+    model = build_model(SIZES[size], args.vocab_size, args.vocab_size, PAD_ID)
+    criterion = None
     if system in HF_ATTENTION:
         marian = to_marian(model, BOS_ID, EOS_ID)
         marian.set_attn_implementation(HF_ATTENTION[system])
-        model = MarianForTrainer(marian)
-    corpus = synthetic_corpus(6000, args.vocab_size)
-    data = TrainData(BatchIterator(corpus, args.max_tokens, seed=1), [], None, [])
-    tokenizer = SimpleNamespace(model_bytes=b"")
+        model, criterion = MarianForUpdater(marian), hf_label_smoothed_loss
     # train(): to_marian returns an eval-mode model, and dropout is part of a training step.
-    trainer = Trainer(
-        config, model.train(), data, tokenizer, tokenizer, "/nonexistent", device=device
-    )
-    if system in HF_ATTENTION:
-        trainer.loss_fn = hf_label_smoothed_loss
-    return trainer
+    return Updater(model.train(), train, SIZES[size].d_model, device, criterion=criterion)
 
 
 def _timed_updates(
-    trainer: Trainer, steps: int, device: torch.device
-) -> tuple[UpdateTotals, list[float]]:
-    """Totals and wall-clock seconds of each of `steps` updates (peak memory counted anew)."""
-    if device.type == "cuda":
+    updater: Updater, batches: BatchIterator, first_step: int, steps: int
+) -> tuple[float, list[float]]:
+    """Target tokens of the updates made, and the wall-clock seconds of each of `steps` updates
+    (peak memory counted anew)."""
+    cuda = updater.device.type == "cuda"
+    if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-    totals, times = UpdateTotals(), []
-    for _ in range(steps):
+    tokens, times = 0.0, []
+    for step in range(first_step, first_step + steps):
         start = time.perf_counter()
-        trainer.train_step(totals)
-        if device.type == "cuda":
+        result = updater.update([next(batches) for _ in range(updater.cfg.update_freq)], step)
+        if cuda:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
-    return totals, times
+        tokens += result.tokens if result.applied else 0.0
+    return tokens, times
 
 
-def upcoming_pair_lengths(trainer: Trainer, n_batches: int) -> tuple[np.ndarray, np.ndarray]:
-    """Source and target lengths, as the model reads them, of the next `n_batches` batches.
-
-    Follows the trainer's order (every batch of an epoch, then the next epoch), which
-    `BatchIterator.batch_indices` makes a pure function of the epoch; `_measure` checks the
-    target token count against the trainer's own.
-    """
-    iterator = trainer.data.train
-    epoch, start = trainer.position.epoch, trainer.position.batch_index
-    batches: list[np.ndarray] = []
-    while len(batches) < n_batches:
-        batches += iterator.batch_indices(epoch)[start:]
-        epoch, start = epoch + 1, 0
-    indices = np.concatenate(batches[:n_batches])
-    corpus = iterator.corpus
+def upcoming_pair_lengths(batches: BatchIterator, n_batches: int) -> tuple[np.ndarray, np.ndarray]:
+    """Source and target lengths, as the model reads them, of the next `n_batches` batches: read
+    ahead, then the iterator put back where it was (`_measure` checks the target token count
+    against the updates' own)."""
+    saved = batches.state()
+    indices = np.concatenate([next(batches).indices.numpy() for _ in range(n_batches)])
+    batches.restore(saved)
+    corpus = batches.corpus
     return corpus.src.lengths[indices] + 1, corpus.tgt.lengths[indices] + 1  # + EOS / + BOS
 
 
-def _run_info(trainer: Trainer, args: SimpleNamespace) -> dict:
+def _run_info(updater: Updater, args: SimpleNamespace) -> dict:
     """What the figures depend on besides the model: device, precision, threads, versions."""
     info = {
-        "device": str(trainer.device),
+        "device": str(updater.device),
         "precision": args.precision,
         "compile": args.compile,
         "threads": torch.get_num_threads(),
@@ -356,11 +339,11 @@ def _run_info(trainer: Trainer, args: SimpleNamespace) -> dict:
         "max_tokens": args.max_tokens,
         "steps": args.steps,
     }
-    if isinstance(trainer.model, MarianForTrainer):
+    if isinstance(updater.model, MarianForUpdater):
         import transformers
 
         info["transformers"] = transformers.__version__
-        info["attn_implementation"] = trainer.model.marian.config._attn_implementation
+        info["attn_implementation"] = updater.model.marian.config._attn_implementation
     return info
 
 

@@ -1,43 +1,64 @@
 """Dependencies point one way: inference never imports training, the checkpoint format
-(artifacts.py) sits below both, and the model knows nothing of search, data or training."""
+(artifacts.py) sits below both, and the model knows nothing of search, data or training.
 
-import ast
+The rules and the import reader are scripts/import_graph.py's, which also draws them as
+docs/dev/imports.png."""
+
+import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "transformer_mt"
-
-# Modules (as a path under the package) and the package parts they must not import.
-FORBIDDEN = {
-    "inference": ("training", "cli"),
-    "artifacts.py": ("training", "inference", "search", "cli"),
-    "model": ("search", "training", "data", "inference", "artifacts", "cli"),
-    "search": ("model", "training", "data", "inference", "artifacts", "cli"),
-}
+REPO = Path(__file__).resolve().parents[1]
 
 
-def _imported(path: Path) -> set[str]:
-    """Every transformer_mt module `path` imports, at any depth of its body."""
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-    return {name for name in names if name.startswith("transformer_mt.")}
+def _load_import_graph():
+    spec = importlib.util.spec_from_file_location("import_graph", REPO / "scripts/import_graph.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
 
 
-@pytest.mark.parametrize("part", sorted(FORBIDDEN))
-def test_no_import_against_the_direction_of_the_layers(part):
-    root = PACKAGE / part
-    files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
-    assert files
-    bad = {
-        f"{path.relative_to(PACKAGE)} imports {name}"
-        for path in files
-        for name in _imported(path)
-        if name.split(".")[1] in FORBIDDEN[part]
-    }
-    assert not bad, sorted(bad)
+graph = _load_import_graph()
+
+
+@pytest.fixture(scope="module")
+def imports():
+    return graph.read_imports()
+
+
+@pytest.mark.parametrize("part", sorted(graph.RULES))
+def test_no_import_against_the_direction_of_the_layers(part, imports):
+    assert any(graph.group_of(i.source) == part for i in imports)  # the part was read
+    bad = [line for line in graph.violations(imports) if graph.group_of(line.split()[0]) == part]
+    assert not bad, bad
+
+
+def test_a_crossing_import_at_any_depth_is_named_and_fails_the_check(tmp_path, capsys):
+    package = tmp_path / "transformer_mt"
+    for folder in ("model", "training", "inference"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "training" / "run.py").write_text("from transformer_mt.model import layers\n")
+    (package / "model" / "layers.py").write_text("import torch\n")
+    (package / "inference" / "export.py").write_text(
+        "def export():\n    from transformer_mt.training.run import main\n"
+    )
+    (package / "model" / "attention.py").write_text("from transformer_mt import training\n")
+    assert graph.main(["--check", "--package", str(package)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "layer rule broken: inference.export imports training.run",
+        "layer rule broken: model.attention imports training",
+    ]
+    (package / "inference" / "export.py").write_text("from transformer_mt.model import layers\n")
+    (package / "model" / "attention.py").write_text("from transformer_mt.model import layers\n")
+    assert graph.main(["--check", "--package", str(package)]) == 0
+
+
+def test_the_picture_is_linked_from_the_docs():
+    assert (REPO / "docs/dev/imports.png").stat().st_size > 10_000
+    assert "imports.png" in (REPO / "docs/dev/interfaces.md").read_text(encoding="utf-8")
+    assert "docs/dev/imports.png" in (REPO / "README.md").read_text(encoding="utf-8")

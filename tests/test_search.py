@@ -11,8 +11,8 @@ import torch
 from torch.testing import assert_close
 
 from transformer_mt.config import DecodeConfig, ModelConfig
-from transformer_mt.search import beam as search_beam
 from transformer_mt.search import (
+    SearchOptions,
     beam_search,
     greedy_search,
     length_penalty,
@@ -21,6 +21,7 @@ from transformer_mt.search import (
     search,
     top_k,
 )
+from transformer_mt.search import beam as search_beam
 
 from .search_fakes import EOS, PAD, RecurrentFake, ScriptedFake, sequence_log_prob
 
@@ -246,7 +247,7 @@ def test_sampling_is_reproducible_with_a_seeded_generator():
 
     def draw(seed: int):
         generator = torch.Generator().manual_seed(seed)
-        return summary(search(model, src_ids, src_mask, cfg, generator=generator))
+        return summary(search(model, src_ids, src_mask, cfg, SearchOptions(generator=generator)))
 
     first = draw(7)
     assert first == draw(7)

@@ -58,6 +58,20 @@ def test_resume_at_batch_k(corpus):
     assert resumed == full[5:]
 
 
+def test_a_restored_iterator_reads_on_across_epoch_ends(corpus):
+    """What a checkpoint's data position gives: a fresh iterator restored from `state()` reads
+    the batches the first one would have read next, into the following epochs."""
+    reader = BatchIterator(corpus, MAX_TOKENS, seed=7)
+    per_epoch = reader.num_batches(0)
+    for _ in range(per_epoch - 2):
+        next(reader)
+    resumed = BatchIterator(corpus, MAX_TOKENS, seed=7)
+    resumed.restore(reader.state())
+    expected = [next(reader).indices.tolist() for _ in range(per_epoch + 4)]
+    assert [next(resumed).indices.tolist() for _ in range(per_epoch + 4)] == expected
+    assert reader.state() == resumed.state() == {"epoch": 2, "batch_index": 2}
+
+
 def test_shards_are_disjoint_and_equal(corpus):
     batches = epoch_batches(corpus)
     shards = [shard_batches(batches, rank, 3) for rank in range(3)]

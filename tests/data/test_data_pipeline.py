@@ -1,12 +1,14 @@
-"""prepare_data end to end on a Multi30k slice: tokenizer in the run dir, cached encodings."""
+"""The data path of `tmt train` on a Multi30k slice: tokenizer in the run dir, cached encodings,
+batches of the kept pairs."""
 
 import pytest
 
 from tests.corpora import slice_lines
-from transformer_mt.config import DataConfig, TokenizerConfig
-from transformer_mt.data.dataset import DataError
+from transformer_mt.config import DataConfig, ExperimentConfig, TokenizerConfig, dump_config
+from transformer_mt.data.dataset import DataError, column_texts
 from transformer_mt.data.encoding import encode_corpus
-from transformer_mt.data.pipeline import prepare_data
+from transformer_mt.data.pipeline import encode_splits, prepare_data, train_tokenizers_for
+from transformer_mt.training.run import run_training
 
 
 def write_slice(tmp_path, split, n):
@@ -26,26 +28,29 @@ def test_prepare_data_twice(tmp_path):
         max_len=20,
     )
     tok_cfg = TokenizerConfig(vocab_size=300)
-    prepared = prepare_data(cfg, tok_cfg, tmp_path / "run")
-    assert prepared.tokenizers.src_path.parent == tmp_path / "run"
-    first = prepared.splits
+    tokenizers = train_tokenizers_for(cfg, tok_cfg, tmp_path / "run")
+    assert tokenizers.src_path.parent == tmp_path / "run"
+    first = encode_splits(cfg, tokenizers.src, tokenizers.tgt)
     assert first.clean_report.total == 400
     assert len(first.train) == first.clean_report.kept < 400  # max_len=20 drops some
     assert len(first.valid) == 50  # never filtered
     assert first.train.src.lengths.max() <= 20
     assert len(first.train_keep) == len(first.train)
     row = int(first.train_keep[0])  # the raw line each kept row came from
-    assert first.train.src[0].tolist() == prepared.tokenizers.src.encode(
-        first.train_text["src"][row]
-    )
+    assert first.train.src[0].tolist() == tokenizers.src.encode(first.train_text["src"][row])
     cached = sorted(p.name for p in (tmp_path / "cache").iterdir())
-    second_prepared = prepare_data(cfg, tok_cfg, tmp_path / "run")
-    second = second_prepared.splits
+    tokenizers = train_tokenizers_for(cfg, tok_cfg, tmp_path / "run")
+    second = encode_splits(cfg, tokenizers.src, tokenizers.tgt)
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == cached
     assert second.train.src.values.tolist() == first.train.src.values.tolist()
-    tokenizers = second_prepared.tokenizers
     fresh = encode_corpus(second.valid_text, tokenizers.src, tokenizers.tgt)
     assert fresh.tgt.values.tolist() == second.valid.tgt.values.tolist()
+    data = prepare_data(
+        ExperimentConfig(data=cfg, tokenizer=tok_cfg), tokenizers.src, tokenizers.tgt
+    )
+    batched = [i for batch in data.train.iterate(epoch=0) for i in batch.indices.tolist()]
+    assert sorted(batched) == list(range(len(second.train)))  # every kept pair, once an epoch
+    assert data.valid_references == column_texts(second.valid_text, "tgt")
 
 
 def test_missing_valid_file_is_reported_before_any_work(tmp_path):
@@ -55,11 +60,13 @@ def test_missing_valid_file_is_reported_before_any_work(tmp_path):
     cfg = DataConfig(
         train=str(tmp_path / "train"),
         valid=str(tmp_path / "valid"),
-        test=str(tmp_path / "test"),  # missing too, but prepare_data does not read it
+        test=str(tmp_path / "test"),  # missing too, but training does not read it
         cache_dir=str(tmp_path / "cache"),
     )
+    config = tmp_path / "config.yaml"
+    dump_config(ExperimentConfig(data=cfg, tokenizer=TokenizerConfig(vocab_size=20)), config)
     with pytest.raises(DataError) as err:
-        prepare_data(cfg, TokenizerConfig(vocab_size=20), tmp_path / "run")
+        run_training(config, tmp_path / "run")
     message = str(err.value)
     assert message.startswith(f"data.valid={str(tmp_path / 'valid')!r}: ")
     assert f"{tmp_path}/valid.en not found" in message and "data.test" not in message

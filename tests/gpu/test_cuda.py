@@ -25,12 +25,14 @@ from transformer_mt.artifacts import load_checkpoint
 from transformer_mt.config import DecodeConfig, ExperimentConfig, ModelConfig, TrainConfig
 from transformer_mt.data.batching import BatchIterator, collate
 from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
+from transformer_mt.data.pipeline import TrainData
 from transformer_mt.data.tokenizer import PAD_ID
 from transformer_mt.model import build_model
 from transformer_mt.model.attention import attention
 from transformer_mt.search import SearchOptions, search
 from transformer_mt.training.distributed import DistributedContext
-from transformer_mt.training.trainer import TrainData, Trainer, UpdateTotals
+from transformer_mt.training.trainer import Trainer
+from transformer_mt.training.update import UpdateResult
 
 from ..model.tiny import BOS, V, padded_batch, tiny_cfg
 from ..test_search import padded, random_sources, tiny_model
@@ -92,10 +94,16 @@ def tiny_trainer(
     return Trainer(config, model, data, tokenizer, tokenizer, run_dir, dist_context, device)
 
 
+def next_update(trainer: Trainer) -> UpdateResult:
+    """The trainer's next update: its next batches, its next step number."""
+    trainer.step += 1
+    batches = [next(trainer.data.train) for _ in range(trainer.cfg.update_freq)]
+    return trainer.updater.update(batches, trainer.step)
+
+
 def first_loss(trainer: Trainer) -> float:
-    window = UpdateTotals()
-    trainer.train_step(window)
-    return window.loss / window.tokens
+    result = next_update(trainer)
+    return result.loss / result.tokens
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
@@ -107,7 +115,7 @@ def test_autocast_step_is_finite_near_fp32_and_updates(precision, device, tmp_pa
     loss = first_loss(trainer)
     assert np.isfinite(loss) and loss == pytest.approx(reference, rel=0.05)
     for _ in range(2):  # fp16: a first overflow only lowers the GradScaler's scale
-        trainer.train_step()
+        next_update(trainer)
     state = trainer.model.state_dict()
     assert all(torch.isfinite(v).all() for v in state.values())
     assert any(not torch.equal(start[k], state[k]) for k in start), "no parameter moved"
@@ -233,7 +241,7 @@ def test_trainer_ddp_collectives_over_nccl(device, tmp_path):
     dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
     try:
         trainer = tiny_trainer(tmp_path / "run", device, dist_context=OneRankDDP())
-        assert trainer.wrapped is not trainer.model  # wrapped in DistributedDataParallel
+        assert trainer.updater.wrapped is not trainer.model  # wrapped in DistributedDataParallel
         start = {k: v.clone() for k, v in trainer.model.state_dict().items()}
         result = trainer.train()  # all-reduce per update, broadcast and gather at validation
     finally:

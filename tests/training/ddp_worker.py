@@ -16,10 +16,11 @@ import torch
 from transformer_mt.config import ExperimentConfig, ModelConfig, TrainConfig
 from transformer_mt.data.batching import BatchIterator, collate
 from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
+from transformer_mt.data.pipeline import TrainData
 from transformer_mt.data.tokenizer import PAD_ID
 from transformer_mt.model import build_model
 from transformer_mt.training.distributed import DistributedContext, init_distributed
-from transformer_mt.training.trainer import TrainData, Trainer
+from transformer_mt.training.trainer import Trainer
 
 VOCAB = 50
 STEPS = 3

@@ -35,7 +35,9 @@ def test_compiled_training_matches_eager(tmp_path, monkeypatch, backend):
     start = {k: v.clone() for k, v in compiled.model.state_dict().items()}
     eager.train()
     compiled.train()
-    assert compiled.wrapped is not compiled.model  # the step really ran through torch.compile
+    assert (
+        compiled.updater.wrapped is not compiled.model
+    )  # the step really ran through torch.compile
     trained = compiled.model.state_dict()
     assert_trained_alike(trained, eager.model.state_dict())
     assert any(not torch.equal(start[k], trained[k]) for k in start)  # training moved the weights

@@ -4,8 +4,9 @@ import math
 
 import pytest
 
+from transformer_mt.durations import duration
 from transformer_mt.training import progress
-from transformer_mt.training.progress import LogClock, duration, progress_line, remaining_seconds
+from transformer_mt.training.progress import LogClock, progress_line, remaining_seconds
 
 
 def test_clock_is_due_on_the_first_step_every_n_steps_and_after_the_interval(monkeypatch):

@@ -20,7 +20,7 @@ from transformer_mt import artifacts
 from transformer_mt.artifacts import load_checkpoint, load_for_inference
 from transformer_mt.cli import main
 from transformer_mt.errors import TmtError
-from transformer_mt.training import trainer as trainer_module
+from transformer_mt.training import update as update_module
 from transformer_mt.training.metrics import read_metrics
 from transformer_mt.training.run import run_training
 from transformer_mt.training.signals import StopRequests
@@ -208,7 +208,7 @@ def test_resume_from_an_averaged_last_pt_is_refused_in_one_line(tmp_path, capsys
 def test_nonfinite_loss_stops_or_skips(tmp_path, monkeypatch, policy):
     write_corpus(tmp_path, n_train=60)
     config = str(write_config(tmp_path, train=f"nonfinite_loss: {policy}, max_steps: 4"))
-    real = trainer_module.fused_label_smoothed_loss
+    real = update_module.fused_label_smoothed_loss
     calls = {"n": 0}
 
     def poisoned(*args, **kwargs):
@@ -218,7 +218,7 @@ def test_nonfinite_loss_stops_or_skips(tmp_path, monkeypatch, policy):
             sums.loss = sums.loss * float("nan")
         return sums
 
-    monkeypatch.setattr(trainer_module, "fused_label_smoothed_loss", poisoned)
+    monkeypatch.setattr(update_module, "fused_label_smoothed_loss", poisoned)
     if policy == "stop":
         with pytest.raises(TmtError, match="step 2: loss nan .* is not finite"):
             run_training(config, str(tmp_path / "run"), [])

@@ -4,8 +4,8 @@
     dataset.py    check and read text / TSV / JSONL / hub corpora into `src`/`tgt`; clean training
     tokenizer.py  SentencePiece model: train, load, encode, decode; special ids
     encoding.py   encode a corpus once and cache the ids as Arrow
-    batching.py   token-budget batches, resumable epoch order, Batch with masks
-    pipeline.py   prepare_data: config -> tokenizers + encoded train/valid
+    batching.py   token-budget batches, Batch with masks, the resumable BatchIterator
+    pipeline.py   prepare_data: config + tokenizers -> training batches and validation set
 
 Import the modules themselves; this package file stays empty so that `fetch` does not pull in
 torch and `datasets`.

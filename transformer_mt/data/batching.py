@@ -18,6 +18,7 @@ Re-running an epoch therefore gives the same batches, which is what exact resume
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -192,16 +193,28 @@ def _pad_rows(
     return out
 
 
-class BatchIterator:
-    """The batches of an epoch, for one rank, resumable from any batch index.
+@dataclass
+class DataPosition:
+    """The next batch to read: batch `batch_index` of epoch `epoch` (of one rank's share)."""
 
-    With `resample` (e.g. a `DropoutCorpus`) every epoch reads the corpus `resample(epoch)`, a
-    new segmentation of the same pairs, instead of `corpus`; it is made once per epoch.
+    epoch: int = 0
+    batch_index: int = 0
+
+
+class BatchIterator:
+    """One rank's batches, epoch after epoch: the cursor the training loop reads.
+
+    `next(batches)` collates the batch at `position` and moves on, to batch 0 of the next epoch
+    after an epoch's last. An epoch's batches are a pure function of (seed, epoch), so an
+    iterator given a saved position with `restore(state())` reads on exactly as an
+    uninterrupted one. With `resample` (e.g. a `DropoutCorpus`) every epoch reads the corpus
+    `resample(epoch)`, a new segmentation of the same pairs, instead of `corpus`; it is made
+    once per epoch.
 
     Example:
         batches = BatchIterator(train, max_tokens=4096, seed=1)
-        for batch in batches.iterate(epoch, start=next_batch_index):
-            ...
+        batches.restore(saved_position)  # {"epoch": 3, "batch_index": 120}
+        batch = next(batches)
     """
 
     def __init__(
@@ -219,7 +232,46 @@ class BatchIterator:
         self.rank = rank
         self.world_size = world_size
         self.resample = resample
+        self.position = DataPosition()
         self._resampled: tuple[int, EncodedCorpus] | None = None
+        self._indices: tuple[int, list[np.ndarray]] | None = None
+
+    def __iter__(self) -> Iterator[Batch]:
+        return self
+
+    def __next__(self) -> Batch:
+        """The batch at `position`; the position moves to the one after it.
+
+        Raises:
+            BatchingError: this rank's share of the epoch is empty.
+        """
+        epoch = self.position.epoch
+        indices = self.batch_indices(epoch)
+        if not indices:
+            raise BatchingError(
+                f"epoch {epoch} has no batches for rank {self.rank} of {self.world_size}: the "
+                "training set is too small for this many ranks"
+            )
+        batch = collate(self.corpus_for(epoch), indices[self.position.batch_index])
+        self.position.batch_index += 1
+        if self.position.batch_index >= len(indices):
+            self.position = DataPosition(epoch + 1, 0)
+        return batch
+
+    def state(self) -> dict[str, int]:
+        """The position as plain data (what a checkpoint stores)."""
+        return dataclasses.asdict(self.position)
+
+    def restore(self, state: dict[str, int]) -> None:
+        """Continue from a position returned by `state`."""
+        self.position = DataPosition(**state)
+
+    def iterate(self, epoch: int, start: int = 0) -> Iterator[Batch]:
+        """Batches `start`, `start + 1`, ... of `epoch`: the cursor moved there and read to the
+        epoch's end, so these are the batches an uninterrupted run sees."""
+        self.restore({"epoch": epoch, "batch_index": start})
+        while self.position.epoch == epoch:
+            yield next(self)
 
     def corpus_for(self, epoch: int) -> EncodedCorpus:
         """The token ids that `epoch`'s batches index into."""
@@ -231,20 +283,16 @@ class BatchIterator:
 
     def batch_indices(self, epoch: int) -> list[np.ndarray]:
         """This rank's batches of `epoch`, as index arrays into `corpus_for(epoch)`."""
-        corpus = self.corpus_for(epoch)
-        batches = make_batches(
-            corpus.src.lengths, corpus.tgt.lengths, self.max_tokens, self.seed, epoch
-        )
-        return shard_batches(batches, self.rank, self.world_size)
+        if self._indices is None or self._indices[0] != epoch:
+            corpus = self.corpus_for(epoch)
+            batches = make_batches(
+                corpus.src.lengths, corpus.tgt.lengths, self.max_tokens, self.seed, epoch
+            )
+            self._indices = (epoch, shard_batches(batches, self.rank, self.world_size))
+        return self._indices[1]
 
     def num_batches(self, epoch: int) -> int:
         return len(self.batch_indices(epoch))
-
-    def iterate(self, epoch: int, start: int = 0) -> Iterator[Batch]:
-        """Batches `start`, `start + 1`, ... of `epoch`: those an uninterrupted run sees."""
-        corpus = self.corpus_for(epoch)
-        for indices in self.batch_indices(epoch)[start:]:
-            yield collate(corpus, indices)
 
 
 def make_source_batches(

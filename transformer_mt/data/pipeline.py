@@ -1,32 +1,50 @@
-"""From a config to encoded splits: the one path by which `tmt train` and library users read data.
+"""From a config to what training reads: the one path of `tmt train` and library users.
 
-    read train -> train (or reuse) tokenizers -> encode (cached) -> clean
-    read valid -> encode (cached), never filtered (it is scored against all its references)
+    read train -> encode with the run's tokenizers (cached) -> clean -> batch (BPE-dropout:
+        a new segmentation every epoch)
+    read valid -> encode (cached), never filtered (BLEU scores it against all its references)
 
-`tmt train` checks every corpus file first (`dataset.check_sources`), then calls
-`encode_splits` with the tokenizers it trained or resumed, then batches; `prepare_data` checks
-and trains the tokenizers first, for users who start from a config. Batches come from
-`BatchIterator(prepared.train, max_tokens, seed)`.
+`tmt train` checks every corpus file first (`dataset.check_sources`), takes the tokenizers from
+the checkpoint it resumes or trains them (`train_tokenizers_for`), then calls `prepare_data`.
+
+Example:
+    pair = train_tokenizers_for(config.data, config.tokenizer, run_dir)
+    data = prepare_data(config, pair.src, pair.tgt)
+    batch = next(data.train)
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
 import numpy as np
 
-from transformer_mt.config import DataConfig, TokenizerConfig
+from transformer_mt.config import DataConfig, ExperimentConfig, TokenizerConfig
+from transformer_mt.data.batching import Batch, BatchIterator, collate, make_batches
 from transformer_mt.data.dataset import (
     CleanReport,
     DataError,
-    check_sources,
+    column_texts,
     load_split,
     select_training_pairs,
 )
-from transformer_mt.data.encoding import EncodedCorpus, encode_corpus
+from transformer_mt.data.encoding import DropoutCorpus, EncodedCorpus, encode_corpus
 from transformer_mt.data.tokenizer import Tokenizer, TokenizerPair, train_tokenizers
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainData:
+    """What the training loop consumes: resumable training batches and a fixed validation set."""
+
+    train: BatchIterator  # this rank's share of every epoch
+    valid_batches: list[Batch]  # teacher-forced valid loss
+    valid_sources: list[str] | None  # raw source lines translated for BLEU (None: BLEU off)
+    valid_references: list[str]  # raw target lines, one per valid source
 
 
 @dataclass(frozen=True)
@@ -39,14 +57,6 @@ class EncodedSplits:
     valid: EncodedCorpus  # every validation pair, in file order
     valid_text: datasets.Dataset  # raw `src`/`tgt` strings of valid (BLEU references)
     clean_report: CleanReport
-
-
-@dataclass(frozen=True)
-class PreparedData:
-    """`EncodedSplits` plus the tokenizers that produced them."""
-
-    splits: EncodedSplits
-    tokenizers: TokenizerPair
 
 
 def encode_splits(
@@ -70,27 +80,6 @@ def encode_splits(
     return EncodedSplits(train_all.select(keep), keep, train_text, valid, valid_text, report)
 
 
-def prepare_data(
-    data_cfg: DataConfig, tokenizer_cfg: TokenizerConfig, run_dir: str | Path, num_threads: int = -1
-) -> PreparedData:
-    """Train (or reuse) the tokenizers of `tokenizer_cfg` on train, then `encode_splits`.
-
-    The tokenizer model files are written into `run_dir` (so that translation needs nothing
-    else) and kept in `data_cfg.cache_dir` too, so the next run with the same corpus and
-    settings skips training them.
-
-    The train and valid files are checked first (`check_sources`), so that a missing valid
-    file is reported before the tokenizer is trained.
-
-    Raises:
-        DataError, TokenizerError: one-line messages for bad files or settings.
-    """
-    check_sources(data_cfg, ("train", "valid"))
-    tokenizers = train_tokenizers_for(data_cfg, tokenizer_cfg, run_dir)
-    splits = encode_splits(data_cfg, tokenizers.src, tokenizers.tgt, num_threads)
-    return PreparedData(splits, tokenizers)
-
-
 def train_tokenizers_for(
     data_cfg: DataConfig, tokenizer_cfg: TokenizerConfig, run_dir: str | Path
 ) -> TokenizerPair:
@@ -103,3 +92,88 @@ def train_tokenizers_for(
         run_dir,
         cache_dir=Path(data_cfg.cache_dir) / "tokenizers",
     )
+
+
+def prepare_data(
+    config: ExperimentConfig,
+    src_tok: Tokenizer,
+    tgt_tok: Tokenizer,
+    rank: int = 0,
+    world_size: int = 1,
+) -> TrainData:
+    """Read, encode (cached), clean and batch the training set; batch the validation set.
+
+    The validation set is not cleaned: BLEU translates every source line (the translator
+    truncates what the position table cannot hold) and scores it against every reference. Its
+    teacher-forced loss covers the pairs the position table holds, in batches with a budget
+    large enough for the longest of them.
+
+    Args:
+        rank, world_size: which share of every epoch this process trains on.
+
+    Raises:
+        DataError: a file at fault, no training pair left after cleaning, or no validation pair
+            that fits the position table.
+    """
+    train_cfg = config.train
+    splits = encode_splits(config.data, src_tok, tgt_tok)
+    resample = _dropout_corpus(config, splits, src_tok, tgt_tok)
+    train = BatchIterator(
+        splits.train, train_cfg.max_tokens, train_cfg.seed, rank, world_size, resample
+    )
+    n_bleu = min(len(splits.valid), train_cfg.valid_max_sentences or len(splits.valid))
+    return TrainData(
+        train=train,
+        valid_batches=_valid_loss_batches(splits.valid, config),
+        valid_sources=column_texts(splits.valid_text, "src")[:n_bleu],
+        valid_references=column_texts(splits.valid_text, "tgt")[:n_bleu],
+    )
+
+
+def _dropout_corpus(
+    config: ExperimentConfig, splits: EncodedSplits, src_tok: Tokenizer, tgt_tok: Tokenizer
+) -> DropoutCorpus | None:
+    """The per-epoch BPE-dropout segmentation of the kept training pairs (None: dropout off)."""
+    if config.tokenizer.bpe_dropout <= 0:
+        return None
+    src_texts, tgt_texts = (
+        [texts[i] for i in splits.train_keep.tolist()]
+        for texts in (column_texts(splits.train_text, side) for side in ("src", "tgt"))
+    )
+    return DropoutCorpus(
+        src_texts,
+        tgt_texts,
+        src_tok,
+        tgt_tok,
+        deterministic=splits.train,
+        dropout=config.tokenizer.bpe_dropout,
+        seed=config.train.seed,
+        max_len=config.data.max_len,
+        target=config.tokenizer.bpe_dropout_sides == "both",
+    )
+
+
+def _valid_loss_batches(valid: EncodedCorpus, config: ExperimentConfig) -> list[Batch]:
+    """Batches of the validation pairs whose sides fit the position table with their EOS/BOS.
+
+    Raises:
+        DataError: no validation pair fits.
+    """
+    table = config.model.max_positions
+    fits = np.flatnonzero((valid.src.lengths < table) & (valid.tgt.lengths < table))
+    if len(fits) < len(valid):
+        log.warning(
+            "validation loss leaves out %d of %d pairs longer than model.max_positions - 1 = %d "
+            "tokens (BLEU translates them truncated)",
+            *(len(valid) - len(fits), len(valid), table - 1),
+        )
+    if not len(fits):
+        raise DataError(
+            f"{config.data.valid}: no validation pair fits model.max_positions={table}; raise "
+            "model.max_positions or validate on shorter sentences"
+        )
+    valid = valid.select(fits)
+    longest = int(np.maximum(valid.src.lengths, valid.tgt.lengths).max()) + 1
+    budget = max(config.train.max_tokens, longest)
+    batches = make_batches(valid.src.lengths, valid.tgt.lengths, budget, seed=0, epoch=0)
+    return [collate(valid, indices) for indices in batches]

@@ -324,8 +324,7 @@ def _training_error(cfg: TokenizerConfig, n_lines: int, message: str) -> Tokeniz
     pieces the corpus yields ("Vocabulary size too high (5000). Please set it to a value <= 172").
     """
     if "smaller than required_chars" in message:
-        needed = re.search(r"(\d+) vs (\d+)", message)
-        at_least = f" to at least {needed[2]}" if needed else ""
+        at_least = _quoted_bound(message, r"\d+ vs (\d+)", " to at least {}")
         return TokenizerError(
             f"tokenizer.vocab_size={cfg.vocab_size} is too small for the characters of this "
             f"corpus (each character kept by tokenizer.character_coverage={cfg.character_coverage}"
@@ -333,13 +332,19 @@ def _training_error(cfg: TokenizerConfig, n_lines: int, message: str) -> Tokeniz
             "lower tokenizer.character_coverage (down to 0.98) to leave rare characters out"
         )
     if "too high" in message:
-        most = re.search(r"<= (\d+)", message)
-        at_most = f" to {most[1]} or less" if most else ""
+        at_most = _quoted_bound(message, r"<= (\d+)", " to {} or less")
         return TokenizerError(
             f"tokenizer.vocab_size={cfg.vocab_size} is too large for this corpus of {n_lines} "
             f"lines; lower tokenizer.vocab_size{at_most}, or train on more text"
         )
     return TokenizerError(f"SentencePiece training failed: {message}")
+
+
+def _quoted_bound(message: str, pattern: str, template: str) -> str:
+    """`template` holding the number that `pattern` finds in SentencePiece's message; "" when
+    the message does not say it."""
+    found = re.search(pattern, message)
+    return template.format(found[1]) if found else ""
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

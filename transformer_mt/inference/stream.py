@@ -15,6 +15,7 @@ from typing import TextIO
 
 from tqdm import tqdm
 
+from transformer_mt.durations import duration
 from transformer_mt.inference.translator import Translation, Translator
 
 
@@ -106,7 +107,7 @@ class ProgressReport:
         if self.total is None:
             return f"translated {self.done} lines, {rate:.1f} sentences/s"
         percent = 100.0 * self.done / max(self.total, 1)
-        eta = _duration((self.total - self.done) / rate) if rate > 0 else "unknown"
+        eta = duration((self.total - self.done) / rate) if rate > 0 else "unknown"
         return (
             f"translated {self.done}/{self.total} lines ({percent:.0f}%), "
             f"{rate:.1f} sentences/s, ETA {eta}"
@@ -114,16 +115,6 @@ class ProgressReport:
 
     def close(self) -> None:
         self.bar.close()
-
-
-def _duration(seconds: float) -> str:
-    """`1h02m`, `3m07s` or `12s`."""
-    seconds = round(seconds)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
 def _chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:

@@ -75,12 +75,15 @@ def _recorded(
 
 
 class _Residual(nn.Module):
-    """Shared residual + LayerNorm wiring of encoder and decoder layers."""
+    """What encoder and decoder layers share: the residual + LayerNorm wiring, and the
+    self-attention sub-layer each of them starts with."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.pre_norm = cfg.pre_norm
         self.dropout = Dropout(cfg.dropout)
+        self.self_attn = self_attention(cfg)
+        self.self_attn_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
 
     def residual(self, x: Tensor, norm: nn.LayerNorm, sublayer: Callable[[Tensor], Tensor]):
         if self.pre_norm:
@@ -94,8 +97,6 @@ class EncoderLayer(_Residual):
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         d = cfg.d_model
-        self.self_attn = self_attention(cfg)
-        self.self_attn_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
         self.ffn = FeedForward(d, cfg.d_ff, cfg.activation, cfg.activation_dropout)
         self.ffn_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
 
@@ -158,8 +159,6 @@ class DecoderLayer(_Residual):
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         d = cfg.d_model
-        self.self_attn = self_attention(cfg)
-        self.self_attn_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
         self.cross_attn = MultiHeadAttention(
             d, cfg.n_heads, cfg.attn_dropout, n_kv_heads=cfg.kv_heads
         )

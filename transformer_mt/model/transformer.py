@@ -8,6 +8,7 @@ Shapes: B batch, S source length, T target length, D d_model, V vocabulary.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -97,16 +98,34 @@ class AttentionMaps:
     cross: list[Tensor]  # per decoder layer, cross-attention (B, H, T, S)
 
 
-class Encoder(nn.Module):
-    def __init__(self, cfg: ModelConfig, token_embedding: nn.Embedding):
+class _LayerStack(nn.Module):
+    """What encoder and decoder are both made of: embedding, a stack of layers, and with
+    pre-norm a final LayerNorm (pre-norm leaves the residual stream un-normalised)."""
+
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        token_embedding: nn.Embedding,
+        layer: Callable[[ModelConfig], nn.Module],
+        n_layers: int,
+    ):
         super().__init__()
+        # Built in this order, which the random initial weights depend on.
         positions = build_positions(cfg.positions, cfg.max_positions, cfg.d_model)
         self.embed = Embedder(token_embedding, positions, cfg.dropout)
         self.pattern = _pattern(cfg)
         self.flex = cfg.attention_backend == "flex"
-        self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_layers))
-        # Pre-norm leaves the residual stream un-normalised: normalise it once at the end.
+        self.layers = nn.ModuleList(layer(cfg) for _ in range(n_layers))
         self.final_norm = nn.LayerNorm(cfg.d_model, cfg.layer_norm_eps) if cfg.pre_norm else None
+
+    def normed(self, x: Tensor) -> Tensor:
+        """The last layer's output, through the final LayerNorm when there is one."""
+        return x if self.final_norm is None else self.final_norm(x)
+
+
+class Encoder(_LayerStack):
+    def __init__(self, cfg: ModelConfig, token_embedding: nn.Embedding):
+        super().__init__(cfg, token_embedding, EncoderLayer, cfg.n_layers)
 
     def forward(self, src_ids: Tensor, src_mask: Tensor) -> Tensor:
         """src_ids (B, S), src_mask (B, 1, 1, S) True = real token -> memory (B, S, D)."""
@@ -118,7 +137,7 @@ class Encoder(nn.Module):
             mask = self.self_mask(src_mask)
         for layer in self.layers:
             x = layer(x, mask)
-        return x if self.final_norm is None else self.final_norm(x)
+        return self.normed(x)
 
     def forward_with_weights(self, src_ids: Tensor, src_mask: Tensor) -> tuple[Tensor, list]:
         """`forward` through plain-math attention: memory (B, S, D), per layer (B, H, S, S)."""
@@ -126,7 +145,7 @@ class Encoder(nn.Module):
         for layer in self.layers:
             x, w = layer.forward_with_weights(x, mask)
             weights.append(w)
-        return (x if self.final_norm is None else self.final_norm(x)), weights
+        return self.normed(x), weights
 
     def self_mask(self, src_mask: Tensor) -> Tensor:
         """(B, 1, 1, S) padding mask -> with a sparse pattern (B, 1, S, S), else unchanged."""
@@ -134,15 +153,9 @@ class Encoder(nn.Module):
         return src_mask if keep is None else src_mask & keep
 
 
-class Decoder(nn.Module):
+class Decoder(_LayerStack):
     def __init__(self, cfg: ModelConfig, token_embedding: nn.Embedding):
-        super().__init__()
-        positions = build_positions(cfg.positions, cfg.max_positions, cfg.d_model)
-        self.embed = Embedder(token_embedding, positions, cfg.dropout)
-        self.pattern = _pattern(cfg)
-        self.flex = cfg.attention_backend == "flex"
-        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
-        self.final_norm = nn.LayerNorm(cfg.d_model, cfg.layer_norm_eps) if cfg.pre_norm else None
+        super().__init__(cfg, token_embedding, DecoderLayer, cfg.decoder_layers)
 
     def forward(
         self,
@@ -177,7 +190,7 @@ class Decoder(nn.Module):
             self_mask = self.pattern.causal_mask(x.size(1), offset + x.size(1), x.device)
         for i, layer in enumerate(self.layers):
             x = layer(x, memory, src_mask, None if cache is None else cache.layers[i], self_mask)
-        return x if self.final_norm is None else self.final_norm(x)
+        return self.normed(x)
 
     def forward_with_weights(
         self, tgt_ids: Tensor, memory: Tensor, src_mask: Tensor
@@ -197,8 +210,7 @@ class Decoder(nn.Module):
             x, w_self, w_cross = layer.forward_with_weights(x, memory, src_mask, self_mask)
             self_weights.append(w_self)
             cross_weights.append(w_cross)
-        x = x if self.final_norm is None else self.final_norm(x)
-        return x, self_weights, cross_weights
+        return self.normed(x), self_weights, cross_weights
 
     def new_cache(
         self, share_sources: bool = True, dtype: torch.dtype | None = None

@@ -37,7 +37,6 @@ The caller puts the model in eval mode; search runs under `torch.inference_mode(
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from transformer_mt.config import DecodeConfig
@@ -78,16 +77,14 @@ def search(
     src_mask: Tensor,
     cfg: DecodeConfig,
     options: SearchOptions = DEFAULT_OPTIONS,
-    *,
-    generator: torch.Generator | None = None,
 ) -> list[SearchResult]:
     """Sampling if `cfg.sampling`, else greedy search if `cfg.beam_size == 1`, else beam search.
 
-    Args and Returns: as `beam_search`; `generator` is used by sampling only.
+    Args and Returns: as `beam_search`; `options.generator` is used by sampling only.
     `options.max_len_cap` bounds every max_len (a model cannot decode past its position table).
     """
     if cfg.sampling:
-        return sample(model, src_ids, src_mask, cfg, options, generator=generator)
+        return sample(model, src_ids, src_mask, cfg, options)
     if cfg.beam_size == 1:
         return greedy_search(model, src_ids, src_mask, cfg, options)
     return beam_search(model, src_ids, src_mask, cfg, options)

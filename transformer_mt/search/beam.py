@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from transformer_mt.config import DecodeConfig
+from transformer_mt.search import state as shared
 from transformer_mt.search.state import (
     DEFAULT_OPTIONS,
     BeamState,
@@ -15,12 +16,6 @@ from transformer_mt.search.state import (
     Hypothesis,
     SearchOptions,
     SearchResult,
-    collect_finished,
-    drop_done,
-    forbidden_tokens,
-    next_log_probs,
-    ranked_results,
-    start_rows,
 )
 
 
@@ -57,14 +52,14 @@ def beam_search(
     beam_size = cfg.beam_size
     finished: list[list[Hypothesis]] = [[] for _ in range(src_ids.shape[0])]
     with torch.inference_mode():
-        state, rows = start_rows(model, src_ids, src_mask, cfg, beam_size, 1, options)
+        state, rows = shared.start_rows(model, src_ids, src_mask, cfg, beam_size, 1, options)
         # The K beams of a sentence start as copies: only the first is live, so that the first
         # step does not fill the beam with K copies of the best token.
         state.scores[:, 1:] = float("-inf")
         step = 0
         while state.sentence_ids.numel():
-            log_probs = next_log_probs(model, state, rows, step, ids.bos)
-            forbidden = forbidden_tokens(step, cfg.min_len, ids, log_probs.device)
+            log_probs = shared.next_log_probs(model, state, rows, step, ids.bos)
+            forbidden = shared.forbidden_tokens(step, cfg.min_len, ids, log_probs.device)
             candidates = _expand(state, log_probs, forbidden)
             _retire_beams(state, candidates, step, cfg, ids.eos, finished)
             beam_rows = _advance(state, candidates, ids.eos)
@@ -73,9 +68,9 @@ def beam_search(
                 | (state.max_lens <= step + 1)
                 | ~state.scores.isfinite().any(dim=1)
             )
-            drop_done(state, rows, done, beam_rows)
+            shared.drop_done(state, rows, done, beam_rows)
             step += 1
-    return ranked_results(finished, cfg.n_best)
+    return shared.ranked_results(finished, cfg.n_best)
 
 
 def _expand(state: BeamState, log_probs: Tensor, forbidden: Tensor) -> _Candidates:
@@ -135,7 +130,7 @@ def _retire_beams(
         return
     prefixes = state.tokens[sentence * beam_size + candidates.beams[sentence, rank]]  # (M, t)
     tokens = torch.cat([prefixes, candidates.tokens[sentence, rank, None]], dim=1)  # (M, t+1)
-    collect_finished(
+    shared.collect_finished(
         finished,
         state.sentence_ids[sentence],
         tokens,

@@ -8,18 +8,13 @@ import torch
 from torch import Tensor
 
 from transformer_mt.config import DecodeConfig
+from transformer_mt.search import state as shared
 from transformer_mt.search.state import (
     DEFAULT_OPTIONS,
     DecodingModel,
     Hypothesis,
     SearchOptions,
     SearchResult,
-    collect_finished,
-    drop_done,
-    forbidden_tokens,
-    next_log_probs,
-    ranked_results,
-    start_rows,
 )
 
 
@@ -44,8 +39,6 @@ def sample(
     src_mask: Tensor,
     cfg: DecodeConfig,
     options: SearchOptions = DEFAULT_OPTIONS,
-    *,
-    generator: torch.Generator | None = None,
 ) -> list[SearchResult]:
     """Draw cfg.n_best samples per sentence from the filtered next-token distributions.
 
@@ -54,12 +47,10 @@ def sample(
     draws from what is left. Hypothesis scores use the model's own (unfiltered, untempered)
     log-probs, so samples and beams are scored alike.
 
-    Args:
-        generator: a seeded `torch.Generator` on the device of src_ids makes the draws
-            reproducible; None uses the global generator.
-        Others as `beam_search`.
+    Args and Returns as `beam_search`; `options.generator`, seeded and on the device of
+    src_ids, makes the draws reproducible.
     """
-    choose = _sampler(cfg, generator)
+    choose = _sampler(cfg, options.generator)
     return _decode_rows(model, src_ids, src_mask, cfg, options, cfg.n_best, choose)
 
 
@@ -76,11 +67,11 @@ def _decode_rows(
     ids = options.ids
     finished: list[list[Hypothesis]] = [[] for _ in range(src_ids.shape[0])]
     with torch.inference_mode():
-        state, rows = start_rows(model, src_ids, src_mask, cfg, 1, samples, options)
+        state, rows = shared.start_rows(model, src_ids, src_mask, cfg, 1, samples, options)
         step = 0
         while state.sentence_ids.numel():
-            log_probs = next_log_probs(model, state, rows, step, ids.bos)
-            forbidden = forbidden_tokens(step, cfg.min_len, ids, log_probs.device)
+            log_probs = shared.next_log_probs(model, state, rows, step, ids.bos)
+            forbidden = shared.forbidden_tokens(step, cfg.min_len, ids, log_probs.device)
             # Out of place: the model may hand out a view of something it keeps.
             log_probs = log_probs.index_fill(1, forbidden, float("-inf"))
             tokens = choose(log_probs)  # (R,)
@@ -89,7 +80,7 @@ def _decode_rows(
             is_eos = tokens == ids.eos
             done = is_eos | (state.max_lens <= step + 1)
             ended = done.nonzero().squeeze(1)
-            collect_finished(
+            shared.collect_finished(
                 finished,
                 state.sentence_ids[ended],
                 state.tokens[ended],
@@ -98,9 +89,9 @@ def _decode_rows(
                 step + 1,
                 cfg,
             )
-            drop_done(state, rows, done, beam_rows=None)
+            shared.drop_done(state, rows, done, beam_rows=None)
             step += 1
-    return ranked_results(finished, samples)
+    return shared.ranked_results(finished, samples)
 
 
 def _argmax(log_probs: Tensor) -> Tensor:

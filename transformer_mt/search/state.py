@@ -112,6 +112,9 @@ class SearchOptions:
     # An empty cache for the first decoding step (e.g. one storing keys and values in a narrower
     # dtype); None: the model makes its own on the first step.
     new_cache: Callable[[], ReorderableCache] | None = None
+    # Sampling draws from it (a seeded one makes the draws reproducible); None: torch's global
+    # generator. Greedy and beam search draw nothing.
+    generator: torch.Generator | None = None
 
 
 DEFAULT_OPTIONS = SearchOptions()

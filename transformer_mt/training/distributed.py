@@ -31,11 +31,14 @@ class DistributedContext:
         """Rank 0 writes files, logs and the progress bar."""
         return self.rank == 0
 
-    def all_reduce_sum(self, values: torch.Tensor) -> torch.Tensor:
-        """Element-wise sum over ranks (in place, also returned); identity on one process."""
-        if self.enabled:
-            dist.all_reduce(values, op=dist.ReduceOp.SUM)
-        return values
+    def sum_over_ranks(self, values: list[float], device: torch.device) -> list[float]:
+        """Each value summed over ranks, in one float64 all-reduce staged on `device`; the
+        values themselves on one process."""
+        if not self.enabled:
+            return values
+        tensor = torch.tensor(values, dtype=torch.float64, device=device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        return tensor.tolist()
 
     def broadcast(self, obj: Any) -> Any:
         """Rank 0's `obj` on every rank (picklable values: decisions, scores)."""

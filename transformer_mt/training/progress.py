@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from transformer_mt.durations import duration
+
 PROGRESS_SECONDS = 30.0
 
 
@@ -59,15 +61,3 @@ def progress_line(
         f"step {step} | epoch {epoch} | loss {loss:.3f} | lr {lr:.2e} | "
         f"{tokens_per_second:.0f} tok/s | {duration(elapsed)} elapsed, {duration(remaining)} left"
     )
-
-
-def duration(seconds: float) -> str:
-    """`1h02m`, `12m03s`, `45s`; `?` for an unknown (infinite) time."""
-    if seconds == float("inf"):
-        return "?"
-    seconds = int(seconds)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"

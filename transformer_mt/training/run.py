@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import datasets
-import numpy as np
 import torch
 import yaml
 
@@ -32,10 +31,8 @@ from transformer_mt.config import (
     dump_config,
     load_config,
 )
-from transformer_mt.data.batching import Batch, BatchIterator, collate, make_batches
-from transformer_mt.data.dataset import check_sources, column_texts
-from transformer_mt.data.encoding import DropoutCorpus, EncodedCorpus
-from transformer_mt.data.pipeline import encode_splits, train_tokenizers_for
+from transformer_mt.data.dataset import check_sources
+from transformer_mt.data.pipeline import prepare_data, train_tokenizers_for
 from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.files import atomic_open, atomic_path
@@ -48,7 +45,7 @@ from transformer_mt.training.distributed import (
 )
 from transformer_mt.training.lock import LOCK_NAME, lock_run_dir
 from transformer_mt.training.rng import seed_everything
-from transformer_mt.training.trainer import TrainData, Trainer
+from transformer_mt.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -113,7 +110,9 @@ def _train(
 ) -> int:
     resume_path, resume = _resume_state(run_path, config)
     src_tok, tgt_tok = _main_rank_first(dist, lambda: _tokenizers(config, run_path, resume))
-    data = _main_rank_first(dist, lambda: prepare_data(config, src_tok, tgt_tok, dist))
+    data = _main_rank_first(
+        dist, lambda: prepare_data(config, src_tok, tgt_tok, dist.rank, dist.world_size)
+    )
     seed_everything(config.train.seed)
     model = build_model(config.model, src_tok.vocab_size, tgt_tok.vocab_size, PAD_ID)
     # Same initial weights on every rank (DDP checks), different dropout masks afterwards.
@@ -151,73 +150,6 @@ def resolve_device(choice: str) -> torch.device:
     if choice == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(choice)
-
-
-def prepare_data(
-    config: ExperimentConfig, src_tok: Tokenizer, tgt_tok: Tokenizer, dist: DistributedContext
-) -> TrainData:
-    """Read, encode (cached), clean and batch the training set; batch the validation set.
-
-    The validation set is not cleaned: BLEU translates every source line (the translator
-    truncates what the position table cannot hold) and scores it against every reference. Its
-    teacher-forced loss covers the pairs the position table holds, in batches with a budget
-    large enough for the longest of them.
-    """
-    data_cfg, train_cfg = config.data, config.train
-    splits = encode_splits(data_cfg, src_tok, tgt_tok)
-    resample = None
-    if config.tokenizer.bpe_dropout > 0:
-        src_texts, tgt_texts = (
-            [texts[i] for i in splits.train_keep.tolist()]
-            for texts in (column_texts(splits.train_text, side) for side in ("src", "tgt"))
-        )
-        resample = DropoutCorpus(
-            src_texts,
-            tgt_texts,
-            src_tok,
-            tgt_tok,
-            deterministic=splits.train,
-            dropout=config.tokenizer.bpe_dropout,
-            seed=train_cfg.seed,
-            max_len=data_cfg.max_len,
-            target=config.tokenizer.bpe_dropout_sides == "both",
-        )
-    train = BatchIterator(
-        splits.train, train_cfg.max_tokens, train_cfg.seed, dist.rank, dist.world_size, resample
-    )
-    n_bleu = min(len(splits.valid), train_cfg.valid_max_sentences or len(splits.valid))
-    return TrainData(
-        train=train,
-        valid_batches=_valid_loss_batches(splits.valid, config),
-        valid_sources=column_texts(splits.valid_text, "src")[:n_bleu],
-        valid_references=column_texts(splits.valid_text, "tgt")[:n_bleu],
-    )
-
-
-def _valid_loss_batches(valid: EncodedCorpus, config: ExperimentConfig) -> list[Batch]:
-    """Batches of the validation pairs whose sides fit the position table with their EOS/BOS.
-
-    Raises:
-        TmtError: no validation pair fits.
-    """
-    table = config.model.max_positions
-    fits = np.flatnonzero((valid.src.lengths < table) & (valid.tgt.lengths < table))
-    if len(fits) < len(valid):
-        log.warning(
-            "validation loss leaves out %d of %d pairs longer than model.max_positions - 1 = %d "
-            "tokens (BLEU translates them truncated)",
-            *(len(valid) - len(fits), len(valid), table - 1),
-        )
-    if not len(fits):
-        raise TmtError(
-            f"{config.data.valid}: no validation pair fits model.max_positions={table}; raise "
-            "model.max_positions or validate on shorter sentences"
-        )
-    valid = valid.select(fits)
-    longest = int(np.maximum(valid.src.lengths, valid.tgt.lengths).max()) + 1
-    budget = max(config.train.max_tokens, longest)
-    batches = make_batches(valid.src.lengths, valid.tgt.lengths, budget, seed=0, epoch=0)
-    return [collate(valid, indices) for indices in batches]
 
 
 def _resume_state(run_dir: Path, config: ExperimentConfig) -> tuple[Path | None, Checkpoint | None]:

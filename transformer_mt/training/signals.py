@@ -23,6 +23,9 @@ class StopRequests:
     def __init__(self) -> None:
         self.signum: int | None = None
 
+    def caught_one(self) -> bool:
+        return self.signum is not None
+
     @property
     def name(self) -> str:
         return signal.Signals(self.signum or signal.SIGTERM).name

@@ -1,11 +1,8 @@
-"""The training loop: batch -> forward under autocast -> loss -> accumulate -> clip -> step ->
-schedule -> log -> validate -> checkpoint (Vaswani et al., 2017, section 5).
+"""The training loop: update -> log -> validate -> checkpoint, until a limit or a signal.
 
-One update takes `update_freq` batches on every rank. Its loss is the sum of the label-smoothed
-loss over all non-pad target tokens of those batches on all ranks, divided by their total count,
-so the gradient does not depend on how tokens were split over batches or ranks: each rank
-scales its summed loss by world_size / global_tokens, and DDP's gradient *mean* then equals
-the single-process sum / total.
+Its collaborators do the rest: the batches come from the data's `BatchIterator` (the cursor a
+checkpoint stores), each update is `update.Updater`'s, the rows and lines are
+`reporting.TrainingReport`'s, and `early_stopping.EarlyStopping` keeps the best score.
 
 A run directory holds config.yaml (resolved), the tokenizer model(s), metrics.jsonl and
 checkpoints/{last,best,step_*}.pt. Running the same command again resumes from last.pt with
@@ -17,60 +14,31 @@ status 130 / 143.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import math
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
 
 from transformer_mt import artifacts
 from transformer_mt.artifacts import Checkpoint, TrainingState
 from transformer_mt.config import ExperimentConfig, config_to_dict
-from transformer_mt.data.batching import Batch, BatchIterator, collate
-from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
+from transformer_mt.data.pipeline import TrainData
+from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.machine import ThreadGovernor
 from transformer_mt.training.distributed import DistributedContext
-from transformer_mt.training.ema import WeightAverage
-from transformer_mt.training.execution import (
-    build_optimizer,
-    resolve_precision,
-    wrap_for_training,
-)
-from transformer_mt.training.loss import LossSums, fused_label_smoothed_loss, perplexity
-from transformer_mt.training.metrics import MetricsLog
-from transformer_mt.training.progress import LogClock, progress_line, remaining_seconds
+from transformer_mt.training.early_stopping import EarlyStopping
+from transformer_mt.training.reporting import RunCounters, TrainingReport
 from transformer_mt.training.rng import capture_rng_state, restore_rng_state
-from transformer_mt.training.schedule import learning_rate
 from transformer_mt.training.signals import StopRequests
-from transformer_mt.training.validation import ValidResult, validate
+from transformer_mt.training.update import Updater, UpdateResult
+from transformer_mt.training.validation import validate
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TrainData:
-    """What the loop consumes: resumable training batches and a fixed validation set."""
-
-    train: BatchIterator  # this rank's share of every epoch
-    valid_batches: list[Batch]  # teacher-forced valid loss
-    valid_sources: list[str] | None  # raw source lines translated for BLEU (None: BLEU off)
-    valid_references: list[str]  # raw target lines, one per valid source
-
-
-@dataclass
-class DataPosition:
-    """The next batch to read: batch `batch_index` of epoch `epoch` (this rank's share)."""
-
-    epoch: int = 0
-    batch_index: int = 0
 
 
 @dataclass
@@ -79,17 +47,6 @@ class TrainResult:
     best_score: float | None
     stopped_by: str  # "max_steps", "max_epochs", "max_minutes", "patience", "SIGINT", "SIGTERM"
     exit_code: int = 0  # 128 + signal number after SIGINT/SIGTERM (130/143), as shells report
-
-
-@dataclass
-class UpdateTotals:
-    """Sums since the last metrics row."""
-
-    loss: float = 0.0
-    nll: float = 0.0
-    tokens: float = 0.0
-    updates: int = 0
-    start: float = field(default_factory=time.perf_counter)
 
 
 class Trainer:
@@ -120,165 +77,92 @@ class Trainer:
         threads: ThreadGovernor | None = None,
     ) -> None:
         self.config = config
-        self.threads = threads
         self.cfg = config.train
-        self.device = torch.device(device)
-        self.model = model.to(self.device)
+        self.threads = threads
         self.dist = dist or DistributedContext()
         self.data = data
         self.tokenizers = (src_tokenizer, tgt_tokenizer)
         self.run_dir = Path(run_dir)
-        self.amp_dtype = resolve_precision(self.cfg.precision, self.device)
-        self.wrapped = wrap_for_training(model, self.device, self.dist, self.cfg.compile)
-        self.optimizer = build_optimizer(model, self.cfg)
-        self.scaler = torch.amp.GradScaler(
-            self.device.type, enabled=self.amp_dtype is torch.float16
-        )
-        self.ema = WeightAverage(model, self.cfg.ema_decay) if self.cfg.ema_decay > 0 else None
-        # (logits, labels, epsilon, pad_id) -> LossSums; benchmarks give other models their own.
-        self.loss_fn: Callable[[torch.Tensor, torch.Tensor, float, int], LossSums] = (
-            fused_label_smoothed_loss
-        )
+        self.updater = Updater(model, self.cfg, config.model.d_model, device, self.dist)
+        self.early_stopping = EarlyStopping(self.cfg.patience)
         self.step = 0
-        self.position = DataPosition()
-        self.best_score: float | None = None
-        self.bad_validations = 0
         self.skipped_updates = 0
-        self._epoch_cache: tuple[int, list] = (-1, [])
         self.stop_requests = StopRequests()
-        self._last_grad_norm = 0.0
         self.elapsed_before = 0.0  # seconds trained by earlier processes of this run
         self._started = time.monotonic()
+
+    @property
+    def model(self) -> torch.nn.Module:
+        return self.updater.model
+
+    @property
+    def device(self) -> torch.device:
+        return self.updater.device
 
     # --- the loop ------------------------------------------------------------------------
 
     def train(self) -> TrainResult:
-        """Run updates until max_steps, max_epochs, early stopping or a signal."""
+        """Run updates until max_steps, max_epochs, max_minutes, early stopping or a signal."""
         self.model.train()
-        metrics = self._open_metrics()
-        bar = tqdm(
-            total=self.cfg.max_steps,
-            initial=self.step,
-            unit="step",
-            dynamic_ncols=True,
-            disable=None if self.dist.is_main else True,
-        )
-        window = UpdateTotals()
-        clock = LogClock(self.cfg.log_every)
-        stopped_by = "max_steps"
-        last_validated = self.step
-        try:
-            with self.stop_requests.caught():
-                while self.step < self.cfg.max_steps:
-                    if self._epochs_done():
-                        stopped_by = "max_epochs"
-                        break
-                    if self._out_of_time():
-                        stopped_by = "max_minutes"
-                        break
-                    stop_requested = self.train_step(window)
-                    bar.update(1)
-                    if clock.due(self.step):
-                        self._log_train(metrics, window, bar)
-                        window = UpdateTotals()
-                        self._follow_load()
-                    if self.step % self.cfg.valid_every == 0:
-                        started = time.perf_counter()
-                        self._validate_and_save(metrics)
-                        window.start += time.perf_counter() - started  # tokens/s: training only
-                        last_validated = self.step
-                        if self.cfg.patience and self.bad_validations >= self.cfg.patience:
-                            stopped_by = "patience"
-                            break
-                    if stop_requested:
-                        return self._stop_on_signal(bar)
-                if last_validated != self.step:
-                    self._validate_and_save(metrics)
-        finally:
-            bar.close()
-            if metrics is not None:
-                metrics.close()
+        report = TrainingReport(self.run_dir, self.cfg, self.step, self.dist.is_main)
+        with report, self.stop_requests.caught():
+            stopped_by = self._loop(report)
+            if stopped_by in ("SIGINT", "SIGTERM"):
+                return self._stop_on_signal()
         log.info("training stopped at step %d (%s)", self.step, stopped_by)
-        return TrainResult(self.step, self.best_score, stopped_by)
+        return TrainResult(self.step, self.early_stopping.best_score, stopped_by)
 
-    def train_step(self, window: UpdateTotals | None = None) -> bool:
-        """One update; returns True when any rank caught SIGINT/SIGTERM (all then stop).
+    def _loop(self, report: TrainingReport) -> str:
+        """Updates until a limit, patience or a signal; returns which of them it was."""
+        validated_at = self.step
+        while (limit := self._limit_reached()) is None:
+            result = self._update()
+            if report.updated(self.step, result, self._counters()):
+                self._follow_load()
+            if self.step % self.cfg.valid_every == 0:
+                with report.paused():  # tokens/s counts training only
+                    self._validate_and_save(report)
+                validated_at = self.step
+                if self.early_stopping.exhausted:
+                    return "patience"
+            if result.stop:
+                return self.stop_requests.name
+        if validated_at != self.step:
+            self._validate_and_save(report)
+        return limit
 
-        Public so benchmarks can time exactly the updates `train` runs.
-        """
-        window = window or UpdateTotals()
-        batches = self._next_batches(self.cfg.update_freq)
-        local_tokens = sum(b.n_tgt_tokens for b in batches)
-        global_tokens = self._sum_over_ranks([float(local_tokens)])[0]
-        loss_sum, nll_sum = self._forward_backward(batches, global_tokens)
-        stop_flag = float(self.stop_requests.signum is not None)
-        loss_sum, nll_sum, stop = self._sum_over_ranks([loss_sum, nll_sum, stop_flag])
-        if self._apply_update(loss_sum / global_tokens):
-            window.loss += loss_sum
-            window.nll += nll_sum
-            window.tokens += global_tokens
-            window.updates += 1
-        return stop > 0
-
-    def _forward_backward(self, batches: list[Batch], global_tokens: float) -> tuple[float, float]:
-        """Backward of every batch's summed loss * world_size / global_tokens (see module doc).
-
-        DDP synchronises gradients only on the last batch of the update (no_sync before it).
-        """
-        scale = self.dist.world_size / global_tokens
-        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
-        nll_sum = torch.zeros((), dtype=torch.float64, device=self.device)
-        for i, batch in enumerate(batches):
-            batch = batch.to(self.device, non_blocking=True)
-            last = i == len(batches) - 1
-            sync = nullcontext() if last or not self.dist.enabled else self.wrapped.no_sync()
-            with sync:
-                with self._autocast():
-                    logits = self.wrapped(batch.src_ids, batch.tgt_in_ids, batch.src_mask)
-                sums = self.loss_fn(logits, batch.tgt_out_ids, self.cfg.label_smoothing, PAD_ID)
-                self.scaler.scale(sums.loss * scale).backward()
-            loss_sum += sums.loss.detach().double()
-            nll_sum += sums.nll.double()
-        return loss_sum.item(), nll_sum.item()
-
-    def _apply_update(self, loss: float) -> bool:
-        """Clip, set the learning rate, step; returns False when a non-finite update was skipped.
-
-        Raises:
-            TmtError: a NaN/inf loss or gradient norm under train.nonfinite_loss: stop.
-        """
-        self.scaler.unscale_(self.optimizer)
-        max_norm = self.cfg.clip_norm if self.cfg.clip_norm > 0 else float("inf")
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm))
-        self._last_grad_norm = grad_norm
-        # fp16's GradScaler skips steps with inf gradients by itself (and lowers its scale).
-        checked = [loss] if self.scaler.is_enabled() else [loss, grad_norm]
+    def _update(self) -> UpdateResult:
+        """The next `update_freq` batches of this rank, as update number `step + 1`."""
+        batches = [next(self.data.train) for _ in range(self.cfg.update_freq)]
         self.step += 1
-        if not all(math.isfinite(v) for v in checked):
-            self.optimizer.zero_grad(set_to_none=True)
-            if self.cfg.nonfinite_loss == "stop":
-                raise TmtError(
-                    f"step {self.step}: loss {loss} / gradient norm {grad_norm} is not finite; "
-                    "lower train.lr, set train.clip_norm, or set train.nonfinite_loss: skip"
-                )
-            self.skipped_updates += 1
-            log.warning("step %d: non-finite loss %s, update skipped", self.step, loss)
-            return False
-        lr = learning_rate(self.step, self.cfg, self.config.model.d_model)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.ema is not None:
-            self.ema.update(self.model)
-        return True
+        result = self.updater.update(batches, self.step, self.stop_requests.caught_one)
+        self.skipped_updates += not result.applied
+        return result
 
-    def _validate_and_save(self, metrics: MetricsLog | None) -> ValidResult:
+    def _limit_reached(self) -> str | None:
+        """max_steps, max_epochs or max_minutes when that limit ends the run now, else None."""
+        if self.step >= self.cfg.max_steps:
+            return "max_steps"
+        max_epochs = self.cfg.max_epochs
+        if max_epochs is not None and self.data.train.position.epoch >= max_epochs:
+            return "max_epochs"
+        if self._out_of_time():
+            return "max_minutes"
+        return None
+
+    def _out_of_time(self) -> bool:
+        """All ranks agree (rank 0's clock decides) so that they stop at the same step."""
+        if self.cfg.max_minutes is None:
+            return False
+        over = float(self.dist.is_main and self.elapsed_seconds() >= 60 * self.cfg.max_minutes)
+        return self.dist.sum_over_ranks([over], self.device)[0] > 0
+
+    def _validate_and_save(self, report: TrainingReport) -> None:
         """Validate on rank 0, share the result, track the best score, write checkpoints."""
         result = None
         if self.dist.is_main:
-            with self.ema.applied_to(self.model) if self.ema is not None else nullcontext():
+            ema = self.updater.ema
+            with ema.applied_to(self.model) if ema is not None else nullcontext():
                 result = validate(
                     self.model,
                     self.data.valid_batches,
@@ -288,28 +172,14 @@ class Trainer:
                     self.config.decode,
                     self.cfg.label_smoothing,
                     self.device,
-                    self._autocast,
+                    self.updater.autocast,
                 )
         result = self.dist.broadcast(result)
-        # Higher is better: BLEU, or minus the valid NLL when BLEU is off.
-        score = result.bleu if result.bleu is not None else -result.nll
-        improved = self.best_score is None or score > self.best_score
-        if improved:
-            self.best_score, self.bad_validations = score, 0
-        else:
-            self.bad_validations += 1
-        if metrics is not None:
-            metrics.write("valid", self.step, {**result.as_dict(), "best_score": self.best_score})
-        bleu = "off" if result.bleu is None else f"{result.bleu:.2f}"
-        log.info(
-            "step %d valid loss %.4f nll %.4f ppl %.2f bleu %s%s",
-            *(self.step, result.loss, result.nll, result.ppl, bleu),
-            " (best)" if improved else "",
-        )
+        improved = self.early_stopping.record(result.score)
+        report.validated(self.step, result, self.early_stopping.best_score, improved)
         self.save(periodic=True, best=improved)
-        return result
 
-    def _stop_on_signal(self, bar: tqdm) -> TrainResult:
+    def _stop_on_signal(self) -> TrainResult:
         self.save(periodic=False, best=False)
         name = self.stop_requests.name
         log.info(
@@ -317,65 +187,40 @@ class Trainer:
             *(name, self.run_dir / "checkpoints" / "last.pt", self.step),
         )
         code = self.stop_requests.exit_code
-        return TrainResult(self.step, self.best_score, name, exit_code=code)
+        return TrainResult(self.step, self.early_stopping.best_score, name, exit_code=code)
 
-    # --- data ----------------------------------------------------------------------------
+    def _counters(self) -> RunCounters:
+        epoch = self.data.train.position.epoch
+        return RunCounters(epoch, self.skipped_updates, self.elapsed_seconds())
 
-    def _next_batches(self, count: int) -> list[Batch]:
-        """The next `count` batches of this rank, moving on to the next epoch when one ends."""
-        batches = []
-        while len(batches) < count:
-            indices = self._epoch_indices(self.position.epoch)
-            corpus = self.data.train.corpus_for(self.position.epoch)
-            batches.append(collate(corpus, indices[self.position.batch_index]))
-            self.position.batch_index += 1
-            if self.position.batch_index >= len(indices):
-                self.position = DataPosition(self.position.epoch + 1, 0)
-        return batches
-
-    def _epoch_indices(self, epoch: int) -> list:
-        if self._epoch_cache[0] != epoch:
-            indices = self.data.train.batch_indices(epoch)
-            if not indices:
-                raise TmtError(
-                    f"epoch {epoch} has no batches for rank {self.dist.rank} of "
-                    f"{self.dist.world_size}: the training set is too small for this many ranks"
-                )
-            self._epoch_cache = (epoch, indices)
-        return self._epoch_cache[1]
-
-    def _epochs_done(self) -> bool:
-        return self.cfg.max_epochs is not None and self.position.epoch >= self.cfg.max_epochs
+    def _follow_load(self) -> None:
+        change = self.threads.update() if self.threads is not None else None
+        if change is not None:
+            log.info("threads %d: %s", change.value, change.reason)
 
     def elapsed_seconds(self) -> float:
         """Wall-clock time of this run so far, earlier (resumed-from) processes included."""
         return self.elapsed_before + time.monotonic() - self._started
-
-    def _out_of_time(self) -> bool:
-        """All ranks agree (rank 0's clock decides) so that they stop at the same step."""
-        if self.cfg.max_minutes is None:
-            return False
-        over = float(self.dist.is_main and self.elapsed_seconds() >= 60 * self.cfg.max_minutes)
-        return self._sum_over_ranks([over])[0] > 0
 
     # --- checkpoints ---------------------------------------------------------------------
 
     def to_checkpoint(self, rng_states: list[dict[str, Any]]) -> Checkpoint:
         """Everything a continuation needs (the format is `artifacts.Checkpoint`'s)."""
         src, tgt = self.tokenizers
+        updater = self.updater
         return Checkpoint(
             model=self.model.state_dict(),
             config=config_to_dict(self.config),
             tokenizers=artifacts.pack_tokenizers(src, tgt),
             step=self.step,
-            ema=self.ema.state_dict(self.model) if self.ema is not None else None,
+            ema=updater.ema.state_dict(self.model) if updater.ema is not None else None,
             training=TrainingState(
-                optimizer=self.optimizer.state_dict(),
-                scaler=self.scaler.state_dict(),
+                optimizer=updater.optimizer.state_dict(),
+                scaler=updater.scaler.state_dict(),
                 rng=rng_states,
-                data_position=dataclasses.asdict(self.position),
-                best_score=self.best_score,
-                bad_validations=self.bad_validations,
+                data_position=self.data.train.state(),
+                best_score=self.early_stopping.best_score,
+                bad_validations=self.early_stopping.bad_validations,
                 stats={
                     "skipped_updates": self.skipped_updates,
                     "elapsed_seconds": self.elapsed_seconds(),
@@ -395,27 +240,31 @@ class Trainer:
                 f"the checkpoint of step {checkpoint.step} holds no training state (an averaged "
                 "or inference checkpoint); resume from a run's last.pt"
             )
+        updater = self.updater
         self.model.load_state_dict(checkpoint.model, strict=True)
-        self.optimizer.load_state_dict(training.optimizer)
-        self.scaler.load_state_dict(training.scaler)
-        if self.ema is not None and checkpoint.ema:
-            self.ema.load_state_dict(checkpoint.ema)
+        updater.optimizer.load_state_dict(training.optimizer)
+        updater.scaler.load_state_dict(training.scaler)
+        if updater.ema is not None and checkpoint.ema:
+            updater.ema.load_state_dict(checkpoint.ema)
         self.step = checkpoint.step
-        self.position = DataPosition(**training.data_position)
-        self.best_score = training.best_score
-        self.bad_validations = training.bad_validations
+        self.data.train.restore(training.data_position)
+        self.early_stopping.best_score = training.best_score
+        self.early_stopping.bad_validations = training.bad_validations
         self.skipped_updates = training.stats["skipped_updates"]
         self.elapsed_before = training.stats.get("elapsed_seconds", 0.0)
         self._started = time.monotonic()
-        rng = training.rng
+        self._restore_rng(training.rng)
+
+    def _restore_rng(self, rng: list[dict[str, Any]]) -> None:
+        """This rank's dropout RNG, when the checkpoint has one state per rank of this run."""
         if len(rng) == self.dist.world_size:
             restore_rng_state(rng[self.dist.rank])
-        else:
-            log.warning(
-                "checkpoint has RNG states of %d ranks, this run has %d: dropout masks will "
-                "differ from an uninterrupted run",
-                *(len(rng), self.dist.world_size),
-            )
+            return
+        log.warning(
+            "checkpoint has RNG states of %d ranks, this run has %d: dropout masks will "
+            "differ from an uninterrupted run",
+            *(len(rng), self.dist.world_size),
+        )
 
     def save(self, periodic: bool, best: bool) -> None:
         """Write last.pt, and on validation steps best.pt and the periodic file, on rank 0.
@@ -442,62 +291,3 @@ class Trainer:
             artifacts.prune_checkpoints(directory, self.cfg.keep_last, up_to=self.step)
         if others:
             artifacts.copy_checkpoint(first, others[-1])
-
-    # --- helpers -------------------------------------------------------------------------
-
-    def _log_train(self, metrics: MetricsLog | None, window: UpdateTotals, bar: tqdm) -> None:
-        """A metrics row, the bar's numbers, and (when the bar is off: no terminal) a line."""
-        if not window.updates:
-            return
-        window_seconds = max(time.perf_counter() - window.start, 1e-9)
-        loss = window.loss / window.tokens
-        elapsed = self.elapsed_seconds()
-        row = {
-            "loss": loss,
-            "nll": window.nll / window.tokens,
-            "ppl": perplexity(window.nll / window.tokens),
-            "lr": self.optimizer.param_groups[0]["lr"],
-            "grad_norm": self._last_grad_norm,
-            "tokens_per_s": window.tokens / window_seconds,
-            "epoch": self.position.epoch,
-            "skipped_updates": self.skipped_updates,
-            "elapsed": round(elapsed, 3),
-        }
-        bar.set_postfix(
-            loss=f"{loss:.3f}", lr=f"{row['lr']:.2e}", tok_s=f"{row['tokens_per_s']:.0f}"
-        )
-        if metrics is not None:
-            metrics.write("train", self.step, row)
-        if bar.disable and self.dist.is_main:
-            left = remaining_seconds(
-                self.step,
-                elapsed,
-                window.updates / window_seconds,
-                self.cfg.max_steps,
-                self.cfg.max_minutes,
-            )
-            line = progress_line(
-                self.step, row["epoch"], loss, row["lr"], row["tokens_per_s"], elapsed, left
-            )
-            log.info("%s", line)
-
-    def _follow_load(self) -> None:
-        change = self.threads.update() if self.threads is not None else None
-        if change is not None:
-            log.info("threads %d: %s", change.value, change.reason)
-
-    def _open_metrics(self) -> MetricsLog | None:
-        if not self.dist.is_main:
-            return None
-        return MetricsLog(self.run_dir / "metrics.jsonl", resume_step=self.step)
-
-    def _sum_over_ranks(self, values: list[float]) -> list[float]:
-        if not self.dist.enabled:
-            return values
-        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
-        return self.dist.all_reduce_sum(tensor).tolist()
-
-    def _autocast(self) -> AbstractContextManager:
-        if self.amp_dtype is None:
-            return nullcontext()
-        return torch.autocast(self.device.type, dtype=self.amp_dtype)

@@ -33,6 +33,11 @@ class ValidResult:
     ppl: float
     bleu: float | None  # None when BLEU is switched off (train.valid_bleu: false)
 
+    @property
+    def score(self) -> float:
+        """Higher is better: BLEU, or minus the NLL when BLEU is off (early stopping, best.pt)."""
+        return self.bleu if self.bleu is not None else -self.nll
+
     def as_dict(self) -> dict[str, float | None]:
         return dataclasses.asdict(self)
 
