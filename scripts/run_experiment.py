@@ -25,7 +25,8 @@ sys.path.insert(0, str(REPO))
 from transformer_mt.artifacts import load_checkpoint  # noqa: E402
 from transformer_mt.cli import main as tmt  # noqa: E402
 from transformer_mt.config import load_config  # noqa: E402
-from transformer_mt.data.dataset import column_texts, load_split  # noqa: E402
+from transformer_mt.data.dataset import check_sources, column_texts, load_split  # noqa: E402
+from transformer_mt.errors import TmtError  # noqa: E402
 from transformer_mt.evaluation import corpus_scores  # noqa: E402
 from transformer_mt.inference.translator import Translator  # noqa: E402
 
@@ -48,7 +49,12 @@ def main() -> int:
     args = parse_args()
     run_dir = Path(args.run_dir or REPO / "runs" / Path(args.config).stem)
     overrides = ["--set", *args.set] if args.set else []
-    config = load_config(args.config, args.set)
+    try:
+        config = load_config(args.config, args.set)
+        check_sources(config.data)  # data.test too: it is scored after the hour of training
+    except TmtError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     average = config.train.keep_last if args.average is None else args.average
     status = tmt(["train", "--config", args.config, "--run-dir", str(run_dir), *overrides])
     if status:

@@ -241,3 +241,12 @@ def test_position_rule_is_the_models_own_limit(max_len_a, max_len_b):
 def test_character_coverage_below_sentencepieces_range(tmp_path):
     with pytest.raises(ConfigError, match=r"character_coverage=0\.9 must be in \[0\.98, 1\]"):
         load_config(write(tmp_path, "tokenizer: {character_coverage: 0.9}\n"))
+
+
+@pytest.mark.parametrize("key", ["length_penalty", "max_len_a", "top_p", "temperature"])
+def test_decode_floats_must_be_finite(tmp_path, key):
+    """`.nan` / `.inf` in YAML reach the config as floats; they are refused by name."""
+    path = tmp_path / "exp.yaml"
+    path.write_text(f"decode: {{{key}: .nan}}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=f"decode.{key}=nan must be a finite number"):
+        load_config(str(path))

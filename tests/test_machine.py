@@ -145,3 +145,23 @@ def test_governor_follows_other_processes_load(monkeypatch):
     run(10.0, own_cores=1.0, other_cores=0.0)  # it left
     assert governor.update().value == 2
     assert set_threads == [1, 2]
+
+
+def test_set_threads_follows_the_load_only_when_chosen_automatically(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(machine, "busy_cores", lambda cores, seconds: [])
+    counts = []
+    monkeypatch.setattr(machine.torch, "set_num_threads", counts.append)
+    for env, follows in (("", True), ("abc", True), ("3", False)):
+        monkeypatch.setenv("OMP_NUM_THREADS", env)  # OpenMP ignores what is not a count
+        threads, governor = machine.set_threads(0)
+        assert (governor is not None) is follows, env
+    assert machine.set_threads(2)[1] is None  # fixed by the config
+    assert counts == [2, 2, 3, 2]
+
+
+def test_resolve_device_refuses_cuda_without_a_device(monkeypatch):
+    monkeypatch.setattr(machine.torch.cuda, "is_available", lambda: False)
+    assert machine.resolve_device("auto").type == "cpu"
+    with pytest.raises(machine.SettingError, match="device=cuda: no CUDA device is available"):
+        machine.resolve_device("cuda")

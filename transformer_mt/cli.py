@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-import os
 import sys
 from typing import BinaryIO, TextIO
 
 from transformer_mt import __version__
+from transformer_mt.durations import PROGRESS_SECONDS
 from transformer_mt.errors import SettingError, TmtError
 
 # Library arguments set by a flag of the same meaning in every subcommand that has it.
@@ -72,20 +72,13 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_run_translate)
 
 
-# Without a terminal (a log file, a batch job) translate writes a plain progress line this often.
-PROGRESS_EVERY_S = 30.0
-
-
 def _set_cpu_threads() -> None:
-    """Torch threads for the idle cores (`machine.choose_threads`), said on stderr when other
+    """Torch threads for the idle cores (`machine.set_threads`), said on stderr when other
     work holds some: a thread sharing its core with a busy process stalls the others."""
-    import torch
+    from transformer_mt.machine import set_threads
 
-    from transformer_mt.machine import allowed_cores, choose_threads
-
-    threads = choose_threads(0)
-    torch.set_num_threads(threads.value)
-    if "OMP_NUM_THREADS" not in os.environ and threads.value < len(allowed_cores()):
+    threads, governor = set_threads(0)
+    if governor is not None and threads.value < len(governor.cores):
         print(f"note: {threads.reason}", file=sys.stderr)
 
 
@@ -114,7 +107,8 @@ def _run_translate(args: argparse.Namespace) -> int:
         )
         out = _open_out(args.output, stack)
         bar = args.progress or (sys.stderr.isatty() and not interactive)
-        plain = None if interactive or sys.stderr.isatty() else PROGRESS_EVERY_S
+        # Without a terminal (a log file, a batch job): a plain progress line now and then.
+        plain = None if interactive or sys.stderr.isatty() else PROGRESS_SECONDS
         total = None if interactive else len(lines)
         best: list[str] = []
         chunk = 1 if interactive else 2000

@@ -268,6 +268,9 @@ class DecodeConfig:
     temperature: float = 1.0
 
     def validate(self) -> None:
+        for name in ("length_penalty", "max_len_a", "top_p", "temperature"):
+            if not math.isfinite(getattr(self, name)):
+                raise ConfigError(f"decode.{name}={getattr(self, name)} must be a finite number")
         _positive(self, "decode", ["beam_size", "n_best", "max_tokens", "temperature"])
         if self.n_best > self.beam_size:
             raise ConfigError(

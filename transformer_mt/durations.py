@@ -1,7 +1,10 @@
-"""Durations as progress lines print them, for training (`training.progress`) and translation
-(`inference.stream`) alike."""
+"""Durations as progress lines print them, and how often those lines come, for training
+(`training.progress`) and translation (`inference.stream`) alike."""
 
 from __future__ import annotations
+
+# Seconds between plain progress lines when the output is a log file, not a terminal.
+PROGRESS_SECONDS = 30.0
 
 
 def duration(seconds: float) -> str:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import torch
 
+from transformer_mt.errors import SettingError
+
 # torch's vector kernels for bfloat16 are native only in its AVX-512 builds of each operator.
 _AVX512_CAPABILITIES = ("AVX512", "AVX512_BF16", "AMX")
 # A core counts as busy when other processes kept it this share of the sampled time.
@@ -73,9 +75,9 @@ def choose_threads(requested: int, sample_seconds: float = 0.3) -> Choice:
     """
     if requested > 0:
         return Choice(requested, f"{requested} thread(s) as configured")
-    env = os.environ.get("OMP_NUM_THREADS", "")
-    if env.isdigit() and int(env) > 0:
-        return Choice(int(env), f"{env} thread(s) from OMP_NUM_THREADS")
+    env = _env_threads()
+    if env is not None:
+        return Choice(env, f"{env} thread(s) from OMP_NUM_THREADS")
     cores = allowed_cores()
     if not cores:
         n = os.cpu_count() or 1
@@ -132,6 +134,37 @@ class ThreadGovernor:
         return Choice(
             free, f"{free} thread(s): other processes use {others:.1f} of {len(self.cores)} cores"
         )
+
+
+def set_threads(requested: int) -> tuple[Choice, ThreadGovernor | None]:
+    """Set torch's CPU threads (`choose_threads`); returns the choice and, when the count was
+    chosen automatically on a machine of two or more cores, the governor that can keep it
+    following the load (None where the count is fixed by the config or OMP_NUM_THREADS)."""
+    threads = choose_threads(requested)
+    torch.set_num_threads(threads.value)
+    cores = allowed_cores()
+    if requested > 0 or _env_threads() is not None or len(cores) < 2:
+        return threads, None
+    return threads, ThreadGovernor(cores, threads.value)
+
+
+def _env_threads() -> int | None:
+    """OMP_NUM_THREADS when it is a positive count (OpenMP ignores anything else)."""
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    return int(env) if env.isdigit() and int(env) > 0 else None
+
+
+def resolve_device(choice: str) -> torch.device:
+    """`choice` (auto, cpu, cuda) as a device; auto takes CUDA when there is one.
+
+    Raises:
+        SettingError: cuda asked for where there is no CUDA device.
+    """
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise SettingError("device", choice, "no CUDA device is available")
+    if choice == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(choice)
 
 
 def allowed_cores() -> list[int]:

@@ -286,7 +286,7 @@ def test_progress_line_reads_rate_and_eta():
 def test_cli_reports_progress_when_stderr_is_not_a_terminal(
     checkpoint, tmp_path, capsys, monkeypatch
 ):
-    monkeypatch.setattr(cli, "PROGRESS_EVERY_S", 0.0)
+    monkeypatch.setattr(cli, "PROGRESS_SECONDS", 0.0)
     source = tmp_path / "in.txt"
     source.write_text("ein mann\ndas buch\n", encoding="utf-8")
     args = ["--input", source, "--output", tmp_path / "out.txt", "--beam-size", "1"]

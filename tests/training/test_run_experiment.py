@@ -44,3 +44,19 @@ def test_stops_when_training_did_not_finish(
         f"run_experiment: training {how} (exit status {status}); not scoring {run_dir}{resume}"
     ]
     assert not (run_dir / "results.json").exists()
+
+
+def test_a_missing_test_file_stops_before_training(
+    run_experiment, tiny_experiment, tmp_path, monkeypatch, capsys
+):
+    """data.test is scored after training, so its file is checked before the first update."""
+    calls = []
+    monkeypatch.setattr(run_experiment, "tmt", lambda argv: calls.append(argv) or 0)
+    argv = ["run_experiment.py", "--config", str(tiny_experiment), "--run-dir",
+            str(tmp_path / "run"), "--set", f"data.test={tmp_path}/no_such_test.tsv"]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    assert run_experiment.main() == 2
+    assert calls == []  # training never started
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: data.test=")
+    assert "no_such_test.tsv" in err[0]

@@ -30,6 +30,7 @@ from transformer_mt.data.batching import SourceBatch, make_source_batches, resto
 from transformer_mt.data.tokenizer import BOS_ID, Tokenizer
 from transformer_mt.errors import SettingError
 from transformer_mt.inference.quantize import QUANTIZE_OPTIONS, int8_cache_dtype, quantize_int8
+from transformer_mt.machine import resolve_device
 from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.search import SearchOptions, SearchResult, search
 
@@ -124,7 +125,7 @@ class Translator:
                 `quantize_int8`), with the cache in `int8_cache_dtype()`.
             alignment_layer: see the class.
         """
-        device = _resolve_device(device)
+        device = resolve_device(device)
         bundle = load_for_inference(path, device)
         model, cache_dtype = bundle.model, None
         if quantize is not None:
@@ -245,9 +246,3 @@ def _check_alignment_layer(layer: int, n_layers: int) -> None:
             layer,
             f"the model has {n_layers} decoder layer(s) (0..{n_layers - 1}, or -1 for the last)",
         )
-
-
-def _resolve_device(name: str) -> torch.device:
-    if name == "cuda" and not torch.cuda.is_available():
-        raise SettingError("device", name, "no CUDA device is available")
-    return torch.device(name)

@@ -11,9 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from transformer_mt.durations import duration
-
-PROGRESS_SECONDS = 30.0
+from transformer_mt.durations import PROGRESS_SECONDS, duration
 
 
 @dataclass

@@ -10,7 +10,6 @@ both ready.
 from __future__ import annotations
 
 import logging
-import os
 import platform
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -34,9 +33,9 @@ from transformer_mt.config import (
 from transformer_mt.data.dataset import check_sources
 from transformer_mt.data.pipeline import prepare_data, train_tokenizers_for
 from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
-from transformer_mt.errors import TmtError
+from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import atomic_open, atomic_path
-from transformer_mt.machine import ThreadGovernor, allowed_cores, choose_threads
+from transformer_mt.machine import ThreadGovernor, resolve_device, set_threads
 from transformer_mt.model import build_model
 from transformer_mt.training.distributed import (
     DistributedContext,
@@ -75,7 +74,7 @@ def run_training(
     config = load_config(config_path, list(overrides))
     check_sources(config.data, ("train", "valid"))  # every path, before any work
     run_path = Path(run_dir) if run_dir else Path("runs") / Path(config_path).stem
-    device = resolve_device(config.train.device)
+    device = _train_device(config.train.device)
     dist = init_distributed(device.type)
     _setup_logging(dist.is_main)
     governor = _set_threads(config.train.threads) if device.type == "cpu" else None
@@ -89,16 +88,18 @@ def run_training(
         shutdown_distributed(dist)
 
 
+def _train_device(choice: str) -> torch.device:
+    try:
+        return resolve_device(choice)
+    except SettingError as err:
+        raise TmtError(f"train.device: {choice}: {err.reason}") from None
+
+
 def _set_threads(requested: int) -> ThreadGovernor | None:
-    """Set torch's CPU threads (`machine.choose_threads`, logged with its reason); returns the
-    governor that keeps following the machine's load when the count was chosen automatically."""
-    threads = choose_threads(requested)
-    torch.set_num_threads(threads.value)
+    """Set torch's CPU threads (`machine.set_threads`), logged with the reason."""
+    threads, governor = set_threads(requested)
     log.info("threads %d: %s", threads.value, threads.reason)
-    cores = allowed_cores()
-    if requested > 0 or "OMP_NUM_THREADS" in os.environ or len(cores) < 2:
-        return None
-    return ThreadGovernor(cores, threads.value)
+    return governor
 
 
 def _train(
@@ -142,14 +143,6 @@ def _run_dir_lock(run_dir: Path, dist: DistributedContext) -> Iterator[None]:
         if refusal is not None:
             raise TmtError(refusal)
         yield
-
-
-def resolve_device(choice: str) -> torch.device:
-    if choice == "cuda" and not torch.cuda.is_available():
-        raise TmtError("train.device: cuda requested but no CUDA device is available")
-    if choice == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(choice)
 
 
 def _resume_state(run_dir: Path, config: ExperimentConfig) -> tuple[Path | None, Checkpoint | None]:
