@@ -104,7 +104,8 @@ def test_kv_cache_grows_without_losing_steps_and_reorders():
     steps = [torch.randn(B, H, 1, DH) for _ in range(40)]  # past the initial capacity
     cache = KVCache.empty(steps[0], capacity=4)
     for s in steps:
-        keys, values = cache.append(s, -s)
+        keys, values, valid = cache.append(s, -s)
+        assert valid is None
     assert cache.length == 40
     assert_close(keys, torch.cat(steps, dim=2))
     assert_close(values, -torch.cat(steps, dim=2))
@@ -121,7 +122,7 @@ def test_kv_cache_reorders_through_growth_and_pruning():
     orders = [[2, 2, 0], [1, 0, 2], [0, 2], [1, 1], [0], [0]]
     for order in orders:
         step = torch.randn(reference.size(0), H, 1, DH)
-        keys, values = cache.append(step, -step)
+        keys, values, _ = cache.append(step, -step)
         reference = torch.cat([reference, step], dim=2)
         assert_close(keys, reference)
         assert_close(values, -reference)

@@ -226,8 +226,9 @@ class KVCache:
         buffer = like.new_empty(b, h, capacity, dh)
         return cls(buffer, torch.empty_like(buffer), 0)
 
-    def append(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
-        """Add (B, H, t, Dh) keys/values; return all valid keys and values (B, H, length, Dh)."""
+    def append(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor, None]:
+        """Add (B, H, t, Dh) keys/values; return all valid keys and values (B, H, length, Dh)
+        (and None: every row holds `length` valid steps, no mask is needed)."""
         new_length = self.length + keys.size(2)
         if new_length > self.keys.size(2):
             capacity = max(new_length, 2 * self.keys.size(2))
@@ -236,7 +237,7 @@ class KVCache:
         self.keys[:, :, self.length : new_length] = keys
         self.values[:, :, self.length : new_length] = values
         self.length = new_length
-        return self.keys[:, :, :new_length], self.values[:, :, :new_length]
+        return self.keys[:, :, :new_length], self.values[:, :, :new_length], None
 
     def reorder(self, indices: Tensor) -> None:
         """Keep batch rows `indices` (B',) in that order (beam reorder, finished-row pruning).

@@ -32,10 +32,9 @@ class SinusoidalPositions(nn.Module):
         super().__init__()
         self.register_buffer("table", sinusoidal_table(max_positions, d_model), persistent=False)
 
-    def forward(self, length: int, offset: int = 0) -> Tensor:
-        """Encodings of positions offset .. offset+length-1, (length, D)."""
-        check_range(length, offset, self.table.size(0))
-        return self.table[offset : offset + length]
+    def forward(self, length: int, offset: int | Tensor = 0) -> Tensor:
+        """Encodings of positions offset .. offset+length-1, (length, D); see `positions_of`."""
+        return positions_of(self.table, length, offset)
 
 
 class LearnedPositions(nn.Module):
@@ -46,10 +45,21 @@ class LearnedPositions(nn.Module):
         self.weight = nn.Parameter(torch.empty(max_positions, d_model))
         nn.init.normal_(self.weight, std=d_model**-0.5)
 
-    def forward(self, length: int, offset: int = 0) -> Tensor:
-        """Embeddings of positions offset .. offset+length-1, (length, D)."""
-        check_range(length, offset, self.weight.size(0))
-        return self.weight[offset : offset + length]
+    def forward(self, length: int, offset: int | Tensor = 0) -> Tensor:
+        """Embeddings of positions offset .. offset+length-1, (length, D); see `positions_of`."""
+        return positions_of(self.weight, length, offset)
+
+
+def positions_of(table: Tensor, length: int, offset: int | Tensor) -> Tensor:
+    """Rows offset .. offset+length-1 of `table` (P, ...): (length, ...) for an int offset;
+    for a (B,) tensor of offsets, one per batch row (rows decoded at different steps, as a
+    server's batch is), (B, length, ...)."""
+    if isinstance(offset, int):
+        check_range(length, offset, table.size(0))
+        return table[offset : offset + length]
+    if offset.numel():
+        check_range(length, int(offset.max()), table.size(0))
+    return table[offset[:, None] + torch.arange(length, device=offset.device)]
 
 
 def check_range(length: int, offset: int, max_positions: int) -> None:
@@ -78,8 +88,8 @@ class Embedder(nn.Module):
         self.scale = math.sqrt(token_embedding.embedding_dim)
         self.dropout = Dropout(dropout)
 
-    def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
-        """(B, L) ids, first position `offset` -> (B, L, D)."""
+    def forward(self, ids: Tensor, offset: int | Tensor = 0) -> Tensor:
+        """(B, L) ids, first position `offset` (an int, or (B,) one per row) -> (B, L, D)."""
         x = self.token_embedding(ids) * self.scale
         if self.positions is not None:
             x = x + self.positions(ids.size(1), offset)

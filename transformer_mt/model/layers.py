@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -118,6 +119,17 @@ class EncoderLayer(_Residual):
         return self.residual(x, self.ffn_norm, self.ffn), weights[0]
 
 
+class SelfAttentionCache(Protocol):
+    """Cached self-attention keys and values of one layer (`KVCache`, or a paged cache)."""
+
+    length: int | Tensor  # tokens cached: an int, or (B,) per row when rows differ
+
+    def append(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Add (B, Hkv, t, Dh) keys/values; return all keys and values (B, Hkv, Tk, Dh) and a
+        (B, 1, 1, Tk) bool keep-mask of the valid ones (None: all are valid)."""
+        ...
+
+
 @dataclass
 class LayerCache:
     """Incremental-decoding state of one decoder layer.
@@ -125,12 +137,15 @@ class LayerCache:
     self_attn grows by one step per call, one row per batch row; cross_attn holds the encoder
     memory's keys and values, (N, H, S, Dh) each, computed on the first step and reused
     afterwards. N is the number of distinct sources: the batch rows divided by the rows that
-    share one source (see `DecoderCache.source_group`).
+    share one source (see `DecoderCache.source_group`), or, with `cross_slots`, any number:
+    row b then sits in slot cross_slots[b] of an (N, G) grid of query slots, G per source (a
+    server's batch, where sentences have different numbers of beams).
     """
 
-    self_attn: KVCache | None = None
+    self_attn: SelfAttentionCache | None = None
     cross_attn: tuple[Tensor, Tensor] | None = None
     dtype: torch.dtype | None = None  # keys and values are stored in it; None: as computed
+    cross_slots: Tensor | None = None  # (B,) long: flat index into the (N * G) query slots
 
     def stored(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
         """`keys`, `values` in the cache's dtype (attention then runs in it, see `attend`)."""
@@ -222,10 +237,12 @@ class DecoderLayer(_Residual):
         keys, values = cache.stored(*self.self_attn.project_kv(h, past))  # (B, Hkv, t, Dh)
         if cache.self_attn is None:
             cache.self_attn = KVCache.empty(keys)
-        keys, values = cache.self_attn.append(keys, values)  # (B, Hkv, past + t, Dh)
+        keys, values, valid = cache.self_attn.append(keys, values)  # (B, Hkv, past + t, Dh)
         # One new query sees the whole cache: no mask. Several need a lower-right triangle.
         if mask is None and h.size(1) > 1:
             mask = causal_mask(h.size(1), keys.size(2), h.device)
+        if valid is not None:
+            mask = valid if mask is None else mask & valid
         return self.self_attn.attend(h, keys, values, mask, offset=past)[0]
 
     def _cross_attend(
@@ -237,7 +254,12 @@ class DecoderLayer(_Residual):
             cache.cross_attn = cache.stored(*self.cross_attn.project_kv(memory))  # once per source
         keys, values = cache.cross_attn  # (N, H, S, Dh): one row per source
         b, t, d = h.shape
-        # The B / N rows of one source (its beams) see the same keys: attend as one row with
-        # (B / N) * t queries, one attention call for the whole group.
-        out = self.cross_attn.attend(h.reshape(keys.size(0), -1, d), keys, values, src_mask)[0]
-        return out.reshape(b, t, d)
+        n = keys.size(0)
+        slots = cache.cross_slots
+        if slots is not None:  # rows into their sources' query slots, the empty ones zero
+            h = h.new_zeros(n * (int(slots.max()) // n + 1), t, d).index_copy_(0, slots, h)
+        # The rows of one source (its beams) see the same keys: attend as one row with
+        # rows * t queries, one attention call for the whole group.
+        out = self.cross_attn.attend(h.reshape(n, -1, d), keys, values, src_mask)[0]
+        out = out.reshape(-1, t, d)
+        return out if slots is None else out.index_select(0, slots)

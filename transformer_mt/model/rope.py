@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from transformer_mt.model.embeddings import check_range
+from transformer_mt.model.embeddings import positions_of
 
 
 class RotaryEmbedding(nn.Module):
@@ -29,11 +29,15 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("cos", angles.cos().float(), persistent=False)
         self.register_buffer("sin", angles.sin().float(), persistent=False)
 
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        """x (B, H, L, Dh) at positions offset .. offset+L-1 -> rotated x, same shape."""
+    def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
+        """x (B, H, L, Dh) at positions offset .. offset+L-1 -> rotated x, same shape.
+
+        `offset` is an int, or a (B,) tensor with the first position of each row.
+        """
         length = x.size(-2)
-        check_range(length, offset, self.cos.size(0))
-        cos = self.cos[offset : offset + length].to(x.dtype)  # (L, Dh/2)
-        sin = self.sin[offset : offset + length].to(x.dtype)
+        cos = positions_of(self.cos, length, offset).to(x.dtype)  # (L, Dh/2) or (B, L, Dh/2)
+        sin = positions_of(self.sin, length, offset).to(x.dtype)
+        if cos.dim() == 3:  # per row: broadcast over the heads
+            cos, sin = cos[:, None], sin[:, None]
         x1, x2 = x.chunk(2, dim=-1)  # (B, H, L, Dh/2) each
         return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)

@@ -39,7 +39,7 @@ class DecoderCache:
     source_group: int = 0  # consecutive rows per source; 0 until the first step
 
     @property
-    def length(self) -> int:
+    def length(self) -> int | Tensor:
         """Target tokens decoded so far: the position offset of the next token."""
         first = self.layers[0].self_attn if self.layers else None
         return 0 if first is None else first.length
@@ -168,9 +168,12 @@ class Decoder(_LayerStack):
 
         Args:
             tgt_ids: (B, T) decoder input ids (BOS first); with a cache, only the new tokens.
-            memory: (B, S, D) encoder output.
-            src_mask: (B, 1, 1, S) bool, True = real source token.
-            cache: None for a full (teacher-forced) pass; else updated in place.
+            memory: (B, S, D) encoder output; None when the cache holds its cross-attention
+                keys and values already.
+            src_mask: (B, 1, 1, S) bool, True = real source token (with `cross_slots` in the
+                cache, one row per source).
+            cache: None for a full (teacher-forced) pass; else updated in place. Its `length`
+                may be a (B,) tensor: rows at different positions (a server's batch).
 
         Returns:
             (B, T, D).
@@ -179,7 +182,8 @@ class Decoder(_LayerStack):
         if cache is not None:
             if cache.source_group == 0:  # first step: find rows that share a source
                 cache.source_group = rows_per_source(memory) if cache.share_sources else 1
-            memory, src_mask = memory[:: cache.source_group], src_mask[:: cache.source_group]
+            if cache.source_group > 1:
+                memory, src_mask = memory[:: cache.source_group], src_mask[:: cache.source_group]
         x = self.embed(tgt_ids, offset)
         # Sparse patterns: the new queries' rows against every key, cached ones included.
         # Flex only pays for the full pass; a decoding step has one query row.
@@ -211,6 +215,14 @@ class Decoder(_LayerStack):
             self_weights.append(w_self)
             cross_weights.append(w_cross)
         return self.normed(x), self_weights, cross_weights
+
+    def cross_keys_values(
+        self, memory: Tensor, dtype: torch.dtype | None = None
+    ) -> list[tuple[Tensor, Tensor]]:
+        """Cross-attention keys and values of `memory` (N, S, D) for every layer, (N, Hkv, S, Dh)
+        each, in `dtype` (None: as computed): what a cache holds for one row per source."""
+        store = LayerCache(dtype=dtype).stored
+        return [store(*layer.cross_attn.project_kv(memory)) for layer in self.layers]
 
     def new_cache(
         self, share_sources: bool = True, dtype: torch.dtype | None = None

@@ -18,6 +18,9 @@ Definitions, in the names of `DecodeConfig`:
                                                               (Wu et al. 2016, eq. 14)
                    lp(n) = n                                  length_norm: average
                    lp(n) = 1                                  length_norm: none
+    prefix     forced target tokens a hypothesis must start with (the user typed them): while
+               inside it, every other token is forbidden; its tokens count in |y| and log P,
+               and max_len(x) is raised to at least |prefix| + 1.
     max_len(x) max(1, floor(max_len_a * |x| + max_len_b)): the most tokens a hypothesis may
                generate, EOS included. One that reaches max_len tokens without EOS is finished as
                it is (no EOS is forced), so a translation never exceeds max_len tokens.
@@ -37,10 +40,12 @@ The caller puts the model in eval mode; search runs under `torch.inference_mode(
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from torch import Tensor
 
 from transformer_mt.config import DecodeConfig
-from transformer_mt.search.beam import beam_search, top_k
+from transformer_mt.search.beam import beam_search, beam_step, top_k
 from transformer_mt.search.sampling import greedy_search, sample
 from transformer_mt.search.state import (
     DEFAULT_OPTIONS,
@@ -62,6 +67,7 @@ __all__ = [
     "SearchResult",
     "SpecialIds",
     "beam_search",
+    "beam_step",
     "greedy_search",
     "length_penalty",
     "max_output_lengths",
@@ -77,14 +83,16 @@ def search(
     src_mask: Tensor,
     cfg: DecodeConfig,
     options: SearchOptions = DEFAULT_OPTIONS,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[SearchResult]:
     """Sampling if `cfg.sampling`, else greedy search if `cfg.beam_size == 1`, else beam search.
 
     Args and Returns: as `beam_search`; `options.generator` is used by sampling only.
+    `prefixes`: per sentence, target ids every hypothesis starts with (forced decoding).
     `options.max_len_cap` bounds every max_len (a model cannot decode past its position table).
     """
     if cfg.sampling:
-        return sample(model, src_ids, src_mask, cfg, options)
+        return sample(model, src_ids, src_mask, cfg, options, prefixes)
     if cfg.beam_size == 1:
-        return greedy_search(model, src_ids, src_mask, cfg, options)
-    return beam_search(model, src_ids, src_mask, cfg, options)
+        return greedy_search(model, src_ids, src_mask, cfg, options, prefixes)
+    return beam_search(model, src_ids, src_mask, cfg, options, prefixes)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -16,6 +17,7 @@ from transformer_mt.search.state import (
     Hypothesis,
     SearchOptions,
     SearchResult,
+    SpecialIds,
 )
 
 
@@ -34,6 +36,7 @@ def beam_search(
     src_mask: Tensor,
     cfg: DecodeConfig,
     options: SearchOptions = DEFAULT_OPTIONS,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[SearchResult]:
     """Beam search with cfg.beam_size beams per sentence (rules in the module docstring).
 
@@ -43,44 +46,62 @@ def beam_search(
         src_mask: (B, 1, 1, S) bool, True at real source tokens.
         cfg: beam_size, length_penalty, length_norm, max_len_a, max_len_b, min_len, n_best.
         options: special ids, length cap and first cache (`SearchOptions`).
+        prefixes: per sentence, target ids every hypothesis must start with (None: none).
 
     Returns:
         One `SearchResult` per source sentence, in input order, with up to cfg.n_best
         hypotheses sorted by score, best first.
     """
-    ids = options.ids
-    beam_size = cfg.beam_size
     finished: list[list[Hypothesis]] = [[] for _ in range(src_ids.shape[0])]
     with torch.inference_mode():
-        state, rows = shared.start_rows(model, src_ids, src_mask, cfg, beam_size, 1, options)
-        # The K beams of a sentence start as copies: only the first is live, so that the first
-        # step does not fill the beam with K copies of the best token.
-        state.scores[:, 1:] = float("-inf")
-        step = 0
+        state, rows = shared.start_rows(
+            model, src_ids, src_mask, cfg, cfg.beam_size, 1, options, prefixes
+        )
         while state.sentence_ids.numel():
-            log_probs = shared.next_log_probs(model, state, rows, step, ids.bos)
-            forbidden = shared.forbidden_tokens(step, cfg.min_len, ids, log_probs.device)
-            candidates = _expand(state, log_probs, forbidden)
-            _retire_beams(state, candidates, step, cfg, ids.eos, finished)
-            beam_rows = _advance(state, candidates, ids.eos)
-            done = (
-                (state.n_finished >= beam_size)
-                | (state.max_lens <= step + 1)
-                | ~state.scores.isfinite().any(dim=1)
-            )
+            log_probs = shared.next_log_probs(model, state, rows, options.ids.bos)
+            beam_rows, done = beam_step(state, log_probs, cfg, options.ids, finished)
             shared.drop_done(state, rows, done, beam_rows)
-            step += 1
     return shared.ranked_results(finished, cfg.n_best)
 
 
-def _expand(state: BeamState, log_probs: Tensor, forbidden: Tensor) -> _Candidates:
-    """The 2K best expansions of each sentence's K beams by one token (log_probs (N*K, V)),
-    none by a `forbidden` token."""
+def beam_step(
+    state: BeamState,
+    log_probs: Tensor,
+    cfg: DecodeConfig,
+    ids: SpecialIds,
+    finished: Sequence[list[Hypothesis]] | Mapping[int, list[Hypothesis]],
+) -> tuple[Tensor, Tensor]:
+    """One step of the beam rules for every sentence of `state`, whatever its step.
+
+    Appends the hypotheses that finish to `finished[sentence_id]` and advances the live ones.
+    `beam_search` and the server's scheduler both step through here.
+
+    Args:
+        log_probs: (N * K, V) the model's next-token log-probs for every row of `state`.
+
+    Returns:
+        beam_rows (N * K,) long, the old row each new row continues, and done (N,) bool, the
+        sentences whose search is over (their rows are still in `state`).
+    """
+    candidates = _expand(state, log_probs, cfg.min_len, ids)
+    _retire_beams(state, candidates, cfg, ids.eos, finished)
+    beam_rows = _advance(state, candidates, ids.eos)
+    done = (
+        (state.n_finished >= state.beam_size)
+        | (state.max_lens <= state.steps)
+        | ~state.scores.isfinite().any(dim=1)
+    )
+    return beam_rows, done
+
+
+def _expand(state: BeamState, log_probs: Tensor, min_len: int, ids: SpecialIds) -> _Candidates:
+    """The 2K best allowed expansions of each sentence's K beams by one token (log_probs
+    (N*K, V))."""
     n_sentences, beam_size = state.scores.shape
     vocab_size = log_probs.shape[-1]
     totals = state.scores.unsqueeze(2) + log_probs.view(n_sentences, beam_size, vocab_size)
     # In place on our own new tensor: one pass fewer over (N, K, V) than masking log_probs.
-    totals.index_fill_(2, forbidden, float("-inf"))
+    state.forbid(totals, min_len, ids)
     # 2K candidates: at most K of them end in EOS, so K non-EOS ones always remain.
     scores, flat = top_k(totals.view(n_sentences, -1), 2 * beam_size)  # (N, 2K)
     return _Candidates(scores, flat // vocab_size, flat % vocab_size)
@@ -113,31 +134,30 @@ def top_k(values: Tensor, k: int, chunk: int = 128) -> tuple[Tensor, Tensor]:
 def _retire_beams(
     state: BeamState,
     candidates: _Candidates,
-    step: int,
     cfg: DecodeConfig,
     eos_id: int,
-    finished: list[list[Hypothesis]],
+    finished: Sequence[list[Hypothesis]] | Mapping[int, list[Hypothesis]],
 ) -> None:
     """Finish the candidates among each sentence's first K that end in EOS or reach max_len."""
-    beam_size = state.scores.shape[1]
-    at_max_len = (state.max_lens <= step + 1).unsqueeze(1)  # (N, 1)
-    is_eos = candidates.tokens == eos_id  # (N, 2K)
-    ends = (is_eos | at_max_len) & candidates.scores.isfinite()
+    beam_size = state.beam_size
+    at_max_len = (state.max_lens <= state.steps + 1).unsqueeze(1)  # (N, 1)
+    ends = (candidates.tokens == eos_id) | at_max_len  # (N, 2K)
+    ends &= candidates.scores.isfinite()
     ends[:, beam_size:] = False  # ranked too low to have entered the beam
     state.n_finished = state.n_finished + ends.sum(dim=1)
     sentence, rank = ends.nonzero(as_tuple=True)  # (M,), (M,)
     if not sentence.numel():
         return
-    prefixes = state.tokens[sentence * beam_size + candidates.beams[sentence, rank]]  # (M, t)
-    tokens = torch.cat([prefixes, candidates.tokens[sentence, rank, None]], dim=1)  # (M, t+1)
+    rows = sentence * beam_size + candidates.beams[sentence, rank]  # (M,)
     shared.collect_finished(
         finished,
         state.sentence_ids[sentence],
-        tokens,
-        is_eos[sentence, rank],
+        state.tokens[rows],
+        state.steps[sentence],
+        candidates.tokens[sentence, rank],
         candidates.scores[sentence, rank],
-        step + 1,
         cfg,
+        eos_id,
     )
 
 
@@ -153,5 +173,6 @@ def _advance(state: BeamState, candidates: _Candidates, eos_id: int) -> Tensor:
     tokens = candidates.tokens.gather(1, pick)  # (N, K)
     offsets = torch.arange(n_sentences, device=beams.device)[:, None] * beam_size
     beam_rows = (offsets + beams).reshape(-1)  # (N * K,)
-    state.tokens = torch.cat([state.tokens[beam_rows], tokens.reshape(-1, 1)], dim=1)
+    state.tokens = state.tokens[beam_rows]
+    state.append(tokens.reshape(-1))
     return beam_rows

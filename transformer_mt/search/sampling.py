@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -24,13 +24,14 @@ def greedy_search(
     src_mask: Tensor,
     cfg: DecodeConfig,
     options: SearchOptions = DEFAULT_OPTIONS,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[SearchResult]:
     """The most probable next token at every step; one hypothesis per sentence.
 
     Independent of `beam_search` (which it must equal at beam_size 1) so that each can test the
     other. Args and Returns as `beam_search`; cfg.beam_size and cfg.n_best are not used.
     """
-    return _decode_rows(model, src_ids, src_mask, cfg, options, 1, _argmax)
+    return _decode_rows(model, src_ids, src_mask, cfg, options, 1, _argmax, prefixes)
 
 
 def sample(
@@ -39,6 +40,7 @@ def sample(
     src_mask: Tensor,
     cfg: DecodeConfig,
     options: SearchOptions = DEFAULT_OPTIONS,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[SearchResult]:
     """Draw cfg.n_best samples per sentence from the filtered next-token distributions.
 
@@ -51,7 +53,7 @@ def sample(
     src_ids, makes the draws reproducible.
     """
     choose = _sampler(cfg, options.generator)
-    return _decode_rows(model, src_ids, src_mask, cfg, options, cfg.n_best, choose)
+    return _decode_rows(model, src_ids, src_mask, cfg, options, cfg.n_best, choose, prefixes)
 
 
 def _decode_rows(
@@ -62,35 +64,35 @@ def _decode_rows(
     options: SearchOptions,
     samples: int,
     choose: Callable[[Tensor], Tensor],
+    prefixes: Sequence[Sequence[int]] | None,
 ) -> list[SearchResult]:
     """One row per (sentence, sample): `choose` maps (R, V) log-probs to (R,) next tokens."""
     ids = options.ids
     finished: list[list[Hypothesis]] = [[] for _ in range(src_ids.shape[0])]
     with torch.inference_mode():
-        state, rows = shared.start_rows(model, src_ids, src_mask, cfg, 1, samples, options)
-        step = 0
+        state, rows = shared.start_rows(
+            model, src_ids, src_mask, cfg, 1, samples, options, prefixes
+        )
         while state.sentence_ids.numel():
-            log_probs = shared.next_log_probs(model, state, rows, step, ids.bos)
-            forbidden = shared.forbidden_tokens(step, cfg.min_len, ids, log_probs.device)
-            # Out of place: the model may hand out a view of something it keeps.
-            log_probs = log_probs.index_fill(1, forbidden, float("-inf"))
+            log_probs = shared.next_log_probs(model, state, rows, ids.bos)  # (R, V)
+            # On a copy: the model may hand out a view of something it keeps.
+            log_probs = state.forbid(log_probs.clone()[:, None], cfg.min_len, ids)[:, 0]
             tokens = choose(log_probs)  # (R,)
             state.scores = state.scores + log_probs.gather(1, tokens[:, None])  # (R, 1)
-            state.tokens = torch.cat([state.tokens, tokens[:, None]], dim=1)
-            is_eos = tokens == ids.eos
-            done = is_eos | (state.max_lens <= step + 1)
+            done = (tokens == ids.eos) | (state.max_lens <= state.steps + 1)
             ended = done.nonzero().squeeze(1)
             shared.collect_finished(
                 finished,
                 state.sentence_ids[ended],
                 state.tokens[ended],
-                is_eos[ended],
+                state.steps[ended],
+                tokens[ended],
                 state.scores[ended, 0],
-                step + 1,
                 cfg,
+                ids.eos,
             )
+            state.append(tokens)
             shared.drop_done(state, rows, done, beam_rows=None)
-            step += 1
     return shared.ranked_results(finished, samples)
 
 

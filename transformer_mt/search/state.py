@@ -7,7 +7,7 @@ hypotheses and `drop_done` drops sentences whose search is over (with their mode
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -76,14 +76,143 @@ class BeamState:
     """Live hypotheses of the N sentences still being searched, K rows per sentence.
 
     Row n * K + k of `tokens` (and of the model's memory, mask and cache) is beam k of active
-    sentence n. Greedy search and sampling use K = 1.
+    sentence n. Greedy search and sampling use K = 1. Sentences need not be in step: each has
+    its own `steps`, so that a server can let new sentences join a running search.
     """
 
-    tokens: Tensor  # (N * K, t) long: tokens generated so far, no BOS
+    tokens: Tensor  # (N * K, W) long: row r's tokens so far (no BOS) are [:steps[r // K]]
     scores: Tensor  # (N, K) float: log P of each live beam; -inf marks an empty slot
-    sentence_ids: Tensor  # (N,) long: where each sentence sits in the input batch
+    sentence_ids: Tensor  # (N,) long: which sentence (an index into the caller's results)
     max_lens: Tensor  # (N,) long: max_len(x) of each sentence
     n_finished: Tensor  # (N,) long: finished hypotheses collected so far
+    steps: Tensor  # (N,) long: tokens generated so far
+    prefix: Tensor  # (N, P) long: forced first target tokens, right-padded; P may be 0
+    prefix_lens: Tensor  # (N,) long: how many of them each sentence has
+
+    @classmethod
+    def start(
+        cls,
+        max_lens: Tensor,
+        sentence_ids: Tensor,
+        beam_size: int,
+        prefixes: Sequence[Sequence[int]] | None = None,
+    ) -> BeamState:
+        """N sentences before their first step, with optional forced target prefixes.
+
+        A sentence's max_len is raised to hold its prefix and one more token, so that a
+        prefix is never cut. Only the first of the K beams is live (the others are -inf), so
+        that the first step does not fill the beam with K copies of the best token.
+        """
+        n, device = max_lens.numel(), max_lens.device
+        prefix, prefix_lens = _pad_prefixes(prefixes, n, device)
+        scores = torch.zeros(n, beam_size, device=device)
+        scores[:, 1:] = -INF
+        return cls(
+            tokens=torch.empty(n * beam_size, 0, dtype=torch.long, device=device),
+            scores=scores,
+            sentence_ids=sentence_ids,
+            max_lens=torch.maximum(max_lens, prefix_lens + 1),
+            n_finished=torch.zeros(n, dtype=torch.long, device=device),
+            steps=torch.zeros(n, dtype=torch.long, device=device),
+            prefix=prefix,
+            prefix_lens=prefix_lens,
+        )
+
+    @property
+    def beam_size(self) -> int:
+        return self.scores.shape[1]
+
+    def row_steps(self) -> Tensor:
+        """(N * K,) long: `steps` of every row's sentence."""
+        return self.steps.repeat_interleave(self.beam_size)
+
+    def last_tokens(self, bos_id: int) -> Tensor:
+        """(N * K,) long: the latest token of every row, BOS before its first step."""
+        steps = self.row_steps()
+        if not self.tokens.shape[1]:
+            return torch.full_like(steps, bos_id)
+        last = self.tokens.gather(1, (steps - 1).clamp(min=0)[:, None]).squeeze(1)
+        return torch.where(steps > 0, last, bos_id)
+
+    def forbid(self, log_probs: Tensor, min_len: int, ids: SpecialIds) -> Tensor:
+        """`log_probs` (N, K, V), changed in place and returned: -inf for PAD and BOS always,
+        for EOS before min_len tokens, and for all but the prefix token while a sentence is
+        inside its forced prefix (the prefix token keeps its log-prob, so scores count it)."""
+        log_probs.index_fill_(2, torch.tensor([ids.pad, ids.bos], device=log_probs.device), -INF)
+        early = self.steps < min_len  # (N,)
+        if bool(early.any()):
+            log_probs[:, :, ids.eos].masked_fill_(early[:, None], -INF)
+        forced = (self.steps < self.prefix_lens).nonzero().squeeze(1)  # (M,)
+        if forced.numel():
+            token = self.prefix[forced, self.steps[forced]]  # (M,)
+            index = token[:, None, None].expand(-1, self.beam_size, 1)  # (M, K, 1)
+            rows = log_probs[forced]  # (M, K, V), a copy
+            log_probs[forced] = torch.full_like(rows, -INF).scatter_(
+                2, index, rows.gather(2, index)
+            )
+        return log_probs
+
+    def append(self, row_tokens: Tensor) -> None:
+        """Write every row's next token (N * K,) at its sentence's step, and count the step."""
+        steps = self.row_steps()
+        width = int(steps.max()) + 1 if steps.numel() else 0
+        self.tokens = _widen(self.tokens, width)
+        self.tokens.scatter_(1, steps[:, None], row_tokens[:, None])
+        self.steps = self.steps + 1
+
+    def keep(self, sentences: Tensor) -> Tensor:
+        """Keep sentences `sentences` (N',) long, in that order; returns their rows (N' * K,)."""
+        offsets = torch.arange(self.beam_size, device=sentences.device)
+        rows = (sentences[:, None] * self.beam_size + offsets).reshape(-1)
+        self.tokens = self.tokens[rows]
+        for name in SENTENCE_FIELDS:
+            setattr(self, name, getattr(self, name)[sentences])
+        return rows
+
+    def extend(self, other: BeamState) -> None:
+        """Add the sentences of `other` (same beam size) after this state's own."""
+        width = max(self.tokens.shape[1], other.tokens.shape[1])
+        self.tokens = torch.cat([_widen(self.tokens, width), _widen(other.tokens, width)])
+        width = max(self.prefix.shape[1], other.prefix.shape[1])
+        self.prefix = torch.cat([_widen(self.prefix, width), _widen(other.prefix, width)])
+        for name in SENTENCE_FIELDS:
+            if name != "prefix":
+                setattr(self, name, torch.cat([getattr(self, name), getattr(other, name)]))
+
+
+# BeamState fields with one entry per sentence (`tokens` has one per row).
+SENTENCE_FIELDS = (
+    "scores",
+    "sentence_ids",
+    "max_lens",
+    "n_finished",
+    "steps",
+    "prefix",
+    "prefix_lens",
+)
+INF = float("inf")
+
+
+def _widen(t: Tensor, width: int) -> Tensor:
+    """(M, w) -> (M, max(w, width)), zero columns appended."""
+    if t.shape[1] >= width:
+        return t
+    return torch.cat([t, t.new_zeros(t.shape[0], width - t.shape[1])], dim=1)
+
+
+def _pad_prefixes(
+    prefixes: Sequence[Sequence[int]] | None, n: int, device: torch.device
+) -> tuple[Tensor, Tensor]:
+    """(N, P) right-padded prefix tokens and their (N,) lengths; P = 0 without prefixes."""
+    if prefixes is None:
+        prefixes = [[]] * n
+    if len(prefixes) != n:
+        raise ValueError(f"{len(prefixes)} prefixes for {n} sentences")
+    lens = [len(p) for p in prefixes]
+    padded = torch.zeros(n, max(lens, default=0), dtype=torch.long)
+    for i, p in enumerate(prefixes):
+        padded[i, : len(p)] = torch.tensor(list(p), dtype=torch.long)
+    return padded.to(device), torch.tensor(lens, dtype=torch.long, device=device)
 
 
 @dataclass
@@ -153,19 +282,19 @@ def start_rows(
     beam_size: int,
     samples: int,
     options: SearchOptions,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> tuple[BeamState, ModelRows]:
     """Encode once and lay out `samples` units per sentence, `beam_size` rows per unit."""
     batch_size = src_ids.shape[0]
-    device = src_ids.device
     memory = model.encode(src_ids, src_mask)  # (B, S, D)
     copies = samples * beam_size
-    units = batch_size * samples
-    state = BeamState(
-        tokens=torch.empty(units * beam_size, 0, dtype=torch.long, device=device),
-        scores=torch.zeros(units, beam_size, device=device),
-        sentence_ids=torch.arange(batch_size, device=device).repeat_interleave(samples),
-        max_lens=max_output_lengths(src_mask, cfg, options.max_len_cap).repeat_interleave(samples),
-        n_finished=torch.zeros(units, dtype=torch.long, device=device),
+    if prefixes is not None:
+        prefixes = [p for p in prefixes for _ in range(samples)]
+    state = BeamState.start(
+        max_output_lengths(src_mask, cfg, options.max_len_cap).repeat_interleave(samples),
+        torch.arange(batch_size, device=src_ids.device).repeat_interleave(samples),
+        beam_size,
+        prefixes,
     )
     rows = ModelRows(
         memory=memory.repeat_interleave(copies, dim=0),  # (B * copies, S, D)
@@ -175,49 +304,38 @@ def start_rows(
     return state, rows
 
 
-def next_log_probs(
-    model: DecodingModel, state: BeamState, rows: ModelRows, step: int, bos_id: int
-) -> Tensor:
+def next_log_probs(model: DecodingModel, state: BeamState, rows: ModelRows, bos_id: int) -> Tensor:
     """Run one decoder step on every row: the model's (R, V) log-probs, forbidden tokens not
-    yet removed (callers apply `forbidden_tokens`)."""
-    if step == 0:
-        last = torch.full((state.tokens.shape[0],), bos_id, device=state.tokens.device)
-    else:
-        last = state.tokens[:, -1]  # (R,)
+    yet removed (callers apply `BeamState.forbid`)."""
+    last = state.last_tokens(bos_id)  # (R,)
     log_probs, rows.cache = model.decode_step(last, rows.memory, rows.src_mask, rows.cache)
     return log_probs
 
 
-def forbidden_tokens(step: int, min_len: int, ids: SpecialIds, device: torch.device) -> Tensor:
-    """Token ids that may not come next: PAD and BOS always, EOS before min_len tokens."""
-    forbidden = [ids.pad, ids.bos] + ([ids.eos] if step < min_len else [])
-    return torch.tensor(forbidden, device=device)
-
-
 def collect_finished(
-    finished: list[list[Hypothesis]],
+    finished: Sequence[list[Hypothesis]] | Mapping[int, list[Hypothesis]],
     sentence_ids: Tensor,
     tokens: Tensor,
-    has_eos: Tensor,
+    lengths: Tensor,
+    last: Tensor,
     log_probs: Tensor,
-    length: int,
     cfg: DecodeConfig,
+    eos_id: int,
 ) -> None:
-    """Append M finished hypotheses of equal length |y| = `length` to their sentences' lists.
+    """Append M finished hypotheses to their sentences' lists in `finished`.
 
     Args:
-        sentence_ids: (M,) long, input-batch index of each hypothesis' sentence.
-        tokens: (M, length) long, the generated tokens including the last one (EOS or not).
-        has_eos: (M,) bool, whether the last token is EOS (then it is not kept in `tokens`).
+        sentence_ids: (M,) long, the sentence of each hypothesis (a key of `finished`).
+        tokens: (M, W) long: the tokens before the last one are tokens[m, :lengths[m]].
+        last: (M,) long, the last token (EOS, or any token at max_len; EOS is not kept).
         log_probs: (M,) log P(y|x).
     """
-    penalty = length_penalty(length, cfg)
-    columns = (sentence_ids.tolist(), tokens.tolist(), has_eos.tolist(), log_probs.tolist())
-    rows = zip(*columns, strict=True)
-    for sentence, row, eos, log_prob in rows:
-        finished[sentence].append(
-            Hypothesis(row[:-1] if eos else row, log_prob / penalty, log_prob, eos)
-        )
+    columns = (sentence_ids, tokens, lengths, last, log_probs)
+    for sentence, row, length, token, log_prob in zip(*(c.tolist() for c in columns), strict=True):
+        eos = token == eos_id
+        body = row[:length] if eos else [*row[:length], token]
+        penalty = length_penalty(length + 1, cfg)
+        finished[sentence].append(Hypothesis(body, log_prob / penalty, log_prob, eos))
 
 
 def drop_done(state: BeamState, rows: ModelRows, done: Tensor, beam_rows: Tensor | None) -> None:
@@ -229,21 +347,14 @@ def drop_done(state: BeamState, rows: ModelRows, done: Tensor, beam_rows: Tensor
     """
     n_sentences, beam_size = state.scores.shape
     if done.any():
-        keep = (~done).nonzero().squeeze(1)  # (N',)
-        offsets = torch.arange(beam_size, device=keep.device)
-        keep_rows = (keep[:, None] * beam_size + offsets).reshape(-1)  # (N' * K,)
-        state.tokens = state.tokens[keep_rows]
-        state.scores = state.scores[keep]
-        state.sentence_ids = state.sentence_ids[keep]
-        state.max_lens = state.max_lens[keep]
-        state.n_finished = state.n_finished[keep]
+        keep_rows = state.keep((~done).nonzero().squeeze(1))  # (N' * K,)
         # All rows of a sentence share its memory and mask, so dropping is all they need.
         rows.memory = rows.memory[keep_rows]
         rows.src_mask = rows.src_mask[keep_rows]
         if beam_rows is None:
             beam_rows = keep_rows
         else:
-            beam_rows = beam_rows.reshape(n_sentences, beam_size)[keep].reshape(-1)
+            beam_rows = beam_rows.reshape(n_sentences, beam_size)[~done].reshape(-1)
     if beam_rows is not None and rows.cache is not None:
         rows.cache = rows.cache.reorder(beam_rows)
 
