@@ -1,0 +1,122 @@
+"""The paged KV cache against the dense one: same log-probs at every step, through beam forks,
+copy-on-write and frees; a fork's write never changes the blocks its sibling reads."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+from transformer_mt.config import DecodeConfig, ModelConfig
+from transformer_mt.model import build_model
+from transformer_mt.search import SearchOptions, beam_search
+from transformer_mt.serve.paged import BlockPool, PagedDecoderCache, PoolExhausted
+
+VOCAB = 40
+
+
+def tiny_model(positions: str = "sinusoidal", kv_heads: int | None = None):
+    torch.manual_seed(0)
+    cfg = ModelConfig(
+        d_model=32,
+        n_heads=4,
+        n_kv_heads=kv_heads,
+        n_layers=2,
+        d_ff=64,
+        max_positions=64,
+        positions=positions,
+        dropout=0.0,
+    )
+    return build_model(cfg, VOCAB).eval()
+
+
+def pool_for(model, n_blocks: int = 64, block_size: int = 4) -> BlockPool:
+    cfg = model.cfg
+    head_dim = cfg.d_model // cfg.n_heads
+    return BlockPool(n_blocks, block_size, cfg.decoder_layers, cfg.kv_heads, head_dim)
+
+
+def sources(n: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(3, 9, (n,), generator=g)
+    src = torch.zeros(n, int(lengths.max()), dtype=torch.long)
+    for i, length in enumerate(lengths.tolist()):
+        src[i, :length] = torch.randint(4, VOCAB, (length,), generator=g)
+    return src, src != 0
+
+
+@pytest.mark.parametrize("positions, kv_heads", [("sinusoidal", None), ("rope", 2)])
+def test_paged_equals_dense_under_random_forks(positions, kv_heads):
+    model = tiny_model(positions, kv_heads)
+    src, keep = sources(6)
+    mask = keep[:, None, None, :]
+    memory = model.encode(src, mask)
+    pool = pool_for(model)
+    dense = model.decoder.new_cache(share_sources=False)
+    paged = PagedDecoderCache(pool, model.cfg.decoder_layers)
+    g = torch.Generator().manual_seed(1)
+    tokens = torch.full((6,), 2)
+    rows_memory, rows_mask = memory, mask
+    with torch.inference_mode():
+        for step in range(14):  # past several block boundaries (block size 4)
+            dense_lp, dense = model.decode_step(tokens, rows_memory, rows_mask, dense)
+            paged_lp, paged = model.decode_step(tokens, rows_memory, rows_mask, paged)
+            torch.testing.assert_close(paged_lp, dense_lp, atol=1e-5, rtol=0)
+            # Forks: some rows picked twice, some dropped (their blocks freed).
+            picks = torch.randint(0, tokens.numel(), (6,), generator=g).sort().values
+            dense, paged = dense.reorder(picks), paged.reorder(picks)
+            rows_memory, rows_mask = rows_memory[picks], rows_mask[picks]
+            tokens = torch.randint(4, VOCAB, (6,), generator=g)
+            assert pool.n_used <= sum(len(t) for t in paged.tables)
+    paged.release_all()
+    assert pool.n_free == pool.n_blocks and set(pool.refs) == {0}
+
+
+def test_a_forks_write_leaves_its_siblings_blocks_alone():
+    model = tiny_model()
+    src, keep = sources(1)
+    mask = keep[:, None, None, :]
+    memory = model.encode(src, mask)
+    pool = pool_for(model, block_size=4)
+    paged = PagedDecoderCache(pool, model.cfg.decoder_layers)
+    with torch.inference_mode():
+        for token in (2, 5, 6):  # three positions: the first block is partly full
+            _, paged = model.decode_step(torch.tensor([token]), memory, mask, paged)
+        paged.reorder(torch.tensor([0, 0]))  # two children share the partial block
+        shared = paged.tables[0][0]
+        assert paged.tables[1][0] == shared and pool.refs[shared] == 2
+        before = pool.keys[:, shared].clone(), pool.values[:, shared].clone()
+        _, paged = model.decode_step(
+            torch.tensor([7, 8]), memory.expand(2, -1, -1), mask.expand(2, -1, -1, -1), paged
+        )
+    # One child wrote into a private copy; the other then owned the original alone.
+    assert paged.tables[0][0] != paged.tables[1][0]
+    original = [t[0] for t in paged.tables].index(shared)
+    copy = paged.tables[1 - original][0]
+    torch.testing.assert_close(pool.keys[:, copy, :3], before[0][:, :3])  # copied, then written
+    assert not torch.equal(pool.keys[:, copy, 3], pool.keys[:, shared, 3])  # own 4th position
+    assert torch.equal(pool.keys[:, shared, :3], before[0][:, :3])
+    assert torch.equal(pool.values[:, shared, :3], before[1][:, :3])
+
+
+@pytest.mark.parametrize("beam_size", [1, 5])
+def test_beam_search_through_the_paged_cache_equals_the_dense_one(beam_size):
+    model = tiny_model()
+    src, keep = sources(5, seed=3)
+    mask = keep[:, None, None, :]
+    cfg = DecodeConfig(beam_size=beam_size, n_best=beam_size, max_len_a=1.0, max_len_b=6)
+    pool = pool_for(model, n_blocks=400)
+    new_cache = functools.partial(PagedDecoderCache, pool, model.cfg.decoder_layers)
+    dense = beam_search(model, src, mask, cfg)
+    paged = beam_search(model, src, mask, cfg, SearchOptions(new_cache=new_cache))
+    for a, b in zip(dense, paged, strict=True):
+        assert [h.tokens for h in a.hypotheses] == [h.tokens for h in b.hypotheses]
+        assert [h.score for h in a.hypotheses] == pytest.approx([h.score for h in b.hypotheses])
+
+
+def test_an_empty_pool_refuses_by_name():
+    pool = BlockPool(1, 4, 1, 1, 2)
+    pool.allocate()
+    with pytest.raises(PoolExhausted, match="all 1 KV blocks"):
+        pool.allocate()
