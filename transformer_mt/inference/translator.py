@@ -67,6 +67,12 @@ class Translation:
     scores: list[float]
     alignment: list[tuple[int, int]] | None = None
 
+    @classmethod
+    def empty(cls, n_best: int, alignment: list | None = None) -> Translation:
+        """The translation of a blank line: n_best empty strings, each with score 0.0 (the
+        log-probability of nothing), so n-best output keeps n_best lines for every input."""
+        return cls([""] * n_best, [0.0] * n_best, alignment)
+
 
 class Translator:
     """A model, its tokenizers and search settings: lines of text in, translations out.
@@ -150,23 +156,30 @@ class Translator:
         )
 
     def translate(
-        self, lines: Sequence[str], on_batch: Callable[[int], None] | None = None
+        self,
+        lines: Sequence[str],
+        on_batch: Callable[[int], None] | None = None,
+        prefixes: Sequence[str] | None = None,
     ) -> list[Translation]:
         """Translate `lines` (no newlines) in batches sorted by length; results in input order.
 
-        An empty (or blank) line is not searched: its translation is the empty string with score
-        0.0 (the log-probability of nothing), repeated n_best times so that n-best output keeps
-        n_best lines for every input line. `on_batch(n)` is called after each searched batch of
-        n lines (progress reports).
+        An empty (or blank) line is not searched: its translation is `Translation.empty`.
+        `on_batch(n)` is called after each searched batch of n lines (progress reports).
+        `prefixes`: one target-side text per line that its translations must start with (an
+        empty one forces nothing), e.g. the words a user has typed.
         """
         encoded = [self.source_ids(line) for line in lines]
         todo = [i for i, ids in enumerate(encoded) if ids]
-        n_best = self.decode.n_best
         no_pairs = None if self.alignment_layer is None else []
-        results = [Translation([""] * n_best, [0.0] * n_best, no_pairs) for _ in lines]
+        results = [Translation.empty(self.decode.n_best, no_pairs) for _ in lines]
+        forced = None
+        if prefixes is not None:
+            if len(prefixes) != len(lines):
+                raise SettingError("prefixes", len(prefixes), f"need one per line ({len(lines)})")
+            forced = [self.prefix_ids(prefixes[i]) for i in todo]
         indices: list[int] = []  # into `todo`, batch by batch
         searched: list[Translation] = []
-        for batch, found in self.search_batches([encoded[i] for i in todo]):
+        for batch, found in self.search_batches([encoded[i] for i in todo], forced):
             for row, result in enumerate(found):
                 searched.append(self._detokenize(result))
                 if self.alignment_layer is not None:
@@ -191,20 +204,29 @@ class Translator:
             return ids[: self.max_src_tokens]
         return ids
 
+    def prefix_ids(self, text: str) -> list[int]:
+        """The target subword ids a translation is forced to start with, cut so that the
+        prefix and one more token fit the position table."""
+        return self.tgt_tokenizer.encode(text)[: self.max_src_tokens] if text.strip() else []
+
     def batches(self, sources: Sequence[Sequence[int]]) -> Iterator[SourceBatch]:
         """`sources` (from `source_ids`) in length-sorted batches, EOS appended, on the device."""
         for batch in make_source_batches(sources, self.decode.max_tokens):
             yield batch.to(self.device)
 
     def search_batches(
-        self, sources: Sequence[Sequence[int]]
+        self,
+        sources: Sequence[Sequence[int]],
+        prefixes: Sequence[Sequence[int]] | None = None,
     ) -> Iterator[tuple[SourceBatch, list[SearchResult]]]:
-        """Each batch of `sources` with the search results of its rows, in the batch's order."""
+        """Each batch of `sources` with the search results of its rows, in the batch's order;
+        `prefixes` (from `prefix_ids`), one per source, are forced."""
         for batch in self.batches(sources):
-            yield (
-                batch,
-                search(self.model, batch.src_ids, batch.src_mask, self.decode, self.options),
+            forced = None if prefixes is None else [prefixes[i] for i in batch.indices.tolist()]
+            found = search(
+                self.model, batch.src_ids, batch.src_mask, self.decode, self.options, forced
             )
+            yield batch, found
 
     def _detokenize(self, result: SearchResult) -> Translation:
         decode = self.tgt_tokenizer.decode

@@ -1,0 +1,458 @@
+"""The serving engine: requests in from any thread, one decoding thread, answers as futures.
+
+`submit` turns texts into sentences through the `Translator`'s own rules (truncation to the
+position table, blank lines, target prefixes) and queues them, first come first served, in a
+bounded queue. The decoding thread admits queued sentences between steps while the KV-block
+and source-token budgets allow, encodes them (or takes their encoder output from the encoder
+cache), and steps the `ContinuousBatch`. A request is answered when its last sentence
+finishes; an exact repeat (same text, same options) is answered from the translation cache
+without decoding.
+
+Admission reserves, per sentence, the most KV blocks its beams could ever hold
+(K * (ceil(max_len / block size) + 1)), so a running search never finds the pool empty; the
+blocks actually used (shared prefixes, freed beams) are fewer, and /metrics shows both.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from transformer_mt.config import DecodeConfig
+from transformer_mt.data.batching import make_source_batches
+from transformer_mt.data.tokenizer import EOS_ID
+from transformer_mt.errors import SettingError, TmtError
+from transformer_mt.inference.translator import Translation, Translator
+from transformer_mt.search import max_output_lengths
+from transformer_mt.serve.caches import LruCache
+from transformer_mt.serve.paged import BlockPool
+from transformer_mt.serve.scheduler import ContinuousBatch, Sentence
+
+log = logging.getLogger("transformer_mt.serve")
+
+# The KV pool's size when --kv-blocks is not given: this many bytes of blocks.
+DEFAULT_KV_BYTES = 512 * 2**20
+
+
+class QueueFull(TmtError):
+    """The queue holds `max_queue` sentences; try again after `retry_after` seconds."""
+
+    def __init__(self, message: str, retry_after: float):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class RequestTooLarge(TmtError):
+    """More sentences, or a longer text, than the server takes in one request."""
+
+
+class ShuttingDown(TmtError):
+    """The server is draining: it finishes what it has and takes nothing new."""
+
+    retry_after = 5.0
+
+
+@dataclass(frozen=True)
+class ServeLimits:
+    """How much the engine takes on; None: a default derived from the model and checkpoint."""
+
+    max_batch_tokens: int | None = None  # source tokens decoded together (None: decode.max_tokens)
+    max_queue: int = 1024  # sentences waiting for admission
+    kv_blocks: int | None = None  # blocks in the KV pool (None: DEFAULT_KV_BYTES of them)
+    block_size: int = 16  # positions per KV block
+    cache_entries: int = 256  # entries of each cache (translations, encoder outputs)
+    max_request_sentences: int = 256
+    max_sentence_chars: int = 10_000
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    """A snapshot for /metrics."""
+
+    queue_sentences: int
+    running_sentences: int
+    running_hypotheses: int
+    kv_blocks_total: int
+    kv_blocks_used: int
+    kv_blocks_reserved: int
+    generated_tokens: int
+    tokens_per_second: float
+    requests_done: int
+    requests_cancelled: int
+    cache_hits: dict[str, int]
+    cache_misses: dict[str, int]
+    cache_entries: dict[str, int]
+
+
+class Job:
+    """One request: its future (list[Translation] in input order) and its cancellation."""
+
+    def __init__(self, engine: Engine, n: int, on_token: Callable[[int, str], None] | None):
+        self.future: concurrent.futures.Future = concurrent.futures.Future()
+        self.results: list[Translation | None] = [None] * n
+        self.pending = 0
+        self.on_token = on_token
+        self.cancelled = False
+        self.submitted = time.monotonic()
+        self._engine = engine
+
+    def cancel(self) -> None:
+        """Stop its work: queued sentences leave the queue, running ones the batch (their KV
+        blocks go back to the pool), and the future is cancelled."""
+        self._engine._cancel(self)
+
+
+@dataclass
+class _Work:
+    """A queued or running sentence and where its answer goes."""
+
+    sentence: Sentence
+    job: Job
+    index: int  # in the request
+    cache_key: tuple
+    streamed: str = ""
+
+
+class Engine:
+    """A translation model served to many clients at once (see the module docstring)."""
+
+    def __init__(self, translator: Translator, limits: ServeLimits = ServeLimits()):
+        cfg = translator.model.cfg
+        if cfg.attention_pattern != "full":
+            raise SettingError("model.attention_pattern", cfg.attention_pattern, "serve needs full")
+        self.translator = translator
+        self.defaults = translator.decode
+        self.limits = limits
+        self.max_batch_tokens = limits.max_batch_tokens or self.defaults.max_tokens
+        self.pool = _new_pool(translator, limits)
+        self.batch = ContinuousBatch(translator.model, self.pool, translator.cache_dtype)
+        self.translations: LruCache[Translation] = LruCache(limits.cache_entries)
+        self.encoder_outputs: LruCache[list] = LruCache(limits.cache_entries)
+        self._queue: deque[_Work] = deque()
+        self._running: dict[int, _Work] = {}
+        self._cancelled: set[int] = set()
+        self._cond = threading.Condition()
+        self._accepting = True
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self._next_key = 0
+        self._reserved = 0
+        self._generated = 0
+        self._recent: deque[tuple[float, int]] = deque()
+        self._done = self._cancelled_requests = 0
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        path: str,
+        device: str = "cpu",
+        quantize: str | None = None,
+        limits: ServeLimits = ServeLimits(),
+    ) -> Engine:
+        return cls(Translator.from_checkpoint(path, device=device, quantize=quantize), limits)
+
+    # --- any thread ------------------------------------------------------------------------
+
+    def submit(
+        self,
+        texts: Sequence[str],
+        decode: DecodeConfig,
+        prefixes: Sequence[str] | None = None,
+        on_token: Callable[[int, str], None] | None = None,
+    ) -> Job:
+        """Queue `texts` for translation with `decode`; see the module docstring."""
+        decode.validate()
+        if decode.sampling:
+            raise SettingError("sampling", True, "the server searches (greedy or beam)")
+        self._check_size(texts, prefixes)
+        job = Job(self, len(texts), on_token)
+        work = [
+            w
+            for i, text in enumerate(texts)
+            if (w := self._prepare(job, i, text, decode, prefixes[i] if prefixes else ""))
+        ]
+        with self._cond:
+            if not self._accepting:
+                raise ShuttingDown("the server is shutting down")
+            if len(self._queue) + len(work) > self.limits.max_queue:
+                raise QueueFull(
+                    f"the queue holds {len(self._queue)} of {self.limits.max_queue} sentences",
+                    retry_after=1.0,
+                )
+            job.pending = len(work)
+            self._queue.extend(work)
+            self._cond.notify()
+        if not work:
+            job.future.set_result(job.results)
+        return job
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="tmt-decoder", daemon=True)
+        self._thread.start()
+
+    def stop(self, drain: bool = True) -> None:
+        """Refuse new requests; with `drain`, finish the queued and running ones first."""
+        with self._cond:
+            self._accepting = False
+            if not drain:
+                for work in [*self._queue, *self._running.values()]:
+                    self._cancelled.add(id(work.job))
+            self._stop = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join()
+
+    @property
+    def accepting(self) -> bool:
+        return self._accepting
+
+    def stats(self) -> EngineStats:
+        with self._cond:
+            now = time.monotonic()
+            recent = [n for t, n in self._recent if now - t <= 10.0]
+            sentences = list(self._running.values())
+            return EngineStats(
+                queue_sentences=len(self._queue),
+                running_sentences=len(sentences),
+                running_hypotheses=sum(w.sentence.decode.beam_size for w in sentences),
+                kv_blocks_total=self.pool.n_blocks,
+                kv_blocks_used=self.pool.n_used,
+                kv_blocks_reserved=self._reserved,
+                generated_tokens=self._generated,
+                tokens_per_second=sum(recent) / 10.0,
+                requests_done=self._done,
+                requests_cancelled=self._cancelled_requests,
+                cache_hits={
+                    "translation": self.translations.hits,
+                    "encoder": self.encoder_outputs.hits,
+                },
+                cache_misses={
+                    "translation": self.translations.misses,
+                    "encoder": self.encoder_outputs.misses,
+                },
+                cache_entries={
+                    "translation": len(self.translations),
+                    "encoder": len(self.encoder_outputs),
+                },
+            )
+
+    def _check_size(self, texts: Sequence[str], prefixes: Sequence[str] | None) -> None:
+        limits = self.limits
+        if len(texts) > limits.max_request_sentences:
+            raise RequestTooLarge(
+                f"{len(texts)} sentences; the server takes {limits.max_request_sentences}"
+            )
+        longest = max((len(t) for t in texts), default=0)
+        if longest > limits.max_sentence_chars:
+            raise RequestTooLarge(
+                f"a text of {longest} characters; the server takes {limits.max_sentence_chars}"
+            )
+        if prefixes is not None and len(prefixes) != len(texts):
+            raise SettingError("prefix", len(prefixes), f"need one per text ({len(texts)})")
+
+    def _prepare(
+        self, job: Job, index: int, text: str, decode: DecodeConfig, prefix: str
+    ) -> _Work | None:
+        """The work for one text, or None when it is answered at once (blank, or cached)."""
+        key = (
+            text,
+            prefix,
+            decode.beam_size,
+            decode.length_penalty,
+            decode.max_len_a,
+            decode.max_len_b,
+            decode.n_best,
+        )
+        with self._cond:
+            cached = self.translations.get(key)
+        if cached is not None:
+            job.results[index] = cached
+            return None
+        src = self.translator.source_ids(text)
+        if not src:
+            job.results[index] = Translation.empty(decode.n_best)
+            return None
+        src = [*src, EOS_ID]
+        mask = torch.ones(1, 1, 1, len(src), dtype=torch.bool)
+        cap = self.translator.options.max_len_cap
+        max_len = int(max_output_lengths(mask, decode, cap)[0])
+        with self._cond:
+            self._next_key += 1
+            sentence_key = self._next_key
+        sentence = Sentence(sentence_key, src, decode, max_len, self.translator.prefix_ids(prefix))
+        return _Work(sentence, job, index, key)
+
+    def _cancel(self, job: Job) -> None:
+        with self._cond:
+            self._cancelled.add(id(job))
+            self._cond.notify()
+        job.future.cancel()
+
+    # --- the decoding thread ---------------------------------------------------------------
+
+    def _loop(self) -> None:
+        with torch.inference_mode():
+            while True:
+                with self._cond:
+                    while not (self._queue or self._running or self._cancelled or self._stop):
+                        self._cond.wait()
+                    if self._stop and not self._queue and not self._running:
+                        return
+                    cancelled, self._cancelled = self._cancelled, set()
+                    admitted = self._admit(cancelled)
+                try:
+                    self._drop_cancelled(cancelled)
+                    if admitted:
+                        self._start(admitted)
+                    if self._running:
+                        self._step()
+                except Exception as err:  # noqa: BLE001 - one bad step must not stop serving
+                    log.exception("decoding step failed")
+                    self._fail_running(err)
+
+    def _admit(self, cancelled: set[int]) -> list[_Work]:
+        """Queued sentences that fit the budgets, first come first served (lock held)."""
+        admitted = []
+        tokens = sum(len(w.sentence.src_ids) for w in self._running.values())
+        while self._queue:
+            work = self._queue[0]
+            if id(work.job) in cancelled:
+                self._queue.popleft()
+                continue
+            sentence = work.sentence
+            blocks = sentence.decode.beam_size * (
+                math.ceil(sentence.max_len / self.pool.block_size) + 1
+            )
+            fits_tokens = tokens + len(sentence.src_ids) <= self.max_batch_tokens
+            if self._running or admitted:
+                if not fits_tokens or self._reserved + blocks > self.pool.n_blocks:
+                    break
+            elif blocks > self.pool.n_blocks:  # it could never run: refuse it alone
+                self._queue.popleft()
+                self._finish_error(
+                    work,
+                    RequestTooLarge(
+                        f"a sentence needing {blocks} KV blocks; the pool has {self.pool.n_blocks}"
+                    ),
+                )
+                continue
+            self._queue.popleft()
+            sentence.reserved_blocks = blocks
+            self._reserved += blocks
+            tokens += len(sentence.src_ids)
+            self._running[sentence.key] = work
+            admitted.append(work)
+        return admitted
+
+    def _start(self, admitted: list[_Work]) -> None:
+        """Encoder outputs (cached or computed together) for the admitted sentences; join."""
+        missing = []
+        for work in admitted:
+            cached = self.encoder_outputs.get(tuple(work.sentence.src_ids))
+            if cached is None:
+                missing.append(work)
+            work.sentence.cross = cached
+        if missing:
+            model = self.translator.model
+            device = self.pool.keys.device
+            sources = [w.sentence.src_ids[:-1] for w in missing]
+            for batch in make_source_batches(sources, self.max_batch_tokens):
+                batch = batch.to(device)
+                memory = model.encode(batch.src_ids, batch.src_mask)
+                layers = model.decoder.cross_keys_values(memory, self.translator.cache_dtype)
+                for row, i in enumerate(batch.indices.tolist()):
+                    length = len(missing[i].sentence.src_ids)
+                    cross = [(k[row, :, :length], v[row, :, :length]) for k, v in layers]
+                    missing[i].sentence.cross = cross
+                    self.encoder_outputs.put(tuple(missing[i].sentence.src_ids), cross)
+        self.batch.join([w.sentence for w in admitted])
+
+    def _step(self) -> None:
+        rows = self.batch.n_rows
+        done, greedy = self.batch.step()
+        now = time.monotonic()
+        with self._cond:
+            self._generated += rows
+            self._recent.append((now, rows))
+            while self._recent and now - self._recent[0][0] > 10.0:
+                self._recent.popleft()
+        for sentence in done:
+            work = self._running[sentence.key]
+            hypotheses = self.batch.finished.pop(sentence.key)
+            ranked = sorted(hypotheses, key=lambda h: -h.score)[: sentence.decode.n_best]
+            decode = self.translator.tgt_tokenizer.decode
+            translation = Translation([decode(h.tokens) for h in ranked], [h.score for h in ranked])
+            with self._cond:
+                self.translations.put(work.cache_key, translation)
+            self._finish(work, translation)
+        for key, tokens in greedy.items():
+            work = self._running[key]
+            if work.job.on_token is not None:
+                text = self.translator.tgt_tokenizer.decode(tokens)
+                if text != work.streamed:
+                    work.streamed = text
+                    work.job.on_token(work.index, text)
+
+    def _finish(self, work: _Work, translation: Translation) -> None:
+        self._release(work)
+        job = work.job
+        job.results[work.index] = translation
+        job.pending -= 1
+        if job.pending == 0 and not job.future.done():
+            job.future.set_result(job.results)
+            with self._cond:
+                self._done += 1
+
+    def _finish_error(self, work: _Work, err: Exception) -> None:
+        if not work.job.future.done():
+            work.job.future.set_exception(err)
+
+    def _release(self, work: _Work) -> None:
+        with self._cond:
+            self._running.pop(work.sentence.key, None)
+            self._reserved -= work.sentence.reserved_blocks
+            work.sentence.reserved_blocks = 0
+
+    def _drop_cancelled(self, cancelled: set[int]) -> None:
+        if not cancelled:
+            return
+        keys = {k for k, w in self._running.items() if id(w.job) in cancelled}
+        for sentence in self.batch.remove(keys):
+            self._release(self._running[sentence.key])
+        with self._cond:
+            self._cancelled_requests += len(cancelled)
+            self._queue = deque(w for w in self._queue if id(w.job) not in cancelled)
+
+    def _fail_running(self, err: Exception) -> None:
+        """Answer every running request with the error and start from an empty batch."""
+        failure = TmtError(f"decoding failed: {' '.join(str(err).split())}")
+        for work in list(self._running.values()):
+            self._release(work)
+            self._finish_error(work, failure)
+        self.batch.cache.release_all()
+        self.batch = ContinuousBatch(self.translator.model, self.pool, self.translator.cache_dtype)
+
+
+def _new_pool(translator: Translator, limits: ServeLimits) -> BlockPool:
+    cfg = translator.model.cfg
+    dtype = translator.cache_dtype or next(translator.model.parameters()).dtype
+    head_dim = cfg.d_model // cfg.n_heads
+    probe = BlockPool(1, limits.block_size, cfg.decoder_layers, cfg.kv_heads, head_dim, dtype)
+    n_blocks = limits.kv_blocks or max(1, DEFAULT_KV_BYTES // probe.block_bytes)
+    return BlockPool(
+        n_blocks,
+        limits.block_size,
+        cfg.decoder_layers,
+        cfg.kv_heads,
+        head_dim,
+        dtype,
+        translator.device,
+    )

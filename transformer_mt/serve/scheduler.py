@@ -1,0 +1,218 @@
+"""Continuous (iteration-level) batching of beam searches over one paged decoder cache.
+
+Every decoder step runs one batch over the live hypotheses of every admitted sentence, in
+whatever step each one is (Yu et al. 2022, Orca): new sentences join between steps, finished
+ones leave at once and their KV blocks go back to the pool. The search rules are search's own
+(`beam_step`): sentences with the same beam size and length penalty form a lane, one
+`BeamState`; greedy search is the lane of beam size 1. Cross-attention keys and values are
+held once per source sentence, and the beams of a sentence attend to them through query slots
+(`LayerCache.cross_slots`), never through per-beam copies.
+
+Row layout: the rows of lane 0's sentences (K_0 per sentence), then lane 1's, and so on;
+sources (cross-attention rows) in the same sentence order.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from transformer_mt.config import DecodeConfig
+from transformer_mt.model import Seq2SeqTransformer
+from transformer_mt.search import Hypothesis, SpecialIds, beam_step
+from transformer_mt.search.state import BeamState
+from transformer_mt.serve.paged import BlockPool, PagedDecoderCache
+
+
+@dataclass
+class Sentence:
+    """One source sentence of a request, as the scheduler sees it."""
+
+    key: int  # unique while it lives
+    src_ids: list[int]  # with the EOS
+    decode: DecodeConfig
+    max_len: int  # max_len(x), capped at the position table
+    prefix: list[int]
+    cross: list[tuple[Tensor, Tensor]] | None = None  # per layer (Hkv, S, Dh) keys, values
+    reserved_blocks: int = 0  # KV blocks held back for it until it leaves
+
+
+@dataclass
+class Lane:
+    """The sentences searched with one beam size and length penalty."""
+
+    decode: DecodeConfig
+    state: BeamState
+    sentences: list[Sentence] = field(default_factory=list)
+
+
+def lane_key(decode: DecodeConfig) -> tuple:
+    """Settings that must be equal for sentences to share a `BeamState` (max_len and prefix
+    are per sentence; n_best only cuts the returned list)."""
+    return (decode.beam_size, decode.length_penalty, decode.length_norm, decode.min_len)
+
+
+class ContinuousBatch:
+    """The running sentences and their decoder state; `step` advances all of them by one token."""
+
+    def __init__(
+        self, model: Seq2SeqTransformer, pool: BlockPool, cache_dtype: torch.dtype | None = None
+    ):
+        self.model = model
+        self.pool = pool
+        self.ids = SpecialIds()
+        self.device = pool.keys.device
+        self.cache = PagedDecoderCache(pool, model.cfg.decoder_layers, cache_dtype)
+        self.cache.rows_own_cross = False
+        self.cache_dtype = cache_dtype
+        self.lanes: dict[tuple, Lane] = {}
+        self.finished: dict[int, list[Hypothesis]] = defaultdict(list)
+        self._sources_changed = True
+        self._src_mask: Tensor | None = None
+
+    @property
+    def sentences(self) -> list[Sentence]:
+        return [s for lane in self.lanes.values() for s in lane.sentences]
+
+    @property
+    def n_rows(self) -> int:
+        return sum(lane.state.tokens.shape[0] for lane in self.lanes.values())
+
+    def join(self, sentences: list[Sentence]) -> None:
+        """Add sentences (their `cross` set) at the end of their lanes."""
+        old_layout = self._row_ranges()
+        for sentence in sentences:
+            key = lane_key(sentence.decode)
+            fresh = BeamState.start(
+                torch.tensor([sentence.max_len], device=self.device),
+                torch.tensor([sentence.key], device=self.device),
+                sentence.decode.beam_size,
+                [sentence.prefix],
+            )
+            lane = self.lanes.get(key)
+            if lane is None:
+                self.lanes[key] = Lane(sentence.decode, fresh, [sentence])
+            else:
+                lane.state.extend(fresh)
+                lane.sentences.append(sentence)
+        # New rows are appended to the cache, then every row moved to its lane's place.
+        n_old = self.cache.lengths.numel()
+        self.cache.add_rows(self.n_rows - n_old)
+        order, new_row = [], n_old
+        for key, lane in self.lanes.items():
+            start, stop = old_layout.get(key, (0, 0))
+            order.extend(range(start, stop))
+            added = lane.state.tokens.shape[0] - (stop - start)
+            order.extend(range(new_row, new_row + added))
+            new_row += added
+        self.cache.reorder(torch.tensor(order, dtype=torch.long, device=self.device))
+        self._sources_changed = True
+
+    def step(self) -> tuple[list[Sentence], dict[int, list[int]]]:
+        """One decoder step for every row, then search's rules in every lane.
+
+        Returns:
+            the sentences that finished (their hypotheses in `finished[key]`), and for each
+            live greedy sentence its tokens so far (to stream them).
+        """
+        if self._sources_changed:
+            self._lay_out_sources()
+        tokens = torch.cat([lane.state.last_tokens(self.ids.bos) for lane in self.lanes.values()])
+        log_probs, _ = self.model.decode_step(tokens, None, self._src_mask, self.cache)
+        done_sentences, rows, offset = [], [], 0
+        for lane in self.lanes.values():
+            n_rows = lane.state.tokens.shape[0]
+            beam_rows, done = beam_step(
+                lane.state,
+                log_probs[offset : offset + n_rows],
+                lane.decode,
+                self.ids,
+                self.finished,
+            )
+            keep = (~done).nonzero().squeeze(1)
+            beam_size = lane.state.beam_size
+            rows.append(beam_rows.view(-1, beam_size)[keep].reshape(-1) + offset)
+            if bool(done.any()):
+                done_sentences.extend(
+                    s for s, d in zip(lane.sentences, done.tolist(), strict=True) if d
+                )
+                lane.sentences = [lane.sentences[i] for i in keep.tolist()]
+                lane.state.keep(keep)
+                self._sources_changed = True
+            offset += n_rows
+        self.cache.reorder(torch.cat(rows))
+        self._drop_empty_lanes()
+        return done_sentences, self._greedy_tokens()
+
+    def remove(self, keys: set[int]) -> list[Sentence]:
+        """Take sentences out without finishing them (cancelled); their blocks are freed."""
+        removed, rows, offset = [], [], 0
+        for lane in self.lanes.values():
+            n_rows = lane.state.tokens.shape[0]
+            keep = [i for i, s in enumerate(lane.sentences) if s.key not in keys]
+            removed.extend(s for s in lane.sentences if s.key in keys)
+            kept = torch.tensor(keep, dtype=torch.long, device=self.device)
+            rows.append(lane.state.keep(kept) + offset)
+            lane.sentences = [lane.sentences[i] for i in keep]
+            offset += n_rows
+        if removed:
+            self.cache.reorder(torch.cat(rows))
+            self._drop_empty_lanes()
+            self._sources_changed = True
+            for sentence in removed:
+                self.finished.pop(sentence.key, None)
+        return removed
+
+    def _row_ranges(self) -> dict[tuple, tuple[int, int]]:
+        ranges, start = {}, 0
+        for key, lane in self.lanes.items():
+            stop = start + lane.state.tokens.shape[0]
+            ranges[key] = (start, stop)
+            start = stop
+        return ranges
+
+    def _drop_empty_lanes(self) -> None:
+        self.lanes = {k: lane for k, lane in self.lanes.items() if lane.sentences}
+
+    def _lay_out_sources(self) -> None:
+        """Pad every live source's cross-attention keys/values into (N, Hkv, S, Dh) per layer
+        and place each row in its source's query slots (G = the widest beam)."""
+        sentences = self.sentences
+        self._sources_changed = False
+        if not sentences:
+            return
+        width = max(len(s.src_ids) for s in sentences)
+        group = max(s.decode.beam_size for s in sentences)
+        slots, mask = [], torch.zeros(len(sentences), 1, 1, width, dtype=torch.bool)
+        for n, sentence in enumerate(sentences):
+            slots.extend(range(n * group, n * group + sentence.decode.beam_size))
+            mask[n, ..., : len(sentence.src_ids)] = True
+        slot_tensor = torch.tensor(slots, dtype=torch.long, device=self.device)
+        for i, layer in enumerate(self.cache.layers):
+            keys, values = (
+                _padded([s.cross[i][part] for s in sentences], width) for part in (0, 1)
+            )
+            layer.cross_attn, layer.cross_slots = (keys, values), slot_tensor
+        self._src_mask = mask.to(self.device)
+
+    def _greedy_tokens(self) -> dict[int, list[int]]:
+        """Each live greedy sentence's tokens so far."""
+        found = {}
+        for lane in self.lanes.values():
+            if lane.state.beam_size == 1:
+                state = lane.state
+                rows = zip(lane.sentences, state.tokens.tolist(), state.steps.tolist(), strict=True)
+                found.update({s.key: row[:n] for s, row, n in rows})
+        return found
+
+
+def _padded(parts: list[Tensor], width: int) -> Tensor:
+    """(Hkv, S_i, Dh) tensors -> (N, Hkv, width, Dh), zero-padded along S."""
+    first = parts[0]
+    out = first.new_zeros(len(parts), first.size(0), width, first.size(2))
+    for n, part in enumerate(parts):
+        out[n, :, : part.size(1)] = part
+    return out
