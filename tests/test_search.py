@@ -328,3 +328,40 @@ def test_beam_search_through_chunked_top_k_equals_plain_topk(monkeypatch):
     fast = beam_search(model, src_ids, src_mask, cfg)
     monkeypatch.setattr(search_beam, "top_k", lambda values, k: values.topk(k, dim=1))
     assert_same_results(fast, beam_search(model, src_ids, src_mask, cfg))
+
+
+# --- forced target prefixes ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_forced_prefix_starts_every_hypothesis_and_is_scored(beam_size):
+    model = tiny_model()
+    sources = random_sources(5, vocab_size=20, seed=4)
+    prefixes = [[7, 8, 9], [], [5], [11, 12, 13, 14, 15, 16, 17, 18], [6, 6]]
+    # max_len floor(0 * |x| + 2) = 2 is below the 8-token prefix: raised to hold it.
+    cfg = DecodeConfig(beam_size=beam_size, n_best=beam_size, max_len_a=0.0, max_len_b=2)
+    batch = search(model, *padded(sources), cfg, prefixes=prefixes)
+    alone = [
+        search(model, *padded([s]), cfg, prefixes=[p])[0]
+        for s, p in zip(sources, prefixes, strict=True)
+    ]
+    assert_same_results(batch, alone)
+    with torch.no_grad():
+        for src, prefix, result in zip(sources, prefixes, batch, strict=True):
+            for h in result.hypotheses:
+                assert h.tokens[: len(prefix)] == prefix
+                assert len(h.tokens) + h.has_eos <= max(2, len(prefix) + 1)
+                target = h.tokens + [EOS] * h.has_eos
+                logits = model(torch.tensor([src]), torch.tensor([[2] + target[:-1]]))
+                log_prob = logits.log_softmax(-1)[0, torch.arange(len(target)), target].sum()
+                assert h.log_prob == pytest.approx(float(log_prob), abs=1e-4)
+
+
+def test_empty_prefixes_change_nothing():
+    model = tiny_model()
+    src_ids, src_mask = padded(random_sources(4, vocab_size=20, seed=5))
+    cfg = DecodeConfig(beam_size=3, n_best=2, max_len_a=1.0, max_len_b=3)
+    assert_same_results(
+        search(model, src_ids, src_mask, cfg, prefixes=[[]] * 4),
+        search(model, src_ids, src_mask, cfg),
+    )

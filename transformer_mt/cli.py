@@ -57,6 +57,11 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--quantize", choices=["int8"], help="dynamic int8 linear layers (CPU)")
     p.add_argument("--ref", help="reference file: print BLEU and chrF on stderr at the end")
+    p.add_argument(
+        "--prefix",
+        help="file of target prefixes, one per input line (blank: none): each translation "
+        "starts with its line's prefix",
+    )
     p.add_argument("--progress", action="store_true", help="progress bar even when not a tty")
     p.add_argument(
         "--alignments",
@@ -83,12 +88,13 @@ def _set_cpu_threads() -> None:
 
 
 def _run_translate(args: argparse.Namespace) -> int:
-    from transformer_mt.files import decode_lines
+    from transformer_mt.files import decode_lines, read_lines
     from transformer_mt.inference.stream import translate_stream
     from transformer_mt.inference.translator import Translator
 
     _check_translate_args(args)
     references = _read_references(args.ref)
+    prefixes = None if args.prefix is None else read_lines(args.prefix)
     if args.device == "cpu":
         _set_cpu_threads()
     with contextlib.ExitStack() as stack:
@@ -98,6 +104,11 @@ def _run_translate(args: argparse.Namespace) -> int:
         if not interactive:
             lines = list(lines)  # whole file: length-sorted batches keep padding low
             _check_references(name, len(lines), args.ref, references)
+            if prefixes is not None and len(prefixes) != len(lines):
+                raise TmtError(
+                    f"{args.prefix}: {len(prefixes)} prefix line(s) for the {len(lines)} "
+                    f"line(s) of {name}: give one prefix line (blank for none) per input line"
+                )
         translator = Translator.from_checkpoint(
             args.checkpoint,
             args.device,
@@ -112,7 +123,7 @@ def _run_translate(args: argparse.Namespace) -> int:
         total = None if interactive else len(lines)
         best: list[str] = []
         chunk = 1 if interactive else 2000
-        count = translate_stream(translator, lines, out, chunk, bar, total, best, plain)
+        count = translate_stream(translator, lines, out, chunk, bar, total, best, plain, prefixes)
     if translator.truncated_lines:
         print(
             f"warning: {translator.truncated_lines} line(s) longer than the model's "
@@ -139,7 +150,11 @@ def _check_translate_args(args: argparse.Namespace) -> None:
         )
 
     if args.output != "-":
-        inputs = [(args.checkpoint, "--checkpoint"), (args.ref, "--ref file")]
+        inputs = [
+            (args.checkpoint, "--checkpoint"),
+            (args.ref, "--ref file"),
+            (args.prefix, "--prefix file"),
+        ]
         if args.input != "-":
             inputs.append((args.input, "--input file"))
         for path, what in inputs:

@@ -294,3 +294,33 @@ def test_cli_reports_progress_when_stderr_is_not_a_terminal(
     err = capsys.readouterr().err.splitlines()
     assert err[-2].startswith("translated 2/2 lines (100%), ") and err[-1] == "translated 2 line(s)"
     assert not math.isnan(float(err[-2].split(", ")[1].split()[0]))
+
+
+def test_prefix_file_starts_each_translation_and_must_match_the_input(checkpoint, tmp_path, capsys):
+    source = tmp_path / "in.txt"
+    source.write_text("hunde spielen im schnee\nein mann liest das buch\nfrau\n")
+    prefixes = tmp_path / "prefixes.txt"
+    prefixes.write_text("zwei hunde\n\nein\n")
+    out = tmp_path / "out.txt"
+    assert (
+        translate(
+            checkpoint,
+            "--input",
+            str(source),
+            "--prefix",
+            str(prefixes),
+            "--output",
+            str(out),
+            "--beam-size",
+            "3",
+        )
+        == 0
+    )
+    first, second, third = out.read_text().splitlines()
+    assert first.startswith("zwei hunde") and third.startswith("ein")
+    unforced = Translator.from_checkpoint(str(checkpoint), beam_size=3)
+    assert second == unforced.translate(["ein mann liest das buch"])[0].texts[0]
+    prefixes.write_text("zwei hunde\n")
+    capsys.readouterr()
+    assert translate(checkpoint, "--input", str(source), "--prefix", str(prefixes)) == 2
+    assert "1 prefix line(s) for the 3 line(s)" in one_error_line(capsys)

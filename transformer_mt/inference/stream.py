@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TextIO
 
 from tqdm import tqdm
@@ -44,6 +44,7 @@ def translate_stream(
     total: int | None = None,
     collect: list[str] | None = None,
     report_every_s: float | None = None,
+    prefixes: Sequence[str] | None = None,
 ) -> int:
     """Translate `lines` in chunks of `chunk_lines`, writing (and flushing) each chunk.
 
@@ -55,11 +56,13 @@ def translate_stream(
         progress: draw a tqdm bar on stderr (a terminal).
         report_every_s: without a bar, write a plain progress line on stderr at most this
             often (a log file, where a bar is switched off and would be unreadable); None: none.
+        prefixes: one target prefix per line that its translation must start with.
     """
     count = 0
     report = ProgressReport(total, progress, report_every_s)
     for chunk in _chunks(lines, chunk_lines):
-        for translation in translator.translate(chunk, on_batch=report.update):
+        forced = None if prefixes is None else prefixes[count : count + len(chunk)]
+        for translation in translator.translate(chunk, report.update, forced):
             print(format_translation(translation, count, translator.decode.n_best), file=out)
             if collect is not None:
                 collect.append(translation.texts[0])
