@@ -6,13 +6,14 @@ from __future__ import annotations
 import dataclasses
 import random
 import threading
+import time
 
 import pytest
 
-from transformer_mt.inference.translator import Translator
-from transformer_mt.serve.engine import Engine, ServeLimits
-
 from tests.conftest import WORDS
+from transformer_mt.config import ConfigError
+from transformer_mt.inference.translator import Translator
+from transformer_mt.serve.engine import Engine, QueueFull, RequestTooLarge, ServeLimits
 
 
 def sentences(n: int, seed: int = 0) -> list[str]:
@@ -70,3 +71,64 @@ def test_mixed_options_and_prefixes_from_many_threads(checkpoint, engine):
         (want,) = offline.translate([text], prefixes=[prefixes[i]])
         assert results[i].texts == want.texts, (i, text)
     assert engine.stats().kv_blocks_used == 0
+
+
+def wait_idle(engine, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        stats = engine.stats()
+        if not stats.running_sentences and not stats.queue_sentences:
+            return stats
+        time.sleep(0.02)
+    raise AssertionError(f"engine still busy: {engine.stats()}")
+
+
+def test_no_leak_after_a_thousand_requests_some_cancelled_some_refused(checkpoint):
+    limits = ServeLimits(
+        kv_blocks=300, block_size=4, cache_entries=16, max_request_sentences=4, max_queue=64
+    )
+    engine = Engine.from_checkpoint(str(checkpoint), limits=limits)
+    engine.start()
+    rng = random.Random(0)
+    texts = sentences(200, seed=11)
+    jobs, refused, cancelled, queue_full = [], 0, 0, 0
+    try:
+        for i in range(1000):
+            kind = rng.random()
+            beam = rng.choice([1, 2, 5])
+            decode = dataclasses.replace(engine.defaults, beam_size=beam, n_best=1)
+            if kind < 0.05:
+                with pytest.raises(ConfigError):
+                    engine.submit([texts[i % 200]], dataclasses.replace(decode, beam_size=0))
+                refused += 1
+                continue
+            if kind < 0.1:
+                with pytest.raises(RequestTooLarge):
+                    engine.submit(texts[:5], decode)
+                refused += 1
+                continue
+            while True:
+                try:
+                    job = engine.submit(rng.sample(texts, rng.randint(1, 3)), decode)
+                    break
+                except QueueFull as full:  # as a client would: wait, then try again
+                    queue_full += 1
+                    time.sleep(full.retry_after / 100)
+            if kind < 0.3:
+                if kind < 0.2:
+                    time.sleep(0.002)  # some cancelled while decoding, some while queued
+                job.cancel()
+                cancelled += 1
+            jobs.append(job)
+        for job in jobs:
+            if not job.future.cancelled():
+                assert len(job.future.result(timeout=120)) >= 1
+        stats = wait_idle(engine)
+    finally:
+        engine.stop()
+    assert refused and cancelled and queue_full
+    assert stats.kv_blocks_used == 0 and stats.kv_blocks_reserved == 0
+    assert engine.pool.n_free == engine.pool.n_blocks and set(engine.pool.refs) == {0}
+    assert all(n <= 16 for n in stats.cache_entries.values())
+    assert stats.cache_hits["translation"] > 0  # texts repeat: some answered without decoding
+    assert not engine.batch.finished and not engine.batch.lanes

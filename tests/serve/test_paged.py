@@ -59,7 +59,7 @@ def test_paged_equals_dense_under_random_forks(positions, kv_heads):
     tokens = torch.full((6,), 2)
     rows_memory, rows_mask = memory, mask
     with torch.inference_mode():
-        for step in range(14):  # past several block boundaries (block size 4)
+        for _ in range(14):  # past several block boundaries (block size 4)
             dense_lp, dense = model.decode_step(tokens, rows_memory, rows_mask, dense)
             paged_lp, paged = model.decode_step(tokens, rows_memory, rows_mask, paged)
             torch.testing.assert_close(paged_lp, dense_lp, atol=1e-5, rtol=0)
