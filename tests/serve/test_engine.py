@@ -70,7 +70,37 @@ def test_mixed_options_and_prefixes_from_many_threads(checkpoint, engine):
         offline = Translator.from_checkpoint(str(checkpoint), beam_size=beam, n_best=n_best)
         (want,) = offline.translate([text], prefixes=[prefixes[i]])
         assert results[i].texts == want.texts, (i, text)
-    assert engine.stats().kv_blocks_used == 0
+    wait_idle(engine)
+    # What is still in use is the prefix cache's (admission evicts it under pressure);
+    # evicted, every block is free.
+    assert engine.stats().kv_blocks_used == engine.prefixes.blocks_held
+    while engine.prefixes.evict():
+        pass
+    assert engine.pool.n_free == engine.pool.n_blocks
+
+
+def test_prefix_cache_hits_translate_as_misses_do(checkpoint, engine):
+    text = "ein mann liest das buch im schnee und zwei hunde spielen"
+    words = ["zwei", "hunde", "spielen", "im", "schnee", "und", "eine", "frau", "liest"]
+    offline = {b: Translator.from_checkpoint(str(checkpoint), beam_size=b) for b in (1, 4)}
+    # Each prefix extends the one before (a user typing), across block boundaries (size 4);
+    # then the same prefixes again with another beam size.
+    for beam in (4, 1):
+        decode = dataclasses.replace(engine.defaults, beam_size=beam, n_best=1)
+        for n in (2, 3, 6, 9):
+            prefix = " ".join(words[:n])
+            hits = engine.prefixes.hits
+            (got,) = engine.submit([text], decode, [prefix]).future.result(timeout=60)
+            (want,) = offline[beam].translate([text], prefixes=[prefix])
+            assert got.texts == want.texts
+            assert got.scores == pytest.approx(want.scores, abs=1e-4)
+            assert engine.prefixes.hits == hits + (n > 2 or beam == 1)
+    assert engine.prefixes.reused_tokens > 0
+    # An exact repeat is answered from the translation cache, without decoding.
+    hits, generated = engine.translations.hits, engine.stats().generated_tokens
+    (again,) = engine.submit([text], decode, [prefix]).future.result(timeout=60)
+    assert again == got and engine.translations.hits == hits + 1
+    assert engine.stats().generated_tokens == generated
 
 
 def wait_idle(engine, timeout: float = 60.0):

@@ -34,6 +34,7 @@ from transformer_mt.inference.translator import Translation, Translator
 from transformer_mt.search import max_output_lengths
 from transformer_mt.serve.caches import LruCache
 from transformer_mt.serve.paged import BlockPool
+from transformer_mt.serve.prefix_cache import PrefixTree
 from transformer_mt.serve.scheduler import ContinuousBatch, Sentence
 
 log = logging.getLogger("transformer_mt.serve")
@@ -133,9 +134,10 @@ class Engine:
         self.limits = limits
         self.max_batch_tokens = limits.max_batch_tokens or self.defaults.max_tokens
         self.pool = _new_pool(translator, limits)
-        self.batch = ContinuousBatch(translator.model, self.pool, translator.cache_dtype)
         self.translations: LruCache[Translation] = LruCache(limits.cache_entries)
         self.encoder_outputs: LruCache[list] = LruCache(limits.cache_entries)
+        self.prefixes = PrefixTree(self.pool, limits.cache_entries)
+        self.batch = self._new_batch()
         self._queue: deque[_Work] = deque()
         self._running: dict[int, _Work] = {}
         self._cancelled: set[int] = set()
@@ -233,14 +235,17 @@ class Engine:
                 cache_hits={
                     "translation": self.translations.hits,
                     "encoder": self.encoder_outputs.hits,
+                    "prefix": self.prefixes.hits,
                 },
                 cache_misses={
                     "translation": self.translations.misses,
                     "encoder": self.encoder_outputs.misses,
+                    "prefix": self.prefixes.misses,
                 },
                 cache_entries={
                     "translation": len(self.translations),
                     "encoder": len(self.encoder_outputs),
+                    "prefix": len(self.prefixes),
                 },
             )
 
@@ -333,9 +338,9 @@ class Engine:
             )
             fits_tokens = tokens + len(sentence.src_ids) <= self.max_batch_tokens
             if self._running or admitted:
-                if not fits_tokens or self._reserved + blocks > self.pool.n_blocks:
+                if not fits_tokens or not self._blocks_free(blocks):
                     break
-            elif blocks > self.pool.n_blocks:  # it could never run: refuse it alone
+            elif not self._blocks_free(blocks):  # it could never run: refuse it alone
                 self._queue.popleft()
                 self._finish_error(
                     work,
@@ -351,6 +356,13 @@ class Engine:
             self._running[sentence.key] = work
             admitted.append(work)
         return admitted
+
+    def _blocks_free(self, blocks: int) -> bool:
+        """Whether `blocks` more can be reserved, evicting cached prefixes if they must go."""
+        while self._reserved + self.prefixes.blocks_held + blocks > self.pool.n_blocks:
+            if not self.prefixes.evict():
+                return False
+        return True
 
     def _start(self, admitted: list[_Work]) -> None:
         """Encoder outputs (cached or computed together) for the admitted sentences; join."""
@@ -373,6 +385,10 @@ class Engine:
                     cross = [(k[row, :, :length], v[row, :, :length]) for k, v in layers]
                     missing[i].sentence.cross = cross
                     self.encoder_outputs.put(tuple(missing[i].sentence.src_ids), cross)
+        for work in admitted:
+            sentence = work.sentence
+            if sentence.prefix:
+                sentence.reused = self.prefixes.lookup(tuple(sentence.src_ids), sentence.prefix)
         self.batch.join([w.sentence for w in admitted])
 
     def _step(self) -> None:
@@ -438,7 +454,11 @@ class Engine:
             self._release(work)
             self._finish_error(work, failure)
         self.batch.cache.release_all()
-        self.batch = ContinuousBatch(self.translator.model, self.pool, self.translator.cache_dtype)
+        self.batch = self._new_batch()
+
+    def _new_batch(self) -> ContinuousBatch:
+        translator = self.translator
+        return ContinuousBatch(translator.model, self.pool, translator.cache_dtype, self.prefixes)
 
 
 def _new_pool(translator: Translator, limits: ServeLimits) -> BlockPool:

@@ -17,6 +17,7 @@ Shapes: R rows, L decoder layers, Hkv key/value heads, Dh head size, bs block si
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -118,10 +119,14 @@ class PagedDecoderCache:
         has no rows: search's first step brings them)."""
         return self.lengths if self.tables else 0
 
-    def add_rows(self, n: int) -> None:
-        """Append `n` empty rows (new hypotheses, no blocks yet)."""
-        self.tables.extend([] for _ in range(n))
-        self.lengths = torch.cat([self.lengths, self.lengths.new_zeros(n)])
+    def add_rows(self, n: int, table: Sequence[int] = (), length: int = 0) -> None:
+        """Append `n` rows (new hypotheses) that start with `length` positions cached in the
+        blocks of `table` (shared, e.g. a cached prefix's), or empty."""
+        for _ in range(n):
+            for block in table:
+                self.pool.share(block)
+            self.tables.append(list(table))
+        self.lengths = torch.cat([self.lengths, self.lengths.new_full((n,), length)])
 
     def reorder(self, indices: Tensor) -> PagedDecoderCache:
         """Row i continues old row indices[i] (any row may be picked many times, or none):

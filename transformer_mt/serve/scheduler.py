@@ -25,6 +25,7 @@ from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.search import Hypothesis, SpecialIds, beam_step
 from transformer_mt.search.state import BeamState
 from transformer_mt.serve.paged import BlockPool, PagedDecoderCache
+from transformer_mt.serve.prefix_cache import PrefixMatch, PrefixTree
 
 
 @dataclass
@@ -38,6 +39,8 @@ class Sentence:
     prefix: list[int]
     cross: list[tuple[Tensor, Tensor]] | None = None  # per layer (Hkv, S, Dh) keys, values
     reserved_blocks: int = 0  # KV blocks held back for it until it leaves
+    reused: PrefixMatch | None = None  # the cached start of its prefix, if any
+    prefix_log_probs: list[float] = field(default_factory=list)  # log P(y_1..y_d), d <= |prefix|
 
 
 @dataclass
@@ -59,9 +62,14 @@ class ContinuousBatch:
     """The running sentences and their decoder state; `step` advances all of them by one token."""
 
     def __init__(
-        self, model: Seq2SeqTransformer, pool: BlockPool, cache_dtype: torch.dtype | None = None
+        self,
+        model: Seq2SeqTransformer,
+        pool: BlockPool,
+        cache_dtype: torch.dtype | None = None,
+        prefixes: PrefixTree | None = None,
     ):
         self.model = model
+        self.prefixes = prefixes
         self.pool = pool
         self.ids = SpecialIds()
         self.device = pool.keys.device
@@ -82,34 +90,48 @@ class ContinuousBatch:
         return sum(lane.state.tokens.shape[0] for lane in self.lanes.values())
 
     def join(self, sentences: list[Sentence]) -> None:
-        """Add sentences (their `cross` set) at the end of their lanes."""
+        """Add sentences (their `cross` set) at the end of their lanes; one whose prefix
+        starts from the prefix cache (`reused`) starts after the cached tokens."""
         old_layout = self._row_ranges()
+        new_rows: dict[tuple, list[int]] = defaultdict(list)
         for sentence in sentences:
             key = lane_key(sentence.decode)
-            fresh = BeamState.start(
-                torch.tensor([sentence.max_len], device=self.device),
-                torch.tensor([sentence.key], device=self.device),
-                sentence.decode.beam_size,
-                [sentence.prefix],
-            )
+            fresh = self._start_state(sentence)
             lane = self.lanes.get(key)
             if lane is None:
                 self.lanes[key] = Lane(sentence.decode, fresh, [sentence])
             else:
                 lane.state.extend(fresh)
                 lane.sentences.append(sentence)
-        # New rows are appended to the cache, then every row moved to its lane's place.
-        n_old = self.cache.lengths.numel()
-        self.cache.add_rows(self.n_rows - n_old)
-        order, new_row = [], n_old
-        for key, lane in self.lanes.items():
+            first, reused = self.cache.lengths.numel(), sentence.reused
+            if reused is None:
+                self.cache.add_rows(sentence.decode.beam_size)
+            else:
+                self.cache.add_rows(sentence.decode.beam_size, reused.table, reused.length)
+            new_rows[key].extend(range(first, first + sentence.decode.beam_size))
+        # New rows were appended to the cache; move every row to its lane's place.
+        order = []
+        for key in self.lanes:
             start, stop = old_layout.get(key, (0, 0))
-            order.extend(range(start, stop))
-            added = lane.state.tokens.shape[0] - (stop - start)
-            order.extend(range(new_row, new_row + added))
-            new_row += added
+            order.extend([*range(start, stop), *new_rows[key]])
         self.cache.reorder(torch.tensor(order, dtype=torch.long, device=self.device))
         self._sources_changed = True
+
+    def _start_state(self, sentence: Sentence) -> BeamState:
+        state = BeamState.start(
+            torch.tensor([sentence.max_len], device=self.device),
+            torch.tensor([sentence.key], device=self.device),
+            sentence.decode.beam_size,
+            [sentence.prefix],
+        )
+        if sentence.reused is not None:
+            length = sentence.reused.length
+            state.tokens = torch.tensor([sentence.prefix[:length]] * state.beam_size)
+            state.tokens = state.tokens.to(self.device)
+            state.steps[0] = length
+            state.scores[0, 0] = sentence.reused.log_probs[-1]
+            sentence.prefix_log_probs = list(sentence.reused.log_probs)
+        return state
 
     def step(self) -> tuple[list[Sentence], dict[int, list[int]]]:
         """One decoder step for every row, then search's rules in every lane.
@@ -132,6 +154,7 @@ class ContinuousBatch:
                 self.ids,
                 self.finished,
             )
+            self._record_prefixes(lane)
             keep = (~done).nonzero().squeeze(1)
             beam_size = lane.state.beam_size
             rows.append(beam_rows.view(-1, beam_size)[keep].reshape(-1) + offset)
@@ -145,7 +168,31 @@ class ContinuousBatch:
             offset += n_rows
         self.cache.reorder(torch.cat(rows))
         self._drop_empty_lanes()
+        self._cache_prefixes()
         return done_sentences, self._greedy_tokens()
+
+    def _record_prefixes(self, lane: Lane) -> None:
+        """Note log P of the forced tokens decided so far (the live beam, rank 0)."""
+        forced = (lane.state.steps <= lane.state.prefix_lens).nonzero().squeeze(1).tolist()
+        if forced:
+            scores = lane.state.scores[:, 0].tolist()
+            for n in forced:
+                lane.sentences[n].prefix_log_probs.append(scores[n])
+
+    def _cache_prefixes(self) -> None:
+        """Give the prefix cache every forced prefix whose last token was just decided, with
+        the blocks of the row that decided it."""
+        if self.prefixes is None:
+            return
+        row = 0
+        for lane in self.lanes.values():
+            ended = lane.state.steps == lane.state.prefix_lens  # just left the forced part
+            for n in (ended & (lane.state.prefix_lens > 0)).nonzero().squeeze(1).tolist():
+                sentence = lane.sentences[n]
+                table = self.cache.tables[row + n * lane.state.beam_size]
+                source = tuple(sentence.src_ids)
+                self.prefixes.insert(source, sentence.prefix, sentence.prefix_log_probs, table)
+            row += lane.state.tokens.shape[0]
 
     def remove(self, keys: set[int]) -> list[Sentence]:
         """Take sentences out without finishing them (cancelled); their blocks are freed."""
