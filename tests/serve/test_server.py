@@ -24,7 +24,6 @@ pytest.importorskip("uvicorn")
 pytest.importorskip("prometheus_client")
 
 from tests.serve.fakes import FakeEngine, fake_translation  # noqa: E402
-from transformer_mt.errors import SettingError  # noqa: E402
 from transformer_mt.serve.server import listen, start_in_thread  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,15 +129,6 @@ def test_drain_refuses_new_requests_and_finishes_the_ones_in_flight(served):
         stopping.result(timeout=10)
     with pytest.raises(OSError):  # the server has gone
         call(f"{url}/health", timeout=1)
-
-
-def test_a_port_in_use_is_refused_naming_it():
-    taken = listen("127.0.0.1", 0)
-    port = taken.getsockname()[1]
-    taken.listen()
-    with pytest.raises(SettingError, match=f"port={port}: cannot listen"):
-        listen("127.0.0.1", port)
-    taken.close()
 
 
 SERVE = """
