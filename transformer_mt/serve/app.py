@@ -1,8 +1,8 @@
 """The FastAPI application of `tmt serve`: translate, stream, health, metrics, the web page.
 
 `create_app(engine)` wires the endpoints to one engine. Requests are parsed by api.py and
-submitted to the engine from the event loop (`submit` only queues); the loop then waits for
-the job's future without blocking, so that one process serves many concurrent clients while
+submitted to the engine (`submit` only queues); the event loop then waits for the job's
+future without blocking, so that one process serves many concurrent clients while
 the engine's thread decodes. A client that disconnects before its result has its job
 cancelled, freeing the engine's work. Every request gets one log line and its metrics from
 `RequestLog`, and every refusal the JSON body of `ApiError.body()`.
@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -179,7 +180,11 @@ async def _submit(
     parsed = parse_request(body, engine.defaults, engine.limits)
     request.state.sentences = len(parsed.texts)
     try:
-        job = engine.submit(parsed.texts, parsed.decode, parsed.prefixes, on_token)
+        # In a worker thread: an engine may take a lock its decoding thread holds for a step,
+        # and the event loop must not wait for it while other clients are being answered.
+        job = await run_in_threadpool(
+            engine.submit, parsed.texts, parsed.decode, parsed.prefixes, on_token
+        )
     except Exception as err:  # every refusal, and an engine fault (500), as one error body
         raise _failure(err, parsed) from None
     return parsed, job
