@@ -337,7 +337,9 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-queue", type=int, help="sentences waiting for admission before 429")
     p.add_argument("--kv-blocks", type=int, help="blocks of the paged decoding cache")
     p.add_argument("--block-size", type=int, help="tokens per cache block")
-    p.add_argument("--cache-entries", type=int, help="entries of each result and prefix cache")
+    p.add_argument(
+        "--cache-entries", type=int, help="entries of each cache (translation, encoder, prefix)"
+    )
     p.set_defaults(handler=_run_serve)
 
 
