@@ -27,10 +27,12 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "transformer_mt"
 OUT = REPO / "docs" / "dev" / "imports.png"
 
-# Group -> the groups it must not import: inference never reaches into training, the checkpoint
-# format (artifacts) sits below training and inference, and the model and search stand alone.
+# Group -> the groups it must not import: inference and serving never reach into training, the
+# checkpoint format (artifacts) sits below training and inference, and the model and search
+# stand alone.
 RULES = {
     "inference": ("training", "cli"),
+    "serve": ("training", "cli"),
     "artifacts": ("training", "inference", "search", "cli"),
     "model": ("search", "training", "data", "inference", "artifacts", "cli"),
     "search": ("model", "training", "data", "inference", "artifacts", "cli"),

@@ -1,4 +1,4 @@
-"""Command line: `tmt {train,translate,evaluate,average,plot,export,attention}`.
+"""Command line: `tmt {train,translate,evaluate,average,plot,export,attention,serve}`.
 
 Handlers stay thin: parse, load, call the library. Errors a user can fix (`TmtError`) print one
 line on stderr and exit with status 2; results go to stdout, logs and progress to stderr. This
@@ -21,9 +21,15 @@ from transformer_mt.errors import SettingError, TmtError
 # Library arguments set by a flag of the same meaning in every subcommand that has it.
 FLAGS = {
     "alignment_layer": "--alignment-layer",
+    "block_size": "--block-size",
+    "cache_entries": "--cache-entries",
     "device": "--device",
     "head": "--head",
+    "kv_blocks": "--kv-blocks",
     "layer": "--layer",
+    "max_batch_tokens": "--max-batch-tokens",
+    "max_queue": "--max-queue",
+    "port": "--port",
     "quantize": "--quantize",
     "src": "--src",
 }
@@ -332,6 +338,50 @@ def _run_attention(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_serve(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve", help="translate over HTTP: JSON API, streaming, metrics and a web page"
+    )
+    p.add_argument("--checkpoint", required=True, help="e.g. runs/X/checkpoints/best.pt")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: all)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--quantize", choices=["int8"], help="dynamic int8 linear layers (CPU)")
+    # The engine's limits; each defaults to the engine's own value.
+    p.add_argument("--max-batch-tokens", type=int, help="tokens decoded together in one step")
+    p.add_argument("--max-queue", type=int, help="sentences waiting for admission before 429")
+    p.add_argument("--kv-blocks", type=int, help="blocks of the paged decoding cache")
+    p.add_argument("--block-size", type=int, help="tokens per cache block")
+    p.add_argument(
+        "--cache-entries", type=int, help="entries of each cache (translation, encoder, prefix)"
+    )
+    p.set_defaults(handler=_run_serve)
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    from transformer_mt.serve import missing_dependencies
+
+    if missing_dependencies():
+        raise TmtError("tmt serve needs the serve extra: pip install 'transformer_mt[serve]'")
+    from transformer_mt.serve.engine import Engine, ServeLimits
+    from transformer_mt.serve.server import serve
+
+    if args.device == "cpu":
+        _set_cpu_threads()
+    limits = ServeLimits(
+        max_batch_tokens=args.max_batch_tokens,
+        max_queue=args.max_queue,
+        kv_blocks=args.kv_blocks,
+        block_size=args.block_size,
+        cache_entries=args.cache_entries,
+    )
+    engine = Engine.from_checkpoint(
+        args.checkpoint, device=args.device, quantize=args.quantize, limits=limits
+    )
+    serve(engine, args.host, args.port)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tmt", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"transformer_mt {__version__}")
@@ -344,6 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_plot,
         _add_export,
         _add_attention,
+        _add_serve,
     ):
         add(sub)
     return parser

@@ -1,0 +1,85 @@
+"""`tmt serve` wires its flags into the engine's constructor and the server, and says which
+extra to install when the serve dependencies are missing."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import types
+
+import pytest
+
+from transformer_mt import cli, serve
+from transformer_mt.errors import SettingError
+
+
+@dataclasses.dataclass(frozen=True)
+class StandInLimits:
+    """The ServeLimits fields `tmt serve` sets (None: the engine's default)."""
+
+    max_batch_tokens: int | None = None
+    max_queue: int | None = None
+    kv_blocks: int | None = None
+    block_size: int | None = None
+    cache_entries: int | None = None
+
+
+class StandInEngine:
+    built: list[tuple] = []
+
+    @classmethod
+    def from_checkpoint(cls, path, device, quantize, limits):
+        engine = cls()
+        cls.built.append((path, device, quantize, limits))
+        return engine
+
+
+@pytest.fixture
+def served(monkeypatch):
+    """The (engine, host, port) `serve` was called with, engine.py and server.py stood in for
+    (the server module imports uvicorn, which this test must not need)."""
+    calls = []
+    engine_module = types.SimpleNamespace(Engine=StandInEngine, ServeLimits=StandInLimits)
+    server_module = types.SimpleNamespace(serve=lambda *args: calls.append(args))
+    monkeypatch.setitem(sys.modules, "transformer_mt.serve.engine", engine_module)
+    monkeypatch.setitem(sys.modules, "transformer_mt.serve.server", server_module)
+    monkeypatch.setattr(serve, "missing_dependencies", lambda: [])
+    monkeypatch.setattr(cli, "_set_cpu_threads", lambda: None)
+    StandInEngine.built.clear()
+    return calls
+
+
+def test_serve_passes_the_flags_to_the_engine_and_the_server(served):
+    argv = ["serve", "--checkpoint", "best.pt", "--port", "9000", "--max-queue", "32"]
+    assert cli.main([*argv, "--kv-blocks", "512", "--block-size", "8", "--quantize", "int8"]) == 0
+    ((path, device, quantize, limits),) = StandInEngine.built
+    assert (path, device, quantize) == ("best.pt", "cpu", "int8")
+    assert limits == StandInLimits(max_queue=32, kv_blocks=512, block_size=8)
+    ((engine, host, port),) = served
+    assert isinstance(engine, StandInEngine) and (host, port) == ("127.0.0.1", 9000)
+
+
+def test_serve_leaves_unset_limits_to_the_engine(served):
+    assert cli.main(["serve", "--checkpoint", "best.pt", "--host", "0.0.0.0"]) == 0
+    assert StandInEngine.built[0][3] == StandInLimits()
+    assert served[0][1:] == ("0.0.0.0", 8000)
+
+
+def test_serve_without_the_extra_says_what_to_install(monkeypatch, capsys):
+    monkeypatch.setattr(serve, "missing_dependencies", lambda: ["fastapi"])
+    assert cli.main(["serve", "--checkpoint", "best.pt"]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: tmt serve needs the serve extra: pip install 'transformer_mt[serve]'\n"
+
+
+def test_a_port_in_use_names_the_flag():
+    pytest.importorskip("uvicorn")
+    from transformer_mt.serve.server import listen
+
+    taken = listen("127.0.0.1", 0)
+    taken.listen()
+    port = taken.getsockname()[1]
+    with pytest.raises(SettingError) as refused:
+        listen("127.0.0.1", port)
+    taken.close()
+    assert cli.flag_message(refused.value).startswith(f"--port {port}: cannot listen on")

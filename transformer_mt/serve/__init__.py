@@ -1,0 +1,20 @@
+"""`tmt serve`: translations over HTTP from a decoding engine shared by concurrent requests.
+
+api.py reads and checks request bodies, app.py is the FastAPI application (translate, stream,
+health, metrics, the web page), server.py runs it under uvicorn with a draining shutdown, and
+engine.py decodes. Only this package imports the `serve` extra (fastapi, uvicorn,
+prometheus_client), and importing the package itself imports none of them, so that
+`missing_dependencies` can say what to install.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+# The import names of the `serve` extra (pyproject.toml).
+EXTRA_MODULES = ("fastapi", "uvicorn", "prometheus_client")
+
+
+def missing_dependencies() -> list[str]:
+    """The modules of the `serve` extra that are not installed."""
+    return [name for name in EXTRA_MODULES if importlib.util.find_spec(name) is None]

@@ -1,0 +1,265 @@
+"""The translate request body: raw bytes in, checked texts, prefixes and decode settings out.
+
+Bodies are parsed here rather than by FastAPI's models so that every way a body can be wrong
+(not UTF-8, not JSON, a typo in a key, `true` for an integer, a beam size the decode config
+refuses, too many texts) gets one `ApiError` naming the field, and the decode settings are
+checked by the same `DecodeConfig.validate` as a config file. The body's keys (`KEYS`) and
+their meaning: schema.TranslateBody, which documents them for OpenAPI, and docs/serving.md.
+
+This module has no web framework in it: app.py turns an `ApiError` into its HTTP response.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from transformer_mt.config import ConfigError, DecodeConfig
+from transformer_mt.errors import SettingError, TmtError, one_line
+from transformer_mt.serve.contract import QueueFull, RequestLimits, RequestTooLarge, ShuttingDown
+
+if TYPE_CHECKING:  # torch would come with it; a Translation is only read here
+    from transformer_mt.inference.translator import Translation
+
+# Decode settings a request may change, with the JSON type each takes (a float field takes an
+# integer too; a boolean is never a number, although Python's bool is an int).
+DECODE_FIELDS: dict[str, type] = {
+    "beam_size": int,
+    "length_penalty": float,
+    "max_len_a": float,
+    "max_len_b": int,
+    "n_best": int,
+}
+KEYS = ("text", "prefix", *DECODE_FIELDS)
+# Retry-After of a server that is shutting down: time for a restart, or for a load balancer to
+# move the client to another replica.
+RETRY_AFTER_SHUTDOWN_SECONDS = 5.0
+# Room for JSON syntax and whitespace around the texts in `max_body_bytes`.
+BODY_SLACK_BYTES = 64 * 1024
+
+
+class ApiError(Exception):
+    """A request the server refuses: HTTP `status`, the body `field` at fault (None when the
+    refusal is not about one field), a one-line `message`, and for a refusal that passes
+    (a full queue, a restart) the seconds after which to try again."""
+
+    def __init__(
+        self, status: int, field: str | None, message: str, retry_after: float | None = None
+    ):
+        super().__init__(message)
+        self.status, self.field, self.message = status, field, message
+        self.retry_after = retry_after
+
+    def body(self) -> dict:
+        """The JSON error body: {"error": {"status", "field", "message"}}."""
+        return {"error": {"status": self.status, "field": self.field, "message": self.message}}
+
+
+@dataclass(frozen=True)
+class TranslateRequest:
+    """A checked request: `prefixes` is None or one prefix per text; `decode_keys` are the
+    decode settings the body set (the others are the engine's defaults)."""
+
+    texts: list[str]
+    decode: DecodeConfig
+    prefixes: list[str] | None = None
+    decode_keys: tuple[str, ...] = ()
+
+
+def parse_request(body: bytes, defaults: DecodeConfig, limits: RequestLimits) -> TranslateRequest:
+    """Check a translate request body; `defaults` fill the decode settings it leaves out.
+
+    Raises:
+        ApiError: 400 for a malformed body or value, 413 for more texts or longer texts than
+            `limits` allow.
+    """
+    data = _json_object(body)
+    _check_keys(data)
+    if "text" not in data:
+        raise ApiError(400, "text", "text: required (a string or a list of strings)")
+    texts = _strings(data["text"], "text")
+    prefixes = None
+    if "prefix" in data:
+        prefixes = _strings(data["prefix"], "prefix")
+        if isinstance(data["prefix"], str):
+            prefixes = prefixes * len(texts)
+        elif len(prefixes) != len(texts):
+            raise ApiError(
+                400,
+                "prefix",
+                f"prefix: {len(prefixes)} prefixes for {len(texts)} texts; give one per text, "
+                "or one string for all",
+            )
+    _check_sizes(texts, prefixes, limits)
+    decode_keys = tuple(name for name in DECODE_FIELDS if name in data)
+    return TranslateRequest(texts, decode_settings(data, defaults), prefixes, decode_keys)
+
+
+def decode_settings(data: dict, defaults: DecodeConfig) -> DecodeConfig:
+    """`defaults` with the decode fields `data` sets, checked by `DecodeConfig.validate`."""
+    changes = {
+        name: _number(data[name], name, kind)
+        for name, kind in DECODE_FIELDS.items()
+        if name in data
+    }
+    decode = dataclasses.replace(defaults, **changes)
+    try:
+        decode.validate()
+    except ConfigError as err:
+        raise setting_error(err, list(changes)) from None
+    return decode
+
+
+def setting_error(err: TmtError, given: list[str]) -> ApiError:
+    """A 400 for a decode value refused by the config check or the engine.
+
+    A `ConfigError` names `decode.X`; the field is the first X the request set (a rule may
+    name a setting the request left at its default, as `n_best <= beam_size` does).
+    """
+    if isinstance(err, SettingError):
+        return ApiError(400, err.setting, str(err))
+    message = str(err)
+    named = re.findall(r"\bdecode\.(\w+)", message)
+    field = next((name for name in named if name in given), named[0] if named else None)
+    return ApiError(400, field, message.replace("decode.", ""))
+
+
+def engine_error(err: BaseException, given: list[str]) -> ApiError:
+    """The refusal for an exception of `engine.submit` or of a job's future; `given`: the
+    decode fields the request set. An exception that is not a `TmtError` is the server's
+    fault (500)."""
+    if isinstance(err, ApiError):
+        return err
+    if isinstance(err, QueueFull):
+        return ApiError(429, None, str(err), retry_after=err.retry_after)
+    if isinstance(err, RequestTooLarge):
+        return ApiError(413, "text", str(err))
+    if isinstance(err, ShuttingDown):
+        return ApiError(503, None, str(err), retry_after=RETRY_AFTER_SHUTDOWN_SECONDS)
+    if isinstance(err, (ConfigError, SettingError)):
+        return setting_error(err, given)
+    if isinstance(err, TmtError):
+        return ApiError(400, None, str(err))
+    return ApiError(500, None, f"internal error: {type(err).__name__}: {one_line(err)}")
+
+
+def max_body_bytes(limits: RequestLimits) -> int:
+    """The largest body a request within `limits` can need: each text and prefix character
+    may take 12 bytes as a JSON escape (a surrogate pair)."""
+    return 2 * 12 * limits.max_sentence_chars * limits.max_request_sentences + BODY_SLACK_BYTES
+
+
+def translations_json(translations: list[Translation], n_best: int) -> list[dict]:
+    """The response's "translations": best text and score, and with n_best > 1 the n-best
+    list ("nbest": [{"text", "score"}, ...], best first)."""
+    found = []
+    for translation in translations:
+        item = {"text": translation.texts[0], "score": translation.scores[0]}
+        if n_best > 1:
+            item["nbest"] = [
+                {"text": text, "score": score}
+                for text, score in zip(translation.texts, translation.scores, strict=True)
+            ]
+        found.append(item)
+    return found
+
+
+def _json_object(body: bytes) -> dict:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ApiError(
+            400, "body", f"body: not UTF-8 (byte {body[err.start]:#04x} at offset {err.start})"
+        ) from None
+    try:
+        data = json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as err:
+        raise ApiError(
+            400, "body", f"body: not JSON ({err.msg} at line {err.lineno} column {err.colno})"
+        ) from None
+    except RecursionError:
+        raise ApiError(400, "body", "body: JSON nested too deeply") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "body", f"body: expected a JSON object, got {_kind(data)}")
+    return data
+
+
+def _refuse_constant(name: str) -> None:
+    raise ApiError(400, "body", f"body: not JSON ({name} is not a JSON value)")
+
+
+def _check_keys(data: dict) -> None:
+    for key in data:
+        if key not in KEYS:
+            close = difflib.get_close_matches(key, KEYS, n=1)
+            hint = f"did you mean '{close[0]}'?" if close else f"valid keys: {', '.join(KEYS)}"
+            raise ApiError(400, key, f"{key}: unknown key ({hint})")
+
+
+def _strings(value: object, field: str) -> list[str]:
+    """A string or a non-empty list of strings, as a list; each must be encodable as UTF-8."""
+    if isinstance(value, str):
+        items = [value]
+    elif isinstance(value, list) and value:
+        items = value
+    else:
+        shown = "an empty list" if value == [] else _kind(value)
+        raise ApiError(
+            400, field, f"{field}: expected a string or a non-empty list of strings, got {shown}"
+        )
+    for i, item in enumerate(items):
+        where = field if isinstance(value, str) else f"{field}[{i}]"
+        if not isinstance(item, str):
+            raise ApiError(400, field, f"{where}: expected a string, got {_kind(item)}")
+        try:
+            item.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ApiError(
+                400, field, f"{where}: holds a lone surrogate (\\ud800-\\udfff)"
+            ) from None
+    return items
+
+
+def _number(value: object, field: str, kind: type) -> int | float:
+    # bool is a subclass of int: refused by name so that `true` is not beam size 1.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ApiError(400, field, f"{field}: expected {_kind_name(kind)}, got {_kind(value)}")
+    if kind is int and not isinstance(value, int):
+        raise ApiError(400, field, f"{field}: expected an integer, got {value!r}")
+    return kind(value)
+
+
+def _check_sizes(texts: list[str], prefixes: list[str] | None, limits: RequestLimits) -> None:
+    most = limits.max_request_sentences
+    if len(texts) > most:
+        raise ApiError(413, "text", f"text: {len(texts)} texts; at most {most} per request")
+    for field, items in (("text", texts), ("prefix", prefixes or [])):
+        for i, item in enumerate(items):
+            if len(item) > limits.max_sentence_chars:
+                raise ApiError(
+                    413,
+                    field,
+                    f"{field}[{i}]: {len(item)} characters; at most "
+                    f"{limits.max_sentence_chars} per text",
+                )
+
+
+def _kind_name(kind: type) -> str:
+    return "an integer" if kind is int else "a number"
+
+
+def _kind(value: object) -> str:
+    """The JSON kind of a parsed value, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({json.dumps(value)})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value!r})"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "an object"

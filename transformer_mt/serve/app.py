@@ -1,0 +1,319 @@
+"""The FastAPI application of `tmt serve`: translate, stream, health, metrics, the web page.
+
+`create_app(engine)` wires the endpoints to one engine. Requests are parsed by api.py and
+submitted to the engine (`submit` only queues); the event loop then waits for the job's
+future without blocking, so that one process serves many concurrent clients while
+the engine's thread decodes. A client that disconnects before its result has its job
+cancelled, freeing the engine's work. Every request gets one log line and its metrics from
+`RequestLog`, and every refusal the JSON body of `ApiError.body()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import importlib.resources
+import json
+import logging
+import math
+import time
+from collections.abc import AsyncIterator, Callable
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from transformer_mt import __version__
+from transformer_mt.serve import schema
+from transformer_mt.serve.api import (
+    ApiError,
+    TranslateRequest,
+    engine_error,
+    max_body_bytes,
+    parse_request,
+    translations_json,
+)
+from transformer_mt.serve.contract import Engine, Job, ShuttingDown
+from transformer_mt.serve.metrics import Metrics
+
+logger = logging.getLogger("transformer_mt.serve")
+
+# nginx's "client closed request": logged and counted for a client that left before its
+# result; the client never sees it.
+CLIENT_GONE = 499
+# Queued after a job's last token event: the job has finished (or failed, or was cancelled).
+_FINISHED = object()
+
+_TRANSLATE_DOCS = {
+    "openapi_extra": {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": schema.TranslateBody.model_json_schema()}},
+        }
+    },
+    "responses": {
+        status: {"model": schema.ErrorBody, "description": description}
+        for status, description in (
+            (400, "A malformed body or value; `field` names it"),
+            (413, "Too many texts, or a text too long"),
+            (429, "The queue is full; retry after the Retry-After header's seconds"),
+            (503, "The server is shutting down; Retry-After says when to retry"),
+        )
+    },
+}
+
+
+def create_app(engine: Engine) -> FastAPI:
+    """The application serving `engine` (started and stopped by the caller, see server.py)."""
+    app = FastAPI(
+        title="transformer_mt",
+        version=__version__,
+        summary="Neural machine translation over HTTP (tmt serve)",
+    )
+    app.state.engine = engine
+    app.state.draining = False
+    app.state.metrics = Metrics(engine)
+    page = importlib.resources.files("transformer_mt.serve") / "static" / "index.html"
+    app.state.page = page.read_text(encoding="utf-8")
+    app.add_api_route(
+        "/v1/translate",
+        translate,
+        methods=["POST"],
+        response_model=schema.TranslateResponse,
+        **_TRANSLATE_DOCS,
+    )
+    stream_docs = {
+        200: {"content": {"text/event-stream": {}}, "description": "token, result, done"}
+    }
+    app.add_api_route(
+        "/v1/translate/stream",
+        translate_stream,
+        methods=["POST"],
+        openapi_extra=_TRANSLATE_DOCS["openapi_extra"],
+        responses={**_TRANSLATE_DOCS["responses"], **stream_docs},
+    )
+    app.add_api_route("/health", health, methods=["GET"], responses={503: {"model": schema.Health}})
+    app.add_api_route("/metrics", metrics, methods=["GET"], response_class=Response)
+    app.add_api_route("/", index, methods=["GET"], response_class=HTMLResponse)
+    app.add_exception_handler(ApiError, _error_response)
+    app.add_exception_handler(HTTPException, _http_error_response)
+    paths = frozenset(route.path for route in app.routes)
+    app.add_middleware(RequestLog, metrics=app.state.metrics, paths=paths)
+    return app
+
+
+def drain(app: FastAPI) -> None:
+    """Refuse new requests (503, and /health 503) and return once the engine has finished
+    the work it admitted. Blocks: call it off the event loop."""
+    app.state.draining = True
+    app.state.engine.stop(drain=True)
+
+
+async def translate(request: Request) -> JSONResponse:
+    """Translate one text or a list of texts; the result lists one translation per text."""
+    started = time.perf_counter()
+    parsed, job = await _submit(request)
+    finished = asyncio.Event()
+    _when_done(job.future, finished.set)
+    gone = asyncio.ensure_future(_disconnect(request))
+    waiting = asyncio.ensure_future(finished.wait())
+    try:
+        done, _ = await asyncio.wait((waiting, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        waiting.cancel()
+        if not job.future.done():
+            job.cancel()  # the client left, or the server is cancelling this request
+    if waiting not in done:
+        raise ApiError(CLIENT_GONE, None, "the client disconnected before the result")
+    return JSONResponse(_result_json(parsed, job, started))
+
+
+async def translate_stream(request: Request) -> StreamingResponse:
+    """As /v1/translate, as server-sent events: with beam size 1 `token` events ({"index",
+    "text"}: the text so far) as the tokens are decided, then `result` (the /v1/translate
+    body) or `error` (an error body), then `done`."""
+    started = time.perf_counter()
+    loop = asyncio.get_running_loop()
+    events: asyncio.Queue = asyncio.Queue()
+
+    def on_token(index: int, text: str) -> None:
+        _call_in_loop(loop, events.put_nowait, (index, text))
+
+    parsed, job = await _submit(request, on_token)
+    _when_done(job.future, lambda: events.put_nowait(_FINISHED))
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(
+        _events(parsed, job, events, started), media_type="text/event-stream", headers=headers
+    )
+
+
+async def health(request: Request) -> JSONResponse:
+    """{"status": "ok"}, or 503 {"status": "shutting down"} while the server drains."""
+    if request.app.state.draining:
+        return JSONResponse({"status": "shutting down"}, status_code=503)
+    return JSONResponse({"status": "ok"})
+
+
+async def metrics(request: Request) -> Response:
+    """The engine's and the app's metrics in the Prometheus text format."""
+    return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+
+async def index(request: Request) -> HTMLResponse:
+    """A page to try translations, with a live view of the metrics."""
+    return HTMLResponse(request.app.state.page)
+
+
+async def _submit(
+    request: Request, on_token: Callable[[int, str], None] | None = None
+) -> tuple[TranslateRequest, Job]:
+    """Parse the body and queue its texts: the job, or an `ApiError`."""
+    engine: Engine = request.app.state.engine
+    if request.app.state.draining:
+        raise engine_error(ShuttingDown("the server is shutting down"), [])
+    body = await _read_body(request, max_body_bytes(engine.limits))
+    parsed = parse_request(body, engine.defaults, engine.limits)
+    request.state.sentences = len(parsed.texts)
+    try:
+        # In a worker thread: an engine may take a lock its decoding thread holds for a step,
+        # and the event loop must not wait for it while other clients are being answered.
+        job = await run_in_threadpool(
+            engine.submit, parsed.texts, parsed.decode, parsed.prefixes, on_token
+        )
+    except Exception as err:  # every refusal, and an engine fault (500), as one error body
+        raise _failure(err, parsed) from None
+    return parsed, job
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The body, refused (413) as soon as it outgrows `limit` bytes."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, "body", f"body: more than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _disconnect(request: Request) -> None:
+    """Return when the client disconnects (the body has been read: nothing else comes)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _events(
+    parsed: TranslateRequest, job: Job, events: asyncio.Queue, started: float
+) -> AsyncIterator[str]:
+    # Starlette cancels this generator when the client disconnects: `finally` frees the job.
+    try:
+        while (item := await events.get()) is not _FINISHED:
+            index, text = item
+            yield _event("token", {"index": index, "text": text})
+        try:
+            yield _event("result", _result_json(parsed, job, started))
+        except ApiError as err:
+            yield _event("error", err.body())
+        yield _event("done", {})
+    finally:
+        if not job.future.done():
+            job.cancel()
+
+
+def _result_json(parsed: TranslateRequest, job: Job, started: float) -> dict:
+    """The response body of a finished job, or its `ApiError`."""
+    future = job.future
+    if future.cancelled():
+        raise engine_error(ShuttingDown("the translation was cancelled by the engine"), [])
+    if future.exception() is not None:
+        raise _failure(future.exception(), parsed)
+    timing = {"total_ms": round(1000 * (time.perf_counter() - started), 3)}
+    if job.queue_seconds is not None:
+        timing["queue_ms"] = round(1000 * job.queue_seconds, 3)
+    return {
+        "translations": translations_json(future.result(), parsed.decode.n_best),
+        "timing": timing,
+    }
+
+
+def _failure(err: BaseException, parsed: TranslateRequest) -> ApiError:
+    """`err` as a refusal; an engine fault (500) is logged with its traceback."""
+    failure = engine_error(err, list(parsed.decode_keys))
+    if failure.status == 500:
+        logger.error("engine failure: %s", failure.message, exc_info=err)
+    return failure
+
+
+def _event(name: str, data: dict) -> str:
+    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+def _when_done(future: concurrent.futures.Future, callback: Callable[[], None]) -> None:
+    """Run `callback` on the event loop once `future` is done (it resolves in the engine's
+    thread)."""
+    loop = asyncio.get_running_loop()
+    future.add_done_callback(lambda _: _call_in_loop(loop, callback))
+
+
+def _call_in_loop(loop: asyncio.AbstractEventLoop, callback: Callable, *args: object) -> None:
+    # RuntimeError: the loop has closed (server stopped), so nobody is waiting any more.
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(callback, *args)
+
+
+async def _error_response(request: Request, err: ApiError) -> JSONResponse:
+    headers = None
+    if err.retry_after is not None:
+        headers = {"Retry-After": str(max(1, math.ceil(err.retry_after)))}
+    return JSONResponse(err.body(), status_code=err.status, headers=headers)
+
+
+async def _http_error_response(request: Request, err: HTTPException) -> JSONResponse:
+    """Starlette's own refusals (404, 405) in the same error body."""
+    body = ApiError(err.status_code, None, str(err.detail)).body()
+    return JSONResponse(body, status_code=err.status_code, headers=err.headers)
+
+
+class RequestLog:
+    """One log line (method, path, status, milliseconds, sentences) and the metrics of every
+    HTTP request, measured from its arrival to its last response byte (a stream's last event).
+
+    A plain ASGI middleware, as it must see streamed responses end and must not buffer them.
+    """
+
+    def __init__(self, app: ASGIApp, metrics: Metrics, paths: frozenset[str]):
+        self.app, self.metrics, self.paths = app, metrics, paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        state = scope.setdefault("state", {})
+        status = 500  # unless a response starts: an exception escaped the app
+
+        async def send_and_note(message: dict) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_note)
+        finally:
+            seconds = time.perf_counter() - started
+            path = scope["path"] if scope["path"] in self.paths else "other"
+            self.metrics.observe(path, status, seconds)
+            logger.info(
+                "%s %s %d %.1f ms %d sentences",
+                scope["method"],
+                scope["path"],
+                status,
+                1000 * seconds,
+                state.get("sentences", 0),
+            )

@@ -1,0 +1,103 @@
+"""What the HTTP layer needs from a decoding engine, and the errors an engine refuses work with.
+
+The HTTP layer (api.py, app.py, server.py) knows the engine only through these protocols, so
+that its tests run against a small fake and the engine (engine.py) can change how it batches
+and caches without touching HTTP code. engine.py raises these exceptions and returns
+`EngineStats`; the app turns each exception into its HTTP status.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from transformer_mt.config import DecodeConfig
+from transformer_mt.errors import TmtError
+
+# on_token(sentence_index, text_so_far): greedy text of one sentence as its tokens are decided.
+TokenCallback = Callable[[int, str], None]
+
+
+class QueueFull(TmtError):
+    """The admission queue has no room for the request: try again after `retry_after` seconds
+    (HTTP 429 with a Retry-After header)."""
+
+    def __init__(self, message: str, retry_after: float):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class RequestTooLarge(TmtError):
+    """The request can never be served with the engine's limits (HTTP 413)."""
+
+
+class ShuttingDown(TmtError):
+    """The engine is stopping and admits no new work (HTTP 503 with a Retry-After header)."""
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    """A snapshot of the engine, cheap to take from any thread (the /metrics scrape)."""
+
+    queue_sentences: int  # waiting for admission
+    running_sentences: int
+    running_hypotheses: int
+    kv_blocks_total: int
+    kv_blocks_used: int
+    generated_tokens: int  # counter since start
+    tokens_per_second: float  # over the last ~10 s
+    requests_done: int
+    requests_cancelled: int
+    cache_hits: dict[str, int]  # by cache: {"translation": n, "encoder": n, "prefix": n}
+    cache_misses: dict[str, int]
+    cache_entries: dict[str, int]
+
+
+class RequestLimits(Protocol):
+    """The per-request limits the HTTP layer checks before submitting (engine.limits)."""
+
+    max_request_sentences: int
+    max_sentence_chars: int
+
+
+class Job(Protocol):
+    """One submitted request.
+
+    `future` resolves to a list of `Translation`, one per input text in input order, or to
+    a `TmtError`; `queue_seconds` is the time from submit to the admission of the job's first
+    sentence (None until then).
+    """
+
+    future: concurrent.futures.Future
+    queue_seconds: float | None
+
+    def cancel(self) -> None:
+        """Free the job's work; its future is cancelled."""
+
+
+class Engine(Protocol):
+    """A decoding engine: thread-safe `submit`, a background thread between start and stop."""
+
+    defaults: DecodeConfig  # the checkpoint's decode settings
+    limits: RequestLimits
+
+    def submit(
+        self,
+        texts: list[str],
+        decode: DecodeConfig,
+        prefixes: list[str] | None = None,
+        on_token: TokenCallback | None = None,
+    ) -> Job:
+        """Queue `texts`; raises QueueFull, RequestTooLarge, ShuttingDown, or a TmtError
+        naming a decode setting it refuses. `on_token` is called with beam size 1 only."""
+
+    def start(self) -> None:
+        """Start the decoding thread."""
+
+    def stop(self, drain: bool = True) -> None:
+        """Refuse new work (ShuttingDown); with `drain`, return once admitted work is done."""
+
+    def stats(self) -> EngineStats:
+        """The engine's state now."""
