@@ -46,6 +46,7 @@ class EngineStats:
     running_hypotheses: int
     kv_blocks_total: int
     kv_blocks_used: int
+    kv_blocks_reserved: int  # held back by admission: the most the running sentences may take
     generated_tokens: int  # counter since start
     tokens_per_second: float  # over the last ~10 s
     requests_done: int

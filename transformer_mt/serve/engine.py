@@ -33,6 +33,7 @@ from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.inference.translator import Translation, Translator
 from transformer_mt.search import max_output_lengths
 from transformer_mt.serve.caches import LruCache
+from transformer_mt.serve.contract import EngineStats, QueueFull, RequestTooLarge, ShuttingDown
 from transformer_mt.serve.paged import BlockPool
 from transformer_mt.serve.prefix_cache import PrefixTree
 from transformer_mt.serve.scheduler import ContinuousBatch, Sentence
@@ -41,24 +42,6 @@ log = logging.getLogger("transformer_mt.serve")
 
 # The KV pool's size when --kv-blocks is not given: this many bytes of blocks.
 DEFAULT_KV_BYTES = 512 * 2**20
-
-
-class QueueFull(TmtError):
-    """The queue holds `max_queue` sentences; try again after `retry_after` seconds."""
-
-    def __init__(self, message: str, retry_after: float):
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class RequestTooLarge(TmtError):
-    """More sentences, or a longer text, than the server takes in one request."""
-
-
-class ShuttingDown(TmtError):
-    """The server is draining: it finishes what it has and takes nothing new."""
-
-    retry_after = 5.0
 
 
 @dataclass(frozen=True)
@@ -72,25 +55,7 @@ class ServeLimits:
     cache_entries: int = 256  # entries of each cache (translations, encoder outputs)
     max_request_sentences: int = 256
     max_sentence_chars: int = 10_000
-
-
-@dataclass(frozen=True)
-class EngineStats:
-    """A snapshot for /metrics."""
-
-    queue_sentences: int
-    running_sentences: int
-    running_hypotheses: int
-    kv_blocks_total: int
-    kv_blocks_used: int
-    kv_blocks_reserved: int
-    generated_tokens: int
-    tokens_per_second: float
-    requests_done: int
-    requests_cancelled: int
-    cache_hits: dict[str, int]
-    cache_misses: dict[str, int]
-    cache_entries: dict[str, int]
+    max_beam_size: int = 32
 
 
 class Job:
@@ -101,8 +66,8 @@ class Job:
         self.results: list[Translation | None] = [None] * n
         self.pending = 0
         self.on_token = on_token
-        self.cancelled = False
         self.submitted = time.monotonic()
+        self.queue_seconds: float | None = None  # submit to the admission of its first sentence
         self._engine = engine
 
     def cancel(self) -> None:
@@ -174,6 +139,12 @@ class Engine:
         decode.validate()
         if decode.sampling:
             raise SettingError("sampling", True, "the server searches (greedy or beam)")
+        if decode.beam_size > self.limits.max_beam_size:
+            raise SettingError(
+                "beam_size",
+                decode.beam_size,
+                f"the server takes at most {self.limits.max_beam_size}",
+            )
         self._check_size(texts, prefixes)
         job = Job(self, len(texts), on_token)
         work = [
@@ -350,6 +321,8 @@ class Engine:
                 )
                 continue
             self._queue.popleft()
+            if work.job.queue_seconds is None:
+                work.job.queue_seconds = time.monotonic() - work.job.submitted
             sentence.reserved_blocks = blocks
             self._reserved += blocks
             tokens += len(sentence.src_ids)

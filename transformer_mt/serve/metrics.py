@@ -34,6 +34,11 @@ class EngineCollector:
             ("running_hypotheses", "Hypotheses being decoded (beams)", stats.running_hypotheses),
             ("kv_blocks_used", "KV cache blocks in use", stats.kv_blocks_used),
             (
+                "kv_blocks_reserved",
+                "KV cache blocks reserved by admission for the running sentences",
+                stats.kv_blocks_reserved,
+            ),
+            (
                 "kv_blocks_free",
                 "KV cache blocks free",
                 stats.kv_blocks_total - stats.kv_blocks_used,
