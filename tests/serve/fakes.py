@@ -152,6 +152,8 @@ class FakeEngine:
                 kv_blocks_total=KV_BLOCKS,
                 kv_blocks_used=min(hypotheses, KV_BLOCKS),
                 kv_blocks_reserved=min(hypotheses, KV_BLOCKS),
+                kv_block_size=16,
+                kv_dense_positions=16 * min(hypotheses, KV_BLOCKS),
                 generated_tokens=self.generated_tokens,
                 tokens_per_second=float(running) / self.step_seconds,
                 requests_done=self.done,

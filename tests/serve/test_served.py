@@ -119,3 +119,51 @@ def test_bad_requests_get_their_status_and_the_server_keeps_serving(served, body
     assert (got, answer["error"]["field"]) == (status, field), answer
     ok, answer = post(f"{url}/v1/translate", b'{"text": "ein hund"}')
     assert ok == 200 and len(answer["translations"]) == 1
+
+
+def stream(url: str, body: dict) -> list[tuple[str, dict]]:
+    request = urllib.request.Request(
+        f"{url}/v1/translate/stream",
+        json.dumps(body).encode(),
+        {"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        text = response.read().decode()
+    events = []
+    for block in text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.split("\n"))
+        events.append((lines["event"], json.loads(lines["data"])))
+    return events
+
+
+@pytest.mark.parametrize("beam", [1, 5])
+def test_the_stream_sends_greedy_text_as_decided_and_the_result_of_either(served, beam):
+    url, _ = served
+    body = {"text": ["hunde spielen im schnee", "ein mann liest das buch"], "beam_size": beam}
+    events = stream(url, body)
+    assert [name for name, _ in events[-2:]] == ["result", "done"]
+    _, answer = post(f"{url}/v1/translate", json.dumps(body).encode())
+    assert events[-2][1]["translations"] == answer["translations"]
+    tokens = [data for name, data in events if name == "token"]
+    if beam > 1:
+        assert not tokens
+        return
+    for index, item in enumerate(answer["translations"]):
+        growing = [t["text"] for t in tokens if t["index"] == index]
+        # Text so far, growing; the last token comes with the result.
+        assert len(growing) > 1 and len(set(growing)) == len(growing)
+        assert all(item["text"].startswith(part.rstrip()) for part in growing)
+
+
+def test_metrics_after_the_traffic_show_an_idle_engine(served):
+    url, engine = served
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    values = {
+        line.split()[0]: float(line.split()[1])
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
+    assert values["tmt_running_sentences"] == 0 and values["tmt_queue_sentences"] == 0
+    assert values["tmt_kv_blocks_used"] == engine.prefixes.blocks_held
+    assert values["tmt_generated_tokens_total"] > 0

@@ -47,6 +47,8 @@ class EngineStats:
     kv_blocks_total: int
     kv_blocks_used: int
     kv_blocks_reserved: int  # held back by admission: the most the running sentences may take
+    kv_block_size: int  # positions per block
+    kv_dense_positions: int  # what a dense cache, one copy per hypothesis, would hold now
     generated_tokens: int  # counter since start
     tokens_per_second: float  # over the last ~10 s
     requests_done: int

@@ -113,6 +113,7 @@ class Engine:
         self._next_key = 0
         self._reserved = 0
         self._generated = 0
+        self._dense_positions = 0
         self._recent: deque[tuple[float, int]] = deque()
         self._done = self._cancelled_requests = 0
 
@@ -199,6 +200,8 @@ class Engine:
                 kv_blocks_total=self.pool.n_blocks,
                 kv_blocks_used=self.pool.n_used,
                 kv_blocks_reserved=self._reserved,
+                kv_block_size=self.pool.block_size,
+                kv_dense_positions=self._dense_positions,
                 generated_tokens=self._generated,
                 tokens_per_second=sum(recent) / 10.0,
                 requests_done=self._done,
@@ -370,6 +373,7 @@ class Engine:
         now = time.monotonic()
         with self._cond:
             self._generated += rows
+            self._dense_positions = int(self.batch.cache.lengths.sum())
             self._recent.append((now, rows))
             while self._recent and now - self._recent[0][0] > 10.0:
                 self._recent.popleft()

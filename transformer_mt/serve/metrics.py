@@ -34,6 +34,12 @@ class EngineCollector:
             ("running_hypotheses", "Hypotheses being decoded (beams)", stats.running_hypotheses),
             ("kv_blocks_used", "KV cache blocks in use", stats.kv_blocks_used),
             (
+                "kv_dense_positions",
+                "Positions a dense cache with one copy per hypothesis would hold now",
+                stats.kv_dense_positions,
+            ),
+            ("kv_block_size", "Positions per KV cache block", stats.kv_block_size),
+            (
                 "kv_blocks_reserved",
                 "KV cache blocks reserved by admission for the running sentences",
                 stats.kv_blocks_reserved,
