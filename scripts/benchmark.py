@@ -1,4 +1,5 @@
-"""One entry point for the benchmarks: matmul, training, translation, data, attention, threads.
+"""One entry point for the benchmarks: matmul, training, translation, data, attention, threads,
+serving.
 
     python scripts/benchmark.py matmul [--dtypes fp32 bf16]
     python scripts/benchmark.py train [--sizes quickstart base]
@@ -6,6 +7,7 @@
     python scripts/benchmark.py data [--max-tokens 1024 4096]
     python scripts/benchmark.py attention [--parts heads patterns] [--lengths 256 1024 4096]
     python scripts/benchmark.py threads [--seconds 60] [--loads 0 1] [--load-delay 25]
+    python scripts/benchmark.py serve --checkpoint CKPT [--rates 2 8 0] [--clients 32]
 
 Each subcommand is a `bench_<name>.py` module with `add_arguments(parser)` and
 `run(args) -> list[dict]`, runnable on its own too. Here every result becomes one JSON line on
@@ -34,6 +36,7 @@ BENCHMARKS = {
     "data": "bench_data",
     "attention": "bench_attention",
     "threads": "bench_threads",
+    "serve": "bench_serve",
 }
 
 

@@ -368,16 +368,18 @@ def _run_serve(args: argparse.Namespace) -> int:
 
     if args.device == "cpu":
         _set_cpu_threads()
-    limits = ServeLimits(
-        max_batch_tokens=args.max_batch_tokens,
-        max_queue=args.max_queue,
-        kv_blocks=args.kv_blocks,
-        block_size=args.block_size,
-        cache_entries=args.cache_entries,
-    )
+    given = {
+        "max_batch_tokens": args.max_batch_tokens,
+        "max_queue": args.max_queue,
+        "kv_blocks": args.kv_blocks,
+        "block_size": args.block_size,
+        "cache_entries": args.cache_entries,
+    }
+    limits = ServeLimits(**{name: value for name, value in given.items() if value is not None})
     engine = Engine.from_checkpoint(
         args.checkpoint, device=args.device, quantize=args.quantize, limits=limits
     )
+    print(engine.describe(), file=sys.stderr)
     serve(engine, args.host, args.port)
     return 0
 

@@ -40,7 +40,7 @@ from transformer_mt.serve.scheduler import ContinuousBatch, Sentence
 
 log = logging.getLogger("transformer_mt.serve")
 
-# The KV pool's size when --kv-blocks is not given: this many bytes of blocks.
+# The most the KV pool takes when --kv-blocks is not given (see _new_pool).
 DEFAULT_KV_BYTES = 512 * 2**20
 
 
@@ -56,6 +56,15 @@ class ServeLimits:
     max_request_sentences: int = 256
     max_sentence_chars: int = 10_000
     max_beam_size: int = 32
+
+    def __post_init__(self) -> None:
+        for name in ("max_batch_tokens", "kv_blocks", "block_size", "max_request_sentences"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise SettingError(name, value, "must be at least 1")
+        for name in ("max_queue", "cache_entries"):
+            if getattr(self, name) < 0:
+                raise SettingError(name, getattr(self, name), "must be 0 or more")
 
 
 class Job:
@@ -98,7 +107,7 @@ class Engine:
         self.defaults = translator.decode
         self.limits = limits
         self.max_batch_tokens = limits.max_batch_tokens or self.defaults.max_tokens
-        self.pool = _new_pool(translator, limits)
+        self.pool = _new_pool(translator, limits, self.max_batch_tokens)
         self.translations: LruCache[Translation] = LruCache(limits.cache_entries)
         self.encoder_outputs: LruCache[list] = LruCache(limits.cache_entries)
         self.prefixes = PrefixTree(self.pool, limits.cache_entries)
@@ -126,6 +135,16 @@ class Engine:
         limits: ServeLimits = ServeLimits(),
     ) -> Engine:
         return cls(Translator.from_checkpoint(path, device=device, quantize=quantize), limits)
+
+    def describe(self) -> str:
+        """One line on what the engine holds, for the server's start."""
+        pool = self.pool
+        mib = pool.n_blocks * pool.block_bytes / 2**20
+        return (
+            f"KV cache: {pool.n_blocks} blocks of {pool.block_size} positions ({mib:.0f} MiB); "
+            f"up to {self.max_batch_tokens} source tokens decoded together, "
+            f"{self.limits.max_queue} sentences queued"
+        )
 
     # --- any thread ------------------------------------------------------------------------
 
@@ -438,18 +457,16 @@ class Engine:
         return ContinuousBatch(translator.model, self.pool, translator.cache_dtype, self.prefixes)
 
 
-def _new_pool(translator: Translator, limits: ServeLimits) -> BlockPool:
+def _new_pool(translator: Translator, limits: ServeLimits, max_batch_tokens: int) -> BlockPool:
+    """The KV pool: `limits.kv_blocks` blocks, or by default enough for `max_batch_tokens`
+    source tokens at the checkpoint's beam size with outputs up to 4x the source (short
+    sentences need more blocks per token), at most DEFAULT_KV_BYTES of them."""
     cfg = translator.model.cfg
     dtype = translator.cache_dtype or next(translator.model.parameters()).dtype
-    head_dim = cfg.d_model // cfg.n_heads
-    probe = BlockPool(1, limits.block_size, cfg.decoder_layers, cfg.kv_heads, head_dim, dtype)
-    n_blocks = limits.kv_blocks or max(1, DEFAULT_KV_BYTES // probe.block_bytes)
-    return BlockPool(
-        n_blocks,
-        limits.block_size,
-        cfg.decoder_layers,
-        cfg.kv_heads,
-        head_dim,
-        dtype,
-        translator.device,
-    )
+    shape = (limits.block_size, cfg.decoder_layers, cfg.kv_heads, cfg.d_model // cfg.n_heads)
+    n_blocks = limits.kv_blocks
+    if n_blocks is None:
+        block_bytes = BlockPool(1, *shape, dtype).block_bytes
+        wanted = math.ceil(4 * max_batch_tokens * translator.decode.beam_size / limits.block_size)
+        n_blocks = max(1, min(wanted, DEFAULT_KV_BYTES // block_bytes))
+    return BlockPool(n_blocks, *shape, dtype, translator.device)
