@@ -7,7 +7,7 @@ else
 PY := $(CURDIR)/.venv/bin/python
 endif
 
-.PHONY: install test test-slow lint format data quickstart quickstart-tiny clean
+.PHONY: install test test-slow test-browser lint format data quickstart quickstart-tiny clean
 CONFIG ?= configs/multi30k_de_en.yaml
 # DATA_FROM=DIR copies Multi30k from a local mirror instead of downloading it.
 DATA_FROM ?=
@@ -34,6 +34,20 @@ test: lint
 # The tests marked slow (minutes; `make test` skips them), some on the full corpora in ../shared.
 test-slow: install
 	$(PY) -m pytest -q --runslow -m slow $(PYTEST_ARGS)
+
+# The web page in headless Chromium (tests/serve/test_browser.py). Debian's chromium and
+# chromium-driver are installed when missing and apt-get can (as root); else the test skips.
+test-browser: install
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	      apt-get install -y -qq chromium chromium-driver >/dev/null) \
+	      || echo "note: apt-get could not install chromium; the browser test skips"; \
+	  else \
+	    echo "note: no chromium and no apt-get as root to install it; the browser test skips"; \
+	  fi; \
+	fi
+	$(PY) -m pytest -q tests/serve/test_browser.py $(PYTEST_ARGS)
 
 # Idempotent: complete files are kept.
 data: install
