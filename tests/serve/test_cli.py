@@ -33,6 +33,9 @@ class StandInEngine:
         cls.built.append((path, device, quantize, limits))
         return engine
 
+    def describe(self) -> str:
+        return "stand-in engine"
+
 
 @pytest.fixture
 def served(monkeypatch):
