@@ -13,7 +13,8 @@ import pytest
 from tests.conftest import WORDS
 from transformer_mt.config import ConfigError
 from transformer_mt.inference.translator import Translator
-from transformer_mt.serve.engine import Engine, QueueFull, RequestTooLarge, ServeLimits
+from transformer_mt.serve.contract import QueueFull, RequestTooLarge
+from transformer_mt.serve.engine import Engine, ServeLimits
 
 
 def sentences(n: int, seed: int = 0) -> list[str]:

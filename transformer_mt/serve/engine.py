@@ -8,9 +8,8 @@ cache), and steps the `ContinuousBatch`. A request is answered when its last sen
 finishes; an exact repeat (same text, same options) is answered from the translation cache
 without decoding.
 
-Admission reserves, per sentence, the most KV blocks its beams could ever hold
-(K * (ceil(max_len / block size) + 1)), so a running search never finds the pool empty; the
-blocks actually used (shared prefixes, freed beams) are fewer, and /metrics shows both.
+The budgets and the queue are `admission.Admission`'s; the blocks actually used (shared
+prefixes, freed beams) are fewer than it reserves, and /metrics shows both.
 """
 
 from __future__ import annotations
@@ -32,8 +31,9 @@ from transformer_mt.data.tokenizer import EOS_ID
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.inference.translator import Translation, Translator
 from transformer_mt.search import max_output_lengths
+from transformer_mt.serve.admission import Admission, Work
 from transformer_mt.serve.caches import LruCache
-from transformer_mt.serve.contract import EngineStats, QueueFull, RequestTooLarge, ShuttingDown
+from transformer_mt.serve.contract import EngineStats, RequestTooLarge, ShuttingDown
 from transformer_mt.serve.paged import BlockPool
 from transformer_mt.serve.prefix_cache import PrefixTree
 from transformer_mt.serve.scheduler import ContinuousBatch, Sentence
@@ -85,17 +85,6 @@ class Job:
         self._engine._cancel(self)
 
 
-@dataclass
-class _Work:
-    """A queued or running sentence and where its answer goes."""
-
-    sentence: Sentence
-    job: Job
-    index: int  # in the request
-    cache_key: tuple
-    streamed: str = ""
-
-
 class Engine:
     """A translation model served to many clients at once (see the module docstring)."""
 
@@ -112,15 +101,15 @@ class Engine:
         self.encoder_outputs: LruCache[list] = LruCache(limits.cache_entries)
         self.prefixes = PrefixTree(self.pool, limits.cache_entries)
         self.batch = self._new_batch()
-        self._queue: deque[_Work] = deque()
-        self._running: dict[int, _Work] = {}
+        self.admission = Admission(
+            self.pool, self.prefixes, self.max_batch_tokens, limits.max_queue
+        )
         self._cancelled: set[int] = set()
         self._cond = threading.Condition()
         self._accepting = True
         self._stop = False
         self._thread: threading.Thread | None = None
         self._next_key = 0
-        self._reserved = 0
         self._generated = 0
         self._dense_positions = 0
         self._recent: deque[tuple[float, int]] = deque()
@@ -175,13 +164,8 @@ class Engine:
         with self._cond:
             if not self._accepting:
                 raise ShuttingDown("the server is shutting down")
-            if len(self._queue) + len(work) > self.limits.max_queue:
-                raise QueueFull(
-                    f"the queue holds {len(self._queue)} of {self.limits.max_queue} sentences",
-                    retry_after=1.0,
-                )
+            self.admission.enqueue(work)
             job.pending = len(work)
-            self._queue.extend(work)
             self._cond.notify()
         if not work:
             job.future.set_result(job.results)
@@ -196,7 +180,8 @@ class Engine:
         with self._cond:
             self._accepting = False
             if not drain:
-                for work in [*self._queue, *self._running.values()]:
+                admission = self.admission
+                for work in [*admission.queue, *admission.running.values()]:
                     self._cancelled.add(id(work.job))
             self._stop = True
             self._cond.notify()
@@ -211,14 +196,14 @@ class Engine:
         with self._cond:
             now = time.monotonic()
             recent = [n for t, n in self._recent if now - t <= 10.0]
-            sentences = list(self._running.values())
+            sentences = list(self.admission.running.values())
             return EngineStats(
-                queue_sentences=len(self._queue),
+                queue_sentences=len(self.admission.queue),
                 running_sentences=len(sentences),
                 running_hypotheses=sum(w.sentence.decode.beam_size for w in sentences),
                 kv_blocks_total=self.pool.n_blocks,
                 kv_blocks_used=self.pool.n_used,
-                kv_blocks_reserved=self._reserved,
+                kv_blocks_reserved=self.admission.reserved,
                 kv_block_size=self.pool.block_size,
                 kv_dense_positions=self._dense_positions,
                 generated_tokens=self._generated,
@@ -258,7 +243,7 @@ class Engine:
 
     def _prepare(
         self, job: Job, index: int, text: str, decode: DecodeConfig, prefix: str
-    ) -> _Work | None:
+    ) -> Work | None:
         """The work for one text, or None when it is answered at once (blank, or cached)."""
         key = (
             text,
@@ -286,13 +271,13 @@ class Engine:
             self._next_key += 1
             sentence_key = self._next_key
         sentence = Sentence(sentence_key, src, decode, max_len, self.translator.prefix_ids(prefix))
-        return _Work(sentence, job, index, key)
+        return Work(sentence, job, index, key)
 
     def _cancel(self, job: Job) -> None:
-        with self._cond:
-            self._cancelled.add(id(job))
-            self._cond.notify()
-        job.future.cancel()
+        if job.future.cancel():  # False: answered already
+            with self._cond:
+                self._cancelled.add(id(job))
+                self._cond.notify()
 
     # --- the decoding thread ---------------------------------------------------------------
 
@@ -300,66 +285,25 @@ class Engine:
         with torch.inference_mode():
             while True:
                 with self._cond:
-                    while not (self._queue or self._running or self._cancelled or self._stop):
+                    while not (self._cancelled or self._stop or not self.admission.idle):
                         self._cond.wait()
-                    if self._stop and not self._queue and not self._running:
+                    if self._stop and self.admission.idle:
                         return
                     cancelled, self._cancelled = self._cancelled, set()
-                    admitted = self._admit(cancelled)
-                try:
                     self._drop_cancelled(cancelled)
+                    admitted, refused = self.admission.admit()
+                for work, err in refused:
+                    work.job.future.set_exception(err)
+                try:
                     if admitted:
                         self._start(admitted)
-                    if self._running:
+                    if self.batch.lanes:
                         self._step()
                 except Exception as err:  # noqa: BLE001 - one bad step must not stop serving
                     log.exception("decoding step failed")
                     self._fail_running(err)
 
-    def _admit(self, cancelled: set[int]) -> list[_Work]:
-        """Queued sentences that fit the budgets, first come first served (lock held)."""
-        admitted = []
-        tokens = sum(len(w.sentence.src_ids) for w in self._running.values())
-        while self._queue:
-            work = self._queue[0]
-            if id(work.job) in cancelled:
-                self._queue.popleft()
-                continue
-            sentence = work.sentence
-            blocks = sentence.decode.beam_size * (
-                math.ceil(sentence.max_len / self.pool.block_size) + 1
-            )
-            fits_tokens = tokens + len(sentence.src_ids) <= self.max_batch_tokens
-            if self._running or admitted:
-                if not fits_tokens or not self._blocks_free(blocks):
-                    break
-            elif not self._blocks_free(blocks):  # it could never run: refuse it alone
-                self._queue.popleft()
-                self._finish_error(
-                    work,
-                    RequestTooLarge(
-                        f"a sentence needing {blocks} KV blocks; the pool has {self.pool.n_blocks}"
-                    ),
-                )
-                continue
-            self._queue.popleft()
-            if work.job.queue_seconds is None:
-                work.job.queue_seconds = time.monotonic() - work.job.submitted
-            sentence.reserved_blocks = blocks
-            self._reserved += blocks
-            tokens += len(sentence.src_ids)
-            self._running[sentence.key] = work
-            admitted.append(work)
-        return admitted
-
-    def _blocks_free(self, blocks: int) -> bool:
-        """Whether `blocks` more can be reserved, evicting cached prefixes if they must go."""
-        while self._reserved + self.prefixes.blocks_held + blocks > self.pool.n_blocks:
-            if not self.prefixes.evict():
-                return False
-        return True
-
-    def _start(self, admitted: list[_Work]) -> None:
+    def _start(self, admitted: list[Work]) -> None:
         """Encoder outputs (cached or computed together) for the admitted sentences; join."""
         missing = []
         for work in admitted:
@@ -396,59 +340,53 @@ class Engine:
             self._recent.append((now, rows))
             while self._recent and now - self._recent[0][0] > 10.0:
                 self._recent.popleft()
+        decode = self.translator.tgt_tokenizer.decode
         for sentence in done:
-            work = self._running[sentence.key]
             hypotheses = self.batch.finished.pop(sentence.key)
             ranked = sorted(hypotheses, key=lambda h: -h.score)[: sentence.decode.n_best]
-            decode = self.translator.tgt_tokenizer.decode
             translation = Translation([decode(h.tokens) for h in ranked], [h.score for h in ranked])
-            with self._cond:
-                self.translations.put(work.cache_key, translation)
-            self._finish(work, translation)
+            self._finish(self.admission.running[sentence.key], translation)
         for key, tokens in greedy.items():
-            work = self._running[key]
+            work = self.admission.running[key]
             if work.job.on_token is not None:
-                text = self.translator.tgt_tokenizer.decode(tokens)
+                text = decode(tokens)
                 if text != work.streamed:
                     work.streamed = text
                     work.job.on_token(work.index, text)
 
-    def _finish(self, work: _Work, translation: Translation) -> None:
-        self._release(work)
+    def _finish(self, work: Work, translation: Translation) -> None:
         job = work.job
-        job.results[work.index] = translation
-        job.pending -= 1
-        if job.pending == 0 and not job.future.done():
-            job.future.set_result(job.results)
-            with self._cond:
-                self._done += 1
-
-    def _finish_error(self, work: _Work, err: Exception) -> None:
-        if not work.job.future.done():
-            work.job.future.set_exception(err)
-
-    def _release(self, work: _Work) -> None:
         with self._cond:
-            self._running.pop(work.sentence.key, None)
-            self._reserved -= work.sentence.reserved_blocks
-            work.sentence.reserved_blocks = 0
+            self.admission.release(work)
+            self.translations.put(work.cache_key, translation)
+            job.results[work.index] = translation
+            job.pending -= 1
+            answered = job.pending == 0 and job.future.set_running_or_notify_cancel()
+            self._done += answered
+        if answered:
+            job.future.set_result(job.results)
 
     def _drop_cancelled(self, cancelled: set[int]) -> None:
+        """Take the cancelled jobs' sentences out of the queue and the batch (lock held)."""
         if not cancelled:
             return
-        keys = {k for k, w in self._running.items() if id(w.job) in cancelled}
+        running = self.admission.running
+        keys = {k for k, w in running.items() if id(w.job) in cancelled}
         for sentence in self.batch.remove(keys):
-            self._release(self._running[sentence.key])
-        with self._cond:
-            self._cancelled_requests += len(cancelled)
-            self._queue = deque(w for w in self._queue if id(w.job) not in cancelled)
+            self.admission.release(running[sentence.key])
+        self.admission.drop_queued(cancelled)
+        self._cancelled_requests += len(cancelled)
 
     def _fail_running(self, err: Exception) -> None:
         """Answer every running request with the error and start from an empty batch."""
         failure = TmtError(f"decoding failed: {' '.join(str(err).split())}")
-        for work in list(self._running.values()):
-            self._release(work)
-            self._finish_error(work, failure)
+        with self._cond:
+            failed = list(self.admission.running.values())
+            for work in failed:
+                self.admission.release(work)
+        for job in {id(w.job): w.job for w in failed}.values():
+            if job.future.set_running_or_notify_cancel():
+                job.future.set_exception(failure)
         self.batch.cache.release_all()
         self.batch = self._new_batch()
 

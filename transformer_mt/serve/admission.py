@@ -1,0 +1,112 @@
+"""Admission: the bounded first-come-first-served queue of sentences, and the budgets a
+sentence must fit to join the running batch.
+
+A sentence joins when the running sentences' source tokens stay within `max_batch_tokens` and
+the KV pool can hold the most blocks its beams could ever need,
+K * (ceil(max_len / block size) + 1) (K rows, each at most ceil(max_len / block size) blocks,
+one more for a copy-on-write in flight). That many are reserved until it leaves, so a running
+search never finds the pool empty; cached prefixes give their blocks back when a reservation
+needs them. The first sentence in the queue waits for the budget rather than being overtaken,
+so that a long sentence is not starved by short ones.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from transformer_mt.serve.contract import QueueFull, RequestTooLarge
+from transformer_mt.serve.paged import BlockPool
+from transformer_mt.serve.prefix_cache import PrefixTree
+from transformer_mt.serve.scheduler import Sentence
+
+
+@dataclass
+class Work:
+    """A queued or running sentence and where its answer goes."""
+
+    sentence: Sentence
+    job: Any  # engine.Job
+    index: int  # in the request
+    cache_key: tuple  # of the translation cache
+    streamed: str = ""  # greedy text sent so far
+
+
+class Admission:
+    """The queue, the running sentences and their reservations. Not thread-safe: the engine
+    calls it with its lock held."""
+
+    def __init__(
+        self, pool: BlockPool, prefixes: PrefixTree, max_batch_tokens: int, max_queue: int
+    ):
+        self.pool = pool
+        self.prefixes = prefixes
+        self.max_batch_tokens = max_batch_tokens
+        self.max_queue = max_queue
+        self.queue: deque[Work] = deque()
+        self.running: dict[int, Work] = {}  # by sentence key
+        self.reserved = 0
+
+    @property
+    def idle(self) -> bool:
+        return not self.queue and not self.running
+
+    def enqueue(self, work: list[Work]) -> None:
+        if len(self.queue) + len(work) > self.max_queue:
+            raise QueueFull(
+                f"the queue holds {len(self.queue)} of {self.max_queue} sentences", retry_after=1.0
+            )
+        self.queue.extend(work)
+
+    def admit(self) -> tuple[list[Work], list[tuple[Work, RequestTooLarge]]]:
+        """Queued sentences that fit the budgets, in queue order; and those that never could
+        (more blocks than the whole pool), refused."""
+        admitted, refused = [], []
+        tokens = sum(len(w.sentence.src_ids) for w in self.running.values())
+        while self.queue:
+            work = self.queue[0]
+            blocks = self.blocks_needed(work.sentence)
+            if self.running or admitted:
+                if tokens + len(work.sentence.src_ids) > self.max_batch_tokens:
+                    break
+                if not self._reserve(blocks):
+                    break
+            elif not self._reserve(blocks):
+                self.queue.popleft()
+                message = (
+                    f"a sentence needing {blocks} KV blocks; the pool has {self.pool.n_blocks}"
+                )
+                refused.append((work, RequestTooLarge(message)))
+                continue
+            self.queue.popleft()
+            if work.job.queue_seconds is None:
+                work.job.queue_seconds = time.monotonic() - work.job.submitted
+            work.sentence.reserved_blocks = blocks
+            tokens += len(work.sentence.src_ids)
+            self.running[work.sentence.key] = work
+            admitted.append(work)
+        return admitted, refused
+
+    def blocks_needed(self, sentence: Sentence) -> int:
+        return sentence.decode.beam_size * (math.ceil(sentence.max_len / self.pool.block_size) + 1)
+
+    def release(self, work: Work) -> None:
+        """A running sentence left (finished, cancelled or failed): its reservation ends."""
+        if self.running.pop(work.sentence.key, None) is not None:
+            self.reserved -= work.sentence.reserved_blocks
+            work.sentence.reserved_blocks = 0
+
+    def drop_queued(self, jobs: set[int]) -> None:
+        """Take the queued sentences of the jobs `jobs` (ids) out of the queue."""
+        self.queue = deque(w for w in self.queue if id(w.job) not in jobs)
+
+    def _reserve(self, blocks: int) -> bool:
+        """Reserve `blocks`, evicting cached prefixes if they must make room; False: no room."""
+        while self.reserved + self.prefixes.blocks_held + blocks > self.pool.n_blocks:
+            if not self.prefixes.evict():
+                return False
+        self.reserved += blocks
+        return True
