@@ -281,15 +281,18 @@ def test_real_model_batch_equals_single_and_scores_match_forward(beam_size):
     alone = [search(model, *padded([s]), cfg)[0] for s in sources]
     assert_same_results(batch, alone)
     assert any(h.has_eos for r in batch for h in r.hypotheses)
-    # Each hypothesis' log P equals the teacher-forced full forward pass (no cache).
+    for src, result in zip(sources, batch, strict=True):
+        for h in result.hypotheses:
+            assert_scored_like_forward(model, src, h)
+
+
+def assert_scored_like_forward(model, src: list[int], h) -> None:
+    """The hypothesis' log P equals the teacher-forced full forward pass (no cache)."""
+    target = h.tokens + [EOS] * h.has_eos
     with torch.no_grad():
-        for src, result in zip(sources, batch, strict=True):
-            for h in result.hypotheses:
-                target = h.tokens + [EOS] * h.has_eos
-                tgt_in = torch.tensor([[2] + target[:-1]])
-                logits = model(torch.tensor([src]), tgt_in)
-                log_prob = logits.log_softmax(-1)[0, torch.arange(len(target)), target].sum()
-                assert h.log_prob == pytest.approx(float(log_prob), abs=1e-4)
+        logits = model(torch.tensor([src]), torch.tensor([[2] + target[:-1]]))
+    log_prob = logits.log_softmax(-1)[0, torch.arange(len(target)), target].sum()
+    assert h.log_prob == pytest.approx(float(log_prob), abs=1e-4)
 
 
 def test_real_model_beam_size_one_equals_greedy():
@@ -346,15 +349,11 @@ def test_forced_prefix_starts_every_hypothesis_and_is_scored(beam_size):
         for s, p in zip(sources, prefixes, strict=True)
     ]
     assert_same_results(batch, alone)
-    with torch.no_grad():
-        for src, prefix, result in zip(sources, prefixes, batch, strict=True):
-            for h in result.hypotheses:
-                assert h.tokens[: len(prefix)] == prefix
-                assert len(h.tokens) + h.has_eos <= max(2, len(prefix) + 1)
-                target = h.tokens + [EOS] * h.has_eos
-                logits = model(torch.tensor([src]), torch.tensor([[2] + target[:-1]]))
-                log_prob = logits.log_softmax(-1)[0, torch.arange(len(target)), target].sum()
-                assert h.log_prob == pytest.approx(float(log_prob), abs=1e-4)
+    for src, prefix, result in zip(sources, prefixes, batch, strict=True):
+        for h in result.hypotheses:
+            assert h.tokens[: len(prefix)] == prefix
+            assert len(h.tokens) + h.has_eos <= max(2, len(prefix) + 1)
+            assert_scored_like_forward(model, src, h)
 
 
 def test_empty_prefixes_change_nothing():
