@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import WORDS
 from transformer_mt.config import ConfigError
+from transformer_mt.errors import TmtError
 from transformer_mt.inference.translator import Translator
 from transformer_mt.serve.contract import QueueFull, RequestTooLarge
 from transformer_mt.serve.engine import Engine, ServeLimits
@@ -122,7 +123,17 @@ def test_no_leak_after_a_thousand_requests_some_cancelled_some_refused(checkpoin
     engine.start()
     rng = random.Random(0)
     texts = sentences(200, seed=11)
-    jobs, refused, cancelled, queue_full = [], 0, 0, 0
+    jobs, failed, refused, cancelled, queue_full = [], [], 0, 0, 0
+
+    def submit(texts: list[str], decode):
+        nonlocal queue_full
+        while True:
+            try:
+                return engine.submit(texts, decode)
+            except QueueFull as full:  # as a client would: wait, then try again
+                queue_full += 1
+                time.sleep(full.retry_after / 100)
+
     try:
         for i in range(1000):
             kind = rng.random()
@@ -138,13 +149,11 @@ def test_no_leak_after_a_thousand_requests_some_cancelled_some_refused(checkpoin
                     engine.submit(texts[:5], decode)
                 refused += 1
                 continue
-            while True:
-                try:
-                    job = engine.submit(rng.sample(texts, rng.randint(1, 3)), decode)
-                    break
-                except QueueFull as full:  # as a client would: wait, then try again
-                    queue_full += 1
-                    time.sleep(full.retry_after / 100)
+            if kind < 0.12:  # 32 beams need more KV blocks than the pool has: refused later
+                wide = dataclasses.replace(decode, beam_size=32)
+                failed.append(submit([" ".join(WORDS * 3)], wide))
+                continue
+            job = submit(rng.sample(texts, rng.randint(1, 3)), decode)
             if kind < 0.3:
                 if kind < 0.2:
                     time.sleep(0.002)  # some cancelled while decoding, some while queued
@@ -154,12 +163,35 @@ def test_no_leak_after_a_thousand_requests_some_cancelled_some_refused(checkpoin
         for job in jobs:
             if not job.future.cancelled():
                 assert len(job.future.result(timeout=120)) >= 1
+        for job in failed:
+            with pytest.raises(RequestTooLarge, match="KV blocks"):
+                job.future.result(timeout=120)
         stats = wait_idle(engine)
     finally:
         engine.stop()
-    assert refused and cancelled and queue_full
+    assert refused and cancelled and queue_full and failed
     assert stats.kv_blocks_used == 0 and stats.kv_blocks_reserved == 0
     assert engine.pool.n_free == engine.pool.n_blocks and set(engine.pool.refs) == {0}
     assert all(n <= 16 for n in stats.cache_entries.values())
     assert stats.cache_hits["translation"] > 0  # texts repeat: some answered without decoding
     assert not engine.batch.finished and not engine.batch.lanes
+
+
+def test_a_failing_step_answers_its_requests_with_an_error_and_serving_goes_on(
+    checkpoint, engine, monkeypatch
+):
+    decode = dataclasses.replace(engine.defaults, beam_size=3)
+    real_step = engine.batch.step
+
+    def broken():
+        raise RuntimeError("injected\nfailure")
+
+    monkeypatch.setattr(engine.batch, "step", broken)
+    jobs = [engine.submit([text], decode) for text in sentences(5)]
+    for job in jobs:
+        with pytest.raises(TmtError, match="decoding failed: injected failure"):
+            job.future.result(timeout=60)
+    assert engine.stats().kv_blocks_used == 0 and engine.stats().kv_blocks_reserved == 0
+    assert engine.batch.step != broken and real_step is not None  # a fresh batch took over
+    (done,) = engine.submit(["hunde spielen"], decode).future.result(timeout=60)
+    assert done.texts[0]
