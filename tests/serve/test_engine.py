@@ -181,7 +181,6 @@ def test_a_failing_step_answers_its_requests_with_an_error_and_serving_goes_on(
     checkpoint, engine, monkeypatch
 ):
     decode = dataclasses.replace(engine.defaults, beam_size=3)
-    real_step = engine.batch.step
 
     def broken():
         raise RuntimeError("injected\nfailure")
@@ -192,6 +191,6 @@ def test_a_failing_step_answers_its_requests_with_an_error_and_serving_goes_on(
         with pytest.raises(TmtError, match="decoding failed: injected failure"):
             job.future.result(timeout=60)
     assert engine.stats().kv_blocks_used == 0 and engine.stats().kv_blocks_reserved == 0
-    assert engine.batch.step != broken and real_step is not None  # a fresh batch took over
+    assert engine.batch.step != broken  # a fresh batch took over
     (done,) = engine.submit(["hunde spielen"], decode).future.result(timeout=60)
     assert done.texts[0]

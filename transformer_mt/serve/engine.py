@@ -378,8 +378,10 @@ class Engine:
         self._cancelled_requests += len(cancelled)
 
     def _fail_running(self, err: Exception) -> None:
-        """Answer every running request with the error and start from an empty batch."""
+        """Start from an empty batch and answer every running request with the error."""
         failure = TmtError(f"decoding failed: {' '.join(str(err).split())}")
+        self.batch.cache.release_all()
+        self.batch = self._new_batch()
         with self._cond:
             failed = list(self.admission.running.values())
             for work in failed:
@@ -387,8 +389,6 @@ class Engine:
         for job in {id(w.job): w.job for w in failed}.values():
             if job.future.set_running_or_notify_cancel():
                 job.future.set_exception(failure)
-        self.batch.cache.release_all()
-        self.batch = self._new_batch()
 
     def _new_batch(self) -> ContinuousBatch:
         translator = self.translator
