@@ -80,6 +80,8 @@ class ContinuousBatch:
         self.finished: dict[int, list[Hypothesis]] = defaultdict(list)
         self._sources_changed = True
         self._src_mask: Tensor | None = None
+        self._laid_out: list[int] = []  # sentence keys of the last layout, in its order
+        self._cross: list[tuple[Tensor, Tensor]] = []  # its keys and values, per layer
 
     @property
     def sentences(self) -> list[Sentence]:
@@ -225,25 +227,43 @@ class ContinuousBatch:
         self.lanes = {k: lane for k, lane in self.lanes.items() if lane.sentences}
 
     def _lay_out_sources(self) -> None:
-        """Pad every live source's cross-attention keys/values into (N, Hkv, S, Dh) per layer
-        and place each row in its source's query slots (G = the widest beam)."""
+        """Every live source's cross-attention keys/values as (N, Hkv, S, Dh) per layer, in
+        sentence order, and each row placed in its source's query slots (G = the widest beam).
+
+        The last layout's rows are reused: the sources that joined since are padded once and
+        appended, then one `index_select` per tensor puts every source in its place (and
+        drops the ones that left).
+        """
         sentences = self.sentences
         self._sources_changed = False
         if not sentences:
+            self._laid_out, self._cross = [], []
             return
         width = max(len(s.src_ids) for s in sentences)
+        where = {key: i for i, key in enumerate(self._laid_out)}
+        joined = [s for s in sentences if s.key not in where]
+        where.update({s.key: len(self._laid_out) + j for j, s in enumerate(joined)})
+        order = torch.tensor([where[s.key] for s in sentences], device=self.device)
+        for i, layer in enumerate(self.cache.layers):
+            parts = []
+            for part in (0, 1):
+                old = [self._cross[i][part]] if self._laid_out else []
+                new = [_padded([s.cross[i][part] for s in joined])] if joined else []
+                parts.append(_stacked(old + new, order, width))
+            layer.cross_attn = (parts[0], parts[1])
+        self._cross = [layer.cross_attn for layer in self.cache.layers]
+        self._laid_out = [s.key for s in sentences]
         group = max(s.decode.beam_size for s in sentences)
-        slots, mask = [], torch.zeros(len(sentences), 1, 1, width, dtype=torch.bool)
+        slots, lengths = [], []
         for n, sentence in enumerate(sentences):
             slots.extend(range(n * group, n * group + sentence.decode.beam_size))
-            mask[n, ..., : len(sentence.src_ids)] = True
+            lengths.append(len(sentence.src_ids))
         slot_tensor = torch.tensor(slots, dtype=torch.long, device=self.device)
-        for i, layer in enumerate(self.cache.layers):
-            keys, values = (
-                _padded([s.cross[i][part] for s in sentences], width) for part in (0, 1)
-            )
-            layer.cross_attn, layer.cross_slots = (keys, values), slot_tensor
-        self._src_mask = mask.to(self.device)
+        for layer in self.cache.layers:
+            layer.cross_slots = slot_tensor
+        positions = torch.arange(width, device=self.device)
+        lengths_tensor = torch.tensor(lengths, device=self.device)
+        self._src_mask = (positions < lengths_tensor[:, None])[:, None, None, :]
 
     def _greedy_tokens(self) -> dict[int, list[int]]:
         """Each live greedy sentence's tokens so far."""
@@ -256,10 +276,22 @@ class ContinuousBatch:
         return found
 
 
-def _padded(parts: list[Tensor], width: int) -> Tensor:
-    """(Hkv, S_i, Dh) tensors -> (N, Hkv, width, Dh), zero-padded along S."""
+def _padded(parts: list[Tensor]) -> Tensor:
+    """(Hkv, S_i, Dh) tensors -> (N, Hkv, max S_i, Dh), zero-padded along S."""
+    width = max(part.size(1) for part in parts)
     first = parts[0]
     out = first.new_zeros(len(parts), first.size(0), width, first.size(2))
     for n, part in enumerate(parts):
         out[n, :, : part.size(1)] = part
     return out
+
+
+def _stacked(blocks: list[Tensor], order: Tensor, width: int) -> Tensor:
+    """(N_j, Hkv, S_j, Dh) tensors, padded or cut to `width` along S, concatenated, then the
+    rows `order`."""
+    fitted = []
+    for block in blocks:
+        if block.size(2) < width:
+            block = torch.nn.functional.pad(block, (0, 0, 0, width - block.size(2)))
+        fitted.append(block[:, :, :width])
+    return torch.cat(fitted).index_select(0, order)
