@@ -146,6 +146,9 @@ def serve_main(args: argparse.Namespace) -> None:
     """The child process: one system behind the HTTP layer, or the offline measurement."""
     import torch
 
+    from transformer_mt.machine import keep_freed_memory
+
+    keep_freed_memory()  # as tmt translate and tmt serve do
     torch.set_num_threads(args.threads)
     if args.serve == "offline":
         print(json.dumps(_measure_offline(args)))

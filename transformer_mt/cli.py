@@ -97,8 +97,10 @@ def _run_translate(args: argparse.Namespace) -> int:
     from transformer_mt.files import decode_lines, read_lines
     from transformer_mt.inference.stream import translate_stream
     from transformer_mt.inference.translator import Translator
+    from transformer_mt.machine import keep_freed_memory
 
     _check_translate_args(args)
+    keep_freed_memory()
     references = _read_references(args.ref)
     prefixes = None if args.prefix is None else read_lines(args.prefix)
     if args.device == "cpu":
@@ -363,9 +365,11 @@ def _run_serve(args: argparse.Namespace) -> int:
 
     if missing_dependencies():
         raise TmtError("tmt serve needs the serve extra: pip install 'transformer_mt[serve]'")
+    from transformer_mt.machine import keep_freed_memory
     from transformer_mt.serve.engine import Engine, ServeLimits
     from transformer_mt.serve.server import serve
 
+    keep_freed_memory()
     if args.device == "cpu":
         _set_cpu_threads()
     given = {

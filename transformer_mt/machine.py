@@ -1,4 +1,5 @@
-"""What this machine has, and the choices that follow from it: native bfloat16, torch threads.
+"""What this machine has, and the choices that follow from it: native bfloat16, torch threads,
+how freed memory is kept.
 
 A default that suits one CPU can be ten times wrong on another: bfloat16 autocast is 25% faster
 than float32 where the CPU computes bfloat16 natively (AMX tiles, avx512_bf16) and about ten
@@ -10,6 +11,8 @@ machine reports, and each comes with the reason that is logged beside it.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import time
 from dataclasses import dataclass
@@ -206,3 +209,29 @@ def _cpu_times() -> dict[int, tuple[int, int]]:
             ticks = [int(f) for f in fields[:8]]  # user nice system idle iowait irq softirq steal
             times[int(name[3:])] = (ticks[3] + ticks[4], sum(ticks))
     return times
+
+
+# glibc's mallopt parameters (malloc.h) and the size below which freed memory is kept.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+KEEP_FREED_BYTES = 1 << 30
+
+
+def keep_freed_memory() -> bool:
+    """Let glibc keep freed blocks up to KEEP_FREED_BYTES for reuse; False where there is no
+    glibc (its defaults stand).
+
+    Decoding allocates tensors of tens of MB every step (log-probs over the vocabulary, the
+    gathered cache). By default glibc serves each with a fresh mmap and unmaps it when freed,
+    so every step pays the kernel's page faults again; kept in the heap, the pages are reused.
+    Measured with `tmt translate` of Multi30k test2016 (1 thread): 75 -> 82 sentences/s, peak
+    memory +9% (docs/results.md).
+    """
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(
+        mallopt(_M_MMAP_THRESHOLD, KEEP_FREED_BYTES)
+        and mallopt(_M_TRIM_THRESHOLD, KEEP_FREED_BYTES)
+    )

@@ -17,6 +17,7 @@ Shapes: R rows, L decoder layers, Hkv key/value heads, Dh head size, bs block si
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -112,6 +113,7 @@ class PagedDecoderCache:
             LayerCache(self_attn=_PagedLayer(self, i), dtype=dtype) for i in range(n_layers)
         ]
         self._step: _StepSlots | None = None
+        self._buffers: list[Tensor | None] = [None, None]  # gathered keys, values
 
     @property
     def length(self) -> Tensor | int:
@@ -174,12 +176,27 @@ class PagedDecoderCache:
         pool_keys, pool_values = self.pool.keys[layer], self.pool.values[layer]
         pool_keys[step.blocks, step.offsets] = keys[:, :, 0].to(pool_keys.dtype)
         pool_values[step.blocks, step.offsets] = values[:, :, 0].to(pool_values.dtype)
-        # (R, blocks, bs, Hkv, Dh) -> (R, T, Hkv, Dh) -> (R, Hkv, T, Dh), a strided view
-        all_keys = pool_keys[step.tables].flatten(1, 2).transpose(1, 2)
-        all_values = pool_values[step.tables].flatten(1, 2).transpose(1, 2)
+        # (R * blocks, bs, Hkv, Dh) -> (R, T, Hkv, Dh) -> (R, Hkv, T, Dh), a strided view
+        shape = (step.tables.size(0), -1, keys.size(1), keys.size(3))
+        tables = step.tables.view(-1)
+        all_keys = self._gather(pool_keys, tables, 0).view(shape).transpose(1, 2)
+        all_values = self._gather(pool_values, tables, 1).view(shape).transpose(1, 2)
         if layer == len(self.layers) - 1:
             self.lengths = self.lengths + 1
         return all_keys, all_values, step.valid
+
+    def _gather(self, source: Tensor, index: Tensor, which: int) -> Tensor:
+        """source[index] into buffer `which` (0 keys, 1 values), reused by every layer and
+        step: a fresh tensor of this size each time costs more in page faults than the copy.
+        The result is valid until the next call with the same `which`."""
+        shape = (index.numel(), *source.shape[1:])
+        size = math.prod(shape)
+        buffer = self._buffers[which]
+        if buffer is None or buffer.numel() < size:
+            grown = size if buffer is None else max(size, 2 * buffer.numel())
+            buffer = self._buffers[which] = source.new_empty(grown)
+        out = buffer[:size].view(shape)
+        return torch.index_select(source, 0, index, out=out)
 
     def _start_step(self) -> _StepSlots:
         """Give every row a writable slot for its next position (a new block when it starts

@@ -95,44 +95,55 @@ class ContinuousBatch:
         """Add sentences (their `cross` set) at the end of their lanes; one whose prefix
         starts from the prefix cache (`reused`) starts after the cached tokens."""
         old_layout = self._row_ranges()
-        new_rows: dict[tuple, list[int]] = defaultdict(list)
+        groups: dict[tuple, list[Sentence]] = defaultdict(list)
         for sentence in sentences:
-            key = lane_key(sentence.decode)
-            fresh = self._start_state(sentence)
+            groups[lane_key(sentence.decode)].append(sentence)
+        new_rows: dict[tuple, range] = {}
+        for key, group in groups.items():
+            fresh = self._start_state(group)
             lane = self.lanes.get(key)
             if lane is None:
-                self.lanes[key] = Lane(sentence.decode, fresh, [sentence])
+                self.lanes[key] = Lane(group[0].decode, fresh, group)
             else:
                 lane.state.extend(fresh)
-                lane.sentences.append(sentence)
-            first, reused = self.cache.lengths.numel(), sentence.reused
-            if reused is None:
-                self.cache.add_rows(sentence.decode.beam_size)
-            else:
+                lane.sentences.extend(group)
+            first, empty = self.cache.lengths.numel(), 0
+            for sentence in group:
+                reused = sentence.reused
+                if reused is None:
+                    empty += sentence.decode.beam_size  # added together, below
+                    continue
+                self.cache.add_rows(empty)
                 self.cache.add_rows(sentence.decode.beam_size, reused.table, reused.length)
-            new_rows[key].extend(range(first, first + sentence.decode.beam_size))
+                empty = 0
+            self.cache.add_rows(empty)
+            new_rows[key] = range(first, self.cache.lengths.numel())
         # New rows were appended to the cache; move every row to its lane's place.
         order = []
         for key in self.lanes:
             start, stop = old_layout.get(key, (0, 0))
-            order.extend([*range(start, stop), *new_rows[key]])
+            order.extend([*range(start, stop), *new_rows.get(key, ())])
         self.cache.reorder(torch.tensor(order, dtype=torch.long, device=self.device))
         self._sources_changed = True
 
-    def _start_state(self, sentence: Sentence) -> BeamState:
+    def _start_state(self, group: list[Sentence]) -> BeamState:
+        """One state for sentences of one lane, each after its cached prefix tokens, if any."""
         state = BeamState.start(
-            torch.tensor([sentence.max_len], device=self.device),
-            torch.tensor([sentence.key], device=self.device),
-            sentence.decode.beam_size,
-            [sentence.prefix],
+            torch.tensor([s.max_len for s in group], device=self.device),
+            torch.tensor([s.key for s in group], device=self.device),
+            group[0].decode.beam_size,
+            [s.prefix for s in group],
         )
-        if sentence.reused is not None:
-            length = sentence.reused.length
-            state.tokens = torch.tensor([sentence.prefix[:length]] * state.beam_size)
-            state.tokens = state.tokens.to(self.device)
-            state.steps[0] = length
-            state.scores[0, 0] = sentence.reused.log_probs[-1]
-            sentence.prefix_log_probs = list(sentence.reused.log_probs)
+        reused = [(n, s) for n, s in enumerate(group) if s.reused is not None]
+        if reused:
+            k = state.beam_size
+            state.tokens = state.tokens.new_zeros(len(group) * k, state.prefix.shape[1])
+            for n, sentence in reused:
+                length = sentence.reused.length
+                state.tokens[n * k : (n + 1) * k, :length] = state.prefix[n, :length]
+                state.steps[n] = length
+                state.scores[n, 0] = sentence.reused.log_probs[-1]
+                sentence.prefix_log_probs = list(sentence.reused.log_probs)
         return state
 
     def step(self) -> tuple[list[Sentence], dict[int, list[int]]]:
