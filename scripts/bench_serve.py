@@ -65,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--server-core", type=int, default=1)
     parser.add_argument("--max-seconds", type=float, default=120.0)
-    parser.add_argument("--block-size", type=int, default=16)
+    parser.add_argument("--block-size", type=int, default=2)
     parser.add_argument("--single", type=int, default=30, help="sentences timed alone")
     parser.add_argument("--serve", choices=[*SYSTEMS, "offline"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
@@ -294,7 +294,7 @@ def _load(url: str, sentences: list[str], args: argparse.Namespace, rate: float)
     def client() -> None:
         body_of = {"beam_size": args.beam_size}
         for i in iter(lambda: next(next_index, None), None):
-            if time.monotonic() > stop:
+            if start + arrivals[i] > stop or time.monotonic() > stop:
                 return
             time.sleep(max(0.0, start + arrivals[i] - time.monotonic()))
             sent = time.monotonic()

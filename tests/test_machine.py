@@ -165,3 +165,11 @@ def test_resolve_device_refuses_cuda_without_a_device(monkeypatch):
     assert machine.resolve_device("auto").type == "cpu"
     with pytest.raises(machine.SettingError, match="device=cuda: no CUDA device is available"):
         machine.resolve_device("cuda")
+
+
+def test_freed_memory_is_kept_where_the_c_library_is_glibc():
+    import platform
+
+    from transformer_mt.machine import keep_freed_memory
+
+    assert keep_freed_memory() is (platform.libc_ver()[0] == "glibc")

@@ -51,7 +51,7 @@ class ServeLimits:
     max_batch_tokens: int | None = None  # source tokens decoded together (None: decode.max_tokens)
     max_queue: int = 1024  # sentences waiting for admission
     kv_blocks: int | None = None  # blocks in the KV pool (None: DEFAULT_KV_BYTES of them)
-    block_size: int = 16  # positions per KV block
+    block_size: int = 2  # positions per KV block (measured: docs/serving.md, Performance)
     cache_entries: int = 256  # entries of each cache (translations, encoder outputs)
     max_request_sentences: int = 256
     max_sentence_chars: int = 10_000
