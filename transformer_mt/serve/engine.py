@@ -398,13 +398,16 @@ class Engine:
 def _new_pool(translator: Translator, limits: ServeLimits, max_batch_tokens: int) -> BlockPool:
     """The KV pool: `limits.kv_blocks` blocks, or by default enough for `max_batch_tokens`
     source tokens at the checkpoint's beam size with outputs up to 4x the source (short
-    sentences need more blocks per token), at most DEFAULT_KV_BYTES of them."""
+    sentences need more blocks per token), and at least for one sentence as long as the
+    position table; at most DEFAULT_KV_BYTES of them."""
     cfg = translator.model.cfg
     dtype = translator.cache_dtype or next(translator.model.parameters()).dtype
     shape = (limits.block_size, cfg.decoder_layers, cfg.kv_heads, cfg.d_model // cfg.n_heads)
     n_blocks = limits.kv_blocks
     if n_blocks is None:
         block_bytes = BlockPool(1, *shape, dtype).block_bytes
-        wanted = math.ceil(4 * max_batch_tokens * translator.decode.beam_size / limits.block_size)
-        n_blocks = max(1, min(wanted, DEFAULT_KV_BYTES // block_bytes))
+        beam, size = translator.decode.beam_size, limits.block_size
+        wanted = math.ceil(4 * max_batch_tokens * beam / size)
+        longest = beam * (math.ceil(cfg.max_positions / size) + 1)
+        n_blocks = max(1, longest, min(wanted, DEFAULT_KV_BYTES // block_bytes))
     return BlockPool(n_blocks, *shape, dtype, translator.device)
