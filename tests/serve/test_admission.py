@@ -1,0 +1,69 @@
+"""Admission: first come first served within the source-token and KV-block budgets, each
+sentence's worst case reserved until it leaves, cached prefixes evicted for room."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from transformer_mt.config import DecodeConfig
+from transformer_mt.serve.admission import Admission, Work
+from transformer_mt.serve.contract import QueueFull
+from transformer_mt.serve.paged import BlockPool
+from transformer_mt.serve.prefix_cache import PrefixTree
+from transformer_mt.serve.scheduler import Sentence
+
+
+def work(key: int, n_tokens: int, max_len: int, beam: int = 2) -> Work:
+    sentence = Sentence(key, [4] * n_tokens, DecodeConfig(beam_size=beam), max_len, [])
+    job = SimpleNamespace(queue_seconds=None, submitted=time.monotonic())
+    return Work(sentence, job, 0, (key,))
+
+
+def admission(n_blocks: int = 40, max_batch_tokens: int = 20, max_queue: int = 8):
+    pool = BlockPool(n_blocks, 4, 1, 1, 2)  # block size 4
+    return Admission(pool, PrefixTree(pool, 8), max_batch_tokens, max_queue)
+
+
+def test_the_head_of_the_queue_waits_for_blocks_and_is_not_overtaken():
+    gate = admission(n_blocks=20)
+    # Reservations: 2 beams x (ceil(max_len / 4) + 1): 6 blocks at max_len 8, 22 at 40.
+    first, long, short = work(1, 6, 8), work(2, 6, 40), work(3, 2, 8)
+    gate.enqueue([first, long, short])
+    assert gate.admit() == ([first], [])  # long needs 22 of the 14 left; short waits behind
+    assert gate.reserved == 6 and list(gate.queue) == [long, short]
+    assert first.job.queue_seconds is not None and long.job.queue_seconds is None
+    gate.release(first)
+    admitted, refused = gate.admit()  # alone, long could never fit the pool: refused
+    assert admitted == [short] and [(w, type(e).__name__) for w, e in refused] == [
+        (long, "RequestTooLarge")
+    ]
+    assert "22 KV blocks; the pool has 20" in str(refused[0][1])
+    gate.release(short)
+    assert gate.reserved == 0 and gate.idle
+
+
+def test_the_source_token_budget_and_the_queue_bound():
+    gate = admission(n_blocks=100, max_batch_tokens=10, max_queue=3)
+    a, b = work(1, 6, 8), work(2, 6, 8)
+    gate.enqueue([a, b])
+    assert gate.admit() == ([a], [])  # 6 + 6 source tokens > 10
+    gate.release(a)
+    assert gate.admit() == ([b], [])
+    with pytest.raises(QueueFull, match="0 of 3"):
+        gate.enqueue([work(k, 1, 8) for k in range(3, 7)])
+
+
+def test_cached_prefixes_give_their_blocks_back_for_a_reservation():
+    gate = admission(n_blocks=20)
+    held = [gate.pool.allocate() for _ in range(10)]
+    gate.prefixes.insert((5, 3), list(range(10, 50)), [-1.0] * 40, held)
+    for block in held:
+        gate.pool.release(block)  # the row that decided them has left
+    assert gate.prefixes.blocks_held == 10
+    first, second = work(1, 2, 8), work(2, 2, 8)
+    gate.enqueue([first, second])
+    assert gate.admit() == ([first, second], [])  # 6 + 10 + 6 > 20: the trie went
+    assert gate.prefixes.blocks_held == 0 and gate.pool.n_free == 20
