@@ -92,7 +92,7 @@ def choose_threads(requested: int, sample_seconds: float = 0.3) -> Choice:
     return Choice(
         free,
         f"{free} thread(s): core(s) {', '.join(map(str, busy))} of {len(cores)} busy with "
-        "other work (set train.threads to override)",
+        "other work (OMP_NUM_THREADS, or train.threads in training, sets the count)",
     )
 
 
