@@ -194,6 +194,27 @@ def test_beam_search_on_device_equals_cpu(device):
     assert_close(*scores, atol=1e-4, rtol=1e-4)
 
 
+def test_beam_search_through_the_paged_cache_on_device_equals_cpu_dense(device):
+    """The server's paged KV cache (block pool, forks, copy-on-write) on the device."""
+    import functools
+
+    from transformer_mt.serve.paged import BlockPool, PagedDecoderCache
+
+    model = tiny_model()
+    src_ids, src_mask = padded(random_sources(8, vocab_size=20, seed=4))
+    cfg = DecodeConfig(beam_size=5, n_best=3, max_len_a=1.0, max_len_b=5, min_len=4)
+    expected = search(model, src_ids, src_mask, cfg, SearchOptions(max_len_cap=64))
+    on_device = copy.deepcopy(model).to(device)
+    head_dim = model.cfg.d_model // model.cfg.n_heads
+    pool = BlockPool(400, 2, model.cfg.decoder_layers, model.cfg.kv_heads, head_dim, device=device)
+    new_cache = functools.partial(PagedDecoderCache, pool, model.cfg.decoder_layers)
+    options = SearchOptions(max_len_cap=64, new_cache=new_cache)
+    got = search(on_device, src_ids.to(device), src_mask.to(device), cfg, options)
+    assert [[h.tokens for h in r.hypotheses] for r in got] == [
+        [h.tokens for h in r.hypotheses] for r in expected
+    ]
+
+
 # --- e. data parallel: torchrun, and the Trainer's collectives over NCCL ----------------------
 
 
