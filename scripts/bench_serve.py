@@ -13,8 +13,8 @@ cores, so that they never take the server's core. Systems:
     one-at-a-time  the same engine admitting one sentence at a time (as a server that
                    translates one request at a time behind a lock does)
     ct2            CTranslate2's `translate_batch` called once per request, one request at a
-                   time, as LibreTranslate and quickmt do (the checkpoint exported with
-                   `tmt export --format ctranslate2`; needs sinusoidal or learned positions)
+                   time, as LibreTranslate and quickmt do (the weights through our exporter,
+                   as in bench_translate; needs sinusoidal or learned positions)
     offline        `Translator.translate` of all the sentences at once: the ceiling
 
 Load: `--clients` client threads send Multi30k test2016 sentences (the first `--sentences`),
@@ -36,7 +36,6 @@ import random
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -180,19 +179,17 @@ class Ct2Engine:
     """CTranslate2 behind our HTTP layer: one `translate_batch` per request, one at a time."""
 
     def __init__(self, translator, args: argparse.Namespace):
-        import ctranslate2
+        import torch
+        from bench_translate import _ct2_translator
 
         from transformer_mt.serve.engine import ServeLimits
 
         self.defaults, self.limits = translator.decode, ServeLimits()
         self.src, self.tgt = translator.src_tokenizer, translator.tgt_tokenizer
         self.ids = {self.tgt.id_to_piece(i): i for i in range(self.tgt.vocab_size)}
-        folder = str(Path(tempfile.mkdtemp()) / "ct2")
-        command = [sys.executable, "-m", "transformer_mt", "export", args.checkpoint, folder]
-        subprocess.run([*command, "--format", "ctranslate2"], check=True)
-        self.model = ctranslate2.Translator(
-            folder, device="cpu", inter_threads=1, intra_threads=args.threads
-        )
+        # The exporter's spec, float32, intra_threads = torch's (set to --threads).
+        device = torch.device("cpu")
+        self.model = _ct2_translator(translator.model, self.src, self.tgt, "ct2", device)
         self.pool = concurrent.futures.ThreadPoolExecutor(1)
 
     def submit(self, texts, decode, prefixes=None, on_token=None):

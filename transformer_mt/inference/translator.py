@@ -181,7 +181,7 @@ class Translator:
         searched: list[Translation] = []
         for batch, found in self.search_batches([encoded[i] for i in todo], forced):
             for row, result in enumerate(found):
-                searched.append(self._detokenize(result))
+                searched.append(self.detokenize(result))
                 if self.alignment_layer is not None:
                     src_ids = batch.src_ids[row, batch.src_mask[row].view(-1)]  # (S,), with EOS
                     searched[-1].alignment = alignment_pairs(
@@ -228,7 +228,8 @@ class Translator:
             )
             yield batch, found
 
-    def _detokenize(self, result: SearchResult) -> Translation:
+    def detokenize(self, result: SearchResult) -> Translation:
+        """A search result's hypotheses as target text, with their scores."""
         decode = self.tgt_tokenizer.decode
         return Translation(
             [decode(h.tokens) for h in result.hypotheses], [h.score for h in result.hypotheses]

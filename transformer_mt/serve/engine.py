@@ -26,11 +26,11 @@ from dataclasses import dataclass
 import torch
 
 from transformer_mt.config import DecodeConfig
-from transformer_mt.data.batching import make_source_batches
 from transformer_mt.data.tokenizer import EOS_ID
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.inference.translator import Translation, Translator
 from transformer_mt.search import max_output_lengths
+from transformer_mt.search.state import ranked_results
 from transformer_mt.serve.admission import Admission, Work
 from transformer_mt.serve.caches import LruCache
 from transformer_mt.serve.contract import EngineStats, RequestTooLarge, ShuttingDown
@@ -188,10 +188,6 @@ class Engine:
         if self._thread is not None:
             self._thread.join()
 
-    @property
-    def accepting(self) -> bool:
-        return self._accepting
-
     def stats(self) -> EngineStats:
         with self._cond:
             now = time.monotonic()
@@ -313,10 +309,9 @@ class Engine:
             work.sentence.cross = cached
         if missing:
             model = self.translator.model
-            device = self.pool.keys.device
+            # Without the EOS that Sentence.src_ids ends with: the batches append it.
             sources = [w.sentence.src_ids[:-1] for w in missing]
-            for batch in make_source_batches(sources, self.max_batch_tokens):
-                batch = batch.to(device)
+            for batch in self.translator.batches(sources):
                 memory = model.encode(batch.src_ids, batch.src_mask)
                 layers = model.decoder.cross_keys_values(memory, self.translator.cache_dtype)
                 for row, i in enumerate(batch.indices.tolist()):
@@ -340,12 +335,12 @@ class Engine:
             self._recent.append((now, rows))
             while self._recent and now - self._recent[0][0] > 10.0:
                 self._recent.popleft()
-        decode = self.translator.tgt_tokenizer.decode
         for sentence in done:
             hypotheses = self.batch.finished.pop(sentence.key)
-            ranked = sorted(hypotheses, key=lambda h: -h.score)[: sentence.decode.n_best]
-            translation = Translation([decode(h.tokens) for h in ranked], [h.score for h in ranked])
+            (result,) = ranked_results([hypotheses], sentence.decode.n_best)
+            translation = self.translator.detokenize(result)
             self._finish(self.admission.running[sentence.key], translation)
+        decode = self.translator.tgt_tokenizer.decode
         for key, tokens in greedy.items():
             work = self.admission.running[key]
             if work.job.on_token is not None:

@@ -103,10 +103,15 @@ class PagedDecoderCache:
     source_group = 1
 
     def __init__(
-        self, pool: BlockPool, n_layers: int, dtype: torch.dtype | None = None, rows: int = 0
+        self,
+        pool: BlockPool,
+        n_layers: int,
+        dtype: torch.dtype | None = None,
+        rows: int = 0,
+        rows_own_cross: bool = True,
     ):
         self.pool = pool
-        self.rows_own_cross = True
+        self.rows_own_cross = rows_own_cross
         self.tables: list[list[int]] = [[] for _ in range(rows)]
         self.lengths = torch.zeros(rows, dtype=torch.long, device=pool.keys.device)
         self.layers = [
@@ -152,16 +157,6 @@ class PagedDecoderCache:
             for block in table:
                 self.pool.release(block)
         self.tables = [[] for _ in self.tables]
-
-    def blocks_for_next_step(self) -> int:
-        """Blocks the next step may take from the pool at most: one per row that starts a
-        new block or writes into a shared one."""
-        size = self.pool.block_size
-        need = 0
-        for table, length in zip(self.tables, self.lengths.tolist(), strict=True):
-            index = length // size
-            need += index == len(table) or self.pool.refs[table[index]] > 1
-        return need
 
     def append(self, layer: int, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Write one new position per row (R, Hkv, 1, Dh) for decoder layer `layer`; return

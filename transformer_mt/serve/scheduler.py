@@ -73,15 +73,14 @@ class ContinuousBatch:
         self.pool = pool
         self.ids = SpecialIds()
         self.device = pool.keys.device
-        self.cache = PagedDecoderCache(pool, model.cfg.decoder_layers, cache_dtype)
-        self.cache.rows_own_cross = False
-        self.cache_dtype = cache_dtype
+        self.cache = PagedDecoderCache(
+            pool, model.cfg.decoder_layers, cache_dtype, rows_own_cross=False
+        )
         self.lanes: dict[tuple, Lane] = {}
         self.finished: dict[int, list[Hypothesis]] = defaultdict(list)
         self._sources_changed = True
         self._src_mask: Tensor | None = None
-        self._laid_out: list[int] = []  # sentence keys of the last layout, in its order
-        self._cross: list[tuple[Tensor, Tensor]] = []  # its keys and values, per layer
+        self._laid_out: list[int] = []  # sentence keys of the cache's cross_attn rows, in order
 
     @property
     def sentences(self) -> list[Sentence]:
@@ -248,7 +247,7 @@ class ContinuousBatch:
         sentences = self.sentences
         self._sources_changed = False
         if not sentences:
-            self._laid_out, self._cross = [], []
+            self._laid_out = []
             return
         width = max(len(s.src_ids) for s in sentences)
         where = {key: i for i, key in enumerate(self._laid_out)}
@@ -258,11 +257,10 @@ class ContinuousBatch:
         for i, layer in enumerate(self.cache.layers):
             parts = []
             for part in (0, 1):
-                old = [self._cross[i][part]] if self._laid_out else []
+                old = [layer.cross_attn[part]] if self._laid_out else []
                 new = [_padded([s.cross[i][part] for s in joined])] if joined else []
                 parts.append(_stacked(old + new, order, width))
             layer.cross_attn = (parts[0], parts[1])
-        self._cross = [layer.cross_attn for layer in self.cache.layers]
         self._laid_out = [s.key for s in sentences]
         group = max(s.decode.beam_size for s in sentences)
         slots, lengths = [], []
