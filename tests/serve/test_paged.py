@@ -46,13 +46,15 @@ def sources(n: int, seed: int = 0):
     return src, src != 0
 
 
-@pytest.mark.parametrize("positions, kv_heads", [("sinusoidal", None), ("rope", 2)])
-def test_paged_equals_dense_under_random_forks(positions, kv_heads):
+@pytest.mark.parametrize(
+    "positions, kv_heads, block_size", [("sinusoidal", None, 4), ("rope", 2, 4), ("rope", 2, 1)]
+)
+def test_paged_equals_dense_under_random_forks(positions, kv_heads, block_size):
     model = tiny_model(positions, kv_heads)
     src, keep = sources(6)
     mask = keep[:, None, None, :]
     memory = model.encode(src, mask)
-    pool = pool_for(model)
+    pool = pool_for(model, n_blocks=128, block_size=block_size)
     dense = model.decoder.new_cache(share_sources=False)
     paged = PagedDecoderCache(pool, model.cfg.decoder_layers)
     g = torch.Generator().manual_seed(1)
@@ -68,9 +70,9 @@ def test_paged_equals_dense_under_random_forks(positions, kv_heads):
             dense, paged = dense.reorder(picks), paged.reorder(picks)
             rows_memory, rows_mask = rows_memory[picks], rows_mask[picks]
             tokens = torch.randint(4, VOCAB, (6,), generator=g)
-            assert pool.n_used <= sum(len(t) for t in paged.tables)
+            assert pool.n_used <= paged.blocks_in_use().numel()
     paged.release_all()
-    assert pool.n_free == pool.n_blocks and set(pool.refs) == {0}
+    assert pool.n_free == pool.n_blocks and set(pool.refs.tolist()) == {0}
 
 
 def test_a_forks_write_leaves_its_siblings_blocks_alone():
@@ -84,16 +86,16 @@ def test_a_forks_write_leaves_its_siblings_blocks_alone():
         for token in (2, 5, 6):  # three positions: the first block is partly full
             _, paged = model.decode_step(torch.tensor([token]), memory, mask, paged)
         paged.reorder(torch.tensor([0, 0]))  # two children share the partial block
-        shared = paged.tables[0][0]
-        assert paged.tables[1][0] == shared and pool.refs[shared] == 2
+        shared = paged.table(0)[0]
+        assert paged.table(1)[0] == shared and pool.refs[shared] == 2
         before = pool.keys[:, shared].clone(), pool.values[:, shared].clone()
         _, paged = model.decode_step(
             torch.tensor([7, 8]), memory.expand(2, -1, -1), mask.expand(2, -1, -1, -1), paged
         )
     # One child wrote into a private copy; the other then owned the original alone.
-    assert paged.tables[0][0] != paged.tables[1][0]
-    original = [t[0] for t in paged.tables].index(shared)
-    copy = paged.tables[1 - original][0]
+    assert paged.table(0)[0] != paged.table(1)[0]
+    original = [paged.table(row)[0] for row in (0, 1)].index(shared)
+    copy = paged.table(1 - original)[0]
     torch.testing.assert_close(pool.keys[:, copy, :3], before[0][:, :3])  # copied, then written
     assert not torch.equal(pool.keys[:, copy, 3], pool.keys[:, shared, 3])  # own 4th position
     assert torch.equal(pool.keys[:, shared, :3], before[0][:, :3])
@@ -113,6 +115,35 @@ def test_beam_search_through_the_paged_cache_equals_the_dense_one(beam_size):
     for a, b in zip(dense, paged, strict=True):
         assert [h.tokens for h in a.hypotheses] == [h.tokens for h in b.hypotheses]
         assert [h.score for h in a.hypotheses] == pytest.approx([h.score for h in b.hypotheses])
+
+
+def test_rows_copy_a_block_that_a_reader_outside_the_batch_holds():
+    """The prefix cache holds a reference to a partial block two rows write into: both rows
+    copy it, and the block keeps what it held."""
+    model = tiny_model()
+    src, keep = sources(1)
+    mask = keep[:, None, None, :]
+    memory = model.encode(src, mask)
+    pool = pool_for(model, block_size=4)
+    paged = PagedDecoderCache(pool, model.cfg.decoder_layers)
+    with torch.inference_mode():
+        for token in (2, 5):
+            _, paged = model.decode_step(torch.tensor([token]), memory, mask, paged)
+        held = paged.table(0)[0]
+        pool.share(held)  # as a prefix-cache node does
+        before = pool.keys[:, held].clone()
+        paged.reorder(torch.tensor([0, 0]))
+        _, paged = model.decode_step(
+            torch.tensor([7, 8]), memory.expand(2, -1, -1), mask.expand(2, -1, -1, -1), paged
+        )
+    firsts = {paged.table(0)[0], paged.table(1)[0]}
+    assert held not in firsts and len(firsts) == 2 and pool.refs[held] == 1
+    assert torch.equal(pool.keys[:, held], before)
+    for block in firsts:
+        torch.testing.assert_close(pool.keys[:, block, :2], before[:, :2])
+    paged.release_all()
+    pool.release(held)
+    assert pool.n_free == pool.n_blocks
 
 
 def test_an_empty_pool_refuses_by_name():

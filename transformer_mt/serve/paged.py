@@ -8,11 +8,17 @@ into a block that others still read (copy-on-write, at most one partial block pe
 block goes back to the pool when its last reader leaves. Attention gathers each row's blocks
 into one (R, Hkv, T, Dh) view and masks the slots past its length.
 
+The bookkeeping (reference counts, the free stack, the block tables) is held in CPU tensors
+and updated with one vectorised operation per step, whatever the number of rows: a server
+batch holds a thousand hypotheses or more, and a Python loop over them per step costs as
+much as the model's work on them.
+
 `PagedDecoderCache` follows the protocol of `model.DecoderCache` (rows may be at different
 positions: `length` is a (R,) tensor), so the model decodes through it unchanged; the dense
 cache is its slow twin in the tests.
 
-Shapes: R rows, L decoder layers, Hkv key/value heads, Dh head size, bs block size.
+Shapes: R rows, W table width (blocks), L decoder layers, Hkv key/value heads, Dh head size,
+bs block size.
 """
 
 from __future__ import annotations
@@ -32,9 +38,14 @@ class PoolExhausted(TmtError):
     """Every block of the pool is in use."""
 
 
+def _blocks(indices: int | Sequence[int] | Tensor) -> Tensor:
+    return torch.as_tensor(indices, dtype=torch.long).reshape(-1)
+
+
 class BlockPool:
     """`n_blocks` blocks of `block_size` positions for every decoder layer, and their
-    reference counts. keys/values: (L, n_blocks, bs, Hkv, Dh)."""
+    reference counts. keys/values: (L, n_blocks, bs, Hkv, Dh) on the model's device; refs and
+    the free stack on the CPU."""
 
     def __init__(
         self,
@@ -50,16 +61,18 @@ class BlockPool:
         self.keys = torch.zeros(shape, dtype=dtype, device=device)
         self.values = torch.zeros(shape, dtype=dtype, device=device)
         self.block_size = block_size
-        self.refs = [0] * n_blocks
-        self._free = list(range(n_blocks - 1, -1, -1))  # a stack: block 0 is handed out first
+        self.refs = torch.zeros(n_blocks, dtype=torch.long)
+        # A stack, top at the end: block 0 is handed out first.
+        self._free = torch.arange(n_blocks - 1, -1, -1, dtype=torch.long)
+        self._n_free = n_blocks
 
     @property
     def n_blocks(self) -> int:
-        return len(self.refs)
+        return self.refs.numel()
 
     @property
     def n_free(self) -> int:
-        return len(self._free)
+        return self._n_free
 
     @property
     def n_used(self) -> int:
@@ -71,32 +84,53 @@ class BlockPool:
         return 2 * self.keys[:, 0].numel() * self.keys.element_size()
 
     def allocate(self) -> int:
-        if not self._free:
-            raise PoolExhausted(f"all {self.n_blocks} KV blocks are in use")
-        block = self._free.pop()
-        self.refs[block] = 1
-        return block
+        return int(self.allocate_many(1)[0])
 
-    def share(self, block: int) -> None:
-        self.refs[block] += 1
+    def allocate_many(self, n: int) -> Tensor:
+        """`n` free blocks (a (n,) tensor), each with one reference."""
+        if n > self._n_free:
+            raise PoolExhausted(
+                f"all {self.n_blocks} KV blocks are in use"
+                if self._n_free == 0
+                else f"{n} KV blocks wanted, {self._n_free} of {self.n_blocks} free"
+            )
+        self._n_free -= n
+        blocks = self._free[self._n_free : self._n_free + n].flip(0)
+        self.refs[blocks] = 1
+        return blocks
 
-    def release(self, block: int) -> None:
-        self.refs[block] -= 1
-        if self.refs[block] == 0:
-            self._free.append(block)
+    def share(self, blocks: int | Sequence[int] | Tensor) -> None:
+        """One more reference to each of `blocks` (a block may appear several times)."""
+        blocks = _blocks(blocks)
+        self.refs.index_add_(0, blocks, torch.ones_like(blocks))
 
-    def copy(self, source: int, target: int) -> None:
-        self.keys[:, target] = self.keys[:, source]
-        self.values[:, target] = self.values[:, source]
+    def release(self, blocks: int | Sequence[int] | Tensor) -> None:
+        """One reference fewer to each of `blocks`; those left with none go back to the pool."""
+        blocks = _blocks(blocks)
+        if blocks.numel() == 0:
+            return
+        self.refs.index_add_(0, blocks, -torch.ones_like(blocks))
+        freed = blocks[self.refs[blocks] == 0].unique()
+        self._free[self._n_free : self._n_free + freed.numel()] = freed
+        self._n_free += freed.numel()
+
+    def copy(self, sources: int | Sequence[int] | Tensor, targets: int | Sequence[int] | Tensor):
+        """Block targets[i] := block sources[i], every layer."""
+        sources = _blocks(sources).to(self.keys.device)
+        targets = _blocks(targets).to(self.keys.device)
+        self.keys.index_copy_(1, targets, self.keys.index_select(1, sources))
+        self.values.index_copy_(1, targets, self.values.index_select(1, sources))
 
 
 class PagedDecoderCache:
     """The decoder's incremental state with self-attention in a `BlockPool`.
 
-    Cross-attention keys and values stay in `layers[i].cross_attn`. With `rows_own_cross`
-    (a drop-in for search, which lays out one memory row per hypothesis) they are per row,
-    computed by the model on the first step and reordered with the rows; otherwise the owner
-    (the server's scheduler) keeps one row per source and sets `cross_slots`.
+    Row r's table is `tables[r, :counts[r]]` (the rest of the row is padding); `lengths[r]`
+    positions of it are written. Cross-attention keys and values stay in
+    `layers[i].cross_attn`. With `rows_own_cross` (a drop-in for search, which lays out one
+    memory row per hypothesis) they are per row, computed by the model on the first step and
+    reordered with the rows; otherwise the owner (the server's scheduler) keeps one row per
+    source and sets `cross_slots`.
     """
 
     share_sources = False
@@ -112,8 +146,11 @@ class PagedDecoderCache:
     ):
         self.pool = pool
         self.rows_own_cross = rows_own_cross
-        self.tables: list[list[int]] = [[] for _ in range(rows)]
-        self.lengths = torch.zeros(rows, dtype=torch.long, device=pool.keys.device)
+        self.device = pool.keys.device
+        self.tables = torch.zeros(rows, 1, dtype=torch.long)  # CPU
+        self.counts = torch.zeros(rows, dtype=torch.long)  # CPU: blocks in each row's table
+        self.lengths = torch.zeros(rows, dtype=torch.long)  # CPU: positions written
+        self._length: Tensor | None = None  # `lengths` on the device, for the model
         self.layers = [
             LayerCache(self_attn=_PagedLayer(self, i), dtype=dtype) for i in range(n_layers)
         ]
@@ -121,29 +158,52 @@ class PagedDecoderCache:
         self._buffers: list[Tensor | None] = [None, None]  # gathered keys, values
 
     @property
+    def n_rows(self) -> int:
+        return self.lengths.numel()
+
+    @property
     def length(self) -> Tensor | int:
         """(R,) tokens each row has cached: the position of its next token (0 while the cache
         has no rows: search's first step brings them)."""
-        return self.lengths if self.tables else 0
+        if not self.n_rows:
+            return 0
+        if self._length is None:
+            self._length = self.lengths.to(self.device)
+        return self._length
+
+    def table(self, row: int) -> list[int]:
+        """Row `row`'s blocks, in order."""
+        return self.tables[row, : int(self.counts[row])].tolist()
+
+    def blocks_in_use(self) -> Tensor:
+        """Every table entry of every row (a block once per row that reads it)."""
+        return self.tables[self._in_table(self.tables, self.counts)]
 
     def add_rows(self, n: int, table: Sequence[int] = (), length: int = 0) -> None:
         """Append `n` rows (new hypotheses) that start with `length` positions cached in the
         blocks of `table` (shared, e.g. a cached prefix's), or empty."""
-        for _ in range(n):
-            for block in table:
-                self.pool.share(block)
-            self.tables.append(list(table))
+        if n == 0:
+            return
+        width = max(self.tables.size(1), len(table), 1)
+        new = torch.zeros(n, width, dtype=torch.long)
+        if table:
+            new[:, : len(table)] = torch.tensor(list(table), dtype=torch.long)
+            self.pool.share(new[:, : len(table)])
+        self.tables = torch.cat([self._widened(width), new])
+        self.counts = torch.cat([self.counts, self.counts.new_full((n,), len(table))])
         self.lengths = torch.cat([self.lengths, self.lengths.new_full((n,), length)])
+        self._length = None
 
     def reorder(self, indices: Tensor) -> PagedDecoderCache:
         """Row i continues old row indices[i] (any row may be picked many times, or none):
         its table is a copy, its blocks shared; rows not picked release theirs."""
-        tables = [list(self.tables[i]) for i in indices.tolist()]
-        for table in tables:
-            for block in table:
-                self.pool.share(block)
-        self.release_all()
-        self.tables, self.lengths = tables, self.lengths[indices]
+        picks = indices.to("cpu", torch.long)
+        old = self.blocks_in_use()
+        self.tables, self.counts = self.tables[picks], self.counts[picks]
+        self.lengths = self.lengths[picks]
+        self._length = None
+        self.pool.share(self.blocks_in_use())
+        self.pool.release(old)
         if self.rows_own_cross:
             for layer in self.layers:
                 if layer.cross_attn is not None:
@@ -153,10 +213,8 @@ class PagedDecoderCache:
 
     def release_all(self) -> None:
         """Give every row's blocks back (the rows stay, empty, until the next reorder)."""
-        for table in self.tables:
-            for block in table:
-                self.pool.release(block)
-        self.tables = [[] for _ in self.tables]
+        self.pool.release(self.blocks_in_use())
+        self.counts = torch.zeros_like(self.counts)
 
     def append(self, layer: int, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Write one new position per row (R, Hkv, 1, Dh) for decoder layer `layer`; return
@@ -164,7 +222,7 @@ class PagedDecoderCache:
         if keys.size(2) != 1:
             raise ValueError("the paged cache takes one new position per row and step")
         if layer == 0:
-            if not self.tables:
+            if not self.n_rows:
                 self.add_rows(keys.size(0))
             self._step = self._start_step()
         step = self._step
@@ -178,6 +236,7 @@ class PagedDecoderCache:
         all_values = self._gather(pool_values, tables, 1).view(shape).transpose(1, 2)
         if layer == len(self.layers) - 1:
             self.lengths = self.lengths + 1
+            self._length = None
         return all_keys, all_values, step.valid
 
     def _gather(self, source: Tensor, index: Tensor, which: int) -> Tensor:
@@ -196,29 +255,59 @@ class PagedDecoderCache:
     def _start_step(self) -> _StepSlots:
         """Give every row a writable slot for its next position (a new block when it starts
         one, a private copy when its block is shared) and lay out the step's block tables."""
-        size, pool = self.pool.block_size, self.pool
-        blocks, offsets = [], []
-        for table, length in zip(self.tables, self.lengths.tolist(), strict=True):
-            index = length // size
-            if index == len(table):
-                table.append(pool.allocate())
-            elif pool.refs[table[index]] > 1:  # copy-on-write
-                private = pool.allocate()
-                pool.copy(table[index], private)
-                pool.release(table[index])
-                table[index] = private
-            blocks.append(table[index])
-            offsets.append(length % size)
-        device = self.lengths.device
-        width = max((len(t) for t in self.tables), default=0)
-        padded = [t + [0] * (width - len(t)) for t in self.tables]  # pads: any block, masked
+        pool, size = self.pool, self.pool.block_size
+        rows = torch.arange(self.n_rows)
+        column, offsets = self.lengths // size, self.lengths % size
+        starts = offsets == 0  # the next position opens a new block
+        width = int(column.max()) + 1
+        if width > self.tables.size(1):
+            self.tables = self._widened(max(width, 2 * self.tables.size(1)))
+        fresh = rows[starts]
+        self.tables[fresh, column[fresh]] = pool.allocate_many(fresh.numel())
+        self.counts[fresh] += 1
+        self._copy_shared(rows[~starts], column[~starts])
+        blocks = self.tables[rows, column]
+        device = self.device
         positions = torch.arange(width * size, device=device)
         return _StepSlots(
-            blocks=torch.tensor(blocks, dtype=torch.long, device=device),
-            offsets=torch.tensor(offsets, dtype=torch.long, device=device),
-            tables=torch.tensor(padded, dtype=torch.long, device=device).view(-1, width),
-            valid=(positions <= self.lengths[:, None])[:, None, None, :],
+            blocks=blocks.to(device),
+            offsets=offsets.to(device),
+            tables=self.tables[:, :width].contiguous().to(device),  # pads: any block, masked
+            valid=(positions <= self.length[:, None])[:, None, None, :],
         )
+
+    def _copy_shared(self, rows: Tensor, column: Tensor) -> None:
+        """Copy-on-write: rows `rows` write into block `column` of their tables; each whose
+        block another reader holds gets a private copy. When only writers hold a block, the
+        first of them keeps it and the others copy."""
+        current = self.tables[rows, column]
+        shared = self.pool.refs[current] > 1
+        rows, column, current = rows[shared], column[shared], current[shared]
+        if not rows.numel():
+            return
+        current, order = current.sort(stable=True)
+        rows, column = rows[order], column[order]
+        writers = torch.bincount(current, minlength=self.pool.n_blocks)[current]
+        first = torch.ones(rows.numel(), dtype=torch.bool)
+        first[1:] = current[1:] != current[:-1]
+        copies = ~(first & (self.pool.refs[current] == writers))
+        rows, column, current = rows[copies], column[copies], current[copies]
+        private = self.pool.allocate_many(rows.numel())
+        self.pool.copy(current, private)
+        self.pool.release(current)
+        self.tables[rows, column] = private
+
+    def _widened(self, width: int) -> Tensor:
+        if width <= self.tables.size(1):
+            return self.tables
+        wider = self.tables.new_zeros(self.tables.size(0), width)
+        wider[:, : self.tables.size(1)] = self.tables
+        return wider
+
+    @staticmethod
+    def _in_table(tables: Tensor, counts: Tensor) -> Tensor:
+        """(R, W) bool: the entries that are blocks of their row."""
+        return torch.arange(tables.size(1)) < counts[:, None]
 
 
 @dataclass(frozen=True)

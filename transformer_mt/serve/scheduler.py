@@ -201,7 +201,7 @@ class ContinuousBatch:
             ended = lane.state.steps == lane.state.prefix_lens  # just left the forced part
             for n in (ended & (lane.state.prefix_lens > 0)).nonzero().squeeze(1).tolist():
                 sentence = lane.sentences[n]
-                table = self.cache.tables[row + n * lane.state.beam_size]
+                table = self.cache.table(row + n * lane.state.beam_size)
                 source = tuple(sentence.src_ids)
                 self.prefixes.insert(source, sentence.prefix, sentence.prefix_log_probs, table)
             row += lane.state.tokens.shape[0]
