@@ -64,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--server-core", type=int, default=1)
     parser.add_argument("--max-seconds", type=float, default=120.0)
-    parser.add_argument("--block-size", type=int, default=2)
+    parser.add_argument("--block-size", type=int, default=1)
     parser.add_argument("--single", type=int, default=30, help="sentences timed alone")
     parser.add_argument("--serve", choices=[*SYSTEMS, "offline"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)

@@ -212,7 +212,7 @@ def _cpu_times() -> dict[int, tuple[int, int]]:
 
 
 # glibc's mallopt parameters (malloc.h) and the size below which freed memory is kept.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
 KEEP_FREED_BYTES = 1 << 30
 
 
@@ -225,6 +225,11 @@ def keep_freed_memory() -> bool:
     so every step pays the kernel's page faults again; kept in the heap, the pages are reused.
     Measured on `Translator.translate` of Multi30k test2016, one thread: 75 -> 82 sentences/s,
     peak memory 896 -> 976 MB (docs/results.md, 2026-12-02).
+
+    Every thread allocates from the one main heap (at most one arena): a thread's own arena is
+    a set of mmapped heaps of at most 64 MiB that glibc trims and maps again, so the server's
+    decoding thread paid the faults regardless (docs/results.md, 2026-12-02).
+    Call it before the threads that decode start.
     """
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
@@ -234,4 +239,5 @@ def keep_freed_memory() -> bool:
     return bool(
         mallopt(_M_MMAP_THRESHOLD, KEEP_FREED_BYTES)
         and mallopt(_M_TRIM_THRESHOLD, KEEP_FREED_BYTES)
+        and mallopt(_M_ARENA_MAX, 1)
     )

@@ -209,9 +209,12 @@ class Translator:
         prefix and one more token fit the position table."""
         return self.tgt_tokenizer.encode(text)[: self.max_src_tokens] if text.strip() else []
 
-    def batches(self, sources: Sequence[Sequence[int]]) -> Iterator[SourceBatch]:
-        """`sources` (from `source_ids`) in length-sorted batches, EOS appended, on the device."""
-        for batch in make_source_batches(sources, self.decode.max_tokens):
+    def batches(
+        self, sources: Sequence[Sequence[int]], max_tokens: int | None = None
+    ) -> Iterator[SourceBatch]:
+        """`sources` (from `source_ids`) in length-sorted batches of at most `max_tokens`
+        (default `decode.max_tokens`), EOS appended, on the device."""
+        for batch in make_source_batches(sources, max_tokens or self.decode.max_tokens):
             yield batch.to(self.device)
 
     def search_batches(

@@ -138,14 +138,16 @@ class LayerCache:
     memory's keys and values, (N, H, S, Dh) each, computed on the first step and reused
     afterwards. N is the number of distinct sources: the batch rows divided by the rows that
     share one source (see `DecoderCache.source_group`), or, with `cross_slots`, any number:
-    row b then sits in slot cross_slots[b] of an (N, G) grid of query slots, G per source (a
-    server's batch, where sentences have different numbers of beams).
+    row b then sits in slot cross_slots[b] of an (N, G) grid of query slots, G = cross_group
+    per source (a server's batch, where sentences have different numbers of beams and some
+    sources may have no rows at all).
     """
 
     self_attn: SelfAttentionCache | None = None
     cross_attn: tuple[Tensor, Tensor] | None = None
     dtype: torch.dtype | None = None  # keys and values are stored in it; None: as computed
     cross_slots: Tensor | None = None  # (B,) long: flat index into the (N * G) query slots
+    cross_group: int = 1  # G: query slots per source, with cross_slots
 
     def stored(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
         """`keys`, `values` in the cache's dtype (attention then runs in it, see `attend`)."""
@@ -257,7 +259,7 @@ class DecoderLayer(_Residual):
         n = keys.size(0)
         slots = cache.cross_slots
         if slots is not None:  # rows into their sources' query slots, the empty ones zero
-            h = h.new_zeros(n * (int(slots.max()) // n + 1), t, d).index_copy_(0, slots, h)
+            h = h.new_zeros(n * cache.cross_group, t, d).index_copy_(0, slots, h)
         # The rows of one source (its beams) see the same keys: attend as one row with
         # rows * t queries, one attention call for the whole group.
         out = self.cross_attn.attend(h.reshape(n, -1, d), keys, values, src_mask)[0]

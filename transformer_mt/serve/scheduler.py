@@ -8,8 +8,8 @@ ones leave at once and their KV blocks go back to the pool. The search rules are
 held once per source sentence, and the beams of a sentence attend to them through query slots
 (`LayerCache.cross_slots`), never through per-beam copies.
 
-Row layout: the rows of lane 0's sentences (K_0 per sentence), then lane 1's, and so on;
-sources (cross-attention rows) in the same sentence order.
+Row layout: the rows of lane 0's sentences (K_0 per sentence), then lane 1's, and so on.
+Sources (cross-attention rows) sit in the slots of `SourceSlots`, in no particular order.
 """
 
 from __future__ import annotations
@@ -79,8 +79,7 @@ class ContinuousBatch:
         self.lanes: dict[tuple, Lane] = {}
         self.finished: dict[int, list[Hypothesis]] = defaultdict(list)
         self._sources_changed = True
-        self._src_mask: Tensor | None = None
-        self._laid_out: list[int] = []  # sentence keys of the cache's cross_attn rows, in order
+        self._sources = SourceSlots()
 
     @property
     def sentences(self) -> list[Sentence]:
@@ -155,7 +154,7 @@ class ContinuousBatch:
         if self._sources_changed:
             self._lay_out_sources()
         tokens = torch.cat([lane.state.last_tokens(self.ids.bos) for lane in self.lanes.values()])
-        log_probs, _ = self.model.decode_step(tokens, None, self._src_mask, self.cache)
+        log_probs, _ = self.model.decode_step(tokens, None, self._sources.mask, self.cache)
         done_sentences, rows, offset = [], [], 0
         for lane in self.lanes.values():
             n_rows = lane.state.tokens.shape[0]
@@ -237,42 +236,20 @@ class ContinuousBatch:
         self.lanes = {k: lane for k, lane in self.lanes.items() if lane.sentences}
 
     def _lay_out_sources(self) -> None:
-        """Every live source's cross-attention keys/values as (N, Hkv, S, Dh) per layer, in
-        sentence order, and each row placed in its source's query slots (G = the widest beam).
-
-        The last layout's rows are reused: the sources that joined since are padded once and
-        appended, then one `index_select` per tensor puts every source in its place (and
-        drops the ones that left).
-        """
+        """Every live source in a slot of `SourceSlots`, and each row placed in its source's
+        query slots (G = the widest beam)."""
         sentences = self.sentences
         self._sources_changed = False
+        self._sources.update(sentences)
         if not sentences:
-            self._laid_out = []
             return
-        width = max(len(s.src_ids) for s in sentences)
-        where = {key: i for i, key in enumerate(self._laid_out)}
-        joined = [s for s in sentences if s.key not in where]
-        where.update({s.key: len(self._laid_out) + j for j, s in enumerate(joined)})
-        order = torch.tensor([where[s.key] for s in sentences], device=self.device)
-        for i, layer in enumerate(self.cache.layers):
-            parts = []
-            for part in (0, 1):
-                old = [layer.cross_attn[part]] if self._laid_out else []
-                new = [_padded([s.cross[i][part] for s in joined])] if joined else []
-                parts.append(_stacked(old + new, order, width))
-            layer.cross_attn = (parts[0], parts[1])
-        self._laid_out = [s.key for s in sentences]
         group = max(s.decode.beam_size for s in sentences)
-        slots, lengths = [], []
-        for n, sentence in enumerate(sentences):
-            slots.extend(range(n * group, n * group + sentence.decode.beam_size))
-            lengths.append(len(sentence.src_ids))
+        slot_of = self._sources.slot_of
+        slots = [slot_of[s.key] * group + k for s in sentences for k in range(s.decode.beam_size)]
         slot_tensor = torch.tensor(slots, dtype=torch.long, device=self.device)
-        for layer in self.cache.layers:
-            layer.cross_slots = slot_tensor
-        positions = torch.arange(width, device=self.device)
-        lengths_tensor = torch.tensor(lengths, device=self.device)
-        self._src_mask = (positions < lengths_tensor[:, None])[:, None, None, :]
+        for layer, keys_values in zip(self.cache.layers, self._sources.layers, strict=True):
+            layer.cross_attn = keys_values
+            layer.cross_slots, layer.cross_group = slot_tensor, group
 
     def _greedy_tokens(self) -> dict[int, list[int]]:
         """Each live greedy sentence's tokens so far."""
@@ -285,22 +262,84 @@ class ContinuousBatch:
         return found
 
 
-def _padded(parts: list[Tensor]) -> Tensor:
-    """(Hkv, S_i, Dh) tensors -> (N, Hkv, max S_i, Dh), zero-padded along S."""
-    width = max(part.size(1) for part in parts)
-    first = parts[0]
-    out = first.new_zeros(len(parts), first.size(0), width, first.size(2))
-    for n, part in enumerate(parts):
-        out[n, :, : part.size(1)] = part
-    return out
+class SourceSlots:
+    """Cross-attention keys and values of the running sources, one slot each, in tensors kept
+    from step to step: (C, Hkv, W, Dh) per decoder layer, C slots of width W.
 
+    A joining source is written into a free slot and a leaving one only frees its slot, so a
+    step that changes the batch copies no other source. The tensors are rebuilt around the
+    live sources only when a joining source is wider than W, when no slot is free, or when
+    fewer than half the slots or half the width are in use (attention reads every slot).
+    """
 
-def _stacked(blocks: list[Tensor], order: Tensor, width: int) -> Tensor:
-    """(N_j, Hkv, S_j, Dh) tensors, padded or cut to `width` along S, concatenated, then the
-    rows `order`."""
-    fitted = []
-    for block in blocks:
-        if block.size(2) < width:
-            block = torch.nn.functional.pad(block, (0, 0, 0, width - block.size(2)))
-        fitted.append(block[:, :, :width])
-    return torch.cat(fitted).index_select(0, order)
+    def __init__(self) -> None:
+        self.layers: list[tuple[Tensor, Tensor]] = []
+        self.slot_of: dict[int, int] = {}  # sentence key -> slot
+        self.lengths = torch.zeros(0, dtype=torch.long)  # per slot, 0 when free
+        self.mask: Tensor | None = None  # (C, 1, 1, W) bool: real source positions
+        self._free: list[int] = []  # a stack: the lowest slot on top
+
+    def update(self, sentences: list[Sentence]) -> None:
+        """Make the slots hold exactly `sentences`' sources (their `cross` set)."""
+        if not sentences:
+            self.layers, self.slot_of, self.mask, self._free = [], {}, None, []
+            self.lengths = self.lengths[:0]
+            return
+        live = {s.key for s in sentences}
+        for key in [k for k in self.slot_of if k not in live]:
+            slot = self.slot_of.pop(key)
+            self._free.append(slot)
+            self.lengths[slot] = 0
+        joined = [s for s in sentences if s.key not in self.slot_of]
+        width = self.layers[0][0].size(2) if self.layers else 0
+        widest = max(len(s.src_ids) for s in sentences)
+        if (
+            len(joined) > len(self._free)
+            or widest > width
+            or 2 * len(sentences) < self.lengths.numel()
+            or 2 * widest < width
+        ):
+            self._rebuild(sentences, joined, widest)
+        else:
+            for sentence in joined:
+                self._write(self._free.pop(), sentence)
+        keys = self.layers[0][0]
+        positions = torch.arange(keys.size(2))
+        self.mask = (positions < self.lengths[:, None])[:, None, None, :].to(keys.device)
+
+    def _rebuild(self, sentences: list[Sentence], joined: list[Sentence], width: int) -> None:
+        """New tensors with room for a quarter more sources than run now, the kept sources
+        copied over in one gather per tensor."""
+        kept = [s for s in sentences if s.key in self.slot_of]
+        capacity = len(sentences) + max(len(sentences) // 4, 4)
+        old = torch.tensor([self.slot_of[s.key] for s in kept], dtype=torch.long)
+        layers = []
+        for n, sentence_layer in enumerate(sentences[0].cross):
+            parts = []
+            for part in (0, 1):
+                like = sentence_layer[part]  # (Hkv, S, Dh)
+                new = like.new_zeros(capacity, like.size(0), width, like.size(2))
+                if kept:
+                    before = self.layers[n][part]
+                    cut = min(width, before.size(2))
+                    moved = before.index_select(0, old.to(before.device))[:, :, :cut]
+                    new[: len(kept), :, :cut] = moved
+                parts.append(new)
+            layers.append((parts[0], parts[1]))
+        self.layers = layers
+        lengths = torch.zeros(capacity, dtype=torch.long)
+        if kept:
+            lengths[: len(kept)] = self.lengths[old]
+        self.lengths = lengths
+        self.slot_of = {s.key: i for i, s in enumerate(kept)}
+        self._free = list(range(capacity - 1, len(kept) - 1, -1))
+        for sentence in joined:
+            self._write(self._free.pop(), sentence)
+
+    def _write(self, slot: int, sentence: Sentence) -> None:
+        length = len(sentence.src_ids)
+        for (keys, values), (k, v) in zip(self.layers, sentence.cross, strict=True):
+            keys[slot, :, :length] = k
+            values[slot, :, :length] = v
+        self.lengths[slot] = length
+        self.slot_of[sentence.key] = slot
