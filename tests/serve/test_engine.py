@@ -50,6 +50,23 @@ def test_concurrent_requests_translate_as_the_translator_does(
     assert stats.kv_blocks_used == 0 and stats.kv_blocks_reserved == 0
 
 
+def test_rows_attending_in_groups_translate_as_the_translator_does(checkpoint):
+    """Self-attention in groups of 4 hypotheses of similar length (rows of many lengths
+    side by side, as sentences join and leave)."""
+    limits = ServeLimits(kv_blocks=512, group_rows=4)
+    engine = Engine.from_checkpoint(str(checkpoint), limits=limits)
+    engine.start()
+    texts = sentences(30, seed=11)
+    expected = Translator.from_checkpoint(str(checkpoint), beam_size=5).translate(texts)
+    jobs = []
+    for text in texts:  # one at a time: each joins a batch already under way
+        jobs.append(engine.submit([text], engine.defaults))
+        time.sleep(0.002)
+    got = [job.future.result(timeout=60)[0] for job in jobs]
+    engine.stop()
+    assert [g.texts for g in got] == [e.texts for e in expected]
+
+
 def test_mixed_options_and_prefixes_from_many_threads(checkpoint, engine):
     texts = sentences(24, seed=7)
     prefixes = [" ".join(t.split()[:2]) if i % 3 == 0 else "" for i, t in enumerate(texts)]

@@ -47,16 +47,17 @@ def sources(n: int, seed: int = 0):
 
 
 @pytest.mark.parametrize(
-    "positions, kv_heads, block_size", [("sinusoidal", None, 4), ("rope", 2, 4), ("rope", 2, 1)]
+    "positions, kv_heads, block_size, group_rows",
+    [("sinusoidal", None, 4, 0), ("rope", 2, 4, 0), ("rope", 2, 1, 0), ("sinusoidal", None, 1, 2)],
 )
-def test_paged_equals_dense_under_random_forks(positions, kv_heads, block_size):
+def test_paged_equals_dense_under_random_forks(positions, kv_heads, block_size, group_rows):
     model = tiny_model(positions, kv_heads)
     src, keep = sources(6)
     mask = keep[:, None, None, :]
     memory = model.encode(src, mask)
     pool = pool_for(model, n_blocks=128, block_size=block_size)
     dense = model.decoder.new_cache(share_sources=False)
-    paged = PagedDecoderCache(pool, model.cfg.decoder_layers)
+    paged = PagedDecoderCache(pool, model.cfg.decoder_layers, group_rows=group_rows)
     g = torch.Generator().manual_seed(1)
     tokens = torch.full((6,), 2)
     rows_memory, rows_mask = memory, mask

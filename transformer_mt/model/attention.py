@@ -37,6 +37,33 @@ except ImportError:  # pragma: no cover - an older torch has no flex backend (co
     BlockMask = flex_attention = None
 
 
+@dataclass(frozen=True)
+class RowGroups:
+    """Keys and values of a decoding batch whose rows hold very different numbers of cached
+    positions (a server's batch), gathered group by group: group g holds the rows `rows[g]`
+    (n_g,) long, padded only to its own longest, keys/values[g] (n_g, Hkv, T_g, Dh) with the
+    keep-mask masks[g] (n_g, 1, 1, T_g). One padded tensor would make every row pay for the
+    longest row's positions."""
+
+    rows: list[Tensor]
+    keys: list[Tensor]
+    values: list[Tensor]
+    masks: list[Tensor]
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.keys[0].dtype
+
+    def attend(self, query: Tensor) -> Tensor:
+        """`attention` of each group's rows of `query` (B, H, Tq, Dh) -> (B, H, Tq, Dh)."""
+        out = torch.empty_like(query)
+        for rows, keys, values, mask in zip(
+            self.rows, self.keys, self.values, self.masks, strict=True
+        ):
+            out.index_copy_(0, rows, attention(query.index_select(0, rows), keys, values, mask))
+        return out
+
+
 def padding_mask(ids: Tensor, pad_id: int) -> Tensor:
     """Keep-mask for keys: (B, L) token ids -> (B, 1, 1, L) bool, True at real tokens."""
     return (ids != pad_id)[:, None, None, :]
@@ -317,14 +344,15 @@ class MultiHeadAttention(nn.Module):
     def attend(
         self,
         query: Tensor,
-        keys: Tensor,
-        values: Tensor,
+        keys: Tensor | RowGroups,
+        values: Tensor | None,
         mask: Tensor | None = None,
         is_causal: bool = False,
         need_weights: bool = False,
         offset: int = 0,
     ) -> tuple[Tensor, Tensor | None]:
-        """Attend from `query` (B, Tq, D) to projected `keys`/`values` (B, Hkv, Tk, Dh).
+        """Attend from `query` (B, Tq, D) to projected `keys`/`values` (B, Hkv, Tk, Dh), or to
+        `RowGroups` (then `values` and `mask` are None: the groups hold them).
 
         `offset` is the position of the first query (rope only; the cache length when decoding).
         Attention runs in the dtype of `keys`, which a decoding cache may store in a narrower
@@ -338,7 +366,11 @@ class MultiHeadAttention(nn.Module):
             q = self.rope(q, offset)
         dtype, q = q.dtype, q.to(keys.dtype)
         weights = None
-        if need_weights:
+        if isinstance(keys, RowGroups):
+            if need_weights or is_causal:
+                raise ValueError("row groups take one query per row and give no weights")
+            out = keys.attend(q)
+        elif need_weights:
             out, weights = attention_with_weights(q, keys, values, mask, is_causal)
         else:
             p = self.dropout if self.training else 0.0

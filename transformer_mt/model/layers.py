@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_mt.config import ModelConfig
-from transformer_mt.model.attention import KVCache, MultiHeadAttention, causal_mask
+from transformer_mt.model.attention import KVCache, MultiHeadAttention, RowGroups, causal_mask
 from transformer_mt.model.dropout import Dropout
 from transformer_mt.model.rope import RotaryEmbedding
 
@@ -124,9 +124,12 @@ class SelfAttentionCache(Protocol):
 
     length: int | Tensor  # tokens cached: an int, or (B,) per row when rows differ
 
-    def append(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+    def append(
+        self, keys: Tensor, values: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor | None] | tuple[RowGroups, None, None]:
         """Add (B, Hkv, t, Dh) keys/values; return all keys and values (B, Hkv, Tk, Dh) and a
-        (B, 1, 1, Tk) bool keep-mask of the valid ones (None: all are valid)."""
+        (B, 1, 1, Tk) bool keep-mask of the valid ones (None: all are valid), or, with one new
+        position per row, `RowGroups` holding all three."""
         ...
 
 

@@ -56,6 +56,7 @@ class ServeLimits:
     max_queue: int = 1024  # sentences waiting for admission
     kv_blocks: int | None = None  # blocks in the KV pool (None: DEFAULT_KV_BYTES of them)
     block_size: int = 1  # positions per KV block (measured: docs/serving.md, Performance)
+    group_rows: int = 256  # hypotheses per self-attention group of similar length (0: one)
     cache_entries: int = 256  # entries of each cache (translations, encoder outputs)
     max_request_sentences: int = 256
     max_sentence_chars: int = 10_000
@@ -391,7 +392,13 @@ class Engine:
 
     def _new_batch(self) -> ContinuousBatch:
         translator = self.translator
-        return ContinuousBatch(translator.model, self.pool, translator.cache_dtype, self.prefixes)
+        return ContinuousBatch(
+            translator.model,
+            self.pool,
+            translator.cache_dtype,
+            self.prefixes,
+            self.limits.group_rows,
+        )
 
 
 def _new_pool(translator: Translator, limits: ServeLimits, max_batch_tokens: int) -> BlockPool:

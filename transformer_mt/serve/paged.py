@@ -6,7 +6,10 @@ reorder forks rows: a child row copies its parent's table and shares every block
 count, so beams that share a prefix share its memory. A block is copied only when a row writes
 into a block that others still read (copy-on-write, at most one partial block per fork), and a
 block goes back to the pool when its last reader leaves. Attention gathers each row's blocks
-into one (R, Hkv, T, Dh) view and masks the slots past its length.
+into one (R, Hkv, T, Dh) view and masks the slots past its length; with `group_rows`, rows
+are sorted by length and gathered in groups, each padded to its own longest row only
+(`model.attention.RowGroups`): in a server's batch, where new and old hypotheses sit side by
+side, one padded view spent about half of the attention's work on padding.
 
 The bookkeeping (reference counts, the free stack, the block tables) is held in CPU tensors
 and updated with one vectorised operation per step, whatever the number of rows: a server
@@ -23,7 +26,6 @@ bs block size.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,6 +33,7 @@ import torch
 from torch import Tensor
 
 from transformer_mt.errors import TmtError
+from transformer_mt.model.attention import RowGroups
 from transformer_mt.model.layers import LayerCache
 
 
@@ -143,9 +146,11 @@ class PagedDecoderCache:
         dtype: torch.dtype | None = None,
         rows: int = 0,
         rows_own_cross: bool = True,
+        group_rows: int = 0,
     ):
         self.pool = pool
         self.rows_own_cross = rows_own_cross
+        self.group_rows = group_rows  # >0: attend in groups of about this many rows
         self.device = pool.keys.device
         self.tables = torch.zeros(rows, 1, dtype=torch.long)  # CPU
         self.counts = torch.zeros(rows, dtype=torch.long)  # CPU: blocks in each row's table
@@ -216,9 +221,12 @@ class PagedDecoderCache:
         self.pool.release(self.blocks_in_use())
         self.counts = torch.zeros_like(self.counts)
 
-    def append(self, layer: int, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def append(
+        self, layer: int, keys: Tensor, values: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor] | tuple[RowGroups, None, None]:
         """Write one new position per row (R, Hkv, 1, Dh) for decoder layer `layer`; return
-        every row's keys and values (R, Hkv, T, Dh) and the (R, 1, 1, T) keep-mask."""
+        every row's keys and values (R, Hkv, T, Dh) and the (R, 1, 1, T) keep-mask, or with
+        `group_rows` set, the same as `RowGroups` of rows of similar length."""
         if keys.size(2) != 1:
             raise ValueError("the paged cache takes one new position per row and step")
         if layer == 0:
@@ -229,32 +237,41 @@ class PagedDecoderCache:
         pool_keys, pool_values = self.pool.keys[layer], self.pool.values[layer]
         pool_keys[step.blocks, step.offsets] = keys[:, :, 0].to(pool_keys.dtype)
         pool_values[step.blocks, step.offsets] = values[:, :, 0].to(pool_values.dtype)
-        # (R * blocks, bs, Hkv, Dh) -> (R, T, Hkv, Dh) -> (R, Hkv, T, Dh), a strided view
-        shape = (step.tables.size(0), -1, keys.size(1), keys.size(3))
-        tables = step.tables.view(-1)
-        all_keys = self._gather(pool_keys, tables, 0).view(shape).transpose(1, 2)
-        all_values = self._gather(pool_values, tables, 1).view(shape).transpose(1, 2)
         if layer == len(self.layers) - 1:
             self.lengths = self.lengths + 1
             self._length = None
-        return all_keys, all_values, step.valid
+        all_keys = self._gather(pool_keys, step.tables, 0)
+        all_values = self._gather(pool_values, step.tables, 1)
+        if step.rows is None:
+            return all_keys[0], all_values[0], step.valid[0]
+        return RowGroups(step.rows, all_keys, all_values, step.valid), None, None
 
-    def _gather(self, source: Tensor, index: Tensor, which: int) -> Tensor:
-        """source[index] into buffer `which` (0 keys, 1 values), reused by every layer and
+    def _gather(self, source: Tensor, tables: list[Tensor], which: int) -> list[Tensor]:
+        """Each (n, W) table's blocks of `source` (n_blocks, bs, Hkv, Dh) as (n, Hkv, W * bs,
+        Dh), a strided view into buffer `which` (0 keys, 1 values), reused by every layer and
         step: a fresh tensor of this size each time costs more in page faults than the copy.
-        The result is valid until the next call with the same `which`."""
-        shape = (index.numel(), *source.shape[1:])
-        size = math.prod(shape)
+        The views are valid until the next call with the same `which`."""
+        block = source[0].numel()
+        size = sum(t.numel() for t in tables) * block
         buffer = self._buffers[which]
         if buffer is None or buffer.numel() < size:
             grown = size if buffer is None else max(size, 2 * buffer.numel())
             buffer = self._buffers[which] = source.new_empty(grown)
-        out = buffer[:size].view(shape)
-        return torch.index_select(source, 0, index, out=out)
+        out, start = [], 0
+        for table in tables:
+            n, width = table.shape
+            stop = start + table.numel() * block
+            flat = buffer[start:stop].view(table.numel(), *source.shape[1:])
+            torch.index_select(source, 0, table.view(-1), out=flat)
+            # (n * W, bs, Hkv, Dh) -> (n, W * bs, Hkv, Dh) -> (n, Hkv, W * bs, Dh)
+            out.append(flat.view(n, -1, *source.shape[2:]).transpose(1, 2))
+            start = stop
+        return out
 
     def _start_step(self) -> _StepSlots:
         """Give every row a writable slot for its next position (a new block when it starts
-        one, a private copy when its block is shared) and lay out the step's block tables."""
+        one, a private copy when its block is shared) and lay out the step's block tables:
+        one padded table, or with `group_rows` one per group of rows of similar length."""
         pool, size = self.pool, self.pool.block_size
         rows = torch.arange(self.n_rows)
         column, offsets = self.lengths // size, self.lengths % size
@@ -266,14 +283,22 @@ class PagedDecoderCache:
         self.tables[fresh, column[fresh]] = pool.allocate_many(fresh.numel())
         self.counts[fresh] += 1
         self._copy_shared(rows[~starts], column[~starts])
-        blocks = self.tables[rows, column]
         device = self.device
-        positions = torch.arange(width * size, device=device)
+        groups = [rows]
+        if self.group_rows and self.n_rows > self.group_rows:
+            groups = list(self.lengths.argsort().tensor_split(-(-self.n_rows // self.group_rows)))
+        tables, valid = [], []
+        for group in groups:
+            group_width = int(column[group].max()) + 1  # pads: any block, masked
+            tables.append(self.tables[group, :group_width].to(device))
+            positions = torch.arange(group_width * size)
+            valid.append((positions <= self.lengths[group, None])[:, None, None, :].to(device))
         return _StepSlots(
-            blocks=blocks.to(device),
+            blocks=self.tables[rows, column].to(device),
             offsets=offsets.to(device),
-            tables=self.tables[:, :width].contiguous().to(device),  # pads: any block, masked
-            valid=(positions <= self.length[:, None])[:, None, None, :],
+            rows=None if len(groups) == 1 else [group.to(device) for group in groups],
+            tables=tables,
+            valid=valid,
         )
 
     def _copy_shared(self, rows: Tensor, column: Tensor) -> None:
@@ -316,8 +341,10 @@ class _StepSlots:
 
     blocks: Tensor  # (R,) long: the block of each row's new position
     offsets: Tensor  # (R,) long: its slot in that block
-    tables: Tensor  # (R, blocks) long: every row's table, padded with block 0
-    valid: Tensor  # (R, 1, 1, T) bool: slots holding a position of the row (the new one too)
+    rows: list[Tensor] | None  # the rows of each group (None: one group, every row in order)
+    tables: list[Tensor]  # per group (n_g, W_g) long: its rows' tables, padded with block 0
+    valid: list[Tensor]  # per group (n_g, 1, 1, W_g * bs) bool: slots holding a position of
+    # the row (the new one too)
 
 
 class _PagedLayer:
@@ -330,5 +357,7 @@ class _PagedLayer:
     def length(self) -> Tensor | int:
         return self.cache.length
 
-    def append(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def append(
+        self, keys: Tensor, values: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor] | tuple[RowGroups, None, None]:
         return self.cache.append(self.layer, keys, values)

@@ -67,6 +67,7 @@ class ContinuousBatch:
         pool: BlockPool,
         cache_dtype: torch.dtype | None = None,
         prefixes: PrefixTree | None = None,
+        group_rows: int = 0,
     ):
         self.model = model
         self.prefixes = prefixes
@@ -74,7 +75,7 @@ class ContinuousBatch:
         self.ids = SpecialIds()
         self.device = pool.keys.device
         self.cache = PagedDecoderCache(
-            pool, model.cfg.decoder_layers, cache_dtype, rows_own_cross=False
+            pool, model.cfg.decoder_layers, cache_dtype, rows_own_cross=False, group_rows=group_rows
         )
         self.lanes: dict[tuple, Lane] = {}
         self.finished: dict[int, list[Hypothesis]] = defaultdict(list)
