@@ -76,7 +76,8 @@ def test_paged_equals_dense_under_random_forks(positions, kv_heads, block_size, 
     assert pool.n_free == pool.n_blocks and set(pool.refs.tolist()) == {0}
 
 
-def test_a_forks_write_leaves_its_siblings_blocks_alone():
+def one_row_decoded(tokens: tuple[int, ...]):
+    """A tiny model, one source, and a paged cache (block size 4) after decoding `tokens`."""
     model = tiny_model()
     src, keep = sources(1)
     mask = keep[:, None, None, :]
@@ -84,8 +85,15 @@ def test_a_forks_write_leaves_its_siblings_blocks_alone():
     pool = pool_for(model, block_size=4)
     paged = PagedDecoderCache(pool, model.cfg.decoder_layers)
     with torch.inference_mode():
-        for token in (2, 5, 6):  # three positions: the first block is partly full
+        for token in tokens:
             _, paged = model.decode_step(torch.tensor([token]), memory, mask, paged)
+    return model, memory, mask, pool, paged
+
+
+def test_a_forks_write_leaves_its_siblings_blocks_alone():
+    # three positions: the first block is partly full
+    model, memory, mask, pool, paged = one_row_decoded((2, 5, 6))
+    with torch.inference_mode():
         paged.reorder(torch.tensor([0, 0]))  # two children share the partial block
         shared = paged.table(0)[0]
         assert paged.table(1)[0] == shared and pool.refs[shared] == 2
@@ -121,15 +129,8 @@ def test_beam_search_through_the_paged_cache_equals_the_dense_one(beam_size):
 def test_rows_copy_a_block_that_a_reader_outside_the_batch_holds():
     """The prefix cache holds a reference to a partial block two rows write into: both rows
     copy it, and the block keeps what it held."""
-    model = tiny_model()
-    src, keep = sources(1)
-    mask = keep[:, None, None, :]
-    memory = model.encode(src, mask)
-    pool = pool_for(model, block_size=4)
-    paged = PagedDecoderCache(pool, model.cfg.decoder_layers)
+    model, memory, mask, pool, paged = one_row_decoded((2, 5))
     with torch.inference_mode():
-        for token in (2, 5):
-            _, paged = model.decode_step(torch.tensor([token]), memory, mask, paged)
         held = paged.table(0)[0]
         pool.share(held)  # as a prefix-cache node does
         before = pool.keys[:, held].clone()
