@@ -31,6 +31,7 @@ translate` calls `add_arguments` and `run` from here.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 import tempfile
@@ -62,6 +63,7 @@ from transformer_mt.data.tokenizer import (  # noqa: E402
 )
 from transformer_mt.errors import TmtError  # noqa: E402
 from transformer_mt.files import read_lines  # noqa: E402
+from transformer_mt.inference.packed import pack_where_it_pays  # noqa: E402
 from transformer_mt.inference.quantize import int8_cache_dtype, quantize_int8  # noqa: E402
 from transformer_mt.inference.translator import search_options  # noqa: E402
 from transformer_mt.model import Seq2SeqTransformer, build_model  # noqa: E402
@@ -211,7 +213,7 @@ def _engines(
     for system in sorted(systems, key=SYSTEMS.index):
         try:
             if system == "ours":
-                engines[system] = partial(_ours, model, None)
+                engines[system] = partial(_ours, _as_translate_loads(model, device), None)
             elif system == "ours-int8":
                 if device.type != "cpu":
                     raise RuntimeError("int8 linear layers run on the CPU only")
@@ -224,6 +226,16 @@ def _engines(
         except (ImportError, TmtError, RuntimeError, ValueError) as err:
             print(f"bench_translate: skipping {system}: {err}", file=sys.stderr)
     return engines
+
+
+def _as_translate_loads(model: Seq2SeqTransformer, device: torch.device) -> Seq2SeqTransformer:
+    """`model` as `Translator.from_checkpoint` prepares it: on the CPU, a copy with packed
+    linear layers where they pay (the other systems read the original's weights)."""
+    if device.type != "cpu":
+        return model
+    ours = copy.deepcopy(model)
+    pack_where_it_pays(ours)
+    return ours
 
 
 def _hf_model(model: Seq2SeqTransformer):

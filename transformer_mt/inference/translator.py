@@ -29,6 +29,7 @@ from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batching import SourceBatch, make_source_batches, restore_order
 from transformer_mt.data.tokenizer import BOS_ID, Tokenizer
 from transformer_mt.errors import SettingError
+from transformer_mt.inference.packed import pack_where_it_pays
 from transformer_mt.inference.quantize import QUANTIZE_OPTIONS, int8_cache_dtype, quantize_int8
 from transformer_mt.machine import resolve_device
 from transformer_mt.model import Seq2SeqTransformer
@@ -144,6 +145,8 @@ class Translator:
                     "quantize", quantize, "int8 layers run on the CPU only (device cpu)"
                 )
             model, cache_dtype = quantize_int8(model), int8_cache_dtype()
+        elif device.type == "cpu":
+            pack_where_it_pays(model)
         decode = dataclasses.replace(bundle.config.decode, **decode_changes)
         return cls(
             model,

@@ -1,0 +1,55 @@
+"""oneDNN-packed linear layers against `nn.Linear`, alone and inside a Translator."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from transformer_mt.artifacts import load_for_inference
+from transformer_mt.inference.packed import (
+    PackedLinear,
+    pack_linears,
+    packing_available,
+    packing_pays,
+)
+from transformer_mt.inference.translator import Translator
+
+pytestmark = pytest.mark.skipif(not packing_available(), reason="torch built without oneDNN")
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("shape", [(7, 32), (3, 5, 32), (1, 1, 32)])
+def test_packed_linear_equals_nn_linear(bias, shape):
+    torch.manual_seed(0)
+    linear = nn.Linear(32, 48, bias=bias)
+    x = torch.randn(*shape)
+    with torch.inference_mode():
+        torch.testing.assert_close(PackedLinear(linear)(x), linear(x), atol=1e-5, rtol=1e-5)
+
+
+def test_pack_linears_replaces_every_linear_and_keeps_the_outputs(checkpoint):
+    plain = load_for_inference(str(checkpoint), torch.device("cpu")).model
+    packed = load_for_inference(str(checkpoint), torch.device("cpu")).model
+    n_linear = sum(type(m) is nn.Linear for m in plain.modules())
+    assert pack_linears(packed) == n_linear > 0
+    assert not any(type(m) is nn.Linear for m in packed.modules())
+    src = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]])
+    tgt = torch.tensor([[1, 5, 6], [1, 7, 0]])
+    with torch.inference_mode():
+        torch.testing.assert_close(packed(src, tgt), plain(src, tgt), atol=1e-4, rtol=1e-4)
+
+
+def test_a_translator_translates_the_same_with_packed_layers(checkpoint):
+    texts = ["ein mann fährt rad", "das buch", "zwei hunde spielen im schnee"]
+    bundle = load_for_inference(str(checkpoint), torch.device("cpu"))
+    plain = Translator(
+        bundle.model, bundle.src_tokenizer, bundle.tgt_tokenizer, bundle.config.decode
+    )
+    expected = plain.translate(texts)
+    pack_linears(bundle.model)
+    assert [t.texts for t in plain.translate(texts)] == [t.texts for t in expected]
+
+
+def test_packing_pays_measures_a_positive_speed_ratio():
+    assert packing_pays(32, 64, repeats=2) > 0.0
