@@ -182,14 +182,17 @@ class Ct2Engine:
         import torch
         from bench_translate import _ct2_translator
 
+        from transformer_mt.artifacts import load_for_inference
         from transformer_mt.serve.engine import ServeLimits
 
         self.defaults, self.limits = translator.decode, ServeLimits()
         self.src, self.tgt = translator.src_tokenizer, translator.tgt_tokenizer
         self.ids = {self.tgt.id_to_piece(i): i for i in range(self.tgt.vocab_size)}
-        # The exporter's spec, float32, intra_threads = torch's (set to --threads).
+        # The exporter's spec from the checkpoint's own weights (the translator's model may
+        # hold packed copies), float32, intra_threads = torch's (set to --threads).
         device = torch.device("cpu")
-        self.model = _ct2_translator(translator.model, self.src, self.tgt, "ct2", device)
+        model = load_for_inference(args.checkpoint, device).model
+        self.model = _ct2_translator(model, self.src, self.tgt, "ct2", device)
         self.pool = concurrent.futures.ThreadPoolExecutor(1)
 
     def submit(self, texts, decode, prefixes=None, on_token=None):
