@@ -101,7 +101,7 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
     print(header, file=file)
     for r in results:
         print(
-            f"{r.get('library', 'torch'):<8}{r['dtype']:<6}{r['shape']:<26}{r['gflops']:>9}"
+            f"{r['library']:<8}{r['dtype']:<6}{r['shape']:<26}{r['gflops']:>9}"
             f"{r['best_ms']:>9}{r['median_ms']:>11}",
             file=file,
         )

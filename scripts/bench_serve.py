@@ -163,9 +163,9 @@ def _engine(args: argparse.Namespace):
     from transformer_mt.inference.translator import Translator
     from transformer_mt.serve.engine import Engine, ServeLimits
 
-    translator = Translator.from_checkpoint(args.checkpoint, beam_size=args.beam_size)
     if args.serve == "ct2":
-        return Ct2Engine(translator, args)
+        return Ct2Engine(args)
+    translator = Translator.from_checkpoint(args.checkpoint, beam_size=args.beam_size)
     one = args.serve == "one-at-a-time"
     limits = ServeLimits(
         block_size=args.block_size, cache_entries=0, max_batch_tokens=1 if one else None
@@ -178,21 +178,24 @@ def _engine(args: argparse.Namespace):
 class Ct2Engine:
     """CTranslate2 behind our HTTP layer: one `translate_batch` per request, one at a time."""
 
-    def __init__(self, translator, args: argparse.Namespace):
+    def __init__(self, args: argparse.Namespace):
+        import dataclasses
+
         import torch
         from bench_translate import _ct2_translator
 
         from transformer_mt.artifacts import load_for_inference
         from transformer_mt.serve.engine import ServeLimits
 
-        self.defaults, self.limits = translator.decode, ServeLimits()
-        self.src, self.tgt = translator.src_tokenizer, translator.tgt_tokenizer
-        self.ids = {self.tgt.id_to_piece(i): i for i in range(self.tgt.vocab_size)}
-        # The exporter's spec from the checkpoint's own weights (the translator's model may
-        # hold packed copies), float32, intra_threads = torch's (set to --threads).
         device = torch.device("cpu")
-        model = load_for_inference(args.checkpoint, device).model
-        self.model = _ct2_translator(model, self.src, self.tgt, "ct2", device)
+        bundle = load_for_inference(args.checkpoint, device)
+        self.defaults = dataclasses.replace(bundle.config.decode, beam_size=args.beam_size)
+        self.limits = ServeLimits()
+        self.src, self.tgt = bundle.src_tokenizer, bundle.tgt_tokenizer
+        self.ids = {self.tgt.id_to_piece(i): i for i in range(self.tgt.vocab_size)}
+        # The exporter's spec from the checkpoint's weights, float32, intra_threads = torch's
+        # (set to --threads).
+        self.model = _ct2_translator(bundle.model, self.src, self.tgt, "ct2", device)
         self.pool = concurrent.futures.ThreadPoolExecutor(1)
 
     def submit(self, texts, decode, prefixes=None, on_token=None):

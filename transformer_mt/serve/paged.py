@@ -225,8 +225,8 @@ class PagedDecoderCache:
         self, layer: int, keys: Tensor, values: Tensor
     ) -> tuple[Tensor, Tensor, Tensor] | tuple[RowGroups, None, None]:
         """Write one new position per row (R, Hkv, 1, Dh) for decoder layer `layer`; return
-        every row's keys and values (R, Hkv, T, Dh) and the (R, 1, 1, T) keep-mask, or with
-        `group_rows` set, the same as `RowGroups` of rows of similar length."""
+        every row's keys and values (R, Hkv, T, Dh) and the (R, 1, 1, T) keep-mask, or, when
+        `group_rows` splits the rows into several groups, the same as `RowGroups`."""
         if keys.size(2) != 1:
             raise ValueError("the paged cache takes one new position per row and step")
         if layer == 0:
