@@ -235,8 +235,9 @@ class PagedDecoderCache:
             self._step = self._start_step()
         step = self._step
         pool_keys, pool_values = self.pool.keys[layer], self.pool.values[layer]
-        pool_keys[step.blocks, step.offsets] = keys[:, :, 0].to(pool_keys.dtype)
-        pool_values[step.blocks, step.offsets] = values[:, :, 0].to(pool_values.dtype)
+        for pool_part, part in ((pool_keys, keys), (pool_values, values)):
+            slots = pool_part.view(-1, *pool_part.shape[2:])  # (n_blocks * bs, Hkv, Dh)
+            slots.index_copy_(0, step.slots, part[:, :, 0].to(slots.dtype))
         if layer == len(self.layers) - 1:
             self.lengths = self.lengths + 1
             self._length = None
@@ -291,11 +292,14 @@ class PagedDecoderCache:
         for group in groups:
             group_width = int(column[group].max()) + 1  # pads: any block, masked
             tables.append(self.tables[group, :group_width].to(device))
+            ends = self.lengths[group] + 1  # positions each row holds after this step
+            if bool((ends == group_width * size).all()):
+                valid.append(None)  # every slot holds a position: attention needs no mask
+                continue
             positions = torch.arange(group_width * size)
-            valid.append((positions <= self.lengths[group, None])[:, None, None, :].to(device))
+            valid.append((positions < ends[:, None])[:, None, None, :].to(device))
         return _StepSlots(
-            blocks=self.tables[rows, column].to(device),
-            offsets=offsets.to(device),
+            slots=(self.tables[rows, column] * size + offsets).to(device),
             rows=None if len(groups) == 1 else [group.to(device) for group in groups],
             tables=tables,
             valid=valid,
@@ -339,12 +343,11 @@ class PagedDecoderCache:
 class _StepSlots:
     """Where a decoding step writes and what it reads."""
 
-    blocks: Tensor  # (R,) long: the block of each row's new position
-    offsets: Tensor  # (R,) long: its slot in that block
+    slots: Tensor  # (R,) long: where each row's new position goes, block * bs + offset
     rows: list[Tensor] | None  # the rows of each group (None: one group, every row in order)
     tables: list[Tensor]  # per group (n_g, W_g) long: its rows' tables, padded with block 0
-    valid: list[Tensor]  # per group (n_g, 1, 1, W_g * bs) bool: slots holding a position of
-    # the row (the new one too)
+    valid: list[Tensor | None]  # per group (n_g, 1, 1, W_g * bs) bool: slots holding a
+    # position of the row (the new one too); None when every slot of the group does
 
 
 class _PagedLayer:

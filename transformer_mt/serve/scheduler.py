@@ -248,7 +248,7 @@ class ContinuousBatch:
         slot_of = self._sources.slot_of
         slots = [slot_of[s.key] * group + k for s in sentences for k in range(s.decode.beam_size)]
         slot_tensor = torch.tensor(slots, dtype=torch.long, device=self.device)
-        for layer, keys_values in zip(self.cache.layers, self._sources.layers, strict=True):
+        for layer, keys_values in zip(self.cache.layers, self._sources.attended, strict=True):
             layer.cross_attn = keys_values
             layer.cross_slots, layer.cross_group = slot_tensor, group
 
@@ -275,15 +275,17 @@ class SourceSlots:
 
     def __init__(self) -> None:
         self.layers: list[tuple[Tensor, Tensor]] = []
+        self.attended: list[tuple[Tensor, Tensor]] = []  # the layers' slots up to the last live
         self.slot_of: dict[int, int] = {}  # sentence key -> slot
         self.lengths = torch.zeros(0, dtype=torch.long)  # per slot, 0 when free
-        self.mask: Tensor | None = None  # (C, 1, 1, W) bool: real source positions
+        self.mask: Tensor | None = None  # (C', 1, 1, W) bool: real positions of attended slots
         self._free: list[int] = []  # a stack: the lowest slot on top
 
     def update(self, sentences: list[Sentence]) -> None:
         """Make the slots hold exactly `sentences`' sources (their `cross` set)."""
         if not sentences:
-            self.layers, self.slot_of, self.mask, self._free = [], {}, None, []
+            self.layers, self.attended, self.slot_of, self.mask = [], [], {}, None
+            self._free = []
             self.lengths = self.lengths[:0]
             return
         live = {s.key for s in sentences}
@@ -304,9 +306,12 @@ class SourceSlots:
         else:
             for sentence in joined:
                 self._write(self._free.pop(), sentence)
+        # Attention reads the slots up to the last live one only: at low load most are free.
+        used = max(self.slot_of.values()) + 1
+        self.attended = [(keys[:used], values[:used]) for keys, values in self.layers]
         keys = self.layers[0][0]
         positions = torch.arange(keys.size(2))
-        self.mask = (positions < self.lengths[:, None])[:, None, None, :].to(keys.device)
+        self.mask = (positions < self.lengths[:used, None])[:, None, None, :].to(keys.device)
 
     def _rebuild(self, sentences: list[Sentence], joined: list[Sentence], width: int) -> None:
         """New tensors with room for a quarter more sources than run now, the kept sources
