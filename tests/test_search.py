@@ -259,10 +259,11 @@ def test_sampling_is_reproducible_with_a_seeded_generator():
 # --- the real model -------------------------------------------------------------------------
 
 
-def tiny_model(vocab_size: int = 20):
+def tiny_model(vocab_size: int = 20, **changes):
     from transformer_mt.model import build_model
 
-    cfg = ModelConfig(d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.0, max_positions=64)
+    base = dict(d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.0, max_positions=64)
+    cfg = ModelConfig(**{**base, **changes})
     torch.manual_seed(0)
     model = build_model(cfg, vocab_size).eval()
     with torch.no_grad():

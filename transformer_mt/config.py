@@ -43,10 +43,18 @@ class ModelConfig:
     activation_dropout: float = 0.0  # on the feed-forward hidden activation
     activation: Literal["relu", "gelu", "swiglu"] = "relu"  # relu as in the paper
     pre_norm: bool = False  # False: paper's post-norm; True: pre-norm with a final LayerNorm
-    # sinusoidal/learned: absolute positions added to the embeddings; rope: no absolute
-    # positions, self-attention queries and keys rotated by position (Su et al. 2021)
-    positions: Literal["sinusoidal", "learned", "rope"] = "sinusoidal"
-    max_positions: int = 1024  # longest sequence the position table covers
+    # sinusoidal/learned: absolute positions added to the embeddings. The others add none and
+    # act in encoder and decoder self-attention (model/rope.py, model/relative.py): rope
+    # rotates queries and keys by position (Su et al. 2021); shaw adds learned embeddings of
+    # the clipped distance to the keys (Shaw et al. 2018); t5 adds a learned per-head bias per
+    # distance bucket (Raffel et al. 2020); alibi adds -slope_h * distance (Press et al. 2022).
+    positions: Literal["sinusoidal", "learned", "rope", "shaw", "t5", "alibi"] = "sinusoidal"
+    # Longest sequence the model takes (positional tables; truncation and decoding caps).
+    max_positions: int = 1024
+    max_relative_position: int = 16  # shaw: distances are clipped to [-k, k] (paper's k)
+    relative_values: bool = False  # shaw: also add distance embeddings to the values
+    relative_buckets: int = 32  # t5: distance buckets (the encoder gives half to each side)
+    relative_max_distance: int = 128  # t5: distances from here on share the last bucket
     share_embeddings: bool = True  # one embedding table for source and target (joint vocab)
     tie_output: bool = True  # output projection shares the target embedding matrix
     layer_norm_eps: float = 1e-5
@@ -73,6 +81,12 @@ class ModelConfig:
     def kv_heads(self) -> int:
         return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
 
+    @property
+    def relative_positions(self) -> bool:
+        """Whether positions enter self-attention scores as relative terms (shaw, t5, alibi),
+        which take one position offset for a whole decoding batch."""
+        return self.positions in ("shaw", "t5", "alibi")
+
     def validate(self) -> None:
         _positive(self, "model", ["d_model", "n_heads", "n_layers", "d_ff", "max_positions"])
         if self.d_model % self.n_heads:
@@ -89,6 +103,7 @@ class ModelConfig:
                 f"model.positions=rope needs an even head size, got model.d_model / model.n_heads"
                 f" = {self.d_model // self.n_heads}"
             )
+        self._check_relative()
         if self.n_kv_heads is not None and (self.n_kv_heads < 1 or self.n_heads % self.n_kv_heads):
             raise ConfigError(
                 f"model.n_kv_heads={self.n_kv_heads} must be >= 1 and divide "
@@ -103,6 +118,30 @@ class ModelConfig:
             )
         if self.attention_backend == "flex":
             _check_flex(self.attn_dropout)
+            if self.relative_positions:
+                raise ConfigError(
+                    f"model.attention_backend=flex does not take model.positions={self.positions}"
+                    " (its block masks carry no position terms); use sdpa"
+                )
+
+    def _check_relative(self) -> None:
+        """Check the keys of the relative position options (see `positions`)."""
+        _positive(self, "model", ["max_relative_position"])
+        if self.relative_values and self.positions != "shaw":
+            raise ConfigError(
+                f"model.relative_values needs model.positions=shaw, not {self.positions}"
+            )
+        if self.relative_buckets < 4 or self.relative_buckets % 2:
+            raise ConfigError(
+                f"model.relative_buckets={self.relative_buckets} must be even and >= 4 (the "
+                "encoder gives half to each direction, and half of those to exact distances)"
+            )
+        if self.relative_max_distance <= self.relative_buckets // 2:
+            raise ConfigError(
+                f"model.relative_max_distance={self.relative_max_distance} must be above "
+                f"model.relative_buckets / 2 = {self.relative_buckets // 2} (the distances "
+                "that get a bucket each)"
+            )
 
 
 def _check_flex(attn_dropout: float) -> None:

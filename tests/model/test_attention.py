@@ -41,6 +41,26 @@ def test_sdpa_equals_plain_math(kind):
     assert_close(weights.sum(-1), torch.ones(B, H, TQ))
 
 
+@pytest.mark.parametrize("kind", ["padding", "causal", "empty_row"])
+@pytest.mark.parametrize("per_row", [False, True])
+def test_bias_is_added_to_the_scaled_scores_on_every_path(kind, per_row):
+    """softmax(Q K^T / sqrt(Dh) + bias) V through SDPA (a float mask), the CPU math path (with
+    dropout that drops nothing) and the oracle; a bias per head or per row and head."""
+    q, k, v = torch.randn(B, H, TQ, DH), torch.randn(B, H, TK, DH), torch.randn(B, H, TK, DH)
+    bias = torch.randn(B, H, TQ, TK) if per_row else torch.randn(H, TQ, TK)
+    mask, is_causal = _random_mask(), False
+    if kind == "causal":
+        k, v, bias, mask, is_causal = k[:, :, :TQ], v[:, :, :TQ], bias[..., :TQ], None, True
+    elif kind == "empty_row":
+        mask[1, :, 2] = False
+    keep = causal_mask(TQ, TQ) if is_causal else mask
+    scores = (q @ k.transpose(-2, -1) / DH**0.5 + bias).masked_fill(~keep, float("-inf"))
+    expected = scores.softmax(-1).nan_to_num(0.0) @ v
+    assert_close(attention(q, k, v, mask, is_causal, attn_bias=bias), expected)
+    assert_close(attention(q, k, v, mask, is_causal, 1e-6, attn_bias=bias), expected)
+    assert_close(attention_with_weights(q, k, v, mask, is_causal, bias)[0], expected)
+
+
 def test_fully_masked_row_gives_zeros_not_nan():
     q, k, v = torch.randn(B, H, TQ, DH), torch.randn(B, H, TK, DH), torch.randn(B, H, TK, DH)
     mask = _random_mask()

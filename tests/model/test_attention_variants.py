@@ -68,6 +68,12 @@ VARIANTS = [
     dict(attention_pattern="local", attention_window=1),
     dict(attention_pattern="dilated", attention_dilation=2),
     dict(attention_pattern="local_dilated", attention_window=1, attention_dilation=3),
+    # relative positions (test_relative_positions.py); distances reach past the clip and into
+    # T5's logarithmic buckets within the test's lengths
+    dict(positions="shaw", max_relative_position=2),
+    dict(positions="shaw", relative_values=True, n_kv_heads=2, pre_norm=True),
+    dict(positions="t5", relative_buckets=8, relative_max_distance=6),
+    dict(positions="alibi", n_heads=2, attention_pattern="local", attention_window=2),
 ]
 
 
@@ -268,6 +274,9 @@ def test_config_validation(changes, message):
     [
         (dict(n_kv_heads=2), "model.n_kv_heads=2"),
         (dict(positions="rope"), "model.positions=rope"),
+        (dict(positions="shaw"), "model.positions=shaw"),
+        (dict(positions="t5"), "model.positions=t5"),
+        (dict(positions="alibi"), "model.positions=alibi"),
         (dict(attention_pattern="local"), "model.attention_pattern=local"),
     ],
 )

@@ -13,6 +13,8 @@ K beam size.
 
 One mask convention everywhere: a boolean tensor, True = this query may attend to this key,
 broadcastable to (B, H, Tq, Tk) (the convention of `F.scaled_dot_product_attention`).
+Relative positions (model/relative.py) come as a separate float `attn_bias`, added to the
+scaled scores: softmax(Q K^T / sqrt(Dh) + bias) V.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from torch import Tensor, nn
 
 from transformer_mt.machine import native_bf16
 from transformer_mt.model.dropout import dropout
+from transformer_mt.model.relative import RelativeEmbeddings
 from transformer_mt.model.rope import RotaryEmbedding
 
 try:  # torch >= 2.5
@@ -42,13 +45,13 @@ class RowGroups:
     """Keys and values of a decoding batch whose rows hold very different numbers of cached
     positions (a server's batch), gathered group by group: group g holds the rows `rows[g]`
     (n_g,) long, padded only to its own longest, keys/values[g] (n_g, Hkv, T_g, Dh) with the
-    keep-mask masks[g] (n_g, 1, 1, T_g). One padded tensor would make every row pay for the
-    longest row's positions."""
+    keep-mask masks[g] (n_g, 1, 1, T_g) (None: every key is valid). One padded tensor would
+    make every row pay for the longest row's positions."""
 
     rows: list[Tensor]
     keys: list[Tensor]
     values: list[Tensor]
-    masks: list[Tensor]
+    masks: list[Tensor | None]
 
     @property
     def dtype(self) -> torch.dtype:
@@ -97,6 +100,7 @@ def attention(
     mask: Tensor | BlockMask | None = None,
     is_causal: bool = False,
     dropout_p: float = 0.0,
+    attn_bias: Tensor | None = None,
 ) -> Tensor:
     """Scaled dot-product attention through `F.scaled_dot_product_attention` or flex attention.
 
@@ -113,25 +117,30 @@ def attention(
             (causality included; `is_causal` must be False); or None.
         is_causal: apply a top-left causal triangle (only valid when Tq == Tk).
         dropout_p: dropout on the attention weights (pass 0.0 outside training).
+        attn_bias: float, broadcastable to (B, H, Tq, Tk), added to the scaled scores
+            (relative positions); not with a `BlockMask` (the config refuses that).
 
     Returns:
         (B, H, Tq, Dh). A query row whose keys are all masked gives zeros, not NaN.
     """
     if BlockMask is not None and isinstance(mask, BlockMask):
         return _flex(query, key, value, mask, dropout_p)
+    if attn_bias is not None and is_causal:  # SDPA takes no attn_mask with is_causal
+        causal = causal_mask(query.size(-2), key.size(-2), query.device)
+        mask, is_causal = (causal if mask is None else mask & causal), False
     keep_rows = _rows_with_keys(mask)
     if keep_rows is not None:
         # Let empty rows attend everywhere (finite), then zero their output below.
         mask = mask | ~keep_rows
     if _math_on_cpu(query, key, dropout_p):
-        weights, value = _softmax_weights(query, key, value, mask, is_causal)
+        weights, value = _softmax_weights(query, key, value, mask, is_causal, attn_bias)
         out = dropout(weights.to(value.dtype), dropout_p, training=True) @ value
     else:
         out = F.scaled_dot_product_attention(
             query,
             key,
             value,
-            attn_mask=mask,
+            attn_mask=mask if attn_bias is None else _biased_mask(mask, attn_bias, query.dtype),
             dropout_p=dropout_p,
             is_causal=is_causal,
             enable_gqa=key.size(-3) != query.size(-3),
@@ -139,6 +148,12 @@ def attention(
     if keep_rows is not None:
         out = out.masked_fill(~keep_rows, 0.0)
     return out
+
+
+def _biased_mask(mask: Tensor | None, attn_bias: Tensor, dtype: torch.dtype) -> Tensor:
+    """Keep-mask and bias as one float mask for SDPA: the bias where kept, -inf where not."""
+    attn_bias = attn_bias.to(dtype)
+    return attn_bias if mask is None else torch.where(mask, attn_bias, float("-inf"))
 
 
 # Longest key sequence for which bf16/fp16 training attention on the CPU runs as plain math:
@@ -199,28 +214,40 @@ def attention_with_weights(
     value: Tensor,
     mask: Tensor | None = None,
     is_causal: bool = False,
+    attn_bias: Tensor | None = None,
+    dropout_p: float = 0.0,
 ) -> tuple[Tensor, Tensor]:
     """Plain-math attention that also returns the weights: the oracle for `attention`.
 
-    Used for alignments and attention maps; never in training or beam search. Grouped keys
-    and values, (B, Hkv, Tk, Dh), are repeated up to H heads here.
+    Used for alignments and attention maps, and by Shaw's relative values, whose term needs
+    the weights (`MultiHeadAttention.attend`); otherwise never in training or beam search.
+    Grouped keys and values, (B, Hkv, Tk, Dh), are repeated up to H heads here. Arguments as
+    in `attention`.
 
     Returns:
-        output (B, H, Tq, Dh) and weights (B, H, Tq, Tk); an all-masked row has zero weights.
+        output (B, H, Tq, Dh) and the weights it used (B, H, Tq, Tk), after dropout; an
+        all-masked row has zero weights.
     """
-    weights, value = _softmax_weights(query, key, value, mask, is_causal)
-    weights = weights.to(value.dtype)
+    weights, value = _softmax_weights(query, key, value, mask, is_causal, attn_bias)
+    weights = dropout(weights.to(value.dtype), dropout_p, training=True)
     return weights @ value, weights
 
 
 def _softmax_weights(
-    query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, is_causal: bool
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None,
+    is_causal: bool,
+    attn_bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """softmax(Q K^T / sqrt(Dh)), (B, H, Tq, Tk), zero on all-masked rows, in float32 or wider;
-    and the values repeated up to H heads."""
+    """softmax(Q K^T / sqrt(Dh) + attn_bias), (B, H, Tq, Tk), zero on all-masked rows, in
+    float32 or wider; and the values repeated up to H heads."""
     group = query.size(-3) // key.size(-3)
     key, value = key.repeat_interleave(group, -3), value.repeat_interleave(group, -3)
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (B, H, Tq, Tk)
+    if attn_bias is not None:
+        scores = scores + attn_bias
     if is_causal:
         causal = causal_mask(scores.size(-2), scores.size(-1), scores.device)
         mask = causal if mask is None else mask & causal
@@ -300,7 +327,8 @@ class MultiHeadAttention(nn.Module):
 
     `n_kv_heads` (default `n_heads`) below `n_heads` makes k_proj/v_proj smaller: grouped-query
     attention. `rope`, for self-attention only, rotates queries and keys by their positions
-    (`offset` is the position of the first one).
+    (`offset` is the position of the first one); `relative`, for self-attention only, adds
+    Shaw et al.'s relative position terms (model/relative.py).
     """
 
     def __init__(
@@ -311,6 +339,7 @@ class MultiHeadAttention(nn.Module):
         bias: bool = True,
         n_kv_heads: int | None = None,
         rope: RotaryEmbedding | None = None,
+        relative: RelativeEmbeddings | None = None,
     ):
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
@@ -324,6 +353,7 @@ class MultiHeadAttention(nn.Module):
         self.head_dim = d_model // n_heads
         self.dropout = dropout
         self.rope = rope
+        self.relative = relative
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, n_kv_heads * self.head_dim, bias=bias)
         self.v_proj = nn.Linear(d_model, n_kv_heads * self.head_dim, bias=bias)
@@ -349,12 +379,14 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         is_causal: bool = False,
         need_weights: bool = False,
-        offset: int = 0,
+        offset: int | Tensor = 0,
+        attn_bias: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from `query` (B, Tq, D) to projected `keys`/`values` (B, Hkv, Tk, Dh), or to
         `RowGroups` (then `values` and `mask` are None: the groups hold them).
 
-        `offset` is the position of the first query (rope only; the cache length when decoding).
+        `offset` is the position of the first query (rope and relative; the cache length when
+        decoding). `attn_bias`, (H or B, H, Tq, Tk) float, is added to the scaled scores.
         Attention runs in the dtype of `keys`, which a decoding cache may store in a narrower
         type than the projections compute in (`LayerCache.dtype`); the output is cast back.
 
@@ -365,20 +397,45 @@ class MultiHeadAttention(nn.Module):
         if self.rope is not None:
             q = self.rope(q, offset)
         dtype, q = q.dtype, q.to(keys.dtype)
-        weights = None
         if isinstance(keys, RowGroups):
-            if need_weights or is_causal:
-                raise ValueError("row groups take one query per row and give no weights")
-            out = keys.attend(q)
-        elif need_weights:
-            out, weights = attention_with_weights(q, keys, values, mask, is_causal)
+            if need_weights or is_causal or attn_bias is not None or self.relative is not None:
+                raise ValueError("row groups take one query per row, no weights or position terms")
+            out, weights = keys.attend(q), None
         else:
-            p = self.dropout if self.training else 0.0
-            out = attention(q, keys, values, mask, is_causal, p)  # (B, H, Tq, Dh)
+            out, weights = self._attention(
+                q, keys, values, mask, is_causal, need_weights, offset, attn_bias
+            )
         b, _, tq, _ = out.shape
         out = out.to(dtype).transpose(1, 2)  # (B, Tq, H, Dh)
         out = out.reshape(b, tq, self.n_heads * self.head_dim)  # (B, Tq, D)
         return self.out_proj(out), weights
+
+    def _attention(
+        self,
+        q: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        mask: Tensor | None,
+        is_causal: bool,
+        need_weights: bool,
+        offset: int | Tensor,
+        attn_bias: Tensor | None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """(B, H, Tq, Dh) output of heads `q` (B, H, Tq, Dh), and weights (B, H, Tq, Tk) when
+        they were computed: with `need_weights`, and for Shaw's relative values, whose term
+        sum_j α_ij a^V_ij needs them."""
+        p = self.dropout if self.training else 0.0
+        relative = self.relative
+        if relative is not None:  # q_i · a^K_ij / sqrt(Dh): a bias that depends on the query
+            scores = relative.scores(q, offset)  # (B, H, Tq, Tk)
+            attn_bias = scores if attn_bias is None else attn_bias + scores
+        relative_values = relative is not None and relative.value_embeddings is not None
+        if not (need_weights or relative_values):
+            return attention(q, keys, values, mask, is_causal, p, attn_bias), None
+        out, weights = attention_with_weights(q, keys, values, mask, is_causal, attn_bias, p)
+        if relative_values:
+            out = out + relative.value_term(weights, offset)
+        return out, weights
 
     def forward(
         self,
@@ -387,7 +444,8 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         is_causal: bool = False,
         need_weights: bool = False,
+        attn_bias: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Attention of `query` (B, Tq, D) over `source` (B, Tk, D); see `attend`."""
         keys, values = self.project_kv(source)
-        return self.attend(query, keys, values, mask, is_causal, need_weights)
+        return self.attend(query, keys, values, mask, is_causal, need_weights, attn_bias=attn_bias)

@@ -76,7 +76,7 @@ class Embedder(nn.Module):
 
     `token_embedding` may be shared between encoder, decoder and the output projection; the
     sqrt(D) scale keeps embeddings of std D^-0.5 (their init) on the scale of the positions.
-    `positions` is None with rotary positions, which live in self-attention instead.
+    `positions` is None with positions that live in self-attention instead (rope, relative).
     """
 
     def __init__(
@@ -97,11 +97,10 @@ class Embedder(nn.Module):
 
 
 def build_positions(kind: str, max_positions: int, d_model: int) -> nn.Module | None:
-    """A small explicit dict of the position options in ModelConfig.positions.
+    """A small explicit dict of the absolute position options in ModelConfig.positions.
 
-    None for `rope`: rotary positions are applied inside self-attention (model/rope.py).
+    None for the others (rope, shaw, t5, alibi): they act inside self-attention
+    (model/rope.py, model/relative.py) and add nothing to the embeddings.
     """
-    if kind == "rope":
-        return None
     options = {"sinusoidal": SinusoidalPositions, "learned": LearnedPositions}
-    return options[kind](max_positions, d_model)
+    return options[kind](max_positions, d_model) if kind in options else None

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from transformer_mt.config import ModelConfig
 from transformer_mt.model.attention import KVCache, MultiHeadAttention, RowGroups, causal_mask
 from transformer_mt.model.dropout import Dropout
+from transformer_mt.model.relative import RelativeEmbeddings
 from transformer_mt.model.rope import RotaryEmbedding
 
 
@@ -53,22 +54,36 @@ class FeedForward(nn.Module):
 
 
 def self_attention(cfg: ModelConfig) -> MultiHeadAttention:
-    """Self-attention with the configured key/value heads, rotary positions with `rope`."""
+    """Self-attention with the configured key/value heads, rotary positions with `rope`,
+    a layer's own relative position tables with `shaw`."""
     head_dim = cfg.d_model // cfg.n_heads
     rope = RotaryEmbedding(head_dim, cfg.max_positions) if cfg.positions == "rope" else None
+    relative = None
+    if cfg.positions == "shaw":
+        relative = RelativeEmbeddings(head_dim, cfg.max_relative_position, cfg.relative_values)
     return MultiHeadAttention(
-        cfg.d_model, cfg.n_heads, cfg.attn_dropout, n_kv_heads=cfg.kv_heads, rope=rope
+        cfg.d_model,
+        cfg.n_heads,
+        cfg.attn_dropout,
+        n_kv_heads=cfg.kv_heads,
+        rope=rope,
+        relative=relative,
     )
 
 
 def _recorded(
-    attn: MultiHeadAttention, source: Tensor | None, mask: Tensor | None, weights: list[Tensor]
+    attn: MultiHeadAttention,
+    source: Tensor | None,
+    mask: Tensor | None,
+    weights: list[Tensor],
+    attn_bias: Tensor | None = None,
 ) -> Callable[[Tensor], Tensor]:
-    """Sub-layer h -> attn(h, source, mask) (source None: h itself) through plain math that
-    appends its weights, (B, H, Tq, Tk), to `weights`."""
+    """Sub-layer h -> attn(h, source, mask, attn_bias) (source None: h itself) through plain
+    math that appends its weights, (B, H, Tq, Tk), to `weights`."""
 
     def sublayer(h: Tensor) -> Tensor:
-        out, w = attn(h, h if source is None else source, mask, need_weights=True)
+        keys_from = h if source is None else source
+        out, w = attn(h, keys_from, mask, need_weights=True, attn_bias=attn_bias)
         weights.append(w)
         return out
 
@@ -101,20 +116,27 @@ class EncoderLayer(_Residual):
         self.ffn = FeedForward(d, cfg.d_ff, cfg.activation, cfg.activation_dropout)
         self.ffn_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
 
-    def forward(self, x: Tensor, src_mask: Tensor | None) -> Tensor:
-        """x (B, S, D), src_mask (B, 1, 1 or S, S) bool keep-mask (real tokens, pattern).
+    def forward(
+        self, x: Tensor, src_mask: Tensor | None, self_bias: Tensor | None = None
+    ) -> Tensor:
+        """x (B, S, D), src_mask (B, 1, 1 or S, S) bool keep-mask (real tokens, pattern),
+        self_bias (H, S, S) float added to the self-attention scores (t5, alibi) or None.
 
         Returns:
             (B, S, D).
         """
-        x = self.residual(x, self.self_attn_norm, lambda h: self.self_attn(h, h, src_mask)[0])
+        x = self.residual(
+            x, self.self_attn_norm, lambda h: self.self_attn(h, h, src_mask, attn_bias=self_bias)[0]
+        )
         return self.residual(x, self.ffn_norm, self.ffn)
 
-    def forward_with_weights(self, x: Tensor, src_mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    def forward_with_weights(
+        self, x: Tensor, src_mask: Tensor | None, self_bias: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         """`forward` through plain-math attention: (B, S, D) and weights (B, H, S, S)."""
         weights: list[Tensor] = []
         x = self.residual(
-            x, self.self_attn_norm, _recorded(self.self_attn, None, src_mask, weights)
+            x, self.self_attn_norm, _recorded(self.self_attn, None, src_mask, weights, self_bias)
         )
         return self.residual(x, self.ffn_norm, self.ffn), weights[0]
 
@@ -193,6 +215,7 @@ class DecoderLayer(_Residual):
         src_mask: Tensor | None,
         cache: LayerCache | None = None,
         self_mask: Tensor | None = None,
+        self_bias: Tensor | None = None,
     ) -> Tensor:
         """Decode target states.
 
@@ -204,18 +227,27 @@ class DecoderLayer(_Residual):
             cache: None in training (causal attention over x); otherwise updated in place.
             self_mask: (T, past + T) bool keep-mask of a sparse pattern, or a flex BlockMask,
                 causality included; None: plain causal attention.
+            self_bias: (H, T, past + T) float added to the self-attention scores (t5, alibi)
+                or None.
 
         Returns:
             (B, T, D).
         """
-        x = self.residual(x, self.self_attn_norm, lambda h: self._self_attend(h, cache, self_mask))
+        x = self.residual(
+            x, self.self_attn_norm, lambda h: self._self_attend(h, cache, self_mask, self_bias)
+        )
         x = self.residual(
             x, self.cross_attn_norm, lambda h: self._cross_attend(h, memory, src_mask, cache)
         )
         return self.residual(x, self.ffn_norm, self.ffn)
 
     def forward_with_weights(
-        self, x: Tensor, memory: Tensor, src_mask: Tensor | None, self_mask: Tensor
+        self,
+        x: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None,
+        self_mask: Tensor,
+        self_bias: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Full (uncached) `forward` through plain-math attention.
 
@@ -224,20 +256,22 @@ class DecoderLayer(_Residual):
         """
         weights: list[Tensor] = []
         x = self.residual(
-            x, self.self_attn_norm, _recorded(self.self_attn, None, self_mask, weights)
+            x, self.self_attn_norm, _recorded(self.self_attn, None, self_mask, weights, self_bias)
         )
         x = self.residual(
             x, self.cross_attn_norm, _recorded(self.cross_attn, memory, src_mask, weights)
         )
         return self.residual(x, self.ffn_norm, self.ffn), weights[0], weights[1]
 
-    def _self_attend(self, h: Tensor, cache: LayerCache | None, mask: Tensor | None) -> Tensor:
+    def _self_attend(
+        self, h: Tensor, cache: LayerCache | None, mask: Tensor | None, bias: Tensor | None
+    ) -> Tensor:
         if cache is None:
             # Right-padded targets: the causal triangle already hides trailing pads from every
             # real position and the loss ignores pad positions, so no padding mask is needed.
             if mask is not None:
-                return self.self_attn(h, h, mask)[0]
-            return self.self_attn(h, h, is_causal=True)[0]
+                return self.self_attn(h, h, mask, attn_bias=bias)[0]
+            return self.self_attn(h, h, is_causal=True, attn_bias=bias)[0]
         past = 0 if cache.self_attn is None else cache.self_attn.length
         keys, values = cache.stored(*self.self_attn.project_kv(h, past))  # (B, Hkv, t, Dh)
         if cache.self_attn is None:
@@ -248,7 +282,7 @@ class DecoderLayer(_Residual):
             mask = causal_mask(h.size(1), keys.size(2), h.device)
         if valid is not None:
             mask = valid if mask is None else mask & valid
-        return self.self_attn.attend(h, keys, values, mask, offset=past)[0]
+        return self.self_attn.attend(h, keys, values, mask, offset=past, attn_bias=bias)[0]
 
     def _cross_attend(
         self, h: Tensor, memory: Tensor, src_mask: Tensor | None, cache: LayerCache | None

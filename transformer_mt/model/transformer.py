@@ -19,6 +19,7 @@ from transformer_mt.model.attention import causal_mask, padding_mask
 from transformer_mt.model.embeddings import Embedder, build_positions
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer, LayerCache
 from transformer_mt.model.patterns import AttentionPattern
+from transformer_mt.model.relative import build_position_bias
 
 
 @dataclass
@@ -100,7 +101,8 @@ class AttentionMaps:
 
 class _LayerStack(nn.Module):
     """What encoder and decoder are both made of: embedding, a stack of layers, and with
-    pre-norm a final LayerNorm (pre-norm leaves the residual stream un-normalised)."""
+    pre-norm a final LayerNorm (pre-norm leaves the residual stream un-normalised); with t5
+    or alibi positions, the self-attention bias its layers share (model/relative.py)."""
 
     def __init__(
         self,
@@ -108,6 +110,7 @@ class _LayerStack(nn.Module):
         token_embedding: nn.Embedding,
         layer: Callable[[ModelConfig], nn.Module],
         n_layers: int,
+        causal: bool,
     ):
         super().__init__()
         # Built in this order, which the random initial weights depend on.
@@ -117,15 +120,21 @@ class _LayerStack(nn.Module):
         self.flex = cfg.attention_backend == "flex"
         self.layers = nn.ModuleList(layer(cfg) for _ in range(n_layers))
         self.final_norm = nn.LayerNorm(cfg.d_model, cfg.layer_norm_eps) if cfg.pre_norm else None
+        self.position_bias = build_position_bias(cfg, causal)
 
     def normed(self, x: Tensor) -> Tensor:
         """The last layer's output, through the final LayerNorm when there is one."""
         return x if self.final_norm is None else self.final_norm(x)
 
+    def self_bias(self, n_queries: int, offset: int | Tensor = 0) -> Tensor | None:
+        """(H, Tq, offset + Tq) self-attention bias of queries at offset.. (t5, alibi), or
+        None: computed once per pass, shared by every layer."""
+        return None if self.position_bias is None else self.position_bias(n_queries, offset)
+
 
 class Encoder(_LayerStack):
     def __init__(self, cfg: ModelConfig, token_embedding: nn.Embedding):
-        super().__init__(cfg, token_embedding, EncoderLayer, cfg.n_layers)
+        super().__init__(cfg, token_embedding, EncoderLayer, cfg.n_layers, causal=False)
 
     def forward(self, src_ids: Tensor, src_mask: Tensor) -> Tensor:
         """src_ids (B, S), src_mask (B, 1, 1, S) True = real token -> memory (B, S, D)."""
@@ -135,15 +144,17 @@ class Encoder(_LayerStack):
             mask = self.pattern.block_mask(n, n, key_keep=src_mask[:, 0, 0, :])
         else:
             mask = self.self_mask(src_mask)
+        bias = self.self_bias(src_ids.size(1))
         for layer in self.layers:
-            x = layer(x, mask)
+            x = layer(x, mask, bias)
         return self.normed(x)
 
     def forward_with_weights(self, src_ids: Tensor, src_mask: Tensor) -> tuple[Tensor, list]:
         """`forward` through plain-math attention: memory (B, S, D), per layer (B, H, S, S)."""
         x, mask, weights = self.embed(src_ids), self.self_mask(src_mask), []
+        bias = self.self_bias(src_ids.size(1))
         for layer in self.layers:
-            x, w = layer.forward_with_weights(x, mask)
+            x, w = layer.forward_with_weights(x, mask, bias)
             weights.append(w)
         return self.normed(x), weights
 
@@ -155,7 +166,7 @@ class Encoder(_LayerStack):
 
 class Decoder(_LayerStack):
     def __init__(self, cfg: ModelConfig, token_embedding: nn.Embedding):
-        super().__init__(cfg, token_embedding, DecoderLayer, cfg.decoder_layers)
+        super().__init__(cfg, token_embedding, DecoderLayer, cfg.decoder_layers, causal=True)
 
     def forward(
         self,
@@ -192,8 +203,10 @@ class Decoder(_LayerStack):
             self_mask = self.pattern.block_mask(t, t, causal=True, device=x.device)
         else:
             self_mask = self.pattern.causal_mask(x.size(1), offset + x.size(1), x.device)
+        bias = self.self_bias(x.size(1), offset)
         for i, layer in enumerate(self.layers):
-            x = layer(x, memory, src_mask, None if cache is None else cache.layers[i], self_mask)
+            layer_cache = None if cache is None else cache.layers[i]
+            x = layer(x, memory, src_mask, layer_cache, self_mask, bias)
         return self.normed(x)
 
     def forward_with_weights(
@@ -209,9 +222,9 @@ class Decoder(_LayerStack):
         self_mask = self.pattern.causal_mask(t, t, x.device)
         if self_mask is None:
             self_mask = causal_mask(t, t, x.device)
-        self_weights, cross_weights = [], []
+        self_weights, cross_weights, bias = [], [], self.self_bias(t)
         for layer in self.layers:
-            x, w_self, w_cross = layer.forward_with_weights(x, memory, src_mask, self_mask)
+            x, w_self, w_cross = layer.forward_with_weights(x, memory, src_mask, self_mask, bias)
             self_weights.append(w_self)
             cross_weights.append(w_cross)
         return self.normed(x), self_weights, cross_weights

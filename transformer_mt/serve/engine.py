@@ -97,6 +97,8 @@ class Engine:
         cfg = translator.model.cfg
         if cfg.attention_pattern != "full":
             raise SettingError("model.attention_pattern", cfg.attention_pattern, "serve needs full")
+        if cfg.relative_positions:  # one position offset per batch; a server's rows differ
+            raise SettingError("model.positions", cfg.positions, "tmt serve does not take it yet")
         self.translator = translator
         self.defaults = translator.decode
         self.limits = limits
