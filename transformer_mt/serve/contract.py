@@ -94,7 +94,10 @@ class Engine(Protocol):
         on_token: TokenCallback | None = None,
     ) -> Job:
         """Queue `texts`; raises QueueFull, RequestTooLarge, ShuttingDown, or a TmtError
-        naming a decode setting it refuses. `on_token` is called with beam size 1 only."""
+        naming a decode setting it refuses. `on_token` is called with beam size 1 only.
+
+        Called on the server's event loop: it must return at once (tokenize and queue), never
+        wait for a decoding step."""
 
     def start(self) -> None:
         """Start the decoding thread."""
