@@ -72,6 +72,17 @@ class ModelConfig:
     # flex: torch flex_attention block masks skip hidden blocks, so local patterns do less
     # work on long inputs. Compiled on CUDA; needs attn_dropout 0 (flex has no dropout).
     attention_backend: Literal["sdpa", "flex"] = "sdpa"
+    # mha: standard attention (grouped with n_kv_heads). mla: multi-head latent attention
+    # (DeepSeek-V2, model/latent.py) in decoder self-attention: every head's keys and values
+    # are up-projected from one latent of size mla_kv_rank per token, all the cache holds.
+    attention: Literal["mha", "mla"] = "mha"
+    # mla: latent size r. None: 4 head sizes, DeepSeek-V2's d_c = 4 d_h: at the default sizes
+    # the cache holds 256 numbers per token and layer (272 with rope) instead of MHA's 1024.
+    mla_kv_rank: int | None = None
+    mla_rope_dim: int = 16  # mla with positions rope: size of the decoupled rotary key/query
+    # mla: also in encoder self-attention. Off by default: the encoder keeps no decoding cache
+    # to shrink.
+    mla_encoder: bool = False
 
     @property
     def decoder_layers(self) -> int:
@@ -82,10 +93,32 @@ class ModelConfig:
         return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
 
     @property
+    def kv_rank(self) -> int:
+        """MLA's latent size r: mla_kv_rank, or 4 head sizes."""
+        return 4 * (self.d_model // self.n_heads) if self.mla_kv_rank is None else self.mla_kv_rank
+
+    @property
+    def latent_rope_dim(self) -> int:
+        """MLA's decoupled rotary size d_R: mla_rope_dim with positions rope, else 0."""
+        return self.mla_rope_dim if self.positions == "rope" else 0
+
+    @property
     def relative_positions(self) -> bool:
         """Whether positions enter self-attention scores as relative terms (shaw, t5, alibi),
         which take one position offset for a whole decoding batch."""
         return self.positions in ("shaw", "t5", "alibi")
+
+    def self_attention_cache_bytes(self, element_size: int = 4) -> int:
+        """Bytes the decoder's self-attention cache holds per target token of one hypothesis,
+        all layers together, at `element_size` bytes a number (4: float32, 2: bfloat16):
+            mha: layers x 2 x Hkv x Dh x element_size   (a key and a value per kv head)
+            mla: layers x (r + d_R) x element_size      (the latent and the rotary key)
+        Cross-attention keys and values are per source token and not counted."""
+        if self.attention == "mla":
+            per_layer = self.kv_rank + self.latent_rope_dim
+        else:
+            per_layer = 2 * self.kv_heads * (self.d_model // self.n_heads)
+        return self.decoder_layers * per_layer * element_size
 
     def validate(self) -> None:
         _positive(self, "model", ["d_model", "n_heads", "n_layers", "d_ff", "max_positions"])
@@ -104,6 +137,7 @@ class ModelConfig:
                 f" = {self.d_model // self.n_heads}"
             )
         self._check_relative()
+        self._check_latent()
         if self.n_kv_heads is not None and (self.n_kv_heads < 1 or self.n_heads % self.n_kv_heads):
             raise ConfigError(
                 f"model.n_kv_heads={self.n_kv_heads} must be >= 1 and divide "
@@ -141,6 +175,33 @@ class ModelConfig:
                 f"model.relative_max_distance={self.relative_max_distance} must be above "
                 f"model.relative_buckets / 2 = {self.relative_buckets // 2} (the distances "
                 "that get a bucket each)"
+            )
+
+    def _check_latent(self) -> None:
+        """Check the keys of multi-head latent attention (see `attention`)."""
+        if self.attention != "mla":
+            if self.mla_encoder or self.mla_kv_rank is not None:
+                key = "mla_encoder" if self.mla_encoder else "mla_kv_rank"
+                raise ConfigError(f"model.{key} needs model.attention=mla, not {self.attention}")
+            return
+        if self.mla_kv_rank is not None and self.mla_kv_rank < 1:
+            raise ConfigError(
+                f"model.mla_kv_rank={self.mla_kv_rank} must be >= 1 (null: 4 head sizes)"
+            )
+        if self.positions == "rope" and (self.mla_rope_dim < 2 or self.mla_rope_dim % 2):
+            raise ConfigError(
+                f"model.mla_rope_dim={self.mla_rope_dim} must be even and >= 2 (rotary "
+                "positions turn pairs of features)"
+            )
+        if self.n_kv_heads is not None:
+            raise ConfigError(
+                f"model.attention=mla does not take model.n_kv_heads={self.n_kv_heads} (every "
+                "head reads the one shared latent already)"
+            )
+        if self.positions == "shaw":
+            raise ConfigError(
+                "model.attention=mla does not take model.positions=shaw (latent attention has "
+                "no Shaw terms); use rope, t5 or alibi"
             )
 
 

@@ -74,6 +74,12 @@ VARIANTS = [
     dict(positions="shaw", relative_values=True, n_kv_heads=2, pre_norm=True),
     dict(positions="t5", relative_buckets=8, relative_max_distance=6),
     dict(positions="alibi", n_heads=2, attention_pattern="local", attention_window=2),
+    # multi-head latent attention (test_latent_attention.py): the cache holds the latent (and
+    # with rope the rotary key); decoding attends over it in the absorbed form
+    dict(attention="mla", mla_kv_rank=12),
+    dict(attention="mla", positions="rope", mla_rope_dim=4, pre_norm=True),
+    dict(attention="mla", positions="rope", mla_encoder=True, attention_pattern="local"),
+    dict(attention="mla", positions="t5", relative_buckets=8, relative_max_distance=6),
 ]
 
 
@@ -97,8 +103,9 @@ def test_cached_decoding_equals_full_forward_with_padding_and_reorder(options):
             log_probs, cache = model.decode_step(tgt[order, t], memory, src_mask, cache)
             assert_close(log_probs, full[:, t], **TOL)
     kv_heads = model.cfg.kv_heads
+    self_heads = 1 if model.cfg.attention == "mla" else kv_heads  # mla: one latent "head"
     for layer in cache.layers:
-        assert layer.self_attn.keys.size(1) == kv_heads
+        assert layer.self_attn.keys.size(1) == self_heads
         assert layer.cross_attn[0].size(1) == layer.cross_attn[1].size(1) == kv_heads
 
 
@@ -278,6 +285,7 @@ def test_config_validation(changes, message):
         (dict(positions="t5"), "model.positions=t5"),
         (dict(positions="alibi"), "model.positions=alibi"),
         (dict(attention_pattern="local"), "model.attention_pattern=local"),
+        (dict(attention="mla"), "model.attention=mla"),
     ],
 )
 def test_marian_and_ctranslate2_refuse_what_they_cannot_express(changes, name):

@@ -44,6 +44,8 @@ def test_local_block_mask_skips_blocks():
         dict(attention_pattern="local", attention_window=2),
         dict(attention_pattern="local_dilated", attention_window=1, n_kv_heads=2, pre_norm=True),
         dict(attention_pattern="full", positions="rope"),
+        # latent attention's naive form: query/key heads of Dh + d_R, value heads of Dh
+        dict(attention_pattern="local", attention="mla", positions="rope", mla_encoder=True),
     ],
 )
 def test_flex_model_equals_sdpa_model_with_the_same_weights(options):

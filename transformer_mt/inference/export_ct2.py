@@ -111,8 +111,8 @@ def check_ct2_compatible(cfg: ModelConfig) -> None:
     """Raise TmtError naming an option the spec cannot express.
 
     This guards choices the exporter does not map (rotary positions, grouped key/value heads,
-    sparse attention patterns, and any activation or position kind added later) from being
-    exported as something else.
+    sparse attention patterns, latent attention, and any activation or position kind added
+    later) from being exported as something else.
     """
     problems = []
     if cfg.activation not in _ACTIVATIONS:
@@ -123,6 +123,8 @@ def check_ct2_compatible(cfg: ModelConfig) -> None:
         problems.append(f"model.n_kv_heads={cfg.n_kv_heads}")
     if cfg.attention_pattern != "full":
         problems.append(f"model.attention_pattern={cfg.attention_pattern}")
+    if cfg.attention != "mha":
+        problems.append(f"model.attention={cfg.attention}")
     if problems:
         raise TmtError("cannot export to CTranslate2: " + "; ".join(problems) + " not supported")
 

@@ -64,6 +64,8 @@ def check_marian_compatible(cfg: ModelConfig) -> None:
         problems.append(
             f"model.attention_pattern={cfg.attention_pattern} (Marian attends to every position)"
         )
+    if cfg.attention != "mha":
+        problems.append(f"model.attention={cfg.attention} (Marian has standard attention only)")
     if problems:
         raise TmtError("cannot map to Hugging Face Marian: " + "; ".join(problems))
 

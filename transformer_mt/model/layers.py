@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from transformer_mt.config import ModelConfig
 from transformer_mt.model.attention import KVCache, MultiHeadAttention, RowGroups, causal_mask
 from transformer_mt.model.dropout import Dropout
+from transformer_mt.model.latent import LatentAttention
 from transformer_mt.model.relative import RelativeEmbeddings
 from transformer_mt.model.rope import RotaryEmbedding
 
@@ -53,9 +54,19 @@ class FeedForward(nn.Module):
         return self.fc2(self.dropout(h))
 
 
-def self_attention(cfg: ModelConfig) -> MultiHeadAttention:
+def self_attention(cfg: ModelConfig, decoder: bool) -> MultiHeadAttention | LatentAttention:
     """Self-attention with the configured key/value heads, rotary positions with `rope`,
-    a layer's own relative position tables with `shaw`."""
+    a layer's own relative position tables with `shaw`; latent attention with `mla` in the
+    decoder (and with `mla_encoder` in the encoder too)."""
+    if cfg.attention == "mla" and (decoder or cfg.mla_encoder):
+        return LatentAttention(
+            cfg.d_model,
+            cfg.n_heads,
+            cfg.kv_rank,
+            cfg.latent_rope_dim,
+            cfg.max_positions,
+            cfg.attn_dropout,
+        )
     head_dim = cfg.d_model // cfg.n_heads
     rope = RotaryEmbedding(head_dim, cfg.max_positions) if cfg.positions == "rope" else None
     relative = None
@@ -72,7 +83,7 @@ def self_attention(cfg: ModelConfig) -> MultiHeadAttention:
 
 
 def _recorded(
-    attn: MultiHeadAttention,
+    attn: MultiHeadAttention | LatentAttention,
     source: Tensor | None,
     mask: Tensor | None,
     weights: list[Tensor],
@@ -94,11 +105,11 @@ class _Residual(nn.Module):
     """What encoder and decoder layers share: the residual + LayerNorm wiring, and the
     self-attention sub-layer each of them starts with."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, decoder: bool):
         super().__init__()
         self.pre_norm = cfg.pre_norm
         self.dropout = Dropout(cfg.dropout)
-        self.self_attn = self_attention(cfg)
+        self.self_attn = self_attention(cfg, decoder)
         self.self_attn_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
 
     def residual(self, x: Tensor, norm: nn.LayerNorm, sublayer: Callable[[Tensor], Tensor]):
@@ -111,7 +122,7 @@ class EncoderLayer(_Residual):
     """Self-attention then feed-forward, each with residual + LayerNorm."""
 
     def __init__(self, cfg: ModelConfig):
-        super().__init__(cfg)
+        super().__init__(cfg, decoder=False)
         d = cfg.d_model
         self.ffn = FeedForward(d, cfg.d_ff, cfg.activation, cfg.activation_dropout)
         self.ffn_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
@@ -151,7 +162,8 @@ class SelfAttentionCache(Protocol):
     ) -> tuple[Tensor, Tensor, Tensor | None] | tuple[RowGroups, None, None]:
         """Add (B, Hkv, t, Dh) keys/values; return all keys and values (B, Hkv, Tk, Dh) and a
         (B, 1, 1, Tk) bool keep-mask of the valid ones (None: all are valid), or, with one new
-        position per row, `RowGroups` holding all three."""
+        position per row, `RowGroups` holding all three. Values None (latent attention's
+        keys-only cache) only in a `KVCache`."""
         ...
 
 
@@ -174,11 +186,12 @@ class LayerCache:
     cross_slots: Tensor | None = None  # (B,) long: flat index into the (N * G) query slots
     cross_group: int = 1  # G: query slots per source, with cross_slots
 
-    def stored(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
-        """`keys`, `values` in the cache's dtype (attention then runs in it, see `attend`)."""
+    def stored(self, keys: Tensor, values: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        """`keys`, `values` (None: keys only) in the cache's dtype (attention then runs in it,
+        see `attend`)."""
         if self.dtype is None:
             return keys, values
-        return keys.to(self.dtype), values.to(self.dtype)
+        return keys.to(self.dtype), None if values is None else values.to(self.dtype)
 
     def reorder(self, indices: Tensor, cross_rows: Tensor | None) -> None:
         """Keep batch rows `indices` (B',) and cross-attention rows `cross_rows` (None: all)."""
@@ -199,7 +212,7 @@ class DecoderLayer(_Residual):
     """Masked self-attention, cross-attention over the encoder memory, then feed-forward."""
 
     def __init__(self, cfg: ModelConfig):
-        super().__init__(cfg)
+        super().__init__(cfg, decoder=True)
         d = cfg.d_model
         self.cross_attn = MultiHeadAttention(
             d, cfg.n_heads, cfg.attn_dropout, n_kv_heads=cfg.kv_heads
@@ -273,9 +286,10 @@ class DecoderLayer(_Residual):
                 return self.self_attn(h, h, mask, attn_bias=bias)[0]
             return self.self_attn(h, h, is_causal=True, attn_bias=bias)[0]
         past = 0 if cache.self_attn is None else cache.self_attn.length
-        keys, values = cache.stored(*self.self_attn.project_kv(h, past))  # (B, Hkv, t, Dh)
+        # (B, Hkv, t, Dh) keys and values; latent attention: [c ‖ k^R] (B, 1, t, r + d_R), None
+        keys, values = cache.stored(*self.self_attn.project_kv(h, past))
         if cache.self_attn is None:
-            cache.self_attn = KVCache.empty(keys)
+            cache.self_attn = KVCache.empty(keys, keys_only=values is None)
         keys, values, valid = cache.self_attn.append(keys, values)  # (B, Hkv, past + t, Dh)
         # One new query sees the whole cache: no mask. Several need a lower-right triangle.
         if mask is None and h.size(1) > 1:

@@ -99,6 +99,8 @@ class Engine:
             raise SettingError("model.attention_pattern", cfg.attention_pattern, "serve needs full")
         if cfg.relative_positions:  # one position offset per batch; a server's rows differ
             raise SettingError("model.positions", cfg.positions, "tmt serve does not take it yet")
+        if cfg.attention == "mla":  # the paged cache holds per-head keys and values
+            raise SettingError("model.attention", cfg.attention, "tmt serve does not take it yet")
         self.translator = translator
         self.defaults = translator.decode
         self.limits = limits
