@@ -1,5 +1,5 @@
 """One entry point for the benchmarks: matmul, training, translation, data, attention, threads,
-serving.
+serving, trained model variants.
 
     python scripts/benchmark.py matmul [--dtypes fp32 bf16]
     python scripts/benchmark.py train [--sizes quickstart base]
@@ -8,6 +8,7 @@ serving.
     python scripts/benchmark.py attention [--parts heads patterns] [--lengths 256 1024 4096]
     python scripts/benchmark.py threads [--seconds 60] [--loads 0 1] [--load-delay 25]
     python scripts/benchmark.py serve --checkpoint CKPT [--rates 2 8 0] [--clients 32]
+    python scripts/benchmark.py variants --runs RUN_DIR [RUN_DIR ...] [--joined 1 2 3]
 
 Each subcommand is a `bench_<name>.py` module with `add_arguments(parser)` and
 `run(args) -> list[dict]`, runnable on its own too. Here every result becomes one JSON line on
@@ -37,6 +38,7 @@ BENCHMARKS = {
     "attention": "bench_attention",
     "threads": "bench_threads",
     "serve": "bench_serve",
+    "variants": "bench_variants",
 }
 
 
