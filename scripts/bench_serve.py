@@ -24,6 +24,9 @@ is from sending a request to its answer. While a run lasts, /metrics is read eve
 `kv_vs_dense` is (KV blocks in use x block size) / (positions a dense cache with one copy per
 hypothesis would hold), both summed over the samples with work in flight. `agreement` is the
 share of served best translations equal to the offline ones (ours: the same search).
+`vs_alone` is the median over served sentences of latency / the time to translate that
+sentence alone (measured offline, for the first `--single` sentences; a run that served
+others leaves it empty).
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server-core", type=int, default=1)
     parser.add_argument("--max-seconds", type=float, default=120.0)
     parser.add_argument("--block-size", type=int, default=1)
-    parser.add_argument("--single", type=int, default=30, help="sentences timed alone")
+    parser.add_argument("--single", type=int, default=100, help="sentences timed alone")
     parser.add_argument("--serve", choices=[*SYSTEMS, "offline"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
 
@@ -74,7 +77,7 @@ def run(args: argparse.Namespace) -> list[dict]:
     sentences = [line for line in read_lines(args.input) if line.strip()][: args.sentences]
     offline = _offline(args, sentences)
     rows = [offline["row"], offline["single"]]
-    expected = offline["translations"]
+    expected, alone = offline["translations"], offline["alone_s"]
     for system in args.systems:
         with _server(args, system) as url:
             for rate in args.rates:
@@ -83,6 +86,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                 served = row.pop("translations")
                 same = [served[i] == expected[i] for i in served]
                 row["agreement"] = round(sum(same) / max(len(same), 1), 4)
+                row["vs_alone"] = _vs_alone(row.pop("latencies"), alone)
                 rows.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
     return rows
@@ -275,6 +279,7 @@ def _measure_offline(args: argparse.Namespace) -> dict:
             "p50_ms": round(1000 * statistics.median(alone), 1),
         },
         "translations": [t.texts[0] for t in translations],
+        "alone_s": alone,
     }
 
 
@@ -328,7 +333,15 @@ def _load(url: str, sentences: list[str], args: argparse.Namespace, rate: float)
         "p99_ms": round(1000 * _quantile(ordered, 0.99), 1),
         **sampler.summary(),
         "translations": translations,
+        "latencies": latencies,
     }
+
+
+def _vs_alone(latencies: dict[int, float], alone: list[float]) -> float | None:
+    """Median over served sentences of latency / time alone; None unless all were timed."""
+    if not latencies or max(latencies) >= len(alone):
+        return None
+    return round(statistics.median(t / alone[i] for i, t in latencies.items()), 2)
 
 
 def _quantile(ordered: list[float], q: float) -> float:
@@ -383,6 +396,7 @@ COLUMNS = [
     ("kv_blocks_peak", "KV blocks peak"),
     ("kv_vs_dense", "KV vs dense"),
     ("agreement", "= offline"),
+    ("vs_alone", "latency / alone"),
 ]
 
 
