@@ -250,3 +250,44 @@ def test_decode_floats_must_be_finite(tmp_path, key):
     path.write_text(f"decode: {{{key}: .nan}}\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=f"decode.{key}=nan must be a finite number"):
         load_config(str(path))
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        # relative positions (model/relative.py)
+        ("{positions: shaw, max_relative_position: 0}", "model.max_relative_position=0 must be"),
+        ("{relative_values: true}", "model.relative_values needs model.positions=shaw, not "),
+        ("{positions: t5, relative_buckets: 7}", "model.relative_buckets=7 must be even and"),
+        ("{positions: t5, relative_buckets: 2}", "model.relative_buckets=2 must be even and"),
+        (
+            "{positions: t5, relative_max_distance: 16}",
+            "model.relative_max_distance=16 must be above model.relative_buckets / 2 = 16",
+        ),
+        (
+            "{positions: alibi, attention_backend: flex}",
+            "model.attention_backend=flex does not take model.positions=alibi",
+        ),
+        ("{positions: relative}", "model.positions: 'relative' is not one of"),
+        # latent attention (model/latent.py)
+        ("{attention: mla, n_kv_heads: 2}", "model.attention=mla does not take model.n_kv_heads=2"),
+        (
+            "{attention: mla, positions: shaw}",
+            "model.attention=mla does not take model.positions=shaw",
+        ),
+        ("{attention: mla, mla_kv_rank: 0}", "model.mla_kv_rank=0 must be >= 1"),
+        (
+            "{attention: mla, positions: rope, mla_rope_dim: 3}",
+            "model.mla_rope_dim=3 must be even and >= 2",
+        ),
+        ("{mla_encoder: true}", "model.mla_encoder needs model.attention=mla, not mha"),
+        ("{mla_kv_rank: 8}", "model.mla_kv_rank needs model.attention=mla, not mha"),
+        ("{attention: gqa}", "model.attention: 'gqa' is not one of"),
+    ],
+)
+def test_attention_options_are_refused_in_one_line(tmp_path, text, message):
+    path = write(tmp_path, f"model: {text}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value).startswith(message)
+    assert "\n" not in str(err.value) and str(path) in str(err.value)

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from transformer_mt.config import ConfigError, DecodeConfig, ModelConfig, load_config
+from transformer_mt.config import DecodeConfig, ModelConfig, load_config
 from transformer_mt.errors import SettingError
 from transformer_mt.inference.packed import pack_linears, packing_available
 from transformer_mt.inference.quantize import quantize_int8
@@ -304,32 +304,6 @@ def test_serve_refuses_latent_attention_by_name():
 
 
 # --- config --------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "text, message",
-    [
-        ("{attention: mla, n_kv_heads: 2}", "model.attention=mla does not take model.n_kv_heads=2"),
-        (
-            "{attention: mla, positions: shaw}",
-            "model.attention=mla does not take model.positions=shaw",
-        ),
-        ("{attention: mla, mla_kv_rank: 0}", "model.mla_kv_rank=0 must be >= 1"),
-        (
-            "{attention: mla, positions: rope, mla_rope_dim: 3}",
-            "model.mla_rope_dim=3 must be even and >= 2",
-        ),
-        ("{mla_encoder: true}", "model.mla_encoder needs model.attention=mla, not mha"),
-        ("{mla_kv_rank: 8}", "model.mla_kv_rank needs model.attention=mla, not mha"),
-        ("{attention: gqa}", "model.attention: 'gqa' is not one of"),
-    ],
-)
-def test_config_refuses_bad_latent_settings_in_one_line(tmp_path, text, message):
-    path = write(tmp_path, f"model: {text}\n")
-    with pytest.raises(ConfigError) as err:
-        load_config(path)
-    assert str(err.value).startswith(message)
-    assert "\n" not in str(err.value) and str(path) in str(err.value)
 
 
 def test_config_takes_the_latent_settings(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from transformer_mt.config import ConfigError, DecodeConfig, load_config
+from transformer_mt.config import DecodeConfig, load_config
 from transformer_mt.errors import SettingError
 from transformer_mt.model import MultiHeadAttention, build_model, causal_mask
 from transformer_mt.model.relative import (
@@ -241,32 +241,6 @@ def test_per_row_positions_are_refused_by_name(positions):
 
 
 # --- config --------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "text, message",
-    [
-        ("{positions: shaw, max_relative_position: 0}", "model.max_relative_position=0 must be"),
-        ("{relative_values: true}", "model.relative_values needs model.positions=shaw, not "),
-        ("{positions: t5, relative_buckets: 7}", "model.relative_buckets=7 must be even and"),
-        ("{positions: t5, relative_buckets: 2}", "model.relative_buckets=2 must be even and"),
-        (
-            "{positions: t5, relative_max_distance: 16}",
-            "model.relative_max_distance=16 must be above model.relative_buckets / 2 = 16",
-        ),
-        (
-            "{positions: alibi, attention_backend: flex}",
-            "model.attention_backend=flex does not take model.positions=alibi",
-        ),
-        ("{positions: relative}", "model.positions: 'relative' is not one of"),
-    ],
-)
-def test_config_refuses_bad_relative_settings_in_one_line(tmp_path, text, message):
-    path = write(tmp_path, f"model: {text}\n")
-    with pytest.raises(ConfigError) as err:
-        load_config(path)
-    assert str(err.value).startswith(message)
-    assert "\n" not in str(err.value) and str(path) in str(err.value)
 
 
 def test_config_takes_the_relative_settings(tmp_path):
