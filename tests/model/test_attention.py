@@ -5,10 +5,10 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
+from transformer_mt.model import KVCache
 from transformer_mt.model import attention as attention_module
 from transformer_mt.model.attention import (
     CPU_MATH_MAX_KEYS,
-    KVCache,
     MultiHeadAttention,
     attention,
     attention_with_weights,

@@ -1,6 +1,7 @@
 """The Transformer encoder-decoder: attention -> layers -> encoder/decoder -> seq2seq."""
 
-from transformer_mt.model.attention import KVCache, MultiHeadAttention, causal_mask, padding_mask
+from transformer_mt.model.attention import MultiHeadAttention, causal_mask, padding_mask
+from transformer_mt.model.kv_cache import KVCache
 from transformer_mt.model.latent import LatentAttention
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer, FeedForward, LayerCache
 from transformer_mt.model.patterns import AttentionPattern

@@ -20,8 +20,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_mt.config import ModelConfig
-from transformer_mt.model.attention import KVCache, MultiHeadAttention, RowGroups, causal_mask
+from transformer_mt.model.attention import MultiHeadAttention, RowGroups, causal_mask
 from transformer_mt.model.dropout import Dropout
+from transformer_mt.model.kv_cache import KVCache
 from transformer_mt.model.latent import LatentAttention
 from transformer_mt.model.relative import RelativeEmbeddings
 from transformer_mt.model.rope import RotaryEmbedding

@@ -1,0 +1,81 @@
+"""The incremental-decoding key/value cache of one attention layer (the dense one: a server's
+paged cache, serve/paged.py, follows the same protocol).
+
+Shapes: B batch (hypotheses), Hkv key/value heads, Dh head size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class KVCache:
+    """Keys and values of one attention layer, growing by appended time steps.
+
+    The buffers are preallocated and doubled when full, so decoding T tokens copies O(T)
+    elements in total instead of O(T^2) for concatenation at every step.
+
+    Attributes:
+        keys, values: (B, Hkv, capacity, Dh) buffers; only [:, :, :length] is valid. values
+            is None in a keys-only cache: latent attention (model/latent.py) caches one
+            latent "key" per position and reads its values from it.
+        length: number of valid time steps.
+    """
+
+    keys: Tensor
+    values: Tensor | None
+    length: int = 0
+
+    @classmethod
+    def empty(cls, like: Tensor, capacity: int = 16, keys_only: bool = False) -> KVCache:
+        """An empty cache for tensors shaped like `like`, (B, H, t, Dh)."""
+        b, h, _, dh = like.shape
+        buffer = like.new_empty(b, h, capacity, dh)
+        return cls(buffer, None if keys_only else torch.empty_like(buffer), 0)
+
+    def append(self, keys: Tensor, values: Tensor | None) -> tuple[Tensor, Tensor | None, None]:
+        """Add (B, H, t, Dh) keys/values (None: keys only); return all valid keys and values
+        (B, H, length, Dh) (and None: every row holds `length` valid steps, no mask is needed)."""
+        new_length = self.length + keys.size(2)
+        if new_length > self.keys.size(2):
+            capacity = max(new_length, 2 * self.keys.size(2))
+            self.keys = _grow(self.keys, capacity, self.length)
+            self.values = _grow(self.values, capacity, self.length)
+        self.keys[:, :, self.length : new_length] = keys
+        if self.values is not None:
+            self.values[:, :, self.length : new_length] = values
+        self.length = new_length
+        valid_values = None if self.values is None else self.values[:, :, :new_length]
+        return self.keys[:, :, :new_length], valid_values, None
+
+    def reorder(self, indices: Tensor) -> None:
+        """Keep batch rows `indices` (B',) in that order (beam reorder, finished-row pruning).
+
+        The new buffers keep the old capacity (a buffer cut down to `length` would be grown,
+        copied again, by the next `append`), but only the `length` valid steps are copied: beam
+        search reorders after every step, and with capacity doubling up to half of each buffer
+        is spare.
+        """
+        self.keys = _select_rows(self.keys, indices, self.length)
+        self.values = _select_rows(self.values, indices, self.length)
+
+
+def _select_rows(buffer: Tensor | None, indices: Tensor, length: int) -> Tensor | None:
+    """A buffer like `buffer` holding rows `indices` of its first `length` steps (rest unset)."""
+    if buffer is None:
+        return None
+    selected = buffer.new_empty(indices.numel(), *buffer.shape[1:])
+    torch.index_select(buffer[:, :, :length], 0, indices, out=selected[:, :, :length])
+    return selected
+
+
+def _grow(buffer: Tensor | None, capacity: int, length: int) -> Tensor | None:
+    if buffer is None:
+        return None
+    grown = buffer.new_empty(*buffer.shape[:2], capacity, buffer.size(3))
+    grown[:, :, :length] = buffer[:, :, :length]
+    return grown
