@@ -302,6 +302,9 @@ def variant_checkpoint(checkpoint, path, options, tokenizers=None):
         {"positions": "learned", "tie_output": False, "share_embeddings": False},
         {"activation": "gelu", "n_decoder_layers": 2, "layer_norm_eps": 1e-6},
         {"layer_norm_eps": 0.5},
+        {"positions": "shaw", "max_relative_position": 3},
+        {"positions": "shaw", "relative_values": True, "pre_norm": True},
+        {"positions": "t5", "relative_buckets": 8, "relative_max_distance": 12},
     ],
 )
 def test_ct2_export_of_model_variants_scores_like_ours(checkpoint, tmp_path, options):

@@ -7,7 +7,11 @@ through the Hugging Face export, this module describes our network directly as a
 `ctranslate2.specs.TransformerSpec` and fills it from our `state_dict`:
 
   - post- or pre-norm layers (pre-norm: a final LayerNorm on each side), relu / gelu / swiglu;
-  - our own position table (sinusoidal or learned) and sqrt(d_model)-scaled embeddings;
+  - our own position table (sinusoidal or learned) and sqrt(d_model)-scaled embeddings, or
+    relative positions in self-attention: Shaw's key/value tables of each layer (a zero value
+    table when ours has none), or T5's bias per head and bucket, which CTranslate2 buckets as
+    T5 and `model/relative.py` do (bidirectional in the encoder, causal in the decoder) and
+    adds, as we do, to the scaled scores;
   - q/k/v projections fused the way CTranslate2 stores them (self: [q;k;v], cross: q and [k;v]);
   - the output projection (tied or not) without a bias, so CTranslate2's log-probs are ours
     exactly (`score_batch` equals our teacher-forced log-probs). Our search forbids PAD and BOS
@@ -71,8 +75,13 @@ def _set_ffn(spec: Any, state: dict[str, Tensor], prefix: str, swiglu: bool) -> 
 
 
 def _set_attention(spec: Any, state: dict[str, Tensor], prefix: str, norm: str) -> None:
-    """Self-attention: linear = [qkv, out]; cross-attention: [q, kv, out]."""
+    """Self-attention: linear = [qkv, out]; cross-attention: [q, kv, out]. Shaw's tables,
+    where the spec has them (self-attention with `positions: shaw`)."""
     _set_norm(spec.layer_norm, state, norm)
+    if hasattr(spec, "relative_position_keys"):
+        keys = state[f"{prefix}.relative.key_embeddings"]
+        values = state.get(f"{prefix}.relative.value_embeddings", torch.zeros_like(keys))
+        spec.relative_position_keys, spec.relative_position_values = _np(keys), _np(values)
     if len(spec.linear) == 2:
         _set_linear(
             spec.linear[0], state, *(f"{prefix}.{p}" for p in ("q_proj", "k_proj", "v_proj"))
@@ -91,13 +100,19 @@ def _set_side(spec: Any, model: Seq2SeqTransformer, side: str, cfg: ModelConfig)
     embeddings.weight = _np(module.embed.token_embedding.weight)
     spec.scale_embeddings = True  # multiply by sqrt(d_model), like our Embedder
     positions = module.embed.positions
-    table = positions.table if cfg.positions == "sinusoidal" else positions.weight
-    spec.position_encodings.encodings = _np(table)
+    if positions is not None:
+        table = positions.table if cfg.positions == "sinusoidal" else positions.weight
+        spec.position_encodings.encodings = _np(table)
     for i, layer_spec in enumerate(spec.layer):
         prefix = f"{side}.layers.{i}"
         _set_attention(
             layer_spec.self_attention, state, f"{prefix}.self_attn", f"{prefix}.self_attn_norm"
         )
+        if cfg.positions == "t5":  # one table per stack: every layer's spec holds it
+            layer_spec.self_attention.relative_attention_bias = _np(module.position_bias.weight)
+            layer_spec.self_attention.relative_attention_max_distance = np.int32(
+                cfg.relative_max_distance
+            )
         if side == "decoder":
             _set_attention(
                 layer_spec.attention, state, f"{prefix}.cross_attn", f"{prefix}.cross_attn_norm"
@@ -110,14 +125,14 @@ def _set_side(spec: Any, model: Seq2SeqTransformer, side: str, cfg: ModelConfig)
 def check_ct2_compatible(cfg: ModelConfig) -> None:
     """Raise TmtError naming an option the spec cannot express.
 
-    This guards choices the exporter does not map (rotary positions, grouped key/value heads,
-    sparse attention patterns, latent attention, and any activation or position kind added
-    later) from being exported as something else.
+    This guards choices the exporter does not map (rotary and ALiBi positions, grouped
+    key/value heads, sparse attention patterns, latent attention, and any activation or
+    position kind added later) from being exported as something else.
     """
     problems = []
     if cfg.activation not in _ACTIVATIONS:
         problems.append(f"model.activation={cfg.activation}")
-    if cfg.positions not in ("sinusoidal", "learned"):
+    if cfg.positions not in ("sinusoidal", "learned", "shaw", "t5"):
         problems.append(f"model.positions={cfg.positions}")
     if cfg.kv_heads != cfg.n_heads:
         problems.append(f"model.n_kv_heads={cfg.n_kv_heads}")
@@ -152,6 +167,8 @@ def build_spec(
         pre_norm=cfg.pre_norm,
         activation=common_spec.Activation[_ACTIVATIONS[cfg.activation]],
         ffn_glu=cfg.activation == "swiglu",
+        with_relative_position=cfg.positions == "shaw",
+        relative_attention_bias=cfg.positions == "t5",
     )
     _set_side(spec.encoder, model, "encoder", cfg)
     _set_side(spec.decoder, model, "decoder", cfg)
