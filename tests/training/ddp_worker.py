@@ -1,4 +1,5 @@
-"""Run by test_distributed.py under `torchrun --nproc_per_node 2`; also the single-process twin.
+"""Run by test_distributed.py under torchrun (two ranks, on one node or two); also the
+single-process twin.
 
 Every rank trains a tiny model for a few updates on synthetic token batches and writes its final
 parameters to OUT/rank{R}.pt.

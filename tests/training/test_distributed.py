@@ -1,12 +1,15 @@
-"""Data-parallel training on CPU (gloo) equals one process that sees both ranks' batches."""
+"""Data-parallel training on CPU (gloo), on one node or two, equals one process that sees both
+ranks' batches."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from transformer_mt.training.distributed import DistributedContext
@@ -17,13 +20,39 @@ WORKER = Path(__file__).with_name("ddp_worker.py")
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_two_ranks_match_each_other_and_one_process(tmp_path):
+def _launch(out: Path, nodes: int) -> None:
+    """Two ranks of ddp_worker.py: one torchrun of two processes, or two torchruns ("nodes")
+    of one process each meeting at a c10d rendezvous on localhost, as `docs` shows for
+    several machines."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    done = subprocess.run(
-        [*cmd, str(WORKER), str(tmp_path)], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    run = [sys.executable, "-m", "torch.distributed.run"]
+    if nodes == 1:
+        commands = [[*run, "--standalone", "--nproc_per_node", "2"]]
+    else:
+        endpoint = f"127.0.0.1:{_free_port()}"
+        rendezvous = ["--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint, "--rdzv_id", "t"]
+        node = [*run, "--nnodes", "2", "--nproc_per_node", "1", *rendezvous]
+        commands = [node, node]
+    launches = [
+        subprocess.Popen(
+            [*command, str(WORKER), str(out)], env=env, stderr=subprocess.PIPE, text=True
+        )
+        for command in commands
+    ]
+    for launch in launches:
+        _, err = launch.communicate(timeout=180)
+        assert launch.returncode == 0, err[-3000:]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("nodes", [1, 2], ids=["one-node", "two-nodes"])
+def test_two_ranks_match_each_other_and_one_process(tmp_path, nodes):
+    _launch(tmp_path, nodes)
     rank0 = torch.load(tmp_path / "rank0.pt")
     rank1 = torch.load(tmp_path / "rank1.pt")
 

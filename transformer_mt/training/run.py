@@ -300,4 +300,10 @@ def _log_start(
         torch.get_num_threads(),
     )
     log.info("run directory %s; model has %.2fM parameters", run_dir, n_params / 1e6)
+    train = config.train
+    log.info(
+        "batch: train.max_tokens %d per rank x %d ranks x update_freq %d = %d tokens an update",
+        *(train.max_tokens, dist.world_size, train.update_freq),
+        train.max_tokens * dist.world_size * train.update_freq,
+    )
     log.info("config: %s", config_to_dict(config))
