@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> list[dict]:
             "run": str(run_dir),
             "positions": cfg.positions,
             "attention": _attention_name(cfg),
-            "parameters": results["parameters"],
+            "parameters": results["parameters"],  # of the model before packing
             "bleu": round(results["bleu"], 2),
             "bleu_lowercase": round(results["bleu_lowercase"], 2),
             "chrf": round(results["chrf"], 2),

@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from transformer_mt.artifacts import load_checkpoint  # noqa: E402
+from transformer_mt.artifacts import load_checkpoint, load_for_inference  # noqa: E402
 from transformer_mt.cli import main as tmt  # noqa: E402
 from transformer_mt.config import load_config  # noqa: E402
 from transformer_mt.data.dataset import check_sources, column_texts, load_split  # noqa: E402
@@ -98,7 +98,8 @@ def main() -> int:
         "bleu_lowercase": lower[0].score,
         "bleu_lowercase_signature": lower[0].signature,
         "chrf": cased[1].score,
-        "parameters": sum(p.numel() for p in translator.model.parameters()),
+        # Of the checkpoint's model: the translator's packed layers hold weights as buffers.
+        "parameters": sum(p.numel() for p in load_for_inference(checkpoint).model.parameters()),
         "train_minutes": stats.get("elapsed_seconds", 0.0) / 60,
     }
     (run_dir / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")

@@ -56,7 +56,9 @@ class TrainingState:
     optimizer: dict[str, Any]  # the optimizer's state_dict
     scaler: dict[str, Any]  # the GradScaler's state_dict
     rng: list[dict[str, Any]]  # generator states, one per rank (`training.rng`)
-    data_position: dict[str, int]  # the next batch to read: {"epoch", "batch_index"}
+    # The next batch to read, {"epoch", "batch_index"} (streaming adds "chunk", "world_size");
+    # with several ranks {"ranks": [one such position per rank]}.
+    data_position: dict[str, Any]
     best_score: float | None  # best validation score so far, higher is better
     bad_validations: int  # validations since the best one (early stopping)
     stats: dict[str, float]  # {"skipped_updates", "elapsed_seconds"}

@@ -241,13 +241,27 @@ class DataConfig:
     max_len: int = 256  # training pairs with more tokens on either side are dropped
     max_len_ratio: float = 3.0  # ... and so are pairs whose token-length ratio is above this
     cache_dir: str = "data/cache"  # encoded corpora (Arrow), keyed by corpus + tokenizer hash
+    # Read train lazily and tokenize it while training (data/streaming.py) instead of encoding
+    # it all in memory first: for corpora that do not fit. Explicit rather than automatic
+    # above some size: it changes which pairs share a batch and what a checkpoint records.
+    streaming: bool = False
+    # streaming: training pairs read, tokenized and batched together (length-sorted, then cut
+    # at the token budget, in shuffled order). 20k pairs are some 70 batches of 4096 tokens at
+    # Multi30k lengths, enough for padding close to a whole-corpus sort, while their ids stay
+    # a few MB per reader.
+    shuffle_buffer: int = 20_000
+    # streaming: processes per rank that read and tokenize ahead of training (0: the training
+    # process does it between updates). The batches do not depend on it.
+    workers: int = 1
 
     def validate(self) -> None:
         if self.src_lang == self.tgt_lang:
             raise ConfigError(f"data.src_lang and data.tgt_lang are both '{self.src_lang}'")
         if self.format == "hub" and not self.hub_name:
             raise ConfigError("data.hub_name is required when data.format is 'hub'")
-        _positive(self, "data", ["max_len", "max_len_ratio"])
+        _positive(self, "data", ["max_len", "max_len_ratio", "shuffle_buffer"])
+        if self.workers < 0:
+            raise ConfigError(f"data.workers={self.workers} must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -396,6 +410,11 @@ class ExperimentConfig:
             section.validate()
         if self.model.share_embeddings and not self.tokenizer.joint:
             raise ConfigError("model.share_embeddings needs tokenizer.joint: true")
+        if self.data.streaming and self.tokenizer.bpe_dropout > 0:
+            raise ConfigError(
+                "tokenizer.bpe_dropout needs data.streaming: false (streamed pairs are "
+                "segmented once, as they are read)"
+            )
 
     def check_positions(self) -> None:
         """Refuse a position table too short for the training pairs or for decoding them.

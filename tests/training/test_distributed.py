@@ -12,9 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from transformer_mt.artifacts import load_checkpoint
 from transformer_mt.training.distributed import DistributedContext
 
+from .conftest import write_config, write_corpus
 from .ddp_worker import assert_trained_alike, tiny_trainer
+from .test_trainer import assert_same_training_state
 
 WORKER = Path(__file__).with_name("ddp_worker.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -65,3 +68,32 @@ def test_two_ranks_match_each_other_and_one_process(tmp_path, nodes):
         assert torch.equal(rank0[name], rank1[name]), name
     assert_trained_alike(rank0, single.model.state_dict())
     assert any(not torch.equal(start[k], rank0[k]) for k in start)  # training moved the weights
+
+
+@pytest.mark.slow
+def test_two_streaming_ranks_resume_exactly(tmp_path):
+    """`tmt train` with data.streaming on two ranks: each rank's stream position goes into the
+    checkpoint, and a run stopped at step 6 and resumed ends where an uninterrupted one does
+    (the ranks cross epoch ends at different steps)."""
+    write_corpus(tmp_path, n_train=120)
+    config = write_config(tmp_path, train="keep_last: 10")
+    settings = ["data.streaming=true", "data.shuffle_buffer=16", "data.workers=0"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+
+    def train(run_dir: Path, *overrides: str) -> None:
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        command += ["--nproc_per_node", "2", "-m", "transformer_mt", "train"]
+        command += ["--config", str(config), "--run-dir", str(run_dir), "--set", *settings]
+        done = subprocess.run(
+            [*command, *overrides], env=env, capture_output=True, text=True, timeout=180
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    full, part = tmp_path / "full", tmp_path / "part"
+    train(full)
+    train(part, "train.max_steps=6")
+    train(part)
+    expected = load_checkpoint(full / "checkpoints/last.pt")
+    ranks = expected.training.data_position["ranks"]
+    assert [r["world_size"] for r in ranks] == [2, 2] and ranks[0]["epoch"] >= 1
+    assert_same_training_state(load_checkpoint(part / "checkpoints/last.pt"), expected)

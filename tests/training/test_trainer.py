@@ -24,6 +24,7 @@ from transformer_mt.training import update as update_module
 from transformer_mt.training.metrics import read_metrics
 from transformer_mt.training.run import run_training
 from transformer_mt.training.signals import StopRequests
+from transformer_mt.training.trainer import rank_position, stored_position
 
 from ..test_artifacts import LEGACY_TRAINER_KEYS
 from .conftest import write_config, write_corpus
@@ -94,6 +95,51 @@ def test_interrupted_and_resumed_run_matches_uninterrupted(tmp_path, tokenizer):
     assert_same_training_state(load_checkpoint(killed / "last.pt"), expected)
     steps = [r["step"] for r in read_metrics(part / "metrics.jsonl") if r["kind"] == "train"]
     assert steps == list(range(1, 11))  # rows after the resume point are not duplicated
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_streamed_run_resumes_exactly(tmp_path, workers):
+    """The test above with `data.streaming: true`, through `tmt train`: 120 pairs in shuffle
+    buffers of 32, tokenized in the training process or in a worker. Resumed mid-chunk and
+    after an epoch end, the run ends where an uninterrupted one does."""
+    write_corpus(tmp_path, n_train=120)
+    config = str(write_config(tmp_path, train="update_freq: 2, keep_last: 10"))
+    streaming = ["data.streaming=true", "data.shuffle_buffer=32", f"data.workers={workers}"]
+    full, part = tmp_path / "full", tmp_path / "part"
+    assert main(["train", "--config", config, "--run-dir", str(full), "--set", *streaming]) == 0
+    assert run_training(config, str(part), [*streaming, "train.max_steps=6"]) == 0
+    assert run_training(config, str(part), streaming) == 0
+    expected = load_checkpoint(full / "checkpoints/last.pt")
+    assert expected.training.data_position["epoch"] >= 1
+    assert set(expected.training.data_position) == {"epoch", "chunk", "batch_index", "world_size"}
+    assert_same_training_state(load_checkpoint(part / "checkpoints/last.pt"), expected)
+
+    killed = tmp_path / "killed" / "checkpoints"
+    killed.mkdir(parents=True)
+    shutil.copyfile(full / "checkpoints/step_00000004.pt", killed / "last.pt")
+    assert run_training(config, str(killed.parent), streaming) == 0
+    assert_same_training_state(load_checkpoint(killed / "last.pt"), expected)
+
+
+def test_a_streamed_run_stops_at_the_end_of_its_epochs(tmp_path):
+    write_corpus(tmp_path, n_train=60)
+    config = str(write_config(tmp_path, train="max_steps: 1000, max_epochs: 1"))
+    streaming = ["data.streaming=true", "data.shuffle_buffer=16"]
+    assert run_training(config, str(tmp_path / "run"), streaming) == 0
+    last = load_checkpoint(tmp_path / "run/checkpoints/last.pt")
+    position = {"epoch": 1, "chunk": 0, "batch_index": 0, "world_size": 1}
+    assert last.training.data_position == position  # at the next epoch's first batch
+    assert 1 < last.step < 1000
+
+
+def test_each_rank_gets_its_own_data_position_back():
+    one = {"epoch": 1, "chunk": 2, "batch_index": 3, "world_size": 2}
+    other = {"epoch": 1, "chunk": 0, "batch_index": 7, "world_size": 2}
+    assert stored_position([one]) == one  # one process: the position itself
+    stored = stored_position([one, other])
+    assert [rank_position(stored, rank, 2) for rank in range(2)] == [one, other]
+    assert rank_position(stored, 0, 3) == one  # another rank count: the cursor decides
+    assert rank_position({"epoch": 1, "batch_index": 3}, 1, 2) == {"epoch": 1, "batch_index": 3}
 
 
 def test_a_checkpoint_in_the_old_trainer_layout_resumes_exactly(tmp_path):

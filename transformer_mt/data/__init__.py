@@ -5,6 +5,7 @@
     tokenizer.py  SentencePiece model: train, load, encode, decode; special ids
     encoding.py   encode a corpus once and cache the ids as Arrow
     batching.py   token-budget batches, Batch with masks, the resumable BatchIterator
+    streaming.py  data.streaming: train read lazily, tokenized on the fly, batched by chunks
     pipeline.py   prepare_data: config + tokenizers -> training batches and validation set
 
 Import the modules themselves; this package file stays empty so that `fetch` does not pull in

@@ -7,6 +7,9 @@ Four layouts give the same two columns (see `DataConfig.format`):
 - jsonl: one file of `{"translation": {src_lang: ..., tgt_lang: ...}}` lines (the hub's layout)
 - hub:   a `datasets` hub dataset (`hub_name`, `hub_config`), online only
 
+`load_split` reads a split whole; `stream_pairs` yields the same pairs one at a time, for
+corpora that do not fit in memory (`data.streaming`).
+
 Local files are read and checked here rather than by `datasets`' own loaders, so that every bad
 input (missing, empty, not UTF-8, unequal line counts, malformed line) is a one-line `DataError`
 naming the file and, where it applies, the line.
@@ -17,12 +20,13 @@ scored against their references and are never filtered.
 
 from __future__ import annotations
 
+import gzip
+import itertools
 import json
-import logging
 import os
 import socket
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import datasets
@@ -30,9 +34,7 @@ import numpy as np
 
 from transformer_mt.config import DataConfig
 from transformer_mt.errors import TmtError, one_line
-from transformer_mt.files import read_lines
-
-log = logging.getLogger(__name__)
+from transformer_mt.files import decode_lines, read_lines
 
 HUB_HOST = "huggingface.co"
 HUB_PROBE_TIMEOUT_S = 3.0  # an offline machine answers "no" this fast instead of hanging
@@ -131,38 +133,41 @@ def read_text_pair(src_path: str | Path, tgt_path: str | Path) -> datasets.Datas
 
 def read_tsv(path: str | Path) -> datasets.Dataset:
     """One `source<TAB>target` pair a line."""
-    src, tgt = [], []
-    for number, line in enumerate(_corpus_lines(path), start=1):
-        fields = line.split("\t")
-        if len(fields) != 2:
-            raise DataError(
-                f"{path}:{number}: expected 2 tab-separated fields, found {len(fields)}"
-            )
-        src.append(fields[0])
-        tgt.append(fields[1])
-    return datasets.Dataset.from_dict({"src": src, "tgt": tgt})
+    pairs = [_tsv_pair(line, path, n) for n, line in enumerate(_corpus_lines(path), start=1)]
+    return datasets.Dataset.from_dict({"src": [s for s, _ in pairs], "tgt": [t for _, t in pairs]})
 
 
 def read_jsonl(path: str | Path, src_lang: str, tgt_lang: str) -> datasets.Dataset:
     """JSON lines in the hub's translation layout: {"translation": {"de": ..., "en": ...}}."""
-    src, tgt = [], []
-    for number, line in enumerate(_corpus_lines(path), start=1):
-        if not line.strip():
-            continue
-        try:
-            pair = json.loads(line)["translation"]
-            src.append(_text_field(pair, src_lang))
-            tgt.append(_text_field(pair, tgt_lang))
-        except json.JSONDecodeError as err:
-            raise DataError(f"{path}:{number}: not valid JSON ({err.msg})") from None
-        except (KeyError, TypeError) as err:
-            raise DataError(
-                f'{path}:{number}: expected {{"translation": {{"{src_lang}": ..., '
-                f'"{tgt_lang}": ...}}}} (missing {err})'
-            ) from None
-    if not src:
+    lines = enumerate(_corpus_lines(path), start=1)
+    pairs = [_jsonl_pair(line, path, n, src_lang, tgt_lang) for n, line in lines if line.strip()]
+    if not pairs:
         raise DataError(f"{path}: file is empty")
-    return datasets.Dataset.from_dict({"src": src, "tgt": tgt})
+    return datasets.Dataset.from_dict({"src": [s for s, _ in pairs], "tgt": [t for _, t in pairs]})
+
+
+def _tsv_pair(line: str, path: str | Path, number: int) -> tuple[str, str]:
+    """(source, target) of TSV line `number` of `path`."""
+    fields = line.split("\t")
+    if len(fields) != 2:
+        raise DataError(f"{path}:{number}: expected 2 tab-separated fields, found {len(fields)}")
+    return fields[0], fields[1]
+
+
+def _jsonl_pair(
+    line: str, path: str | Path, number: int, src_lang: str, tgt_lang: str
+) -> tuple[str, str]:
+    """(source, target) of the non-blank JSONL line `number` of `path`."""
+    try:
+        pair = json.loads(line)["translation"]
+        return _text_field(pair, src_lang), _text_field(pair, tgt_lang)
+    except json.JSONDecodeError as err:
+        raise DataError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+    except (KeyError, TypeError) as err:
+        raise DataError(
+            f'{path}:{number}: expected {{"translation": {{"{src_lang}": ..., '
+            f'"{tgt_lang}": ...}}}} (missing {err})'
+        ) from None
 
 
 def load_hub(
@@ -175,22 +180,96 @@ def load_hub(
     HF_DATASETS_OFFLINE set (before Python starts), `datasets` serves its local cache, or fails
     fast itself.
     """
-    offline = _offline_variable()
-    if offline is None:
-        _probe_hub(name)
-    try:
-        raw = datasets.load_dataset(name, config, split=split)
-    except Exception as err:  # the hub client raises many unrelated types; report them all
-        where = f" ({offline} is set: only cached datasets load)" if offline else ""
-        raise DataError(
-            f"hub dataset {name}/{config} split {split}{where}: {one_line(err)}"
-        ) from None
+    raw = _open_hub(name, config, split, streaming=False)
     if "translation" not in raw.column_names:
         raise DataError(f"hub dataset {name}/{config}: no 'translation' column")
     return raw.map(
         lambda row: {"src": row["translation"][src_lang], "tgt": row["translation"][tgt_lang]},
         remove_columns=raw.column_names,
     )
+
+
+def _open_hub(
+    name: str, config: str | None, split: str, streaming: bool
+) -> datasets.Dataset | datasets.IterableDataset:
+    """`datasets.load_dataset` of one hub split, its failures as one-line DataErrors."""
+    offline = _offline_variable()
+    if offline is None:
+        _probe_hub(name)
+    try:
+        return datasets.load_dataset(name, config, split=split, streaming=streaming)
+    except Exception as err:  # the hub client raises many unrelated types; report them all
+        where = f" ({offline} is set: only cached datasets load)" if offline else ""
+        raise DataError(
+            f"hub dataset {name}/{config} split {split}{where}: {one_line(err)}"
+        ) from None
+
+
+def stream_pairs(cfg: DataConfig, split: str) -> Iterator[tuple[str, str]]:
+    """The (source, target) pairs of one split, read lazily in `load_split`'s order.
+
+    The streaming twin of `load_split`: the same pairs from the same files, checked by the same
+    line parsers with the same messages, but holding one line at a time. Local files are read
+    line by line here rather than through `datasets`' streaming loaders: two line-aligned text
+    files are one stream only when read side by side, its csv loader would treat quotes in a
+    sentence as CSV quoting, and a skipped line costs no parsing. Hub splits stream through
+    `datasets.load_dataset(..., streaming=True)`, their natural owner.
+
+    Raises:
+        DataError: as `load_split`; unequal line counts and an empty file show when reached.
+    """
+    files = split_files(cfg, split)
+    if cfg.format == "text":
+        pairs = _stream_text_pair(*files)
+    elif cfg.format == "tsv":
+        pairs = (_tsv_pair(line, files[0], n) for n, line in _stream_lines(files[0]))
+    elif cfg.format == "jsonl":
+        lines = ((n, line) for n, line in _stream_lines(files[0]) if line.strip())
+        pairs = (_jsonl_pair(line, files[0], n, cfg.src_lang, cfg.tgt_lang) for n, line in lines)
+    else:
+        pairs = _stream_hub(cfg, getattr(cfg, split))
+    empty = True
+    for pair in pairs:
+        empty = False
+        yield pair
+    if empty:
+        raise DataError(f"data.{split}={getattr(cfg, split)!r}: no pairs")
+
+
+def _stream_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(number, text) of each line of a UTF-8 file (`.gz` decompressed), read lazily."""
+    try:
+        with gzip.open(path) if path.suffix == ".gz" else open(path, "rb") as f:
+            yield from enumerate(decode_lines(f, path), start=1)
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except TmtError as err:
+        raise DataError(str(err)) from None
+    except (OSError, EOFError) as err:
+        raise DataError(f"{path}: cannot read ({one_line(err)})") from None
+
+
+def _stream_text_pair(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
+    counts = [0, 0]
+    for src, tgt in itertools.zip_longest(_stream_lines(src_path), _stream_lines(tgt_path)):
+        if src is None or tgt is None:
+            counts[src is None] += 1  # only one file goes on: count its lines for the message
+            continue
+        counts = [src[0], tgt[0]]
+        yield src[1], tgt[1]
+    if counts[0] != counts[1]:
+        raise DataError(
+            f"line counts differ: {src_path} has {counts[0]} lines, {tgt_path} has {counts[1]}"
+        )
+
+
+def _stream_hub(cfg: DataConfig, split: str) -> Iterator[tuple[str, str]]:
+    raw = _open_hub(cfg.hub_name or "", cfg.hub_config, split, streaming=True)
+    for row in raw:
+        if "translation" not in row:
+            raise DataError(f"hub dataset {cfg.hub_name}/{cfg.hub_config}: no 'translation' column")
+        pair = row["translation"]
+        yield pair[cfg.src_lang], pair[cfg.tgt_lang]
 
 
 def column_texts(corpus: datasets.Dataset, name: str) -> list[str]:
@@ -233,6 +312,11 @@ class CleanReport:
             f"{self.too_long} longer than max_len, {self.bad_ratio} above max_len_ratio"
         )
 
+    def __add__(self, other: CleanReport) -> CleanReport:
+        """The report of both parts together (a streamed epoch sums its chunks')."""
+        counts = [getattr(self, f.name) + getattr(other, f.name) for f in fields(self)]
+        return CleanReport(*counts)
+
 
 def select_training_pairs(
     src_lens: np.ndarray, tgt_lens: np.ndarray, max_len: int, max_len_ratio: float
@@ -266,7 +350,6 @@ def select_training_pairs(
         too_long=int(too_long.sum()),
         bad_ratio=int(bad_ratio.sum()),
     )
-    log.info("%s", report)
     return keep, report
 
 

@@ -4,6 +4,10 @@
         a new segmentation every epoch)
     read valid -> encode (cached), never filtered (BLEU scores it against all its references)
 
+With `data.streaming` the training split is never read whole: the tokenizers learn from a
+sample of it, and `streaming.StreamingBatches` reads, encodes, cleans and batches it while
+training runs; valid is read as above.
+
 `tmt train` checks every corpus file first (`dataset.check_sources`), takes the tokenizers from
 the checkpoint it resumes or trains them (`train_tokenizers_for`), then calls `prepare_data`.
 
@@ -30,8 +34,14 @@ from transformer_mt.data.dataset import (
     column_texts,
     load_split,
     select_training_pairs,
+    stream_pairs,
 )
 from transformer_mt.data.encoding import DropoutCorpus, EncodedCorpus, encode_corpus
+from transformer_mt.data.streaming import (
+    StreamingBatches,
+    StreamSettings,
+    sample_pairs,
+)
 from transformer_mt.data.tokenizer import Tokenizer, TokenizerPair, train_tokenizers
 
 log = logging.getLogger(__name__)
@@ -41,7 +51,7 @@ log = logging.getLogger(__name__)
 class TrainData:
     """What the training loop consumes: resumable training batches and a fixed validation set."""
 
-    train: BatchIterator  # this rank's share of every epoch
+    train: BatchIterator | StreamingBatches  # this rank's share of every epoch
     valid_batches: list[Batch]  # teacher-forced valid loss
     valid_sources: list[str] | None  # raw source lines translated for BLEU (None: BLEU off)
     valid_references: list[str]  # raw target lines, one per valid source
@@ -73,6 +83,7 @@ def encode_splits(
     keep, report = select_training_pairs(
         train_all.src.lengths, train_all.tgt.lengths, data_cfg.max_len, data_cfg.max_len_ratio
     )
+    log.info("%s", report)
     if not len(keep):
         raise DataError(f"{data_cfg.train}: no training pairs left after cleaning ({report})")
     valid_text = load_split(data_cfg, "valid")
@@ -83,15 +94,20 @@ def encode_splits(
 def train_tokenizers_for(
     data_cfg: DataConfig, tokenizer_cfg: TokenizerConfig, run_dir: str | Path
 ) -> TokenizerPair:
-    """Tokenizers trained (or reused from `data_cfg.cache_dir`) on the training split."""
-    corpus = load_split(data_cfg, "train")
-    return train_tokenizers(
-        tokenizer_cfg,
-        corpus["src"],
-        corpus["tgt"],
-        run_dir,
-        cache_dir=Path(data_cfg.cache_dir) / "tokenizers",
-    )
+    """Tokenizers trained (or reused from `data_cfg.cache_dir`) on the training split.
+
+    Streamed, the split is sampled in one pass (`streaming.sample_pairs`), at most
+    `tokenizer.input_sentence_size` pairs held; otherwise it is read whole and SentencePiece
+    samples as many sentences itself.
+    """
+    if data_cfg.streaming:
+        sample = stream_pairs(data_cfg, "train")
+        src, tgt = sample_pairs(sample, tokenizer_cfg.input_sentence_size)
+    else:
+        corpus = load_split(data_cfg, "train")
+        src, tgt = corpus["src"], corpus["tgt"]
+    cache_dir = Path(data_cfg.cache_dir) / "tokenizers"
+    return train_tokenizers(tokenizer_cfg, src, tgt, run_dir, cache_dir=cache_dir)
 
 
 def prepare_data(
@@ -116,17 +132,27 @@ def prepare_data(
             that fits the position table.
     """
     train_cfg = config.train
-    splits = encode_splits(config.data, src_tok, tgt_tok)
-    resample = _dropout_corpus(config, splits, src_tok, tgt_tok)
-    train = BatchIterator(
-        splits.train, train_cfg.max_tokens, train_cfg.seed, rank, world_size, resample
-    )
-    n_bleu = min(len(splits.valid), train_cfg.valid_max_sentences or len(splits.valid))
+    train: BatchIterator | StreamingBatches
+    if config.data.streaming:
+        settings = StreamSettings(
+            config.data, train_cfg.max_tokens, train_cfg.seed, rank, world_size
+        )
+        train = StreamingBatches(settings, src_tok, tgt_tok)
+        valid_text = load_split(config.data, "valid")
+        valid = encode_corpus(valid_text, src_tok, tgt_tok, Path(config.data.cache_dir))
+    else:
+        splits = encode_splits(config.data, src_tok, tgt_tok)
+        resample = _dropout_corpus(config, splits, src_tok, tgt_tok)
+        train = BatchIterator(
+            splits.train, train_cfg.max_tokens, train_cfg.seed, rank, world_size, resample
+        )
+        valid, valid_text = splits.valid, splits.valid_text
+    n_bleu = min(len(valid), train_cfg.valid_max_sentences or len(valid))
     return TrainData(
         train=train,
-        valid_batches=_valid_loss_batches(splits.valid, config),
-        valid_sources=column_texts(splits.valid_text, "src")[:n_bleu],
-        valid_references=column_texts(splits.valid_text, "tgt")[:n_bleu],
+        valid_batches=_valid_loss_batches(valid, config),
+        valid_sources=column_texts(valid_text, "src")[:n_bleu],
+        valid_references=column_texts(valid_text, "tgt")[:n_bleu],
     )
 
 

@@ -1,8 +1,9 @@
 """The training loop: update -> log -> validate -> checkpoint, until a limit or a signal.
 
-Its collaborators do the rest: the batches come from the data's `BatchIterator` (the cursor a
-checkpoint stores), each update is `update.Updater`'s, the rows and lines are
-`reporting.TrainingReport`'s, and `early_stopping.EarlyStopping` keeps the best score.
+Its collaborators do the rest: the batches come from the data's `BatchIterator` or
+`StreamingBatches` (the cursor a checkpoint stores), each update is `update.Updater`'s, the
+rows and lines are `reporting.TrainingReport`'s, and `early_stopping.EarlyStopping` keeps the
+best score.
 
 A run directory holds config.yaml (resolved), the tokenizer model(s), metrics.jsonl and
 checkpoints/{last,best,step_*}.pt. Running the same command again resumes from last.pt with
@@ -143,12 +144,19 @@ class Trainer:
         """max_steps, max_epochs or max_minutes when that limit ends the run now, else None."""
         if self.step >= self.cfg.max_steps:
             return "max_steps"
-        max_epochs = self.cfg.max_epochs
-        if max_epochs is not None and self.data.train.position.epoch >= max_epochs:
+        if self._epochs_done():
             return "max_epochs"
         if self._out_of_time():
             return "max_minutes"
         return None
+
+    def _epochs_done(self) -> bool:
+        """Every rank has read max_epochs epochs. Streaming ranks cross epoch ends at different
+        updates, so they agree (the last one decides) to stop at the same step."""
+        if self.cfg.max_epochs is None:
+            return False
+        done = float(self.data.train.position.epoch >= self.cfg.max_epochs)
+        return self.dist.sum_over_ranks([done], self.device)[0] == self.dist.world_size
 
     def _out_of_time(self) -> bool:
         """All ranks agree (rank 0's clock decides) so that they stop at the same step."""
@@ -204,8 +212,14 @@ class Trainer:
 
     # --- checkpoints ---------------------------------------------------------------------
 
-    def to_checkpoint(self, rng_states: list[dict[str, Any]]) -> Checkpoint:
-        """Everything a continuation needs (the format is `artifacts.Checkpoint`'s)."""
+    def to_checkpoint(
+        self, rng_states: list[dict[str, Any]], data_positions: list[dict[str, int]]
+    ) -> Checkpoint:
+        """Everything a continuation needs (the format is `artifacts.Checkpoint`'s).
+
+        Args:
+            rng_states, data_positions: each rank's, in rank order (`save` gathers them).
+        """
         src, tgt = self.tokenizers
         updater = self.updater
         return Checkpoint(
@@ -218,7 +232,7 @@ class Trainer:
                 optimizer=updater.optimizer.state_dict(),
                 scaler=updater.scaler.state_dict(),
                 rng=rng_states,
-                data_position=self.data.train.state(),
+                data_position=stored_position(data_positions),
                 best_score=self.early_stopping.best_score,
                 bad_validations=self.early_stopping.bad_validations,
                 stats={
@@ -247,7 +261,8 @@ class Trainer:
         if updater.ema is not None and checkpoint.ema:
             updater.ema.load_state_dict(checkpoint.ema)
         self.step = checkpoint.step
-        self.data.train.restore(training.data_position)
+        position = rank_position(training.data_position, self.dist.rank, self.dist.world_size)
+        self.data.train.restore(position)
         self.early_stopping.best_score = training.best_score
         self.early_stopping.bad_validations = training.bad_validations
         self.skipped_updates = training.stats["skipped_updates"]
@@ -273,14 +288,15 @@ class Trainer:
         order: best.pt, the periodic file, last.pt. A run killed during the save resumes from
         the previous last.pt and redoes the whole save; the periodic file, the fallback when
         last.pt is gone, exists only once best.pt agrees with it. Old periodic files are
-        pruned only after the new one is on disk. Every rank sends its RNG states, so dropout
-        continues exactly on each one.
+        pruned only after the new one is on disk. Every rank sends its RNG states and data
+        position, so dropout and (streamed) data continue exactly on each one.
         """
-        rng_states = self.dist.gather(capture_rng_state())
+        states = self.dist.gather((capture_rng_state(), self.data.train.state()))
         if not self.dist.is_main:
             return
+        assert states is not None
         directory = self.run_dir / "checkpoints"
-        checkpoint = self.to_checkpoint(rng_states or [])
+        checkpoint = self.to_checkpoint([rng for rng, _ in states], [pos for _, pos in states])
         names = ["best.pt"] if best else []
         names += [artifacts.periodic_name(self.step)] if periodic and self.cfg.keep_last else []
         first, *others = [directory / name for name in [*names, "last.pt"]]
@@ -291,3 +307,18 @@ class Trainer:
             artifacts.prune_checkpoints(directory, self.cfg.keep_last, up_to=self.step)
         if others:
             artifacts.copy_checkpoint(first, others[-1])
+
+
+def stored_position(positions: list[dict[str, int]]) -> dict[str, Any]:
+    """A checkpoint's `data_position`: the one rank's position, or {"ranks": [rank 0's,
+    rank 1's, ...]} for several (streaming ranks stand at different batches)."""
+    return positions[0] if len(positions) == 1 else {"ranks": positions}
+
+
+def rank_position(stored: dict[str, Any], rank: int, world_size: int) -> dict[str, int]:
+    """Rank `rank`'s position in a `stored_position`; rank 0's when the checkpoint has another
+    rank count (the data cursor decides what that position still means)."""
+    ranks = stored.get("ranks")
+    if ranks is None:
+        return stored
+    return ranks[rank] if len(ranks) == world_size else ranks[0]
