@@ -1,7 +1,7 @@
 """Model variants side by side: trained runs' test scores, size, decoding cache and speed.
 
     python scripts/benchmark.py variants --runs runs/cmp/sinusoidal runs/cmp/rope ...
-                                         [--batch-size 64] [--joined 1 2 3] [--threads 1]
+                                         [--batch-size 64] [--joined 1 2 4 8] [--threads 1]
 
 Each run directory is one made by scripts/run_experiment.py (its `results.json` and the
 checkpoint it scored). Per run: parameters, test BLEU (cased, lowercased) and chrF from
@@ -42,7 +42,9 @@ from transformer_mt.search import search  # noqa: E402
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=Path, nargs="+", required=True, help="run directories")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (speed)")
-    parser.add_argument("--joined", type=int, nargs="+", default=[1, 2, 3], help="sentences/line")
+    parser.add_argument(
+        "--joined", type=int, nargs="+", default=[1, 2, 4, 8], help="sentences/line"
+    )
     parser.add_argument("--threads", type=int, default=1)
 
 
