@@ -273,15 +273,28 @@ def tiny_model(vocab_size: int = 20, **changes):
     return model
 
 
-@pytest.mark.parametrize("beam_size", [1, 3])
-def test_real_model_batch_equals_single_and_scores_match_forward(beam_size):
-    model = tiny_model()
+@pytest.mark.parametrize(
+    "beam_size, changes",
+    [
+        (1, {}),
+        (3, {}),
+        # relative positions and latent attention: their terms follow the beams' reorders
+        (3, dict(positions="shaw")),
+        (3, dict(positions="t5")),
+        (3, dict(positions="alibi")),
+        (3, dict(attention="mla")),
+        (3, dict(attention="mla", positions="rope", mla_rope_dim=4)),
+    ],
+)
+def test_real_model_batch_equals_single_and_scores_match_forward(beam_size, changes):
+    model = tiny_model(**changes)
     sources = random_sources(6, vocab_size=20, seed=8)
     cfg = DecodeConfig(beam_size=beam_size, n_best=beam_size, max_len_a=1.0, max_len_b=3)
     batch = search(model, *padded(sources), cfg)
     alone = [search(model, *padded([s]), cfg)[0] for s in sources]
     assert_same_results(batch, alone)
-    assert any(h.has_eos for r in batch for h in r.hypotheses)
+    if not changes:  # with these weights some hypotheses end early: pruning is exercised
+        assert any(h.has_eos for r in batch for h in r.hypotheses)
     for src, result in zip(sources, batch, strict=True):
         for h in result.hypotheses:
             assert_scored_like_forward(model, src, h)

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from transformer_mt.config import DecodeConfig, ModelConfig, load_config
+from transformer_mt.config import ModelConfig, load_config
 from transformer_mt.errors import SettingError
 from transformer_mt.inference.packed import pack_linears, packing_available
 from transformer_mt.inference.quantize import quantize_int8
@@ -24,17 +24,9 @@ from transformer_mt.model import (
     build_model,
     causal_mask,
 )
-from transformer_mt.search import beam_search
 from transformer_mt.serve.engine import Engine
 
 from ..test_config import write
-from ..test_search import (
-    assert_same_results,
-    assert_scored_like_forward,
-    padded,
-    random_sources,
-    tiny_model,
-)
 from .tiny import BOS, V, padded_batch, tiny_cfg
 
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -252,22 +244,6 @@ def test_attention_maps_come_from_the_naive_form():
         assert torch.all(weights[..., ~causal_mask(5, 5)] == 0)
     for weights in maps.encoder + maps.decoder:
         assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]), **TOL)
-
-
-@pytest.mark.parametrize(
-    "changes",
-    [dict(attention="mla"), dict(attention="mla", positions="rope", mla_rope_dim=4)],
-)
-def test_beam_search_scores_every_hypothesis_like_the_full_forward(changes):
-    """Beams reordered every step over the latent cache, sentences cut at different lengths."""
-    model = tiny_model(**changes)
-    sources = random_sources(6, vocab_size=20, seed=8)
-    cfg = DecodeConfig(beam_size=3, n_best=3, max_len_a=1.0, max_len_b=3)
-    batch = beam_search(model, *padded(sources), cfg)
-    assert_same_results(batch, [beam_search(model, *padded([s]), cfg)[0] for s in sources])
-    for src, result in zip(sources, batch, strict=True):
-        for h in result.hypotheses:
-            assert_scored_like_forward(model, src, h)
 
 
 @pytest.mark.parametrize("rewrite, tolerance", [("packed", 1e-4), ("int8", 0.25)])

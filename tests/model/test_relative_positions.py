@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from transformer_mt.config import DecodeConfig, load_config
+from transformer_mt.config import load_config
 from transformer_mt.errors import SettingError
 from transformer_mt.model import MultiHeadAttention, build_model, causal_mask
 from transformer_mt.model.relative import (
@@ -22,18 +22,10 @@ from transformer_mt.model.relative import (
     alibi_slopes,
     relative_bucket,
 )
-from transformer_mt.search import beam_search
 from transformer_mt.serve.engine import Engine
 from transformer_mt.serve.paged import BlockPool, PagedDecoderCache
 
 from ..test_config import write
-from ..test_search import (
-    assert_same_results,
-    assert_scored_like_forward,
-    padded,
-    random_sources,
-    tiny_model,
-)
 from .tiny import V, padded_batch, tiny_cfg
 
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -206,19 +198,6 @@ def test_attention_maps_are_causal_and_normalised(positions):
         assert torch.all(weights[..., ~causal_mask(5, 5)] == 0)
     for weights in maps.encoder + maps.decoder:
         assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]), **TOL)
-
-
-@pytest.mark.parametrize("positions", KINDS)
-def test_beam_search_scores_every_hypothesis_like_the_full_forward(positions):
-    """Beams reordered every step, sentences cut at different lengths and dropped."""
-    model = tiny_model(positions=positions)
-    sources = random_sources(6, vocab_size=20, seed=8)
-    cfg = DecodeConfig(beam_size=3, n_best=3, max_len_a=1.0, max_len_b=3)
-    batch = beam_search(model, *padded(sources), cfg)
-    assert_same_results(batch, [beam_search(model, *padded([s]), cfg)[0] for s in sources])
-    for src, result in zip(sources, batch, strict=True):
-        for h in result.hypotheses:
-            assert_scored_like_forward(model, src, h)
 
 
 @pytest.mark.parametrize("positions", KINDS)
