@@ -34,6 +34,8 @@ def data_config(corpus_dir, **changes) -> DataConfig:
     """Streaming over the slice in chunks of 64 pairs; max_len 20 and ratio 1.6 drop some."""
     settings = dict(
         train=str(corpus_dir / "train"),
+        valid=str(corpus_dir / "train"),  # the in-memory path reads one; a clone has no data/
+        test=None,
         cache_dir=str(corpus_dir / "cache"),
         max_len=20,
         max_len_ratio=1.6,
