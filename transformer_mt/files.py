@@ -13,7 +13,6 @@ line 2 therefore leaves an existing file as it was, and readers see the old file
 from __future__ import annotations
 
 import gzip
-import io
 import os
 import shutil
 from collections.abc import Iterable, Iterator
@@ -49,16 +48,23 @@ def read_lines(path: str | Path) -> list[str]:
     Raises:
         TmtError: the file is missing, unreadable or not UTF-8 (see `decode_lines`).
     """
+    return list(iter_lines(path))
+
+
+def iter_lines(path: str | Path) -> Iterator[str]:
+    """`read_lines`, one line at a time: for files larger than memory.
+
+    Raises:
+        TmtError: as `read_lines`, when the bad part is reached.
+    """
     path = Path(path)
     try:
-        raw = path.read_bytes()
-        if path.suffix == ".gz":
-            raw = gzip.decompress(raw)
+        with gzip.open(path) if path.suffix == ".gz" else open(path, "rb") as f:
+            yield from decode_lines(f, path)
     except FileNotFoundError:
         raise TmtError(f"{path}: file not found") from None
     except (OSError, EOFError) as err:
         raise TmtError(f"{path}: cannot read ({one_line(err)})") from None
-    return list(decode_lines(io.BytesIO(raw), path))
 
 
 @contextmanager

@@ -20,7 +20,6 @@ scored against their references and are never filtered.
 
 from __future__ import annotations
 
-import gzip
 import itertools
 import json
 import os
@@ -34,7 +33,7 @@ import numpy as np
 
 from transformer_mt.config import DataConfig
 from transformer_mt.errors import TmtError, one_line
-from transformer_mt.files import decode_lines, read_lines
+from transformer_mt.files import iter_lines, read_lines
 
 HUB_HOST = "huggingface.co"
 HUB_PROBE_TIMEOUT_S = 3.0  # an offline machine answers "no" this fast instead of hanging
@@ -239,14 +238,9 @@ def stream_pairs(cfg: DataConfig, split: str) -> Iterator[tuple[str, str]]:
 def _stream_lines(path: Path) -> Iterator[tuple[int, str]]:
     """(number, text) of each line of a UTF-8 file (`.gz` decompressed), read lazily."""
     try:
-        with gzip.open(path) if path.suffix == ".gz" else open(path, "rb") as f:
-            yield from enumerate(decode_lines(f, path), start=1)
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
+        yield from enumerate(iter_lines(path), start=1)
     except TmtError as err:
         raise DataError(str(err)) from None
-    except (OSError, EOFError) as err:
-        raise DataError(f"{path}: cannot read ({one_line(err)})") from None
 
 
 def _stream_text_pair(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
