@@ -220,6 +220,20 @@ def _check_flex(attn_dropout: float) -> None:
 
 
 @dataclass(frozen=True)
+class TrainSource:
+    """One of several training corpora mixed by weight (`data.train` as a list).
+
+    Read like a single `data.train` (same `format`, `src_lang`, `tgt_lang`). The training stream
+    takes its next pair from source k with probability weight_k / sum of weights; a source that
+    runs out starts again, and an epoch ends once every source has been read to its end
+    (data/mixing.py).
+    """
+
+    path: str  # what a single data.train names: a path prefix (text), a file, a hub split
+    weight: float = 1.0  # mixing proportion; only the ratios between sources count
+
+
+@dataclass(frozen=True)
 class DataConfig:
     """Where the parallel corpus lives and how training pairs are cleaned.
 
@@ -228,12 +242,14 @@ class DataConfig:
       - tsv:   one file, source TAB target per line
       - jsonl: one file of {"translation": {src_lang: ..., tgt_lang: ...}} lines (hub layout)
       - hub:   a split name of the `datasets` hub dataset `hub_name` / `hub_config` (online)
+    `train` may also be a list of `TrainSource`s (`{path: ..., weight: ...}` in YAML), mixed
+    into one training stream by weight.
     """
 
     src_lang: str = "de"
     tgt_lang: str = "en"
     format: Literal["text", "tsv", "jsonl", "hub"] = "text"
-    train: str = "data/multi30k/train"
+    train: str | tuple[TrainSource, ...] = "data/multi30k/train"  # or sources mixed by weight
     valid: str = "data/multi30k/valid"
     test: str | None = "data/multi30k/test2016"
     hub_name: str | None = None  # e.g. "wmt14" (format: hub only)
@@ -262,6 +278,23 @@ class DataConfig:
         _positive(self, "data", ["max_len", "max_len_ratio", "shuffle_buffer"])
         if self.workers < 0:
             raise ConfigError(f"data.workers={self.workers} must be >= 0")
+        self._check_train()
+
+    def _check_train(self) -> None:
+        """Refuse a list of training sources that names no corpus or cannot be mixed."""
+        if isinstance(self.train, str):
+            return
+        if not self.train:
+            raise ConfigError(
+                "data.train: the list of sources is empty; name a corpus, or list {path, weight}s"
+            )
+        for k, source in enumerate(self.train):
+            if not source.path.strip():
+                raise ConfigError(f"data.train[{k}].path is empty; name a corpus")
+            if not source.weight > 0:  # NaN too
+                raise ConfigError(f"data.train[{k}].weight={source.weight:g} must be > 0")
+            if math.isinf(source.weight):
+                raise ConfigError(f"data.train[{k}].weight={source.weight:g} must be finite")
 
 
 @dataclass(frozen=True)
@@ -498,20 +531,16 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
 
 def config_to_dict(config: Any) -> dict[str, Any]:
     """Plain nested dict (tuples as lists) that `config_from_dict` reads back unchanged."""
+    return {f.name: _plain(getattr(config, f.name)) for f in dataclasses.fields(config)}
 
-    def plain(value: Any) -> Any:
-        if isinstance(value, tuple):
-            return [plain(v) for v in value]
-        return value
 
-    return {
-        f.name: (
-            config_to_dict(getattr(config, f.name))
-            if dataclasses.is_dataclass(getattr(config, f.name))
-            else plain(getattr(config, f.name))
-        )
-        for f in dataclasses.fields(config)
-    }
+def _plain(value: Any) -> Any:
+    """A config value as YAML data: a dataclass as a dict, a tuple as a list, at any depth."""
+    if dataclasses.is_dataclass(value):
+        return config_to_dict(value)
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
 
 
 def dump_config(config: ExperimentConfig, path: str | Path) -> None:
@@ -621,7 +650,7 @@ def _within(name: str, key: str) -> bool:
 
 def _from_dict(cls: type, data: Any, prefix: str) -> Any:
     if not isinstance(data, dict):
-        raise ConfigError(f"{prefix or 'config'}: expected a mapping, got {data!r}")
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {data!r}")
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     kwargs = {}
@@ -632,6 +661,10 @@ def _from_dict(cls: type, data: Any, prefix: str) -> Any:
             hint = f"did you mean '{guess[0]}'?" if guess else f"valid keys: {', '.join(names)}"
             raise ConfigError(f"{dotted}: unknown key ({hint})")
         kwargs[key] = _coerce(hints[key], value, dotted)
+    for f in dataclasses.fields(cls):
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if required and f.name not in kwargs:
+            raise ConfigError(f"{prefix}{f.name}: required key missing")
     return cls(**kwargs)
 
 
@@ -653,12 +686,15 @@ def _coerce(hint: Any, value: Any, dotted: str) -> Any:
         args = typing.get_args(hint)
         if value is None and type(None) in args:
             return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _coerce(inner, value, dotted)
+        return _coerce_union([a for a in args if a is not type(None)], value, dotted)
     if origin is tuple:
         args = typing.get_args(hint)
-        if not isinstance(value, (list, tuple)) or len(value) != len(args):
-            raise ConfigError(f"{dotted}: expected a list of {len(args)} values, got {value!r}")
+        variable = args[-1:] == (Ellipsis,)  # tuple[X, ...]: a list of any length
+        if not isinstance(value, (list, tuple)) or (not variable and len(value) != len(args)):
+            count = "" if variable else f" of {len(args)} values"
+            raise ConfigError(f"{dotted}: expected a list{count}, got {value!r}")
+        if variable:
+            args = args[:1] * len(value)
         return tuple(
             _coerce(a, v, f"{dotted}[{i}]")
             for i, (a, v) in enumerate(zip(args, value, strict=True))
@@ -681,6 +717,26 @@ def _coerce(hint: Any, value: Any, dotted: str) -> Any:
     if hint is str and not isinstance(value, str):
         raise ConfigError(f"{dotted}: expected a string, got {value!r}")
     return value
+
+
+_KINDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+
+
+def _coerce_union(members: list[Any], value: Any, dotted: str) -> Any:
+    """`value` as the member of a union it is written as: a list as the tuple member, anything
+    else as the other (`data.train`: one path, or a list of sources)."""
+    if len(members) == 1:
+        return _coerce(members[0], value, dotted)
+    # Unions of two types pair a scalar with a tuple (`str | tuple[TrainSource, ...]`).
+    (listed,) = [m for m in members if typing.get_origin(m) is tuple]
+    (scalar,) = [m for m in members if m is not listed]
+    if isinstance(value, (list, tuple)):
+        return _coerce(listed, value, dotted)
+    try:
+        return _coerce(scalar, value, dotted)
+    except ConfigError:
+        kind = _KINDS.get(scalar, scalar.__name__)
+        raise ConfigError(f"{dotted}: expected {kind} or a list, got {value!r}") from None
 
 
 def _positive(section: Any, name: str, fields: list[str]) -> None:

@@ -2,6 +2,7 @@
 
     fetch.py      download or copy a known corpus as plain text (scripts/get_data.py)
     dataset.py    check and read text / TSV / JSONL / hub corpora into `src`/`tgt`; clean training
+    mixing.py     several training corpora as one stream, mixed by weight (data.train as a list)
     tokenizer.py  SentencePiece model: train, load, encode, decode; special ids
     encoding.py   encode a corpus once and cache the ids as Arrow
     batching.py   token-budget batches, Batch with masks, the resumable BatchIterator

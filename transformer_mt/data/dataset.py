@@ -8,7 +8,9 @@ Four layouts give the same two columns (see `DataConfig.format`):
 - hub:   a `datasets` hub dataset (`hub_name`, `hub_config`), online only
 
 `load_split` reads a split whole; `stream_pairs` yields the same pairs one at a time, for
-corpora that do not fit in memory (`data.streaming`).
+corpora that do not fit in memory (`data.streaming`). A `data.train` that lists several sources
+is read as one training set, the sources mixed by weight (`mixing.interleave`), the same pairs
+in the same order both ways.
 
 Local files are read and checked here rather than by `datasets`' own loaders, so that every bad
 input (missing, empty, not UTF-8, unequal line counts, malformed line) is a one-line `DataError`
@@ -20,6 +22,7 @@ scored against their references and are never filtered.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -30,8 +33,10 @@ from pathlib import Path
 
 import datasets
 import numpy as np
+import pyarrow as pa
 
-from transformer_mt.config import DataConfig
+from transformer_mt.config import DataConfig, TrainSource
+from transformer_mt.data.mixing import interleave
 from transformer_mt.errors import TmtError, one_line
 from transformer_mt.files import iter_lines, read_lines
 
@@ -47,13 +52,22 @@ def load_split(cfg: DataConfig, split: str) -> datasets.Dataset:
     """Read one split (`train`, `valid` or `test`) of the corpus described by `cfg`.
 
     Returns:
-        A Dataset with string columns `src` and `tgt`, in file order, unfiltered.
+        A Dataset with string columns `src` and `tgt`, in file order, unfiltered; for several
+        training sources, their pairs in `stream_pairs`' mixed order (repeats included).
 
     Raises:
         DataError: one line naming the file (and line) at fault.
     """
-    location = getattr(cfg, split)
-    files = split_files(cfg, split)
+    sources = getattr(cfg, split)
+    if sources is None or isinstance(sources, str):
+        ((_, location),) = _locations(cfg, split)  # DataError when the split is not set
+        return _load_location(cfg, location)
+    return _load_mixed(cfg, sources)
+
+
+def _load_location(cfg: DataConfig, location: str) -> datasets.Dataset:
+    """The pairs of one corpus: a path prefix, a file or a hub split, as `cfg.format` says."""
+    files = _files(cfg, location)
     if cfg.format == "text":
         return read_text_pair(*files)
     if cfg.format == "tsv":
@@ -63,15 +77,48 @@ def load_split(cfg: DataConfig, split: str) -> datasets.Dataset:
     return load_hub(cfg.hub_name or "", cfg.hub_config, location, cfg.src_lang, cfg.tgt_lang)
 
 
+def _load_mixed(cfg: DataConfig, sources: tuple[TrainSource, ...]) -> datasets.Dataset:
+    """Every source read whole, then their rows taken in the mixed order of `stream_pairs`."""
+    parts = [_load_location(cfg, source.path) for source in sources]
+    for k, (source, part) in enumerate(zip(sources, parts, strict=True)):
+        if not len(part):
+            raise DataError(f"data.train[{k}]={source.path!r}: no pairs")
+    bounds = [0, *itertools.accumulate(len(part) for part in parts)]
+    rows = [functools.partial(range, start, end) for start, end in itertools.pairwise(bounds)]
+    order = np.fromiter(interleave(rows, [source.weight for source in sources]), np.int64)
+    # An Arrow take, not `Dataset.select`: `column_texts` reads the table beneath the rows that
+    # `select` would only point at, and flattening those pointers runs at ~40k rows/s.
+    table = pa.concat_tables([part.data.table for part in parts]).take(order)
+    return datasets.Dataset(table)
+
+
 def split_files(cfg: DataConfig, split: str) -> list[Path]:
-    """The local files that split `split` is read from; none for a hub split.
+    """The local files that split `split` is read from (of every training source); none for a
+    hub split.
 
     Raises:
         DataError: the split is not set.
     """
-    location = getattr(cfg, split)
-    if location is None:
+    return [path for _, location in _locations(cfg, split) for path in _files(cfg, location)]
+
+
+def _locations(cfg: DataConfig, split: str) -> list[tuple[str, str]]:
+    """(key, location) of each corpus split `split` reads: `data.valid`, say, or one
+    `data.train[k]` per source of a list.
+
+    Raises:
+        DataError: the split is not set.
+    """
+    value = getattr(cfg, split)
+    if value is None:
         raise DataError(f"data.{split} is not set")
+    if isinstance(value, str):
+        return [(f"data.{split}", value)]
+    return [(f"data.{split}[{k}]", source.path) for k, source in enumerate(value)]
+
+
+def _files(cfg: DataConfig, location: str) -> list[Path]:
+    """The local files of one corpus location; none for a hub split."""
     if cfg.format == "text":
         return [_resolve(f"{location}.{cfg.src_lang}"), _resolve(f"{location}.{cfg.tgt_lang}")]
     if cfg.format == "hub":
@@ -98,11 +145,11 @@ def check_sources(cfg: DataConfig, splits: Sequence[str] = ("train", "valid", "t
     for split in splits:
         if getattr(cfg, split) is None:
             continue
-        faults = [
-            f"{path} {fault}" for path in split_files(cfg, split) if (fault := _file_fault(path))
-        ]
-        if faults:
-            problems.append(f"data.{split}={getattr(cfg, split)!r}: {', '.join(faults)}")
+        for key, location in _locations(cfg, split):
+            paths = _files(cfg, location)
+            faults = [f"{path} {fault}" for path in paths if (fault := _file_fault(path))]
+            if faults:
+                problems.append(f"{key}={location!r}: {', '.join(faults)}")
     if problems:
         test = problems[-1].startswith("data.test=")
         hint = " (data.test: null when there is no test set)" if test else ""
@@ -214,10 +261,27 @@ def stream_pairs(cfg: DataConfig, split: str) -> Iterator[tuple[str, str]]:
     sentence as CSV quoting, and a skipped line costs no parsing. Hub splits stream through
     `datasets.load_dataset(..., streaming=True)`, their natural owner.
 
+    Several training sources are mixed as they are read (`mixing.interleave`): a source read
+    to its end before the others is opened again.
+
     Raises:
         DataError: as `load_split`; unequal line counts and an empty file show when reached.
     """
-    files = split_files(cfg, split)
+    sources = getattr(cfg, split)
+    if sources is None or isinstance(sources, str):
+        ((key, location),) = _locations(cfg, split)  # DataError when the split is not set
+        yield from _stream_location(cfg, key, location)
+        return
+    readers = [
+        functools.partial(_stream_location, cfg, key, location)
+        for key, location in _locations(cfg, split)
+    ]
+    yield from interleave(readers, [source.weight for source in sources])
+
+
+def _stream_location(cfg: DataConfig, key: str, location: str) -> Iterator[tuple[str, str]]:
+    """The pairs of one corpus location, read lazily; `key` names it in errors."""
+    files = _files(cfg, location)
     if cfg.format == "text":
         pairs = _stream_text_pair(*files)
     elif cfg.format == "tsv":
@@ -226,13 +290,13 @@ def stream_pairs(cfg: DataConfig, split: str) -> Iterator[tuple[str, str]]:
         lines = ((n, line) for n, line in _stream_lines(files[0]) if line.strip())
         pairs = (_jsonl_pair(line, files[0], n, cfg.src_lang, cfg.tgt_lang) for n, line in lines)
     else:
-        pairs = _stream_hub(cfg, getattr(cfg, split))
+        pairs = _stream_hub(cfg, location)
     empty = True
     for pair in pairs:
         empty = False
         yield pair
     if empty:
-        raise DataError(f"data.{split}={getattr(cfg, split)!r}: no pairs")
+        raise DataError(f"{key}={location!r}: no pairs")
 
 
 def _stream_lines(path: Path) -> Iterator[tuple[int, str]]:
