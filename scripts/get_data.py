@@ -2,6 +2,8 @@
 
 python scripts/get_data.py multi30k [--out data/multi30k] [--from DIR]
 python scripts/get_data.py small_parallel_enja --from ../shared/data/small_parallel_enja
+python scripts/get_data.py wmt14                      # the datasets hub, online: 4.5M pairs
+python scripts/get_data.py wmt14_standin [--pairs N] [--from DIR]   # offline, from Multi30k
 """
 
 from __future__ import annotations
@@ -13,21 +15,43 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
 
-from transformer_mt.data.fetch import CORPORA, fetch_corpus  # noqa: E402
+from transformer_mt.data.fetch import (  # noqa: E402
+    CORPORA,
+    HUB_CORPORA,
+    STANDIN,
+    STANDIN_PAIRS,
+    STANDIN_SOURCES,
+    fetch_corpus,
+    make_standin,
+)
 from transformer_mt.errors import TmtError  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("corpus", choices=sorted(CORPORA))
+    parser.add_argument("corpus", choices=sorted([*CORPORA, *HUB_CORPORA, STANDIN]))
     parser.add_argument("--out", help="output folder (default: data/<corpus>)")
     parser.add_argument(
-        "--from", dest="mirror", metavar="DIR", help="copy from a local mirror of .gz files"
+        "--from",
+        dest="mirror",
+        metavar="DIR",
+        help=f"copy from a local mirror of .gz files; {STANDIN}: the Multi30k folder to make it "
+        f"from (default: the first of {', '.join(STANDIN_SOURCES)} that holds it)",
+    )
+    parser.add_argument(
+        "--pairs", type=int, help=f"{STANDIN}: training pairs (default {STANDIN_PAIRS})"
     )
     args = parser.parse_args(argv)
+    if args.pairs is not None and args.corpus != STANDIN:
+        parser.error(f"--pairs: only for {STANDIN}")
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    out = args.out or f"data/{args.corpus}"
     try:
-        paths = fetch_corpus(args.corpus, args.out or f"data/{args.corpus}", args.mirror)
+        if args.corpus == STANDIN:
+            sources = [args.mirror] if args.mirror else STANDIN_SOURCES
+            paths = make_standin(out, STANDIN_PAIRS if args.pairs is None else args.pairs, sources)
+        else:
+            paths = fetch_corpus(args.corpus, out, args.mirror)
     except TmtError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
