@@ -69,7 +69,30 @@ def test_a_restored_iterator_reads_on_across_epoch_ends(corpus):
     resumed.restore(reader.state())
     expected = [next(reader).indices.tolist() for _ in range(per_epoch + 4)]
     assert [next(resumed).indices.tolist() for _ in range(per_epoch + 4)] == expected
-    assert reader.state() == resumed.state() == {"epoch": 2, "batch_index": 2}
+    assert reader.state() == resumed.state() == {"epoch": 2, "batch_index": 2, "world_size": 1}
+
+
+@pytest.mark.parametrize(("before", "after"), [(2, 1), (1, 2), (3, 2), (2, 4)])
+def test_another_rank_count_resumes_at_the_first_unread_batches(corpus, before, after):
+    """w ranks stopped at index i have read the epoch's first i * w batches; w' ranks
+    restored from that position read on from batch ceil(i * w / w') * w': nothing read twice,
+    fewer than w' batches skipped, and exactly the rest when w' divides i * w."""
+    everything = [b.tolist() for b in epoch_batches(corpus, seed=7, epoch=1)]
+    stopped = [BatchIterator(corpus, MAX_TOKENS, 7, rank, before) for rank in range(before)]
+    read = []
+    for reader in stopped:
+        reader.restore({"epoch": 1, "batch_index": 0})
+        read += [next(reader).indices.tolist() for _ in range(3)]
+    resumed = [BatchIterator(corpus, MAX_TOKENS, 7, rank, after) for rank in range(after)]
+    rest = []
+    for reader in resumed:
+        reader.restore(stopped[0].state())
+        rest += [b.indices.tolist() for b in reader.iterate(1, reader.position.batch_index)]
+    assert sorted(read) == sorted(everything[: 3 * before])
+    start = -(-3 * before // after) * after
+    usable = len(everything) - len(everything) % after
+    assert sorted(rest) == sorted(everything[start:usable])
+    assert start - 3 * before < after and (start == 3 * before) == (3 * before % after == 0)
 
 
 def test_shards_are_disjoint_and_equal(corpus):

@@ -13,6 +13,7 @@ from transformer_mt.data.dataset import DataError, load_split, stream_pairs
 from transformer_mt.data.pipeline import encode_splits, train_tokenizers_for
 from transformer_mt.data.streaming import StreamingBatches, StreamSettings, sample_pairs
 from transformer_mt.data.tokenizer import EOS_ID, PAD_ID
+from transformer_mt.training.trainer import rank_position, stored_position
 
 MAX_TOKENS = 300
 # The DataLoader warns when a test pinned to one core starts two workers.
@@ -137,10 +138,28 @@ def test_a_restored_cursor_reads_on_as_the_uninterrupted_one(corpus_dir, valid_t
     assert resumed.state() == reader.state()
 
 
-def test_a_position_of_another_rank_count_restarts_its_epoch(corpus_dir, valid_tokenizers):
-    batches = cursor(data_config(corpus_dir), valid_tokenizers, rank=0, world_size=2)
-    batches.restore({"epoch": 1, "chunk": 2, "batch_index": 3, "world_size": 1})
-    assert batches.state() == {"epoch": 1, "chunk": 0, "batch_index": 0, "world_size": 2}
+@pytest.mark.parametrize(("before", "after"), [(2, 1), (1, 2), (2, 3)])
+def test_another_rank_count_resumes_without_skipping_a_pair(
+    corpus_dir, valid_tokenizers, before, after
+):
+    """Ranks stopped mid-epoch, resumed by another rank count from the position of the rank
+    furthest behind: every pair of the epoch is read, and those read twice are fewer than
+    one chunk (64 pairs) per rank of either run."""
+    cfg = data_config(corpus_dir)
+    stopped = [cursor(cfg, valid_tokenizers, rank, before) for rank in range(before)]
+    read = []
+    for extra, reader in zip([1, 3], stopped, strict=False):  # ranks stop at different places
+        while reader.position.chunk < 1:  # past a chunk end
+            read += numbers([next(reader)])
+        read += numbers(next(reader) for _ in range(extra))
+    behind = rank_position(stored_position([r.state() for r in stopped]), 0, after)
+    for rank in range(after):
+        reader = cursor(cfg, valid_tokenizers, rank, after)
+        reader.restore(behind)
+        read += numbers(read_epoch(reader))
+    epoch = numbers(read_epoch(cursor(cfg, valid_tokenizers)))
+    assert set(read) == set(epoch)
+    assert len(read) - len(epoch) < 64 * (before + after)
 
 
 def test_every_pair_dropped_is_an_error(corpus_dir, valid_tokenizers):

@@ -1,8 +1,9 @@
 """Run by test_distributed.py under torchrun (two ranks, on one node or two); also the
 single-process twin.
 
-Every rank trains a tiny model for a few updates on synthetic token batches and writes its final
-parameters to OUT/rank{R}.pt.
+Every rank trains a tiny model for a few updates (STEPS, or the second argument) on synthetic
+token batches and writes its final parameters to OUT/rank{R}.pt; rank 0 also writes the run's
+checkpoints under OUT/run.
 """
 
 from __future__ import annotations
@@ -28,7 +29,11 @@ STEPS = 3
 
 
 def tiny_trainer(
-    run_dir: Path, dist: DistributedContext, update_freq: int, compile: bool = False
+    run_dir: Path,
+    dist: DistributedContext,
+    update_freq: int,
+    compile: bool = False,
+    max_steps: int = STEPS,
 ) -> Trainer:
     """Same initial weights and corpus on every call; dropout off so runs can be compared."""
     rng = np.random.default_rng(0)
@@ -37,7 +42,7 @@ def tiny_trainer(
     config = ExperimentConfig(
         model=ModelConfig(d_model=32, n_heads=4, n_layers=2, d_ff=64, dropout=0.0),
         train=TrainConfig(
-            max_steps=STEPS,
+            max_steps=max_steps,
             max_tokens=64,
             update_freq=update_freq,
             lr=1e-3,
@@ -57,14 +62,16 @@ def tiny_trainer(
         valid_sources=None,
         valid_references=[],
     )
-    tokenizer = SimpleNamespace(model_bytes=b"")  # checkpoints need only the bytes
+    # Checkpoints need only the bytes (not empty: torch.load(weights_only=True) refuses b"").
+    tokenizer = SimpleNamespace(model_bytes=b"unused")
     return Trainer(config, model, data, tokenizer, tokenizer, run_dir, dist, "cpu")
 
 
 if __name__ == "__main__":
     out = Path(sys.argv[1])
     dist = init_distributed("cpu")
-    trainer = tiny_trainer(out / "run", dist, update_freq=1)
+    steps = int(sys.argv[2]) if len(sys.argv) > 2 else STEPS
+    trainer = tiny_trainer(out / "run", dist, update_freq=1, max_steps=steps)
     trainer.train()
     torch.save(trainer.model.state_dict(), out / f"rank{dist.rank}.pt")
     torch.distributed.destroy_process_group()

@@ -16,14 +16,14 @@ from transformer_mt.artifacts import load_checkpoint
 from transformer_mt.training.distributed import DistributedContext
 
 from .conftest import write_config, write_corpus
-from .ddp_worker import assert_trained_alike, tiny_trainer
+from .ddp_worker import STEPS, assert_trained_alike, tiny_trainer
 from .test_trainer import assert_same_training_state
 
 WORKER = Path(__file__).with_name("ddp_worker.py")
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _launch(out: Path, nodes: int) -> None:
+def _launch(out: Path, nodes: int, *args: str) -> None:
     """Two ranks of ddp_worker.py: one torchrun of two processes, or two torchruns ("nodes")
     of one process each meeting at a c10d rendezvous on localhost, as `docs` shows for
     several machines."""
@@ -38,7 +38,7 @@ def _launch(out: Path, nodes: int) -> None:
         commands = [node, node]
     launches = [
         subprocess.Popen(
-            [*command, str(WORKER), str(out)], env=env, stderr=subprocess.PIPE, text=True
+            [*command, str(WORKER), str(out), *args], env=env, stderr=subprocess.PIPE, text=True
         )
         for command in commands
     ]
@@ -68,6 +68,21 @@ def test_two_ranks_match_each_other_and_one_process(tmp_path, nodes):
         assert torch.equal(rank0[name], rank1[name]), name
     assert_trained_alike(rank0, single.model.state_dict())
     assert any(not torch.equal(start[k], rank0[k]) for k in start)  # training moved the weights
+
+
+def test_two_ranks_resumed_by_one_process_continue_as_one_process(tmp_path):
+    """A checkpoint of two ranks resumed by one process accumulating two batches an update:
+    the step, schedule and data position carry over (the one process starts at batch 4 of
+    the epoch, where the ranks' 2 + 2 batches end), so it ends where one process that did
+    every update ends."""
+    _launch(tmp_path, 1, str(STEPS - 1))
+    resumed = tiny_trainer(tmp_path / "resumed", DistributedContext(), update_freq=2)
+    resumed.restore(load_checkpoint(tmp_path / "run/checkpoints/last.pt"))
+    assert resumed.step == STEPS - 1 and resumed.data.train.position.batch_index == 4
+    resumed.train()
+    single = tiny_trainer(tmp_path / "single", DistributedContext(), update_freq=2)
+    single.train()
+    assert_trained_alike(resumed.model.state_dict(), single.model.state_dict())
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ Re-running an epoch therefore gives the same batches, which is what exact resume
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -29,6 +30,8 @@ import torch
 from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from transformer_mt.errors import TmtError
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -259,12 +262,30 @@ class BatchIterator:
         return batch
 
     def state(self) -> dict[str, int]:
-        """The position as plain data (what a checkpoint stores)."""
-        return dataclasses.asdict(self.position)
+        """The position as plain data, with the rank count it belongs to (a checkpoint's)."""
+        return {**dataclasses.asdict(self.position), "world_size": self.world_size}
 
     def restore(self, state: dict[str, int]) -> None:
-        """Continue from a position returned by `state`."""
-        self.position = DataPosition(**state)
+        """Continue from a position returned by `state`, of this or another rank count.
+
+        Every rank of a run stands at the same `batch_index` of its share, batches[rank::w],
+        so w ranks at index i have read the epoch's first i * w batches between them. Another
+        rank count w' resumes at index ceil(i * w / w'): exactly the unread batches when w'
+        divides i * w, else after skipping fewer than w' of them. (An epoch's last
+        len % w batches, which no rank of w reads, are read by w' ranks when they fit.)
+        """
+        saved_world = state.get("world_size", self.world_size)
+        epoch, index = state["epoch"], state["batch_index"]
+        if saved_world != self.world_size:
+            index = -(-index * saved_world // self.world_size)
+            if index >= self.num_batches(epoch):
+                epoch, index = epoch + 1, 0
+            log.info(
+                "data position of %d ranks at batch %d of epoch %d: this run of %d starts at "
+                "its batch %d of epoch %d",
+                *(saved_world, state["batch_index"], state["epoch"], self.world_size, index, epoch),
+            )
+        self.position = DataPosition(epoch, index)
 
     def iterate(self, epoch: int, start: int = 0) -> Iterator[Batch]:
         """Batches `start`, `start + 1`, ... of `epoch`: the cursor moved there and read to the

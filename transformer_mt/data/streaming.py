@@ -28,7 +28,8 @@ which a checkpoint stores for each rank. On restore the stream restarts at that 
 readers skip the pairs before it untokenized (reading them costs about as long as `wc -l`
 plus parsing a TSV or JSON line each), tokenize that one chunk, and rebuild its batches, from
 which the first `batch_index` are skipped. The shuffle needs no saved generator state: it is
-a pure function of (seed, rank, chunk, epoch).
+a pure function of (seed, rank, chunk, epoch). A run of another rank count resumes near the
+position instead (`StreamingBatches.restore`).
 
 Batch.indices holds the pairs' numbers in the corpus (i above), not rows of a cleaned corpus.
 """
@@ -259,19 +260,23 @@ class StreamingBatches:
         return {**dataclasses.asdict(self.position), "world_size": self.settings.world_size}
 
     def restore(self, state: dict[str, int]) -> None:
-        """Continue from a position returned by `state`.
+        """Continue from a position returned by `state`, of this or another rank count.
 
-        A position of another rank count names other shards; the run then starts its epoch
-        afresh (with a warning) instead of resuming mid-epoch.
+        Chunk c of each of w ranks starts near pair c * shuffle_buffer * w of the corpus (rank
+        r reads pairs r, r + w, ...). Another rank count w' restarts the epoch at the chunk
+        that begins at or before that pair, (c * w) // w', batch 0: given the position of the
+        rank that is furthest behind (`trainer.rank_position`), no pair of the epoch is
+        skipped, and at most the pairs of one chunk per rank are read twice.
         """
         position = StreamPosition(state["epoch"], state["chunk"], state["batch_index"])
-        if state.get("world_size") != self.settings.world_size:
-            log.warning(
-                "the streaming position was saved by %s ranks, this run has %d: epoch %d "
-                "starts again from its first pair",
-                *(state.get("world_size"), self.settings.world_size, position.epoch),
+        saved_world, world = state["world_size"], self.settings.world_size
+        if saved_world != world:
+            position = StreamPosition(position.epoch, position.chunk * saved_world // world)
+            log.info(
+                "streaming position of %d ranks at chunk %d of epoch %d: this run of %d ranks "
+                "starts at its chunk %d",
+                *(saved_world, state["chunk"], position.epoch, world, position.chunk),
             )
-            position = StreamPosition(position.epoch)
         self.position = position
         self._chunks = self._chunk = None  # workers restart there at the next batch
 

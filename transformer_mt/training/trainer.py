@@ -316,9 +316,12 @@ def stored_position(positions: list[dict[str, int]]) -> dict[str, Any]:
 
 
 def rank_position(stored: dict[str, Any], rank: int, world_size: int) -> dict[str, int]:
-    """Rank `rank`'s position in a `stored_position`; rank 0's when the checkpoint has another
-    rank count (the data cursor decides what that position still means)."""
+    """Rank `rank`'s position in a `stored_position`. A checkpoint of another rank count gives
+    the position of the rank furthest behind, which the data cursor's `restore` translates
+    to this rank count (so that no batch of the epoch is skipped)."""
     ranks = stored.get("ranks")
     if ranks is None:
         return stored
-    return ranks[rank] if len(ranks) == world_size else ranks[0]
+    if len(ranks) == world_size:
+        return ranks[rank]
+    return min(ranks, key=lambda p: (p["epoch"], p.get("chunk", 0), p["batch_index"]))
