@@ -37,6 +37,9 @@ def test_progress_line_reads_as_documented():
     assert line == (
         "step 1200 | epoch 3 | loss 3.412 | lr 8.20e-04 | 5210 tok/s | 12m03s elapsed, 47m57s left"
     )
+    waiting = progress_line(1200, 3, 3.4123, 8.2e-4, 5210.4, 723.0, 2877.0, data_wait=0.073)
+    assert "5210 tok/s | waiting for data 7% | 12m03s" in waiting
+    assert progress_line(1200, 3, 3.4123, 8.2e-4, 5210.4, 723.0, 2877.0, data_wait=0.004) == line
     assert duration(3725) == "1h02m"
     assert duration(45.9) == "45s"
     assert duration(float("inf")) == "?"

@@ -52,10 +52,16 @@ def progress_line(
     tokens_per_second: float,
     elapsed: float,
     remaining: float,
+    data_wait: float = 0.0,
 ) -> str:
     """One plain log line, e.g.
-    `step 1200 | epoch 3 | loss 3.412 | lr 8.20e-04 | 5210 tok/s | 12m03s elapsed, 47m57s left`."""
+    `step 1200 | epoch 3 | loss 3.412 | lr 8.20e-04 | 5210 tok/s | 12m03s elapsed, 47m57s left`.
+
+    `data_wait` (the fraction of the time spent waiting for batches) is shown from 1% on,
+    where it starts to say that the data pipeline, not the model, sets the pace."""
+    waiting = f" | waiting for data {data_wait:.0%}" if data_wait >= 0.01 else ""
     return (
         f"step {step} | epoch {epoch} | loss {loss:.3f} | lr {lr:.2e} | "
-        f"{tokens_per_second:.0f} tok/s | {duration(elapsed)} elapsed, {duration(remaining)} left"
+        f"{tokens_per_second:.0f} tok/s{waiting} | "
+        f"{duration(elapsed)} elapsed, {duration(remaining)} left"
     )

@@ -31,6 +31,7 @@ class UpdateTotals:
     nll: float = 0.0
     tokens: float = 0.0
     updates: int = 0
+    data_seconds: float = 0.0  # spent waiting for the next batches, skipped updates included
     start: float = field(default_factory=time.perf_counter)
 
     def add(self, result: UpdateResult) -> None:
@@ -81,8 +82,12 @@ class TrainingReport:
         if self.metrics is not None:
             self.metrics.close()
 
-    def updated(self, step: int, result: UpdateResult, counters: RunCounters) -> bool:
-        """Count update `step`; write a train row when one is due. Returns whether it was due."""
+    def updated(
+        self, step: int, result: UpdateResult, counters: RunCounters, data_seconds: float
+    ) -> bool:
+        """Count update `step`, which waited `data_seconds` for its batches; write a train
+        row when one is due. Returns whether it was due."""
+        self.window.data_seconds += data_seconds
         if result.applied:
             self.window.add(result)
         self.bar.update(1)
@@ -125,6 +130,7 @@ class TrainingReport:
             "lr": result.lr,
             "grad_norm": result.grad_norm,
             "tokens_per_s": window.tokens / seconds,
+            "data_wait": window.data_seconds / seconds,
             "epoch": counters.epoch,
             "skipped_updates": counters.skipped_updates,
             "elapsed": round(counters.elapsed, 3),
@@ -140,6 +146,7 @@ class TrainingReport:
                 step, counters.elapsed, rate, self.cfg.max_steps, self.cfg.max_minutes
             )
             line = progress_line(
-                step, counters.epoch, loss, result.lr, row["tokens_per_s"], counters.elapsed, left
+                *(step, counters.epoch, loss, result.lr, row["tokens_per_s"], counters.elapsed),
+                *(left, row["data_wait"]),
             )
             log.info("%s", line)

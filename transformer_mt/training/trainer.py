@@ -117,8 +117,8 @@ class Trainer:
         """Updates until a limit, patience or a signal; returns which of them it was."""
         validated_at = self.step
         while (limit := self._limit_reached()) is None:
-            result = self._update()
-            if report.updated(self.step, result, self._counters()):
+            result, data_seconds = self._update()
+            if report.updated(self.step, result, self._counters(), data_seconds):
                 self._follow_load()
             if self.step % self.cfg.valid_every == 0:
                 with report.paused():  # tokens/s counts training only
@@ -132,13 +132,16 @@ class Trainer:
             self._validate_and_save(report)
         return limit
 
-    def _update(self) -> UpdateResult:
-        """The next `update_freq` batches of this rank, as update number `step + 1`."""
+    def _update(self) -> tuple[UpdateResult, float]:
+        """The next `update_freq` batches of this rank, as update number `step + 1`; with the
+        seconds spent waiting for them (reading, tokenizing, collating: the data pipeline)."""
+        started = time.perf_counter()
         batches = [next(self.data.train) for _ in range(self.cfg.update_freq)]
+        data_seconds = time.perf_counter() - started
         self.step += 1
         result = self.updater.update(batches, self.step, self.stop_requests.caught_one)
         self.skipped_updates += not result.applied
-        return result
+        return result, data_seconds
 
     def _limit_reached(self) -> str | None:
         """max_steps, max_epochs or max_minutes when that limit ends the run now, else None."""
