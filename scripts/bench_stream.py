@@ -1,0 +1,193 @@
+"""Benchmark streamed training (`data.streaming`) by corpus size: memory, start, data waits.
+
+    python scripts/get_data.py wmt14_standin --pairs 100000 --out data/standin_100k
+    python scripts/get_data.py wmt14_standin --pairs 2000000 --out data/standin_2m
+    python scripts/bench_stream.py --corpora data/standin_100k/train data/standin_2m/train \
+        [--config configs/multi30k_de_en.yaml] [--steps 200] [--sample 50000] [--workers 1]
+
+For each corpus (a text-format prefix, `{prefix}.{src_lang}` and `.{tgt_lang}`) two `tmt train`
+runs of `--steps` updates: the first trains the tokenizer on a `--sample` of the corpus, the
+second finds it in the cache, as a resumed or repeated run does. Measured from outside: the
+peak resident memory of the training process and its data-loader workers together (summed
+proportional set size, PSS, sampled every 50 ms), and the seconds from launch to the end of
+the first update (its metrics row); from the run's metrics: how much of the training time
+updates waited for batches (`data_wait`, after the first update, whose wait is the pipeline's
+start) and tokens/s. A streamed run should use the same memory for any corpus size and start
+in about the same time. `scripts/benchmark.py stream` calls `add_arguments` and `run` from here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run from a checkout, uninstalled
+
+from bench_machine import run_standalone  # noqa: E402
+
+from transformer_mt.config import load_config  # noqa: E402
+from transformer_mt.training.metrics import read_metrics  # noqa: E402
+
+SAMPLE_SECONDS = 0.05
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--corpora", nargs="+", required=True, help="text-format path prefixes")
+    parser.add_argument("--config", default=str(REPO / "configs" / "multi30k_de_en.yaml"))
+    parser.add_argument("--steps", type=int, default=200, help="updates per run")
+    parser.add_argument(
+        "--sample", type=int, default=50_000, help="tokenizer.input_sentence_size (pairs)"
+    )
+    parser.add_argument("--workers", type=int, default=1, help="data.workers")
+    parser.add_argument("--threads", type=int, default=1, help="train.threads")
+
+
+def run(args: argparse.Namespace) -> list[dict]:
+    results = []
+    for corpus in args.corpora:
+        with tempfile.TemporaryDirectory() as tmp:
+            for tokenizer in ("trained", "cached"):
+                results.append(_measure(args, corpus, Path(tmp), tokenizer))
+                print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    return results
+
+
+def _measure(args: argparse.Namespace, corpus: str, tmp: Path, tokenizer: str) -> dict:
+    run_dir = tmp / f"run-{tokenizer}"
+    overrides = [
+        "data.streaming=true",
+        f"data.train={corpus}",
+        f"data.workers={args.workers}",
+        f"data.cache_dir={tmp / 'cache'}",  # shared by the two runs: the second finds the sample
+        f"tokenizer.input_sentence_size={args.sample}",
+        f"train.max_steps={args.steps}",
+        "train.max_minutes=null",
+        f"train.warmup_steps={args.steps // 2}",  # any, below max_steps: speed does not care
+        f"train.valid_every={args.steps}",
+        "train.valid_max_sentences=8",
+        "train.valid_bleu=false",
+        "train.keep_last=0",
+        "train.log_every=1",  # a metrics row per update: the first marks the start
+        f"train.threads={args.threads}",
+    ]
+    command = [sys.executable, "-m", "transformer_mt", "train", "--config", args.config,
+               "--run-dir", str(run_dir), "--set", *overrides]  # fmt: skip
+    started = time.perf_counter()
+    process = subprocess.Popen(command, cwd=REPO, stderr=subprocess.PIPE, text=True)
+    peak = _PeakMemory(process.pid)
+    first_update = _first_row_seconds(run_dir / "metrics.jsonl", process, started)
+    _, err = process.communicate()
+    peak.stop()
+    if process.returncode != 0:
+        raise SystemExit(f"{corpus}: training failed:\n{err[-2000:]}")
+    rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "train"]
+    later = [r["data_wait"] for r in rows[1:]]
+    lang = load_config(args.config).data.src_lang
+    return {
+        "bench": "stream",
+        "corpus": corpus,
+        "pairs": _count_lines(Path(f"{corpus}.{lang}")),
+        "tokenizer": tokenizer,
+        "workers": args.workers,
+        "first_update_s": round(first_update, 2),
+        "peak_pss_mb": round(peak.peak / 2**20, 1),
+        "data_wait_pct": round(100 * statistics.mean(later), 2),
+        "data_wait_max_pct": round(100 * max(later), 2),
+        "tokens_per_s": round(statistics.median(r["tokens_per_s"] for r in rows[1:])),
+        "updates": rows[-1]["step"],
+    }
+
+
+class _PeakMemory:
+    """The largest summed PSS of a process and its descendants, sampled in a thread."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        while not self._done.wait(SAMPLE_SECONDS):
+            self.peak = max(self.peak, sum(_pss(pid) for pid in _tree(self.pid)))
+
+
+def _tree(root: int) -> list[int]:
+    """`root` and every process below it, from /proc (Linux)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone since the listing
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])  # after the command name, which may
+        children.setdefault(parent, []).append(int(entry.name))  # hold spaces and parentheses
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+
+def _pss(pid: int) -> int:
+    """Proportional resident bytes of `pid` (a page shared by n processes counts 1/n in each,
+    so forked workers are not counted twice); 0 once it has gone."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _first_row_seconds(metrics: Path, process: subprocess.Popen, started: float) -> float:
+    """Seconds from `started` until `metrics` holds a train row (the first update's)."""
+    while process.poll() is None:
+        if metrics.is_file() and '"train"' in metrics.read_text():
+            return time.perf_counter() - started
+        time.sleep(SAMPLE_SECONDS)
+    return float("nan")
+
+
+def _count_lines(path: Path) -> int:
+    count = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            count += block.count(b"\n")
+    return count
+
+
+def print_table(results: list[dict], file=sys.stderr) -> None:
+    print(
+        "| pairs | tokenizer | first update (s) | peak memory, PSS (MB) | "
+        "waiting for data (mean / max of updates) | tokens/s |",
+        file=file,
+    )
+    print("|---:|---|---:|---:|---:|---:|", file=file)
+    for r in results:
+        print(
+            f"| {r['pairs']:,} | {r['tokenizer']} | {r['first_update_s']} | {r['peak_pss_mb']} | "
+            f"{r['data_wait_pct']}% / {r['data_wait_max_pct']}% | {r['tokens_per_s']:,} |",
+            file=file,
+        )
+
+
+if __name__ == "__main__":
+    run_standalone(__doc__, add_arguments, run, print_table)
