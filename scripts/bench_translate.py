@@ -105,15 +105,15 @@ def run(args: argparse.Namespace) -> list[dict]:
     sources = [src_tokenizer.encode(line) + [EOS_ID] for line in lines]
     machine = machine_info()
     # The other systems are built from the CPU model; then every system and batch sits on `device`.
-    engines = _engines(args.systems, model, src_tokenizer, tgt_tokenizer, device)
+    systems = engines(args.systems, model, src_tokenizer, tgt_tokenizer, device)
     model.to(device)
     results = []
     for beam_size in args.beams:
         for batch_size in args.batch_sizes:
             batches = [b.to(device) for b in make_batches(sources, batch_size)]
             ours_out: list[list[int]] | None = None
-            for system, make_translate in engines.items():
-                row, outputs = _measure(make_translate(beam_size, args), batches, args.repeats)
+            for system, make_translate in systems.items():
+                row, outputs = measure(make_translate(beam_size, args), batches, args.repeats)
                 row = {"bench": "translate", "system": system, "beam": beam_size,
                        "batch": batch_size, **row}  # fmt: skip
                 if system == "ours":
@@ -200,7 +200,7 @@ def hf_generation_config(beam_size: int, args: argparse.Namespace):
     )
 
 
-def _engines(
+def engines(
     systems: list[str],
     model: Seq2SeqTransformer,
     src_tokenizer: Tokenizer,
@@ -338,7 +338,7 @@ def _ct2(translator, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, beam_si
     return translate
 
 
-def _measure(translate, batches: list[torch.Tensor], repeats: int) -> tuple[dict, list]:
+def measure(translate, batches: list[torch.Tensor], repeats: int) -> tuple[dict, list]:
     """Best-of-`repeats` wall time over all batches; sentences/s and target tokens/s."""
     translate(batches[0][:4])  # warm-up: first-call allocations and kernel choice
     load = load_average()

@@ -1,5 +1,5 @@
 """One entry point for the benchmarks: matmul, training, translation, data, attention, threads,
-serving, trained model variants, streamed training.
+serving, trained model variants, streamed training, translation cost growth.
 
     python scripts/benchmark.py matmul [--dtypes fp32 bf16]
     python scripts/benchmark.py train [--sizes quickstart base]
@@ -10,6 +10,7 @@ serving, trained model variants, streamed training.
     python scripts/benchmark.py serve --checkpoint CKPT [--rates 2 8 0] [--clients 32]
     python scripts/benchmark.py variants --runs RUN_DIR [RUN_DIR ...] [--joined 1 2 3]
     python scripts/benchmark.py stream --corpora PREFIX [PREFIX ...] [--steps 200]
+    python scripts/benchmark.py growth [--lengths 10 20 40 80 160] [--beams 1 2 5 10] [--plot PNG]
 
 Each subcommand is a `bench_<name>.py` module with `add_arguments(parser)` and
 `run(args) -> list[dict]`, runnable on its own too. Here every result becomes one JSON line on
@@ -41,6 +42,7 @@ BENCHMARKS = {
     "serve": "bench_serve",
     "variants": "bench_variants",
     "stream": "bench_stream",
+    "growth": "bench_growth",
 }
 
 
