@@ -15,13 +15,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
 
-from transformer_mt.data.fetch import (  # noqa: E402
-    CORPORA,
-    HUB_CORPORA,
+from transformer_mt.data.fetch import CORPORA, fetch_corpus  # noqa: E402
+from transformer_mt.data.hub_export import HUB_CORPORA  # noqa: E402
+from transformer_mt.data.standin import (  # noqa: E402
     STANDIN,
     STANDIN_PAIRS,
     STANDIN_SOURCES,
-    fetch_corpus,
     make_standin,
 )
 from transformer_mt.errors import TmtError  # noqa: E402

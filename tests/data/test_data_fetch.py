@@ -15,7 +15,8 @@ import pytest
 
 from tests.corpora import MULTI30K_SLICE, REPO, shared_corpus
 from transformer_mt.data import fetch
-from transformer_mt.data.fetch import FetchError, fetch_corpus
+from transformer_mt.data.corpus_files import FetchError
+from transformer_mt.data.fetch import fetch_corpus
 
 GET_DATA = REPO / "scripts" / "get_data.py"
 SLICE_COUNTS = {"train": 300, "valid": 400, "test2016": 100}  # lines of each shipped split

@@ -14,8 +14,10 @@ import pytest
 from tests.corpora import MULTI30K_SLICE, REPO, slice_lines
 from transformer_mt.artifacts import load_checkpoint
 from transformer_mt.config import load_config
-from transformer_mt.data import fetch
-from transformer_mt.data.fetch import FetchError, fetch_corpus, make_standin
+from transformer_mt.data import hub_export
+from transformer_mt.data.corpus_files import FetchError
+from transformer_mt.data.fetch import fetch_corpus
+from transformer_mt.data.standin import make_standin
 
 CONFIG = REPO / "configs" / "transformer_base_wmt14_en_de.yaml"
 HUB_ROWS = {"train": 300, "validation": 5, "test": 7}  # a small wmt14/de-en
@@ -48,10 +50,10 @@ def fake_hub(monkeypatch) -> list[tuple]:
 
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")  # no connectivity probe
-    spec = fetch.HUB_CORPORA["wmt14"]
+    spec = hub_export.HUB_CORPORA["wmt14"]
     counts = {ours: HUB_ROWS[hub] for ours, hub in spec.hub_splits.items()}
     spec = dataclasses.replace(spec, line_counts=counts)
-    monkeypatch.setitem(fetch.HUB_CORPORA, "wmt14", spec)
+    monkeypatch.setitem(hub_export.HUB_CORPORA, "wmt14", spec)
     return calls
 
 
@@ -81,8 +83,8 @@ def test_wmt14_streams_from_the_hub_into_text_files_and_resumes(tmp_path, fake_h
 
 
 def test_wmt14_short_of_the_hubs_size_writes_nothing(tmp_path, fake_hub, monkeypatch):
-    spec = dataclasses.replace(fetch.HUB_CORPORA["wmt14"], line_counts={"train": 301})
-    monkeypatch.setitem(fetch.HUB_CORPORA, "wmt14", spec)
+    spec = dataclasses.replace(hub_export.HUB_CORPORA["wmt14"], line_counts={"train": 301})
+    monkeypatch.setitem(hub_export.HUB_CORPORA, "wmt14", spec)
     message = "hub dataset wmt14/de-en split train: 300 pairs, expected 301"
     with pytest.raises(FetchError, match=message):
         fetch_corpus("wmt14", tmp_path / "wmt14")
