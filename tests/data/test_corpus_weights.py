@@ -17,7 +17,13 @@ from transformer_mt.config import (
     dump_config,
     load_config,
 )
-from transformer_mt.data.dataset import DataError, check_sources, load_split, stream_pairs
+from transformer_mt.data.dataset import (
+    DataError,
+    check_sources,
+    describe_train,
+    load_split,
+    stream_pairs,
+)
 from transformer_mt.data.encoding import corpus_key
 from transformer_mt.data.mixing import interleave
 from transformer_mt.data.pipeline import encode_splits
@@ -148,6 +154,16 @@ def test_an_empty_source_is_named_when_streamed(tmp_path):
     )
     with pytest.raises(DataError, match=r"data\.train\[1\]='.*empty\.tsv': no pairs"):
         list(stream_pairs(cfg, "train"))
+
+
+def test_messages_name_the_sources_by_their_paths(tmp_path, valid_tokenizers):
+    tok = valid_tokenizers.src
+    cfg = mixed_config(tmp_path, [(5, 1.0), (5, 2.0)], max_len=1, cache_dir=str(tmp_path))
+    a, b = cfg.train
+    with pytest.raises(DataError) as caught:
+        encode_splits(cfg, tok, tok, num_threads=1)  # "a 0" is two tokens: none kept
+    assert str(caught.value).startswith(f"{a.path}, {b.path}: no training pairs left after")
+    assert describe_train(DataConfig(train="data/x/train")) == "data/x/train"
 
 
 @pytest.fixture

@@ -102,6 +102,12 @@ def split_files(cfg: DataConfig, split: str) -> list[Path]:
     return [path for _, location in _locations(cfg, split) for path in _files(cfg, location)]
 
 
+def describe_train(cfg: DataConfig) -> str:
+    """`data.train` as messages name it: the one path, or the sources' paths joined by commas
+    (`data/a/train, data/b/train`) rather than the repr of a tuple of `TrainSource`s."""
+    return ", ".join(location for _, location in _locations(cfg, "train"))
+
+
 def _locations(cfg: DataConfig, split: str) -> list[tuple[str, str]]:
     """(key, location) of each corpus split `split` reads: `data.valid`, say, or one
     `data.train[k]` per source of a list.

@@ -32,6 +32,7 @@ from transformer_mt.data.dataset import (
     CleanReport,
     DataError,
     column_texts,
+    describe_train,
     load_split,
     select_training_pairs,
     stream_pairs,
@@ -85,7 +86,9 @@ def encode_splits(
     )
     log.info("%s", report)
     if not len(keep):
-        raise DataError(f"{data_cfg.train}: no training pairs left after cleaning ({report})")
+        raise DataError(
+            f"{describe_train(data_cfg)}: no training pairs left after cleaning ({report})"
+        )
     valid_text = load_split(data_cfg, "valid")
     valid = encode_corpus(valid_text, src_tok, tgt_tok, cache_dir, num_threads)
     return EncodedSplits(train_all.select(keep), keep, train_text, valid, valid_text, report)

@@ -52,6 +52,7 @@ from transformer_mt.data.batching import Batch, collate, make_batches
 from transformer_mt.data.dataset import (
     CleanReport,
     DataError,
+    describe_train,
     select_training_pairs,
     stream_pairs,
 )
@@ -182,7 +183,8 @@ class ChunkStream(IterableDataset):
             taken += 1
         if not taken:
             raise DataError(
-                f"{self.settings.data.train}: no training pair for rank {rank} of {world_size}"
+                f"{describe_train(self.settings.data)}: no training pair for rank {rank} of "
+                f"{world_size}"
             )
         yield chunk, (pairs if keep else None)
 
@@ -319,8 +321,8 @@ class StreamingBatches:
             empty_since = empty_since or (chunk.epoch, chunk.chunk)
             if chunk.epoch > empty_since[0] and chunk.chunk >= empty_since[1]:
                 raise DataError(
-                    f"{self.settings.data.train}: no training pairs left after cleaning (by "
-                    "data.max_len and data.max_len_ratio)"
+                    f"{describe_train(self.settings.data)}: no training pairs left after "
+                    "cleaning (by data.max_len and data.max_len_ratio)"
                 )
 
     def _fetch(self) -> Chunk:
