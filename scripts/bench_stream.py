@@ -34,6 +34,7 @@ sys.path.insert(0, str(REPO))  # run from a checkout, uninstalled
 from bench_machine import run_standalone  # noqa: E402
 
 from transformer_mt.config import load_config  # noqa: E402
+from transformer_mt.data.corpus_files import count_file_lines  # noqa: E402
 from transformer_mt.training.metrics import read_metrics  # noqa: E402
 
 SAMPLE_SECONDS = 0.05
@@ -94,7 +95,7 @@ def _measure(args: argparse.Namespace, corpus: str, tmp: Path, tokenizer: str) -
     return {
         "bench": "stream",
         "corpus": corpus,
-        "pairs": _count_lines(Path(f"{corpus}.{lang}")),
+        "pairs": count_file_lines(Path(f"{corpus}.{lang}")),
         "tokenizer": tokenizer,
         "workers": args.workers,
         "first_update_s": round(first_update, 2),
@@ -164,14 +165,6 @@ def _first_row_seconds(metrics: Path, process: subprocess.Popen, started: float)
             return time.perf_counter() - started
         time.sleep(SAMPLE_SECONDS)
     return float("nan")
-
-
-def _count_lines(path: Path) -> int:
-    count = 0
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            count += block.count(b"\n")
-    return count
 
 
 def print_table(results: list[dict], file=sys.stderr) -> None:
