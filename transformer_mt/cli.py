@@ -15,8 +15,8 @@ import sys
 from typing import BinaryIO, TextIO
 
 from transformer_mt import __version__
-from transformer_mt.durations import PROGRESS_SECONDS
 from transformer_mt.errors import SettingError, TmtError
+from transformer_mt.progress import PROGRESS_SECONDS
 
 # Library arguments set by a flag of the same meaning in every subcommand that has it.
 FLAGS = {

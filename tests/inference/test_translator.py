@@ -12,7 +12,7 @@ from transformer_mt import cli
 from transformer_mt.cli import main
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
 from transformer_mt.errors import TmtError
-from transformer_mt.inference.stream import ProgressReport, format_translation, translate_stream
+from transformer_mt.inference.stream import format_translation, translate_stream
 from transformer_mt.inference.translator import Translator
 from transformer_mt.machine import Choice
 
@@ -276,19 +276,6 @@ def test_progress_lines_without_a_terminal_count_up_to_the_total(checkpoint, cap
     assert all(f"/{len(lines)} lines (" in r and "sentences/s, ETA " in r for r in reports)
     translate_stream(translator, lines, io.StringIO(), 4, total=len(lines), report_every_s=600)
     assert capsys.readouterr().err == ""  # a short input: no report before the interval
-
-
-def test_progress_line_reads_rate_and_eta():
-    stream, now = io.StringIO(), [0.0]
-    report = ProgressReport(1000, bar=False, every_s=30.0, stream=stream, clock=lambda: now[0])
-    now[0] = 10.0
-    report.update(100)  # before the interval: nothing
-    now[0] = 40.0
-    report.update(100)
-    now[0] = 50.0
-    report.update(300)  # 10 s after the last line: nothing
-    assert stream.getvalue() == "translated 200/1000 lines (20%), 5.0 sentences/s, ETA 2m40s\n"
-    assert ProgressReport(None, False, 1.0, io.StringIO()).line(4.0).endswith("0.0 sentences/s")
 
 
 def test_cli_reports_progress_when_stderr_is_not_a_terminal(

@@ -4,7 +4,6 @@ import math
 
 import pytest
 
-from transformer_mt.durations import duration
 from transformer_mt.training import progress
 from transformer_mt.training.progress import LogClock, progress_line, remaining_seconds
 
@@ -40,9 +39,6 @@ def test_progress_line_reads_as_documented():
     waiting = progress_line(1200, 3, 3.4123, 8.2e-4, 5210.4, 723.0, 2877.0, data_wait=0.073)
     assert "5210 tok/s | waiting for data 7% | 12m03s" in waiting
     assert progress_line(1200, 3, 3.4123, 8.2e-4, 5210.4, 723.0, 2877.0, data_wait=0.004) == line
-    assert duration(3725) == "1h02m"
-    assert duration(45.9) == "45s"
-    assert duration(float("inf")) == "?"
 
 
 def test_training_without_a_terminal_logs_by_time_as_well_as_by_steps(

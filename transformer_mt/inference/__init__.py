@@ -4,7 +4,7 @@
                        search, detokenize) that `tmt translate`, validation BLEU,
                        `tmt attention` and scripts/run_experiment.py call
     stream.py          lines in, lines out for `tmt translate`: UTF-8 input, n-best format,
-                       chunks, progress
+                       chunks (progress: transformer_mt/progress.py)
     quantize.py        dynamic int8 linear layers for CPU translation
     attention_maps.py  `tmt attention`: heatmaps of one sentence pair's attention weights
     export.py          `tmt export`: Hugging Face Marian directory; export_ct2.py: CTranslate2

@@ -1,22 +1,21 @@
-"""Lines in, lines out: chunking, writing translations and progress for `tmt translate`.
+"""Lines in, lines out: chunking and writing translations for `tmt translate`.
 
 The line promises of `tmt translate` that do not depend on the model: one output line per
 input line (or exactly n_best lines in n-best format); each chunk is written and flushed as
 soon as it is translated. Input lines are decoded by `files.decode_lines` (invalid UTF-8 stops
-with the line number).
+with the line number); lines translated so far are counted by `progress.ProgressReport`.
 """
 
 from __future__ import annotations
 
-import sys
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TextIO
 
-from tqdm import tqdm
-
-from transformer_mt.durations import duration
 from transformer_mt.inference.translator import Translation, Translator
+from transformer_mt.progress import Counted, ProgressReport
+
+# `translated 1200/5000 lines (24%), 41.3 sentences/s, ETA 1m32s`
+TRANSLATED = Counted(verb="translated", noun="lines", rate_unit="sentences")
 
 
 def format_translation(translation: Translation, index: int, nbest: int) -> str:
@@ -59,7 +58,7 @@ def translate_stream(
         prefixes: one target prefix per line that its translation must start with.
     """
     count = 0
-    report = ProgressReport(total, progress, report_every_s)
+    report = ProgressReport(total, TRANSLATED, progress, report_every_s)
     for chunk in _chunks(lines, chunk_lines):
         forced = None if prefixes is None else prefixes[count : count + len(chunk)]
         for translation in translator.translate(chunk, report.update, forced):
@@ -71,53 +70,6 @@ def translate_stream(
         report.update(count - report.done)  # the chunk's empty lines, never searched
     report.close()
     return count
-
-
-class ProgressReport:
-    """Lines translated so far, on stderr: a tqdm bar, or plain lines for a log file.
-
-    A plain line reads `translated 1200/5000 lines (24%), 41.3 sentences/s, ETA 1m32s`, written
-    when at least `every_s` seconds have passed since the last one (the first after `every_s`),
-    so short inputs print nothing but the caller's final count.
-    """
-
-    def __init__(
-        self,
-        total: int | None,
-        bar: bool,
-        every_s: float | None,
-        stream: TextIO | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ):
-        self.total = total
-        self.stream = stream if stream is not None else sys.stderr
-        self.every_s = None if bar else every_s
-        self.clock = clock
-        self.bar = tqdm(total=total, unit="line", disable=not bar, file=self.stream)
-        self.done = 0
-        self.start = self.last = clock()
-
-    def update(self, n: int) -> None:
-        self.bar.update(n)
-        self.done += n
-        now = self.clock()
-        if self.every_s is not None and n and now - self.last >= self.every_s:
-            self.last = now
-            print(self.line(now - self.start), file=self.stream, flush=True)
-
-    def line(self, elapsed: float) -> str:
-        rate = self.done / elapsed if elapsed > 0 else 0.0
-        if self.total is None:
-            return f"translated {self.done} lines, {rate:.1f} sentences/s"
-        percent = 100.0 * self.done / max(self.total, 1)
-        eta = duration((self.total - self.done) / rate) if rate > 0 else "unknown"
-        return (
-            f"translated {self.done}/{self.total} lines ({percent:.0f}%), "
-            f"{rate:.1f} sentences/s, ETA {eta}"
-        )
-
-    def close(self) -> None:
-        self.bar.close()
 
 
 def _chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:

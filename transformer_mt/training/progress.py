@@ -3,7 +3,9 @@
 tqdm draws its bar only on a terminal; under `make quickstart > log`, nohup or a batch
 scheduler it stays silent. So the trainer also writes a plain line every `log_every` updates or
 every `PROGRESS_SECONDS`, whichever comes first: step, epoch, loss, learning rate, tokens/s,
-elapsed time and the time left against `max_minutes` / `max_steps`.
+elapsed time and the time left against `max_minutes` / `max_steps`. Not a
+`transformer_mt.progress.ProgressReport` (translation, hub export): these lines come by step as
+well as by time, through `logging` (timestamped, rank 0 only), and say more than a count.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from transformer_mt.durations import PROGRESS_SECONDS, duration
+from transformer_mt.progress import PROGRESS_SECONDS, duration
 
 
 @dataclass
