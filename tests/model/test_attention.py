@@ -152,6 +152,22 @@ def test_kv_cache_reorders_through_growth_and_pruning():
         assert_close(cache.values[:, :, : cache.length], -reference)
 
 
+def test_kv_cache_reorders_alternate_between_two_buffers():
+    cache = KVCache.empty(torch.zeros(B, H, 1, DH), capacity=8)
+    reference = torch.empty(B, H, 0, DH)
+    storages = []
+    for order in [[2, 0, 1], [1, 1, 0], [0, 2], [1, 0]]:
+        step = torch.randn(reference.size(0), H, 1, DH)
+        cache.append(step, -step)
+        reference = torch.cat([reference, step], dim=2)[order]
+        cache.reorder(torch.tensor(order))
+        storages.append(cache.keys.untyped_storage().data_ptr())
+        assert_close(cache.keys[:, :, : cache.length], reference)
+        assert_close(cache.values[:, :, : cache.length], -reference)
+    # Each reorder writes into the buffer the one before it left: two buffers in turn.
+    assert storages[0] != storages[1] and storages[2:] == storages[:2]
+
+
 @pytest.mark.parametrize("kind", ["padding", "causal", "gqa"])
 def test_cpu_dropout_path_equals_sdpa_when_nothing_is_dropped(kind):
     # p = 1e-6 rounds to no dropped 16-bit level: the math path with dropout, nothing dropped.

@@ -6,7 +6,7 @@ Shapes: B batch (hypotheses), Hkv key/value heads, Dh head size.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -29,6 +29,8 @@ class KVCache:
     keys: Tensor
     values: Tensor | None
     length: int = 0
+    # The buffers before the last reorder, which the next one writes into (see `reorder`).
+    spare: tuple[Tensor, Tensor | None] | None = field(default=None, repr=False)
 
     @classmethod
     def empty(cls, like: Tensor, capacity: int = 16, keys_only: bool = False) -> KVCache:
@@ -58,17 +60,29 @@ class KVCache:
         The new buffers keep the old capacity (a buffer cut down to `length` would be grown,
         copied again, by the next `append`), but only the `length` valid steps are copied: beam
         search reorders after every step, and with capacity doubling up to half of each buffer
-        is spare.
+        is spare. The rows are copied into the buffers the previous reorder left (when they
+        are large enough), which become this cache's, and the current ones are kept for the
+        next reorder: a fresh buffer of megabytes at every step costs more in page faults than
+        the copy, for twice the memory.
         """
-        self.keys = _select_rows(self.keys, indices, self.length)
-        self.values = _select_rows(self.values, indices, self.length)
+        spare_keys, spare_values = self.spare or (None, None)
+        self.spare = (self.keys, self.values)
+        self.keys = _select_rows(self.keys, indices, self.length, spare_keys)
+        self.values = _select_rows(self.values, indices, self.length, spare_values)
 
 
-def _select_rows(buffer: Tensor | None, indices: Tensor, length: int) -> Tensor | None:
-    """A buffer like `buffer` holding rows `indices` of its first `length` steps (rest unset)."""
+def _select_rows(
+    buffer: Tensor | None, indices: Tensor, length: int, spare: Tensor | None
+) -> Tensor | None:
+    """A buffer like `buffer` holding rows `indices` of its first `length` steps (rest unset):
+    the first rows of `spare` when it is one of the same capacity with enough rows."""
     if buffer is None:
         return None
-    selected = buffer.new_empty(indices.numel(), *buffer.shape[1:])
+    rows = indices.numel()
+    if spare is not None and spare.size(0) >= rows and spare.shape[1:] == buffer.shape[1:]:
+        selected = spare[:rows]
+    else:
+        selected = buffer.new_empty(rows, *buffer.shape[1:])
     torch.index_select(buffer[:, :, :length], 0, indices, out=selected[:, :, :length])
     return selected
 
