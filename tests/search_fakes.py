@@ -98,7 +98,7 @@ class ScriptedFake:
     ) -> tuple[Tensor, StepCache]:
         step = 0 if cache is None else cache.step
         row = self.log_table[min(step, len(self.log_table) - 1)]
-        return row.expand(tgt_ids.shape[0], -1), StepCache(step + 1)
+        return row.repeat(tgt_ids.shape[0], 1), StepCache(step + 1)  # search may overwrite it
 
 
 def sequence_log_prob(model, src_ids: Tensor, tokens: list[int]) -> float:

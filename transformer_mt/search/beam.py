@@ -77,7 +77,8 @@ def beam_step(
     `beam_search` and the server's scheduler both step through here.
 
     Args:
-        log_probs: (N * K, V) the model's next-token log-probs for every row of `state`.
+        log_probs: (N * K, V) the model's next-token log-probs for every row of `state`;
+            used up (overwritten with the candidates' total scores).
 
     Returns:
         beam_rows (N * K,) long, the old row each new row continues, and done (N,) bool, the
@@ -96,11 +97,11 @@ def beam_step(
 
 def _expand(state: BeamState, log_probs: Tensor, min_len: int, ids: SpecialIds) -> _Candidates:
     """The 2K best allowed expansions of each sentence's K beams by one token (log_probs
-    (N*K, V))."""
+    (N*K, V), overwritten)."""
     n_sentences, beam_size = state.scores.shape
     vocab_size = log_probs.shape[-1]
-    totals = state.scores.unsqueeze(2) + log_probs.view(n_sentences, beam_size, vocab_size)
-    # In place on our own new tensor: one pass fewer over (N, K, V) than masking log_probs.
+    # In place: no new (N, K, V) tensor of megabytes (and its page faults) at every step.
+    totals = log_probs.view(n_sentences, beam_size, vocab_size).add_(state.scores.unsqueeze(2))
     state.forbid(totals, min_len, ids)
     # 2K candidates: at most K of them end in EOS, so K non-EOS ones always remain.
     scores, flat = top_k(totals.view(n_sentences, -1), 2 * beam_size)  # (N, 2K)

@@ -41,7 +41,8 @@ class DecodingModel(Protocol):
         self, tgt_ids: Tensor, memory: Tensor, src_mask: Tensor, cache: ReorderableCache | None
     ) -> tuple[Tensor, ReorderableCache]:
         """tgt_ids (R,) last token per row, memory (R, S, D), src_mask (R, 1, 1, S), cache (None
-        on the first step) -> log_probs (R, V) of the next token, updated cache."""
+        on the first step) -> log_probs (R, V) of the next token, a tensor of the caller's own
+        (beam search overwrites it), and the updated cache."""
         ...
 
 
