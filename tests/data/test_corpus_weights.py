@@ -9,6 +9,7 @@ from functools import partial
 import pytest
 
 from tests.corpora import slice_lines
+from tests.data.streams import cursor, data_config, numbers, read_epoch
 from transformer_mt.config import (
     ConfigError,
     DataConfig,
@@ -27,7 +28,6 @@ from transformer_mt.data.dataset import (
 from transformer_mt.data.encoding import corpus_key
 from transformer_mt.data.mixing import interleave
 from transformer_mt.data.pipeline import encode_splits
-from transformer_mt.data.streaming import StreamingBatches, StreamSettings
 
 
 def write_corpus(directory, name, fmt, pairs) -> str:
@@ -174,24 +174,7 @@ def slice_sources(tmp_path):
         TrainSource(write_corpus(tmp_path, "first", "text", pairs[:300]), 1.0),
         TrainSource(write_corpus(tmp_path, "second", "text", pairs[300:]), 2.0),
     )
-    return DataConfig(
-        train=sources,
-        valid=sources[1].path,
-        test=None,
-        cache_dir=str(tmp_path / "cache"),
-        max_len=20,
-        max_len_ratio=1.6,
-        streaming=True,
-        shuffle_buffer=64,
-        workers=0,
-    )
-
-
-def read_epoch(batches: StreamingBatches) -> list[list[int]]:
-    epoch, out = batches.position.epoch, []
-    while batches.position.epoch == epoch:
-        out.append(next(batches).indices.tolist())
-    return out
+    return data_config(tmp_path, train=sources, valid=sources[1].path)
 
 
 def test_streamed_batches_hold_the_in_memory_training_set_and_resume(
@@ -202,15 +185,12 @@ def test_streamed_batches_hold_the_in_memory_training_set_and_resume(
         dataclasses.replace(slice_sources, streaming=False), tok, tok, num_threads=1
     )
 
-    def cursor() -> StreamingBatches:
-        return StreamingBatches(StreamSettings(slice_sources, 300, seed=1), tok, tok)
-
-    reader = cursor()
-    streamed = sorted(i for batch in read_epoch(reader) for i in batch)
+    reader = cursor(slice_sources, valid_tokenizers)
+    streamed = sorted(numbers(read_epoch(reader)))
     assert streamed == in_memory.train_keep.tolist()  # the same pairs kept, by the same numbers
     while reader.position.chunk < 2 or reader.position.batch_index < 1:
         next(reader)
-    resumed = cursor()
+    resumed = cursor(slice_sources, valid_tokenizers)
     resumed.restore(reader.state())
     assert [next(resumed).indices.tolist() for _ in range(5)] == [
         next(reader).indices.tolist() for _ in range(5)

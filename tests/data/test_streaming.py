@@ -7,15 +7,15 @@ import logging
 import pytest
 
 from tests.corpora import slice_lines
+from tests.data.streams import MAX_TOKENS, cursor, data_config, numbers, read_epoch
 from transformer_mt.config import ConfigError, DataConfig, TokenizerConfig, config_from_dict
 from transformer_mt.data import pipeline
 from transformer_mt.data.dataset import DataError, load_split, stream_pairs
 from transformer_mt.data.pipeline import encode_splits, train_tokenizers_for
-from transformer_mt.data.streaming import StreamingBatches, StreamSettings, sample_pairs
+from transformer_mt.data.streaming import sample_pairs
 from transformer_mt.data.tokenizer import EOS_ID, PAD_ID
 from transformer_mt.training.trainer import rank_position, stored_position
 
-MAX_TOKENS = 300
 # The DataLoader warns when a test pinned to one core starts two workers.
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 
@@ -29,39 +29,6 @@ def corpus_dir(tmp_path_factory):
             "\n".join(slice_lines("valid", lang)) + "\n", "utf-8"
         )
     return directory
-
-
-def data_config(corpus_dir, **changes) -> DataConfig:
-    """Streaming over the slice in chunks of 64 pairs; max_len 20 and ratio 1.6 drop some."""
-    settings = dict(
-        train=str(corpus_dir / "train"),
-        valid=str(corpus_dir / "train"),  # the in-memory path reads one; a clone has no data/
-        test=None,
-        cache_dir=str(corpus_dir / "cache"),
-        max_len=20,
-        max_len_ratio=1.6,
-        streaming=True,
-        shuffle_buffer=64,
-        workers=0,
-    )
-    return DataConfig(**(settings | changes))
-
-
-def cursor(cfg, tokenizers, rank=0, world_size=1, seed=1) -> StreamingBatches:
-    settings = StreamSettings(cfg, MAX_TOKENS, seed, rank, world_size)
-    return StreamingBatches(settings, tokenizers.src, tokenizers.tgt)
-
-
-def read_epoch(batches: StreamingBatches):
-    """The batches of the epoch the cursor stands in, to its end."""
-    epoch, out = batches.position.epoch, []
-    while batches.position.epoch == epoch:
-        out.append(next(batches))
-    return out
-
-
-def numbers(batches) -> list[int]:
-    return [i for batch in batches for i in batch.indices.tolist()]
 
 
 @pytest.fixture(scope="module")
