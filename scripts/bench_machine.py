@@ -69,6 +69,15 @@ def table_footer(row: dict) -> str:
     return f"{row['cpu']} ({capability}), {row['threads']} threads, torch {row['torch']}"
 
 
+def print_markdown_table(headers: list[str], aligns: str, rows: list[list], file) -> None:
+    """A Markdown table, as docs/benchmarks.md holds them: `aligns` has one letter a column,
+    `r` (right-aligned: numbers) or `l`."""
+    print("| " + " | ".join(headers) + " |", file=file)
+    print("|" + "".join("---:|" if a == "r" else "---|" for a in aligns), file=file)
+    for row in rows:
+        print("| " + " | ".join(str(cell) for cell in row) + " |", file=file)
+
+
 def run_standalone(
     doc: str,
     add_arguments: Callable[[argparse.ArgumentParser], None],

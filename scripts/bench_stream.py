@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout, uninstalled
 
-from bench_machine import run_standalone  # noqa: E402
+from bench_machine import print_markdown_table, run_standalone  # noqa: E402
 
 from transformer_mt.config import load_config  # noqa: E402
 from transformer_mt.data.corpus_files import count_file_lines  # noqa: E402
@@ -168,18 +168,14 @@ def _first_row_seconds(metrics: Path, process: subprocess.Popen, started: float)
 
 
 def print_table(results: list[dict], file=sys.stderr) -> None:
-    print(
-        "| pairs | tokenizer | first update (s) | peak memory, PSS (MB) | "
-        "waiting for data (mean / max of updates) | tokens/s |",
-        file=file,
-    )
-    print("|---:|---|---:|---:|---:|---:|", file=file)
-    for r in results:
-        print(
-            f"| {r['pairs']:,} | {r['tokenizer']} | {r['first_update_s']} | {r['peak_pss_mb']} | "
-            f"{r['data_wait_pct']}% / {r['data_wait_max_pct']}% | {r['tokens_per_s']:,} |",
-            file=file,
-        )
+    headers = ["pairs", "tokenizer", "first update (s)", "peak memory, PSS (MB)",
+               "waiting for data (mean / max of updates)", "tokens/s"]  # fmt: skip
+    rows = [
+        [f"{r['pairs']:,}", r["tokenizer"], r["first_update_s"], r["peak_pss_mb"],
+         f"{r['data_wait_pct']}% / {r['data_wait_max_pct']}%", f"{r['tokens_per_s']:,}"]
+        for r in results
+    ]  # fmt: skip
+    print_markdown_table(headers, "rlrrrr", rows, file)
 
 
 if __name__ == "__main__":

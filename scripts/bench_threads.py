@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout, uninstalled
 
-from bench_machine import run_standalone  # noqa: E402
+from bench_machine import print_markdown_table, run_standalone  # noqa: E402
 
 from transformer_mt.training.metrics import read_metrics  # noqa: E402
 
@@ -107,14 +107,13 @@ def _measure(config: str, seconds: float, load: int, variant: str, delay: float)
 
 
 def print_table(results: list[dict], file=sys.stderr) -> None:
-    print("| busy processes | from (s) | variant | threads chosen | updates/min |", file=file)
-    print("|---:|---:|---|---|---:|", file=file)
-    for r in results:
-        print(
-            f"| {r['busy_processes']} | {r['load_delay_s']:g} | {r['variant']} | "
-            f"{r['threads']} | {r['updates_per_minute']} |",
-            file=file,
-        )
+    headers = ["busy processes", "from (s)", "variant", "threads chosen", "updates/min"]
+    rows = [
+        [r["busy_processes"], f"{r['load_delay_s']:g}", r["variant"], r["threads"],
+         r["updates_per_minute"]]
+        for r in results
+    ]  # fmt: skip
+    print_markdown_table(headers, "rrllr", rows, file)
 
 
 if __name__ == "__main__":
