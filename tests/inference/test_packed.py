@@ -8,8 +8,10 @@ from torch import nn
 
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.inference.packed import (
+    PACKING_SPEEDUP,
     PackedLinear,
     pack_linears,
+    pack_where_it_pays,
     packing_available,
     packing_pays,
 )
@@ -53,3 +55,24 @@ def test_a_translator_translates_the_same_with_packed_layers(checkpoint):
 
 def test_packing_pays_measures_a_positive_speed_ratio():
     assert packing_pays(32, 64, repeats=2) > 0.0
+
+
+def test_pack_linears_packs_only_the_shapes_asked_for(checkpoint):
+    model = load_for_inference(str(checkpoint), torch.device("cpu")).model
+    shapes = {(m.in_features, m.out_features) for m in model.modules() if type(m) is nn.Linear}
+    chosen = max(shapes, key=lambda shape: shape[1])
+    expected = sum(
+        (m.in_features, m.out_features) == chosen for m in model.modules() if type(m) is nn.Linear
+    )
+    assert pack_linears(model, {chosen}) == expected > 0
+    left = {(m.in_features, m.out_features) for m in model.modules() if type(m) is nn.Linear}
+    assert left == shapes - {chosen}
+
+
+def test_pack_where_it_pays_times_every_shape_of_the_model(checkpoint):
+    model = load_for_inference(str(checkpoint), torch.device("cpu")).model
+    shapes = {(m.in_features, m.out_features) for m in model.modules() if type(m) is nn.Linear}
+    speedups = pack_where_it_pays(model)
+    assert set(speedups) == shapes and all(s > 0.0 for s in speedups.values())
+    packed = {(m.in_features, m.out_features) for m in model.modules() if type(m) is PackedLinear}
+    assert packed == {shape for shape, s in speedups.items() if s >= PACKING_SPEEDUP}
