@@ -213,11 +213,11 @@ def engines(
     for system in sorted(systems, key=SYSTEMS.index):
         try:
             if system == "ours":
-                engines[system] = partial(_ours, _as_translate_loads(model, device), None)
+                engines[system] = partial(ours_translate, as_translate_loads(model, device), None)
             elif system == "ours-int8":
                 if device.type != "cpu":
                     raise RuntimeError("int8 linear layers run on the CPU only")
-                engines[system] = partial(_ours, quantize_int8(model), int8_cache_dtype())
+                engines[system] = partial(ours_translate, quantize_int8(model), int8_cache_dtype())
             elif system == "hf":
                 engines[system] = partial(_hf, _hf_model(model).to(device))
             else:
@@ -228,7 +228,7 @@ def engines(
     return engines
 
 
-def _as_translate_loads(model: Seq2SeqTransformer, device: torch.device) -> Seq2SeqTransformer:
+def as_translate_loads(model: Seq2SeqTransformer, device: torch.device) -> Seq2SeqTransformer:
     """`model` as `Translator.from_checkpoint` prepares it: on the CPU, a copy with packed
     linear layers where they pay (the other systems read the original's weights)."""
     if device.type != "cpu":
@@ -279,7 +279,7 @@ def _ct2_translator(
 # --- the systems: (B, S) source ids -> best hypothesis per row, EOS kept if generated ---------
 
 
-def _ours(
+def ours_translate(
     model: Seq2SeqTransformer,
     cache_dtype: torch.dtype | None,
     beam_size: int,

@@ -2,6 +2,7 @@
 
     python scripts/benchmark.py variants --runs runs/cmp/sinusoidal runs/cmp/rope ...
                                          [--batch-size 64] [--joined 1 2 4 8] [--threads 1]
+    python scripts/benchmark.py variants --architectures rope=positions=rope mqa=n_kv_heads=1 ...
 
 Each run directory is one made by scripts/run_experiment.py (its `results.json` and the
 checkpoint it scored). Per run: parameters, test BLEU (cased, lowercased) and chrF from
@@ -12,6 +13,13 @@ and `tmt translate`'s model (packed layers where they pay), every run measured i
 process one after another; and, for length generalisation, cased BLEU on test inputs made of
 n consecutive test sentences joined into one line (scored against the joined references),
 with the mean source length in subwords beside the longest training source.
+
+With `--architectures NAME=OVERRIDES ...` instead of `--runs`, no training is needed: each
+NAME is `--config`'s model changed by its comma-separated `model.` overrides (`rope=positions=rope`,
+`mla64=attention=mla,mla_kv_rank=64`; `NAME=` alone: the config's model), built with random
+weights over bench_translate's joint 8k vocabulary, and measured for what its architecture
+costs: parameters, cache bytes per token and beam-5 sentences/s with every sentence made to
+write exactly `--fixed-length` tokens (as bench_translate's), so that all do the same work.
 
 `scripts/benchmark.py variants` calls `add_arguments` and `run` from here.
 """
@@ -30,8 +38,17 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench_translate import make_batches  # noqa: E402
+from bench_machine import machine_info, table_footer  # noqa: E402
+from bench_translate import (  # noqa: E402
+    DEFAULT_DATA,
+    as_translate_loads,
+    load_model,
+    make_batches,
+    measure,
+    ours_translate,
+)
 
+from transformer_mt.config import load_config  # noqa: E402
 from transformer_mt.data.tokenizer import EOS_ID, PAD_ID  # noqa: E402
 from transformer_mt.evaluation import corpus_scores  # noqa: E402
 from transformer_mt.files import read_lines  # noqa: E402
@@ -40,7 +57,17 @@ from transformer_mt.search import search  # noqa: E402
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--runs", type=Path, nargs="+", required=True, help="run directories")
+    runs = parser.add_mutually_exclusive_group(required=True)
+    runs.add_argument("--runs", type=Path, nargs="+", help="run directories")
+    runs.add_argument(
+        "--architectures", nargs="+", metavar="NAME=OVERRIDES", help="random-weight models"
+    )
+    parser.add_argument(
+        "--config", default="configs/multi30k_de_en.yaml", help="--architectures' base config"
+    )
+    parser.add_argument(
+        "--fixed-length", type=int, default=20, help="--architectures: tokens per sentence"
+    )
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (speed)")
     parser.add_argument(
         "--joined", type=int, nargs="+", default=[1, 2, 4, 8], help="sentences/line"
@@ -50,6 +77,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> list[dict]:
     torch.set_num_threads(args.threads)
+    if args.architectures:
+        return [_architecture_row(spec, args) for spec in args.architectures]
     rows = []
     for run_dir in args.runs:
         results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
@@ -77,6 +106,40 @@ def run(args: argparse.Namespace) -> list[dict]:
         print(json.dumps(row), file=sys.stderr, flush=True)  # progress
         rows.append(row)
     return rows
+
+
+def _architecture_row(spec: str, args: argparse.Namespace) -> dict:
+    """Size, cache and fixed-length beam-5 speed of one `--architectures` entry."""
+    name, _, overrides = spec.partition("=")
+    changes = [f"model.{item}" for item in overrides.split(",") if item]
+    cfg = load_config(REPO / args.config, changes).model
+    options = argparse.Namespace(
+        checkpoint=None, data=DEFAULT_DATA, src_lang="de", tgt_lang="en", vocab_size=8000,
+        seed=1, fixed_length=args.fixed_length, max_len=args.fixed_length,
+    )  # fmt: skip
+    model, src_tokenizer, _ = load_model(options, cfg)
+    parameters = sum(p.numel() for p in model.parameters())
+    sources = [
+        src_tokenizer.encode(line) + [EOS_ID] for line in read_lines(options.data / "test2016.de")
+    ]
+    translate = ours_translate(as_translate_loads(model, torch.device("cpu")), None, 5, options)
+    speed, _ = measure(translate, make_batches(sources, args.batch_size), repeats=2)
+    row = {
+        "bench": "variants",
+        "run": name,
+        "option": " ".join(changes),
+        "positions": cfg.positions,
+        "attention": _attention_name(cfg),
+        "parameters": parameters,
+        "cache_bytes_per_token": cfg.self_attention_cache_bytes(4),
+        "sent_per_s": speed["sent_per_s"],
+        "fixed_length": args.fixed_length,
+        "batch": args.batch_size,
+        **machine_info(),
+        "load_before": speed["load_before"],
+    }
+    print(json.dumps(row), file=sys.stderr, flush=True)  # progress
+    return row
 
 
 def _run_config(run_dir: Path) -> dict:
@@ -138,6 +201,7 @@ def _longest_training_source(translator: Translator, config: dict) -> int:
 
 
 COLUMNS = [
+    ("option", "option"),
     ("positions", "positions"),
     ("attention", "attention"),
     ("parameters", "parameters"),
@@ -150,11 +214,18 @@ COLUMNS = [
 
 
 def print_table(results: list[dict], file=sys.stdout) -> None:
-    print("| run | " + " | ".join(title for _, title in COLUMNS) + " |", file=file)
-    print("|" + "---|" * (len(COLUMNS) + 1), file=file)
+    columns = [(key, title) for key, title in COLUMNS if key in results[0]]
+    print("| run | " + " | ".join(title for _, title in columns) + " |", file=file)
+    print("|" + "---|" * (len(columns) + 1), file=file)
     for row in results:
-        cells = [str(row[key]) for key, _ in COLUMNS]
+        cells = [str(row[key]) for key, _ in columns]
         print(f"| {Path(row['run']).name} | " + " | ".join(cells) + " |", file=file)
+    if "fixed_length" in results[0]:
+        print(
+            f"random weights, beam 5, batch {results[0]['batch']}, every sentence "
+            f"{results[0]['fixed_length']} tokens long; " + table_footer(results[0]),
+            file=file,
+        )
     joined = sorted(int(k[6:-5]) for k in results[0] if k.startswith("joined") and "bleu" in k)
     if not joined:
         return

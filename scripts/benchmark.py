@@ -9,6 +9,7 @@ serving, trained model variants, streamed training, translation cost growth.
     python scripts/benchmark.py threads [--seconds 60] [--loads 0 1] [--load-delay 25]
     python scripts/benchmark.py serve --checkpoint CKPT [--rates 2 8 0] [--clients 32]
     python scripts/benchmark.py variants --runs RUN_DIR [RUN_DIR ...] [--joined 1 2 3]
+    python scripts/benchmark.py variants --architectures NAME=OVERRIDES [...] [--config CONFIG]
     python scripts/benchmark.py stream --corpora PREFIX [PREFIX ...] [--steps 200]
     python scripts/benchmark.py growth [--lengths 10 20 40 80 160] [--beams 1 2 5 10] [--plot PNG]
 
