@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -47,10 +46,10 @@ from bench_translate import (  # noqa: E402
     measure,
     ours_translate,
 )
+from run_experiment import joined_bleu, longest_training_source  # noqa: E402
 
 from transformer_mt.config import load_config  # noqa: E402
 from transformer_mt.data.tokenizer import EOS_ID, PAD_ID  # noqa: E402
-from transformer_mt.evaluation import corpus_scores  # noqa: E402
 from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.inference.translator import Translator  # noqa: E402
 from transformer_mt.search import search  # noqa: E402
@@ -98,10 +97,14 @@ def run(args: argparse.Namespace) -> list[dict]:
             "chrf": round(results["chrf"], 2),
             "cache_bytes_per_token": cfg.self_attention_cache_bytes(4),
             "sent_per_s": _speed(translator, src, args.batch_size),
-            "train_max_src_tokens": _longest_training_source(translator, config),
+            "train_max_src_tokens": results.get("train_max_src_tokens")
+            or longest_training_source(translator, load_config(run_dir / "config.yaml").data),
         }
-        for n in args.joined:
-            bleu, length = _joined_bleu(translator, src, ref, n)
+        for n in args.joined:  # from results.json when run_experiment.py --joined scored them
+            if f"joined{n}_bleu" in results:
+                bleu, length = results[f"joined{n}_bleu"], results[f"joined{n}_src_tokens"]
+            else:
+                bleu, length = joined_bleu(translator, src, ref, n)
             row[f"joined{n}_bleu"], row[f"joined{n}_src_tokens"] = bleu, length
         print(json.dumps(row), file=sys.stderr, flush=True)  # progress
         rows.append(row)
@@ -179,25 +182,6 @@ def _speed(translator: Translator, lines: list[str], batch_size: int) -> float:
     for src_ids in batches:
         translate(src_ids)
     return round(len(lines) / (time.perf_counter() - start), 1)
-
-
-def _joined_bleu(
-    translator: Translator, src: list[str], ref: list[str], n: int
-) -> tuple[float, float]:
-    """Cased BLEU of lines joining n consecutive test sentences, and their mean length."""
-    starts = range(0, len(src) - n + 1, n)
-    joined_src = [" ".join(src[i : i + n]) for i in starts]
-    joined_ref = [" ".join(ref[i : i + n]) for i in starts]
-    hypotheses = [t.texts[0] for t in translator.translate(joined_src)]
-    bleu = corpus_scores(hypotheses, joined_ref, ["bleu"])[0].score
-    length = statistics.mean(len(translator.source_ids(line)) for line in joined_src)
-    return round(bleu, 2), round(length, 1)
-
-
-def _longest_training_source(translator: Translator, config: dict) -> int:
-    data = config["data"]
-    lines = read_lines(f"{REPO / data['train']}.{data['src_lang']}")
-    return max(len(translator.source_ids(line)) for line in lines)
 
 
 COLUMNS = [

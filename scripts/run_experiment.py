@@ -5,7 +5,9 @@
 Runs (or resumes) `tmt train`, averages the periodic checkpoints it kept (`train.keep_last`;
 `--average N`: the last N; none kept or N <= 1: best.pt is decoded instead), translates
 `data.test` with the config's decode settings and prints detokenized cased BLEU, lowercased
-BLEU and chrF (sacrebleu). Writes `test.hyp` and `results.json` into the run directory; the
+BLEU and chrF (sacrebleu); `--joined 2 3` also scores test inputs of 2 and 3 consecutive
+sentences joined into one line against the joined references (length generalisation; see
+`joined_bleu`). Writes `test.hyp` and `results.json` into the run directory; the
 README's results table is made from those files (scripts/results_table.py). When training
 stops before its end (SIGTERM, Ctrl-C, an error) nothing is averaged or scored and the exit
 status is training's.
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -24,7 +27,7 @@ sys.path.insert(0, str(REPO))
 
 from transformer_mt.artifacts import load_checkpoint, load_for_inference  # noqa: E402
 from transformer_mt.cli import main as tmt  # noqa: E402
-from transformer_mt.config import load_config  # noqa: E402
+from transformer_mt.config import DataConfig, load_config  # noqa: E402
 from transformer_mt.data.dataset import check_sources, column_texts, load_split  # noqa: E402
 from transformer_mt.errors import TmtError  # noqa: E402
 from transformer_mt.evaluation import corpus_scores  # noqa: E402
@@ -42,6 +45,9 @@ def parse_args() -> argparse.Namespace:
         help="average the last N checkpoints (default: train.keep_last; 0: decode best.pt)",
     )
     p.add_argument("--beam-size", type=int, help="override decode.beam_size")
+    p.add_argument(
+        "--joined", type=int, nargs="+", default=[], metavar="N", help="sentences per line"
+    )
     return p.parse_args()
 
 
@@ -102,10 +108,36 @@ def main() -> int:
         "parameters": sum(p.numel() for p in load_for_inference(checkpoint).model.parameters()),
         "train_minutes": stats.get("elapsed_seconds", 0.0) / 60,
     }
+    if args.joined:
+        results["train_max_src_tokens"] = longest_training_source(translator, config.data)
+    for n in args.joined:
+        bleu, length = joined_bleu(translator, sources, references, n)
+        results[f"joined{n}_bleu"], results[f"joined{n}_src_tokens"] = bleu, length
     (run_dir / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     for score in (*cased, *lower):
         print(score.string)
     return 0
+
+
+def longest_training_source(translator: Translator, data: DataConfig) -> int:
+    """The longest source of `data`'s training split, in the translator's subwords."""
+    sources = column_texts(load_split(data, "train"), "src")
+    return max(len(translator.source_ids(text)) for text in sources)
+
+
+def joined_bleu(
+    translator: Translator, sources: list[str], references: list[str], n: int
+) -> tuple[float, float]:
+    """Cased BLEU on lines that join n consecutive test sentences (scored against the joined
+    references), and the mean length of those lines in source subwords: how a model does on
+    inputs longer than it was trained on, which positional encodings are said to differ on."""
+    starts = range(0, len(sources) - n + 1, n)
+    joined_src = [" ".join(sources[i : i + n]) for i in starts]
+    joined_ref = [" ".join(references[i : i + n]) for i in starts]
+    hypotheses = [t.texts[0] for t in translator.translate(joined_src)]
+    bleu = corpus_scores(hypotheses, joined_ref, ["bleu"])[0].score
+    length = statistics.mean(len(translator.source_ids(line)) for line in joined_src)
+    return round(bleu, 2), round(length, 1)
 
 
 if __name__ == "__main__":

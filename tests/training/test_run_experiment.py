@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -60,3 +61,25 @@ def test_a_missing_test_file_stops_before_training(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: data.test=")
     assert "no_such_test.tsv" in err[0]
+
+
+class _EchoTranslator:
+    """Translates every line into itself; one subword per word."""
+
+    def translate(self, lines):
+        return [SimpleNamespace(texts=[line]) for line in lines]
+
+    def source_ids(self, line):
+        return list(range(len(line.split())))
+
+
+def test_joined_bleu_scores_lines_of_n_sentences_against_joined_references(run_experiment):
+    sources = ["a small dog runs", "two men talk", "the red car", "a girl reads a book", "end"]
+    references = [*sources[:4], "something else"]
+    # Pairs (1, 2) and (3, 4) joined: the echo equals the joined references; the fifth is left
+    # out, so its wrong reference does not count.
+    bleu, length = run_experiment.joined_bleu(_EchoTranslator(), sources, references, 2)
+    assert bleu == 100.0
+    assert length == (7 + 8) / 2
+    wrong = ["x y z w", "v u t", "s r q", "p o n m l", "k"]
+    assert run_experiment.joined_bleu(_EchoTranslator(), sources, wrong, 2)[0] < 1.0
