@@ -130,7 +130,9 @@ class LatentAttention(nn.Module):
         """
         q, q_rope = self._queries(query, offset)  # (B, H, Tq, Dh), (B, H, Tq, d_R) or None
         # 1) fold W_UK into the query: q̃_h = W_UK,hᵀ q_h, so that q̃_h · c_j = q_h · k_j,h
-        q = q @ self.key_up  # (B, H, Tq, Dh) @ (H, Dh, r) -> (B, H, Tq, r)
+        # einsum, as one (H, B * Tq, Dh) @ (H, Dh, r) product: `q @ self.key_up` would
+        # broadcast, and copy, key_up to (B, H, Dh, r) first.
+        q = torch.einsum("bhtd,hdr->bhtr", q, self.key_up)  # (B, H, Tq, r)
         if q_rope is not None:
             q = torch.cat([q, q_rope], dim=-1)  # (B, H, Tq, r + d_R)
         # `attention` divides the scores by the square root of the query's size, r + d_R; the
@@ -142,7 +144,7 @@ class LatentAttention(nn.Module):
         dtype = q.dtype
         latent = attention(q.to(keys.dtype), keys, values, mask, False, p, attn_bias)
         # 3) up-project the attended latent: W_UV,h (sum_j α_j c_j) = sum_j α_j v_j,h
-        out = latent.to(dtype) @ self.value_up.transpose(1, 2)  # (B, H, Tq, Dh)
+        out = torch.einsum("bhtr,hdr->bhtd", latent.to(dtype), self.value_up)  # (B, H, Tq, Dh)
         return self._merged(out), None
 
     def forward(
@@ -162,8 +164,9 @@ class LatentAttention(nn.Module):
         """
         latent, _ = self.project_kv(source)  # (B, 1, Tk, r + d_R)
         c, key_rope = latent.split([self.kv_rank, self.rope_dim], dim=-1)
-        keys = c @ self.key_up.transpose(1, 2)  # (B, 1, Tk, r) @ (H, r, Dh) -> (B, H, Tk, Dh)
-        values = c @ self.value_up.transpose(1, 2)  # (B, H, Tk, Dh)
+        # All heads' up-projections as one (B * Tk, r) @ (r, H * Dh) product each.
+        keys = self._heads(c[:, 0] @ self.key_up.flatten(0, 1).t())  # (B, H, Tk, Dh)
+        values = self._heads(c[:, 0] @ self.value_up.flatten(0, 1).t())  # (B, H, Tk, Dh)
         q, q_rope = self._queries(query, 0)  # (B, H, Tq, Dh), (B, H, Tq, d_R) or None
         if q_rope is not None:
             q = torch.cat([q, q_rope], dim=-1)  # (B, H, Tq, Dh + d_R)
