@@ -27,6 +27,10 @@ PACKING_SPEEDUP = 1.1
 # Rows the packed layout is prepared for: about a decoding batch's hypotheses (64 sentences
 # x 5 beams). Any number of rows runs; the layout only favours sizes near it.
 ROWS_HINT = 320
+# Multiply-adds of one timed product at most: fewer rows than ROWS_HINT for wide layers, so
+# that timing a model's shapes (12 products each) stays within a few tenths of a second at
+# load, vocabulary projections of 32k included.
+MAX_TIMED_MACS = 2**27
 
 
 class PackedLinear(nn.Module):
@@ -52,15 +56,15 @@ def packing_available() -> bool:
     )
 
 
-def packing_pays(in_features: int, out_features: int, repeats: int = 5) -> float:
-    """How many times faster a packed (ROWS_HINT x in_features) @ (in_features x
-    out_features) product ran than `F.linear` here, best of `repeats` each (0.0: packing
-    unavailable). Milliseconds: at most ~0.3 s for a vocabulary projection of 32k."""
+def packing_pays(linear: nn.Linear, repeats: int = 5) -> float:
+    """How many times faster `linear`'s product over (rows x in_features) inputs ran packed
+    than as it is, best of `repeats` each (0.0: packing unavailable); rows is ROWS_HINT, or
+    fewer (at least 16) where that would exceed MAX_TIMED_MACS."""
     if not packing_available():
         return 0.0
-    generator = torch.Generator().manual_seed(0)
-    x = torch.randn(ROWS_HINT, in_features, generator=generator)
-    linear = nn.Linear(in_features, out_features)
+    shape = linear.in_features * linear.out_features
+    rows = max(16, min(ROWS_HINT, MAX_TIMED_MACS // shape))
+    x = torch.randn(rows, linear.in_features, generator=torch.Generator().manual_seed(0))
     packed = PackedLinear(linear)
     with torch.inference_mode():
         plain, fast = _best_times([lambda: linear(x), lambda: packed(x)], repeats)
@@ -98,8 +102,8 @@ def pack_where_it_pays(model: nn.Module) -> dict[tuple[int, int], float]:
     Each shape is timed on its own: which library wins depends on the shape as well as the
     CPU (on an AVX2-only AMD EPYC, oneDNN ran the vocabulary projection 1.5x faster and the
     feed-forward one no faster than MKL)."""
-    shapes = {(c.in_features, c.out_features) for _, _, c in _packable(model)}
-    speedups = {shape: packing_pays(*shape) for shape in sorted(shapes)}
+    layers = {(c.in_features, c.out_features): c for _, _, c in reversed(_packable(model))}
+    speedups = {shape: packing_pays(layers[shape]) for shape in sorted(layers)}
     paying = {shape for shape, speedup in speedups.items() if speedup >= PACKING_SPEEDUP}
     if paying:
         n_packed = pack_linears(model, paying)
