@@ -66,6 +66,7 @@ from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.inference.packed import pack_where_it_pays  # noqa: E402
 from transformer_mt.inference.quantize import int8_cache_dtype, quantize_int8  # noqa: E402
 from transformer_mt.inference.translator import search_options  # noqa: E402
+from transformer_mt.machine import keep_freed_memory  # noqa: E402
 from transformer_mt.model import Seq2SeqTransformer, build_model  # noqa: E402
 from transformer_mt.search import search  # noqa: E402
 
@@ -285,7 +286,9 @@ def ours_translate(
     beam_size: int,
     args: argparse.Namespace,
 ):
-    """Our search as `tmt translate` runs it (`search_options`), on ready-made id batches."""
+    """Our search as `tmt translate` runs it (`search_options`, and glibc keeping freed
+    memory for reuse, process-wide from here on), on ready-made id batches."""
+    keep_freed_memory()
     cfg = decode_config(beam_size, args)
     options = search_options(model, cache_dtype)
 
