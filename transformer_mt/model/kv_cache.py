@@ -24,6 +24,10 @@ class KVCache:
             is None in a keys-only cache: latent attention (model/latent.py) caches one
             latent "key" per position and reads its values from it.
         length: number of valid time steps.
+
+    The buffers are (B, capacity, Hkv, Dh) in memory, seen through a transpose: a row's valid
+    steps are then one block, which a beam reorder copies whole (at 320 rows and 10 steps a
+    third of the time of copying Hkv strided pieces of each row).
     """
 
     keys: Tensor
@@ -36,8 +40,8 @@ class KVCache:
     def empty(cls, like: Tensor, capacity: int = 16, keys_only: bool = False) -> KVCache:
         """An empty cache for tensors shaped like `like`, (B, H, t, Dh)."""
         b, h, _, dh = like.shape
-        buffer = like.new_empty(b, h, capacity, dh)
-        return cls(buffer, None if keys_only else torch.empty_like(buffer), 0)
+        keys, values = (_new_buffer(like, b, capacity) for _ in range(2))
+        return cls(keys, None if keys_only else values, 0)
 
     def append(self, keys: Tensor, values: Tensor | None) -> tuple[Tensor, Tensor | None, None]:
         """Add (B, H, t, Dh) keys/values (None: keys only); return all valid keys and values
@@ -82,14 +86,22 @@ def _select_rows(
     if spare is not None and spare.size(0) >= rows and spare.shape[1:] == buffer.shape[1:]:
         selected = spare[:rows]
     else:
-        selected = buffer.new_empty(rows, *buffer.shape[1:])
-    torch.index_select(buffer[:, :, :length], 0, indices, out=selected[:, :, :length])
+        selected = _new_buffer(buffer, rows, buffer.size(2))
+    # In memory order, (B, length, Hkv, Dh): one contiguous block per row.
+    source, target = buffer.transpose(1, 2), selected.transpose(1, 2)
+    torch.index_select(source[:, :length], 0, indices, out=target[:, :length])
     return selected
+
+
+def _new_buffer(like: Tensor, rows: int, capacity: int) -> Tensor:
+    """An unset (rows, Hkv, capacity, Dh) buffer for `like`'s heads, (rows, capacity, Hkv,
+    Dh) in memory."""
+    return like.new_empty(rows, capacity, like.size(1), like.size(3)).transpose(1, 2)
 
 
 def _grow(buffer: Tensor | None, capacity: int, length: int) -> Tensor | None:
     if buffer is None:
         return None
-    grown = buffer.new_empty(*buffer.shape[:2], capacity, buffer.size(3))
+    grown = _new_buffer(buffer, buffer.size(0), capacity)
     grown[:, :, :length] = buffer[:, :, :length]
     return grown
