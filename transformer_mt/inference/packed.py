@@ -56,7 +56,7 @@ def packing_available() -> bool:
     )
 
 
-def packing_pays(linear: nn.Linear, repeats: int = 5) -> float:
+def packing_pays(linear: nn.Linear, repeats: int = 10) -> float:
     """How many times faster `linear`'s product over (rows x in_features) inputs ran packed
     than as it is, best of `repeats` each (0.0: packing unavailable); rows is ROWS_HINT, or
     fewer (at least 16) where that would exceed MAX_TIMED_MACS."""
