@@ -39,9 +39,9 @@ class KVCache:
     @classmethod
     def empty(cls, like: Tensor, capacity: int = 16, keys_only: bool = False) -> KVCache:
         """An empty cache for tensors shaped like `like`, (B, H, t, Dh)."""
-        b, h, _, dh = like.shape
-        keys, values = (_new_buffer(like, b, capacity) for _ in range(2))
-        return cls(keys, None if keys_only else values, 0)
+        rows = like.size(0)
+        values = None if keys_only else _new_buffer(like, rows, capacity)
+        return cls(_new_buffer(like, rows, capacity), values, 0)
 
     def append(self, keys: Tensor, values: Tensor | None) -> tuple[Tensor, Tensor | None, None]:
         """Add (B, H, t, Dh) keys/values (None: keys only); return all valid keys and values
