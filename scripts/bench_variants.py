@@ -49,6 +49,7 @@ from bench_translate import (  # noqa: E402
 from run_experiment import joined_bleu, longest_training_source  # noqa: E402
 
 from transformer_mt.config import load_config  # noqa: E402
+from transformer_mt.data.dataset import column_texts, load_split  # noqa: E402
 from transformer_mt.data.tokenizer import EOS_ID, PAD_ID  # noqa: E402
 from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.inference.translator import Translator  # noqa: E402
@@ -84,8 +85,9 @@ def run(args: argparse.Namespace) -> list[dict]:
         checkpoint = run_dir / "checkpoints" / results["checkpoint"]
         translator = Translator.from_checkpoint(str(checkpoint))
         cfg = translator.model.cfg
-        config = _run_config(run_dir)
-        src, ref = _test_files(config)
+        data = load_config(run_dir / "config.yaml").data
+        test = load_split(data, "test")
+        src, ref = column_texts(test, "src"), column_texts(test, "tgt")
         row = {
             "bench": "variants",
             "run": str(run_dir),
@@ -98,7 +100,7 @@ def run(args: argparse.Namespace) -> list[dict]:
             "cache_bytes_per_token": cfg.self_attention_cache_bytes(4),
             "sent_per_s": _speed(translator, src, args.batch_size),
             "train_max_src_tokens": results.get("train_max_src_tokens")
-            or longest_training_source(translator, load_config(run_dir / "config.yaml").data),
+            or longest_training_source(translator, data),
         }
         for n in args.joined:  # from results.json when run_experiment.py --joined scored them
             if f"joined{n}_bleu" in results:
@@ -143,21 +145,6 @@ def _architecture_row(spec: str, args: argparse.Namespace) -> dict:
     }
     print(json.dumps(row), file=sys.stderr, flush=True)  # progress
     return row
-
-
-def _run_config(run_dir: Path) -> dict:
-    import yaml
-
-    return yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
-
-
-def _test_files(config: dict) -> tuple[list[str], list[str]]:
-    data = config["data"]
-    prefix = REPO / data["test"]
-    return (
-        read_lines(f"{prefix}.{data['src_lang']}"),
-        read_lines(f"{prefix}.{data['tgt_lang']}"),
-    )
 
 
 def _attention_name(cfg) -> str:
