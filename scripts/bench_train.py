@@ -53,6 +53,7 @@ from transformer_mt.data.batching import BatchIterator  # noqa: E402
 from transformer_mt.data.encoding import EncodedCorpus, TokenColumn  # noqa: E402
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 from transformer_mt.inference.hf_marian import to_marian  # noqa: E402
+from transformer_mt.machine import keep_freed_memory  # noqa: E402
 from transformer_mt.model import build_model  # noqa: E402
 from transformer_mt.training.execution import resolve_precision  # noqa: E402
 from transformer_mt.training.loss import LossSums  # noqa: E402
@@ -255,6 +256,7 @@ def _measure(system: str, size: str, options: dict) -> dict:
     """Time `steps` updates after `warmup` untimed ones; count their model FLOPs."""
     args = SimpleNamespace(**options)
     _set_threads(args.threads)
+    keep_freed_memory()  # as `tmt train` does; every system's process alike
     device = pick_device(args.device)
     updater = _build_updater(system, size, args, device)
     batches = BatchIterator(synthetic_corpus(6000, args.vocab_size), args.max_tokens, seed=1)

@@ -221,10 +221,12 @@ def keep_freed_memory() -> bool:
     glibc (its defaults stand).
 
     Decoding allocates tensors of tens of MB every step (log-probs over the vocabulary, the
-    gathered cache). By default glibc serves each with a fresh mmap and unmaps it when freed,
-    so every step pays the kernel's page faults again; kept in the heap, the pages are reused.
+    gathered cache), training every update (activations, the loss gradient over the
+    vocabulary). By default glibc serves each with a fresh mmap and unmaps it when freed, so
+    every step pays the kernel's page faults again; kept in the heap, the pages are reused.
     Measured on `Translator.translate` of Multi30k test2016, one thread: 75 -> 82 sentences/s,
-    peak memory 896 -> 976 MB (docs/results.md, 2026-12-02).
+    peak memory 896 -> 976 MB; a base-size bf16 training update: ~60,000 -> ~150 page faults
+    (docs/results.md, 2026-12-02).
 
     Every thread allocates from the one main heap (at most one arena): a thread's own arena is
     a set of mmapped heaps of at most 64 MiB that glibc trims and maps again, so the server's

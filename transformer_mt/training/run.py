@@ -35,7 +35,7 @@ from transformer_mt.data.pipeline import prepare_data, train_tokenizers_for
 from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import atomic_open, atomic_path
-from transformer_mt.machine import ThreadGovernor, resolve_device, set_threads
+from transformer_mt.machine import ThreadGovernor, keep_freed_memory, resolve_device, set_threads
 from transformer_mt.model import build_model
 from transformer_mt.training.distributed import (
     DistributedContext,
@@ -78,6 +78,7 @@ def run_training(
     dist = init_distributed(device.type)
     _setup_logging(dist.is_main)
     governor = _set_threads(config.train.threads) if device.type == "cpu" else None
+    keep_freed_memory()
     if dist.enabled and device.type == "cuda":
         device = torch.device("cuda", dist.local_rank)
         torch.cuda.set_device(device)
