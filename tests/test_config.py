@@ -265,8 +265,8 @@ def test_decode_floats_must_be_finite(tmp_path, key):
             "model.relative_max_distance=16 must be above model.relative_buckets / 2 = 16",
         ),
         (
-            "{positions: alibi, attention_backend: flex}",
-            "model.attention_backend=flex does not take model.positions=alibi",
+            "{positions: shaw, relative_values: true, attention_backend: flex}",
+            "model.attention_backend=flex does not take model.relative_values=true",
         ),
         ("{positions: relative}", "model.positions: 'relative' is not one of"),
         # latent attention (model/latent.py)

@@ -152,10 +152,11 @@ class ModelConfig:
             )
         if self.attention_backend == "flex":
             _check_flex(self.attn_dropout)
-            if self.relative_positions:
+            if self.relative_values:
                 raise ConfigError(
-                    f"model.attention_backend=flex does not take model.positions={self.positions}"
-                    " (its block masks carry no position terms); use sdpa"
+                    "model.attention_backend=flex does not take model.relative_values=true "
+                    "(Shaw's value term needs the attention weights, which flex does not "
+                    "return); use sdpa"
                 )
 
     def _check_relative(self) -> None:

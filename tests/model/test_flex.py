@@ -32,6 +32,23 @@ def test_block_mask_attention_equals_plain_loop_mask(kind, causal):
     assert_close(attention(q, k, v, block_mask), expected, **TOL)
 
 
+@pytest.mark.parametrize("per_row", [False, True])
+def test_block_mask_attention_adds_a_bias_as_the_dense_path_does(per_row):
+    """A relative-position bias, (H, Tq, Tk) shared by the rows or (B, H, Tq, Tk) per row,
+    through flex's score_mod against SDPA with the bias in its float mask."""
+    torch.manual_seed(0)
+    length = 200
+    q = torch.randn(2, 4, length, 8)
+    k, v = torch.randn(2, 2, length, 8), torch.randn(2, 2, length, 8)
+    bias = torch.randn(2, 4, length, length) if per_row else torch.randn(4, length, length)
+    key_keep = torch.arange(length)[None, :] < torch.tensor([200, 90])[:, None]
+    pattern = AttentionPattern("local", 7)
+    block_mask = pattern.block_mask(length, length, key_keep, causal=True)
+    dense = key_keep[:, None, None, :] & reference_mask("local", length, length, 7, 8, True)
+    expected = attention(q, k, v, dense, attn_bias=bias)
+    assert_close(attention(q, k, v, block_mask, attn_bias=bias), expected, **TOL)
+
+
 def test_local_block_mask_skips_blocks():
     block_mask = AttentionPattern("local", window=16).block_mask(1024, 1024)
     # 8 x 8 blocks of 128; a window of 16 reaches only the neighbouring blocks: 22 of 64.
@@ -44,6 +61,10 @@ def test_local_block_mask_skips_blocks():
         dict(attention_pattern="local", attention_window=2),
         dict(attention_pattern="local_dilated", attention_window=1, n_kv_heads=2, pre_norm=True),
         dict(attention_pattern="full", positions="rope"),
+        # relative positions through flex's score_mod
+        dict(attention_pattern="local", attention_window=2, positions="t5"),
+        dict(attention_pattern="full", positions="alibi", n_kv_heads=2),
+        dict(attention_pattern="local_dilated", attention_window=1, positions="shaw"),
         # latent attention's naive form: query/key heads of Dh + d_R, value heads of Dh
         dict(attention_pattern="local", attention="mla", positions="rope", mla_encoder=True),
     ],

@@ -118,13 +118,13 @@ def attention(
         is_causal: apply a top-left causal triangle (only valid when Tq == Tk).
         dropout_p: dropout on the attention weights (pass 0.0 outside training).
         attn_bias: float, broadcastable to (B, H, Tq, Tk), added to the scaled scores
-            (relative positions); not with a `BlockMask` (the config refuses that).
+            (relative positions); with a `BlockMask`, through flex's `score_mod`.
 
     Returns:
         (B, H, Tq, Dh). A query row whose keys are all masked gives zeros, not NaN.
     """
     if BlockMask is not None and isinstance(mask, BlockMask):
-        return _flex(query, key, value, mask, dropout_p)
+        return _flex(query, key, value, mask, dropout_p, attn_bias)
     if attn_bias is not None and is_causal:  # SDPA takes no attn_mask with is_causal
         causal = causal_mask(query.size(-2), key.size(-2), query.device)
         mask, is_causal = (causal if mask is None else mask & causal), False
@@ -190,22 +190,47 @@ def _compiled_flex() -> Callable[..., Tensor]:
     return torch.compile(flex_attention, dynamic=True)
 
 
-def _flex(query: Tensor, key: Tensor, value: Tensor, block_mask: BlockMask, dropout_p: float):
+def _flex(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    block_mask: BlockMask,
+    dropout_p: float,
+    attn_bias: Tensor | None = None,
+) -> Tensor:
     """flex_attention, compiled on CUDA (its only fast form); eager elsewhere.
 
     Eager flex computes the dense scores (it is the reference form, for tests on CPU);
     compiling on the CPU works too but takes ~25 s per shape, so it is left to callers that want it
     (scripts/bench_attention.py). Flex has no attention dropout: the config refuses
     attn_dropout > 0 with this backend. Rows with no visible key come out as zeros.
+    `attn_bias` (relative positions) is added to each score by a `score_mod`.
     """
     if dropout_p > 0.0:
         raise ValueError("flex attention has no attention dropout (model.attn_dropout must be 0)")
     gqa = key.size(-3) != query.size(-3)
-    if query.is_cuda:
-        return _compiled_flex()(query, key, value, block_mask=block_mask, enable_gqa=gqa)
+    score_mod = None if attn_bias is None else _bias_score_mod(attn_bias, query, key)
+    run = _compiled_flex() if query.is_cuda else flex_attention
     with warnings.catch_warnings():  # "flex_attention called without torch.compile"
         warnings.simplefilter("ignore", UserWarning)
-        return flex_attention(query, key, value, block_mask=block_mask, enable_gqa=gqa)
+        return run(query, key, value, score_mod=score_mod, block_mask=block_mask, enable_gqa=gqa)
+
+
+def _bias_score_mod(attn_bias: Tensor, query: Tensor, key: Tensor) -> Callable[..., Tensor]:
+    """flex's `score_mod` adding `attn_bias` (broadcastable to (B, H, Tq, Tk)) to the scaled
+    score of each (batch, head, query, key).
+
+    The bias is read from the tensor the stack computed once for all its layers (t5, alibi)
+    or the layer for its queries (shaw), rather than recomputed from the indices per layer:
+    one definition of each bias for both backends. flex reads only the blocks its mask keeps.
+    """
+    b, h, tq, _ = query.shape
+    bias = attn_bias.to(query.dtype).expand(b, h, tq, key.size(-2))
+
+    def add_bias(score: Tensor, batch: Tensor, head: Tensor, q_idx: Tensor, kv_idx: Tensor):
+        return score + bias[batch, head, q_idx, kv_idx]
+
+    return add_bias
 
 
 def attention_with_weights(
