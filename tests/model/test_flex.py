@@ -65,6 +65,7 @@ def test_local_block_mask_skips_blocks():
         dict(attention_pattern="local", attention_window=2, positions="t5"),
         dict(attention_pattern="full", positions="alibi", n_kv_heads=2),
         dict(attention_pattern="local_dilated", attention_window=1, positions="shaw"),
+        dict(attention_pattern="local", attention="mla", positions="t5", mla_encoder=True),
         # latent attention's naive form: query/key heads of Dh + d_R, value heads of Dh
         dict(attention_pattern="local", attention="mla", positions="rope", mla_encoder=True),
     ],
