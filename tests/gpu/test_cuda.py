@@ -146,13 +146,16 @@ def test_flash_attention_runs_and_matches_math(is_causal, n_kv_heads, device):
 # --- c. compiled flex attention equals SDPA ---------------------------------------------------
 
 
-def test_flex_local_model_equals_sdpa_model(device):
+@pytest.mark.parametrize("positions", ["sinusoidal", "t5", "alibi"])
+def test_flex_local_model_equals_sdpa_model(device, positions):
     """The CPU version is tests/model/test_flex.py; on CUDA flex is compiled (Triton).
 
     Head size 16, the least compiled flex accepts; 300 source tokens span three 128-key blocks.
-    Gradients are compared on CUDA only (eager flex on the CPU has no backward).
+    t5 and alibi enter through flex's score_mod (t5's bias is learned: its gradient flows
+    through the tensor the score_mod reads). Gradients are compared on CUDA only (eager flex
+    on the CPU has no backward).
     """
-    options = dict(d_model=64, n_heads=4, d_ff=128, max_positions=512)
+    options = dict(d_model=64, n_heads=4, d_ff=128, max_positions=512, positions=positions)
     options.update(attention_pattern="local", attention_window=16)
     torch.manual_seed(0)
     sdpa = build_model(tiny_cfg(**options), V).to(device).eval()
