@@ -76,5 +76,8 @@ def init_distributed(device_kind: str) -> DistributedContext:
 
 
 def shutdown_distributed(ctx: DistributedContext) -> None:
+    """Leave the process group; after training, every rank comes here from a `barrier()`.
+    A rank tearing gloo down alone, while rank 0 still writes its checkpoint, can abort the
+    process (`terminate called without an active exception`) and fail a finished job."""
     if ctx.enabled and dist.is_initialized():
         dist.destroy_process_group()

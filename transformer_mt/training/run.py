@@ -84,7 +84,9 @@ def run_training(
         torch.cuda.set_device(device)
     try:
         with _run_dir_lock(run_path, dist):
-            return _train(config, run_path, device, dist, governor)
+            code = _train(config, run_path, device, dist, governor)
+        dist.barrier()  # rank 0 may still be saving: the ranks leave the group together
+        return code
     finally:
         shutdown_distributed(dist)
 
