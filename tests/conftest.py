@@ -1,5 +1,7 @@
 """Shared test settings: seeded, CPU, float32; `slow` tests run only with --runslow."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -57,10 +59,15 @@ WORDS = [
 @pytest.fixture(scope="session")
 def checkpoint(tmp_path_factory):
     """An untrained tiny model with a real tokenizer, saved as a checkpoint file."""
-    directory = tmp_path_factory.mktemp("ckpt")
+    return save_tiny_checkpoint(tmp_path_factory.mktemp("ckpt"))
+
+
+def save_tiny_checkpoint(directory: Path, **model_options) -> Path:
+    """`checkpoint`'s model (with `model_options` changed) saved as directory/model.pt."""
     texts = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(len(WORDS))] * 3
     tokenizers = train_tokenizers(TokenizerConfig(vocab_size=60), texts, texts, directory)
-    model_cfg = ModelConfig(d_model=16, n_heads=2, n_layers=1, d_ff=32, max_positions=64)
+    sizes = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, max_positions=64)
+    model_cfg = ModelConfig(**{**sizes, **model_options})
     config = ExperimentConfig(model=model_cfg)
     torch.manual_seed(0)
     model = build_model(model_cfg, tokenizers.src.vocab_size, pad_id=PAD_ID)

@@ -104,8 +104,7 @@ class ModelConfig:
 
     @property
     def relative_positions(self) -> bool:
-        """Whether positions enter self-attention scores as relative terms (shaw, t5, alibi),
-        which take one position offset for a whole decoding batch."""
+        """Whether positions enter self-attention scores as relative terms (shaw, t5, alibi)."""
         return self.positions in ("shaw", "t5", "alibi")
 
     def self_attention_cache_bytes(self, element_size: int = 4) -> int:

@@ -7,14 +7,12 @@ cache, the plain-math twin and the exporters' refusals run with the other attent
 """
 
 import math
-from types import SimpleNamespace
 
 import pytest
 import torch
 from torch.testing import assert_close
 
 from transformer_mt.config import ModelConfig, load_config
-from transformer_mt.errors import SettingError
 from transformer_mt.inference.packed import pack_linears, packing_available
 from transformer_mt.inference.quantize import quantize_int8
 from transformer_mt.model import (
@@ -24,7 +22,6 @@ from transformer_mt.model import (
     build_model,
     causal_mask,
 )
-from transformer_mt.serve.engine import Engine
 
 from ..test_config import write
 from .tiny import BOS, V, padded_batch, tiny_cfg
@@ -270,13 +267,6 @@ def test_inference_rewrites_of_the_linear_layers_keep_latent_decoding(rewrite, t
         for t in range(tgt.size(1)):
             log_probs, cache = model.decode_step(tgt[:, t], memory, src_mask, cache)
             assert_close(log_probs, full[:, t], atol=tolerance, rtol=0.0)
-
-
-def test_serve_refuses_latent_attention_by_name():
-    """The server's paged cache holds per-head keys and values."""
-    translator = SimpleNamespace(model=SimpleNamespace(cfg=tiny_cfg(attention="mla")))
-    with pytest.raises(SettingError, match="model.attention=mla: tmt serve"):
-        Engine(translator)
 
 
 # --- config --------------------------------------------------------------------------------

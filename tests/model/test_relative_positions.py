@@ -6,14 +6,12 @@ twin and the exporters' refusals run for these options with the other attention 
 """
 
 import math
-from types import SimpleNamespace
 
 import pytest
 import torch
 from torch.testing import assert_close
 
 from transformer_mt.config import load_config
-from transformer_mt.errors import SettingError
 from transformer_mt.model import MultiHeadAttention, build_model, causal_mask
 from transformer_mt.model.relative import (
     ALiBi,
@@ -22,8 +20,6 @@ from transformer_mt.model.relative import (
     alibi_slopes,
     relative_bucket,
 )
-from transformer_mt.serve.engine import Engine
-from transformer_mt.serve.paged import BlockPool, PagedDecoderCache
 
 from ..test_config import write
 from .tiny import V, padded_batch, tiny_cfg
@@ -200,23 +196,30 @@ def test_attention_maps_are_causal_and_normalised(positions):
         assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]), **TOL)
 
 
-@pytest.mark.parametrize("positions", KINDS)
-def test_per_row_positions_are_refused_by_name(positions):
-    """A server's batch (rows at different positions) is not supported: the model and the
-    server's engine say so instead of attending with the wrong distances."""
-    model = build_model(tiny_cfg(positions=positions), V).eval()
-    src = padded_batch([4, 3])
-    src_mask = model.src_mask(src)
-    cfg = model.cfg
-    pool = BlockPool(16, 4, cfg.decoder_layers, cfg.kv_heads, cfg.d_model // cfg.n_heads)
-    cache = PagedDecoderCache(pool, cfg.decoder_layers)  # its length: one per row
-    with torch.no_grad(), pytest.raises(ValueError, match="model.positions shaw, t5, alibi"):
-        memory = model.encode(src, src_mask)
-        for token in (2, 5):  # all rows sit at position 0 on the first step
-            model.decode_step(torch.full((2,), token), memory, src_mask, cache)
-    translator = SimpleNamespace(model=SimpleNamespace(cfg=tiny_cfg(positions=positions)))
-    with pytest.raises(SettingError, match=f"model.positions={positions}: tmt serve"):
-        Engine(translator)
+def test_per_row_offsets_give_each_row_its_own_terms():
+    """A server's batch: rows at positions 0, 3, 6 get, for their one query, the terms of
+    their own offset on the keys they hold; the slots past them are padding."""
+    torch.manual_seed(0)
+    offsets = torch.tensor([0, 3, 6])
+    modules = {"t5": T5Bias(4, 8, 12, causal=True, std=1.0), "alibi": ALiBi(4)}
+    for name, module in modules.items():
+        batched = module(1, offsets)  # (3, H, 1, 7)
+        assert batched.shape == (3, 4, 1, 7), name
+        for row, offset in enumerate(offsets.tolist()):
+            assert_close(batched[row, :, :, : offset + 1], module(1, offset), **TOL)
+    shaw = RelativeEmbeddings(8, max_distance=4, values=True)
+    query = torch.randn(3, 4, 1, 8)
+    scores = shaw.scores(query, offsets, n_keys=9)  # keys beyond the furthest row: padding
+    weights = torch.rand(3, 4, 1, 9)
+    for row, offset in enumerate(offsets.tolist()):
+        weights[row, :, :, offset + 1 :] = 0.0  # masked keys weigh nothing
+    values = shaw.value_term(weights, offsets)
+    for row, offset in enumerate(offsets.tolist()):
+        keys = offset + 1
+        alone = shaw.scores(query[row : row + 1], offset, keys)
+        assert_close(scores[row : row + 1, :, :, :keys], alone, **TOL)
+        own = weights[row : row + 1, :, :, :keys]
+        assert_close(values[row : row + 1], shaw.value_term(own, offset), **TOL)
 
 
 # --- config --------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.conftest import WORDS
+from tests.conftest import WORDS, save_tiny_checkpoint
 from transformer_mt.config import ConfigError
 from transformer_mt.errors import TmtError
 from transformer_mt.inference.translator import Translator
@@ -50,6 +50,16 @@ def test_concurrent_requests_translate_as_the_translator_does(
     assert stats.kv_blocks_used == 0 and stats.kv_blocks_reserved == 0
 
 
+def joining_one_at_a_time(engine: Engine, texts: list[str]) -> list:
+    """The translations of `texts`, each submitted alone, joining a batch already under way
+    (rows at many positions side by side)."""
+    jobs = []
+    for text in texts:
+        jobs.append(engine.submit([text], engine.defaults))
+        time.sleep(0.002)
+    return [job.future.result(timeout=60)[0] for job in jobs]
+
+
 def test_rows_attending_in_groups_translate_as_the_translator_does(checkpoint):
     """Self-attention in groups of 4 hypotheses of similar length (rows of many lengths
     side by side, as sentences join and leave)."""
@@ -58,13 +68,34 @@ def test_rows_attending_in_groups_translate_as_the_translator_does(checkpoint):
     engine.start()
     texts = sentences(30, seed=11)
     expected = Translator.from_checkpoint(str(checkpoint), beam_size=5).translate(texts)
-    jobs = []
-    for text in texts:  # one at a time: each joins a batch already under way
-        jobs.append(engine.submit([text], engine.defaults))
-        time.sleep(0.002)
-    got = [job.future.result(timeout=60)[0] for job in jobs]
+    got = joining_one_at_a_time(engine, texts)
     engine.stop()
     assert [g.texts for g in got] == [e.texts for e in expected]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"positions": "t5", "relative_buckets": 8, "relative_max_distance": 12},
+        {"positions": "alibi"},
+        {"positions": "shaw", "max_relative_position": 3, "relative_values": True},
+        {"positions": "rope", "attention": "mla", "mla_kv_rank": 8, "mla_rope_dim": 4},
+    ],
+    ids=["t5", "alibi", "shaw", "mla"],
+)
+def test_relative_positions_and_latent_translate_as_the_translator_does(tmp_path, options):
+    """Every row of a server's batch at its own position: its relative terms are its own;
+    latent attention decodes from a pool of latents."""
+    checkpoint = save_tiny_checkpoint(tmp_path, **options)
+    engine = Engine.from_checkpoint(str(checkpoint), limits=ServeLimits(kv_blocks=512))
+    engine.start()
+    texts = sentences(16, seed=5)
+    expected = Translator.from_checkpoint(str(checkpoint), beam_size=5).translate(texts)
+    got = joining_one_at_a_time(engine, texts)
+    engine.stop()
+    for want, have in zip(expected, got, strict=True):
+        assert have.texts == want.texts
+        assert have.scores == pytest.approx(want.scores, abs=1e-4)
 
 
 def test_mixed_options_and_prefixes_from_many_threads(checkpoint, engine):

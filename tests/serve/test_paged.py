@@ -16,7 +16,7 @@ from transformer_mt.serve.paged import BlockPool, PagedDecoderCache, PoolExhaust
 VOCAB = 40
 
 
-def tiny_model(positions: str = "sinusoidal", kv_heads: int | None = None):
+def tiny_model(positions: str = "sinusoidal", kv_heads: int | None = None, **options):
     torch.manual_seed(0)
     cfg = ModelConfig(
         d_model=32,
@@ -27,12 +27,16 @@ def tiny_model(positions: str = "sinusoidal", kv_heads: int | None = None):
         max_positions=64,
         positions=positions,
         dropout=0.0,
+        **options,
     )
     return build_model(cfg, VOCAB).eval()
 
 
 def pool_for(model, n_blocks: int = 64, block_size: int = 4) -> BlockPool:
     cfg = model.cfg
+    if cfg.attention == "mla":  # one latent per position
+        latent = cfg.kv_rank + cfg.latent_rope_dim
+        return BlockPool(n_blocks, block_size, cfg.decoder_layers, 1, latent, keys_only=True)
     head_dim = cfg.d_model // cfg.n_heads
     return BlockPool(n_blocks, block_size, cfg.decoder_layers, cfg.kv_heads, head_dim)
 
@@ -47,11 +51,25 @@ def sources(n: int, seed: int = 0):
 
 
 @pytest.mark.parametrize(
-    "positions, kv_heads, block_size, group_rows",
-    [("sinusoidal", None, 4, 0), ("rope", 2, 4, 0), ("rope", 2, 1, 0), ("sinusoidal", None, 1, 2)],
+    "positions, kv_heads, block_size, group_rows, options",
+    [
+        ("sinusoidal", None, 4, 0, {}),
+        ("rope", 2, 4, 0, {}),
+        ("rope", 2, 1, 0, {}),
+        ("sinusoidal", None, 1, 2, {}),
+        # Relative terms with every row at its own position (distances clipped at 4 and
+        # bucketed at 8 so that rows past them are exercised).
+        ("t5", None, 4, 0, {"relative_buckets": 8, "relative_max_distance": 12}),
+        ("alibi", 2, 4, 0, {}),
+        ("shaw", None, 4, 0, {"max_relative_position": 4, "relative_values": True}),
+        ("rope", None, 4, 0, {"attention": "mla", "mla_kv_rank": 12, "mla_rope_dim": 4}),
+        ("sinusoidal", None, 1, 0, {"attention": "mla", "mla_kv_rank": 12}),
+    ],
 )
-def test_paged_equals_dense_under_random_forks(positions, kv_heads, block_size, group_rows):
-    model = tiny_model(positions, kv_heads)
+def test_paged_equals_dense_under_random_forks(
+    positions, kv_heads, block_size, group_rows, options
+):
+    model = tiny_model(positions, kv_heads, **options)
     src, keep = sources(6)
     mask = keep[:, None, None, :]
     memory = model.encode(src, mask)

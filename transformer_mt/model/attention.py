@@ -391,7 +391,7 @@ class MultiHeadAttention(nn.Module):
         p = self.dropout if self.training else 0.0
         relative = self.relative
         if relative is not None:  # q_i · a^K_ij / sqrt(Dh): a bias that depends on the query
-            scores = relative.scores(q, offset)  # (B, H, Tq, Tk)
+            scores = relative.scores(q, offset, keys.size(-2))  # (B, H, Tq, Tk)
             attn_bias = scores if attn_bias is None else attn_bias + scores
         relative_values = relative is not None and relative.value_embeddings is not None
         if not (need_weights or relative_values):

@@ -159,12 +159,12 @@ class SelfAttentionCache(Protocol):
     length: int | Tensor  # tokens cached: an int, or (B,) per row when rows differ
 
     def append(
-        self, keys: Tensor, values: Tensor
-    ) -> tuple[Tensor, Tensor, Tensor | None] | tuple[RowGroups, None, None]:
+        self, keys: Tensor, values: Tensor | None
+    ) -> tuple[Tensor, Tensor | None, Tensor | None] | tuple[RowGroups, None, None]:
         """Add (B, Hkv, t, Dh) keys/values; return all keys and values (B, Hkv, Tk, Dh) and a
         (B, 1, 1, Tk) bool keep-mask of the valid ones (None: all are valid), or, with one new
-        position per row, `RowGroups` holding all three. Values None (latent attention's
-        keys-only cache) only in a `KVCache`."""
+        position per row, `RowGroups` holding all three. Values None: latent attention's
+        keys-only cache (then never row groups)."""
         ...
 
 
@@ -297,6 +297,9 @@ class DecoderLayer(_Residual):
             mask = causal_mask(h.size(1), keys.size(2), h.device)
         if valid is not None:
             mask = valid if mask is None else mask & valid
+        if bias is not None and isinstance(keys, Tensor) and bias.size(-1) < keys.size(2):
+            # A paged cache's rows end in slots not yet written (masked): no bias for them.
+            bias = F.pad(bias, (0, keys.size(2) - bias.size(-1)))
         return self.self_attn.attend(h, keys, values, mask, offset=past, attn_bias=bias)[0]
 
     def _cross_attend(

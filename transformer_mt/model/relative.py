@@ -23,6 +23,8 @@ matters for j <= i: T5 buckets it one-sided ("causal"), ALiBi's |j - i| is its i
 
 Query i sits at position offset + i and key j at position j: offset is 0 in a full pass and
 the cache length when decoding on top of a cache, whose keys hold positions 0, 1, ... in order.
+In a server's batch the rows sit at different positions: offset is then a (B,) tensor and
+every term gains a batch dimension.
 
 Shapes: B batch, H heads, Tq/Tk query/key length, Dh head size.
 """
@@ -38,21 +40,20 @@ from transformer_mt.config import ModelConfig
 
 
 def relative_distances(
-    n_queries: int, offset: int | Tensor, device: torch.device | None = None
+    n_queries: int, offset: int | Tensor, n_keys: int | None = None, device=None
 ) -> Tensor:
-    """(Tq, Tk) long, Tk = offset + Tq: key position j - query position (offset + i).
-
-    Raises:
-        ValueError: `offset` is a tensor, one position per batch row (a server's batch); the
-            terms here are computed once for the whole batch.
-    """
-    if not isinstance(offset, int):
-        raise ValueError(
-            "relative positions (model.positions shaw, t5, alibi) take one position offset "
-            "for the whole batch, not one per row"
-        )
-    queries = torch.arange(offset, offset + n_queries, device=device)[:, None]  # (Tq, 1)
-    return torch.arange(offset + n_queries, device=device)[None, :] - queries
+    """Key position j - query position (offset + i): (Tq, Tk) long for an int offset, (B, Tq,
+    Tk) for per-row offsets (B,). Tk = n_keys, by default offset + Tq (with per-row offsets,
+    the furthest row's); a row's keys past its own last query are slots its cache has not
+    filled, which the caller masks."""
+    if isinstance(offset, int):
+        queries = torch.arange(offset, offset + n_queries, device=device)[:, None]  # (Tq, 1)
+        last = offset + n_queries
+    else:
+        device = offset.device
+        queries = offset[:, None, None] + torch.arange(n_queries, device=device)[:, None]
+        last = int(offset.max()) + n_queries
+    return torch.arange(last if n_keys is None else n_keys, device=device) - queries
 
 
 class RelativeEmbeddings(nn.Module):
@@ -76,21 +77,23 @@ class RelativeEmbeddings(nn.Module):
             if table is not None:
                 nn.init.normal_(table, std=head_dim**-0.5)
 
-    def rows(self, n_queries: int, offset: int, device: torch.device) -> Tensor:
-        """(Tq, Tk) long: the table row of every query-key pair."""
-        distance = relative_distances(n_queries, offset, device)
-        return distance.clamp(-self.max_distance, self.max_distance) + self.max_distance
+    def rows(self, shape: torch.Size, offset: int | Tensor, device: torch.device) -> Tensor:
+        """The table row of every query-key pair, expanded to `shape` (B, H, Tq, Tk)."""
+        distance = relative_distances(shape[-2], offset, shape[-1], device)
+        rows = distance.clamp(-self.max_distance, self.max_distance) + self.max_distance
+        return rows.unsqueeze(-3).expand(shape)  # (Tq, Tk) or (B, 1, Tq, Tk) -> (B, H, Tq, Tk)
 
-    def scores(self, query: Tensor, offset: int) -> Tensor:
-        """q_i · a^K_ij / sqrt(Dh), (B, H, Tq, Tk), for queries (B, H, Tq, Dh) at offset.."""
-        rows = self.rows(query.size(-2), offset, query.device)  # (Tq, Tk)
+    def scores(self, query: Tensor, offset: int | Tensor, n_keys: int) -> Tensor:
+        """q_i · a^K_ij / sqrt(Dh), (B, H, Tq, Tk), for queries (B, H, Tq, Dh) at offset.. and
+        keys 0..n_keys - 1."""
         table = self.key_embeddings.to(query.dtype)
         per_distance = query @ table.T / math.sqrt(query.size(-1))  # (B, H, Tq, 2k + 1)
-        return per_distance.gather(-1, rows.expand(*query.shape[:-2], *rows.shape))
+        shape = torch.Size((*query.shape[:-1], n_keys))
+        return per_distance.gather(-1, self.rows(shape, offset, query.device))
 
-    def value_term(self, weights: Tensor, offset: int) -> Tensor:
+    def value_term(self, weights: Tensor, offset: int | Tensor) -> Tensor:
         """sum_j α_ij a^V_ij, (B, H, Tq, Dh), for attention weights α (B, H, Tq, Tk)."""
-        rows = self.rows(weights.size(-2), offset, weights.device).expand_as(weights)
+        rows = self.rows(weights.shape, offset, weights.device)
         per_distance = weights.new_zeros(*weights.shape[:-1], self.key_embeddings.size(0))
         per_distance.scatter_add_(-1, rows, weights)  # (B, H, Tq, 2k + 1)
         return per_distance @ self.value_embeddings.to(weights.dtype)
@@ -127,11 +130,12 @@ class T5Bias(nn.Module):
         self.weight = nn.Parameter(torch.empty(n_buckets, n_heads))
         nn.init.normal_(self.weight, std=std)
 
-    def forward(self, n_queries: int, offset: int = 0) -> Tensor:
-        """(H, Tq, offset + Tq) float: the bias of queries offset.. against keys 0.."""
-        distance = relative_distances(n_queries, offset, self.weight.device)
+    def forward(self, n_queries: int, offset: int | Tensor = 0) -> Tensor:
+        """(H, Tq, offset + Tq) float, or (B, H, Tq, Tk) for per-row offsets: the bias of
+        queries offset.. against keys 0.. (`relative_distances`)."""
+        distance = relative_distances(n_queries, offset, device=self.weight.device)
         bucket = relative_bucket(distance, self.causal, self.weight.size(0), self.max_distance)
-        return self.weight[bucket].permute(2, 0, 1)  # (Tq, Tk, H) -> (H, Tq, Tk)
+        return self.weight[bucket].movedim(-1, -3)  # (…, Tq, Tk, H) -> (…, H, Tq, Tk)
 
 
 def alibi_slopes(n_heads: int) -> list[float]:
@@ -154,10 +158,11 @@ class ALiBi(nn.Module):
         super().__init__()
         self.register_buffer("slopes", torch.tensor(alibi_slopes(n_heads)), persistent=False)
 
-    def forward(self, n_queries: int, offset: int = 0) -> Tensor:
-        """(H, Tq, offset + Tq) float: the bias of queries offset.. against keys 0.."""
-        distance = relative_distances(n_queries, offset, self.slopes.device).abs()
-        return -self.slopes[:, None, None] * distance
+    def forward(self, n_queries: int, offset: int | Tensor = 0) -> Tensor:
+        """(H, Tq, offset + Tq) float, or (B, H, Tq, Tk) for per-row offsets: the bias of
+        queries offset.. against keys 0.. (`relative_distances`)."""
+        distance = relative_distances(n_queries, offset, device=self.slopes.device).abs()
+        return -self.slopes[:, None, None] * distance.unsqueeze(-3)
 
 
 def build_position_bias(cfg: ModelConfig, causal: bool) -> nn.Module | None:

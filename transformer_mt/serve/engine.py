@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from transformer_mt.config import DecodeConfig
+from transformer_mt.config import DecodeConfig, ModelConfig
 from transformer_mt.data.tokenizer import EOS_ID
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.inference.translator import Translation, Translator
@@ -97,10 +97,6 @@ class Engine:
         cfg = translator.model.cfg
         if cfg.attention_pattern != "full":
             raise SettingError("model.attention_pattern", cfg.attention_pattern, "serve needs full")
-        if cfg.relative_positions:  # one position offset per batch; a server's rows differ
-            raise SettingError("model.positions", cfg.positions, "tmt serve does not take it yet")
-        if cfg.attention == "mla":  # the paged cache holds per-head keys and values
-            raise SettingError("model.attention", cfg.attention, "tmt serve does not take it yet")
         self.translator = translator
         self.defaults = translator.decode
         self.limits = limits
@@ -401,8 +397,15 @@ class Engine:
             self.pool,
             translator.cache_dtype,
             self.prefixes,
-            self.limits.group_rows,
+            0 if _one_view(translator.model.cfg) else self.limits.group_rows,
         )
+
+
+def _one_view(cfg: ModelConfig) -> bool:
+    """Whether self-attention runs over one view of the batch padded to its longest row, not
+    in row groups: these take plain attention, with no relative position terms and no
+    latent (whose absorbed form attends through the model's own layer)."""
+    return cfg.relative_positions or cfg.attention == "mla"
 
 
 def _new_pool(translator: Translator, limits: ServeLimits, max_batch_tokens: int) -> BlockPool:
@@ -412,12 +415,17 @@ def _new_pool(translator: Translator, limits: ServeLimits, max_batch_tokens: int
     position table; at most DEFAULT_KV_BYTES of them."""
     cfg = translator.model.cfg
     dtype = translator.cache_dtype or next(translator.model.parameters()).dtype
-    shape = (limits.block_size, cfg.decoder_layers, cfg.kv_heads, cfg.d_model // cfg.n_heads)
+    latent = cfg.attention == "mla"
+    if latent:  # one latent [c ‖ k^R] per position and layer
+        heads = (1, cfg.kv_rank + cfg.latent_rope_dim)
+    else:
+        heads = (cfg.kv_heads, cfg.d_model // cfg.n_heads)
+    shape = (limits.block_size, cfg.decoder_layers, *heads)
     n_blocks = limits.kv_blocks
     if n_blocks is None:
-        block_bytes = BlockPool(1, *shape, dtype).block_bytes
+        block_bytes = BlockPool(1, *shape, dtype, keys_only=latent).block_bytes
         beam, size = translator.decode.beam_size, limits.block_size
         wanted = math.ceil(4 * max_batch_tokens * beam / size)
         longest = beam * (math.ceil(cfg.max_positions / size) + 1)
         n_blocks = max(1, longest, min(wanted, DEFAULT_KV_BYTES // block_bytes))
-    return BlockPool(n_blocks, *shape, dtype, translator.device)
+    return BlockPool(n_blocks, *shape, dtype, translator.device, keys_only=latent)

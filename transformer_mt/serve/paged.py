@@ -48,7 +48,8 @@ def _blocks(indices: int | Sequence[int] | Tensor) -> Tensor:
 class BlockPool:
     """`n_blocks` blocks of `block_size` positions for every decoder layer, and their
     reference counts. keys/values: (L, n_blocks, bs, Hkv, Dh) on the model's device; refs and
-    the free stack on the CPU."""
+    the free stack on the CPU. `keys_only`: no values (latent attention caches one latent
+    per position, Hkv = 1 and Dh = r + d_R, and reads its values from it)."""
 
     def __init__(
         self,
@@ -59,10 +60,11 @@ class BlockPool:
         head_dim: int,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str = "cpu",
+        keys_only: bool = False,
     ):
         shape = (n_layers, n_blocks, block_size, n_kv_heads, head_dim)
         self.keys = torch.zeros(shape, dtype=dtype, device=device)
-        self.values = torch.zeros(shape, dtype=dtype, device=device)
+        self.values = None if keys_only else torch.zeros(shape, dtype=dtype, device=device)
         self.block_size = block_size
         self.refs = torch.zeros(n_blocks, dtype=torch.long)
         # A stack, top at the end: block 0 is handed out first.
@@ -84,7 +86,8 @@ class BlockPool:
     @property
     def block_bytes(self) -> int:
         """Bytes one block takes (keys and values of every layer)."""
-        return 2 * self.keys[:, 0].numel() * self.keys.element_size()
+        parts = 1 if self.values is None else 2
+        return parts * self.keys[:, 0].numel() * self.keys.element_size()
 
     def allocate(self) -> int:
         return int(self.allocate_many(1)[0])
@@ -121,8 +124,9 @@ class BlockPool:
         """Block targets[i] := block sources[i], every layer."""
         sources = _blocks(sources).to(self.keys.device)
         targets = _blocks(targets).to(self.keys.device)
-        self.keys.index_copy_(1, targets, self.keys.index_select(1, sources))
-        self.values.index_copy_(1, targets, self.values.index_select(1, sources))
+        for part in (self.keys, self.values):
+            if part is not None:
+                part.index_copy_(1, targets, part.index_select(1, sources))
 
 
 class PagedDecoderCache:
@@ -222,11 +226,12 @@ class PagedDecoderCache:
         self.counts = torch.zeros_like(self.counts)
 
     def append(
-        self, layer: int, keys: Tensor, values: Tensor
-    ) -> tuple[Tensor, Tensor, Tensor] | tuple[RowGroups, None, None]:
+        self, layer: int, keys: Tensor, values: Tensor | None
+    ) -> tuple[Tensor, Tensor | None, Tensor] | tuple[RowGroups, None, None]:
         """Write one new position per row (R, Hkv, 1, Dh) for decoder layer `layer`; return
         every row's keys and values (R, Hkv, T, Dh) and the (R, 1, 1, T) keep-mask, or, when
-        `group_rows` splits the rows into several groups, the same as `RowGroups`."""
+        `group_rows` splits the rows into several groups, the same as `RowGroups`. Values
+        None: a keys-only pool (latent attention), which attends over one padded view."""
         if keys.size(2) != 1:
             raise ValueError("the paged cache takes one new position per row and step")
         if layer == 0:
@@ -234,14 +239,20 @@ class PagedDecoderCache:
                 self.add_rows(keys.size(0))
             self._step = self._start_step()
         step = self._step
-        pool_keys, pool_values = self.pool.keys[layer], self.pool.values[layer]
+        pool_keys = self.pool.keys[layer]
+        pool_values = None if values is None else self.pool.values[layer]
         for pool_part, part in ((pool_keys, keys), (pool_values, values)):
-            slots = pool_part.view(-1, *pool_part.shape[2:])  # (n_blocks * bs, Hkv, Dh)
-            slots.index_copy_(0, step.slots, part[:, :, 0].to(slots.dtype))
+            if part is not None:
+                slots = pool_part.view(-1, *pool_part.shape[2:])  # (n_blocks * bs, Hkv, Dh)
+                slots.index_copy_(0, step.slots, part[:, :, 0].to(slots.dtype))
         if layer == len(self.layers) - 1:
             self.lengths = self.lengths + 1
             self._length = None
         all_keys = self._gather(pool_keys, step.tables, 0)
+        if pool_values is None:
+            if step.rows is not None:
+                raise ValueError("a keys-only cache attends over one view (group_rows=0)")
+            return all_keys[0], None, step.valid[0]
         all_values = self._gather(pool_values, step.tables, 1)
         if step.rows is None:
             return all_keys[0], all_values[0], step.valid[0]
@@ -361,6 +372,6 @@ class _PagedLayer:
         return self.cache.length
 
     def append(
-        self, keys: Tensor, values: Tensor
-    ) -> tuple[Tensor, Tensor, Tensor] | tuple[RowGroups, None, None]:
+        self, keys: Tensor, values: Tensor | None
+    ) -> tuple[Tensor, Tensor | None, Tensor] | tuple[RowGroups, None, None]:
         return self.cache.append(self.layer, keys, values)
