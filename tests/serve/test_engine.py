@@ -98,6 +98,13 @@ def test_relative_positions_and_latent_translate_as_the_translator_does(tmp_path
         assert have.scores == pytest.approx(want.scores, abs=1e-4)
 
 
+def test_a_latent_model_is_served_from_a_pool_of_latents(tmp_path):
+    options = {"positions": "rope", "attention": "mla", "mla_kv_rank": 8, "mla_rope_dim": 4}
+    engine = Engine.from_checkpoint(str(save_tiny_checkpoint(tmp_path, **options)))
+    assert engine.pool.values is None
+    assert engine.pool.keys.shape[-2:] == (1, 8 + 4)  # one latent [c ‖ k^R] per position
+
+
 def test_mixed_options_and_prefixes_from_many_threads(checkpoint, engine):
     texts = sentences(24, seed=7)
     prefixes = [" ".join(t.split()[:2]) if i % 3 == 0 else "" for i, t in enumerate(texts)]

@@ -171,3 +171,14 @@ def test_an_empty_pool_refuses_by_name():
     pool.allocate()
     with pytest.raises(PoolExhausted, match="all 1 KV blocks"):
         pool.allocate()
+
+
+def test_a_latent_pool_holds_one_latent_per_position():
+    """Latent attention's pool: no values, a block's bytes are its latents' (r + d_R numbers
+    per position and layer)."""
+    model = tiny_model("rope", attention="mla", mla_kv_rank=12, mla_rope_dim=4)
+    pool = pool_for(model, n_blocks=8, block_size=4)
+    assert pool.values is None
+    layers = model.cfg.decoder_layers
+    assert pool.block_bytes == 4 * layers * (12 + 4) * 4  # bs x layers x (r + d_R) x float32
+    assert pool.block_bytes == 4 * model.cfg.self_attention_cache_bytes()  # 4 positions
