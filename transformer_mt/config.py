@@ -107,16 +107,23 @@ class ModelConfig:
         """Whether positions enter self-attention scores as relative terms (shaw, t5, alibi)."""
         return self.positions in ("shaw", "t5", "alibi")
 
+    @property
+    def self_attention_cache_layout(self) -> tuple[int, int, bool]:
+        """What the decoder's self-attention cache holds per position and layer, as (heads,
+        size, keys_only): mha a key and a value per kv head, (Hkv, Dh, False); mla one
+        latent and rotary key [c ‖ k^R] read as keys and values, (1, r + d_R, True)."""
+        if self.attention == "mla":
+            return 1, self.kv_rank + self.latent_rope_dim, True
+        return self.kv_heads, self.d_model // self.n_heads, False
+
     def self_attention_cache_bytes(self, element_size: int = 4) -> int:
         """Bytes the decoder's self-attention cache holds per target token of one hypothesis,
         all layers together, at `element_size` bytes a number (4: float32, 2: bfloat16):
             mha: layers x 2 x Hkv x Dh x element_size   (a key and a value per kv head)
             mla: layers x (r + d_R) x element_size      (the latent and the rotary key)
         Cross-attention keys and values are per source token and not counted."""
-        if self.attention == "mla":
-            per_layer = self.kv_rank + self.latent_rope_dim
-        else:
-            per_layer = 2 * self.kv_heads * (self.d_model // self.n_heads)
+        heads, size, keys_only = self.self_attention_cache_layout
+        per_layer = (1 if keys_only else 2) * heads * size
         return self.decoder_layers * per_layer * element_size
 
     def validate(self) -> None:

@@ -208,8 +208,7 @@ def test_beam_search_through_the_paged_cache_on_device_equals_cpu_dense(device):
     cfg = DecodeConfig(beam_size=5, n_best=3, max_len_a=1.0, max_len_b=5, min_len=4)
     expected = search(model, src_ids, src_mask, cfg, SearchOptions(max_len_cap=64))
     on_device = copy.deepcopy(model).to(device)
-    head_dim = model.cfg.d_model // model.cfg.n_heads
-    pool = BlockPool(400, 2, model.cfg.decoder_layers, model.cfg.kv_heads, head_dim, device=device)
+    pool = BlockPool.for_model(model.cfg, 400, 2, device=device)
     new_cache = functools.partial(PagedDecoderCache, pool, model.cfg.decoder_layers)
     options = SearchOptions(max_len_cap=64, new_cache=new_cache)
     got = search(on_device, src_ids.to(device), src_mask.to(device), cfg, options)

@@ -33,12 +33,7 @@ def tiny_model(positions: str = "sinusoidal", kv_heads: int | None = None, **opt
 
 
 def pool_for(model, n_blocks: int = 64, block_size: int = 4) -> BlockPool:
-    cfg = model.cfg
-    if cfg.attention == "mla":  # one latent per position
-        latent = cfg.kv_rank + cfg.latent_rope_dim
-        return BlockPool(n_blocks, block_size, cfg.decoder_layers, 1, latent, keys_only=True)
-    head_dim = cfg.d_model // cfg.n_heads
-    return BlockPool(n_blocks, block_size, cfg.decoder_layers, cfg.kv_heads, head_dim)
+    return BlockPool.for_model(model.cfg, n_blocks, block_size)
 
 
 def sources(n: int, seed: int = 0):

@@ -415,17 +415,11 @@ def _new_pool(translator: Translator, limits: ServeLimits, max_batch_tokens: int
     position table; at most DEFAULT_KV_BYTES of them."""
     cfg = translator.model.cfg
     dtype = translator.cache_dtype or next(translator.model.parameters()).dtype
-    latent = cfg.attention == "mla"
-    if latent:  # one latent [c ‖ k^R] per position and layer
-        heads = (1, cfg.kv_rank + cfg.latent_rope_dim)
-    else:
-        heads = (cfg.kv_heads, cfg.d_model // cfg.n_heads)
-    shape = (limits.block_size, cfg.decoder_layers, *heads)
     n_blocks = limits.kv_blocks
     if n_blocks is None:
-        block_bytes = BlockPool(1, *shape, dtype, keys_only=latent).block_bytes
+        block_bytes = BlockPool.for_model(cfg, 1, limits.block_size, dtype).block_bytes
         beam, size = translator.decode.beam_size, limits.block_size
         wanted = math.ceil(4 * max_batch_tokens * beam / size)
         longest = beam * (math.ceil(cfg.max_positions / size) + 1)
         n_blocks = max(1, longest, min(wanted, DEFAULT_KV_BYTES // block_bytes))
-    return BlockPool(n_blocks, *shape, dtype, translator.device, keys_only=latent)
+    return BlockPool.for_model(cfg, n_blocks, limits.block_size, dtype, translator.device)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from transformer_mt.config import ModelConfig
 from transformer_mt.errors import TmtError
 from transformer_mt.model.attention import RowGroups
 from transformer_mt.model.layers import LayerCache
@@ -78,6 +79,20 @@ class BlockPool:
     @property
     def n_free(self) -> int:
         return self._n_free
+
+    @classmethod
+    def for_model(
+        cls,
+        cfg: ModelConfig,
+        n_blocks: int,
+        block_size: int,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str = "cpu",
+    ) -> BlockPool:
+        """A pool laid out as `cfg`'s decoder caches (`ModelConfig.self_attention_cache_layout`)."""
+        heads, size, keys_only = cfg.self_attention_cache_layout
+        layers = cfg.decoder_layers
+        return cls(n_blocks, block_size, layers, heads, size, dtype, device, keys_only)
 
     @property
     def n_used(self) -> int:
