@@ -96,3 +96,14 @@ def test_fused_loss_without_gradient_matches():
     with torch.no_grad():
         fused = fused_label_smoothed_loss(logits, target, 0.1, PAD)
     torch.testing.assert_close(fused.loss, label_smoothed_loss(logits, target, 0.1, PAD).loss)
+
+
+def test_fused_loss_second_backward_fails_rather_than_scaling_twice():
+    # The backward scales its saved gradient in place; autograd's version check must refuse a
+    # second pass over it instead of returning the gradient scaled twice.
+    logits = torch.randn(2, 5, 9, requires_grad=True)
+    target = torch.randint(1, 9, (2, 5))
+    fused = fused_label_smoothed_loss(logits, target, 0.1, PAD)
+    fused.loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        fused.loss.backward()

@@ -269,7 +269,8 @@ def _softmax_weights(
     """softmax(Q K^T / sqrt(Dh) + attn_bias), (B, H, Tq, Tk), zero on all-masked rows, in
     float32 or wider; and the values repeated up to H heads."""
     group = query.size(-3) // key.size(-3)
-    key, value = key.repeat_interleave(group, -3), value.repeat_interleave(group, -3)
+    if group > 1:  # repeat_interleave copies even one repeat: two copies per call in training
+        key, value = key.repeat_interleave(group, -3), value.repeat_interleave(group, -3)
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (B, H, Tq, Tk)
     if attn_bias is not None:
         scores = scores + attn_bias

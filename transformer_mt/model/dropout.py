@@ -33,7 +33,10 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     words = torch.randint(-(2**63), 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64)
     lanes = words.view(torch.int16)[:n].view(x.shape)
     keep = lanes >= dropped - _LEVELS // 2
-    return x * keep.to(x.dtype).mul_(_LEVELS / (_LEVELS - dropped))
+    # Through uint8 (the same 0/1 bytes): torch converts bool to a float type element by
+    # element, uint8 with vector instructions (a tenth of the time at 2M elements).
+    mask = keep.view(torch.uint8).to(x.dtype)
+    return x * mask.mul_(_LEVELS / (_LEVELS - dropped))
 
 
 class Dropout(nn.Module):

@@ -126,8 +126,11 @@ class _FusedLabelSmoothedLoss(torch.autograd.Function):
         ctx: torch.autograd.function.FunctionCtx, grad_loss: torch.Tensor, *_: torch.Tensor
     ) -> tuple[torch.Tensor, None, None, None]:
         (grad,) = ctx.saved_tensors
-        # A 0-dim float32 factor keeps grad's dtype and is applied in float32.
-        return grad * grad_loss, None, None, None
+        # Scaled in place: the gradient is ours, made for this one backward, and a fresh
+        # (B, T, V) result costs its page faults at every update. A second backward through
+        # the same graph (retain_graph) fails autograd's version check rather than reading it
+        # scaled twice. A 0-dim float32 factor keeps grad's dtype and is applied in float32.
+        return grad.mul_(grad_loss), None, None, None
 
 
 def _chunk_sums(
