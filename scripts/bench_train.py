@@ -70,9 +70,9 @@ SYSTEMS = ["ours", "hf", "hf-eager"]
 # attention (`attn_implementation="eager"`), a choice HF users have too.
 HF_ATTENTION = {"hf": "sdpa", "hf-eager": "eager"}
 # Pairs of the synthetic corpus: as many as Multi30k's training set, so that the batcher finds
-# as many neighbours of similar length as in real training. With 6,000 pairs a 4,096-token
-# batch spanned whole source lengths and a quarter of its target positions were padding
-# (12% in Multi30k de-en's own batches; 10% here).
+# as many neighbours of similar length as in real training and pads as much (10% of target
+# positions here, 12% in Multi30k de-en's own batches). A corpus a fifth this size pads a
+# quarter, which MFU, counting no padding, would read as a slower model.
 MULTI30K_PAIRS = 29_000
 PEAK_REPEATS = 5  # bench_matmul's default: the best of 5 is little disturbed by other processes
 
