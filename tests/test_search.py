@@ -22,6 +22,7 @@ from transformer_mt.search import (
     top_k,
 )
 from transformer_mt.search import beam as search_beam
+from transformer_mt.search import sampling as search_sampling
 
 from .search_fakes import EOS, PAD, RecurrentFake, ScriptedFake, sequence_log_prob
 
@@ -195,9 +196,10 @@ def test_batch_translates_like_each_sentence_alone(beam_size):
     sources = random_sources(7, seed=2)
     cfg = DecodeConfig(beam_size=beam_size, n_best=beam_size, max_len_a=1.0, max_len_b=3)
     batch = search(model, *padded(sources), cfg)
-    # Sentences left the batch at different steps: the row count shrank along the way.
+    # The first step decodes one row per sentence (its beams are equal), then K rows each;
+    # sentences left the batch at different steps: the row count shrank along the way.
     counts = model.row_counts
-    assert counts[0] == 7 * beam_size and len(set(counts)) > 3
+    assert counts[:2] == [7, 7 * beam_size] and len(set(counts[1:])) > 3
     alone = [search(model, *padded([s]), cfg)[0] for s in sources]
     assert_same_results(batch, alone)
 
@@ -345,6 +347,16 @@ def test_beam_search_through_chunked_top_k_equals_plain_topk(monkeypatch):
     fast = beam_search(model, src_ids, src_mask, cfg)
     monkeypatch.setattr(search_beam, "top_k", lambda values, k: values.topk(k, dim=1))
     assert_same_results(fast, beam_search(model, src_ids, src_mask, cfg))
+
+
+def test_greedy_search_through_chunked_top_k_equals_argmax(monkeypatch):
+    """The slow twin of greedy search: each row's best token by torch's argmax."""
+    model = tiny_model(vocab_size=2000)
+    src_ids, src_mask = padded(random_sources(6, vocab_size=2000, seed=4))
+    cfg = DecodeConfig(beam_size=1, n_best=1, max_len_a=1.0, max_len_b=4)
+    fast = greedy_search(model, src_ids, src_mask, cfg)
+    monkeypatch.setattr(search_sampling, "_argmax", lambda log_probs: log_probs.argmax(dim=-1))
+    assert_same_results(fast, greedy_search(model, src_ids, src_mask, cfg))
 
 
 # --- forced target prefixes ------------------------------------------------------------------

@@ -94,3 +94,25 @@ def test_pruning_keeps_sharing():
             tokens[order], memory[order], src_mask[order], fresh.reorder(order)
         )
     assert_close(log_probs, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_rows_repeated_after_the_first_step_share_one_copy():
+    """Beam search's first step: one row per sentence, then each repeated K times."""
+    model = tiny_model()
+    sentences = beam_batch([4, 2, 3])[::K]
+    src_mask = model.src_mask(sentences)
+    expand = torch.arange(3).repeat_interleave(K)
+    with torch.no_grad():
+        memory = model.encode(sentences, src_mask)
+        tokens = torch.full((3,), BOS)
+        _, cache = model.decode_step(tokens, memory, src_mask, None)
+        cache.reorder(expand)
+        assert cache.source_group == K
+        assert cache.layers[0].cross_attn[0].size(0) == 3  # not repeated
+        step = torch.randint(4, V, (3 * K,))
+        log_probs, _ = model.decode_step(step, memory[expand], src_mask[expand], cache)
+        plain = model.decoder.new_cache(share_sources=False)
+        _, plain = model.decode_step(tokens, memory, src_mask, plain)
+        plain = plain.reorder(expand)
+        expected, _ = model.decode_step(step, memory[expand], src_mask[expand], plain)
+    assert_close(log_probs, expected, atol=1e-5, rtol=1e-5)

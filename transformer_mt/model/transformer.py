@@ -46,26 +46,40 @@ class DecoderCache:
         return 0 if first is None else first.length
 
     def reorder(self, indices: Tensor) -> DecoderCache:
-        """Keep batch rows `indices` (B',) long, in that order; returns self."""
-        cross_rows = self._cross_rows(indices) if self.source_group > 1 else indices
+        """Keep batch rows `indices` (B',) long, in that order (a row may be repeated: beam
+        search's first step decodes one row per sentence and repeats it for each beam);
+        returns self."""
+        sharing = self.share_sources and self.source_group > 0
+        cross_rows = self._cross_rows(indices) if sharing else indices
         for layer in self.layers:
             layer.reorder(indices, cross_rows)
         return self
 
     def _cross_rows(self, indices: Tensor) -> Tensor | None:
-        """Which shared cross-attention rows new rows `indices` need; None: all, as they are."""
-        group = self.source_group
-        sources = (indices // group).view(-1, group) if indices.numel() % group == 0 else None
-        if sources is not None and bool((sources == sources[:, :1]).all()):
-            kept = sources[:, 0]  # (B' / group,): each new group reads one old source
+        """Which shared cross-attention rows new rows `indices` need; None: all, as they are.
+
+        New rows share again when every run of g consecutive ones reads one source, g being
+        the length of the first run: the old group after a reorder within sentences, K times
+        it after rows were repeated K times each."""
+        sources = indices // self.source_group  # (B',): the cross-attention row each reads
+        group = _leading_true(sources == sources[:1])
+        blocks = sources.view(-1, group) if group and sources.numel() % group == 0 else None
+        if blocks is not None and bool((blocks == blocks[:, :1]).all()):
+            self.source_group = group
+            kept = blocks[:, 0]  # (B' / group,): each new group reads one old source
             cross = self.layers[0].cross_attn if self.layers else None
             n_sources = 0 if cross is None else cross[0].size(0)
             same = kept.numel() == n_sources and bool((kept == torch.arange(n_sources)).all())
             return None if same else kept
         for layer in self.layers:
-            layer.ungroup_cross(group)
+            layer.ungroup_cross(self.source_group)
         self.source_group = 1
         return indices
+
+
+def _leading_true(flags: Tensor) -> int:
+    """How many entries of `flags` (L,) bool are True before the first False."""
+    return int(flags.int().cumprod(dim=0).sum())
 
 
 def rows_per_source(memory: Tensor) -> int:
@@ -77,7 +91,7 @@ def rows_per_source(memory: Tensor) -> int:
     rows = memory.size(0)
     flat = memory.reshape(rows, -1)
     # Rows equal to the first one, up to the first that is not: any group size divides this.
-    leading = int((flat == flat[0]).all(dim=1).int().cumprod(dim=0).sum())
+    leading = _leading_true((flat == flat[0]).all(dim=1))
     for group in range(leading, 1, -1):
         if leading % group == 0 and rows % group == 0:
             grouped = flat.view(rows // group, group, -1)

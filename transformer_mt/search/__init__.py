@@ -45,7 +45,7 @@ from collections.abc import Sequence
 from torch import Tensor
 
 from transformer_mt.config import DecodeConfig
-from transformer_mt.search.beam import beam_search, beam_step, top_k
+from transformer_mt.search.beam import beam_search, beam_step
 from transformer_mt.search.sampling import greedy_search, sample
 from transformer_mt.search.state import (
     DEFAULT_OPTIONS,
@@ -57,6 +57,7 @@ from transformer_mt.search.state import (
     SpecialIds,
     length_penalty,
     max_output_lengths,
+    top_k,
 )
 
 __all__ = [

@@ -18,6 +18,7 @@ from transformer_mt.search.state import (
     SearchOptions,
     SearchResult,
     SpecialIds,
+    top_k,
 )
 
 
@@ -57,11 +58,35 @@ def beam_search(
         state, rows = shared.start_rows(
             model, src_ids, src_mask, cfg, cfg.beam_size, 1, options, prefixes
         )
+        first = True
         while state.sentence_ids.numel():
-            log_probs = shared.next_log_probs(model, state, rows, options.ids.bos)
+            if first:  # one live beam per sentence: decode one row each, repeat the log-probs
+                log_probs = _first_log_probs(model, state, rows, options.ids.bos)
+            else:
+                log_probs = shared.next_log_probs(model, state, rows, options.ids.bos)
             beam_rows, done = beam_step(state, log_probs, cfg, options.ids, finished)
-            shared.drop_done(state, rows, done, beam_rows)
+            # After the first step the cache holds one row per sentence, its beams' parent.
+            shared.drop_done(state, rows, done, beam_rows // cfg.beam_size if first else beam_rows)
+            first = False
     return shared.ranked_results(finished, cfg.n_best)
+
+
+def _first_log_probs(
+    model: DecodingModel, state: BeamState, rows: shared.ModelRows, bos_id: int
+) -> Tensor:
+    """The (N * K, V) log-probs of the first step from a decoder step on one row per sentence.
+
+    Before the first token a sentence's K rows are equal (BOS over the same source) and only
+    its first beam is live (`BeamState.start`), so decoding all N * K rows would repeat the same
+    work K times. The cache comes back with one row per sentence; the caller's first reorder
+    maps each new beam to its sentence's row (beam_rows // K).
+    """
+    k = state.beam_size
+    last = state.last_tokens(bos_id)[::k]  # (N,)
+    log_probs, rows.cache = model.decode_step(
+        last, rows.memory[::k], rows.src_mask[::k], rows.cache
+    )
+    return log_probs if k == 1 else log_probs.repeat_interleave(k, dim=0)
 
 
 def beam_step(
@@ -106,30 +131,6 @@ def _expand(state: BeamState, log_probs: Tensor, min_len: int, ids: SpecialIds) 
     # 2K candidates: at most K of them end in EOS, so K non-EOS ones always remain.
     scores, flat = top_k(totals.view(n_sentences, -1), 2 * beam_size)  # (N, 2K)
     return _Candidates(scores, flat // vocab_size, flat % vocab_size)
-
-
-def top_k(values: Tensor, k: int, chunk: int = 128) -> tuple[Tensor, Tensor]:
-    """The k largest entries of each row of `values` (N, M), best first, and their columns.
-
-    The same values as `values.topk(k, dim=1)`, from a fraction of the work: a CPU's topk
-    inspects every entry at a few ns each, and beam search asks for 2K of K * V entries per
-    sentence at every step. Cut each row into chunks of `chunk` columns; a chunk whose maximum
-    is not among the k largest chunk maxima cannot hold any of the k largest entries, so one
-    max pass over the row picks k chunks, and topk runs over those k * chunk entries (and the
-    columns after the last whole chunk). Among equal values the columns chosen may differ.
-    """
-    n_rows, n_columns = values.shape
-    n_chunks = n_columns // chunk
-    if n_chunks <= k:
-        return values.topk(k, dim=1)
-    whole = values[:, : n_chunks * chunk].view(n_rows, n_chunks, chunk)
-    best_chunks = whole.amax(dim=2).topk(k, dim=1).indices  # (N, k)
-    offsets = torch.arange(chunk, device=values.device)
-    columns = (best_chunks[:, :, None] * chunk + offsets).view(n_rows, k * chunk)
-    tail = torch.arange(n_chunks * chunk, n_columns, device=values.device)
-    columns = torch.cat([columns, tail.expand(n_rows, -1)], dim=1)  # (N, k * chunk + rest)
-    best, picked = values.gather(1, columns).topk(k, dim=1)
-    return best, columns.gather(1, picked)
 
 
 def _retire_beams(
