@@ -21,9 +21,11 @@ from torch import Tensor, nn
 
 log = logging.getLogger(__name__)
 
-# Measured speed-up from which inference switches to packed layers: below it the difference
-# is within a measurement's noise.
-PACKING_SPEEDUP = 1.1
+# Measured speed-up from which inference switches to packed layers: any, as a shape timed
+# alone understates what packing gains in a search, where the products run between other
+# work (Zen 4, AVX-512: 256x256 timed 1.03-1.09x alone, yet packing it too made beam-5 steps
+# ~10% and greedy ones ~8% faster than packing only the shapes from 1.1x; docs/results.md).
+PACKING_SPEEDUP = 1.0
 # Rows the packed layout is prepared for: about a decoding batch's hypotheses (64 sentences
 # x 5 beams). Any number of rows runs; the layout only favours sizes near it.
 ROWS_HINT = 320
