@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 import torch  # noqa: E402
 from bench_machine import machine_info, run_standalone, table_footer  # noqa: E402
-from bench_translate import DEFAULT_DATA, engines, load_model, measure  # noqa: E402
+from bench_translate import DEFAULT_DATA, engines, load_model, measure_in_turns  # noqa: E402
 
 from transformer_mt.data.tokenizer import EOS_ID  # noqa: E402
 
@@ -63,8 +63,8 @@ def run(args: argparse.Namespace) -> list[dict]:
     for sweep, length, beam in points:
         batches = _random_batches(args, length, src_tokenizer.vocab_size)
         point = argparse.Namespace(**vars(args), fixed_length=length, max_len=length)
-        for system, make_translate in systems.items():
-            row, _ = measure(make_translate(beam, point), batches, args.repeats)
+        translates = {name: make(beam, point) for name, make in systems.items()}
+        for system, (row, _) in measure_in_turns(translates, batches, args.repeats).items():
             row = {
                 "bench": "growth",
                 "sweep": sweep,

@@ -112,14 +112,13 @@ def run(args: argparse.Namespace) -> list[dict]:
     for beam_size in args.beams:
         for batch_size in args.batch_sizes:
             batches = [b.to(device) for b in make_batches(sources, batch_size)]
-            ours_out: list[list[int]] | None = None
-            for system, make_translate in systems.items():
-                row, outputs = measure(make_translate(beam_size, args), batches, args.repeats)
+            translates = {name: make(beam_size, args) for name, make in systems.items()}
+            measured = measure_in_turns(translates, batches, args.repeats)
+            ours_out = measured["ours"][1] if "ours" in measured else None
+            for system, (row, outputs) in measured.items():
                 row = {"bench": "translate", "system": system, "beam": beam_size,
                        "batch": batch_size, **row}  # fmt: skip
-                if system == "ours":
-                    ours_out = outputs
-                elif ours_out is not None:
+                if system != "ours" and ours_out is not None:
                     row["agreement"] = round(_agreement(ours_out, outputs), 4)
                 row.update(
                     fixed_length=args.fixed_length,
@@ -342,14 +341,35 @@ def _ct2(translator, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, beam_si
 
 
 def measure(translate, batches: list[torch.Tensor], repeats: int) -> tuple[dict, list]:
-    """Best-of-`repeats` wall time over all batches; sentences/s and target tokens/s."""
-    translate(batches[0][:4])  # warm-up: first-call allocations and kernel choice
-    load = load_average()
-    times = []
+    """`measure_in_turns` of one system."""
+    return measure_in_turns({"": translate}, batches, repeats)[""]
+
+
+def measure_in_turns(
+    translates: dict, batches: list[torch.Tensor], repeats: int
+) -> dict[str, tuple[dict, list]]:
+    """Best-of-`repeats` wall time over all batches of each system (name -> translate),
+    sentences/s and target tokens/s, and its outputs.
+
+    Each round runs every system once, in turn, so that a machine that slows down or speeds
+    up for a while (a VM's neighbours: 10-20% on the 2-core VMs here) moves all of them alike
+    rather than one system's rounds."""
+    for translate in translates.values():
+        translate(batches[0][:4])  # warm-up: first-call allocations and kernel choice
+    times: dict[str, list[float]] = {name: [] for name in translates}
+    loads: dict[str, float] = {}
+    outputs: dict[str, list] = {}
     for _ in range(repeats):
-        start = time.perf_counter()
-        outputs = [hyp for src_ids in batches for hyp in translate(src_ids)]
-        times.append(time.perf_counter() - start)
+        for name, translate in translates.items():
+            loads.setdefault(name, load_average())
+            start = time.perf_counter()
+            outputs[name] = [hyp for src_ids in batches for hyp in translate(src_ids)]
+            times[name].append(time.perf_counter() - start)
+    return {name: (_speed(times[name], outputs[name], loads[name]), outputs[name])
+            for name in translates}  # fmt: skip
+
+
+def _speed(times: list[float], outputs: list[list[int]], load: float) -> dict:
     best = min(times)
     n_tokens = sum(len(hyp) for hyp in outputs)
     return {
@@ -359,9 +379,9 @@ def measure(translate, batches: list[torch.Tensor], repeats: int) -> tuple[dict,
         "tok_per_s": round(n_tokens / best, 1),
         "best_s": round(best, 3),
         "median_s": round(sorted(times)[len(times) // 2], 3),
-        "repeats": repeats,
+        "repeats": len(times),
         "load_before": load,
-    }, outputs
+    }
 
 
 def _agreement(ours: list[list[int]], theirs: list[list[int]]) -> float:
