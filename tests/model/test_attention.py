@@ -72,6 +72,37 @@ def test_fully_masked_row_gives_zeros_not_nan():
     assert_close(out, oracle, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("kv_heads", [H, 2, 1])
+@pytest.mark.parametrize("mask_kind", ["none", "per_row", "per_head", "empty_row"])
+def test_one_query_path_equals_sdpa(kv_heads, mask_kind):
+    """A decoding step's attention (one float32 query per row, keys in a cache laid out
+    (B, T, Hkv, Dh) in memory) against SDPA itself, with grouped key heads and masks."""
+    q = torch.randn(B, 1, H, DH).transpose(1, 2)  # (B, H, 1, Dh), as split_heads makes it
+    k, v = (torch.randn(B, TK + 3, kv_heads, DH).transpose(1, 2)[:, :, :TK] for _ in "kv")
+    mask = {
+        "none": None,
+        "per_row": torch.rand(B, 1, 1, TK) > 0.4,
+        "per_head": torch.rand(B, H, 1, TK) > 0.4,
+        "empty_row": torch.rand(B, 1, 1, TK) > 0.4,
+    }[mask_kind]
+    if mask is not None:
+        mask[..., 0] = True
+    if mask_kind == "empty_row":
+        mask[1] = False
+    assert attention_module._one_query_on_cpu(q, 0.0, False, None)
+    group = H // kv_heads
+    k_all, v_all = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    expected = nn.functional.scaled_dot_product_attention(
+        q, k_all, v_all, attn_mask=None if mask_kind == "empty_row" else mask
+    )
+    if mask_kind == "empty_row":  # SDPA gives NaN for a row with no key; ours gives zeros
+        expected = nn.functional.scaled_dot_product_attention(
+            q, k_all, v_all, attn_mask=mask | ~mask.any(-1, keepdim=True)
+        )
+        expected[1] = 0.0
+    assert_close(attention(q, k, v, mask), expected, atol=1e-5, rtol=1e-5)
+
+
 def test_causal_mask_is_lower_right_aligned():
     assert causal_mask(3, 3).tolist() == [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
     assert causal_mask(2, 4).tolist() == [[1, 1, 1, 0], [1, 1, 1, 1]]
