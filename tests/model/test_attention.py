@@ -103,6 +103,21 @@ def test_one_query_path_equals_sdpa(kv_heads, mask_kind):
     assert_close(attention(q, k, v, mask), expected, atol=1e-5, rtol=1e-5)
 
 
+def test_one_query_path_computes_a_bf16_cache_in_float32():
+    """An int8 model's bfloat16 cache: products and sums in float32, the result rounded once."""
+    q = torch.randn(B, 1, H, DH).transpose(1, 2).bfloat16()
+    k, v = (torch.randn(B, TK, H, DH).transpose(1, 2).bfloat16() for _ in "kv")
+    mask = torch.rand(B, 1, 1, TK) > 0.4
+    mask[..., 0] = True
+    expected = nn.functional.scaled_dot_product_attention(
+        q.float(), k.float(), v.float(), attn_mask=mask
+    )
+    out = attention(q, k, v, mask)
+    assert out.dtype == torch.bfloat16
+    # Within one bfloat16 rounding step of the float32 result (2^-8 relative).
+    assert_close(out.float(), expected, atol=1e-3, rtol=2**-8)
+
+
 def test_causal_mask_is_lower_right_aligned():
     assert causal_mask(3, 3).tolist() == [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
     assert causal_mask(2, 4).tolist() == [[1, 1, 1, 0], [1, 1, 1, 1]]

@@ -107,7 +107,7 @@ def attention(
     SDPA picks the flash or memory-efficient kernel on GPU when the inputs allow it. On the CPU
     the same math runs here instead with dropout (with model/dropout.py's mask) and for bf16 or
     fp16 training on short sequences, where SDPA's flash backward is slow (`_math_on_cpu`), and
-    as elementwise products for a decoding step's one float32 query per row (`_one_query`). A
+    as elementwise products for a decoding step's one query per row (`_one_query`). A
     `BlockMask` (sparse patterns, `model.attention_backend: flex`) goes to flex_attention
     instead, which skips fully hidden blocks.
 
@@ -184,34 +184,35 @@ def _math_on_cpu(query: Tensor, key: Tensor, dropout_p: float) -> bool:
 def _one_query_on_cpu(
     query: Tensor, dropout_p: float, is_causal: bool, attn_bias: Tensor | None
 ) -> bool:
-    """Whether `attention` runs `_one_query`: one float32 query per row on the CPU (a decoding
-    step), no dropout, causal triangle or bias."""
+    """Whether `attention` runs `_one_query`: one query per row on the CPU (a decoding step),
+    no dropout, causal triangle or bias."""
     plain = dropout_p == 0.0 and not is_causal and attn_bias is None
-    one = query.size(-2) == 1 and query.dtype == torch.float32
-    return plain and one and query.device.type == "cpu"
+    return plain and query.size(-2) == 1 and query.device.type == "cpu"
 
 
 def _one_query(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> Tensor:
     """Attention of one query per (row, head) as elementwise products and sums over the keys.
 
     SDPA's CPU kernel runs two small matrix products per (row, head): at a decoding step's
-    sizes (320 rows x 4 heads, 20 keys) its per-pair cost outweighs the arithmetic, and beam-5
-    steps with the quickstart model took 5% longer, greedy ones 7-10% (docs/results.md). Here
-    each step is one vectorised pass over all rows and heads, in the keys' own layout (a
-    decoding cache is (B, T, Hkv, Dh) in memory). Arguments as in `attention`, Tq = 1; every
-    query row must have a key it may attend to (`attention` sees to that). Values may have
-    another head size than queries and keys (latent attention).
+    sizes (320 rows x 4 heads, 20 keys) its per-pair cost outweighs the arithmetic, and with
+    the quickstart model beam-5 steps took 5% longer, greedy ones 7-10%; with an int8 model's
+    bfloat16 cache 11-16% and 21-24% (docs/results.md). Here each step is one vectorised pass
+    over all rows and heads, in the keys' own layout (a decoding cache is (B, T, Hkv, Dh) in
+    memory), in float32 at least whatever the cache stores. Arguments as in `attention`,
+    Tq = 1; every query row must have a key it may attend to (`attention` sees to that).
+    Values may have another head size than queries and keys (latent attention).
     """
     b, h, _, d = query.shape
     hkv, t = key.size(1), key.size(2)
-    q = query.reshape(b, 1, hkv, h // hkv, d)  # (B, 1, Hkv, G, Dh), G query heads per key head
+    wide = torch.promote_types(query.dtype, torch.float32)
+    q = query.to(wide).reshape(b, 1, hkv, h // hkv, d)  # (B, 1, Hkv, G, Dh): G heads per key head
     scores = (q * key.transpose(1, 2).unsqueeze(3)).sum(-1) / math.sqrt(d)  # (B, T, Hkv, G)
     if mask is not None:
         keep = mask.expand(b, h, 1, t)[:, :, 0].transpose(1, 2).reshape(b, t, hkv, h // hkv)
         scores = scores.masked_fill_(~keep, float("-inf"))
     weights = torch.softmax(scores, dim=1)  # over the keys
     out = (weights.unsqueeze(-1) * value.transpose(1, 2).unsqueeze(3)).sum(1)  # (B, Hkv, G, Dv)
-    return out.reshape(b, h, 1, value.size(-1))
+    return out.reshape(b, h, 1, value.size(-1)).to(query.dtype)
 
 
 @functools.cache
