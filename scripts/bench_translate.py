@@ -230,7 +230,7 @@ def engines(
 
 def as_translate_loads(model: Seq2SeqTransformer, device: torch.device) -> Seq2SeqTransformer:
     """`model` as `Translator.from_checkpoint` prepares it: on the CPU, a copy with packed
-    linear layers where they pay (the other systems read the original's weights)."""
+    linear layers unless slower (the other systems read the original's weights)."""
     if device.type != "cpu":
         return model
     ours = copy.deepcopy(model)

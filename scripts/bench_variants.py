@@ -9,7 +9,7 @@ checkpoint it scored). Per run: parameters, test BLEU (cased, lowercased) and ch
 `results.json`; the decoder self-attention cache in bytes per target token of one hypothesis
 in float32 (`ModelConfig.self_attention_cache_bytes`); beam search sentences/s over the test
 set in length-sorted batches of --batch-size sentences, with the checkpoint's decode settings
-and `tmt translate`'s model (packed layers where they pay), every run measured in this one
+and `tmt translate`'s model (packed layers unless slower), every run measured in this one
 process one after another; and, for length generalisation, cased BLEU on test inputs made of
 n consecutive test sentences joined into one line (scored against the joined references),
 with the mean source length in subwords beside the longest training source.

@@ -1,14 +1,15 @@
 """Linear layers through oneDNN with their weights packed once, for float32 inference on CPUs
-where that is faster than torch's own product.
+where that is not slower than torch's own product.
 
 On x86, torch runs a float32 `nn.Linear` through MKL's sgemm. oneDNN, given a weight laid out
 once for its kernels (`torch.ops.mkldnn._reorder_linear_weight`, what torch.compile's CPU
-freezing uses), computes the same products; on a 2-core AMD EPYC with AVX-512 it ran the
-decoding shapes 2-2.5x faster, on an AVX2-only one the vocabulary projection 1.3-1.5x and
-the feed-forward one about as fast (docs/benchmarks.md). Which of the two is faster depends on
-the CPU, its BLAS and the shape, so `packing_pays` times both on this machine for each shape
-of the model, and `pack_linears` is applied to the layers whose shape it pays for. The model's
-own `nn.Linear` is the slow twin the tests compare against.
+freezing uses), computes the same products; on 2-core AMD EPYCs with AVX-512 it ran the
+decoding shapes 1.0-2.5x faster (the vocabulary projection most), on an AVX2-only one the
+vocabulary projection 1.3-1.5x and the feed-forward one about as fast (docs/benchmarks.md,
+docs/results.md). Which of the two is faster depends on the CPU, its BLAS and the shape, so
+`packing_pays` times both on this machine for each shape of the model, and `pack_linears` is
+applied to the layers whose shape is not slower packed. The model's own `nn.Linear` is the
+slow twin the tests compare against.
 """
 
 from __future__ import annotations
