@@ -14,7 +14,7 @@ Hugging Face training loop computes.
 `hf-eager` is the same with transformers' eager (plain-math) attention instead of SDPA.
 Each (system, size) runs in a fresh process so its peak memory (ru_maxrss on CPU, the CUDA
 allocator's peak on GPU) is its own; on CPU the hf figure also holds the transformers import
-and the model it was converted from.
+and the model it was converted from. The systems of a size take their timed updates in turns.
 
 MFU divides the model's matmul FLOPs per second (`training_flops`) by a peak: `--peak-gflops`,
 else bench_matmul's product at its largest Transformer shape in the training precision,
@@ -106,13 +106,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> list[dict]:
-    """One result dict per (size, system), each measured in a fresh (spawned) process."""
+    """One result dict per (size, system), each system in a process of its own, the systems'
+    timed updates in turns."""
     systems = _available(args.systems)
     peak = _peak(args)
     results = []
     for size in args.sizes:
-        for system in systems:
-            result = _spawned(_measure, system, size, vars(args))
+        for result in _measure_in_turns(systems, size, vars(args)):
             result = {**result, **_utilisation(result, peak)}
             print(json.dumps(result), file=sys.stderr, flush=True)  # progress
             results.append(result)
@@ -131,6 +131,87 @@ def _spawned(function: Callable[..., dict], *args: Any) -> dict:
     """`function(*args)` in a fresh process: its own peak memory, no state left by earlier runs."""
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         return pool.apply(function, args)
+
+
+def _measure_in_turns(systems: list[str], size: str, options: dict) -> list[dict]:
+    """Each system's run (`_start_run` .. `_finish_run`) in a fresh process of its own (its own
+    peak memory, no state left by earlier runs), the timed updates taken in turns: one update
+    of each system, then the next round, so that a machine slowing down for a while (a VM's
+    neighbours: 10-15% on the 2-core VMs here) slows every system alike."""
+    context = multiprocessing.get_context("spawn")
+    pools = {system: context.Pool(1) for system in systems}
+    try:
+        for system, pool in pools.items():
+            pool.apply(_start_run, (system, size, options))
+        for _ in range(options["steps"]):
+            for pool in pools.values():
+                pool.apply(_timed_update)
+        return [pool.apply(_finish_run) for pool in pools.values()]
+    finally:
+        for pool in pools.values():
+            pool.terminate()
+
+
+_RUN: dict[str, Any] = {}  # the run of this worker process (`_start_run` .. `_finish_run`)
+
+
+def _start_run(system: str, size: str, options: dict) -> None:
+    """Build `system` at `size` and make its `warmup` untimed updates; read ahead the lengths
+    of the batches to time, for their model FLOPs."""
+    args = SimpleNamespace(**options)
+    _set_threads(args.threads)
+    keep_freed_memory()  # as `tmt train` does; every system's process alike
+    device = pick_device(args.device)
+    updater = _build_updater(system, size, args, device)
+    batches = BatchIterator(
+        synthetic_corpus(MULTI30K_PAIRS, args.vocab_size), args.max_tokens, seed=1
+    )
+    update_freq = updater.cfg.update_freq
+    for step in range(1, args.warmup + 1):
+        updater.update([next(batches) for _ in range(update_freq)], step)
+    src_lens, tgt_lens = upcoming_pair_lengths(batches, args.steps * update_freq)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    _RUN.update(system=system, size=size, args=args, updater=updater, batches=batches,
+                src_lens=src_lens, tgt_lens=tgt_lens, step=args.warmup + 1, tokens=0.0,
+                times=[])  # fmt: skip
+
+
+def _timed_update() -> None:
+    """One timed update of this process's run."""
+    run, updater = _RUN, _RUN["updater"]
+    start = time.perf_counter()
+    result = updater.update(
+        [next(run["batches"]) for _ in range(updater.cfg.update_freq)], run["step"]
+    )
+    if updater.device.type == "cuda":
+        torch.cuda.synchronize()
+    run["times"].append(time.perf_counter() - start)
+    run["tokens"] += result.tokens if result.applied else 0.0
+    run["step"] += 1
+
+
+def _finish_run() -> dict:
+    """Target tokens/s, step time, peak memory and model FLOPs of this process's timed updates."""
+    run, updater, args = _RUN, _RUN["updater"], _RUN["args"]
+    tokens, times, tgt_lens = run["tokens"], run["times"], run["tgt_lens"]
+    if tokens != tgt_lens.sum():  # the FLOPs must describe the batches just timed
+        raise RuntimeError(f"counted {tgt_lens.sum()} target tokens, trained {tokens}")
+    flops = training_flops(SIZES[run["size"]], args.vocab_size, run["src_lens"], tgt_lens)
+    params = sum(p.numel() for p in updater.model.parameters() if p.requires_grad)
+    return {
+        "benchmark": "train",
+        "system": run["system"],
+        "size": run["size"],
+        "params_m": round(params / 1e6, 2),
+        **_run_info(updater, args),
+        "tgt_tokens_per_s": round(tokens / sum(times), 1),
+        "step_time_s": round(float(np.median(times)), 4),
+        "peak_memory_mib": round(_peak_memory_mib(updater.device), 1),
+        "model_gflops_per_update": round(flops / args.steps / 1e9, 2),
+        "model_gflops_per_s": round(flops / sum(times) / 1e9, 2),
+    }
 
 
 def _set_threads(threads: int | None) -> None:
@@ -257,38 +338,6 @@ def hf_label_smoothed_loss(
     return LossSums(loss=loss, nll=loss.detach(), n_tokens=int(labels.ne(pad_id).sum()))
 
 
-def _measure(system: str, size: str, options: dict) -> dict:
-    """Time `steps` updates after `warmup` untimed ones; count their model FLOPs."""
-    args = SimpleNamespace(**options)
-    _set_threads(args.threads)
-    keep_freed_memory()  # as `tmt train` does; every system's process alike
-    device = pick_device(args.device)
-    updater = _build_updater(system, size, args, device)
-    corpus = synthetic_corpus(MULTI30K_PAIRS, args.vocab_size)
-    batches = BatchIterator(corpus, args.max_tokens, seed=1)
-    update_freq = updater.cfg.update_freq
-    for step in range(1, args.warmup + 1):
-        updater.update([next(batches) for _ in range(update_freq)], step)
-    src_lens, tgt_lens = upcoming_pair_lengths(batches, args.steps * update_freq)
-    tokens, times = _timed_updates(updater, batches, args.warmup + 1, args.steps)
-    if tokens != tgt_lens.sum():  # the FLOPs must describe the batches just timed
-        raise RuntimeError(f"counted {tgt_lens.sum()} target tokens, trained {tokens}")
-    flops = training_flops(SIZES[size], args.vocab_size, src_lens, tgt_lens)
-    params = sum(p.numel() for p in updater.model.parameters() if p.requires_grad)
-    return {
-        "benchmark": "train",
-        "system": system,
-        "size": size,
-        "params_m": round(params / 1e6, 2),
-        **_run_info(updater, args),
-        "tgt_tokens_per_s": round(tokens / sum(times), 1),
-        "step_time_s": round(float(np.median(times)), 4),
-        "peak_memory_mib": round(_peak_memory_mib(device), 1),
-        "model_gflops_per_update": round(flops / args.steps / 1e9, 2),
-        "model_gflops_per_s": round(flops / sum(times) / 1e9, 2),
-    }
-
-
 def _build_updater(system: str, size: str, args: SimpleNamespace, device: torch.device) -> Updater:
     """The training update of `system` at `size`; the same seed gives every system the same
     initial weights."""
@@ -302,26 +351,6 @@ def _build_updater(system: str, size: str, args: SimpleNamespace, device: torch.
         model, criterion = MarianForUpdater(marian), hf_label_smoothed_loss
     # train(): to_marian returns an eval-mode model, and dropout is part of a training step.
     return Updater(model.train(), train, SIZES[size].d_model, device, criterion=criterion)
-
-
-def _timed_updates(
-    updater: Updater, batches: BatchIterator, first_step: int, steps: int
-) -> tuple[float, list[float]]:
-    """Target tokens of the updates made, and the wall-clock seconds of each of `steps` updates
-    (peak memory counted anew)."""
-    cuda = updater.device.type == "cuda"
-    if cuda:
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-    tokens, times = 0.0, []
-    for step in range(first_step, first_step + steps):
-        start = time.perf_counter()
-        result = updater.update([next(batches) for _ in range(updater.cfg.update_freq)], step)
-        if cuda:
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-        tokens += result.tokens if result.applied else 0.0
-    return tokens, times
 
 
 def upcoming_pair_lengths(batches: BatchIterator, n_batches: int) -> tuple[np.ndarray, np.ndarray]:
