@@ -89,7 +89,7 @@ def test_one_query_path_equals_sdpa(kv_heads, mask_kind):
         mask[..., 0] = True
     if mask_kind == "empty_row":
         mask[1] = False
-    assert attention_module._one_query_on_cpu(q, 0.0, False, None)
+    assert attention_module._one_query_on_cpu(q, k, 0.0, False, None)
     group = H // kv_heads
     k_all, v_all = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     expected = nn.functional.scaled_dot_product_attention(
@@ -101,6 +101,18 @@ def test_one_query_path_equals_sdpa(kv_heads, mask_kind):
         )
         expected[1] = 0.0
     assert_close(attention(q, k, v, mask), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_long_caches_leave_the_one_query_path_to_sdpa():
+    """Its products grow with rows x keys; past ONE_QUERY_MAX_ELEMENTS, SDPA (none) runs."""
+    q = torch.randn(320, 4, 1, 64)
+    keys_fitting = attention_module.ONE_QUERY_MAX_ELEMENTS // q.numel()
+    assert attention_module._one_query_on_cpu(
+        q, torch.randn(320, 4, keys_fitting, 64), 0.0, False, None
+    )
+    assert not attention_module._one_query_on_cpu(
+        q, torch.randn(320, 4, keys_fitting + 1, 64), 0.0, False, None
+    )
 
 
 def test_one_query_path_computes_a_bf16_cache_in_float32():
