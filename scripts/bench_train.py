@@ -34,6 +34,7 @@ import resource
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -152,7 +153,23 @@ def _measure_in_turns(systems: list[str], size: str, options: dict) -> list[dict
             pool.terminate()
 
 
-_RUN: dict[str, Any] = {}  # the run of this worker process (`_start_run` .. `_finish_run`)
+@dataclass
+class _Run:
+    """One system's run in its worker process, from `_start_run` to `_finish_run`."""
+
+    system: str
+    size: str
+    args: SimpleNamespace
+    updater: Updater
+    batches: BatchIterator
+    src_lens: np.ndarray  # of the batches to time, read ahead for their model FLOPs
+    tgt_lens: np.ndarray
+    step: int  # the next update's step number
+    tokens: float = 0.0  # target tokens of the timed updates so far
+    times: list[float] = field(default_factory=list)  # their wall-clock seconds
+
+
+_RUN: list[_Run] = []  # this worker process's run (one)
 
 
 def _start_run(system: str, size: str, options: dict) -> None:
@@ -173,40 +190,37 @@ def _start_run(system: str, size: str, options: dict) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-    _RUN.update(system=system, size=size, args=args, updater=updater, batches=batches,
-                src_lens=src_lens, tgt_lens=tgt_lens, step=args.warmup + 1, tokens=0.0,
-                times=[])  # fmt: skip
+    _RUN[:] = [_Run(system, size, args, updater, batches, src_lens, tgt_lens, args.warmup + 1)]
 
 
 def _timed_update() -> None:
     """One timed update of this process's run."""
-    run, updater = _RUN, _RUN["updater"]
+    run = _RUN[0]
+    updater = run.updater
     start = time.perf_counter()
-    result = updater.update(
-        [next(run["batches"]) for _ in range(updater.cfg.update_freq)], run["step"]
-    )
+    result = updater.update([next(run.batches) for _ in range(updater.cfg.update_freq)], run.step)
     if updater.device.type == "cuda":
         torch.cuda.synchronize()
-    run["times"].append(time.perf_counter() - start)
-    run["tokens"] += result.tokens if result.applied else 0.0
-    run["step"] += 1
+    run.times.append(time.perf_counter() - start)
+    run.tokens += result.tokens if result.applied else 0.0
+    run.step += 1
 
 
 def _finish_run() -> dict:
     """Target tokens/s, step time, peak memory and model FLOPs of this process's timed updates."""
-    run, updater, args = _RUN, _RUN["updater"], _RUN["args"]
-    tokens, times, tgt_lens = run["tokens"], run["times"], run["tgt_lens"]
-    if tokens != tgt_lens.sum():  # the FLOPs must describe the batches just timed
-        raise RuntimeError(f"counted {tgt_lens.sum()} target tokens, trained {tokens}")
-    flops = training_flops(SIZES[run["size"]], args.vocab_size, run["src_lens"], tgt_lens)
+    run = _RUN[0]
+    updater, args, times = run.updater, run.args, run.times
+    if run.tokens != run.tgt_lens.sum():  # the FLOPs must describe the batches just timed
+        raise RuntimeError(f"counted {run.tgt_lens.sum()} target tokens, trained {run.tokens}")
+    flops = training_flops(SIZES[run.size], args.vocab_size, run.src_lens, run.tgt_lens)
     params = sum(p.numel() for p in updater.model.parameters() if p.requires_grad)
     return {
         "benchmark": "train",
-        "system": run["system"],
-        "size": run["size"],
+        "system": run.system,
+        "size": run.size,
         "params_m": round(params / 1e6, 2),
         **_run_info(updater, args),
-        "tgt_tokens_per_s": round(tokens / sum(times), 1),
+        "tgt_tokens_per_s": round(run.tokens / sum(times), 1),
         "step_time_s": round(float(np.median(times)), 4),
         "peak_memory_mib": round(_peak_memory_mib(updater.device), 1),
         "model_gflops_per_update": round(flops / args.steps / 1e9, 2),
@@ -355,7 +369,7 @@ def _build_updater(system: str, size: str, args: SimpleNamespace, device: torch.
 
 def upcoming_pair_lengths(batches: BatchIterator, n_batches: int) -> tuple[np.ndarray, np.ndarray]:
     """Source and target lengths, as the model reads them, of the next `n_batches` batches: read
-    ahead, then the iterator put back where it was (`_measure` checks the target token count
+    ahead, then the iterator put back where it was (`_finish_run` checks the target token count
     against the updates' own)."""
     saved = batches.state()
     indices = np.concatenate([next(batches).indices.numpy() for _ in range(n_batches)])
