@@ -116,3 +116,19 @@ def test_rows_repeated_after_the_first_step_share_one_copy():
         plain = plain.reorder(expand)
         expected, _ = model.decode_step(step, memory[expand], src_mask[expand], plain)
     assert_close(log_probs, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_dropping_every_row_keeps_nothing():
+    """The last reorder of a search keeps no row. It must not turn sharing off, which would
+    first repeat every source's keys and values K times, for nothing."""
+    model = tiny_model()
+    src = beam_batch([4, 2, 3])
+    src_mask = model.src_mask(src)
+    with torch.no_grad():
+        memory = model.encode(src, src_mask)
+        _, cache = model.decode_step(torch.full((src.size(0),), BOS), memory, src_mask, None)
+        cache.reorder(torch.tensor(WITHIN))
+        cache.reorder(torch.zeros(0, dtype=torch.long))
+    assert cache.source_group == K
+    for layer in cache.layers:
+        assert layer.cross_attn[0].size(0) == 0 and layer.self_attn.keys.size(0) == 0

@@ -61,6 +61,8 @@ class DecoderCache:
         New rows share again when every run of g consecutive ones reads one source, g being
         the length of the first run: the old group after a reorder within sentences, K times
         it after rows were repeated K times each."""
+        if not indices.numel():  # the search is over: keep nothing (ungrouping would copy all)
+            return indices
         sources = indices // self.source_group  # (B',): the cross-attention row each reads
         group = _leading_true(sources == sources[:1])
         blocks = sources.view(-1, group) if group and sources.numel() % group == 0 else None
