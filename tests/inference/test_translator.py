@@ -133,11 +133,14 @@ def test_int8_log_probs_close_to_float32_and_float32_unchanged(checkpoint):
     torch.testing.assert_close(actual, expected, atol=0.1, rtol=0.0)
 
 
-@pytest.mark.parametrize("bf16", [True, False])
-def test_int8_stores_the_cache_in_bfloat16_where_the_cpu_computes_it(checkpoint, monkeypatch, bf16):
+@pytest.mark.parametrize(("amx", "native", "bf16"), [(True, True, True), (False, True, False)])
+def test_int8_stores_the_cache_in_bfloat16_where_the_cpu_has_amx(
+    checkpoint, monkeypatch, amx, native, bf16
+):
     monkeypatch.setattr(
-        "transformer_mt.inference.quantize.native_bf16", lambda: Choice(bf16, "pretended")
+        "transformer_mt.inference.quantize.native_bf16", lambda: Choice(native, "pretended")
     )
+    monkeypatch.setattr("transformer_mt.inference.quantize.cpu_has", lambda feature: amx)
     int8 = Translator.from_checkpoint(str(checkpoint), quantize="int8", beam_size=2)
     assert int8.cache_dtype == (torch.bfloat16 if bf16 else None)
     assert (int8.options.new_cache is None) == (not bf16)  # the dtype reaches the search

@@ -52,13 +52,14 @@ def int8_cache_dtype() -> torch.dtype | None:
 
     Once the matrix products are int8, beam search spends much of its time moving the
     decoding cache: reordering it after every step and reading it in attention, both bound by
-    memory bandwidth. Where the CPU computes bfloat16 natively (`machine.native_bf16`),
-    bfloat16 keys and values halve those bytes; elsewhere bfloat16 arithmetic is emulated and
-    slower, so the cache stays float32. Measured (beam 5, batch 64, one core of an Intel Xeon,
-    docs/benchmarks.md): int8 with the bfloat16 cache 1.60-1.68x fp32, at -0.27 BLEU on
-    Multi30k test2016 en-de.
+    memory bandwidth. bfloat16 keys and values halve those bytes but cost conversions, as
+    attention of one query computes in float32 whatever the cache stores. Where the CPU has
+    AMX tiles the halving won (beam 5, batch 64, one core of an Intel Xeon: int8
+    with the bfloat16 cache 1.60-1.68x fp32, at -0.27 BLEU on Multi30k test2016 en-de); on an
+    AMD EPYC with avx512_bf16 but no AMX the float32 cache was faster (greedy 4%, beam 5 6%,
+    docs/results.md), and where bfloat16 is emulated it is slower still.
     """
-    return torch.bfloat16 if native_bf16().value else None
+    return torch.bfloat16 if cpu_has("amx_tile") and native_bf16().value else None
 
 
 @contextlib.contextmanager
