@@ -359,6 +359,34 @@ def test_greedy_search_through_chunked_top_k_equals_argmax(monkeypatch):
     assert_same_results(fast, greedy_search(model, src_ids, src_mask, cfg))
 
 
+# --- where new beams sit ----------------------------------------------------------------------
+
+
+def test_parent_slots_keep_each_parents_best_child_in_its_slot():
+    parents = torch.tensor([[0, 0, 1, 3, 0], [2, 2, 2, 2, 2], [4, 3, 2, 1, 0], [1, 0, 1, 1, 4]])
+    slots = search_beam._parent_slots(parents)
+    assert slots.tolist() == [[0, 2, 1, 3, 4], [2, 0, 1, 3, 4], [4, 3, 2, 1, 0], [1, 0, 2, 3, 4]]
+    g = torch.Generator().manual_seed(0)
+    parents = torch.randint(0, 6, (200, 6), generator=g)
+    slots = search_beam._parent_slots(parents)
+    assert torch.equal(slots.sort(dim=1).values, torch.arange(6).expand(200, 6))  # permutations
+    for row, slot in zip(parents.tolist(), slots.tolist(), strict=True):
+        for parent in set(row):
+            assert slot[row.index(parent)] == parent  # the best child of each parent
+
+
+def test_beam_search_with_beams_in_parent_slots_equals_best_first_order(monkeypatch):
+    """The slow twin: new beams in best-first order, every cache row copied at each step."""
+    model = tiny_model()
+    src_ids, src_mask = padded(random_sources(6, vocab_size=20, seed=5))
+    cfg = DecodeConfig(beam_size=4, n_best=4, max_len_a=1.0, max_len_b=4)
+    fast = beam_search(model, src_ids, src_mask, cfg)
+    monkeypatch.setattr(
+        search_beam, "_parent_slots", lambda p: torch.arange(p.shape[1]).expand_as(p)
+    )
+    assert_same_results(fast, beam_search(model, src_ids, src_mask, cfg))
+
+
 # --- forced target prefixes ------------------------------------------------------------------
 
 

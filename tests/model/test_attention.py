@@ -226,6 +226,21 @@ def test_kv_cache_reorders_alternate_between_two_buffers():
     assert storages[0] != storages[1] and storages[2:] == storages[:2]
 
 
+def test_kv_cache_copies_only_the_changed_rows_when_their_sources_stay():
+    """A beam reorder where each moved row continues a row that stays is done in place."""
+    cache = KVCache.empty(torch.zeros(B, H, 1, DH), capacity=8)
+    reference = torch.empty(B, H, 0, DH)
+    for order in [[0, 0, 2], [0, 1, 0], [1, 1, 2]]:
+        step = torch.randn(B, H, 1, DH)
+        cache.append(step, -step)
+        reference = torch.cat([reference, step], dim=2)[order]
+        storage = cache.keys.untyped_storage().data_ptr()
+        cache.reorder(torch.tensor(order))
+        assert cache.keys.untyped_storage().data_ptr() == storage  # no other buffer
+        assert_close(cache.keys[:, :, : cache.length], reference)
+        assert_close(cache.values[:, :, : cache.length], -reference)
+
+
 @pytest.mark.parametrize("kind", ["padding", "causal", "gqa"])
 def test_cpu_dropout_path_equals_sdpa_when_nothing_is_dropped(kind):
     # p = 1e-6 rounds to no dropped 16-bit level: the math path with dropout, nothing dropped.

@@ -61,18 +61,44 @@ class KVCache:
     def reorder(self, indices: Tensor) -> None:
         """Keep batch rows `indices` (B',) in that order (beam reorder, finished-row pruning).
 
-        The new buffers keep the old capacity (a buffer cut down to `length` would be grown,
-        copied again, by the next `append`), but only the `length` valid steps are copied: beam
-        search reorders after every step, and with capacity doubling up to half of each buffer
-        is spare. The rows are copied into the buffers the previous reorder left (when they
-        are large enough), which become this cache's, and the current ones are kept for the
-        next reorder: a fresh buffer of megabytes at every step costs more in page faults than
-        the copy, for twice the memory.
+        When every row stays or continues a row that stays (beam search puts each parent's
+        best child in its parent's slot), only the rows that change are copied, in place: in a
+        beam of 5 about a third of them. Otherwise the new buffers keep the old capacity (a
+        buffer cut down to `length` would be grown, copied again, by the next `append`), but
+        only the `length` valid steps are copied. The rows are copied into the buffers the
+        previous such reorder left (when they are large enough), which become this cache's,
+        and the current ones are kept for the next: a fresh buffer of megabytes at every
+        reorder costs more in page faults than the copy, for twice the memory.
         """
+        moves = _moves_in_place(indices, self.keys.size(0))
+        if moves is not None:
+            for buffer in (self.keys, self.values):
+                _copy_rows(buffer, *moves, self.length)
+            return
         spare_keys, spare_values = self.spare or (None, None)
         self.spare = (self.keys, self.values)
         self.keys = _select_rows(self.keys, indices, self.length, spare_keys)
         self.values = _select_rows(self.values, indices, self.length, spare_values)
+
+
+def _moves_in_place(indices: Tensor, rows: int) -> tuple[Tensor, Tensor] | None:
+    """(targets, sources): the rows that change and the rows they continue, when `indices`
+    keeps the row count and no source row is itself overwritten; else None."""
+    if indices.numel() != rows:
+        return None
+    targets = (indices != torch.arange(rows, device=indices.device)).nonzero().squeeze(1)
+    sources = indices[targets]
+    if bool((indices[sources] != sources).any()):
+        return None
+    return targets, sources
+
+
+def _copy_rows(buffer: Tensor | None, targets: Tensor, sources: Tensor, length: int) -> None:
+    """Rows `sources` of `buffer`'s first `length` steps over rows `targets` (disjoint)."""
+    if buffer is None or not targets.numel():
+        return
+    valid = buffer.transpose(1, 2)[:, :length]  # (B, length, Hkv, Dh): a block per row
+    valid.index_copy_(0, targets, valid.index_select(0, sources))
 
 
 def _select_rows(
