@@ -191,7 +191,7 @@ def _parent_slots(parents: Tensor) -> Tensor:
     meaning, and this one keeps most rows where they are: a cache can then copy only the rows
     that change (`KVCache.reorder`), about a third of them in a beam of 5, instead of all.
     """
-    n_sentences, beam_size = parents.shape
+    beam_size = parents.shape[1]
     children = F.one_hot(parents, beam_size)  # (N, K new, K parents)
     first = children.cumsum(dim=1).gather(2, parents.unsqueeze(2)).squeeze(2) == 1  # (N, K)
     taken = children.sum(dim=1) > 0  # (N, K): slots their parents' first children keep
