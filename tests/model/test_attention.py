@@ -14,6 +14,7 @@ from transformer_mt.model.attention import (
     attention_with_weights,
     causal_mask,
 )
+from transformer_mt.model.layers import LayerCache
 
 from .torch_reference import copy_attention
 
@@ -101,6 +102,60 @@ def test_one_query_path_equals_sdpa(kv_heads, mask_kind):
         )
         expected[1] = 0.0
     assert_close(attention(q, k, v, mask), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kv_heads", [H, 2, 1])
+@pytest.mark.parametrize("mask_kind", ["none", "per_row", "per_head", "empty_row"])
+@pytest.mark.parametrize("n_queries", [1, 5])
+def test_batched_products_path_equals_sdpa(kv_heads, mask_kind, n_queries):
+    """A few queries per row over contiguous keys (a decoding cache's cross-attention: the K
+    beams of one source) against SDPA itself, with grouped key heads and masks."""
+    q = torch.randn(B, n_queries, H, DH).transpose(1, 2)  # (B, H, Tq, Dh), as split_heads
+    k, v = torch.randn(B, kv_heads, TK, DH), torch.randn(B, kv_heads, TK, DH)
+    mask = {
+        "none": None,
+        "per_row": torch.rand(B, 1, 1, TK) > 0.4,
+        "per_head": torch.rand(B, H, 1, TK) > 0.4,
+        "empty_row": torch.rand(B, 1, 1, TK) > 0.4,
+    }[mask_kind]
+    if mask is not None:
+        mask[..., 0] = True
+    if mask_kind == "empty_row":
+        mask[1] = False
+    assert attention_module._products_on_cpu(q, k, v, 0.0, False, None)
+    group = H // kv_heads
+    k_all, v_all = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    sdpa_mask = mask
+    if mask_kind == "empty_row":  # SDPA gives NaN for a row with no key; ours gives zeros
+        sdpa_mask = mask | ~mask.any(-1, keepdim=True)
+    expected = nn.functional.scaled_dot_product_attention(q, k_all, v_all, attn_mask=sdpa_mask)
+    if mask_kind == "empty_row":
+        expected[1] = 0.0
+    out = attention(q, k, v, mask)
+    assert not out.isnan().any()
+    assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_batched_products_only_for_contiguous_float32_inference_with_few_queries():
+    q, k, v = torch.randn(B, H, 5, DH), torch.randn(B, H, TK, DH), torch.randn(B, H, TK, DH)
+    eligible = attention_module._products_on_cpu
+    assert eligible(q, k, v, 0.0, False, None)
+    assert not eligible(q, k.transpose(2, 3).contiguous().transpose(2, 3), v, 0.0, False, None)
+    assert not eligible(q, k, v, 0.1, False, None)  # dropout
+    assert not eligible(q, k, v, 0.0, True, None)  # causal
+    assert not eligible(q.bfloat16(), k.bfloat16(), v.bfloat16(), 0.0, False, None)
+    many = attention_module.BATCHED_MAX_QUERIES + 1
+    assert not eligible(torch.randn(B, H, many, DH), k, v, 0.0, False, None)
+    assert not eligible(q.requires_grad_(), k, v, 0.0, False, None)  # training: SDPA
+
+
+def test_decoding_caches_keep_cross_attention_keys_contiguous():
+    """What lets each step's cross-attention take the batched products without a copy."""
+    cache = LayerCache()
+    keys = torch.randn(B, TK, H, DH).transpose(1, 2)  # a projection's layout
+    stored = cache.stored_cross(keys, -keys)
+    assert all(t.is_contiguous() for t in stored)
+    assert_close(stored[0], keys)
 
 
 def test_long_caches_leave_the_one_query_path_to_sdpa():

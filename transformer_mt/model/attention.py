@@ -106,8 +106,10 @@ def attention(
 
     SDPA picks the flash or memory-efficient kernel on GPU when the inputs allow it. On the CPU
     the same math runs here instead with dropout (with model/dropout.py's mask) and for bf16 or
-    fp16 training on short sequences, where SDPA's flash backward is slow (`_math_on_cpu`), and
-    as elementwise products for a decoding step's one query per row (`_one_query`). A
+    fp16 training on short sequences, where SDPA's flash backward is slow (`_math_on_cpu`), as
+    two batched products for a few queries over keys stored one block per (row, head) (a
+    decoding cache's cross-attention, `_batched_products`), and as elementwise products for a
+    decoding step's one query per row (`_one_query`). A
     `BlockMask` (sparse patterns, `model.attention_backend: flex`) goes to flex_attention
     instead, which skips fully hidden blocks.
 
@@ -126,6 +128,8 @@ def attention(
     """
     if BlockMask is not None and isinstance(mask, BlockMask):
         return _flex(query, key, value, mask, dropout_p, attn_bias)
+    if _products_on_cpu(query, key, value, dropout_p, is_causal, attn_bias):
+        return _batched_products(query, key, value, mask)
     if attn_bias is not None and is_causal:  # SDPA takes no attn_mask with is_causal
         causal = causal_mask(query.size(-2), key.size(-2), query.device)
         mask, is_causal = (causal if mask is None else mask & causal), False
@@ -224,6 +228,61 @@ def _one_query(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -
     weights = torch.softmax(scores, dim=1)  # over the keys
     out = (weights.unsqueeze(-1) * value.transpose(1, 2).unsqueeze(3)).sum(1)  # (B, Hkv, G, Dv)
     return out.reshape(b, h, 1, value.size(-1)).to(query.dtype)
+
+
+# The most queries per (row, key head) that `attention` multiplies as batched products: a beam
+# search's K beams of one source, or a server's slots of one source. Beyond, SDPA's blocked
+# kernel is the better fit. (One cross-attention layer, 64 sources of 20 tokens, 4 heads of
+# 64, Zen 4: 409 against 527 µs through SDPA with 5 queries a source, 135 against 337 through
+# `_one_query` with one; docs/results.md.)
+BATCHED_MAX_QUERIES = 32
+
+
+def _products_on_cpu(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    dropout_p: float,
+    is_causal: bool,
+    attn_bias: Tensor | None,
+) -> bool:
+    """Whether `attention` runs `_batched_products`: float32 inference on the CPU, no dropout,
+    causal triangle or bias, at most BATCHED_MAX_QUERIES queries per (row, key head), and keys
+    and values contiguous, (B, Hkv, Tk, Dh) in memory, so that the products read them in
+    place (a decoding cache's cross-attention, `LayerCache.stored_cross`)."""
+    plain = dropout_p == 0.0 and not is_causal and attn_bias is None
+    inference = not (torch.is_grad_enabled() and query.requires_grad)
+    queries = query.size(-2) * (query.size(-3) // key.size(-3))
+    return (
+        plain
+        and inference
+        and query.device.type == "cpu"
+        and query.dtype == key.dtype == value.dtype == torch.float32
+        and queries <= BATCHED_MAX_QUERIES
+        and key.is_contiguous()
+        and value.is_contiguous()
+    )
+
+
+def _batched_products(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> Tensor:
+    """Attention as two batched matrix products, one pair per (row, key head), the G query
+    heads of a key head and their queries stacked as the rows of one product.
+
+    SDPA's CPU kernel packs its operands for every small block it multiplies; with a few
+    queries per row that packing costs more than the products. Arguments as in `attention`,
+    keys and values contiguous; a query row with no key it may attend to gives zeros.
+    """
+    b, h, tq, d = query.shape
+    hkv, tk, dv = key.size(1), key.size(2), value.size(-1)
+    rows = (h // hkv) * tq  # queries per (row, key head)
+    q = (query / math.sqrt(d)).reshape(b * hkv, rows, d)
+    scores = torch.bmm(q, key.view(b * hkv, tk, d).transpose(1, 2)).view(b, hkv, rows, tk)
+    if mask is not None:
+        keep = mask.expand(b, h, tq, tk).reshape(b, hkv, rows, tk)
+        scores.masked_fill_(~keep, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num_(0.0)  # no key: NaN -> zero weights
+    out = torch.bmm(weights.view(b * hkv, rows, tk), value.view(b * hkv, tk, dv))
+    return out.view(b, h, tq, dv)
 
 
 @functools.cache

@@ -194,6 +194,13 @@ class LayerCache:
             return keys, values
         return keys.to(self.dtype), None if values is None else values.to(self.dtype)
 
+    def stored_cross(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+        """Cross-attention `keys`, `values` as `stored`, each (N, Hkv, S, Dh) in memory: one
+        block per (source, head), which attention's batched products read in place at every
+        step (the projections' own layout, (N, S, Hkv, Dh), would be copied each time)."""
+        keys, values = self.stored(keys, values)
+        return keys.contiguous(), values.contiguous()
+
     def reorder(self, indices: Tensor, cross_rows: Tensor | None) -> None:
         """Keep batch rows `indices` (B',) and cross-attention rows `cross_rows` (None: all)."""
         if self.self_attn is not None:
@@ -308,7 +315,7 @@ class DecoderLayer(_Residual):
         if cache is None:
             return self.cross_attn(h, memory, src_mask)[0]
         if cache.cross_attn is None:
-            cache.cross_attn = cache.stored(*self.cross_attn.project_kv(memory))  # once per source
+            cache.cross_attn = cache.stored_cross(*self.cross_attn.project_kv(memory))  # once
         keys, values = cache.cross_attn  # (N, H, S, Dh): one row per source
         b, t, d = h.shape
         n = keys.size(0)

@@ -250,7 +250,7 @@ class Decoder(_LayerStack):
     ) -> list[tuple[Tensor, Tensor]]:
         """Cross-attention keys and values of `memory` (N, S, D) for every layer, (N, Hkv, S, Dh)
         each, in `dtype` (None: as computed): what a cache holds for one row per source."""
-        store = LayerCache(dtype=dtype).stored
+        store = LayerCache(dtype=dtype).stored_cross
         return [store(*layer.cross_attn.project_kv(memory)) for layer in self.layers]
 
     def new_cache(
