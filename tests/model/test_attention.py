@@ -73,67 +73,56 @@ def test_fully_masked_row_gives_zeros_not_nan():
     assert_close(out, oracle, atol=1e-5, rtol=1e-5)
 
 
+MASK_KINDS = ["none", "per_row", "per_head", "empty_row"]
+
+
+def _decoding_mask(kind: str) -> torch.Tensor | None:
+    """A keep-mask over TK keys: per row, per (row, head), or per row with row 1 empty."""
+    if kind == "none":
+        return None
+    mask = torch.rand(B, H if kind == "per_head" else 1, 1, TK) > 0.4
+    mask[..., 0] = True
+    if kind == "empty_row":
+        mask[1] = False
+    return mask
+
+
+def _sdpa_reference(q, k, v, mask):
+    """SDPA with the key heads repeated up to H; zeros for a row with no key (SDPA: NaN)."""
+    group = H // k.size(1)
+    k_all, v_all = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    empty = None if mask is None else ~mask.any(-1, keepdim=True)
+    out = nn.functional.scaled_dot_product_attention(
+        q, k_all, v_all, attn_mask=None if mask is None else mask | empty
+    )
+    return out if mask is None else out.masked_fill(empty, 0.0)
+
+
 @pytest.mark.parametrize("kv_heads", [H, 2, 1])
-@pytest.mark.parametrize("mask_kind", ["none", "per_row", "per_head", "empty_row"])
+@pytest.mark.parametrize("mask_kind", MASK_KINDS)
 def test_one_query_path_equals_sdpa(kv_heads, mask_kind):
     """A decoding step's attention (one float32 query per row, keys in a cache laid out
     (B, T, Hkv, Dh) in memory) against SDPA itself, with grouped key heads and masks."""
     q = torch.randn(B, 1, H, DH).transpose(1, 2)  # (B, H, 1, Dh), as split_heads makes it
     k, v = (torch.randn(B, TK + 3, kv_heads, DH).transpose(1, 2)[:, :, :TK] for _ in "kv")
-    mask = {
-        "none": None,
-        "per_row": torch.rand(B, 1, 1, TK) > 0.4,
-        "per_head": torch.rand(B, H, 1, TK) > 0.4,
-        "empty_row": torch.rand(B, 1, 1, TK) > 0.4,
-    }[mask_kind]
-    if mask is not None:
-        mask[..., 0] = True
-    if mask_kind == "empty_row":
-        mask[1] = False
+    mask = _decoding_mask(mask_kind)
     assert attention_module._one_query_on_cpu(q, k, 0.0, False, None)
-    group = H // kv_heads
-    k_all, v_all = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
-    expected = nn.functional.scaled_dot_product_attention(
-        q, k_all, v_all, attn_mask=None if mask_kind == "empty_row" else mask
-    )
-    if mask_kind == "empty_row":  # SDPA gives NaN for a row with no key; ours gives zeros
-        expected = nn.functional.scaled_dot_product_attention(
-            q, k_all, v_all, attn_mask=mask | ~mask.any(-1, keepdim=True)
-        )
-        expected[1] = 0.0
-    assert_close(attention(q, k, v, mask), expected, atol=1e-5, rtol=1e-5)
+    assert_close(attention(q, k, v, mask), _sdpa_reference(q, k, v, mask), atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("kv_heads", [H, 2, 1])
-@pytest.mark.parametrize("mask_kind", ["none", "per_row", "per_head", "empty_row"])
+@pytest.mark.parametrize("mask_kind", MASK_KINDS)
 @pytest.mark.parametrize("n_queries", [1, 5])
 def test_batched_products_path_equals_sdpa(kv_heads, mask_kind, n_queries):
     """A few queries per row over contiguous keys (a decoding cache's cross-attention: the K
     beams of one source) against SDPA itself, with grouped key heads and masks."""
     q = torch.randn(B, n_queries, H, DH).transpose(1, 2)  # (B, H, Tq, Dh), as split_heads
     k, v = torch.randn(B, kv_heads, TK, DH), torch.randn(B, kv_heads, TK, DH)
-    mask = {
-        "none": None,
-        "per_row": torch.rand(B, 1, 1, TK) > 0.4,
-        "per_head": torch.rand(B, H, 1, TK) > 0.4,
-        "empty_row": torch.rand(B, 1, 1, TK) > 0.4,
-    }[mask_kind]
-    if mask is not None:
-        mask[..., 0] = True
-    if mask_kind == "empty_row":
-        mask[1] = False
+    mask = _decoding_mask(mask_kind)
     assert attention_module._products_on_cpu(q, k, v, 0.0, False, None)
-    group = H // kv_heads
-    k_all, v_all = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
-    sdpa_mask = mask
-    if mask_kind == "empty_row":  # SDPA gives NaN for a row with no key; ours gives zeros
-        sdpa_mask = mask | ~mask.any(-1, keepdim=True)
-    expected = nn.functional.scaled_dot_product_attention(q, k_all, v_all, attn_mask=sdpa_mask)
-    if mask_kind == "empty_row":
-        expected[1] = 0.0
     out = attention(q, k, v, mask)
     assert not out.isnan().any()
-    assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    assert_close(out, _sdpa_reference(q, k, v, mask), atol=1e-5, rtol=1e-5)
 
 
 def test_batched_products_only_for_contiguous_float32_inference_with_few_queries():
