@@ -16,6 +16,7 @@ from transformer_mt.inference.packed import (
     packing_pays,
 )
 from transformer_mt.inference.translator import Translator
+from transformer_mt.model.layers import FeedForward
 
 pytestmark = pytest.mark.skipif(not packing_available(), reason="torch built without oneDNN")
 
@@ -30,12 +31,28 @@ def test_packed_linear_equals_nn_linear(bias, shape):
         torch.testing.assert_close(PackedLinear(linear)(x), linear(x), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("shape", [(7, 32), (2, 5, 32)])
+def test_packed_linear_with_relu_equals_nn_linear_then_relu(shape):
+    torch.manual_seed(0)
+    linear = nn.Linear(32, 48)
+    x = torch.randn(*shape)
+    with torch.inference_mode():
+        expected = torch.relu(linear(x))
+        assert (expected == 0).any()  # the ReLU had something to clip
+        torch.testing.assert_close(
+            PackedLinear(linear, relu=True)(x), expected, atol=1e-5, rtol=1e-5
+        )
+
+
 def test_pack_linears_replaces_every_linear_and_keeps_the_outputs(checkpoint):
     plain = load_for_inference(str(checkpoint), torch.device("cpu")).model
     packed = load_for_inference(str(checkpoint), torch.device("cpu")).model
     n_linear = sum(type(m) is nn.Linear for m in plain.modules())
     assert pack_linears(packed) == n_linear > 0
     assert not any(type(m) is nn.Linear for m in packed.modules())
+    ffns = [m for m in packed.modules() if isinstance(m, FeedForward)]
+    assert ffns and all(f.fc1_activates and f.fc1.post_op == "relu" for f in ffns)
+    assert all(f.fc2.post_op == "none" for f in ffns)
     src = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]])
     tgt = torch.tensor([[1, 5, 6], [1, 7, 0]])
     with torch.inference_mode():
@@ -53,26 +70,34 @@ def test_a_translator_translates_the_same_with_packed_layers(checkpoint):
     assert [t.texts for t in plain.translate(texts)] == [t.texts for t in expected]
 
 
-def test_packing_pays_measures_a_positive_speed_ratio():
-    assert packing_pays(nn.Linear(32, 64), repeats=2) > 0.0
+@pytest.mark.parametrize("relu", [False, True])
+def test_packing_pays_measures_a_positive_speed_ratio(relu):
+    assert packing_pays(nn.Linear(32, 64), repeats=2, relu=relu) > 0.0
 
 
-def test_pack_linears_packs_only_the_shapes_asked_for(checkpoint):
+def _kinds(model: nn.Module, layer_type: type) -> set[tuple[int, int, bool]]:
+    """(in, out, relu) of the `layer_type` layers of `model`, relu: a relu network's fc1."""
+    return {
+        (child.in_features, child.out_features, isinstance(parent, FeedForward) and name == "fc1")
+        for parent in model.modules()
+        for name, child in parent.named_children()
+        if type(child) is layer_type
+    }
+
+
+def test_pack_linears_packs_only_the_kinds_asked_for(checkpoint):
     model = load_for_inference(str(checkpoint), torch.device("cpu")).model
-    shapes = {(m.in_features, m.out_features) for m in model.modules() if type(m) is nn.Linear}
-    chosen = max(shapes, key=lambda shape: shape[1])
-    expected = sum(
-        (m.in_features, m.out_features) == chosen for m in model.modules() if type(m) is nn.Linear
-    )
-    assert pack_linears(model, {chosen}) == expected > 0
-    left = {(m.in_features, m.out_features) for m in model.modules() if type(m) is nn.Linear}
-    assert left == shapes - {chosen}
+    kinds = _kinds(model, nn.Linear)
+    chosen = max(kinds, key=lambda kind: kind[1])
+    assert pack_linears(model, {chosen}) > 0
+    assert _kinds(model, nn.Linear) == kinds - {chosen}
+    assert _kinds(model, PackedLinear) == {chosen}
 
 
-def test_pack_where_it_pays_times_every_shape_of_the_model(checkpoint):
+def test_pack_where_it_pays_times_every_kind_of_the_model(checkpoint):
     model = load_for_inference(str(checkpoint), torch.device("cpu")).model
-    shapes = {(m.in_features, m.out_features) for m in model.modules() if type(m) is nn.Linear}
+    kinds = _kinds(model, nn.Linear)
+    assert (16, 32, True) in kinds and (16, 32, False) not in kinds  # fc1 is timed with relu
     speedups = pack_where_it_pays(model)
-    assert set(speedups) == shapes and all(s > 0.0 for s in speedups.values())
-    packed = {(m.in_features, m.out_features) for m in model.modules() if type(m) is PackedLinear}
-    assert packed == {shape for shape, s in speedups.items() if s >= PACKING_SPEEDUP}
+    assert set(speedups) == kinds and all(s > 0.0 for s in speedups.values())
+    assert _kinds(model, PackedLinear) == {k for k, s in speedups.items() if s >= PACKING_SPEEDUP}

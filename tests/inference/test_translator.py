@@ -4,17 +4,24 @@ import io
 import math
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
+from torch import nn
+from torch.ao.nn.intrinsic.quantized.dynamic import LinearReLU as DynamicLinearReLU
+from torch.ao.quantization import quantize_dynamic
 
 from transformer_mt import cli
+from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
 from transformer_mt.errors import TmtError
+from transformer_mt.inference.quantize import quantize_int8
 from transformer_mt.inference.stream import format_translation, translate_stream
 from transformer_mt.inference.translator import Translator
 from transformer_mt.machine import Choice
+from transformer_mt.model.layers import FeedForward
 
 from ..conftest import WORDS
 
@@ -131,6 +138,21 @@ def test_int8_log_probs_close_to_float32_and_float32_unchanged(checkpoint):
         actual = torch.log_softmax(int8.model(src_ids, tgt_ids), -1)
     # Loose: int8 weights and activations move each logit by a few hundredths on this model.
     torch.testing.assert_close(actual, expected, atol=0.1, rtol=0.0)
+
+
+def test_int8_feed_forward_applies_relu_inside_its_product_as_the_unfused_layers_do(checkpoint):
+    model = load_for_inference(str(checkpoint), torch.device("cpu")).model
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        unfused = quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)  # the slow twin
+    fused = quantize_int8(model)
+    ffns = [m for m in fused.modules() if isinstance(m, FeedForward)]
+    assert ffns and all(isinstance(f.fc1, DynamicLinearReLU) for f in ffns)
+    assert not any(isinstance(m, FeedForward) and m.fc1_activates for m in model.modules())
+    src_ids = torch.tensor([[5, 9, 12, EOS_ID], [7, 8, EOS_ID, 0]])
+    tgt_ids = torch.tensor([[BOS_ID, 5, 9, 12, 20], [BOS_ID, 7, 8, 30, 4]])
+    with torch.no_grad():
+        torch.testing.assert_close(fused(src_ids, tgt_ids), unfused(src_ids, tgt_ids))
 
 
 @pytest.mark.parametrize(("amx", "native", "bf16"), [(True, True, True), (False, True, False)])

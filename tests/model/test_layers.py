@@ -83,6 +83,38 @@ def test_feed_forward_options(activation):
     assert_close(ffn(x), expected)
 
 
+def test_a_fused_relu_layer_replaces_fc1_and_the_relu():
+    ffn = FeedForward(D, F, "relu", 0.0)
+    x = torch.randn(2, 3, D)
+    expected = ffn(x)
+    fc1, calls = ffn.fc1, []
+
+    def fc1_relu(h):
+        calls.append(h)
+        return torch.relu(fc1(h)) - 1.0
+
+    ffn.fuse_relu(LambdaModule(fc1_relu))
+    assert ffn.fc1 is not fc1 and ffn.fc1_activates
+    # What fc1_relu returns goes to fc2 as it is: a second ReLU would undo the shift by -1.
+    assert_close(ffn(x), expected - ffn.fc2.weight.sum(dim=1), rtol=1e-5, atol=1e-5)
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("activation", ["gelu", "swiglu"])
+def test_only_a_relu_feed_forward_fuses(activation):
+    with pytest.raises(ValueError, match="only a relu"):
+        FeedForward(D, F, activation, 0.0).fuse_relu(nn.Identity())
+
+
+class LambdaModule(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
 def test_sinusoidal_table_is_the_papers_formula_in_concatenated_layout():
     table = sinusoidal_table(50, 16)
     for pos in (0, 1, 7, 49):

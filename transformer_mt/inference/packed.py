@@ -9,7 +9,9 @@ vocabulary projection 1.3-1.5x and the feed-forward one about as fast (docs/benc
 docs/results.md). Which of the two is faster depends on the CPU, its BLAS and the shape, so
 `packing_pays` times both on this machine for each shape of the model, and `pack_linears` is
 applied to the layers whose shape is not slower packed. The model's own `nn.Linear` is the
-slow twin the tests compare against.
+slow twin the tests compare against. The first layer of a ReLU feed-forward network is packed
+with the ReLU applied inside the product (`FeedForward.fuse_relu`), timed against the layer
+and a separate ReLU.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ import time
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
+
+from transformer_mt.model.layers import FeedForward
 
 log = logging.getLogger(__name__)
 
@@ -36,19 +41,26 @@ ROWS_HINT = 320
 MAX_TIMED_MACS = 2**27
 
 
-class PackedLinear(nn.Module):
-    """`nn.Linear`'s inference through oneDNN with a packed copy of its weight (frozen)."""
+# A linear layer as packing sees it: (in_features, out_features, relu), relu True for the
+# first layer of a ReLU feed-forward network, which is packed with its ReLU.
+Kind = tuple[int, int, bool]
 
-    def __init__(self, linear: nn.Linear, rows_hint: int = ROWS_HINT):
+
+class PackedLinear(nn.Module):
+    """`nn.Linear`'s inference through oneDNN with a packed copy of its weight (frozen), and
+    with `relu`, relu(linear(x)) with the ReLU applied inside the product."""
+
+    def __init__(self, linear: nn.Linear, rows_hint: int = ROWS_HINT, relu: bool = False):
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
         weight = linear.weight.detach()
         self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, rows_hint)
         self.bias = None if linear.bias is None else linear.bias.detach()
+        self.post_op = "relu" if relu else "none"
 
     def forward(self, x: Tensor) -> Tensor:
         flat = x.reshape(-1, self.in_features)
-        out = torch.ops.mkldnn._linear_pointwise(flat, self.packed, self.bias, "none", [], "")
+        out = torch.ops.mkldnn._linear_pointwise(flat, self.packed, self.bias, self.post_op, [], "")
         return out.view(*x.shape[:-1], self.out_features)
 
 
@@ -59,25 +71,27 @@ def packing_available() -> bool:
     )
 
 
-def packing_pays(linear: nn.Linear, repeats: int = 10) -> float:
-    """How many times faster `linear`'s product over (rows x in_features) inputs ran packed
-    than as it is, best of `repeats` each (0.0: packing unavailable); rows is ROWS_HINT, or
-    fewer (at least 16) where that would exceed MAX_TIMED_MACS."""
+def packing_pays(linear: nn.Linear, repeats: int = 10, relu: bool = False) -> float:
+    """How many times faster `linear`'s product (with `relu`, followed by a ReLU) over
+    (rows x in_features) inputs ran packed than as it is, best of `repeats` each (0.0:
+    packing unavailable); rows is ROWS_HINT, or fewer (at least 16) where that would exceed
+    MAX_TIMED_MACS."""
     if not packing_available():
         return 0.0
     shape = linear.in_features * linear.out_features
     rows = max(16, min(ROWS_HINT, MAX_TIMED_MACS // shape))
     x = torch.randn(rows, linear.in_features, generator=torch.Generator().manual_seed(0))
-    packed = PackedLinear(linear)
+    packed = PackedLinear(linear, relu=relu)
     with torch.inference_mode():
-        plain, fast = _best_times([lambda: linear(x), lambda: packed(x)], repeats)
-    return plain / fast
+        plain = (lambda: F.relu(linear(x))) if relu else (lambda: linear(x))
+        plain_time, packed_time = _best_times([plain, lambda: packed(x)], repeats)
+    return plain_time / packed_time
 
 
-def _packable(model: nn.Module) -> list[tuple[nn.Module, str, nn.Linear]]:
-    """(parent, attribute, layer) of every float32 `nn.Linear` of `model` on the CPU."""
+def _packable(model: nn.Module) -> list[tuple[nn.Module, str, nn.Linear, Kind]]:
+    """(parent, attribute, layer, kind) of every float32 `nn.Linear` of `model` on the CPU."""
     return [
-        (parent, name, child)
+        (parent, name, child, (child.in_features, child.out_features, _has_relu(parent, name)))
         for parent in model.modules()
         for name, child in parent.named_children()
         if type(child) is nn.Linear
@@ -86,34 +100,45 @@ def _packable(model: nn.Module) -> list[tuple[nn.Module, str, nn.Linear]]:
     ]
 
 
-def pack_linears(model: nn.Module, shapes: set[tuple[int, int]] | None = None) -> int:
+def _has_relu(parent: nn.Module, name: str) -> bool:
+    """Whether layer `name` of `parent` is the first layer of a ReLU feed-forward network."""
+    return isinstance(parent, FeedForward) and name == "fc1" and parent.activation == "relu"
+
+
+def pack_linears(model: nn.Module, kinds: set[Kind] | None = None) -> int:
     """Replace the float32 `nn.Linear`s of `model` (on the CPU, for inference only: the packed
-    weights are copies) by `PackedLinear`s: all of them, or those whose (in_features,
-    out_features) is in `shapes`; returns how many were replaced."""
+    weights are copies) by `PackedLinear`s: all of them, or those whose `Kind` is in `kinds`
+    (a feed-forward network's first layer with its ReLU); returns how many were replaced."""
     replaced = 0
-    for parent, name, child in _packable(model):
-        if shapes is None or (child.in_features, child.out_features) in shapes:
-            setattr(parent, name, PackedLinear(child))
+    for parent, name, child, kind in _packable(model):
+        if kinds is None or kind in kinds:
+            if kind[2]:
+                parent.fuse_relu(PackedLinear(child, relu=True))
+            else:
+                setattr(parent, name, PackedLinear(child))
             replaced += 1
     return replaced
 
 
-def pack_where_it_pays(model: nn.Module) -> dict[tuple[int, int], float]:
-    """Pack the linear layers of `model` whose shape `packing_pays` at least PACKING_SPEEDUP;
-    returns the speed-up measured per (in_features, out_features).
+def pack_where_it_pays(model: nn.Module) -> dict[Kind, float]:
+    """Pack the linear layers of `model` whose `Kind` `packing_pays` at least PACKING_SPEEDUP;
+    returns the speed-up measured per kind.
 
-    Each shape is timed on its own: which library wins depends on the shape as well as the
+    Each kind is timed on its own: which library wins depends on the shape as well as the
     CPU (on an AVX2-only AMD EPYC, oneDNN ran the vocabulary projection 1.5x faster and the
     feed-forward one no faster than MKL)."""
-    layers = {(c.in_features, c.out_features): c for _, _, c in reversed(_packable(model))}
-    speedups = {shape: packing_pays(layers[shape]) for shape in sorted(layers)}
-    paying = {shape for shape, speedup in speedups.items() if speedup >= PACKING_SPEEDUP}
+    layers = {kind: child for _, _, child, kind in reversed(_packable(model))}
+    speedups = {kind: packing_pays(layers[kind], relu=kind[2]) for kind in sorted(layers)}
+    paying = {kind for kind, speedup in speedups.items() if speedup >= PACKING_SPEEDUP}
     if paying:
         n_packed = pack_linears(model, paying)
         log.info(
             "linear layers: %d through oneDNN with packed weights (%s)",
             n_packed,
-            ", ".join(f"{i}x{o} {speedups[(i, o)]:.1f}x" for i, o in sorted(paying)),
+            ", ".join(
+                f"{i}x{o}{' relu' * relu} {speedups[(i, o, relu)]:.1f}x"
+                for i, o, relu in sorted(paying)
+            ),
         )
     return speedups
 

@@ -41,18 +41,32 @@ class FeedForward(nn.Module):
         self.fc1 = nn.Linear(d_model, 2 * d_ff if activation == "swiglu" else d_ff)
         self.fc2 = nn.Linear(d_ff, d_model)
         self.dropout = Dropout(activation_dropout)
+        self.fc1_activates = False  # fc1 applies the activation itself (`fuse_relu`)
 
     def forward(self, x: Tensor) -> Tensor:
         """(B, L, D) -> (B, L, D)."""
         h = self.fc1(x)  # (B, L, F) or (B, L, 2F)
+        if not self.fc1_activates:
+            h = self._activate(h)
+        return self.fc2(self.dropout(h))
+
+    def _activate(self, h: Tensor) -> Tensor:
         if self.activation == "swiglu":
             value, gate = h.chunk(2, dim=-1)
-            h = value * F.silu(gate)
-        elif self.activation == "gelu":
-            h = F.gelu(h)
-        else:
-            h = F.relu(h)
-        return self.fc2(self.dropout(h))
+            return value * F.silu(gate)
+        if self.activation == "gelu":
+            return F.gelu(h)
+        return F.relu(h)
+
+    def fuse_relu(self, fc1_relu: nn.Module) -> None:
+        """Let `fc1_relu`, computing relu(fc1(x)) in one call, replace fc1 and the ReLU.
+
+        For inference: a library that applies the ReLU to each block of the product while it
+        is still in the caches saves a separate pass over the (B, L, F) hidden states, which in
+        an encoder of 64 sentences of 40 tokens is 10 MB read and written per layer."""
+        if self.activation != "relu":
+            raise ValueError(f"only a relu feed-forward layer fuses, not {self.activation}")
+        self.fc1, self.fc1_activates = fc1_relu, True
 
 
 def self_attention(cfg: ModelConfig, decoder: bool) -> MultiHeadAttention | LatentAttention:
