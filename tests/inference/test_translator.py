@@ -9,7 +9,7 @@ import warnings
 import pytest
 import torch
 from torch import nn
-from torch.ao.nn.intrinsic.quantized.dynamic import LinearReLU as DynamicLinearReLU
+from torch.ao.nn.intrinsic import LinearReLU
 from torch.ao.quantization import quantize_dynamic
 
 from transformer_mt import cli
@@ -17,7 +17,7 @@ from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
 from transformer_mt.errors import TmtError
-from transformer_mt.inference.quantize import quantize_int8
+from transformer_mt.inference.quantize import Int8Linear, quantize_int8
 from transformer_mt.inference.stream import format_translation, translate_stream
 from transformer_mt.inference.translator import Translator
 from transformer_mt.machine import Choice
@@ -126,7 +126,7 @@ def test_int8_log_probs_close_to_float32_and_float32_unchanged(checkpoint):
     default = Translator.from_checkpoint(str(checkpoint), quantize=None, beam_size=2)
     int8 = Translator.from_checkpoint(str(checkpoint), quantize="int8", beam_size=2)
     assert not any("quantized" in type(m).__module__ for m in float32.model.modules())
-    assert isinstance(int8.model.output_projection, torch.ao.nn.quantized.dynamic.Linear)
+    assert isinstance(int8.model.output_projection, Int8Linear)
     lines = ["ein mann fährt rad", "das buch"]
     assert [t.texts for t in default.translate(lines)] == [
         t.texts for t in float32.translate(lines)
@@ -147,12 +147,31 @@ def test_int8_feed_forward_applies_relu_inside_its_product_as_the_unfused_layers
         unfused = quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)  # the slow twin
     fused = quantize_int8(model)
     ffns = [m for m in fused.modules() if isinstance(m, FeedForward)]
-    assert ffns and all(isinstance(f.fc1, DynamicLinearReLU) for f in ffns)
+    assert ffns and all(isinstance(f.fc1, Int8Linear) and f.fc1.relu for f in ffns)
+    assert all(isinstance(f.fc2, Int8Linear) and not f.fc2.relu for f in ffns)
     assert not any(isinstance(m, FeedForward) and m.fc1_activates for m in model.modules())
     src_ids = torch.tensor([[5, 9, 12, EOS_ID], [7, 8, EOS_ID, 0]])
     tgt_ids = torch.tensor([[BOS_ID, 5, 9, 12, 20], [BOS_ID, 7, 8, 30, 4]])
     with torch.no_grad():
         torch.testing.assert_close(fused(src_ids, tgt_ids), unfused(src_ids, tgt_ids))
+
+
+@pytest.mark.parametrize("relu", [False, True])
+def test_int8_linear_calls_the_operator_of_torchs_module_with_the_same_result(relu):
+    torch.manual_seed(0)
+    layer = nn.Linear(32, 48)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        float_layer = LinearReLU(layer, nn.ReLU()) if relu else layer
+        spec = {LinearReLU} if relu else {nn.Linear}
+        module = quantize_dynamic(nn.Sequential(float_layer), spec, dtype=torch.qint8)[0]
+    lean = Int8Linear(module)
+    assert lean.relu == relu
+    x = torch.randn(2, 7, 32)
+    with torch.inference_mode():
+        expected = module(x)
+        assert (expected == 0).any() == relu
+        assert torch.equal(lean(x), expected)
 
 
 @pytest.mark.parametrize(("amx", "native", "bf16"), [(True, True, True), (False, True, False)])

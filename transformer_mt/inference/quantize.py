@@ -8,8 +8,10 @@ import warnings
 from collections.abc import Iterator
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 from torch.ao.nn.intrinsic import LinearReLU
+from torch.ao.nn.intrinsic.quantized.dynamic import LinearReLU as QuantizedLinearReLU
+from torch.ao.nn.quantized.dynamic import Linear as QuantizedLinear
 from torch.ao.quantization import quantize_dynamic
 
 from transformer_mt.machine import cpu_has, native_bf16
@@ -27,7 +29,8 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     where int8 GEMMs save time. The output projection tied to the target embedding becomes its
     own int8 copy of that matrix; the embedding itself stays float32, so input embeddings are
     unchanged. The first layer of a ReLU feed-forward network runs with its ReLU applied inside
-    the int8 product (`FeedForward.fuse_relu`), saving a pass over the hidden states.
+    the int8 product (`FeedForward.fuse_relu`), saving a pass over the hidden states. Each
+    quantised layer is then called through its operator directly (`Int8Linear`).
 
     `torch.ao.quantization.quantize_dynamic` is deprecated in favour of torchao's `quantize_`
     API (its warning announces removal in 2.10), but it is still present and working in torch
@@ -52,9 +55,37 @@ def quantize_int8(model: nn.Module) -> nn.Module:
         for ffn in fused.modules():
             if isinstance(ffn, FeedForward) and ffn.activation == "relu" and not ffn.fc1_activates:
                 ffn.fuse_relu(LinearReLU(ffn.fc1, nn.ReLU()))
-        return quantize_dynamic(
-            fused, {nn.Linear, LinearReLU}, dtype=torch.qint8, inplace=True
-        ).eval()
+        quantize_dynamic(fused, {nn.Linear, LinearReLU}, dtype=torch.qint8, inplace=True)
+    for parent in list(fused.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, QuantizedLinear):  # QuantizedLinearReLU included
+                setattr(parent, name, Int8Linear(child))
+    return fused.eval()
+
+
+class Int8Linear(nn.Module):
+    """A dynamically quantised linear layer (torch's `quantized.dynamic.Linear`, or the same
+    with its ReLU) called through its operator directly.
+
+    torch's module looks up the weight's dtype and checks its arguments for script objects on
+    every call; with the small products of a decoding step that was 3-5% of a greedy step at
+    batch 64 (docs/results.md). Same operator, packed weight and `reduce_range` as the module,
+    so the same outputs (the tests compare them).
+    """
+
+    def __init__(self, layer: QuantizedLinear):
+        super().__init__()
+        self.in_features, self.out_features = layer.in_features, layer.out_features
+        self.relu = isinstance(layer, QuantizedLinearReLU)
+        ops = torch.ops.quantized
+        self.op = (ops.linear_relu_dynamic if self.relu else ops.linear_dynamic).default
+        self.packed = layer._packed_params._packed_params
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.op(x, self.packed, True)  # reduce_range, as torch's module passes
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, relu={self.relu}"
 
 
 def int8_cache_dtype() -> torch.dtype | None:
