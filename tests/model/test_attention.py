@@ -62,6 +62,15 @@ def test_bias_is_added_to_the_scaled_scores_on_every_path(kind, per_row):
     assert_close(attention_with_weights(q, k, v, mask, is_causal, bias)[0], expected)
 
 
+def test_rows_are_checked_for_keys_only_when_one_has_none():
+    mask = torch.ones(B, 1, 1, TK, dtype=torch.bool)
+    mask[:, ..., -2:] = False  # padding: every row keeps keys
+    assert attention_module._rows_with_keys(mask) is None  # no pass over the output on the CPU
+    mask[1] = False
+    keep = attention_module._rows_with_keys(mask)
+    assert keep is not None and keep.flatten().tolist() == [i != 1 for i in range(B)]
+
+
 def test_fully_masked_row_gives_zeros_not_nan():
     q, k, v = torch.randn(B, H, TQ, DH), torch.randn(B, H, TK, DH), torch.randn(B, H, TK, DH)
     mask = _random_mask()
