@@ -93,8 +93,11 @@ def test_a_fused_relu_layer_replaces_fc1_and_the_relu():
         calls.append(h)
         return torch.relu(fc1(h)) - 1.0
 
+    assert ffn.can_fuse_relu
     ffn.fuse_relu(LambdaModule(fc1_relu))
-    assert ffn.fc1 is not fc1 and ffn.fc1_activates
+    assert ffn.fc1 is not fc1 and ffn.fc1_activates and not ffn.can_fuse_relu
+    with pytest.raises(ValueError, match="only a relu feed-forward layer fuses, once"):
+        ffn.fuse_relu(LambdaModule(fc1_relu))  # a second ReLU layer would replace the first
     # What fc1_relu returns goes to fc2 as it is: a second ReLU would undo the shift by -1.
     assert_close(ffn(x), expected - ffn.fc2.weight.sum(dim=1), rtol=1e-5, atol=1e-5)
     assert len(calls) == 1

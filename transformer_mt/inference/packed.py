@@ -102,7 +102,7 @@ def _packable(model: nn.Module) -> list[tuple[nn.Module, str, nn.Linear, Kind]]:
 
 def _has_relu(parent: nn.Module, name: str) -> bool:
     """Whether layer `name` of `parent` is the first layer of a ReLU feed-forward network."""
-    return isinstance(parent, FeedForward) and name == "fc1" and parent.activation == "relu"
+    return isinstance(parent, FeedForward) and name == "fc1" and parent.can_fuse_relu
 
 
 def pack_linears(model: nn.Module, kinds: set[Kind] | None = None) -> int:

@@ -53,7 +53,7 @@ def quantize_int8(model: nn.Module) -> nn.Module:
         warnings.filterwarnings("ignore", message=".*quantize.*deprecated", category=UserWarning)
         fused = copy.deepcopy(model)
         for ffn in fused.modules():
-            if isinstance(ffn, FeedForward) and ffn.activation == "relu" and not ffn.fc1_activates:
+            if isinstance(ffn, FeedForward) and ffn.can_fuse_relu:
                 ffn.fuse_relu(LinearReLU(ffn.fc1, nn.ReLU()))
         quantize_dynamic(fused, {nn.Linear, LinearReLU}, dtype=torch.qint8, inplace=True)
     for parent in list(fused.modules()):
