@@ -31,6 +31,22 @@ def test_padding_and_future_tokens_change_nothing(options):
         assert_close(model(src, changed_future)[:, :3], logits[:, :3], atol=1e-5, rtol=1e-5)
 
 
+def test_decode_step_with_gradients_equals_the_step_without():
+    """Without gradients the log-softmax overwrites the logits; with them it must not, and
+    both give the same log-probs (attention may take other kernels with gradients)."""
+    model = build_model(tiny_cfg(), V).eval()
+    src = padded_batch([5, 3])
+    src_mask = model.src_mask(src)
+    bos = torch.full((2,), BOS)
+    with torch.no_grad():
+        plain, _ = model.decode_step(bos, model.encode(src, src_mask), src_mask, None)
+    with_grad, _ = model.decode_step(bos, model.encode(src, src_mask), src_mask, None)
+    assert with_grad.requires_grad
+    assert_close(with_grad.detach(), plain, atol=1e-5, rtol=1e-5)
+    with_grad[:, EOS].sum().backward()
+    assert model.output_projection.weight.grad is not None
+
+
 def test_state_dict_keys_are_pinned():
     """Checkpoint compatibility: renaming a module breaks old checkpoints; update on purpose."""
     model = build_model(tiny_cfg(n_layers=1), V)
