@@ -360,8 +360,8 @@ class Seq2SeqTransformer(nn.Module):
             cache = self.decoder.new_cache()
         hidden = self.decoder(tgt_ids[:, None], memory, src_mask, cache)  # (B, 1, D)
         logits = self.output_projection(hidden[:, -1]).float()  # (B, V)
-        # In place unless a gradient is wanted: a second (B, V) tensor, 10 MB at 320 rows of
-        # 8,000, cost a beam-5 step 1-2% more than its log-softmax alone (docs/results.md).
+        # In place unless a gradient is wanted: a second (B, V) tensor (10 MB at 320 rows of
+        # 8,000) made a beam-5 step 1-2% slower (docs/results.md).
         out = None if logits.requires_grad else logits
         return torch.log_softmax(logits, dim=-1, out=out), cache
 
