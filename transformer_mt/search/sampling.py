@@ -81,16 +81,17 @@ def _decode_rows(
             state.scores = state.scores + log_probs.gather(1, tokens[:, None])  # (R, 1)
             done = (tokens == ids.eos) | (state.max_lens <= state.steps + 1)
             ended = done.nonzero().squeeze(1)
-            shared.collect_finished(
-                finished,
-                state.sentence_ids[ended],
-                state.tokens[ended],
-                state.steps[ended],
-                tokens[ended],
-                state.scores[ended, 0],
-                cfg,
-                ids.eos,
-            )
+            if ended.numel():
+                shared.collect_finished(
+                    finished,
+                    state.sentence_ids[ended],
+                    state.tokens[ended],
+                    state.steps[ended],
+                    tokens[ended],
+                    state.scores[ended, 0],
+                    cfg,
+                    ids.eos,
+                )
             state.append(tokens)
             shared.drop_done(state, rows, done, beam_rows=None)
     return shared.ranked_results(finished, samples)

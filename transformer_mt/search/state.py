@@ -125,7 +125,8 @@ class BeamState:
 
     def row_steps(self) -> Tensor:
         """(N * K,) long: `steps` of every row's sentence."""
-        return self.steps.repeat_interleave(self.beam_size)
+        k = self.beam_size
+        return self.steps if k == 1 else self.steps.repeat_interleave(k)
 
     def last_tokens(self, bos_id: int) -> Tensor:
         """(N * K,) long: the latest token of every row, BOS before its first step."""
@@ -143,6 +144,8 @@ class BeamState:
         early = self.steps < min_len  # (N,)
         if bool(early.any()):
             log_probs[:, :, ids.eos].masked_fill_(early[:, None], -INF)
+        if not self.prefix.shape[1]:  # no sentence has a prefix
+            return log_probs
         forced = (self.steps < self.prefix_lens).nonzero().squeeze(1)  # (M,)
         if forced.numel():
             token = self.prefix[forced, self.steps[forced]]  # (M,)
