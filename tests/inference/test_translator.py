@@ -17,7 +17,13 @@ from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
 from transformer_mt.errors import TmtError
-from transformer_mt.inference.quantize import Int8Linear, quantize_int8
+from transformer_mt.inference import quantize
+from transformer_mt.inference.quantize import (
+    Int8Linear,
+    fastest_engine,
+    int8_engines,
+    quantize_int8,
+)
 from transformer_mt.inference.stream import format_translation, translate_stream
 from transformer_mt.inference.translator import Translator
 from transformer_mt.machine import Choice
@@ -140,8 +146,12 @@ def test_int8_log_probs_close_to_float32_and_float32_unchanged(checkpoint):
     torch.testing.assert_close(actual, expected, atol=0.1, rtol=0.0)
 
 
-def test_int8_feed_forward_applies_relu_inside_its_product_as_the_unfused_layers_do(checkpoint):
+def test_int8_feed_forward_applies_relu_inside_its_product_as_the_unfused_layers_do(
+    checkpoint, monkeypatch
+):
     model = load_for_inference(str(checkpoint), torch.device("cpu")).model
+    default = torch.backends.quantized.engine  # the engine quantize_dynamic packs for below
+    monkeypatch.setattr(quantize, "fastest_engine", lambda layer: default)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         unfused = quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)  # the slow twin
@@ -156,22 +166,67 @@ def test_int8_feed_forward_applies_relu_inside_its_product_as_the_unfused_layers
         torch.testing.assert_close(fused(src_ids, tgt_ids), unfused(src_ids, tgt_ids))
 
 
+@pytest.mark.parametrize("engine", int8_engines())
 @pytest.mark.parametrize("relu", [False, True])
-def test_int8_linear_calls_the_operator_of_torchs_module_with_the_same_result(relu):
+def test_int8_linear_calls_the_operator_of_torchs_module_with_the_same_result(relu, engine):
     torch.manual_seed(0)
     layer = nn.Linear(32, 48)
+    before = torch.backends.quantized.engine
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         float_layer = LinearReLU(layer, nn.ReLU()) if relu else layer
         spec = {LinearReLU} if relu else {nn.Linear}
-        module = quantize_dynamic(nn.Sequential(float_layer), spec, dtype=torch.qint8)[0]
-    lean = Int8Linear(module)
-    assert lean.relu == relu
+        torch.backends.quantized.engine = engine
+        try:
+            module = quantize_dynamic(nn.Sequential(float_layer), spec, dtype=torch.qint8)[0]
+        finally:
+            torch.backends.quantized.engine = before
+    lean = Int8Linear(module, engine)
+    assert lean.relu == relu and f"engine={engine}" in repr(lean)
     x = torch.randn(2, 7, 32)
     with torch.inference_mode():
         expected = module(x)
         assert (expected == 0).any() == relu
         assert torch.equal(lean(x), expected)
+
+
+def test_int8_packs_each_kind_of_layer_for_the_engine_timed_fastest(checkpoint, monkeypatch):
+    if "onednn" not in int8_engines():
+        pytest.skip("this torch has no oneDNN quantised engine")
+    model = load_for_inference(str(checkpoint), torch.device("cpu")).model
+    vocab = model.output_projection.out_features
+    asked = []
+
+    def vocabulary_on_onednn(layer):  # what the timing might say on a Zen 4
+        asked.append(quantize._kind(layer))
+        wide = quantize._kind(layer)[1] == vocab
+        return "onednn" if wide else torch.backends.quantized.engine
+
+    monkeypatch.setattr(quantize, "fastest_engine", vocabulary_on_onednn)
+    int8 = quantize_int8(model)
+    layers = [m for m in int8.modules() if isinstance(m, Int8Linear)]
+    assert len(asked) == len(set(asked)) < len(layers)  # each kind timed once
+    assert {m.engine for m in layers if m.out_features == vocab} == {"onednn"}
+    assert "onednn" not in {m.engine for m in layers if m.out_features != vocab}
+    src_ids = torch.tensor([[5, 9, 12, EOS_ID], [7, 8, EOS_ID, 0]])
+    tgt_ids = torch.tensor([[BOS_ID, 5, 9, 12, 20], [BOS_ID, 7, 8, 30, 4]])
+    with torch.no_grad():
+        expected = torch.log_softmax(model(src_ids, tgt_ids), -1)
+        actual = torch.log_softmax(int8(src_ids, tgt_ids), -1)
+    torch.testing.assert_close(actual, expected, atol=0.1, rtol=0.0)
+
+
+def test_fastest_engine_is_the_one_whose_product_took_least(monkeypatch):
+    if "onednn" not in int8_engines():
+        pytest.skip("this torch has no oneDNN quantised engine")
+    default = torch.backends.quantized.engine
+    layer = nn.Linear(16, 24)
+    for times, expected in (([2.0, 1.0], "onednn"), ([1.0, 2.0], default)):
+        monkeypatch.setattr(quantize, "best_times", lambda runs, repeats, t=times: t)
+        assert fastest_engine(layer) == expected
+    monkeypatch.undo()
+    assert fastest_engine(layer, repeats=2) in (default, "onednn")  # really timed
+    assert torch.backends.quantized.engine == default
 
 
 @pytest.mark.parametrize(("amx", "native", "bf16"), [(True, True, True), (False, True, False)])

@@ -73,19 +73,23 @@ def packing_available() -> bool:
 
 def packing_pays(linear: nn.Linear, repeats: int = 10, relu: bool = False) -> float:
     """How many times faster `linear`'s product (with `relu`, followed by a ReLU) over
-    (rows x in_features) inputs ran packed than as it is, best of `repeats` each (0.0:
-    packing unavailable); rows is ROWS_HINT, or fewer (at least 16) where that would exceed
-    MAX_TIMED_MACS."""
+    `timing_input` ran packed than as it is, best of `repeats` each (0.0: packing
+    unavailable)."""
     if not packing_available():
         return 0.0
-    shape = linear.in_features * linear.out_features
-    rows = max(16, min(ROWS_HINT, MAX_TIMED_MACS // shape))
-    x = torch.randn(rows, linear.in_features, generator=torch.Generator().manual_seed(0))
+    x = timing_input(linear.in_features, linear.out_features)
     packed = PackedLinear(linear, relu=relu)
     with torch.inference_mode():
         plain = (lambda: F.relu(linear(x))) if relu else (lambda: linear(x))
-        plain_time, packed_time = _best_times([plain, lambda: packed(x)], repeats)
+        plain_time, packed_time = best_times([plain, lambda: packed(x)], repeats)
     return plain_time / packed_time
+
+
+def timing_input(in_features: int, out_features: int) -> Tensor:
+    """The input a layer's product is timed on: ROWS_HINT rows, or fewer (at least 16) where
+    that would exceed MAX_TIMED_MACS; the same random rows every time."""
+    rows = max(16, min(ROWS_HINT, MAX_TIMED_MACS // (in_features * out_features)))
+    return torch.randn(rows, in_features, generator=torch.Generator().manual_seed(0))
 
 
 def _packable(model: nn.Module) -> list[tuple[nn.Module, str, nn.Linear, Kind]]:
@@ -143,7 +147,7 @@ def pack_where_it_pays(model: nn.Module) -> dict[Kind, float]:
     return speedups
 
 
-def _best_times(runs: list, repeats: int) -> list[float]:
+def best_times(runs: list, repeats: int) -> list[float]:
     """Best wall time of each of `runs` over `repeats` rounds that call them in turn, so that a
     machine slowing down or speeding up meanwhile affects all alike."""
     for run in runs:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import logging
 import warnings
 from collections.abc import Iterator
 
@@ -14,8 +15,11 @@ from torch.ao.nn.intrinsic.quantized.dynamic import LinearReLU as QuantizedLinea
 from torch.ao.nn.quantized.dynamic import Linear as QuantizedLinear
 from torch.ao.quantization import quantize_dynamic
 
+from transformer_mt.inference.packed import Kind, best_times, timing_input
 from transformer_mt.machine import cpu_has, native_bf16
 from transformer_mt.model.layers import FeedForward
+
+log = logging.getLogger(__name__)
 
 QUANTIZE_OPTIONS = ("int8",)
 
@@ -37,30 +41,81 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     2.13 and needs no extra dependency; its deprecation warnings are silenced here.
     It moves to torchao once torchao is a dependency.
 
-    The GEMM library is the one the weights are packed for at quantisation time (the engine in
-    force when the model runs does not matter): oneDNN where the CPU has AMX int8 tiles, whose
-    matrix units it uses (beam 5, batch 64, one core of an Intel Xeon: 1.45x fp32 vs 1.21x
-    with torch's default x86/fbgemm engine), else torch's default.
+    The GEMM library is the one a layer's weights are packed for (the engine in force when the
+    model runs does not matter), chosen per kind of layer by `fastest_engine`: torch's default
+    (fbgemm's kernels on x86) or oneDNN, whichever ran that product faster on this machine.
+    oneDNN uses a CPU's AMX int8 tiles (beam 5, batch 64, one core of an Intel Xeon: 1.45x
+    fp32 with it throughout, 1.21x with torch's default); on a Zen 4 EPYC with VNNI it ran the
+    vocabulary projection faster (3.4 against 4.8 ms at 320 rows) and the small products slower.
 
     The decoding cache of such a model is best stored in `int8_cache_dtype()`.
     """
-    engine = torch.backends.quantized.engine
-    if cpu_has("amx_tile") and "onednn" in torch.backends.quantized.supported_engines:
-        engine = "onednn"
+    fused = copy.deepcopy(model)
+    for ffn in fused.modules():
+        if isinstance(ffn, FeedForward) and ffn.can_fuse_relu:
+            ffn.fuse_relu(LinearReLU(ffn.fc1, nn.ReLU()))
+    engines: dict[Kind, str] = {}
+    for parent, name, layer in _float_layers(fused):
+        kind = _kind(layer)
+        if kind not in engines:
+            engines[kind] = fastest_engine(layer)
+        setattr(parent, name, Int8Linear(_quantized(layer, engines[kind]), engines[kind]))
+    log.info(
+        "int8 linear layers: %s",
+        ", ".join(f"{i}x{o}{' relu' * relu} {e}" for (i, o, relu), e in sorted(engines.items())),
+    )
+    return fused.eval()
+
+
+def fastest_engine(layer: nn.Module, repeats: int = 10) -> str:
+    """The quantised engine, of torch's default and oneDNN, whose packing of `layer` (an
+    `nn.Linear`, or a `LinearReLU`) ran its int8 product over `timing_input` faster, best of
+    `repeats` each in turns; the default where oneDNN is not built in."""
+    engines = int8_engines()
+    if len(engines) == 1:
+        return engines[0]
+    quantized = [Int8Linear(_quantized(layer, engine), engine) for engine in engines]
+    x = timing_input(*_kind(layer)[:2])
+    with torch.inference_mode():
+        times = best_times([lambda m=m: m(x) for m in quantized], repeats)
+    return engines[times.index(min(times))]
+
+
+def int8_engines() -> list[str]:
+    """The quantised engines `fastest_engine` chooses from: torch's default, and oneDNN where
+    this torch has it."""
+    default = torch.backends.quantized.engine
+    supported = torch.backends.quantized.supported_engines
+    return [default] + (["onednn"] if default != "onednn" and "onednn" in supported else [])
+
+
+def _float_layers(model: nn.Module) -> list[tuple[nn.Module, str, nn.Module]]:
+    """(parent, attribute, layer) of every `nn.Linear` and fused `LinearReLU` of `model` (not
+    the linear layer inside a `LinearReLU`)."""
+    return [
+        (parent, name, child)
+        for parent in model.modules()
+        if not isinstance(parent, LinearReLU)
+        for name, child in parent.named_children()
+        if type(child) in (nn.Linear, LinearReLU)
+    ]
+
+
+def _kind(layer: nn.Module) -> Kind:
+    """(in_features, out_features, relu) of an `nn.Linear` or a `LinearReLU`."""
+    linear = layer[0] if isinstance(layer, LinearReLU) else layer
+    return linear.in_features, linear.out_features, isinstance(layer, LinearReLU)
+
+
+def _quantized(layer: nn.Module, engine: str) -> QuantizedLinear:
+    """`layer` (`nn.Linear` or `LinearReLU`) dynamically quantised to int8, its weights packed
+    for `engine`; `layer` itself is left as it is."""
     with warnings.catch_warnings(), _quantized_engine(engine):
         warnings.simplefilter("ignore", category=DeprecationWarning)
         warnings.simplefilter("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", message=".*quantize.*deprecated", category=UserWarning)
-        fused = copy.deepcopy(model)
-        for ffn in fused.modules():
-            if isinstance(ffn, FeedForward) and ffn.can_fuse_relu:
-                ffn.fuse_relu(LinearReLU(ffn.fc1, nn.ReLU()))
-        quantize_dynamic(fused, {nn.Linear, LinearReLU}, dtype=torch.qint8, inplace=True)
-    for parent in list(fused.modules()):
-        for name, child in list(parent.named_children()):
-            if isinstance(child, QuantizedLinear):  # QuantizedLinearReLU included
-                setattr(parent, name, Int8Linear(child))
-    return fused.eval()
+        holder = nn.Sequential(layer)
+        return quantize_dynamic(holder, {type(layer)}, dtype=torch.qint8, inplace=True)[0]
 
 
 class Int8Linear(nn.Module):
@@ -70,13 +125,15 @@ class Int8Linear(nn.Module):
     torch's module looks up the weight's dtype and checks its arguments for script objects on
     every call; with the small products of a decoding step that was 3-5% of a greedy step at
     batch 64 (docs/results.md). Same operator, packed weight and `reduce_range` as the module,
-    so the same outputs (the tests compare them).
+    so the same outputs (the tests compare them). `engine` names the library the weight was
+    packed for.
     """
 
-    def __init__(self, layer: QuantizedLinear):
+    def __init__(self, layer: QuantizedLinear, engine: str):
         super().__init__()
         self.in_features, self.out_features = layer.in_features, layer.out_features
         self.relu = isinstance(layer, QuantizedLinearReLU)
+        self.engine = engine
         ops = torch.ops.quantized
         self.op = (ops.linear_relu_dynamic if self.relu else ops.linear_dynamic).default
         self.packed = layer._packed_params._packed_params
@@ -85,7 +142,10 @@ class Int8Linear(nn.Module):
         return self.op(x, self.packed, True)  # reduce_range, as torch's module passes
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, relu={self.relu}"
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"relu={self.relu}, engine={self.engine}"
+        )
 
 
 def int8_cache_dtype() -> torch.dtype | None:
