@@ -124,7 +124,8 @@ class BeamState:
         return self.scores.shape[1]
 
     def row_steps(self) -> Tensor:
-        """(N * K,) long: `steps` of every row's sentence."""
+        """(N * K,) long: `steps` of every row's sentence (`steps` itself when K is 1: for
+        reading)."""
         k = self.beam_size
         return self.steps if k == 1 else self.steps.repeat_interleave(k)
 
