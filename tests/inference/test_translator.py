@@ -171,16 +171,11 @@ def test_int8_feed_forward_applies_relu_inside_its_product_as_the_unfused_layers
 def test_int8_linear_calls_the_operator_of_torchs_module_with_the_same_result(relu, engine):
     torch.manual_seed(0)
     layer = nn.Linear(32, 48)
-    before = torch.backends.quantized.engine
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), quantize._quantized_engine(engine):
         warnings.simplefilter("ignore")
         float_layer = LinearReLU(layer, nn.ReLU()) if relu else layer
         spec = {LinearReLU} if relu else {nn.Linear}
-        torch.backends.quantized.engine = engine
-        try:
-            module = quantize_dynamic(nn.Sequential(float_layer), spec, dtype=torch.qint8)[0]
-        finally:
-            torch.backends.quantized.engine = before
+        module = quantize_dynamic(nn.Sequential(float_layer), spec, dtype=torch.qint8)[0]
     lean = Int8Linear(module, engine)
     assert lean.relu == relu and f"engine={engine}" in repr(lean)
     x = torch.randn(2, 7, 32)

@@ -92,6 +92,12 @@ def timing_input(in_features: int, out_features: int) -> Tensor:
     return torch.randn(rows, in_features, generator=torch.Generator().manual_seed(0))
 
 
+def kind_label(kind: Kind) -> str:
+    """How the logs name a kind of linear layer: "256x1024 relu"."""
+    in_features, out_features, relu = kind
+    return f"{in_features}x{out_features}{' relu' * relu}"
+
+
 def _packable(model: nn.Module) -> list[tuple[nn.Module, str, nn.Linear, Kind]]:
     """(parent, attribute, layer, kind) of every float32 `nn.Linear` of `model` on the CPU."""
     return [
@@ -139,10 +145,7 @@ def pack_where_it_pays(model: nn.Module) -> dict[Kind, float]:
         log.info(
             "linear layers: %d through oneDNN with packed weights (%s)",
             n_packed,
-            ", ".join(
-                f"{i}x{o}{' relu' * relu} {speedups[(i, o, relu)]:.1f}x"
-                for i, o, relu in sorted(paying)
-            ),
+            ", ".join(f"{kind_label(kind)} {speedups[kind]:.1f}x" for kind in sorted(paying)),
         )
     return speedups
 

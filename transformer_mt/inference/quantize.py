@@ -15,7 +15,7 @@ from torch.ao.nn.intrinsic.quantized.dynamic import LinearReLU as QuantizedLinea
 from torch.ao.nn.quantized.dynamic import Linear as QuantizedLinear
 from torch.ao.quantization import quantize_dynamic
 
-from transformer_mt.inference.packed import Kind, best_times, timing_input
+from transformer_mt.inference.packed import Kind, best_times, kind_label, timing_input
 from transformer_mt.machine import cpu_has, native_bf16
 from transformer_mt.model.layers import FeedForward
 
@@ -62,7 +62,7 @@ def quantize_int8(model: nn.Module) -> nn.Module:
         setattr(parent, name, Int8Linear(_quantized(layer, engines[kind]), engines[kind]))
     log.info(
         "int8 linear layers: %s",
-        ", ".join(f"{i}x{o}{' relu' * relu} {e}" for (i, o, relu), e in sorted(engines.items())),
+        ", ".join(f"{kind_label(kind)} {engine}" for kind, engine in sorted(engines.items())),
     )
     return fused.eval()
 
