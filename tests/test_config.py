@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from transformer_mt.config import (
+    DECODE_RANGES,
     ConfigError,
     DataConfig,
     DecodeConfig,
@@ -243,13 +244,43 @@ def test_character_coverage_below_sentencepieces_range(tmp_path):
         load_config(write(tmp_path, "tokenizer: {character_coverage: 0.9}\n"))
 
 
-@pytest.mark.parametrize("key", ["length_penalty", "max_len_a", "top_p", "temperature"])
-def test_decode_floats_must_be_finite(tmp_path, key):
-    """`.nan` / `.inf` in YAML reach the config as floats; they are refused by name."""
-    path = tmp_path / "exp.yaml"
-    path.write_text(f"decode: {{{key}: .nan}}\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=f"decode.{key}=nan must be a finite number"):
+@pytest.mark.parametrize(
+    "key", ["train.lr", "train.warmup_init_lr", "decode.length_penalty", "decode.top_p"]
+)
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf", "'nan'"])
+def test_float_settings_must_be_finite(tmp_path, key, value):
+    """`.nan` / `.inf` in YAML (or a string float parses to NaN) are refused by the loader,
+    naming the key, before a run directory or tokenizer is made."""
+    section, name = key.split(".")
+    path = write(tmp_path, f"{section}: {{{name}: {value}}}\n")
+    with pytest.raises(ConfigError, match=f"{key}: expected a finite number"):
         load_config(str(path))
+
+
+def test_decode_config_built_in_code_is_checked_for_finite_numbers():
+    """The API builds decode settings from JSON (which has NaN too), not through the loader."""
+    with pytest.raises(ConfigError, match="decode.length_penalty=nan must be a finite number"):
+        DecodeConfig(length_penalty=float("nan")).validate()
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("length_penalty", 1e308),
+        ("length_penalty", -1e308),
+        ("length_penalty", 10.5),
+        ("max_len_a", 1e18),
+        ("max_len_b", 10**19),
+        ("min_len", 10**7),
+        ("temperature", 1e-300),
+    ],
+)
+def test_decode_numbers_are_bounded(key, value):
+    """Values that pass as finite numbers but overflow the search (a length penalty of 1e308,
+    a max_len_b past 64 bits) are refused with the range."""
+    with pytest.raises(ConfigError, match=rf"decode\.{key}=.* must be in \["):
+        DecodeConfig(**{key: value}).validate()
+    DecodeConfig(**{key: DECODE_RANGES[key][1]}).validate()  # the bound itself is allowed
 
 
 @pytest.mark.parametrize(

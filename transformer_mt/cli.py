@@ -15,7 +15,8 @@ import sys
 from typing import BinaryIO, TextIO
 
 from transformer_mt import __version__
-from transformer_mt.errors import SettingError, TmtError
+from transformer_mt.errors import MachineError, SettingError, TmtError
+from transformer_mt.files import MACHINE_ERRNOS
 from transformer_mt.progress import PROGRESS_SECONDS
 
 # Library arguments set by a flag of the same meaning in every subcommand that has it.
@@ -106,7 +107,7 @@ def _run_translate(args: argparse.Namespace) -> int:
     if args.device == "cpu":
         _set_cpu_threads()
     with contextlib.ExitStack() as stack:
-        interactive = args.input == "-" and sys.stdin.isatty()
+        interactive = args.input == "-" and sys.stdin is not None and sys.stdin.isatty()
         name = "<stdin>" if args.input == "-" else args.input
         lines = decode_lines(_open_in(args.input, stack), name)
         if not interactive:
@@ -150,7 +151,7 @@ def _run_translate(args: argparse.Namespace) -> int:
 def _check_translate_args(args: argparse.Namespace) -> None:
     """Refuse, before any work, an output that would overwrite an input, non-numbers, and
     alignments of an n-best list."""
-    from transformer_mt.files import refuse_same_file
+    from transformer_mt.files import check_output
 
     if args.alignments and args.nbest is not None and args.nbest > 1:
         raise TmtError(
@@ -162,12 +163,9 @@ def _check_translate_args(args: argparse.Namespace) -> None:
             (args.checkpoint, "--checkpoint"),
             (args.ref, "--ref file"),
             (args.prefix, "--prefix file"),
+            (None if args.input == "-" else args.input, "--input file"),
         ]
-        if args.input != "-":
-            inputs.append((args.input, "--input file"))
-        for path, what in inputs:
-            if path is not None:
-                refuse_same_file(path, args.output, what)
+        check_output(args.output, inputs)
     if args.length_penalty is not None and not math.isfinite(args.length_penalty):
         raise TmtError(
             f"--length-penalty {args.length_penalty}: must be a finite number (e.g. 0.6 or 1.0)"
@@ -211,6 +209,8 @@ def _check_references(
 
 def _open_in(path: str, stack: contextlib.ExitStack) -> BinaryIO:
     if path == "-":
+        if sys.stdin is None:  # started with descriptor 0 closed (`<&-`)
+            raise TmtError("<stdin>: is closed; pipe text in or give --input FILE")
         return stack.enter_context(open(sys.stdin.fileno(), "rb", closefd=False))
     try:
         return stack.enter_context(open(path, "rb"))
@@ -221,13 +221,12 @@ def _open_in(path: str, stack: contextlib.ExitStack) -> BinaryIO:
 def _open_out(path: str, stack: contextlib.ExitStack) -> TextIO:
     """stdout, or a temporary file renamed to `path` only when the `stack` closes cleanly."""
     if path == "-":
+        if sys.stdout is None:  # started with descriptor 1 closed (`>&-`)
+            raise TmtError("<stdout>: is closed; redirect it or give --output FILE")
         return stack.enter_context(open(sys.stdout.fileno(), "w", encoding="utf-8", closefd=False))
     from transformer_mt.files import atomic_open
 
-    try:
-        return stack.enter_context(atomic_open(path))
-    except OSError as err:
-        raise TmtError(f"{path}: cannot write ({err.strerror})") from None
+    return stack.enter_context(atomic_open(path))
 
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
@@ -415,12 +414,45 @@ def flag_message(err: TmtError) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; its exit status: 0 done, 2 the user's mistake (one line says which),
+    1 the machine's (a full disk, too little memory, a reader gone), 130 interrupted."""
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
+    except MachineError as err:
+        return _fail(str(err), 1)
     except TmtError as err:
-        print(f"error: {flag_message(err)}", file=sys.stderr)
-        return 2
+        return _fail(flag_message(err), 2)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of stdout left (`tmt translate ... | head -1`): later writes, and Python's
+        # own flush at exit, would fail again.
+        _silence_stdout()
+        return _fail("stdout was closed by its reader (broken pipe); output stopped", 1)
+    except OSError as err:
+        if err.errno not in MACHINE_ERRNOS:
+            raise
+        return _fail(f"{err.filename or 'a file'}: {err.strerror}", 1)
+    except (MemoryError, RuntimeError) as err:
+        from transformer_mt.machine import out_of_memory_message
+
+        message = out_of_memory_message(err)
+        if message is None:
+            raise
+        return _fail(message, 1)
+
+
+def _fail(message: str, status: int) -> int:
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # stderr may be closed too
+        print(f"error: {message}", file=sys.stderr)
+    return status
+
+
+def _silence_stdout() -> None:
+    import os
+
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())

@@ -10,6 +10,7 @@ through the same door, so a typo on the command line fails like a typo in the fi
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import math
@@ -399,6 +400,19 @@ class TrainConfig:
                 raise ConfigError(f"train.{name}={getattr(self, name)} must be >= 0")
 
 
+# Bounds of decode numbers that would otherwise overflow: a length penalty of 1e308 divides by
+# infinity, a max_len_b of 1e19 wraps a 64-bit length to 1 token. Output lengths past these
+# exceed every position table (the decoder stops there anyway), and |alpha| > 10 weighs a
+# length difference of one token more than any log-probability.
+DECODE_RANGES: dict[str, tuple[float, float]] = {
+    "length_penalty": (-10.0, 10.0),
+    "max_len_a": (0.0, 1000.0),
+    "max_len_b": (0, 1_000_000),
+    "min_len": (0, 1_000_000),
+    "temperature": (0.01, 100.0),
+}
+
+
 @dataclass(frozen=True)
 class DecodeConfig:
     """Search settings for validation BLEU and `tmt translate`.
@@ -425,6 +439,11 @@ class DecodeConfig:
         for name in ("length_penalty", "max_len_a", "top_p", "temperature"):
             if not math.isfinite(getattr(self, name)):
                 raise ConfigError(f"decode.{name}={getattr(self, name)} must be a finite number")
+        for name, (low, high) in DECODE_RANGES.items():
+            if not low <= getattr(self, name) <= high:
+                raise ConfigError(
+                    f"decode.{name}={getattr(self, name):g} must be in [{low:g}, {high:g}]"
+                )
         _positive(self, "decode", ["beam_size", "n_best", "max_tokens", "temperature"])
         if self.n_best > self.beam_size:
             raise ConfigError(
@@ -432,9 +451,8 @@ class DecodeConfig:
             )
         if not 0.0 < self.top_p <= 1.0:
             raise ConfigError(f"decode.top_p={self.top_p} must be in (0, 1]")
-        for name in ("top_k", "min_len", "max_len_a", "max_len_b"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"decode.{name}={getattr(self, name)} must be >= 0")
+        if self.top_k < 0:
+            raise ConfigError(f"decode.top_k={self.top_k} must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -709,14 +727,17 @@ def _coerce(hint: Any, value: Any, dotted: str) -> Any:
     if hint is float:
         if isinstance(value, bool):
             raise ConfigError(f"{dotted}: expected a number, got {value!r}")
+        number = None
         if isinstance(value, (int, float)):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        raise ConfigError(f"{dotted}: expected a number, got {value!r}")
+            number = float(value)
+        elif isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                number = float(value)
+        if number is None:
+            raise ConfigError(f"{dotted}: expected a number, got {value!r}")
+        if not math.isfinite(number):  # YAML's .nan and .inf: no setting means either
+            raise ConfigError(f"{dotted}: expected a finite number, got {value!r}")
+        return number
     if hint is int and (isinstance(value, bool) or not isinstance(value, int)):
         raise ConfigError(f"{dotted}: expected an integer, got {value!r}")
     if hint is bool and not isinstance(value, bool):

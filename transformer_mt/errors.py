@@ -28,3 +28,11 @@ class SettingError(TmtError):
 def one_line(err: BaseException) -> str:
     """The message of another library's exception on one line, to quote inside a TmtError."""
     return " ".join(str(err).split())
+
+
+class MachineError(TmtError):
+    """The machine failed the work, not the user's input: a full disk, too little memory.
+
+    The CLI exits with status 1 for these (2 for the user's own mistakes), so that a
+    supervisor or a batch system can tell a job to retry elsewhere from a job to fix.
+    """

@@ -12,21 +12,37 @@ line 2 therefore leaves an existing file as it was, and readers see the old file
 
 from __future__ import annotations
 
+import errno
 import gzip
+import hashlib
+import logging
 import os
+import re
 import shutil
+import stat
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-from transformer_mt.errors import TmtError, one_line
+from transformer_mt.errors import MachineError, TmtError, one_line
+from transformer_mt.run_layout import run_artifact
+
+log = logging.getLogger(__name__)
+
+BOM = "\ufeff"  # Windows editors start UTF-8 files with it; it is no part of the first line
+NAME_MAX = 255  # bytes in one file name (ext4, XFS, APFS, NTFS)
+PID_DIGITS = 7  # Linux's largest PID, 4,194,304, has seven digits
+# Errors of a write that the machine, not the user, caused: the CLI exits 1 for them.
+MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 
 
 def decode_lines(lines: Iterable[bytes], name: str | Path) -> Iterator[str]:
     """Each byte line of `lines` (a binary file or stream) as text, its line end removed.
 
-    Lazy, so a terminal's lines are decoded as they arrive.
+    Lazy, so a terminal's lines are decoded as they arrive. A byte order mark before the first
+    line is removed with a warning: kept, it would be part of the first sentence (a perfect
+    hypothesis scored 97 BLEU).
 
     Raises:
         TmtError: a line is not UTF-8; the message names `name`, the line, byte and column.
@@ -39,6 +55,9 @@ def decode_lines(lines: Iterable[bytes], name: str | Path) -> Iterator[str]:
                 f"{name}:{number}: not valid UTF-8 "
                 f"(byte 0x{raw[err.start]:02x} at column {err.start + 1})"
             ) from None
+        if number == 1 and text.startswith(BOM):
+            log.warning("%s: starts with a UTF-8 byte order mark; it was removed", name)
+            text = text[1:]
         yield text.removesuffix("\n").removesuffix("\r")
 
 
@@ -71,30 +90,61 @@ def iter_lines(path: str | Path) -> Iterator[str]:
 def atomic_path(path: str | Path, durable: bool = False) -> Iterator[Path]:
     """Yield a temporary path beside `path`; on success rename it to `path`.
 
+    What `path` names decides how, as careful tools (GNU install, rsync) decide:
+    - a regular file or a new name: written under a temporary name in the same folder, then
+      renamed over it with the old file's permissions; a read-only file is refused (its mode
+      says the user wants it kept, and root could otherwise replace it);
+    - a symbolic link: the same, at the file it points to, so the link stays a link;
+    - a device, a FIFO or `/proc/self/fd/N`: yielded itself and written through, since it is a
+      stream (`--output /dev/null` must never replace the system's `/dev/null`).
+
     The parent folder is created when missing. The temporary name starts with a dot and ends
-    with the PID, so concurrent writers never share one. It may be a file or a folder (an
-    exported model directory): a folder replaces an existing `path` folder as a whole.
+    with the PID, so concurrent writers never share one, and temporaries left by killed
+    writers of the same name are deleted first (`remove_stale_temporaries`). The temporary may
+    be a file or a folder (an exported model directory): a folder replaces an existing `path`
+    folder as a whole.
 
     Args:
         path: the final name.
         durable: fsync the file and the folder, so that the rename survives a power loss
             (checkpoints); cheap outputs skip the cost.
+
+    Raises:
+        TmtError: the target is read-only, or cannot be written (a read-only folder, a name
+            the file system refuses); `MachineError` when the disk is full.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    _remove(tmp)
-    try:
-        yield tmp
-        if durable and tmp.is_file():
-            _fsync(tmp, os.O_RDONLY)
-        if tmp.is_dir() and path.is_dir():
-            _remove(path)
-        os.replace(tmp, path)
-    finally:
+    if _is_stream(path):
+        with _write_errors(path, path):
+            yield path
+        return
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    refuse_read_only(target)
+    with _write_errors(path, target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(target.parent, target.name)
+        mode = stat.S_IMODE(target.stat().st_mode) if target.is_file() else None
+        tmp = target.with_name(temporary_name(target.name, os.getpid()))
         _remove(tmp)
-    if durable:
-        fsync_directory(path.parent)
+        try:
+            yield tmp
+            if mode is not None and tmp.is_file():
+                os.chmod(tmp, mode)
+            if durable and tmp.is_file():
+                _fsync(tmp, os.O_RDONLY)
+            if tmp.is_dir() and target.is_dir():
+                _remove(target)
+            os.replace(tmp, target)
+        except Exception as err:
+            # Some writers (torch.save) report a full disk as their own RuntimeError; asked
+            # before the temporary is removed, the folder's free space tells.
+            if not isinstance(err, (OSError, TmtError)) and _disk_full(target.parent):
+                raise MachineError(f"{path}: cannot write (no space left on device)") from None
+            raise
+        finally:
+            _remove(tmp)
+        if durable:
+            fsync_directory(target.parent)
 
 
 @contextmanager
@@ -118,6 +168,8 @@ def output_folder(out_dir: str | Path) -> Iterator[Path]:
         TmtError: `out_dir` is a file, or a folder holding files the block did not write.
     """
     out = Path(out_dir)
+    if out.resolve().name in ("", ".", ".."):
+        raise TmtError(f"{out_dir}: names no directory of its own; give a new directory to write")
     if out.exists() and not out.is_dir():
         raise TmtError(f"{out}: is a file, not a directory; give a directory to export into")
     with atomic_path(out) as tmp:
@@ -144,6 +196,74 @@ def refuse_same_file(input_path: str | Path, output_path: str | Path, what: str)
         raise TmtError(f"{output_path}: is the {what} itself; write the output elsewhere")
 
 
+def check_output(path: str | Path, inputs: Iterable[tuple[str | Path | None, str]] = ()) -> None:
+    """Refuse, before any work, a file output that would destroy something the user keeps.
+
+    One rule for every command that writes a file: the output may not be one of its inputs
+    (`inputs`: (path or None, what it is) pairs), nor a file a training run reads back
+    (`run_layout.run_artifact`), nor a directory, nor read-only.
+
+    Raises:
+        TmtError: naming the output and what it would destroy.
+    """
+    out = Path(path)
+    if out.name in ("", ".", ".."):
+        raise TmtError(f"{path}: names a directory, not a file; give a file name to write")
+    if out.is_dir():
+        raise TmtError(f"{path}: is a directory; give a file name to write")
+    for source, what in inputs:
+        if source is not None:
+            refuse_same_file(source, out, what)
+    for name in (out, out.resolve()):
+        artifact = run_artifact(name)
+        if artifact is not None:
+            raise TmtError(f"{path}: is {artifact}, which training reads back; write elsewhere")
+    refuse_read_only(out)
+
+
+def refuse_read_only(path: Path) -> None:
+    """Raise when `path` is an existing regular file without write permission bits.
+
+    The mode bits are read rather than `os.access`, which says yes to root for every file.
+
+    Raises:
+        TmtError: `path` is read-only.
+    """
+    if path.is_file() and not path.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+        raise TmtError(
+            f"{path}: is read-only; make it writable (chmod u+w) to replace it, or write elsewhere"
+        )
+
+
+def temporary_name(name: str, pid: int) -> str:
+    """The name `atomic_path` writes `name` under: ".NAME.tmpPID", within NAME_MAX bytes.
+
+    A name too long for that keeps its first bytes and a digest of the whole, so that a legal
+    255-byte output name still has a legal temporary and two long names never share one.
+    """
+    return f".{_temporary_stem(name)}.tmp{pid}"
+
+
+def remove_stale_temporaries(directory: str | Path, name: str | None = None) -> list[Path]:
+    """Delete temporaries in `directory` (of the output `name`, else of any) whose writing
+    process no longer runs.
+
+    A SIGKILL or power loss during a write leaves one behind (as large as a checkpoint). The
+    check needs POSIX process ids; elsewhere nothing is deleted. A PID on another host that
+    shares the folder cannot be checked: such a writer's temporary would look stale only if a
+    process here had ended with the same PID. Returns the deleted paths.
+    """
+    stem = re.escape(_temporary_stem(name)) if name is not None else ".+"
+    pattern = re.compile(rf"\.{stem}\.tmp(\d+)")
+    removed = []
+    for path in Path(directory).glob(".*.tmp*"):
+        match = pattern.fullmatch(path.name)
+        if match and not path.is_symlink() and not _running(int(match.group(1))):
+            _remove(path)
+            removed.append(path)
+    return removed
+
+
 def fsync_directory(directory: Path) -> None:
     """Persist a rename inside `directory` (POSIX); directories cannot be opened on Windows."""
     if os.name == "posix":
@@ -163,3 +283,69 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
     else:
         path.unlink(missing_ok=True)
+
+
+def _temporary_stem(name: str) -> str:
+    room = NAME_MAX - len(".") - len(".tmp") - PID_DIGITS
+    if len(name.encode()) <= room:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+    kept = name.encode()[: room - len(digest) - 1].decode(errors="ignore")
+    return f"{kept}-{digest}"
+
+
+def _running(pid: int) -> bool:
+    """Whether another process `pid` runs (True when unknown, so that nothing is deleted)."""
+    if os.name != "posix":
+        return True
+    if pid == os.getpid():
+        return False  # a temporary of an earlier process that had this id; this one is not writing
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by another user
+    return True
+
+
+def _is_stream(path: Path) -> bool:
+    """Whether `path` (through links) is a device, FIFO or socket rather than a file or folder,
+    or a name of a process's descriptor (`/dev/stdout`, `/proc/self/fd/1`), which stays the
+    descriptor it names only when written through."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False  # missing (a new file) or a dangling link
+    descriptor = Path(os.path.realpath(path)).parts[1:2] in (("proc",), ("dev",))
+    return descriptor or not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+@contextmanager
+def _write_errors(path: Path, target: Path) -> Iterator[None]:
+    """Turn an `OSError` of writing `target` into one line naming `path`: `MachineError` for
+    what the machine lacks (a full disk), `TmtError` for the rest (permissions, a read-only
+    file system, a directory in the way). Errors about other files pass unchanged."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is not None and not _near(Path(err.filename), target):
+            raise
+        reason = err.strerror or one_line(err)
+        if err.errno in MACHINE_ERRNOS:
+            raise MachineError(f"{path}: cannot write ({reason})") from None
+        raise TmtError(f"{path}: cannot write ({reason})") from None
+
+
+def _near(name: Path, target: Path) -> bool:
+    """Whether `name` is `target`, its temporary, or a folder on the way to it."""
+    name, folder = name.absolute(), target.absolute().parent
+    return name.parent == folder or name == folder or name in folder.parents
+
+
+def _disk_full(folder: Path) -> bool:
+    """Whether the file system of `folder` has less than a megabyte left for this user."""
+    try:
+        return shutil.disk_usage(folder).free < 2**20
+    except OSError:
+        return False

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -243,3 +244,43 @@ def keep_freed_memory() -> bool:
         and mallopt(_M_TRIM_THRESHOLD, KEEP_FREED_BYTES)
         and mallopt(_M_ARENA_MAX, 1)
     )
+
+
+_ALLOCATION = re.compile(r"can't allocate memory: you tried to allocate (\d+) bytes")
+
+
+def out_of_memory_message(err: BaseException) -> str | None:
+    """One line for an allocation the machine could not satisfy, or None for another error.
+
+    torch's CPU allocator raises a `RuntimeError` quoting the bytes asked for; Python raises
+    `MemoryError`. The line says how much was asked and how much the machine has available
+    (`MemAvailable` of /proc/meminfo), so the user can pick a smaller model or batch.
+    """
+    if isinstance(err, MemoryError):
+        asked = "more memory than is available"
+    else:
+        match = _ALLOCATION.search(str(err))
+        if match is None:
+            return None
+        asked = f"{_gib(int(match.group(1)))} in one allocation"
+    available = _available_memory()
+    have = "" if available is None else f"; this machine has {_gib(available)} available"
+    return (
+        f"out of memory: the work asked for {asked}{have} (use a smaller model, batch "
+        "(--max-tokens, train.max_tokens) or beam)"
+    )
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available to new allocations (Linux), else None."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _gib(count: int) -> str:
+    return f"{count / 2**30:,.1f} GiB"

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from transformer_mt.data.tokenizer import BOS_ID
 from transformer_mt.errors import SettingError, TmtError
-from transformer_mt.files import atomic_path
+from transformer_mt.files import atomic_path, check_output
 from transformer_mt.inference.translator import GREEDY, Translator
 
 CELL_INCHES = 3.0
@@ -42,8 +42,10 @@ def draw_attention(
         layer, head: draw only this layer (of encoder and decoder) / head; None: all.
 
     Raises:
-        TmtError: an empty source, a layer or head the model does not have, or no matplotlib.
+        TmtError: an empty source, a layer or head the model does not have, `out` would
+            destroy a file (`files.check_output`), or no matplotlib.
     """
+    check_output(out, [(checkpoint, "checkpoint")])
     translator = Translator.from_checkpoint(str(checkpoint), device, **GREEDY)
     model, cfg = translator.model, translator.model.cfg
     source = translator.source_ids(src)

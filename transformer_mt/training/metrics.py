@@ -14,6 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from transformer_mt.errors import TmtError
+from transformer_mt.files import read_lines
+
 log = logging.getLogger(__name__)
 
 
@@ -48,14 +51,28 @@ class MetricsLog:
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """The rows of a metrics.jsonl file; a torn last line (crash mid-write) is skipped."""
+    """The rows of a metrics.jsonl file; a torn last line (crash mid-write) is skipped.
+
+    Raises:
+        TmtError: the file is unreadable or not UTF-8, or a line before the last is not a row
+            (a JSON object with a string `kind` and an integer `step`), naming the line.
+    """
+    lines = read_lines(path)
     rows = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    for number, line in enumerate(lines, start=1):
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError:
-            continue
+            row = None
+        if isinstance(row, dict) and isinstance(row.get("kind"), str) and _is_step(row):
+            rows.append(row)
+        elif number < len(lines) and line.strip():
+            raise TmtError(f"{path}:{number}: not a metrics row (a JSON object with kind and step)")
     return rows
+
+
+def _is_step(row: dict[str, Any]) -> bool:
+    return isinstance(row.get("step"), int) and not isinstance(row["step"], bool)
 
 
 def _tensorboard_writer(directory: Path) -> Any:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from transformer_mt.errors import TmtError
-from transformer_mt.files import atomic_path
+from transformer_mt.files import atomic_path, check_output
+from transformer_mt.run_layout import METRICS_NAME
 from transformer_mt.training.metrics import read_metrics
 
 PLOTTED = ("loss", "nll", "bleu", "lr")  # the keys of metrics.jsonl rows drawn below
@@ -21,13 +22,15 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     The PNG's folder is created when missing; the file appears only once it is complete.
 
     Raises:
-        TmtError: no metrics file, a metrics file with no point to draw, or matplotlib is not
-            installed.
+        TmtError: no metrics file, a metrics file with no point to draw or a bad line, `out`
+            would destroy a file (`files.check_output`), or matplotlib is not installed.
     """
     run_dir = Path(run_dir)
-    metrics = run_dir / "metrics.jsonl"
+    metrics = run_dir / METRICS_NAME
     if not metrics.is_file():
         raise TmtError(f"{metrics}: no metrics log (is {run_dir} a run directory?)")
+    out = Path(out) if out is not None else run_dir / "curves.png"
+    check_output(out, [(metrics, "metrics log")])
     try:
         import matplotlib
 
@@ -63,7 +66,6 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
         ax.grid(alpha=0.3)
     fig.suptitle(run_dir.name)
     fig.tight_layout()
-    out = Path(out) if out is not None else run_dir / "curves.png"
     with atomic_path(out) as tmp:
         fig.savefig(tmp, dpi=100, format="png")  # the temporary name has no .png suffix
     plt.close(fig)
