@@ -2,8 +2,9 @@
 
 The cache key is a hash of the corpus text plus the checksums of both tokenizers, so a second
 run with the same data and tokenizer loads ids instead of re-encoding, and any change to either
-invalidates the entry. Encoding runs in SentencePiece's own C++ threads (`num_threads`); that
-beats `datasets.map(num_proc=...)`, which pays to pickle every line into worker processes.
+invalidates the entry. Runs may share the cache folder, at the same time too (`_save`).
+Encoding runs in SentencePiece's own C++ threads (`num_threads`); that beats
+`datasets.map(num_proc=...)`, which pays to pickle every line into worker processes.
 
 In memory an encoded side is two flat arrays (all ids concatenated, and row offsets), which is
 what the Arrow column already is; batching slices rows out of it without Python lists per row.
@@ -14,7 +15,10 @@ from __future__ import annotations
 import hashlib
 import itertools
 import logging
+import os
+import re
 import shutil
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +30,7 @@ import pyarrow as pa
 
 from transformer_mt.data.dataset import column_texts
 from transformer_mt.data.tokenizer import Tokenizer
+from transformer_mt.errors import one_line
 
 log = logging.getLogger(__name__)
 
@@ -119,23 +124,20 @@ def encode_corpus(
         num_threads: SentencePiece encoding threads (-1: all cores).
     """
     src_texts, tgt_texts = column_texts(corpus, "src"), column_texts(corpus, "tgt")
-    path = None
+    path, damaged = None, False
     if cache_dir is not None:
         key = corpus_key(src_texts, tgt_texts, src_tokenizer, tgt_tokenizer)
         path = Path(cache_dir) / f"encoded-{key}"
-        if (path / "dataset_info.json").exists():
-            log.info("loading encoded corpus from %s", path)
-            table = datasets.load_from_disk(str(path)).data
-            return EncodedCorpus(
-                TokenColumn.from_arrow(table.column("src_ids")),
-                TokenColumn.from_arrow(table.column("tgt_ids")),
-            )
+        cached = _load(path)
+        if cached is not None:
+            return cached
+        damaged = path.exists()  # an entry that would not load: this writer replaces it
     encoded = EncodedCorpus(
         _encode_side(src_tokenizer, src_texts, num_threads),
         _encode_side(tgt_tokenizer, tgt_texts, num_threads),
     )
     if path is not None:
-        _save(encoded, path)
+        _save(encoded, path, damaged)
     return encoded
 
 
@@ -167,15 +169,80 @@ def _encode_side(tokenizer: Tokenizer, texts: Sequence[str], num_threads: int) -
     return TokenColumn(values, offsets)
 
 
-def _save(encoded: EncodedCorpus, path: Path) -> None:
-    """Write through a temporary folder so that a crash never leaves half an entry behind."""
+def _load(path: Path) -> EncodedCorpus | None:
+    """The cache entry at `path`; None when there is none, or it cannot be read (warned)."""
+    if not (path / "dataset_info.json").exists():
+        return None
+    log.info("loading encoded corpus from %s", path)
+    try:
+        table = datasets.load_from_disk(str(path)).data
+        return EncodedCorpus(
+            TokenColumn.from_arrow(table.column("src_ids")),
+            TokenColumn.from_arrow(table.column("tgt_ids")),
+        )
+    except Exception as err:  # datasets and pyarrow raise many types for damaged files
+        log.warning("%s: unreadable encoded corpus (%s); encoding it again", path, one_line(err))
+        return None
+
+
+def _save(encoded: EncodedCorpus, path: Path, damaged: bool = False) -> None:
+    """Write the entry under a temporary folder of this writer's own, then rename it to `path`.
+
+    Runs sharing a cache folder (the default data/cache) may encode one corpus at the same
+    time: each writes its own temporary and the first rename wins. Renaming a folder onto a
+    non-empty one fails, so a later writer never replaces an entry that another run may be
+    reading: it drops its temporary (its ids are the same) and the entry stays the winner's.
+    Only an entry that did not load (`damaged`) is replaced. A cache that cannot be written (a
+    full disk, a read-only folder) costs the next run the encoding, not this run: a warning.
+    """
     table = pa.table({"src_ids": encoded.src.to_arrow(), "tgt_ids": encoded.tgt.to_arrow()})
-    tmp = path.with_name(path.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    datasets.Dataset(table).save_to_disk(str(tmp))
-    shutil.rmtree(path, ignore_errors=True)
-    tmp.rename(path)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_temporaries(path)
+        prefix = f".{path.name}.tmp{os.getpid()}-"
+        tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=path.parent))
+        datasets.Dataset(table).save_to_disk(str(tmp))
+        _rename_into_place(tmp, path, damaged)
+    except OSError as err:
+        log.warning(
+            "could not cache the encoded corpus in %s (%s); the next run encodes it again",
+            *(path, err.strerror or one_line(err)),
+        )
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _rename_into_place(tmp: Path, path: Path, damaged: bool) -> None:
+    try:
+        tmp.rename(path)
+    except OSError:
+        if not path.exists():
+            raise
+        if not damaged:
+            log.info("another run cached this corpus in %s first; keeping its entry", path)
+            return
+        shutil.rmtree(path, ignore_errors=True)
+        tmp.rename(path)
     log.info("cached encoded corpus in %s", path)
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Delete temporaries of `path` whose writer was killed (its process no longer runs)."""
+    if os.name != "posix":  # os.kill(pid, 0) checks a process only on POSIX
+        return
+    for tmp in path.parent.glob(f".{path.name}.tmp*"):
+        match = re.fullmatch(rf"\.{re.escape(path.name)}\.tmp(\d+)-.*", tmp.name)
+        if match is None or int(match.group(1)) == os.getpid():
+            continue
+        try:
+            os.kill(int(match.group(1)), 0)
+        except ProcessLookupError:
+            log.info("removing %s, left by a run killed while caching", tmp)
+            shutil.rmtree(tmp, ignore_errors=True)
+        except OSError:
+            pass  # runs, as another user
 
 
 @dataclass(frozen=True)
