@@ -72,6 +72,20 @@ def test_a_restored_iterator_reads_on_across_epoch_ends(corpus):
     assert reader.state() == resumed.state() == {"epoch": 2, "batch_index": 2, "world_size": 1}
 
 
+def test_a_position_past_the_epochs_end_starts_the_next_epoch(corpus, caplog):
+    """A run resumed with a larger train.max_tokens cuts fewer batches than its checkpoint's
+    position counts: it reads on from the next epoch instead of failing (an IndexError)."""
+    reader = BatchIterator(corpus, MAX_TOKENS, seed=7)
+    for _ in range(reader.num_batches(0) - 1):
+        next(reader)
+    resumed = BatchIterator(corpus, 4 * MAX_TOKENS, seed=7)
+    resumed.restore(reader.state())
+    assert "past the" in caplog.text and "starting epoch 1" in caplog.text
+    expected = [b.indices.tolist() for b in resumed.iterate(epoch=1)][:2]
+    resumed.restore(reader.state())
+    assert [next(resumed).indices.tolist() for _ in range(2)] == expected
+
+
 @pytest.mark.parametrize(("before", "after"), [(2, 1), (1, 2), (3, 2), (2, 4)])
 def test_another_rank_count_resumes_at_the_first_unread_batches(corpus, before, after):
     """w ranks stopped at index i have read the epoch's first i * w batches; w' ranks

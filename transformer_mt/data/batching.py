@@ -273,6 +273,9 @@ class BatchIterator:
         rank count w' resumes at index ceil(i * w / w'): exactly the unread batches when w'
         divides i * w, else after skipping fewer than w' of them. (An epoch's last
         len % w batches, which no rank of w reads, are read by w' ranks when they fit.)
+
+        A position past the end of its epoch (a run resumed with a larger train.max_tokens
+        or a stricter length filter cuts fewer batches) starts the next epoch.
         """
         saved_world = state.get("world_size", self.world_size)
         epoch, index = state["epoch"], state["batch_index"]
@@ -285,6 +288,13 @@ class BatchIterator:
                 "its batch %d of epoch %d",
                 *(saved_world, state["batch_index"], state["epoch"], self.world_size, index, epoch),
             )
+        elif index and index >= (n_batches := self.num_batches(epoch)):
+            log.warning(
+                "data position batch %d of epoch %d is past the %d batches the epoch has now: "
+                "starting epoch %d",
+                *(index, epoch, n_batches, epoch + 1),
+            )
+            epoch, index = epoch + 1, 0
         self.position = DataPosition(epoch, index)
 
     def iterate(self, epoch: int, start: int = 0) -> Iterator[Batch]:
