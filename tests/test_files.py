@@ -1,9 +1,25 @@
 """files.py: outputs appear whole or not at all, and never over their input."""
 
+import errno
+import os
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
 import pytest
 
-from transformer_mt.errors import TmtError
-from transformer_mt.files import atomic_open, atomic_path, refuse_same_file
+from transformer_mt.errors import MachineError, TmtError
+from transformer_mt.files import (
+    atomic_open,
+    atomic_path,
+    check_output,
+    output_folder,
+    read_lines,
+    refuse_same_file,
+    temporary_name,
+)
 
 
 def test_atomic_open_replaces_on_success_and_creates_the_folder(tmp_path):
@@ -45,3 +61,199 @@ def test_refuse_same_file_sees_through_links(tmp_path):
             refuse_same_file(src, name, "input")
     refuse_same_file(src, tmp_path / "out.txt", "input")  # a different file is fine
     assert src.read_text() == "x\n"
+
+
+def _write(path, text="new\n"):
+    with atomic_open(path) as f:
+        f.write(text)
+
+
+def test_a_symlink_stays_a_link_and_its_target_gets_the_output(tmp_path):
+    target = tmp_path / "real.txt"
+    target.write_text("old\n")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    _write(link)
+    assert link.is_symlink() and link.resolve() == target
+    assert target.read_text() == "new\n"
+
+
+def test_a_dangling_symlink_is_followed_to_the_file_it_names(tmp_path):
+    link = tmp_path / "link.txt"
+    link.symlink_to(tmp_path / "later.txt")
+    _write(link)
+    assert link.is_symlink() and (tmp_path / "later.txt").read_text() == "new\n"
+
+
+def test_a_fifo_is_written_through_and_stays_a_fifo(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text()))
+    reader.start()
+    _write(fifo, "through the pipe\n")
+    reader.join(timeout=10)
+    assert received == ["through the pipe\n"]
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_a_process_descriptor_name_is_written_through(tmp_path):
+    """/proc/self/fd/N (and /dev/stdout, a link to it) name a descriptor: the bytes must reach
+    what it is open on, a pipe here."""
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("no /proc/self/fd on this system")
+    read_end, write_end = os.pipe()
+    try:
+        _write(f"/proc/self/fd/{write_end}", "to the descriptor\n")
+        os.close(write_end)
+        assert os.read(read_end, 100) == b"to the descriptor\n"
+    finally:
+        os.close(read_end)
+
+
+def test_a_character_device_is_written_through_and_never_replaced(tmp_path):
+    device = tmp_path / "null"
+    try:
+        os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # a clone of /dev/null
+        device.open("w").close()
+    except (PermissionError, OSError):
+        pytest.skip("cannot make or open a device node here (not root, or a nodev mount)")
+    _write(device, "discarded\n")
+    assert stat.S_ISCHR(device.stat().st_mode)
+    assert list(tmp_path.iterdir()) == [device]
+
+
+def test_a_read_only_file_is_refused_with_its_bytes_and_mode(tmp_path):
+    out = tmp_path / "keep.txt"
+    out.write_text("mine\n")
+    out.chmod(0o444)
+    with pytest.raises(TmtError, match=r"keep.txt: is read-only; make it writable"):
+        _write(out)
+    with pytest.raises(TmtError, match="is read-only"):
+        check_output(out)
+    assert out.read_text() == "mine\n" and stat.S_IMODE(out.stat().st_mode) == 0o444
+    assert list(tmp_path.iterdir()) == [out]
+
+
+def test_a_replaced_file_keeps_its_permissions(tmp_path):
+    out = tmp_path / "private.txt"
+    out.write_text("old\n")
+    out.chmod(0o600)
+    _write(out)
+    assert out.read_text() == "new\n" and stat.S_IMODE(out.stat().st_mode) == 0o600
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_temporaries_of_dead_writers_of_the_same_output_are_removed(tmp_path):
+    out = tmp_path / "out.txt"
+    dead = tmp_path / temporary_name(out.name, _dead_pid())
+    dead.write_text("partial output of a killed run")
+    alive = tmp_path / temporary_name(out.name, os.getppid())  # a running writer's
+    alive.write_text("being written")
+    other = tmp_path / temporary_name("other.txt", _dead_pid())  # another output's: not ours
+    other.write_text("x")
+    _write(out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([out.name, alive.name, other.name])
+
+
+def test_a_name_of_255_bytes_has_a_temporary_within_the_limit(tmp_path):
+    out = tmp_path / ("n" * 251 + ".txt")
+    _write(out)
+    assert out.read_text() == "new\n"
+    long_names = {temporary_name("a" * 250 + x, 4194304) for x in "xy"}
+    assert len(long_names) == 2 and all(len(n.encode()) <= 255 for n in long_names)
+
+
+def test_a_full_disk_is_a_machine_error_and_the_old_file_stays(tmp_path):
+    out = tmp_path / "out.txt"
+    out.write_text("old\n")
+    full = r"out.txt: cannot write \(No space left on device\)"
+    with pytest.raises(MachineError, match=full), atomic_open(out) as f:
+        f.write("half")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert out.read_text() == "old\n" and list(tmp_path.iterdir()) == [out]
+
+
+def test_a_writer_that_hides_a_full_disk_in_its_own_error_is_still_named(tmp_path, monkeypatch):
+    """torch.save reports ENOSPC as a RuntimeError of its zip writer."""
+    monkeypatch.setattr("transformer_mt.files._disk_full", lambda folder: True)
+    full = "no space left on device"
+    with pytest.raises(MachineError, match=full), atomic_path(tmp_path / "model.pt") as tmp:
+        tmp.write_bytes(b"PK")
+        raise RuntimeError("[enforce fail at inline_container.cc:672] unexpected pos")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_without_permission_is_one_line(tmp_path, monkeypatch):
+    """As root a mode-555 folder is writable, so the refusal the kernel gives others is
+    raised by hand at the rename."""
+
+    def refuse(src, dst):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(src))
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(TmtError, match=r"out.txt: cannot write \(Permission denied\)"):
+        _write(tmp_path / "out.txt")
+    assert list(tmp_path.iterdir()) == []
+
+
+def _run_dir(root):
+    run = root / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    for name in ("config.yaml", "metrics.jsonl", "spm-src-ab12.model"):
+        (run / name).write_text("x\n")
+    (run / "checkpoints" / "best.pt").write_bytes(b"PK")
+    return run
+
+
+@pytest.mark.parametrize(
+    "name, what",
+    [
+        ("metrics.jsonl", "the metrics log of"),
+        ("config.yaml", "the config.yaml of"),
+        ("spm-src-ab12.model", "a tokenizer of"),
+        ("checkpoints/best.pt", "a training checkpoint of"),
+        ("checkpoints/step_00000100.pt", "a training checkpoint of"),
+        ("checkpoints/last.pt", "a training checkpoint of"),
+    ],
+)
+def test_run_artifacts_are_never_an_output(tmp_path, name, what):
+    run = _run_dir(tmp_path)
+    with pytest.raises(TmtError, match=f"is {what} .*which training reads back"):
+        check_output(run / name)
+    link = tmp_path / "link"
+    link.symlink_to(run / name)
+    with pytest.raises(TmtError, match=what):
+        check_output(link)
+
+
+def test_files_a_user_makes_inside_a_run_may_be_replaced(tmp_path):
+    run = _run_dir(tmp_path)
+    for name in ("curves.png", "checkpoints/average.pt", "test.hyp"):
+        check_output(run / name)
+
+
+@pytest.mark.parametrize("name", ["/", ".", "out/.."])
+def test_an_output_naming_no_file_is_refused(tmp_path, name, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TmtError, match="names a directory, not a file|is a directory"):
+        check_output(name)
+    with pytest.raises(TmtError, match="names no directory of its own"), output_folder(name):
+        pass
+
+
+def test_an_existing_directory_is_no_file_output(tmp_path):
+    with pytest.raises(TmtError, match="is a directory; give a file name"):
+        check_output(tmp_path)
+
+
+def test_a_byte_order_mark_is_removed_from_the_first_line_only(tmp_path, caplog):
+    path = tmp_path / "hyp.txt"
+    path.write_bytes("\ufeffA man.\n\ufeffB\n".encode())
+    assert read_lines(path) == ["A man.", "\ufeffB"]
+    assert "starts with a UTF-8 byte order mark" in caplog.text

@@ -168,7 +168,7 @@ def output_folder(out_dir: str | Path) -> Iterator[Path]:
         TmtError: `out_dir` is a file, or a folder holding files the block did not write.
     """
     out = Path(out_dir)
-    if out.resolve().name in ("", ".", ".."):
+    if out.name in ("", ".", ".."):
         raise TmtError(f"{out_dir}: names no directory of its own; give a new directory to write")
     if out.exists() and not out.is_dir():
         raise TmtError(f"{out}: is a file, not a directory; give a directory to export into")
