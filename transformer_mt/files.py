@@ -338,9 +338,10 @@ def _write_errors(path: Path, target: Path) -> Iterator[None]:
 
 
 def _near(name: Path, target: Path) -> bool:
-    """Whether `name` is `target`, its temporary, or a folder on the way to it."""
+    """Whether `name` lies in `target`'s folder (the temporary, a file inside a temporary
+    folder) or is a folder on the way to it."""
     name, folder = name.absolute(), target.absolute().parent
-    return name.parent == folder or name == folder or name in folder.parents
+    return name == folder or folder in name.parents or name in folder.parents
 
 
 def _disk_full(folder: Path) -> bool:
