@@ -7,6 +7,7 @@ import dataclasses
 import random
 import threading
 import time
+import typing
 
 import pytest
 
@@ -250,3 +251,138 @@ def test_a_failing_step_answers_its_requests_with_an_error_and_serving_goes_on(
     assert engine.batch.step != broken  # a fresh batch took over
     (done,) = engine.submit(["hunde spielen"], decode).future.result(timeout=60)
     assert done.texts[0]
+
+
+def test_two_sentences_larger_than_the_pool_fail_their_request_and_serving_goes_on(checkpoint):
+    """Both sentences are refused by admission: the request's answer is set once (a second
+    answer on one future killed the decoding thread), and the next request is served."""
+    engine = Engine.from_checkpoint(str(checkpoint), limits=ServeLimits(kv_blocks=40))
+    engine.start()
+    try:
+        wide = dataclasses.replace(engine.defaults, beam_size=5)
+        job = engine.submit([" ".join(WORDS), " ".join(WORDS[::-1])], wide)
+        with pytest.raises(RequestTooLarge, match="KV blocks"):
+            job.future.result(timeout=60)
+        greedy = dataclasses.replace(engine.defaults, beam_size=1)
+        (done,) = engine.submit(["hunde spielen"], greedy).future.result(timeout=60)
+        assert done.texts[0] and engine.failure is None
+        wait_idle(engine)
+        assert engine.stats().kv_blocks_reserved == 0
+    finally:
+        engine.stop()
+
+
+def test_a_request_refused_in_part_frees_its_sentences_that_were_admitted(checkpoint):
+    """One sentence fits the pool and runs, the next never could: the request fails, and its
+    running sentence leaves the batch instead of answering a failed request."""
+    engine = Engine.from_checkpoint(str(checkpoint), limits=ServeLimits(kv_blocks=60))
+    engine.start()
+    try:
+        decode = dataclasses.replace(engine.defaults, beam_size=2)
+        job = engine.submit(["hunde", " ".join(WORDS * 2)], decode)
+        with pytest.raises(RequestTooLarge):
+            job.future.result(timeout=60)
+        stats = wait_idle(engine)
+        assert stats.kv_blocks_reserved == 0 and engine.failure is None
+    finally:
+        engine.stop()
+
+
+def fail_for(monkeypatch, length_penalty: float) -> None:
+    """Make the search step raise for the lane of sentences with `length_penalty`."""
+    from transformer_mt.serve import scheduler
+
+    real = scheduler.beam_step
+
+    def beam_step(state, log_probs, cfg, ids, finished):
+        if cfg.length_penalty == length_penalty:
+            raise OverflowError(34, "Numerical result out of range")
+        return real(state, log_probs, cfg, ids, finished)
+
+    monkeypatch.setattr(scheduler, "beam_step", beam_step)
+
+
+def test_a_failing_request_fails_alone_while_a_concurrent_one_decodes(
+    checkpoint, engine, monkeypatch
+):
+    fail_for(monkeypatch, 0.625)
+    texts = sentences(6, seed=3)
+    offline = Translator.from_checkpoint(str(checkpoint), beam_size=5).translate(texts)
+    good = engine.submit(texts, engine.defaults)
+    bad = engine.submit(
+        ["hunde spielen"], dataclasses.replace(engine.defaults, length_penalty=0.625)
+    )
+    with pytest.raises(TmtError, match="decoding failed: .*out of range"):
+        bad.future.result(timeout=60)
+    assert [t.texts for t in good.future.result(timeout=60)] == [t.texts for t in offline]
+    wait_idle(engine)
+    assert engine.stats().kv_blocks_reserved == 0 and engine.failure is None
+    (again,) = engine.submit(texts[:1], engine.defaults).future.result(timeout=60)
+    assert again.texts == offline[0].texts
+
+
+@pytest.mark.parametrize("length_penalty", [1e308, -1e308])
+def test_extreme_numbers_from_one_request_leave_a_concurrent_one_alone(
+    checkpoint, engine, length_penalty
+):
+    """Refused at submit where the decode settings bound the number, otherwise failing
+    alone: the other request gets its translations either way."""
+    texts = sentences(4, seed=9)
+    offline = Translator.from_checkpoint(str(checkpoint), beam_size=5).translate(texts)
+    good = engine.submit(texts, engine.defaults)
+    extreme = dataclasses.replace(engine.defaults, length_penalty=length_penalty)
+    try:
+        bad = engine.submit(["ein hund", "zwei katzen"], extreme)
+        bad.future.exception(timeout=60)
+    except TmtError:
+        pass
+    assert [t.texts for t in good.future.result(timeout=60)] == [t.texts for t in offline]
+    (again,) = engine.submit(texts[:1], engine.defaults).future.result(timeout=60)
+    assert again.texts == offline[0].texts and engine.failure is None
+
+
+def test_a_dead_decoding_thread_fails_waiting_requests_and_refuses_new_ones(engine, monkeypatch):
+    def broken():
+        raise RuntimeError("admission broke")
+
+    monkeypatch.setattr(engine.admission, "admit", broken)
+    job = engine.submit(["hunde spielen"], engine.defaults)
+    with pytest.raises(TmtError, match="engine stopped: admission broke"):
+        job.future.result(timeout=60)
+    assert isinstance(engine.failure, RuntimeError)
+    with pytest.raises(TmtError, match="has stopped"):
+        engine.submit(["hunde"], engine.defaults)
+
+
+def test_every_decode_field_but_max_tokens_is_in_the_translation_key():
+    from transformer_mt.config import DecodeConfig
+    from transformer_mt.serve.caches import OUTPUT_NEUTRAL_FIELDS, translation_key
+
+    base = DecodeConfig()
+    hints = typing.get_type_hints(DecodeConfig)
+    for f in dataclasses.fields(DecodeConfig):
+        value = getattr(base, f.name)
+        if isinstance(value, bool):
+            other = not value
+        elif isinstance(value, str):  # a Literal: another of its choices
+            other = next(c for c in typing.get_args(hints[f.name]) if c != value)
+        else:
+            other = value + 1
+        key = translation_key("a", "", dataclasses.replace(base, **{f.name: other}))
+        assert (key == translation_key("a", "", base)) == (f.name in OUTPUT_NEUTRAL_FIELDS), f
+    assert set(OUTPUT_NEUTRAL_FIELDS) == {"max_tokens"}
+
+
+@pytest.mark.parametrize(
+    "change", [{"min_len": 12}, {"length_norm": "none"}, {"length_norm": "average"}]
+)
+def test_a_cached_translation_never_answers_other_settings(checkpoint, engine, change):
+    texts = sentences(12, seed=4)
+    engine.submit(texts, engine.defaults).future.result(timeout=60)
+    hits = engine.translations.hits
+    got = engine.submit(texts, dataclasses.replace(engine.defaults, **change)).future.result(60)
+    assert engine.translations.hits == hits  # decoded again, not taken from the cache
+    want = Translator.from_checkpoint(str(checkpoint), **change).translate(texts)
+    for have, expected in zip(got, want, strict=True):
+        assert have.texts == expected.texts
+        assert have.scores == pytest.approx(expected.scores, abs=1e-4)

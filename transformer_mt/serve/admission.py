@@ -7,7 +7,8 @@ K * (ceil(max_len / block size) + 1) (K rows, each at most ceil(max_len / block 
 one more for a copy-on-write in flight). That many are reserved until it leaves, so a running
 search never finds the pool empty; cached prefixes give their blocks back when a reservation
 needs them. The first sentence in the queue waits for the budget rather than being overtaken,
-so that a long sentence is not starved by short ones.
+so that a long sentence is not starved by short ones. A `solo` sentence (one decoded again
+after a failed step, see engine.py) joins only an empty batch, and nothing joins while it runs.
 """
 
 from __future__ import annotations
@@ -33,6 +34,13 @@ class Work:
     index: int  # in the request
     cache_key: tuple  # of the translation cache
     streamed: str = ""  # greedy text sent so far
+    solo: bool = False  # decoded alone: no other sentence in the batch while it runs
+
+    def restart(self, solo: bool) -> None:
+        """Make a sentence taken out of a failed batch ready to be admitted again."""
+        sentence = self.sentence
+        sentence.reused, sentence.prefix_log_probs = None, []
+        self.solo = solo
 
 
 class Admission:
@@ -65,9 +73,13 @@ class Admission:
         """Queued sentences that fit the budgets, in queue order; and those that never could
         (more blocks than the whole pool), refused."""
         admitted, refused = [], []
+        if self._solo_running():
+            return admitted, refused
         tokens = sum(len(w.sentence.src_ids) for w in self.running.values())
         while self.queue:
             work = self.queue[0]
+            if work.solo and (self.running or admitted):
+                break
             blocks = self.blocks_needed(work.sentence)
             if self.running or admitted:
                 if tokens + len(work.sentence.src_ids) > self.max_batch_tokens:
@@ -88,6 +100,8 @@ class Admission:
             tokens += len(work.sentence.src_ids)
             self.running[work.sentence.key] = work
             admitted.append(work)
+            if work.solo:
+                break
         return admitted, refused
 
     def blocks_needed(self, sentence: Sentence) -> int:
@@ -99,9 +113,17 @@ class Admission:
             self.reserved -= work.sentence.reserved_blocks
             work.sentence.reserved_blocks = 0
 
-    def drop_queued(self, jobs: set[int]) -> None:
-        """Take the queued sentences of the jobs `jobs` (ids) out of the queue."""
-        self.queue = deque(w for w in self.queue if id(w.job) not in jobs)
+    def drop_queued(self, jobs: set) -> None:
+        """Take the queued sentences of `jobs` out of the queue."""
+        self.queue = deque(w for w in self.queue if w.job not in jobs)
+
+    def requeue(self, work: list[Work]) -> None:
+        """Put sentences taken out of the batch back at the front of the queue, in order
+        (beyond `max_queue`: they were admitted once)."""
+        self.queue.extendleft(reversed(work))
+
+    def _solo_running(self) -> bool:
+        return len(self.running) == 1 and next(iter(self.running.values())).solo
 
     def _reserve(self, blocks: int) -> bool:
         """Reserve `blocks`, evicting cached prefixes if they must make room; False: no room."""

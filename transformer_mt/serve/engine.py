@@ -10,6 +10,14 @@ without decoding.
 
 The budgets and the queue are `admission.Admission`'s; the blocks actually used (shared
 prefixes, freed beams) are fewer than it reserves, and /metrics shows both.
+
+One request cannot take others down with it. A job's future is resolved once, by the first
+of its sentences to fail or by its last to finish; its other sentences then leave. A decoding
+step that fails cannot say which sentence made it fail: when it held the sentences of one
+request, that request fails; otherwise the running sentences go back to the front of the
+queue marked `solo`, and each is decoded again alone, so that the next failure names its
+request. Should the decoding thread itself die, `failure` says why, every waiting request
+fails, and new ones are refused (the server answers /health with 503 and exits).
 """
 
 from __future__ import annotations
@@ -27,12 +35,12 @@ import torch
 
 from transformer_mt.config import DecodeConfig, ModelConfig
 from transformer_mt.data.tokenizer import EOS_ID
-from transformer_mt.errors import SettingError, TmtError
+from transformer_mt.errors import SettingError, TmtError, one_line
 from transformer_mt.inference.translator import Translation, Translator
 from transformer_mt.search import max_output_lengths
 from transformer_mt.search.state import ranked_results
 from transformer_mt.serve.admission import Admission, Work
-from transformer_mt.serve.caches import LruCache
+from transformer_mt.serve.caches import LruCache, translation_key
 from transformer_mt.serve.contract import EngineStats, RequestTooLarge, ShuttingDown
 from transformer_mt.serve.paged import BlockPool
 from transformer_mt.serve.prefix_cache import PrefixTree
@@ -89,6 +97,19 @@ class Job:
         blocks go back to the pool), and the future is cancelled."""
         self._engine._cancel(self)
 
+    def settle(self, result: list[Translation] | None, error: BaseException | None) -> bool:
+        """Resolve the future with `result` or `error` unless it is resolved or cancelled
+        already; whether it was resolved now. Only the engine calls it, with its lock held
+        or before the job is queued, so that no two calls race."""
+        future = self.future
+        if future.done() or not future.set_running_or_notify_cancel():
+            return False
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+        return True
+
 
 class Engine:
     """A translation model served to many clients at once (see the module docstring)."""
@@ -109,7 +130,8 @@ class Engine:
         self.admission = Admission(
             self.pool, self.prefixes, self.max_batch_tokens, limits.max_queue
         )
-        self._cancelled: set[int] = set()
+        self._dropped: set[Job] = set()  # jobs whose sentences leave at the next step
+        self.failure: BaseException | None = None  # why the decoding thread died, if it did
         self._cond = threading.Condition()
         self._accepting = True
         self._stop = False
@@ -167,13 +189,15 @@ class Engine:
             if (w := self._prepare(job, i, text, decode, prefixes[i] if prefixes else ""))
         ]
         with self._cond:
+            if self.failure is not None:
+                raise ShuttingDown(f"the decoding engine has stopped ({one_line(self.failure)})")
             if not self._accepting:
                 raise ShuttingDown("the server is shutting down")
             self.admission.enqueue(work)
             job.pending = len(work)
             self._cond.notify()
         if not work:
-            job.future.set_result(job.results)
+            job.settle(job.results, None)
         return job
 
     def start(self) -> None:
@@ -187,7 +211,7 @@ class Engine:
             if not drain:
                 admission = self.admission
                 for work in [*admission.queue, *admission.running.values()]:
-                    self._cancelled.add(id(work.job))
+                    self._dropped.add(work.job)
             self._stop = True
             self._cond.notify()
         if self._thread is not None:
@@ -246,15 +270,7 @@ class Engine:
         self, job: Job, index: int, text: str, decode: DecodeConfig, prefix: str
     ) -> Work | None:
         """The work for one text, or None when it is answered at once (blank, or cached)."""
-        key = (
-            text,
-            prefix,
-            decode.beam_size,
-            decode.length_penalty,
-            decode.max_len_a,
-            decode.max_len_b,
-            decode.n_best,
-        )
+        key = translation_key(text, prefix, decode)
         with self._cond:
             cached = self.translations.get(key)
         if cached is not None:
@@ -277,32 +293,42 @@ class Engine:
     def _cancel(self, job: Job) -> None:
         if job.future.cancel():  # False: answered already
             with self._cond:
-                self._cancelled.add(id(job))
+                self._dropped.add(job)
+                self._cancelled_requests += 1
                 self._cond.notify()
 
     # --- the decoding thread ---------------------------------------------------------------
 
     def _loop(self) -> None:
-        with torch.inference_mode():
-            while True:
-                with self._cond:
-                    while not (self._cancelled or self._stop or not self.admission.idle):
-                        self._cond.wait()
-                    if self._stop and self.admission.idle:
-                        return
-                    cancelled, self._cancelled = self._cancelled, set()
-                    self._drop_cancelled(cancelled)
-                    admitted, refused = self.admission.admit()
-                for work, err in refused:
-                    work.job.future.set_exception(err)
-                try:
-                    if admitted:
-                        self._start(admitted)
-                    if self.batch.lanes:
-                        self._step()
-                except Exception as err:  # noqa: BLE001 - one bad step must not stop serving
-                    log.exception("decoding step failed")
-                    self._fail_running(err)
+        try:
+            with torch.inference_mode():
+                while self._serve_one_step():
+                    pass
+        except BaseException as err:  # noqa: BLE001 - said by `failure`, /health and the exit
+            log.critical("the decoding engine stopped", exc_info=err)
+            self._die(err)
+
+    def _serve_one_step(self) -> bool:
+        """Admit, then decode one step; False once stopped with nothing left to do."""
+        with self._cond:
+            while not (self._dropped or self._stop or not self.admission.idle):
+                self._cond.wait()
+            if self._stop and self.admission.idle:
+                return False
+            dropped, self._dropped = self._dropped, set()
+            self._drop(dropped)
+            admitted, refused = self.admission.admit()
+            for work, err in refused:
+                self._fail_job(work.job, err)
+        try:
+            if admitted:
+                self._start(admitted)
+            if self.batch.lanes:
+                self._step()
+        except Exception as err:  # noqa: BLE001 - one bad step must not stop serving
+            log.exception("decoding step failed")
+            self._recover(err)
+        return True
 
     def _start(self, admitted: list[Work]) -> None:
         """Encoder outputs (cached or computed together) for the admitted sentences; join."""
@@ -361,34 +387,59 @@ class Engine:
             self.translations.put(work.cache_key, translation)
             job.results[work.index] = translation
             job.pending -= 1
-            answered = job.pending == 0 and job.future.set_running_or_notify_cancel()
-            self._done += answered
-        if answered:
-            job.future.set_result(job.results)
+            if job.pending == 0:
+                self._done += job.settle(job.results, None)
 
-    def _drop_cancelled(self, cancelled: set[int]) -> None:
-        """Take the cancelled jobs' sentences out of the queue and the batch (lock held)."""
-        if not cancelled:
+    def _drop(self, jobs: set[Job]) -> None:
+        """Take the sentences of `jobs` (cancelled or failed) out of the queue and the batch,
+        their blocks freed (lock held)."""
+        if not jobs:
             return
         running = self.admission.running
-        keys = {k for k, w in running.items() if id(w.job) in cancelled}
+        keys = {k for k, w in running.items() if w.job in jobs}
         for sentence in self.batch.remove(keys):
             self.admission.release(running[sentence.key])
-        self.admission.drop_queued(cancelled)
-        self._cancelled_requests += len(cancelled)
+        self.admission.drop_queued(jobs)
 
-    def _fail_running(self, err: Exception) -> None:
-        """Start from an empty batch and answer every running request with the error."""
-        failure = TmtError(f"decoding failed: {' '.join(str(err).split())}")
+    def _fail_job(self, job: Job, err: BaseException) -> None:
+        """Answer `job` with `err`; its other sentences leave at the next step (lock held)."""
+        job.settle(None, err)
+        self._dropped.add(job)
+
+    def _recover(self, err: Exception) -> None:
+        """After a failed step: start from an empty batch. The failure is the request's when
+        the batch held only its sentences; otherwise each running sentence is decoded again
+        alone, at the front of the queue, so that a failure names the one request it is due to.
+        """
+        failure = TmtError(f"decoding failed: {one_line(err)}")
         self.batch.cache.release_all()
         self.batch = self._new_batch()
         with self._cond:
-            failed = list(self.admission.running.values())
-            for work in failed:
+            running = list(self.admission.running.values())
+            for work in running:
                 self.admission.release(work)
-        for job in {id(w.job): w.job for w in failed}.values():
-            if job.future.set_running_or_notify_cancel():
-                job.future.set_exception(failure)
+            jobs = {work.job for work in running}
+            if len(jobs) == 1:
+                self._fail_job(jobs.pop(), failure)
+                return
+            for work in running:
+                work.restart(solo=True)
+            self.admission.requeue(running)
+            log.warning(
+                "decoding %d sentences again, each alone, to find the failing one", len(running)
+            )
+
+    def _die(self, err: BaseException) -> None:
+        """The decoding thread is ending on `err`: every request still waiting fails, and new
+        ones are refused."""
+        failure = TmtError(f"the decoding engine stopped: {one_line(err)}")
+        with self._cond:
+            self.failure = err
+            self._accepting = False
+            admission = self.admission
+            for work in [*admission.queue, *admission.running.values()]:
+                work.job.settle(None, failure)
+            admission.queue.clear()
 
     def _new_batch(self) -> ContinuousBatch:
         translator = self.translator
