@@ -236,7 +236,10 @@ def test_a_plain_string_keeps_its_meaning(tmp_path):
         ("[]", r"data\.train: the list of sources is empty"),
         ("[{path: a}, {path: b, weight: -1}]", r"data\.train\[1\]\.weight=-1 must be > 0"),
         ("[{path: a, weight: 0}]", r"data\.train\[0\]\.weight=0 must be > 0"),
-        ("[{path: a, weight: .inf}]", r"data\.train\[0\]\.weight=inf must be finite"),
+        (
+            "[{path: a, weight: .inf}]",
+            r"data\.train\[0\]\.weight: expected a finite number, got inf",
+        ),
         ("[{path: a, weight: heavy}]", r"data\.train\[0\]\.weight: expected a number"),
         ("[{path: a, wieght: 2}]", r"data\.train\[0\]\.wieght: unknown key \(did you mean 'w"),
         ("[{weight: 2}]", r"data\.train\[0\]\.path: required key missing"),
