@@ -14,6 +14,8 @@ from transformer_mt import artifacts
 from transformer_mt.artifacts import Checkpoint, TrainingState
 from transformer_mt.errors import TmtError
 
+from .conftest import save_tiny_checkpoint
+
 
 def state(value: float, step: int = 1) -> Checkpoint:
     """An inference checkpoint: weights, config, tokenizers, step."""
@@ -57,7 +59,8 @@ def test_crash_during_save_keeps_previous_checkpoint(tmp_path, monkeypatch, targ
         monkeypatch.setattr(artifacts.torch, "save", partial_then_crash)
     else:
         monkeypatch.setattr(artifacts.os, "replace", crash)
-    with pytest.raises(OSError, match="disk on fire"):
+    # files.atomic_path may name the file in a TmtError of its own
+    with pytest.raises((OSError, TmtError), match="disk on fire"):
         artifacts.save_checkpoint(state(2.0), path)
     monkeypatch.undo()
     assert torch.equal(artifacts.load_checkpoint(path).model["w"], torch.ones(2, 3))
@@ -287,9 +290,11 @@ def test_a_checkpoint_of_the_old_trainer_layout_loads_for_inference_and_resume(
     assert (training.best_score, training.bad_validations) == (12.5, 1)
     assert training.optimizer["state"][0]["step"] == legacy["optimizer"]["state"][0]["step"]
     assert torch.equal(training.rng[0]["torch"], legacy["rng"][0]["torch"])
-    # Written again, the same keys in the same order: the format on disk did not change.
+    # Written again, the same keys in the same order, then the checksums: the format on disk
+    # only grew a key, which earlier releases do not read.
     artifacts.save_checkpoint(found, tmp_path / "again.pt")
-    assert tuple(torch.load(tmp_path / "again.pt", weights_only=True)) == LEGACY_TRAINER_KEYS
+    again = tuple(torch.load(tmp_path / "again.pt", weights_only=True))
+    assert again == (*LEGACY_TRAINER_KEYS, artifacts.CHECKSUMS_KEY)
 
 
 def test_the_minimal_early_layout_loads_for_inference(checkpoint):
@@ -300,3 +305,120 @@ def test_the_minimal_early_layout_loads_for_inference(checkpoint):
     loaded = artifacts.load_checkpoint(checkpoint)
     assert loaded.version is None and loaded.ema is None and loaded.training is None
     assert not artifacts.load_for_inference(checkpoint).model.training
+
+
+# --- damage, and names that are not checkpoint files ------------------------------------------
+
+
+def flip_bytes(path, tensor: torch.Tensor, n_bytes: int = 4096) -> None:
+    """Invert up to `n_bytes` of `tensor`'s data where it lies in `path` (zip headers intact)."""
+    data = bytearray(path.read_bytes())
+    raw = tensor.contiguous().numpy().tobytes()
+    at = data.find(raw)
+    assert at >= 0 and data.find(raw, at + 1) < 0  # found, and only there
+    for i in range(at, at + min(n_bytes, len(raw))):
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_damage_inside_a_tensor_is_refused_by_name(tmp_path):
+    path = tmp_path / "model.pt"
+    weights = torch.arange(2048, dtype=torch.float32)
+    artifacts.save_checkpoint(dataclasses.replace(state(1.0), model={"w": weights}), path)
+    assert torch.equal(artifacts.load_checkpoint(path).model["w"], weights)
+    flip_bytes(path, weights)
+    assert torch.load(path, weights_only=True)["model"]["w"].shape == (2048,)  # torch sees none
+    with pytest.raises(TmtError) as err:
+        artifacts.load_checkpoint(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: damaged checkpoint (model/w does not match the checksums")
+    assert "\n" not in message
+    assert path.exists()  # refused, not deleted: the user may want to look at it
+
+
+def test_a_damaged_embedding_is_refused_before_it_translates(checkpoint, tmp_path):
+    """The session fixture predates checksums: it loads unchecked; saved again it has them."""
+    assert artifacts.CHECKSUMS_KEY not in torch.load(checkpoint, weights_only=True)
+    path = tmp_path / "model.pt"
+    artifacts.save_checkpoint(artifacts.load_checkpoint(checkpoint), path)
+    assert not artifacts.load_for_inference(path).model.training
+    flip_bytes(path, artifacts.load_checkpoint(path).model["encoder.embed.token_embedding.weight"])
+    # one table, three names (shared embeddings, tied output)
+    with pytest.raises(
+        TmtError, match=r"damaged checkpoint \(model/decoder\.embed\..* and 2 more tensors do"
+    ):
+        artifacts.load_for_inference(path)
+
+
+def test_damaged_settings_are_refused(tmp_path):
+    path = tmp_path / "model.pt"
+    artifacts.save_checkpoint(dataclasses.replace(state(1.0), config={"note": "sinusoidal"}), path)
+    path.write_bytes(path.read_bytes().replace(b"sinusoidal", b"sinusoidaL"))
+    values = r"damaged checkpoint \(its config, tokenizers or other values do not match"
+    with pytest.raises(TmtError, match=values):
+        artifacts.load_checkpoint(path)
+
+
+def test_resume_skips_a_damaged_checkpoint_for_the_newest_sound_one(tmp_path, caplog):
+    write_run(tmp_path, [4, 8], last_step=10)
+    last = tmp_path / "last.pt"
+    flip_bytes(last, training_state(10, 10).model["w"], n_bytes=8)
+    with caplog.at_level(logging.WARNING):
+        path, found = artifacts.resume_checkpoint(tmp_path)
+    assert path.name == "step_00000008.pt" and found.step == 8
+    assert (
+        f"skipped: {last}: damaged checkpoint (model/w does not" in caplog.records[-1].getMessage()
+    )
+    assert last.exists()
+
+
+def test_names_that_are_not_checkpoint_files_say_what_they_are(tmp_path):
+    with pytest.raises(TmtError, match="^/dev/zero: is a character device, not a checkpoint file"):
+        artifacts.load_checkpoint("/dev/zero")
+    fifo = tmp_path / "pipe.pt"
+    os.mkfifo(fifo)
+    with pytest.raises(TmtError, match=r"pipe\.pt: is a named pipe \(FIFO\), not a checkpoint"):
+        artifacts.load_checkpoint(fifo)
+    link = tmp_path / "link.pt"
+    link.symlink_to(tmp_path / "gone.pt")
+    with pytest.raises(
+        TmtError, match=r"link\.pt: checkpoint not found \(a link to .*gone\.pt, wh"
+    ):
+        artifacts.load_checkpoint(link)
+    with pytest.raises(TmtError, match="/dev/zero: is a character device"):
+        artifacts.average_checkpoints(artifacts.resolve_average_inputs(["/dev/zero"], None))
+
+
+# --- averaging checkpoints of different models -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "differ"),
+    [({"positions": "rope"}, "model.positions"), ({"d_ff": 64}, "model.d_ff")],
+)
+def test_average_refuses_checkpoints_of_another_model(tmp_path, options, differ):
+    """Equal shapes (sinusoidal and rotary positions) or not: the stored configs decide."""
+    one = save_tiny_checkpoint(tmp_path / "one")
+    other = save_tiny_checkpoint(tmp_path / "other", **options)
+    with pytest.raises(TmtError) as err:
+        artifacts.average_checkpoints([one, other])
+    message = str(err.value)
+    assert message == (
+        f"{other}: another model than {one} (differs in {differ}); average checkpoints of one model"
+    )
+
+
+def test_average_takes_checkpoints_that_differ_only_in_training_settings(tmp_path):
+    one = save_tiny_checkpoint(tmp_path / "one")
+    other = tmp_path / "other.pt"
+    changed = artifacts.load_checkpoint(one)
+    changed.config["train"]["lr"] = 1e-3
+    changed.config["model"]["dropout"] = 0.3  # off at inference: the same model
+    changed.config["data"]["train"] = "another/corpus"
+    artifacts.save_checkpoint(changed, other)
+    assert artifacts.average_checkpoints([one, other]).config["train"]["lr"] == 1e-3
+    changed.config["data"]["src_lang"], changed.config["data"]["tgt_lang"] = "en", "de"
+    changed.tokenizers = {"src": b"other", "tgt": b"vocabulary"}
+    artifacts.save_checkpoint(changed, other)
+    with pytest.raises(TmtError, match=r"data\.src_lang, data\.tgt_lang, the tokenizers' voc"):
+        artifacts.average_checkpoints([one, other])

@@ -13,6 +13,11 @@ and read with `weights_only=True`; `Checkpoint` is its typed view, field for key
     training      the keys of `TrainingState`, stored at the top level of the dict; absent
                   from averaged and other inference-only checkpoints
     averaged_from the averaged files (`tmt average` only)
+    checksums     {"tensors": {path: SHA-256}, "values": SHA-256}: every tensor of the dict by
+                  its path ("model/encoder.embed.weight", "optimizer/state/0/exp_avg") and all
+                  other values together, written by `save_checkpoint` and checked on loading,
+                  so that damage inside the file (which torch does not notice) refuses it by
+                  name; files that predate the key load unchecked
 
 Run directories keep `checkpoints/last.pt`, `checkpoints/best.pt` and the last `keep_last`
 periodic ones, `checkpoints/step_00001000.pt`, each an independent file (damage to one leaves
@@ -22,11 +27,14 @@ crash while saving leaves the previous file intact.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
 import shutil
-from collections.abc import Sequence
+import stat
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -35,9 +43,9 @@ import torch
 from torch import Tensor
 
 from transformer_mt import __version__
-from transformer_mt.config import ExperimentConfig, config_from_dict
+from transformer_mt.config import ExperimentConfig, config_from_dict, config_to_dict
 from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
-from transformer_mt.errors import TmtError
+from transformer_mt.errors import TmtError, one_line
 from transformer_mt.files import atomic_open, atomic_path, refuse_same_file
 from transformer_mt.model import Seq2SeqTransformer, build_model
 
@@ -47,6 +55,22 @@ PERIODIC_PATTERN = re.compile(r"step_(\d+)\.pt")
 # The temporary name `files.atomic_path` writes under: ".NAME.tmpPID".
 TEMPORARY_PATTERN = re.compile(r"\..+\.tmp(\d+)")
 REQUIRED_KEYS = ("model", "config", "tokenizers", "step")
+CHECKSUMS_KEY = "checksums"
+
+# The settings that make a model what it is: its architecture, its vocabularies and the
+# languages it translates between, as "section" (every key of it) or "section.key". Two
+# checkpoints that differ in one of them are two models: averaging them gives a model that
+# matches neither, and resuming one with the other's settings trains another model on top.
+MODEL_SETTINGS = ("model", "tokenizer", "data.src_lang", "data.tgt_lang")
+# Keys of those sections that only change how a model trains: dropout is off at inference,
+# BPE-dropout samples segmentations of the same vocabulary, and the attention backend computes
+# the same function with other kernels.
+TRAINING_ONLY_SETTINGS = frozenset(
+    {
+        *("model.dropout", "model.attn_dropout", "model.activation_dropout"),
+        *("model.attention_backend", "tokenizer.bpe_dropout", "tokenizer.bpe_dropout_sides"),
+    }
+)
 
 
 @dataclass
@@ -149,10 +173,36 @@ def save_checkpoint(checkpoint: Checkpoint, path: str | Path) -> None:
 
     The rename is atomic on POSIX and Windows, so readers see the old file or the new one,
     never a half-written one; a failure (disk full, crash, exception) removes the temporary
-    file and leaves the previous checkpoint untouched.
+    file and leaves the previous checkpoint untouched. The file carries the checksums of its
+    contents (`checksums`, checked by `load_checkpoint`).
+
+    Raises:
+        OSError: writing failed (a full disk, a read-only file system), as `files.atomic_path`
+            reports it.
     """
-    with atomic_open(path, "wb", durable=True) as f:
-        torch.save(checkpoint.to_dict(), f)
+    state = checkpoint.to_dict()
+    state[CHECKSUMS_KEY] = checksums(state)
+    with atomic_open(path, "wb", durable=True) as f, _torch_write_errors():
+        torch.save(state, f)
+
+
+@contextmanager
+def _torch_write_errors() -> Iterator[None]:
+    """Re-raise the OSError behind a failed `torch.save` as that OSError.
+
+    torch.save meets a full disk with an OSError, then raises a RuntimeError ("unexpected
+    pos") while it closes the archive; the OSError says what happened, and is what callers
+    (`files.atomic_path`, the CLI) turn into one line naming the file.
+    """
+    try:
+        yield
+    except RuntimeError as err:
+        cause = err.__context__
+        while cause is not None and not isinstance(cause, OSError):
+            cause = cause.__context__
+        if cause is None:
+            raise
+        raise OSError(cause.errno, cause.strerror or one_line(cause)) from err
 
 
 def copy_checkpoint(source: str | Path, target: str | Path) -> None:
@@ -166,25 +216,126 @@ def copy_checkpoint(source: str | Path, target: str | Path) -> None:
         shutil.copyfile(source, tmp)
 
 
+def checksums(state: dict[str, Any]) -> dict[str, Any]:
+    """The `checksums` entry of a checkpoint dict: SHA-256 of each tensor, keyed by its path,
+    and one of every other value (config, tokenizers, step, ...) together.
+
+    Tuples and lists hash alike, so the value digest does not depend on how a loader
+    rebuilds sequences.
+    """
+    tensors: dict[str, str] = {}
+    values = hashlib.sha256()
+
+    def visit(value: object, path: str) -> None:
+        if isinstance(value, Tensor):
+            tensors[path] = _tensor_digest(value)
+        elif isinstance(value, dict):
+            values.update(f"{path}{{{len(value)};".encode())
+            for key, item in value.items():
+                visit(item, f"{path}/{key}")
+        elif isinstance(value, (list, tuple)):
+            values.update(f"{path}[{len(value)};".encode())
+            for i, item in enumerate(value):
+                visit(item, f"{path}/{i}")
+        elif isinstance(value, bytes):
+            values.update(f"{path}=bytes{len(value)}:".encode())
+            values.update(value)
+        else:
+            values.update(f"{path}={value!r};".encode())
+
+    for key, value in state.items():
+        if key != CHECKSUMS_KEY:
+            visit(value, key)
+    return {"tensors": tensors, "values": values.hexdigest()}
+
+
+def _tensor_digest(tensor: Tensor) -> str:
+    """SHA-256 of a tensor's dtype, shape and elements in row-major order."""
+    flat = tensor.detach().cpu().contiguous().reshape(-1)
+    digest = hashlib.sha256(f"{flat.dtype}{tuple(tensor.shape)}:".encode())
+    digest.update(flat.view(torch.uint8).numpy())
+    return digest.hexdigest()
+
+
+def _check_checksums(state: dict[str, Any], path: Path) -> None:
+    """Refuse a checkpoint whose contents differ from the checksums written with them.
+
+    Raises:
+        TmtError: a tensor or the other values do not match (or the checksums are damaged).
+    """
+    recorded = state.get(CHECKSUMS_KEY)
+    if recorded is None:
+        return  # written before checkpoints carried checksums
+    found = checksums(state)
+    if not isinstance(recorded, dict) or recorded.keys() != found.keys():
+        raise TmtError(f"{path}: damaged checkpoint (its checksums are unreadable)")
+    names = recorded["tensors"].keys() | found["tensors"].keys()
+    bad = sorted(n for n in names if recorded["tensors"].get(n) != found["tensors"].get(n))
+    parts = [f"{bad[0]} and {len(bad) - 1} more tensors" if len(bad) > 1 else bad[0]] if bad else []
+    if recorded["values"] != found["values"]:
+        parts.insert(0, "its config, tokenizers or other values")
+    if parts:
+        verb = "does" if parts == bad[:1] else "do"
+        raise TmtError(
+            f"{path}: damaged checkpoint ({' and '.join(parts)} {verb} not match the checksums "
+            "saved with it); use another checkpoint of the run"
+        )
+
+
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> Checkpoint:
     """Read a checkpoint written by `save_checkpoint`, in this or any prior release.
 
     `weights_only=True`: a checkpoint holds only tensors and plain Python values, so loading
-    one from elsewhere cannot execute code.
+    one from elsewhere cannot execute code. Its checksums, when it has them, must match.
 
     Raises:
-        TmtError: the file is missing, unreadable, truncated or not a transformer_mt checkpoint.
+        TmtError: the file is missing, not a regular file, unreadable, truncated, damaged or
+            not a transformer_mt checkpoint.
     """
     path = Path(path)
-    if path.is_dir():
-        raise TmtError(f"{path}: is a directory, not a checkpoint file{_file_hint(path)}")
-    if not path.is_file():
-        raise TmtError(f"{path}: checkpoint not found")
+    _check_checkpoint_file(path)
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
+    except OSError as err:
+        raise TmtError(f"{path}: cannot read ({err.strerror or one_line(err)})") from None
     except Exception as err:  # torch raises many types for truncated or foreign files
         raise TmtError(f"{path}: not a readable checkpoint ({type(err).__name__})") from None
-    return Checkpoint.from_dict(state, path)
+    checkpoint = Checkpoint.from_dict(state, path)
+    _check_checksums(state, path)
+    return checkpoint
+
+
+# What `stat` says a path is, for the names that are not regular files.
+FILE_KINDS = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _check_checkpoint_file(path: Path) -> None:
+    """Refuse a name that is not a regular file, saying what it is instead.
+
+    Raises:
+        TmtError: a directory, a device, a pipe, a socket, a dangling link or nothing.
+    """
+    if path.is_dir():
+        raise TmtError(f"{path}: is a directory, not a checkpoint file{_file_hint(path)}")
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():
+            target = os.readlink(path)
+            raise TmtError(
+                f"{path}: checkpoint not found (a link to {target}, which does not exist)"
+            ) from None
+        raise TmtError(f"{path}: checkpoint not found") from None
+    except OSError as err:
+        raise TmtError(f"{path}: cannot read ({err.strerror or one_line(err)})") from None
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in FILE_KINDS if test(mode)), "a special file")
+        raise TmtError(f"{path}: is {kind}, not a checkpoint file; name a .pt file")
 
 
 def _file_hint(directory: Path) -> str:
@@ -335,7 +486,7 @@ def resolve_average_inputs(
     for item in map(Path, inputs):
         if item.is_dir():
             paths.extend(periodic_checkpoints(item))
-        elif item.is_file():
+        elif item.exists():  # a file, or something `load_checkpoint` will say is not one
             paths.append(item)
         else:
             raise TmtError(f"{item}: no such checkpoint or directory")
@@ -369,20 +520,31 @@ def average_checkpoints(paths: Sequence[str | Path]) -> Checkpoint:
 
     Floating-point tensors are summed in float64 and cast back; integer buffers are taken from
     the newest checkpoint. The result is an inference checkpoint: model, config, tokenizers and
-    the newest step, without optimizer or other training state.
+    the newest step, without optimizer or other training state. The checkpoints must be of one
+    model (`MODEL_SETTINGS` and the tokenizers alike); training settings may differ.
 
     Raises:
-        TmtError: a file is unreadable or the checkpoints hold different parameter sets.
+        TmtError: a file is unreadable, or the checkpoints are of different models or hold
+            different parameter sets.
     """
     if not paths:
         raise TmtError("no checkpoints to average")
     sums: dict[str, Tensor] = {}
+    first: Checkpoint | None = None
     for path in paths:
         newest = load_checkpoint(path)
+        if first is None:
+            first = newest
+        _refuse_another_model(first, newest, paths[0], path)
         weights = newest.weights
         if sums and weights.keys() != sums.keys():
             raise TmtError(f"{path}: parameters differ from {paths[0]}; cannot average")
         for name, tensor in weights.items():
+            if name in sums and sums[name].shape != tensor.shape:
+                raise TmtError(
+                    f"{path}: {name} has shape {list(tensor.shape)}, {list(sums[name].shape)} "
+                    f"in {paths[0]}; cannot average"
+                )
             if tensor.is_floating_point():
                 sums[name] = sums.get(name, 0) + tensor.double()
             else:
@@ -401,6 +563,59 @@ def average_checkpoints(paths: Sequence[str | Path]) -> Checkpoint:
         version=newest.version,
         averaged_from=[str(p) for p in paths],
     )
+
+
+def _refuse_another_model(
+    first: Checkpoint, other: Checkpoint, first_path: str | Path, path: str | Path
+) -> None:
+    """Raise when `other` is not the model `first` is (settings or vocabularies differ)."""
+    differ = model_setting_changes(
+        normalized_config(first.config, f"{first_path} (stored config)"),
+        normalized_config(other.config, f"{path} (stored config)"),
+    )
+    if other.tokenizers != first.tokenizers:
+        differ.append("the tokenizers' vocabularies")
+    if differ:
+        raise TmtError(
+            f"{path}: another model than {first_path} (differs in {', '.join(differ)}); "
+            "average checkpoints of one model"
+        )
+
+
+def normalized_config(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """A stored config parsed and dumped again, so that fields added to the config since it was
+    written compare at their defaults instead of counting as changes.
+
+    Raises:
+        ConfigError: `data` is not a config this release can read (named by `source`).
+    """
+    return config_to_dict(config_from_dict(data, source=source))
+
+
+def config_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[Any]]:
+    """`{"section.key": [old value, new value]}` for every setting that differs, sorted.
+
+    Args:
+        old, new: configs as `normalized_config` returns them.
+    """
+    return {
+        f"{section}.{key}": [old.get(section, {}).get(key), value]
+        for section in sorted(new)
+        for key, value in sorted(new[section].items())
+        if old.get(section, {}).get(key) != value
+    }
+
+
+def model_setting_changes(
+    old: dict[str, Any], new: dict[str, Any], settings: Sequence[str] = MODEL_SETTINGS
+) -> list[str]:
+    """The keys of `config_changes(old, new)` that `settings` names ("section" or
+    "section.key"), training-only ones (`TRAINING_ONLY_SETTINGS`) left out."""
+    return [
+        key
+        for key in config_changes(old, new)
+        if (key in settings or key.split(".")[0] in settings) and key not in TRAINING_ONLY_SETTINGS
+    ]
 
 
 @dataclass

@@ -13,6 +13,8 @@ from transformer_mt.artifacts import Checkpoint, TrainingState
 from transformer_mt.cli import main
 from transformer_mt.errors import TmtError
 
+from ..conftest import save_tiny_checkpoint
+
 
 def state(value: float, step: int) -> Checkpoint:
     """A checkpoint a run can resume from (its training state is empty but complete)."""
@@ -91,17 +93,33 @@ def test_fewer_checkpoints_than_asked_averages_them_with_a_warning(run, tmp_path
     assert "warning" not in capsys.readouterr().err
 
 
-def test_failed_write_leaves_the_existing_output_whole(run, tmp_path, monkeypatch):
+def test_failed_write_leaves_the_existing_output_whole(run, tmp_path, monkeypatch, capsys):
     out = tmp_path / "avg.pt"
     assert main(["average", str(run), "--last", "1", "--out", str(out)]) == 0
     before = out.read_bytes()
+    capsys.readouterr()
 
     def full_disk(obj, f):
         f.write(b"partial")
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(torch, "save", full_disk)
-    with pytest.raises(OSError, match="No space left"):
-        main(["average", str(run), "--last", "2", "--out", str(out)])
+    assert main(["average", str(run), "--last", "2", "--out", str(out)]) == 1  # the machine's
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {out}: ") and err.count("\n") == 1
+    assert "No space left on device" in err
     assert out.read_bytes() == before
     assert set(os.listdir(tmp_path)) == {"run", "avg.pt"}  # no temporary left behind
+
+
+def test_checkpoints_of_another_model_are_refused_in_one_line(tmp_path, capsys):
+    """Sinusoidal and rotary positions: the same parameters, different models."""
+    one = save_tiny_checkpoint(tmp_path / "one")
+    other = save_tiny_checkpoint(tmp_path / "other", positions="rope")
+    out = tmp_path / "avg.pt"
+    assert main(["average", str(one), str(other), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {other}: another model than {one} (differs in model.positions); average "
+        "checkpoints of one model\n"
+    )
+    assert not out.exists() and sorted(os.listdir(tmp_path)) == ["one", "other"]

@@ -20,6 +20,8 @@ from transformer_mt.training import lock as lock_module
 from transformer_mt.training.lock import LOCK_NAME, lock_run_dir
 from transformer_mt.training.run import _run_dir_lock, run_training
 
+from .conftest import write_corpus
+
 REPO = Path(__file__).resolve().parents[2]
 HOLDER = """\
 import sys
@@ -203,3 +205,52 @@ def test_resume_with_changed_settings_keeps_the_config_history(tiny_experiment, 
     shutil.rmtree(ckpts)  # a fresh run in the same directory starts without the old history
     assert run_training(str(tiny_experiment), str(run_dir), ["train.max_steps=4"]) == 0
     assert not history_file.exists()
+
+
+def run_files(run_dir: Path) -> dict[str, bytes]:
+    """Every file of a run directory (the checkpoints included) by relative path."""
+    return {str(p.relative_to(run_dir)): p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("changes", "keys"),
+    [
+        (["data.src_lang=en", "data.tgt_lang=de"], "data.src_lang, data.tgt_lang"),
+        (["data.train=OTHER/train.tsv"], "data.train"),
+        (["data.streaming=true"], "data.streaming"),
+        (["tokenizer.vocab_size=50", "model.n_layers=1"], "model.n_layers, tokenizer.vocab_size"),
+    ],
+)
+def test_resume_as_another_model_or_on_another_corpus_is_refused(
+    tiny_experiment, tmp_path, capsys, changes, keys
+):
+    """Swapped languages would train the reverse direction on top; another corpus or a
+    toggled data.streaming met the stored data position with an IndexError or KeyError."""
+    other = tmp_path / "other"
+    other.mkdir()
+    write_corpus(other, seed=1)
+    run_dir = tmp_path / "run"
+    args = ["train", "--config", str(tiny_experiment), "--run-dir", str(run_dir), "--set"]
+    assert main([*args, "train.max_steps=4"]) == 0
+    before = run_files(run_dir)
+    capsys.readouterr()
+    changes = [change.replace("OTHER", str(other)) for change in changes]
+    assert main([*args, "train.max_steps=8", *changes]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {run_dir} holds a run of another model or corpus ({keys} differ); resume it "
+        "with its own config.yaml or choose another run directory\n"
+    )
+    assert run_files(run_dir) == before  # checkpoints, metrics, config: as they were
+
+
+def test_resume_with_larger_batches_trains_on(tiny_experiment, tmp_path, caplog):
+    """How the run trains may change, dropout too (off at inference: the same model); fewer
+    batches an epoch than the stored position counts start the next epoch."""
+    run_dir = tmp_path / "run"
+    assert run_training(str(tiny_experiment), str(run_dir), ["train.max_steps=4"]) == 0
+    larger = ["train.max_steps=6", "train.max_tokens=2000", "model.dropout=0.2"]
+    assert run_training(str(tiny_experiment), str(run_dir), larger) == 0
+    changed = "model.dropout, train.max_steps, train.max_tokens"
+    assert f"resuming with changed settings: {changed}" in caplog.text
+    assert "data position batch 4 of epoch 0 is past the" in caplog.text
+    assert load_checkpoint(run_dir / "checkpoints/last.pt").step == 6

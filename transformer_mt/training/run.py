@@ -25,7 +25,6 @@ from transformer_mt import __version__, artifacts
 from transformer_mt.artifacts import Checkpoint
 from transformer_mt.config import (
     ExperimentConfig,
-    config_from_dict,
     config_to_dict,
     dump_config,
     load_config,
@@ -55,6 +54,16 @@ RUN_DIR_FILES = {
     *("config.yaml", HISTORY_NAME, LOCK_NAME, "metrics.jsonl"),
     *("checkpoints", "tensorboard", "curves.png"),
 }
+# Settings that decide which pairs a run reads and what its checkpoint's data position counts
+# (batch i of epoch e of this corpus, read this way): another corpus cannot continue from it.
+# With `artifacts.MODEL_SETTINGS` they are what a resumed run may not change.
+CORPUS_SETTINGS = (
+    "data.format",
+    "data.train",
+    "data.hub_name",
+    "data.hub_config",
+    "data.streaming",
+)
 HISTORY_HEADER = """\
 # Settings changed on resuming this run. original: the config it started with. changes: for
 # each resume that changed something, the checkpoint step it resumed from (the new values hold
@@ -153,7 +162,7 @@ def _resume_state(run_dir: Path, config: ExperimentConfig) -> tuple[Path | None,
     its path and contents, or (None, None) for a fresh run.
 
     Raises:
-        TmtError: the directory holds other files, a run with another model or tokenizer, or
+        TmtError: the directory holds other files, a run of another model or corpus, or
             checkpoints none of which can resume training.
     """
     found = artifacts.resume_checkpoint(run_dir / "checkpoints")
@@ -170,34 +179,20 @@ def _resume_state(run_dir: Path, config: ExperimentConfig) -> tuple[Path | None,
             )
         return None, None
     last, checkpoint = found
-    stored = _normalized(checkpoint.config, f"{last} (stored config)")
-    changes = _config_changes(stored, config_to_dict(config))
-    for section in ("model", "tokenizer"):
-        keys = [key for key in changes if key.split(".")[0] == section]
-        if keys:
-            raise TmtError(
-                f"{run_dir} holds a run with a different {section} config ({', '.join(keys)}); "
-                "resume it with its own config.yaml or choose another run directory"
-            )
+    stored = artifacts.normalized_config(checkpoint.config, f"{last} (stored config)")
+    current = config_to_dict(config)
+    defining = artifacts.model_setting_changes(
+        stored, current, (*artifacts.MODEL_SETTINGS, *CORPUS_SETTINGS)
+    )
+    if defining:
+        raise TmtError(
+            f"{run_dir} holds a run of another model or corpus ({', '.join(defining)} differ); "
+            "resume it with its own config.yaml or choose another run directory"
+        )
+    changes = artifacts.config_changes(stored, current)
     if changes:
         log.warning("resuming with changed settings: %s", ", ".join(changes))
     return last, checkpoint
-
-
-def _config_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[Any]]:
-    """`{"section.key": [old value, new value]}` for every setting that differs, sorted."""
-    return {
-        f"{section}.{key}": [old.get(section, {}).get(key), value]
-        for section in sorted(new)
-        for key, value in sorted(new[section].items())
-        if old.get(section, {}).get(key) != value
-    }
-
-
-def _normalized(data: dict[str, Any], source: str) -> dict[str, Any]:
-    """A stored config parsed and dumped again, so that fields added to the config since it was
-    written compare at their defaults instead of counting as changes."""
-    return config_to_dict(config_from_dict(data, source=source))
 
 
 def _record_config(run_dir: Path, config: ExperimentConfig, resume: Checkpoint | None) -> None:
@@ -216,10 +211,14 @@ def _record_config(run_dir: Path, config: ExperimentConfig, resume: Checkpoint |
         history_path.unlink(missing_ok=True)
         return
     history = _read_history(history_path) or {
-        "original": _normalized(resume.config, f"{history_path.parent} (stored config)"),
+        "original": artifacts.normalized_config(
+            resume.config, f"{history_path.parent} (stored config)"
+        ),
         "changes": [],
     }
-    changes = _config_changes(_config_in_use(history, history_path), config_to_dict(config))
+    changes = artifacts.config_changes(
+        _config_in_use(history, history_path), config_to_dict(config)
+    )
     if not changes:
         return
     history["changes"].append({"step": resume.step, "changes": changes})
@@ -232,7 +231,7 @@ def _record_config(run_dir: Path, config: ExperimentConfig, resume: Checkpoint |
 
 def _config_in_use(history: dict[str, Any], path: Path) -> dict[str, Any]:
     """The original config with every recorded change applied in order."""
-    config = _normalized(history["original"], f"{path} (original)")
+    config = artifacts.normalized_config(history["original"], f"{path} (original)")
     for entry in history["changes"]:
         for dotted, (_, value) in entry["changes"].items():
             section, key = dotted.split(".", 1)
