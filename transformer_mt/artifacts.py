@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
 import shutil
 import stat
 from collections.abc import Iterator, Sequence
@@ -46,14 +45,17 @@ from transformer_mt import __version__
 from transformer_mt.config import ExperimentConfig, config_from_dict, config_to_dict
 from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
 from transformer_mt.errors import TmtError, one_line
-from transformer_mt.files import atomic_open, atomic_path, refuse_same_file
+from transformer_mt.files import (
+    atomic_open,
+    atomic_path,
+    refuse_same_file,
+    remove_stale_temporaries,
+)
 from transformer_mt.model import Seq2SeqTransformer, build_model
+from transformer_mt.run_layout import PERIODIC_PATTERN
 
 log = logging.getLogger(__name__)
 
-PERIODIC_PATTERN = re.compile(r"step_(\d+)\.pt")
-# The temporary name `files.atomic_path` writes under: ".NAME.tmpPID".
-TEMPORARY_PATTERN = re.compile(r"\..+\.tmp(\d+)")
 REQUIRED_KEYS = ("model", "config", "tokenizers", "step")
 CHECKSUMS_KEY = "checksums"
 
@@ -367,7 +369,8 @@ def resume_checkpoint(directory: str | Path) -> tuple[Path, Checkpoint] | None:
             and none of them can be read.
     """
     directory = Path(directory)
-    remove_stale_temporaries(directory)
+    if directory.is_dir() and remove_stale_temporaries(directory):
+        log.info("removed the temporary files of an interrupted save in %s", directory)
     candidates = [directory / "last.pt", *reversed(periodic_checkpoints(directory))]
     skipped = []
     for i, path in enumerate(candidates):
@@ -399,38 +402,6 @@ def _not_resumable(path: Path, checkpoint: Checkpoint, older: list[Path]) -> str
         f"{path}: {kind} checkpoint (no optimizer state) cannot resume training; move it out "
         f"of {path.parent} to {then}"
     )
-
-
-def remove_stale_temporaries(directory: str | Path) -> list[Path]:
-    """Delete `.NAME.tmpPID` files in `directory` whose writing process no longer runs.
-
-    A SIGKILL or power loss during a save leaves one behind (as large as a checkpoint). The
-    check needs POSIX process ids; elsewhere nothing is deleted. Returns the deleted paths.
-    """
-    removed = []
-    for path in Path(directory).glob(".*.tmp*"):
-        match = TEMPORARY_PATTERN.fullmatch(path.name)
-        if match and path.is_file() and not _running(int(match.group(1))):
-            path.unlink(missing_ok=True)
-            removed.append(path)
-    if removed:
-        log.info("removed %d temporary file(s) of an interrupted save", len(removed))
-    return removed
-
-
-def _running(pid: int) -> bool:
-    """Whether another process `pid` runs (True when unknown, so that nothing is deleted)."""
-    if os.name != "posix":
-        return True
-    if pid == os.getpid():
-        return False  # a temporary of an earlier process that had this id; this one is not saving
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # exists, owned by another user
-    return True
 
 
 def periodic_checkpoints(directory: str | Path) -> list[Path]:
