@@ -14,19 +14,21 @@ import pytest
 from transformer_mt import artifacts
 from transformer_mt.artifacts import load_checkpoint
 from transformer_mt.cli import main
+from transformer_mt.training import metrics as metrics_module
+from transformer_mt.training.metrics import read_metrics
 
 NO_SPACE = os.strerror(errno.ENOSPC)
 
 
 class FullDisk:
-    """A binary file that takes `room` bytes, then fails as a full disk does."""
+    """A file that takes `room` bytes (or characters), then fails as a full disk does."""
 
     def __init__(self, f, room: int) -> None:
         self.f, self.room = f, room
 
     def write(self, data) -> int:
         if len(data) > self.room:
-            self.f.write(bytes(data[: self.room]))
+            self.f.write(data[: self.room])
             self.room = 0
             raise OSError(errno.ENOSPC, NO_SPACE)
         self.room -= len(data)
@@ -34,6 +36,9 @@ class FullDisk:
 
     def flush(self) -> None:
         self.f.flush()
+
+    def close(self) -> None:
+        self.f.close()
 
 
 def fill_the_disk(monkeypatch, how: str) -> None:
@@ -79,3 +84,26 @@ def test_a_full_disk_while_saving_is_one_line_and_keeps_the_checkpoints(
     monkeypatch.undo()  # room again: the run goes on from step 4
     assert main([*args, "train.max_steps=8"]) == 0
     assert load_checkpoint(checkpoints / "last.pt").step == 8
+
+
+def test_a_full_disk_while_logging_metrics_names_the_log(
+    tiny_experiment, tmp_path, monkeypatch, capsys
+):
+    run_dir = tmp_path / "run"
+    args = ["train", "--config", str(tiny_experiment), "--run-dir", str(run_dir), "--set"]
+    assert main([*args, "train.max_steps=4"]) == 0
+    capsys.readouterr()
+
+    def full_disk_open(path, mode, encoding):
+        return FullDisk(open(path, mode, encoding=encoding), room=300)
+
+    monkeypatch.setattr(metrics_module, "open", full_disk_open, raising=False)
+    assert main([*args, "train.max_steps=8"]) == 1
+    metrics = run_dir / "metrics.jsonl"
+    assert capsys.readouterr().err == f"error: {metrics}: {NO_SPACE}\n"
+    assert load_checkpoint(run_dir / "checkpoints/last.pt").step == 4
+    monkeypatch.undo()
+    assert main([*args, "train.max_steps=8"]) == 0  # the torn last row is dropped on resuming
+    assert [row["step"] for row in read_metrics(metrics) if row["kind"] == "train"] == [
+        *range(1, 9)
+    ]

@@ -11,17 +11,23 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from transformer_mt.errors import TmtError
-from transformer_mt.files import read_lines
+from transformer_mt.files import atomic_open, read_lines
 
 log = logging.getLogger(__name__)
 
 
 class MetricsLog:
-    """Append-only JSONL writer (flushed per row, so a crash loses at most the last line)."""
+    """Append-only JSONL writer (flushed per row, so a crash loses at most the last line).
+
+    A failed write (a full disk) raises its OSError with `filename` set to the log, which the
+    CLI names in its one-line message.
+    """
 
     def __init__(self, path: str | Path, resume_step: int | None = None, tensorboard: bool = True):
         self.path = Path(path)
@@ -29,7 +35,8 @@ class MetricsLog:
         if resume_step is not None and self.path.exists():
             rows = read_metrics(self.path)
             kept = [r for r in rows if r.get("step", 0) <= resume_step]
-            self.path.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
+            with atomic_open(self.path) as f:  # the old rows stay whole if this fails
+                f.write("".join(json.dumps(r) + "\n" for r in kept))
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
         self._writer = (
             _tensorboard_writer(self.path.parent / "tensorboard") if tensorboard else None
@@ -37,17 +44,29 @@ class MetricsLog:
 
     def write(self, kind: str, step: int, values: dict[str, Any]) -> None:
         row = {"kind": kind, "step": step, "time": round(time.time(), 3), **values}
-        self._file.write(json.dumps(row) + "\n")
-        self._file.flush()
+        with self._naming_errors():
+            self._file.write(json.dumps(row) + "\n")
+            self._file.flush()
         if self._writer is not None:
             for name, value in values.items():
                 if isinstance(value, (int, float)):
                     self._writer.add_scalar(f"{kind}/{name}", value, step)
 
     def close(self) -> None:
-        self._file.close()
+        with self._naming_errors():
+            self._file.close()
         if self._writer is not None:
             self._writer.close()
+
+    @contextmanager
+    def _naming_errors(self) -> Iterator[None]:
+        """A write's OSError names no file; this one names the log."""
+        try:
+            yield
+        except OSError as err:
+            if err.filename is not None:
+                raise
+            raise OSError(err.errno, err.strerror or str(err), str(self.path)) from err
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
