@@ -62,6 +62,20 @@ def test_retraining_is_skipped(tmp_path, valid_texts):
     assert other.src_path != first.src_path  # different corpus, different name
 
 
+def test_a_cache_that_cannot_be_written_is_a_warning(tmp_path, valid_texts, caplog):
+    """The run keeps its tokenizer; only the copy for other runs is missing. Nothing is left
+    half-written beside the run's own file."""
+    src, tgt = valid_texts
+    cache = tmp_path / "cache"
+    cache.write_text("a file where the cache folder should be")
+    pair = train_tokenizers(
+        TokenizerConfig(vocab_size=300), src[:300], tgt[:300], tmp_path / "run", cache
+    )
+    assert pair.src.vocab_size == 300
+    assert "could not cache the tokenizer" in caplog.text
+    assert [p.name for p in (tmp_path / "run").iterdir()] == [pair.src_path.name]
+
+
 TINY = [
     "the quick brown fox jumps over the lazy dog",
     "zwei hunde spielen im schnee",

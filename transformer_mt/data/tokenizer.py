@@ -35,6 +35,7 @@ import sentencepiece as spm
 
 from transformer_mt.config import TokenizerConfig
 from transformer_mt.errors import TmtError, one_line
+from transformer_mt.files import atomic_open, atomic_path
 
 PAD_ID = 0
 UNK_ID = 1
@@ -278,15 +279,24 @@ def _train_or_reuse(
     cached = Path(cache_dir) / name if cache_dir is not None else None
     if cached is not None and cached.exists():
         log.info("tokenizer %s found in cache; copying", name)
-        shutil.copyfile(cached, target)
+        with atomic_path(target) as tmp:
+            shutil.copyfile(cached, tmp)
         return target
     model_bytes = _train_sentencepiece(cfg, corpora)
     _write_atomic(target, model_bytes)
     if cached is not None:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(cached, model_bytes)
+        _cache(cached, model_bytes)
     log.info("trained tokenizer %s (vocab %d)", target, cfg.vocab_size)
     return target
+
+
+def _cache(path: Path, model_bytes: bytes) -> None:
+    """Keep a copy in the cache folder for other runs; one that cannot be written (a full disk,
+    a read-only shared folder) costs them the training, not this run: a warning."""
+    try:
+        _write_atomic(path, model_bytes)
+    except TmtError as err:
+        log.warning("could not cache the tokenizer (%s); the next run trains it again", err)
 
 
 def _train_sentencepiece(cfg: TokenizerConfig, corpora: list[Sequence[str]]) -> bytes:
@@ -348,6 +358,11 @@ def _quoted_bound(message: str, pattern: str, template: str) -> str:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+    """Write through a temporary of this process's own: runs sharing a cache folder may write
+    the same tokenizer at once (`files.atomic_path`).
+
+    Raises:
+        TmtError: the file cannot be written (`MachineError` for a full disk).
+    """
+    with atomic_open(path, "wb") as f:
+        f.write(data)
