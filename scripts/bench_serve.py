@@ -195,6 +195,7 @@ class Ct2Engine:
         bundle = load_for_inference(args.checkpoint, device)
         self.defaults = dataclasses.replace(bundle.config.decode, beam_size=args.beam_size)
         self.limits = ServeLimits()
+        self.failure = None  # a worker pool: a failed translation fails its request only
         self.src, self.tgt = bundle.src_tokenizer, bundle.tgt_tokenizer
         self.ids = {self.tgt.id_to_piece(i): i for i in range(self.tgt.vocab_size)}
         # The exporter's spec from the checkpoint's weights, float32, intra_threads = torch's

@@ -356,6 +356,25 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--cache-entries", type=int, help="entries of each cache (translation, encoder, prefix)"
     )
+    # Who may connect, and how many; each defaults to HttpSettings' value.
+    p.add_argument(
+        "--allowed-hosts",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="Host names answered besides the listening address (*: any)",
+    )
+    p.add_argument(
+        "--cors-origins",
+        nargs="+",
+        default=[],
+        metavar="ORIGIN",
+        help="origins whose web pages may call the API, e.g. https://app.example (*: any)",
+    )
+    p.add_argument("--max-connections", type=int, help="connections open at once")
+    p.add_argument(
+        "--max-client-connections", type=int, help="connections open at once from one address"
+    )
     p.set_defaults(handler=_run_serve)
 
 
@@ -366,8 +385,15 @@ def _run_serve(args: argparse.Namespace) -> int:
         raise TmtError("tmt serve needs the serve extra: pip install 'transformer_mt[serve]'")
     from transformer_mt.machine import keep_freed_memory
     from transformer_mt.serve.engine import Engine, ServeLimits
+    from transformer_mt.serve.http_settings import HttpSettings
     from transformer_mt.serve.server import serve
 
+    http = HttpSettings(
+        max_connections=args.max_connections,
+        max_client_connections=args.max_client_connections,
+        allowed_hosts=tuple(args.allowed_hosts),
+        cors_origins=tuple(args.cors_origins),
+    )
     keep_freed_memory()
     if args.device == "cpu":
         _set_cpu_threads()
@@ -383,7 +409,7 @@ def _run_serve(args: argparse.Namespace) -> int:
         args.checkpoint, device=args.device, quantize=args.quantize, limits=limits
     )
     print(engine.describe(), file=sys.stderr)
-    serve(engine, args.host, args.port)
+    serve(engine, args.host, args.port, settings=http)
     return 0
 
 

@@ -3,7 +3,8 @@
 It "translates" a text by reversing its words (`fake_translation`), one word per step: every
 running job advances each step, so concurrent requests overlap as in continuous batching, and
 each step sleeps `step_seconds`. Greedy jobs (beam size 1) report each step's text to
-`on_token`. A job holding the text FAIL fails with a RuntimeError (an engine fault); a submit
+`on_token`. A job holding the text FAIL fails with a RuntimeError (an engine fault), one
+holding DIE kills the decoding thread (`failure` says why, later submits raise); a submit
 beyond `max_queue` sentences in the engine raises QueueFull. Texts seen before count as hits
 of a "translation" cache.
 """
@@ -26,6 +27,7 @@ from transformer_mt.serve.contract import (
 )
 
 FAIL = "FAIL"
+DIE = "DIE"
 RETRY_AFTER = 1.5
 KV_BLOCKS = 64
 
@@ -92,6 +94,7 @@ class FakeEngine:
         self.generated_tokens = self.done = self.cancelled = 0
         self.seen: set[str] = set()
         self.hits = self.misses = 0
+        self.failure: BaseException | None = None
 
     def submit(
         self,
@@ -102,6 +105,8 @@ class FakeEngine:
     ) -> FakeJob:
         decode.validate()
         with self.lock:
+            if self.failure is not None:
+                raise ShuttingDown("the engine has stopped")
             if self.stopping:
                 raise ShuttingDown("the engine is stopping")
             if len(texts) > self.limits.max_request_sentences:
@@ -164,6 +169,15 @@ class FakeEngine:
             )
 
     def _run(self) -> None:
+        try:
+            self._decode()
+        except RuntimeError as err:
+            with self.lock:
+                self.failure = err
+                for job in self.waiting + self.running:
+                    job.future.set_exception(ShuttingDown(f"the engine stopped: {err}"))
+
+    def _decode(self) -> None:
         while True:
             with self.lock:
                 now = time.monotonic()
@@ -189,6 +203,8 @@ class FakeEngine:
                     job.on_token(i, " ".join(words[: job.steps]))
         if job.steps < max(1, *map(len, targets)):
             return
+        if DIE in job.texts:
+            raise RuntimeError("the fake engine died")
         self.running.remove(job)
         self.done += 1
         if FAIL in job.texts:

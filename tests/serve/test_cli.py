@@ -11,6 +11,7 @@ import pytest
 
 from transformer_mt import cli, serve
 from transformer_mt.errors import SettingError
+from transformer_mt.serve.http_settings import HttpSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +44,9 @@ def served(monkeypatch):
     (the server module imports uvicorn, which this test must not need)."""
     calls = []
     engine_module = types.SimpleNamespace(Engine=StandInEngine, ServeLimits=StandInLimits)
-    server_module = types.SimpleNamespace(serve=lambda *args: calls.append(args))
+    server_module = types.SimpleNamespace(
+        serve=lambda *args, **kwargs: calls.append((args, kwargs))
+    )
     monkeypatch.setitem(sys.modules, "transformer_mt.serve.engine", engine_module)
     monkeypatch.setitem(sys.modules, "transformer_mt.serve.server", server_module)
     monkeypatch.setattr(serve, "missing_dependencies", lambda: [])
@@ -58,14 +61,34 @@ def test_serve_passes_the_flags_to_the_engine_and_the_server(served):
     ((path, device, quantize, limits),) = StandInEngine.built
     assert (path, device, quantize) == ("best.pt", "cpu", "int8")
     assert limits == StandInLimits(max_queue=32, kv_blocks=512, block_size=8)
-    ((engine, host, port),) = served
+    (((engine, host, port), kwargs),) = served
     assert isinstance(engine, StandInEngine) and (host, port) == ("127.0.0.1", 9000)
+    assert kwargs == {"settings": HttpSettings()}
 
 
 def test_serve_leaves_unset_limits_to_the_engine(served):
     assert cli.main(["serve", "--checkpoint", "best.pt", "--host", "0.0.0.0"]) == 0
     assert StandInEngine.built[0][3] == StandInLimits()
-    assert served[0][1:] == ("0.0.0.0", 8000)
+    assert served[0][0][1:] == ("0.0.0.0", 8000)
+
+
+def test_serve_passes_who_may_connect_to_the_server(served):
+    argv = ["serve", "--checkpoint", "best.pt", "--allowed-hosts", "mt.example", "*.corp"]
+    argv += ["--cors-origins", "https://app.example", "--max-connections", "64"]
+    assert cli.main([*argv, "--max-client-connections", "8"]) == 0
+    assert served[0][1]["settings"] == HttpSettings(
+        max_connections=64,
+        max_client_connections=8,
+        allowed_hosts=("mt.example", "*.corp"),
+        cors_origins=("https://app.example",),
+    )
+
+
+def test_a_cors_origin_without_a_scheme_is_one_line(served, capsys):
+    argv = ["serve", "--checkpoint", "best.pt", "--cors-origins", "app.example"]
+    assert cli.main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "app.example" in line and "scheme://host" in line and not served
 
 
 def test_serve_without_the_extra_says_what_to_install(monkeypatch, capsys):
@@ -86,3 +109,37 @@ def test_a_port_in_use_names_the_flag():
         listen("127.0.0.1", port)
     taken.close()
     assert cli.flag_message(refused.value).startswith(f"--port {port}: cannot listen on")
+
+
+@pytest.mark.parametrize("port", [99999, -1, 65536])
+def test_a_port_out_of_range_is_one_line_naming_the_flag(port):
+    pytest.importorskip("uvicorn")
+    from transformer_mt.serve.server import listen
+
+    with pytest.raises(SettingError) as refused:
+        listen("127.0.0.1", port)
+    assert cli.flag_message(refused.value) == (
+        f"--port {port}: must be a port number from 0 to 65535"
+    )
+
+
+@pytest.mark.parametrize("host", ["999.1.1.1", "192.0.2.1", "no-such-host.invalid"])
+def test_a_host_that_cannot_be_listened_on_is_blamed_not_the_port(host):
+    """Not an address (999.1.1.1), an address of another machine (TEST-NET-1), no name."""
+    pytest.importorskip("uvicorn")
+    from transformer_mt.serve.server import listen
+
+    with pytest.raises(SettingError) as refused:
+        listen(host, 8000)
+    assert refused.value.setting == "host"
+    message = cli.flag_message(refused.value)
+    assert host in message and "port" not in message and "8000" not in message
+
+
+def test_tmt_serve_with_a_port_out_of_range_says_so_in_one_line(checkpoint, monkeypatch, capsys):
+    pytest.importorskip("uvicorn")
+    monkeypatch.setattr(cli, "_set_cpu_threads", lambda: None)
+    assert cli.main(["serve", "--checkpoint", str(checkpoint), "--port", "99999"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == "error: --port 99999: must be a port number from 0 to 65535"
+    assert not any("Traceback" in line for line in err)

@@ -147,6 +147,14 @@ def engine_error(err: BaseException, given: list[str]) -> ApiError:
     return ApiError(500, None, f"internal error: {type(err).__name__}: {one_line(err)}")
 
 
+def printable(text: str, limit: int = 500) -> str:
+    """`text` for a message or a log line: control and other unprintable characters escaped
+    as in Python literals (so that a request cannot write a line of its own into the log),
+    cut at `limit` characters."""
+    escaped = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text[:limit])
+    return escaped + ("..." if len(text) > limit else "")
+
+
 def max_body_bytes(limits: RequestLimits) -> int:
     """The largest body a request within `limits` can need: each text and prefix character
     may take 12 bytes as a JSON escape (a surrogate pair)."""

@@ -5,7 +5,9 @@ submitted to the engine (`submit` only queues); the event loop then waits for th
 future without blocking, so that one process serves many concurrent clients while
 the engine's thread decodes. A client that disconnects before its result has its job
 cancelled, freeing the engine's work. Every request gets one log line and its metrics from
-`RequestLog`, and every refusal the JSON body of `ApiError.body()`.
+`RequestLog`, and every refusal the JSON body of `ApiError.body()`. Before a request reaches
+an endpoint, guard.py checks its Host, Origin and headers; a body is refused from its
+Content-Length when too large, and must arrive within `HttpSettings.body_timeout`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from transformer_mt import __version__
@@ -34,9 +38,12 @@ from transformer_mt.serve.api import (
     engine_error,
     max_body_bytes,
     parse_request,
+    printable,
     translations_json,
 )
 from transformer_mt.serve.contract import Engine, Job, ShuttingDown
+from transformer_mt.serve.guard import HostRule, RequestGuard
+from transformer_mt.serve.http_settings import HttpSettings
 from transformer_mt.serve.metrics import Metrics
 
 logger = logging.getLogger("transformer_mt.serve")
@@ -58,7 +65,8 @@ _TRANSLATE_DOCS = {
         status: {"model": schema.ErrorBody, "description": description}
         for status, description in (
             (400, "A malformed body or value; `field` names it"),
-            (413, "Too many texts, or a text too long"),
+            (408, "The body did not arrive in time"),
+            (413, "Too many texts, a text too long, or a body too large"),
             (429, "The queue is full; retry after the Retry-After header's seconds"),
             (503, "The server is shutting down; Retry-After says when to retry"),
         )
@@ -66,14 +74,22 @@ _TRANSLATE_DOCS = {
 }
 
 
-def create_app(engine: Engine) -> FastAPI:
-    """The application serving `engine` (started and stopped by the caller, see server.py)."""
+def create_app(
+    engine: Engine, settings: HttpSettings | None = None, listen_host: str = "127.0.0.1"
+) -> FastAPI:
+    """The application serving `engine` (started and stopped by the caller, see server.py),
+    for a server listening on `listen_host` (the Host names it answers derive from it);
+    `settings` None: the defaults of `HttpSettings`."""
+    settings = settings if settings is not None else HttpSettings()
     app = FastAPI(
         title="transformer_mt",
         version=__version__,
         summary="Neural machine translation over HTTP (tmt serve)",
+        # Starlette would answer /metrics/ with a redirect built from the client's Host.
+        redirect_slashes=False,
     )
     app.state.engine = engine
+    app.state.body_timeout = settings.body_timeout
     app.state.draining = False
     app.state.metrics = Metrics(engine)
     page = importlib.resources.files("transformer_mt.serve") / "static" / "index.html"
@@ -101,6 +117,17 @@ def create_app(engine: Engine) -> FastAPI:
     app.add_exception_handler(ApiError, _error_response)
     app.add_exception_handler(HTTPException, _http_error_response)
     paths = frozenset(route.path for route in app.routes)
+    # The last added runs first: log every request, then refuse foreign hosts and origins,
+    # then answer CORS preflights and mark answers for the allowed origins.
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Content-Type"],
+        )
+    hosts = HostRule.for_listener(listen_host, settings.allowed_hosts)
+    app.add_middleware(RequestGuard, hosts=hosts, settings=settings)
     app.add_middleware(RequestLog, metrics=app.state.metrics, paths=paths)
     return app
 
@@ -152,7 +179,10 @@ async def translate_stream(request: Request) -> StreamingResponse:
 
 
 async def health(request: Request) -> JSONResponse:
-    """{"status": "ok"}, or 503 {"status": "shutting down"} while the server drains."""
+    """{"status": "ok"}; 503 {"status": "shutting down"} while the server drains, 503
+    {"status": "engine stopped"} once the decoding engine has died (the server then exits)."""
+    if request.app.state.engine.failure is not None:
+        return JSONResponse({"status": "engine stopped"}, status_code=503)
     if request.app.state.draining:
         return JSONResponse({"status": "shutting down"}, status_code=503)
     return JSONResponse({"status": "ok"})
@@ -175,7 +205,7 @@ async def _submit(
     engine: Engine = request.app.state.engine
     if request.app.state.draining:
         raise engine_error(ShuttingDown("the server is shutting down"), [])
-    body = await _read_body(request, max_body_bytes(engine.limits))
+    body = await _read_body(request, max_body_bytes(engine.limits), request.app.state.body_timeout)
     parsed = parse_request(body, engine.defaults, engine.limits)
     request.state.sentences = len(parsed.texts)
     try:
@@ -188,15 +218,30 @@ async def _submit(
     return parsed, job
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The body, refused (413) as soon as it outgrows `limit` bytes."""
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(413, "body", f"body: more than {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+async def _read_body(request: Request, limit: int, timeout: float) -> bytes:
+    """The body: refused (413) from its Content-Length, or as soon as it outgrows `limit`
+    bytes; 408 unless it has all arrived `timeout` seconds after the request's head."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, "body", f"body: {int(declared)} bytes; at most {limit}")
+
+    async def read() -> bytes:
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, "body", f"body: more than {limit} bytes; at most {limit}")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    try:
+        return await asyncio.wait_for(read(), timeout)
+    except asyncio.TimeoutError:
+        raise ApiError(408, "body", f"body: not complete within {timeout:g} s") from None
+    except ClientDisconnect:
+        raise ApiError(
+            CLIENT_GONE, None, "the client disconnected while sending its body"
+        ) from None
 
 
 async def _disconnect(request: Request) -> None:
@@ -243,7 +288,7 @@ def _failure(err: BaseException, parsed: TranslateRequest) -> ApiError:
     """`err` as a refusal; an engine fault (500) is logged with its traceback."""
     failure = engine_error(err, list(parsed.decode_keys))
     if failure.status == 500:
-        logger.error("engine failure: %s", failure.message, exc_info=err)
+        logger.error("engine failure: %s", printable(failure.message), exc_info=err)
     return failure
 
 
@@ -307,10 +352,11 @@ class RequestLog:
             seconds = time.perf_counter() - started
             path = scope["path"] if scope["path"] in self.paths else "other"
             self.metrics.observe(path, status, seconds)
+            # The path is the client's, percent-decoded: escaped, it cannot start a line.
             logger.info(
                 "%s %s %d %.1f ms %d sentences",
-                scope["method"],
-                scope["path"],
+                printable(scope["method"]),
+                printable(scope["path"]),
                 status,
                 1000 * seconds,
                 state.get("sentences", 0),

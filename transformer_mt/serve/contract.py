@@ -85,6 +85,9 @@ class Engine(Protocol):
 
     defaults: DecodeConfig  # the checkpoint's decode settings
     limits: RequestLimits
+    # Why the decoding thread died, None while it lives: /health then answers 503 and the
+    # server exits, so that a supervisor restarts it.
+    failure: BaseException | None
 
     def submit(
         self,

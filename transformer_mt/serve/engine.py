@@ -432,7 +432,7 @@ class Engine:
     def _die(self, err: BaseException) -> None:
         """The decoding thread is ending on `err`: every request still waiting fails, and new
         ones are refused."""
-        failure = TmtError(f"the decoding engine stopped: {one_line(err)}")
+        failure = ShuttingDown(f"the decoding engine stopped: {one_line(err)}")
         with self._cond:
             self.failure = err
             self._accepting = False

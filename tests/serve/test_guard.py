@@ -1,0 +1,139 @@
+"""What the app answers before any endpoint runs (Host, Origin, headers), what it writes into
+the log from a request, and /health once the engine is gone; in process, against the fake
+engine."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("prometheus_client")
+pytest.importorskip("httpx")
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from tests.serve.fakes import DIE, FakeEngine, fake_translation  # noqa: E402
+from transformer_mt.errors import SettingError  # noqa: E402
+from transformer_mt.serve.app import create_app  # noqa: E402
+from transformer_mt.serve.guard import HostRule  # noqa: E402
+from transformer_mt.serve.http_settings import HttpSettings  # noqa: E402
+
+GOOD = {"text": "ein kleiner hund"}
+
+
+@pytest.fixture
+def engine():
+    engine = FakeEngine()
+    engine.start()
+    yield engine
+    engine.stop(drain=False)
+
+
+def client_for(engine, settings=None, listen_host="127.0.0.1", host="127.0.0.1:8000"):
+    app = create_app(engine, settings, listen_host)
+    return TestClient(app, base_url=f"http://{host}", raise_server_exceptions=False)
+
+
+def translated(response) -> bool:
+    return response.status_code == 200 and response.json()["translations"][0]["text"] == (
+        fake_translation(GOOD["text"])
+    )
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:8000", "localhost.evil.example"])
+def test_a_host_the_server_does_not_listen_on_is_refused(engine, host):
+    """DNS rebinding: a page whose name resolves to 127.0.0.1 sends its own Host."""
+    response = client_for(engine, host=host).post("/v1/translate", json=GOOD)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["field"] == "Host" and host in error["message"]
+    assert not engine.jobs
+    assert client_for(engine, host=host).get("/metrics").status_code == 400
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:8000", "127.0.0.1", "localhost:8000", "LOCALHOST"])
+def test_the_listening_address_and_localhost_are_answered(engine, host):
+    assert translated(client_for(engine, host=host).post("/v1/translate", json=GOOD))
+
+
+def test_configured_names_are_answered(engine):
+    settings = HttpSettings(allowed_hosts=("mt.example.org", "*.corp.example"))
+    for host in ("mt.example.org", "a.corp.example:8000", "MT.EXAMPLE.ORG."):
+        assert translated(client_for(engine, settings, host=host).post("/v1/translate", json=GOOD))
+    refused = client_for(engine, settings, host="corp.example.evil").post(
+        "/v1/translate", json=GOOD
+    )
+    assert refused.status_code == 400
+
+
+def test_host_rules_by_listener():
+    wildcard = HostRule.for_listener("0.0.0.0")
+    assert wildcard.allows("10.1.2.3") and wildcard.allows("::1") and wildcard.allows("localhost")
+    assert not wildcard.allows("evil.example")
+    named = HostRule.for_listener("localhost")
+    assert named.allows("127.0.0.1") and named.allows("localhost")
+    one = HostRule.for_listener("10.0.0.7", ("mt.example.org",))
+    assert one.allows("10.0.0.7") and one.allows("mt.example.org")
+    assert not one.allows("10.0.0.8") and not one.allows("localhost")
+    assert HostRule.for_listener("127.0.0.1", ("*",)).allows("anything.example")
+
+
+def test_a_cross_origin_request_is_refused_unless_its_origin_is_allowed(engine):
+    own = {"Origin": "http://127.0.0.1:8000"}
+    foreign = {"Origin": "http://evil.example"}
+    client = client_for(engine)
+    assert translated(client.post("/v1/translate", json=GOOD, headers=own))  # the web page
+    for headers in (foreign, {"Origin": "null"}, {"Origin": "http://127.0.0.1:3000"}):
+        response = client.post("/v1/translate", json=GOOD, headers=headers)
+        assert response.status_code == 403, headers
+        assert response.json()["error"]["field"] == "Origin"
+    assert not any(job.texts == [GOOD["text"]] for job in engine.jobs[1:])
+    allowed = client_for(engine, HttpSettings(cors_origins=("http://evil.example",)))
+    response = allowed.post("/v1/translate", json=GOOD, headers=foreign)
+    assert translated(response)
+    assert response.headers["access-control-allow-origin"] == "http://evil.example"
+    preflight = allowed.options(
+        "/v1/translate",
+        headers={**foreign, "Access-Control-Request-Method": "POST"},
+    )
+    assert preflight.status_code == 200
+
+
+def test_a_cors_origin_must_be_an_origin():
+    with pytest.raises(SettingError, match="scheme://host"):
+        HttpSettings(cors_origins=("evil.example",))
+
+
+def test_a_path_with_a_slash_is_not_redirected_to_the_clients_host(engine):
+    response = client_for(engine).get("/metrics/", follow_redirects=False)
+    assert response.status_code == 404 and "location" not in response.headers
+
+
+def test_more_headers_than_the_limit_are_refused(engine):
+    client = client_for(engine, HttpSettings(max_headers=20))
+    headers = {f"x-h{i}": "1" for i in range(30)}
+    response = client.post("/v1/translate", json=GOOD, headers=headers)
+    assert response.status_code == 431 and "at most 20" in response.json()["error"]["message"]
+    assert translated(client.post("/v1/translate", json=GOOD))
+
+
+def test_control_characters_from_the_request_are_escaped_in_the_log(engine, caplog):
+    forged = "2026-12-03 00:00:00,000 INFO transformer_mt.serve: POST /v1/translate 200"
+    path = "/x%0a" + forged.replace(" ", "%20") + "%1b[2J%e2%80%ae"
+    with caplog.at_level(logging.INFO, logger="transformer_mt.serve"):
+        assert client_for(engine).get(path).status_code == 404
+    (line,) = [r.getMessage() for r in caplog.records if "404" in r.getMessage()]
+    assert "\n" not in line and "\x1b" not in line and "\u202e" not in line
+    assert line.startswith("GET /x\\n2026-12-03") and "\\x1b[2J\\u202e" in line
+
+
+def test_health_says_when_the_engine_has_died(engine):
+    client = client_for(engine)
+    assert client.get("/health").json() == {"status": "ok"}
+    response = client.post("/v1/translate", json={"text": DIE})
+    assert response.status_code == 503
+    assert client.get("/health").status_code == 503
+    assert client.get("/health").json() == {"status": "engine stopped"}
+    assert client.post("/v1/translate", json=GOOD).status_code == 503
