@@ -234,6 +234,10 @@ def test_average_refuses_different_parameter_sets(tmp_path):
     artifacts.save_checkpoint(other, b)
     with pytest.raises(TmtError, match="parameters differ"):
         artifacts.average_checkpoints([a, b])
+    wider = dataclasses.replace(state(1.0), model={"w": torch.ones(3, 3), "count": torch.tensor(1)})
+    artifacts.save_checkpoint(wider, b)  # same (here empty) config: no traceback either
+    with pytest.raises(TmtError, match=r"b\.pt: w has shape \[3, 3\], \[2, 3\] in .*a\.pt; cannot"):
+        artifacts.average_checkpoints([a, b])
 
 
 # --- checkpoints written before this module owned the format -----------------------------------
