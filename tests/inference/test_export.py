@@ -95,7 +95,7 @@ def test_hf_export_of_every_accepted_option_matches_our_logits(
     [
         ("hf", {"layer_norm_eps": 0.5}, "model.layer_norm_eps=0.5 (Marian's LayerNorm eps is"),
         ("hf", {"pre_norm": True}, "model.pre_norm=true (Marian is post-norm)"),
-        ("ctranslate2", {"positions": "rope"}, "model.positions=rope"),
+        ("ctranslate2", {"positions": "alibi"}, "model.positions=alibi"),
     ],
 )
 def test_refused_export_names_the_option_and_leaves_nothing(
@@ -145,16 +145,39 @@ def test_export_refuses_quantized_hf(checkpoint, tmp_path, capsys):
 SENTENCES = ["ein mann fährt rad", "das buch", "zwei hunde spielen im schnee", "frau liest", "mann"]
 
 
-@pytest.fixture(scope="module")
-def trained_checkpoint(checkpoint, tmp_path_factory):
-    """The tiny fixture model after 60 full-batch Adam steps on reversing word sequences.
+# Models the search and scoring parity tests run on: the fixture's (sinusoidal, post-norm,
+# relu, 2 heads), the relative and rotary positions, grouped (GQA) and multi-query (MQA)
+# key/value heads, and rotary with grouped heads in a pre-norm SwiGLU model.
+SEARCH_MODELS = {
+    "sinusoidal": {},
+    "shaw": {"positions": "shaw", "max_relative_position": 3, "relative_values": True},
+    "t5": {"positions": "t5", "relative_buckets": 8, "relative_max_distance": 12},
+    "rope": {"positions": "rope"},
+    "gqa": {"n_heads": 4, "n_kv_heads": 2},
+    "mqa": {"n_heads": 4, "n_kv_heads": 1},
+    "rope-gqa-swiglu": {
+        "positions": "rope",
+        "n_heads": 4,
+        "n_kv_heads": 2,
+        "pre_norm": True,
+        "activation": "swiglu",
+    },
+}
+
+
+@pytest.fixture(scope="module", params=list(SEARCH_MODELS.values()), ids=list(SEARCH_MODELS))
+def trained_checkpoint(checkpoint, tmp_path_factory, request):
+    """A tiny model (the fixture's, with SEARCH_MODELS options) after 60 full-batch Adam steps
+    on reversing word sequences.
 
     Untrained, the model never emits EOS and every search ends at max_len; a little training
     gives hypotheses that end in EOS at different lengths, which is what beam search and the
     length normalisation have to agree on.
     """
-    state = torch.load(checkpoint, weights_only=True)
-    bundle = load_for_inference(checkpoint)
+    directory = tmp_path_factory.mktemp("trained")
+    variant, _ = variant_checkpoint(checkpoint, directory / "variant.pt", request.param)
+    state = torch.load(variant, weights_only=True)
+    bundle = load_for_inference(variant)
     model, tokenizer = bundle.model, bundle.src_tokenizer
     texts = [" ".join(WORDS[i : i + 3 + i % 3]) for i in range(len(WORDS))]
     src = _pad([tokenizer.encode(t) + [EOS_ID] for t in texts])
@@ -170,7 +193,7 @@ def trained_checkpoint(checkpoint, tmp_path_factory):
         loss.backward()
         optimizer.step()
     state["model"] = model.state_dict()
-    path = tmp_path_factory.mktemp("trained") / "model.pt"
+    path = directory / "model.pt"
     torch.save(state, path)
     return path
 
@@ -305,6 +328,12 @@ def variant_checkpoint(checkpoint, path, options, tokenizers=None):
         {"positions": "shaw", "max_relative_position": 3},
         {"positions": "shaw", "relative_values": True, "pre_norm": True},
         {"positions": "t5", "relative_buckets": 8, "relative_max_distance": 12},
+        {"positions": "rope"},
+        {"positions": "rope", "pre_norm": True, "activation": "gelu", "n_decoder_layers": 2},
+        {"positions": "rope", "n_heads": 4, "n_kv_heads": 1, "share_embeddings": False},
+        {"n_heads": 4, "n_kv_heads": 2, "positions": "learned", "tie_output": False},
+        {"n_heads": 4, "n_kv_heads": 2, "positions": "shaw", "relative_values": True},
+        {"n_heads": 4, "n_kv_heads": 1, "positions": "t5", "pre_norm": True},
     ],
 )
 def test_ct2_export_of_model_variants_scores_like_ours(checkpoint, tmp_path, options):

@@ -279,8 +279,8 @@ def test_config_validation(changes, message):
 @pytest.mark.parametrize(
     "changes, name, ct2_takes_it",
     [
-        (dict(n_kv_heads=2), "model.n_kv_heads=2", False),
-        (dict(positions="rope"), "model.positions=rope", False),
+        (dict(n_kv_heads=2), "model.n_kv_heads=2", True),
+        (dict(positions="rope"), "model.positions=rope", True),
         (dict(positions="shaw"), "model.positions=shaw", True),
         (dict(positions="t5"), "model.positions=t5", True),
         (dict(positions="alibi"), "model.positions=alibi", False),
@@ -291,7 +291,7 @@ def test_config_validation(changes, message):
 def test_marian_and_ctranslate2_refuse_what_they_cannot_express(changes, name, ct2_takes_it):
     with pytest.raises(TmtError, match="cannot map to Hugging Face Marian: .*" + name):
         check_marian_compatible(tiny_cfg(**changes))
-    if ct2_takes_it:  # its spec has Shaw's tables and T5's bias (tests/inference/test_export.py)
+    if ct2_takes_it:  # its spec has these (parity in tests/inference/test_export.py)
         check_ct2_compatible(tiny_cfg(**changes))
     else:
         with pytest.raises(TmtError, match="cannot export to CTranslate2: .*" + name):

@@ -12,7 +12,17 @@ through the Hugging Face export, this module describes our network directly as a
     table when ours has none), or T5's bias per head and bucket, which CTranslate2 buckets as
     T5 and `model/relative.py` do (bidirectional in the encoder, causal in the decoder) and
     adds, as we do, to the scaled scores;
-  - q/k/v projections fused the way CTranslate2 stores them (self: [q;k;v], cross: q and [k;v]);
+  - rotary positions in encoder and decoder self-attention: `model/rope.py` turns the pairs
+    (x_i, x_{i + Dh/2}) by pos * base^(-2i/Dh) over the whole head, which is CTranslate2's
+    `rotary_interleave=False` ("sliced in half": y_i = x_i cos - x_{i+Dh/2} sin for i < Dh/2,
+    x_i cos + x_{i-Dh/2} sin above, with the frequencies repeated over both halves) with
+    `rotary_dim=0` (all features) and the same base, not its default interleaved pairs
+    (x_{2i}, x_{2i+1}). No rotation in cross-attention, in either;
+  - grouped key/value heads (`n_kv_heads`, GQA; 1 = MQA) in self- and cross-attention as
+    `num_heads_kv`: CTranslate2 tiles kv head j over query heads j*G .. j*G + G-1
+    (G = n_heads / n_kv_heads), as our `repeat_interleave` does;
+  - q/k/v projections fused the way CTranslate2 stores them (self: [q;k;v], cross: q and [k;v];
+    with grouped heads the k and v parts are n_kv_heads heads wide);
   - the output projection (tied or not) without a bias, so CTranslate2's log-probs are ours
     exactly (`score_batch` equals our teacher-forced log-probs). Our search forbids PAD and BOS
     by setting their log-probs to -inf *after* the softmax; CTranslate2's `suppress_sequences`
@@ -22,11 +32,12 @@ through the Hugging Face export, this module describes our network directly as a
     probability, as they are never training targets;
   - vocabularies in SentencePiece id order, `<s>` as decoder start token, source EOS appended.
 
-Only CTranslate2 (extra `ct2`) is imported, and only inside `build_spec` / `export_ctranslate2`.
+Only CTranslate2 (extra `ct2`) is imported, and only inside the functions that build the spec.
 """
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +51,12 @@ from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, Tokenizer
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import output_folder
 from transformer_mt.model import Seq2SeqTransformer
+from transformer_mt.model.rope import RotaryEmbedding
 
 _ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swiglu": "SWISH"}  # F.gelu is the exact erf GELU
+_POSITIONS = ("sinusoidal", "learned", "rope", "shaw", "t5")
+# model/layers.py builds RotaryEmbedding with its default base; the export tests fail if not.
+_ROPE_BASE = inspect.signature(RotaryEmbedding).parameters["base"].default
 
 
 def _np(tensor: Tensor) -> np.ndarray:
@@ -125,23 +140,41 @@ def _set_side(spec: Any, model: Seq2SeqTransformer, side: str, cfg: ModelConfig)
 def check_ct2_compatible(cfg: ModelConfig) -> None:
     """Raise TmtError naming an option the spec cannot express.
 
-    This guards choices the exporter does not map (rotary and ALiBi positions, grouped
-    key/value heads, sparse attention patterns, latent attention, and any activation or
-    position kind added later) from being exported as something else.
+    This guards choices the exporter does not map from being exported as something else:
+    ALiBi (CTranslate2 has it in the decoder only; ours biases the encoder too), sparse
+    attention patterns (its `sliding_window` is a causal decoder cache limit, not our
+    bidirectional encoder window or dilation), latent attention (no spec for it), and any
+    activation or position kind added later.
     """
     problems = []
     if cfg.activation not in _ACTIVATIONS:
         problems.append(f"model.activation={cfg.activation}")
-    if cfg.positions not in ("sinusoidal", "learned", "shaw", "t5"):
+    if cfg.positions not in _POSITIONS:
         problems.append(f"model.positions={cfg.positions}")
-    if cfg.kv_heads != cfg.n_heads:
-        problems.append(f"model.n_kv_heads={cfg.n_kv_heads}")
     if cfg.attention_pattern != "full":
         problems.append(f"model.attention_pattern={cfg.attention_pattern}")
     if cfg.attention != "mha":
         problems.append(f"model.attention={cfg.attention}")
     if problems:
         raise TmtError("cannot export to CTranslate2: " + "; ".join(problems) + " not supported")
+
+
+def _stack_options(cfg: ModelConfig) -> dict[str, Any]:
+    """Arguments the encoder and decoder specs share (see the module docstring)."""
+    from ctranslate2.specs import common_spec
+
+    rope = cfg.positions == "rope"
+    return dict(
+        pre_norm=cfg.pre_norm,
+        activation=common_spec.Activation[_ACTIVATIONS[cfg.activation]],
+        ffn_glu=cfg.activation == "swiglu",
+        relative_position=cfg.positions == "shaw",
+        relative_attention_bias=cfg.positions == "t5",
+        num_heads_kv=None if cfg.kv_heads == cfg.n_heads else cfg.kv_heads,
+        rotary_dim=0 if rope else None,  # 0: every feature of the head
+        rotary_interleave=False,  # rotate-half pairs (x_i, x_{i + Dh/2})
+        rotary_base=_ROPE_BASE,
+    )
 
 
 def _vocabulary(tokenizer: Tokenizer) -> list[str]:
@@ -157,18 +190,14 @@ def build_spec(
         TmtError: an option CTranslate2 cannot express, or vocabularies that do not match the
             model's embedding sizes.
     """
-    from ctranslate2.specs import common_spec, transformer_spec
+    from ctranslate2.specs import transformer_spec
 
     cfg = model.cfg
     check_ct2_compatible(cfg)
-    spec = transformer_spec.TransformerSpec.from_config(
-        (cfg.n_layers, cfg.decoder_layers),
-        cfg.n_heads,
-        pre_norm=cfg.pre_norm,
-        activation=common_spec.Activation[_ACTIVATIONS[cfg.activation]],
-        ffn_glu=cfg.activation == "swiglu",
-        with_relative_position=cfg.positions == "shaw",
-        relative_attention_bias=cfg.positions == "t5",
+    options = _stack_options(cfg)
+    spec = transformer_spec.TransformerSpec(
+        transformer_spec.TransformerEncoderSpec(cfg.n_layers, cfg.n_heads, **options),
+        transformer_spec.TransformerDecoderSpec(cfg.decoder_layers, cfg.n_heads, **options),
     )
     _set_side(spec.encoder, model, "encoder", cfg)
     _set_side(spec.decoder, model, "decoder", cfg)
@@ -183,6 +212,8 @@ def build_spec(
     config.decoder_start_token = config.bos_token  # our decoder starts from BOS's embedding
     config.add_source_eos = True  # like make_source_batches: source pieces + EOS
     config.layer_norm_epsilon = cfg.layer_norm_eps
+    # Read only by CTranslate2's tensor-parallel loader: q and k/v projections differ in size.
+    config.multi_query_attention = cfg.kv_heads != cfg.n_heads
     try:
         spec.validate()
     except ValueError as err:
