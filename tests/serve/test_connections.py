@@ -229,11 +229,12 @@ def test_the_total_cap_counts_every_address():
         stop(drain=False)
 
 
-def test_a_head_over_the_size_limit_gets_431(served):
+@pytest.mark.parametrize("end", [b"", b"\r\n\r\n"], ids=["arriving", "whole"])
+def test_a_head_over_the_size_limit_gets_431(served, end):
     _, url = served
     sock = connect(url)
-    sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 100_000)
-    status, body = status_and_body(read_all(sock))
+    sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 100_000 + end)
+    status, body = status_and_body(read_response(sock))
     assert status == 431 and str(16 * 1024) in body["error"]["message"]
 
 

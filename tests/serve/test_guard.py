@@ -119,6 +119,13 @@ def test_more_headers_than_the_limit_are_refused(engine):
     assert translated(client.post("/v1/translate", json=GOOD))
 
 
+def test_a_head_over_the_size_limit_is_refused(engine):
+    client = client_for(engine)
+    response = client.post("/v1/translate", json=GOOD, headers={"X-Big": "a" * 100_000})
+    assert response.status_code == 431 and "at most 16384" in response.json()["error"]["message"]
+    assert translated(client.post("/v1/translate", json=GOOD, headers={"X-Small": "a" * 1000}))
+
+
 def test_control_characters_from_the_request_are_escaped_in_the_log(engine, caplog):
     forged = "2026-12-03 00:00:00,000 INFO transformer_mt.serve: POST /v1/translate 200"
     path = "/x%0a" + forged.replace(" ", "%20") + "%1b[2J%e2%80%ae"

@@ -57,8 +57,10 @@ class HostRule:
 
 
 class RequestGuard:
-    """ASGI middleware: 431 for more headers than `max_headers`, 400 for a Host the server
-    does not answer, 403 for a cross-origin request from an origin not allowed."""
+    """ASGI middleware: 431 for more headers than `max_headers` or a head larger than
+    `max_header_bytes` (h11 bounds only a head still arriving, not one that came whole), 400
+    for a Host the server does not answer, 403 for a cross-origin request from an origin not
+    allowed."""
 
     def __init__(self, app, hosts: HostRule, settings: HttpSettings):
         self.app, self.hosts, self.settings = app, hosts, settings
@@ -77,6 +79,11 @@ class RequestGuard:
         if len(headers) > self.settings.max_headers:
             most = self.settings.max_headers
             return ApiError(431, None, f"{len(headers)} headers; at most {most} per request")
+        size = len(scope.get("raw_path", b"")) + len(scope.get("query_string", b""))
+        size += sum(len(name) + len(value) + 4 for name, value in headers)  # "name: value\r\n"
+        if size > self.settings.max_header_bytes:
+            most = self.settings.max_header_bytes
+            return ApiError(431, None, f"request head: {size} bytes; at most {most}")
         values = {name: value for name, value in headers if name in (b"host", b"origin")}
         host = values.get(b"host", b"").decode("latin-1")
         if host and not self.hosts.allows(_host_name(host)):
