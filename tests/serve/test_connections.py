@@ -337,7 +337,7 @@ def mixed_request(url: str, i: int) -> int:
     )
 
 
-@pytest.mark.slow  # about 80 s on two cores: 800 beam searches of the untrained model
+@pytest.mark.slow  # 16 s on two idle cores (800 beam searches), minutes when they are busy
 @pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads /proc/self/statm")
 def test_memory_holds_over_2000_mixed_good_and_bad_requests(checkpoint):
     from transformer_mt.serve.engine import Engine, ServeLimits
