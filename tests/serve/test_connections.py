@@ -133,6 +133,15 @@ def test_a_kept_alive_connection_sending_a_slow_second_head_gets_408(served):
     assert status == 408
 
 
+def test_pipelined_requests_are_all_answered(served):
+    _, url = served
+    body = json.dumps(GOOD).encode()
+    sock = connect(url)
+    sock.sendall(head("/v1/translate", len(body)) + body + head("/health", method="GET"))
+    assert status_and_body(read_response(sock))[0] == 200
+    assert status_and_body(read_response(sock)) == (200, {"status": "ok"})
+
+
 @pytest.mark.parametrize("sent", [0, 10])
 def test_a_body_shorter_than_its_content_length_gets_408(served, sent):
     _, url = served

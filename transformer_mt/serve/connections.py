@@ -89,10 +89,13 @@ class GuardedH11Protocol(H11Protocol):
             self._cancel_head_timer()  # the head has arrived (the body has its own timeout)
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
+        answered = self.cycle
+        super().on_response_complete()  # may start a pipelined request's cycle
         if self.transport.is_closing():
             return
-        if self.conn.their_state is h11.SEND_BODY:  # answered before the body was read
+        if self.cycle is not answered:
+            self._cancel_head_timer()
+        elif self.conn.their_state is h11.SEND_BODY:  # answered before the body was read
             self._linger()  # closed by uvicorn's keep-alive timer
         elif self.conn.their_state is h11.IDLE:
             self._arm_head_timer()
