@@ -48,11 +48,11 @@ from transformer_mt.errors import TmtError, one_line
 from transformer_mt.files import (
     atomic_open,
     atomic_path,
-    refuse_same_file,
+    check_output,
     remove_stale_temporaries,
 )
 from transformer_mt.model import Seq2SeqTransformer, build_model
-from transformer_mt.run_layout import PERIODIC_PATTERN
+from transformer_mt.run_layout import BEST_NAME, CHECKPOINTS_DIR, LAST_NAME, PERIODIC_PATTERN
 
 log = logging.getLogger(__name__)
 
@@ -342,7 +342,7 @@ def _check_checkpoint_file(path: Path) -> None:
 
 def _file_hint(directory: Path) -> str:
     """Suggest the checkpoint a user probably meant when they named a run or checkpoints dir."""
-    for candidate in (directory / "checkpoints" / "best.pt", directory / "best.pt"):
+    for candidate in (directory / CHECKPOINTS_DIR / BEST_NAME, directory / BEST_NAME):
         if candidate.is_file():
             return f"; did you mean {candidate}?"
     return "; name a .pt file"
@@ -371,7 +371,7 @@ def resume_checkpoint(directory: str | Path) -> tuple[Path, Checkpoint] | None:
     directory = Path(directory)
     if directory.is_dir() and remove_stale_temporaries(directory):
         log.info("removed the temporary files of an interrupted save in %s", directory)
-    candidates = [directory / "last.pt", *reversed(periodic_checkpoints(directory))]
+    candidates = [directory / LAST_NAME, *reversed(periodic_checkpoints(directory))]
     skipped = []
     for i, path in enumerate(candidates):
         if not path.exists():
@@ -407,8 +407,8 @@ def _not_resumable(path: Path, checkpoint: Checkpoint, older: list[Path]) -> str
 def periodic_checkpoints(directory: str | Path) -> list[Path]:
     """`step_*.pt` files of a checkpoints directory (or a run directory), oldest first."""
     directory = Path(directory)
-    if (directory / "checkpoints").is_dir():
-        directory = directory / "checkpoints"
+    if (directory / CHECKPOINTS_DIR).is_dir():
+        directory = directory / CHECKPOINTS_DIR
     found = [p for p in directory.glob("step_*.pt") if PERIODIC_PATTERN.fullmatch(p.name)]
     return sorted(found, key=_step)
 
@@ -440,9 +440,9 @@ def resolve_average_inputs(
     """Expand run or checkpoint directories into their periodic checkpoints; keep the last N.
 
     Everything is checked before any checkpoint is read. With `out`, the average must not land
-    on an input or on a name a run reads back (checkpoints/last.pt, best.pt, step_*.pt): an
-    averaged checkpoint has no optimizer state, so the next resume would fail, and a step file
-    would be averaged again. Finding fewer than `last` is not an error; the caller can compare
+    on an input or on a file a run reads back (`files.check_output`): an averaged checkpoint
+    has no optimizer state, so the next resume would fail, and a step file would be averaged
+    again. Finding fewer than `last` is not an error; the caller can compare
     and say so.
 
     Raises:
@@ -451,8 +451,6 @@ def resolve_average_inputs(
     """
     if last is not None and last < 1:
         raise TmtError(f"cannot average the newest {last} checkpoints: the count must be 1 or more")
-    if out is not None:
-        _refuse_average_output(Path(out))
     paths: list[Path] = []
     for item in map(Path, inputs):
         if item.is_dir():
@@ -462,8 +460,7 @@ def resolve_average_inputs(
         else:
             raise TmtError(f"{item}: no such checkpoint or directory")
     if out is not None:
-        for path in paths:
-            refuse_same_file(path, out, "input checkpoint")
+        check_output(out, [(path, "input checkpoint") for path in paths])
     if last is not None:
         paths = paths[-last:]
     if not paths:
@@ -471,19 +468,6 @@ def resolve_average_inputs(
             f"no periodic checkpoints (step_*.pt) found in {', '.join(map(str, inputs))}"
         )
     return paths
-
-
-def _refuse_average_output(out: Path) -> None:
-    if out.is_dir():
-        raise TmtError(f"{out}: is a directory; name the averaged checkpoint file")
-    for name in (out, out.resolve()):
-        own = name.name in ("last.pt", "best.pt") or PERIODIC_PATTERN.fullmatch(name.name)
-        if own and name.parent.name == "checkpoints":
-            raise TmtError(
-                f"{out}: is a training checkpoint of {name.parent.parent}, which resuming and "
-                f"averaging read back; write the average elsewhere, e.g. "
-                f"{name.parent.parent / 'averaged.pt'}"
-            )
 
 
 def average_checkpoints(paths: Sequence[str | Path]) -> Checkpoint:

@@ -211,13 +211,13 @@ def check_output(path: str | Path, inputs: Iterable[tuple[str | Path | None, str
         raise TmtError(f"{path}: names a directory, not a file; give a file name to write")
     if out.is_dir():
         raise TmtError(f"{path}: is a directory; give a file name to write")
-    for source, what in inputs:
-        if source is not None:
-            refuse_same_file(source, out, what)
     for name in (out, out.resolve()):
         artifact = run_artifact(name)
         if artifact is not None:
             raise TmtError(f"{path}: is {artifact}, which training reads back; write elsewhere")
+    for source, what in inputs:
+        if source is not None:
+            refuse_same_file(source, out, what)
     refuse_read_only(out)
 
 
@@ -248,17 +248,23 @@ def remove_stale_temporaries(directory: str | Path, name: str | None = None) -> 
     """Delete temporaries in `directory` (of the output `name`, else of any) whose writing
     process no longer runs.
 
-    A SIGKILL or power loss during a write leaves one behind (as large as a checkpoint). The
-    check needs POSIX process ids; elsewhere nothing is deleted. A PID on another host that
-    shares the folder cannot be checked: such a writer's temporary would look stale only if a
+    A temporary is named `temporary_name(name, pid)`, optionally followed by `-` and a random
+    part where several threads of one process write the same output (the encoded-corpus
+    cache); those of this process's own PID are another thread's work and are kept. A SIGKILL
+    or power loss during a write leaves one behind (as large as a checkpoint). The check
+    needs POSIX process ids; elsewhere nothing is deleted. A PID on another host that shares
+    the folder cannot be checked: such a writer's temporary would look stale only if a
     process here had ended with the same PID. Returns the deleted paths.
     """
     stem = re.escape(_temporary_stem(name)) if name is not None else ".+"
-    pattern = re.compile(rf"\.{stem}\.tmp(\d+)")
+    pattern = re.compile(rf"\.{stem}\.tmp(\d+)(-\w+)?")
     removed = []
     for path in Path(directory).glob(".*.tmp*"):
         match = pattern.fullmatch(path.name)
-        if match and not path.is_symlink() and not _running(int(match.group(1))):
+        if match is None or path.is_symlink():
+            continue
+        pid, threaded = int(match.group(1)), match.group(2) is not None
+        if not (threaded and pid == os.getpid()) and not _running(pid):
             _remove(path)
             removed.append(path)
     return removed

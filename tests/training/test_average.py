@@ -47,7 +47,7 @@ def test_refuses_the_runs_own_checkpoint_names(run, capsys, name):
     assert (
         err.startswith(f"error: {out}: is a training checkpoint of {run}") and err.count("\n") == 1
     )
-    assert "write the average elsewhere" in err
+    assert "which training reads back; write elsewhere" in err
     assert (out.read_bytes() if out.exists() else None) == before
     assert artifacts.load_checkpoint(run / "checkpoints" / "last.pt").training is not None
 

@@ -16,8 +16,9 @@ import yaml
 from transformer_mt.artifacts import load_checkpoint
 from transformer_mt.cli import main
 from transformer_mt.errors import TmtError
+from transformer_mt.run_layout import LOCK_NAME
 from transformer_mt.training import lock as lock_module
-from transformer_mt.training.lock import LOCK_NAME, lock_run_dir
+from transformer_mt.training.lock import lock_run_dir
 from transformer_mt.training.run import _run_dir_lock, run_training
 
 from .conftest import write_corpus

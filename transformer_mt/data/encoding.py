@@ -16,7 +16,6 @@ import hashlib
 import itertools
 import logging
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -31,6 +30,7 @@ import pyarrow as pa
 from transformer_mt.data.dataset import column_texts
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import one_line
+from transformer_mt.files import remove_stale_temporaries, temporary_name
 
 log = logging.getLogger(__name__)
 
@@ -199,8 +199,9 @@ def _save(encoded: EncodedCorpus, path: Path, damaged: bool = False) -> None:
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale_temporaries(path)
-        prefix = f".{path.name}.tmp{os.getpid()}-"
+        for stale in remove_stale_temporaries(path.parent, path.name):
+            log.info("removed %s, left by a run killed while caching", stale)
+        prefix = f"{temporary_name(path.name, os.getpid())}-"
         tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=path.parent))
         datasets.Dataset(table).save_to_disk(str(tmp))
         _rename_into_place(tmp, path, damaged)
@@ -226,23 +227,6 @@ def _rename_into_place(tmp: Path, path: Path, damaged: bool) -> None:
         shutil.rmtree(path, ignore_errors=True)
         tmp.rename(path)
     log.info("cached encoded corpus in %s", path)
-
-
-def _remove_stale_temporaries(path: Path) -> None:
-    """Delete temporaries of `path` whose writer was killed (its process no longer runs)."""
-    if os.name != "posix":  # os.kill(pid, 0) checks a process only on POSIX
-        return
-    for tmp in path.parent.glob(f".{path.name}.tmp*"):
-        match = re.fullmatch(rf"\.{re.escape(path.name)}\.tmp(\d+)-.*", tmp.name)
-        if match is None or int(match.group(1)) == os.getpid():
-            continue
-        try:
-            os.kill(int(match.group(1)), 0)
-        except ProcessLookupError:
-            log.info("removing %s, left by a run killed while caching", tmp)
-            shutil.rmtree(tmp, ignore_errors=True)
-        except OSError:
-            pass  # runs, as another user
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from transformer_mt.errors import TmtError
+from transformer_mt.run_layout import LOCK_NAME
 
 try:
     import fcntl
 except ImportError:  # Windows: no flock
     fcntl = None
 
-LOCK_NAME = "train.lock"
 log = logging.getLogger(__name__)
 
 

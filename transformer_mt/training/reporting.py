@@ -14,6 +14,7 @@ from typing import Any
 from tqdm import tqdm
 
 from transformer_mt.config import TrainConfig
+from transformer_mt.run_layout import METRICS_NAME
 from transformer_mt.training.loss import perplexity
 from transformer_mt.training.metrics import MetricsLog
 from transformer_mt.training.progress import LogClock, progress_line, remaining_seconds
@@ -63,7 +64,7 @@ class TrainingReport:
     def __init__(self, run_dir: Path, cfg: TrainConfig, step: int, is_main: bool) -> None:
         self.cfg = cfg
         self.is_main = is_main
-        self.metrics = MetricsLog(run_dir / "metrics.jsonl", resume_step=step) if is_main else None
+        self.metrics = MetricsLog(run_dir / METRICS_NAME, resume_step=step) if is_main else None
         self.bar = tqdm(
             total=cfg.max_steps,
             initial=step,

@@ -36,12 +36,20 @@ from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import atomic_open, atomic_path
 from transformer_mt.machine import ThreadGovernor, keep_freed_memory, resolve_device, set_threads
 from transformer_mt.model import build_model
+from transformer_mt.run_layout import (
+    CHECKPOINTS_DIR,
+    CONFIG_NAME,
+    HISTORY_NAME,
+    LOCK_NAME,
+    METRICS_NAME,
+    TOKENIZER_PREFIX,
+)
 from transformer_mt.training.distributed import (
     DistributedContext,
     init_distributed,
     shutdown_distributed,
 )
-from transformer_mt.training.lock import LOCK_NAME, lock_run_dir
+from transformer_mt.training.lock import lock_run_dir
 from transformer_mt.training.rng import seed_everything
 from transformer_mt.training.trainer import Trainer
 
@@ -49,10 +57,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Files a run directory may hold before its first checkpoint (a run that stopped early).
-HISTORY_NAME = "config_history.yaml"
 RUN_DIR_FILES = {
-    *("config.yaml", HISTORY_NAME, LOCK_NAME, "metrics.jsonl"),
-    *("checkpoints", "tensorboard", "curves.png"),
+    *(CONFIG_NAME, HISTORY_NAME, LOCK_NAME, METRICS_NAME),
+    *(CHECKPOINTS_DIR, "tensorboard", "curves.png"),
 }
 # Settings that decide which pairs a run reads and what its checkpoint's data position counts
 # (batch i of epoch e of this corpus, read this way): another corpus cannot continue from it.
@@ -165,12 +172,12 @@ def _resume_state(run_dir: Path, config: ExperimentConfig) -> tuple[Path | None,
         TmtError: the directory holds other files, a run of another model or corpus, or
             checkpoints none of which can resume training.
     """
-    found = artifacts.resume_checkpoint(run_dir / "checkpoints")
+    found = artifacts.resume_checkpoint(run_dir / CHECKPOINTS_DIR)
     if found is None:
         stray = [
             p.name
             for p in run_dir.glob("*")
-            if p.name not in RUN_DIR_FILES and not p.name.startswith("spm-")
+            if p.name not in RUN_DIR_FILES and not p.name.startswith(TOKENIZER_PREFIX)
         ]
         if stray:
             raise TmtError(
@@ -204,7 +211,7 @@ def _record_config(run_dir: Path, config: ExperimentConfig, resume: Checkpoint |
     not the checkpoint's copy, so that a changed run killed before its first save and resumed
     with the old settings records the change back. A fresh run drops a history left behind.
     """
-    with atomic_path(run_dir / "config.yaml") as tmp:
+    with atomic_path(run_dir / CONFIG_NAME) as tmp:
         dump_config(config, tmp)
     history_path = run_dir / HISTORY_NAME
     if resume is None:

@@ -31,6 +31,7 @@ from transformer_mt.data.pipeline import TrainData
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.machine import ThreadGovernor
+from transformer_mt.run_layout import BEST_NAME, CHECKPOINTS_DIR, LAST_NAME
 from transformer_mt.training.distributed import DistributedContext
 from transformer_mt.training.early_stopping import EarlyStopping
 from transformer_mt.training.reporting import RunCounters, TrainingReport
@@ -195,7 +196,7 @@ class Trainer:
         name = self.stop_requests.name
         log.info(
             "%s: saved %s at step %d; run the same command again to resume",
-            *(name, self.run_dir / "checkpoints" / "last.pt", self.step),
+            *(name, self.run_dir / CHECKPOINTS_DIR / LAST_NAME, self.step),
         )
         code = self.stop_requests.exit_code
         return TrainResult(self.step, self.early_stopping.best_score, name, exit_code=code)
@@ -298,11 +299,11 @@ class Trainer:
         if not self.dist.is_main:
             return
         assert states is not None
-        directory = self.run_dir / "checkpoints"
+        directory = self.run_dir / CHECKPOINTS_DIR
         checkpoint = self.to_checkpoint([rng for rng, _ in states], [pos for _, pos in states])
-        names = ["best.pt"] if best else []
+        names = [BEST_NAME] if best else []
         names += [artifacts.periodic_name(self.step)] if periodic and self.cfg.keep_last else []
-        first, *others = [directory / name for name in [*names, "last.pt"]]
+        first, *others = [directory / name for name in [*names, LAST_NAME]]
         artifacts.save_checkpoint(checkpoint, first)
         for target in others[:-1]:
             artifacts.copy_checkpoint(first, target)
