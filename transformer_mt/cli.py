@@ -22,13 +22,18 @@ from transformer_mt.progress import PROGRESS_SECONDS
 # Library arguments set by a flag of the same meaning in every subcommand that has it.
 FLAGS = {
     "alignment_layer": "--alignment-layer",
+    "allowed_hosts": "--allowed-hosts",
     "block_size": "--block-size",
     "cache_entries": "--cache-entries",
+    "cors_origins": "--cors-origins",
     "device": "--device",
     "head": "--head",
+    "host": "--host",
     "kv_blocks": "--kv-blocks",
     "layer": "--layer",
     "max_batch_tokens": "--max-batch-tokens",
+    "max_client_connections": "--max-client-connections",
+    "max_connections": "--max-connections",
     "max_queue": "--max-queue",
     "port": "--port",
     "quantize": "--quantize",

@@ -285,7 +285,7 @@ def test_a_server_whose_engine_died_exits_non_zero(tmp_path):
     try:
         wait_for(lambda: _answers(url) or child.poll() is not None, timeout=60)
         assert call(f"{url}/v1/translate", {"text": DIE})[0] == 503
-        assert child.wait(timeout=20) != 0
+        assert child.wait(timeout=20) == 1  # a machine failure: a supervisor restarts it
     finally:
         child.kill()
         child.wait()

@@ -28,7 +28,7 @@ from types import FrameType
 import uvicorn
 from fastapi import FastAPI
 
-from transformer_mt.errors import SettingError, TmtError, one_line
+from transformer_mt.errors import MachineError, SettingError, TmtError, one_line
 from transformer_mt.serve.app import create_app
 from transformer_mt.serve.app import drain as drain_app
 from transformer_mt.serve.connections import GuardedH11Protocol
@@ -41,8 +41,9 @@ logger = logging.getLogger("transformer_mt.serve")
 START_TIMEOUT_SECONDS = 30.0
 
 
-class EngineStopped(TmtError):
-    """The engine's decoding thread died, and the server with it."""
+class EngineStopped(MachineError):
+    """The engine's decoding thread died, and the server with it: `tmt serve` exits 1, so
+    that a supervisor restarts it."""
 
 
 class EngineServer(uvicorn.Server):
