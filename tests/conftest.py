@@ -80,3 +80,15 @@ def save_tiny_checkpoint(directory: Path, **model_options) -> Path:
     path = directory / "model.pt"
     torch.save(state, path)
     return path
+
+
+def make_run_dir(root: Path) -> Path:
+    """root/run laid out as `tmt train` leaves a run (run_layout.py), with stand-in contents:
+    a config, one metrics row, a tokenizer file and checkpoints/best.pt."""
+    run = root / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.yaml").write_text("model: {}\n")
+    (run / "metrics.jsonl").write_text('{"kind": "train", "step": 1, "loss": 5.0, "lr": 1e-4}\n')
+    (run / "spm-src-ab12.model").write_bytes(b"a tokenizer")
+    (run / "checkpoints" / "best.pt").write_bytes(b"the best weights")
+    return run

@@ -1,7 +1,6 @@
 """What a careless or hostile user does to the CLI's outputs and streams: every command that
 writes keeps what the user points at, and every failure is one line, never a traceback."""
 
-import json
 import os
 import shutil
 import stat
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.conftest import make_run_dir
 from transformer_mt.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,16 +41,6 @@ def source(tmp_path):
     return path
 
 
-def _run_dir(tmp_path):
-    run = tmp_path / "run"
-    (run / "checkpoints").mkdir(parents=True)
-    (run / "config.yaml").write_text("model: {}\n")
-    rows = [{"kind": "train", "step": 1, "loss": 5.0, "lr": 1e-4}]
-    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (run / "checkpoints" / "best.pt").write_bytes(b"the best weights")
-    return run
-
-
 @pytest.mark.parametrize(
     "target, message",
     [
@@ -61,7 +51,7 @@ def _run_dir(tmp_path):
 )
 def test_plot_never_writes_over_the_run_it_reads(tmp_path, capsys, target, message):
     pytest.importorskip("matplotlib")
-    run = _run_dir(tmp_path)
+    run = make_run_dir(tmp_path)
     before = (run / target).read_bytes()
     assert main(["plot", str(run), "--out", str(run / target)]) == 2
     assert message in one_error_line(capsys)
@@ -79,7 +69,7 @@ def test_attention_never_writes_over_its_checkpoint(checkpoint, tmp_path, capsys
 
 
 def test_translate_refuses_a_run_artifact_as_output(checkpoint, source, tmp_path, capsys):
-    run = _run_dir(tmp_path)
+    run = make_run_dir(tmp_path)
     best = run / "checkpoints" / "best.pt"
     assert translate(checkpoint, "--input", str(source), "--output", str(best)) == 2
     assert "is a training checkpoint of" in one_error_line(capsys)

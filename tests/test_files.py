@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import make_run_dir
 from transformer_mt.errors import MachineError, TmtError
 from transformer_mt.files import (
     atomic_open,
@@ -202,15 +203,6 @@ def test_a_folder_without_permission_is_one_line(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def _run_dir(root):
-    run = root / "run"
-    (run / "checkpoints").mkdir(parents=True)
-    for name in ("config.yaml", "metrics.jsonl", "spm-src-ab12.model"):
-        (run / name).write_text("x\n")
-    (run / "checkpoints" / "best.pt").write_bytes(b"PK")
-    return run
-
-
 @pytest.mark.parametrize(
     "name, what",
     [
@@ -223,7 +215,7 @@ def _run_dir(root):
     ],
 )
 def test_run_artifacts_are_never_an_output(tmp_path, name, what):
-    run = _run_dir(tmp_path)
+    run = make_run_dir(tmp_path)
     with pytest.raises(TmtError, match=f"is {what} .*which training reads back"):
         check_output(run / name)
     link = tmp_path / "link"
@@ -233,7 +225,7 @@ def test_run_artifacts_are_never_an_output(tmp_path, name, what):
 
 
 def test_files_a_user_makes_inside_a_run_may_be_replaced(tmp_path):
-    run = _run_dir(tmp_path)
+    run = make_run_dir(tmp_path)
     for name in ("curves.png", "checkpoints/average.pt", "test.hyp"):
         check_output(run / name)
 

@@ -26,14 +26,6 @@ BASE_URL = "http://127.0.0.1:8000"
 
 
 @pytest.fixture
-def engine():
-    engine = FakeEngine()
-    engine.start()
-    yield engine
-    engine.stop(drain=False)
-
-
-@pytest.fixture
 def client(engine):
     return TestClient(create_app(engine), base_url=BASE_URL, raise_server_exceptions=False)
 

@@ -14,21 +14,13 @@ pytest.importorskip("httpx")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from tests.serve.fakes import DIE, FakeEngine, fake_translation  # noqa: E402
+from tests.serve.fakes import DIE, fake_translation  # noqa: E402
 from transformer_mt.errors import SettingError  # noqa: E402
 from transformer_mt.serve.app import create_app  # noqa: E402
 from transformer_mt.serve.guard import HostRule  # noqa: E402
 from transformer_mt.serve.http_settings import HttpSettings  # noqa: E402
 
 GOOD = {"text": "ein kleiner hund"}
-
-
-@pytest.fixture
-def engine():
-    engine = FakeEngine()
-    engine.start()
-    yield engine
-    engine.stop(drain=False)
 
 
 def client_for(engine, settings=None, listen_host="127.0.0.1", host="127.0.0.1:8000"):
