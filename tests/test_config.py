@@ -14,6 +14,7 @@ from transformer_mt.config import (
     ModelConfig,
     config_from_dict,
     config_to_dict,
+    decode_field_types,
     dump_config,
     load_config,
 )
@@ -322,3 +323,18 @@ def test_attention_options_are_refused_in_one_line(tmp_path, text, message):
         load_config(path)
     assert str(err.value).startswith(message)
     assert "\n" not in str(err.value) and str(path) in str(err.value)
+
+
+def test_decode_field_types_are_the_dataclass_types_and_other_names_are_refused():
+    assert decode_field_types(["beam_size", "length_penalty"]) == {
+        "beam_size": int,
+        "length_penalty": float,
+    }
+    with pytest.raises(KeyError, match="nbest: not a DecodeConfig field"):
+        decode_field_types(["nbest"])
+
+
+def test_output_settings_are_every_field_but_the_output_neutral_ones():
+    changed = DecodeConfig(max_tokens=7)
+    assert changed.output_settings() == DecodeConfig().output_settings()
+    assert len(DecodeConfig().output_settings()) == len(dataclasses.fields(DecodeConfig)) - 1

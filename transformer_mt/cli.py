@@ -15,6 +15,7 @@ import sys
 from typing import BinaryIO, TextIO
 
 from transformer_mt import __version__
+from transformer_mt.config import decode_field_types
 from transformer_mt.errors import MachineError, SettingError, TmtError
 from transformer_mt.files import MACHINE_ERRNOS
 from transformer_mt.progress import PROGRESS_SECONDS
@@ -41,6 +42,16 @@ FLAGS = {
 }
 
 
+# The decode settings `tmt translate` may change: DecodeConfig field -> (flag, help). Each
+# flag takes the field's type (`decode_field_types`); unset, the checkpoint's value holds.
+DECODE_FLAGS = {
+    "beam_size": ("--beam-size", "1 = greedy (default: the checkpoint's)"),
+    "max_tokens": ("--max-tokens", "source tokens per batch"),
+    "n_best": ("--nbest", "print N 'i ||| text ||| score' lines per input (N <= beam)"),
+    "length_penalty": ("--length-penalty", "GNMT alpha"),
+}
+
+
 def _add_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a model from a YAML config")
     p.add_argument("--config", required=True, help="YAML experiment config")
@@ -60,12 +71,10 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--checkpoint", required=True, help="e.g. runs/X/checkpoints/best.pt")
     p.add_argument("--input", default="-", help="source text, one sentence a line (- = stdin)")
     p.add_argument("--output", default="-", help="where translations go (- = stdout)")
-    p.add_argument("--beam-size", type=int, help="1 = greedy (default: the checkpoint's)")
-    p.add_argument("--max-tokens", type=int, help="source tokens per batch")
-    p.add_argument(
-        "--nbest", type=int, help="print N 'i ||| text ||| score' lines per input (N <= beam)"
-    )
-    p.add_argument("--length-penalty", type=float, help="GNMT alpha")
+    kinds = decode_field_types(DECODE_FLAGS)
+    for name, (flag, text) in DECODE_FLAGS.items():
+        metavar = flag.removeprefix("--").replace("-", "_").upper()
+        p.add_argument(flag, dest=name, type=kinds[name], metavar=metavar, help=text)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--quantize", choices=["int8"], help="dynamic int8 linear layers (CPU)")
     p.add_argument("--ref", help="reference file: print BLEU and chrF on stderr at the end")
@@ -158,9 +167,9 @@ def _check_translate_args(args: argparse.Namespace) -> None:
     alignments of an n-best list."""
     from transformer_mt.files import check_output
 
-    if args.alignments and args.nbest is not None and args.nbest > 1:
+    if args.alignments and args.n_best is not None and args.n_best > 1:
         raise TmtError(
-            f"--nbest {args.nbest}: --alignments aligns the 1-best translation: drop --nbest"
+            f"--nbest {args.n_best}: --alignments aligns the 1-best translation: drop --nbest"
         )
 
     if args.output != "-":
@@ -178,21 +187,14 @@ def _check_translate_args(args: argparse.Namespace) -> None:
 
 
 def _decode_changes(args: argparse.Namespace) -> dict[str, object]:
-    """The decode settings given on the command line; the rest come from the checkpoint.
+    """The decode settings given on the command line (`DECODE_FLAGS`); the rest come from the
+    checkpoint.
 
     `--nbest` never changes the beam: a larger n-best than the beam is refused by the decode
     config's check, naming both values.
     """
-    return {
-        name: value
-        for name, value in (
-            ("beam_size", args.beam_size),
-            ("max_tokens", args.max_tokens),
-            ("n_best", args.nbest),
-            ("length_penalty", args.length_penalty),
-        )
-        if value is not None
-    }
+    given = {name: getattr(args, name) for name in DECODE_FLAGS}
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def _read_references(path: str | None) -> list[str] | None:

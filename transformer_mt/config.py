@@ -17,6 +17,7 @@ import math
 import re
 import types
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -453,6 +454,42 @@ class DecodeConfig:
             raise ConfigError(f"decode.top_p={self.top_p} must be in (0, 1]")
         if self.top_k < 0:
             raise ConfigError(f"decode.top_k={self.top_k} must be >= 0")
+
+    def output_settings(self) -> tuple:
+        """The value of every field that can change a translation, in field order (all but
+        `OUTPUT_NEUTRAL_FIELDS`): settings with equal tuples translate alike. The server's
+        translation cache and its search lanes key on this, so that a field added here
+        tells requests apart without anyone listing it again."""
+        return tuple(
+            getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name not in OUTPUT_NEUTRAL_FIELDS
+        )
+
+
+# DecodeConfig fields that cannot change a translation: `max_tokens` only sizes the offline
+# translator's batches, and a batch translates as each of its sentences alone (tests of
+# search and of the Translator). Every other field is an output setting, a field added to
+# DecodeConfig included, unless it is named here.
+OUTPUT_NEUTRAL_FIELDS = frozenset({"max_tokens"})
+
+
+def decode_field_types(names: Iterable[str]) -> dict[str, Any]:
+    """The type of each named DecodeConfig field (`int`, `float`, a `Literal`, ...).
+
+    Which fields users may set is each interface's choice (the server's request body,
+    `tmt translate`'s flags); their names and types are the dataclass's.
+
+    Raises:
+        KeyError: a name that is not a DecodeConfig field.
+    """
+    hints = typing.get_type_hints(DecodeConfig)
+    found = {}
+    for name in names:
+        if name not in hints:
+            raise KeyError(f"{name}: not a DecodeConfig field")
+        found[name] = hints[name]
+    return found
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """`tmt translate`: line count kept, order restored, batch == single, one-line errors."""
 
+import dataclasses
 import io
 import math
 import subprocess
@@ -15,6 +16,7 @@ from torch.ao.quantization import quantize_dynamic
 from transformer_mt import cli
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
+from transformer_mt.config import DecodeConfig
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
 from transformer_mt.errors import TmtError
 from transformer_mt.inference import quantize
@@ -413,3 +415,13 @@ def test_prefix_file_starts_each_translation_and_must_match_the_input(checkpoint
     capsys.readouterr()
     assert translate(checkpoint, "--input", str(source), "--prefix", str(prefixes)) == 2
     assert "1 prefix line(s) for the 3 line(s)" in one_error_line(capsys)
+
+
+def test_decode_flags_set_decode_fields_with_their_types():
+    args = cli.build_parser().parse_args(
+        ["translate", "--checkpoint", "x.pt", "--nbest", "2", "--length-penalty", "1"]
+    )
+    changes = cli._decode_changes(args)
+    assert changes == {"n_best": 2, "length_penalty": 1.0}
+    assert isinstance(changes["length_penalty"], float)
+    assert set(cli.DECODE_FLAGS) <= {f.name for f in dataclasses.fields(DecodeConfig)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import typing
 
 import pytest
 
@@ -260,6 +261,14 @@ def test_the_page_has_its_controls_and_no_outside_urls(client):
         assert f'id="{element}"' in response.text
     assert "http://" not in response.text and "https://" not in response.text
     assert "metrics" in response.text and "v1/translate" in response.text
+
+
+def test_the_body_takes_decode_settings_with_the_decode_configs_types():
+    hints = typing.get_type_hints(DecodeConfig)
+    described = typing.get_type_hints(schema.TranslateBody)
+    for name, kind in api.DECODE_FIELDS.items():
+        assert kind is hints[name], name
+        assert described[name] == kind | None, name
 
 
 def test_openapi_describes_the_body_api_accepts(client):

@@ -354,9 +354,12 @@ def test_a_dead_decoding_thread_fails_waiting_requests_and_refuses_new_ones(engi
         engine.submit(["hunde"], engine.defaults)
 
 
-def test_every_decode_field_but_max_tokens_is_in_the_translation_key():
-    from transformer_mt.config import DecodeConfig
-    from transformer_mt.serve.caches import OUTPUT_NEUTRAL_FIELDS, translation_key
+def test_every_decode_field_but_max_tokens_changes_the_cache_key_and_the_lane():
+    """Each DecodeConfig field changed in turn: a different translation-cache key and a
+    different scheduler lane, except for the fields named output-neutral."""
+    from transformer_mt.config import OUTPUT_NEUTRAL_FIELDS, DecodeConfig
+    from transformer_mt.serve.caches import translation_key
+    from transformer_mt.serve.scheduler import lane_key
 
     base = DecodeConfig()
     hints = typing.get_type_hints(DecodeConfig)
@@ -368,8 +371,10 @@ def test_every_decode_field_but_max_tokens_is_in_the_translation_key():
             other = next(c for c in typing.get_args(hints[f.name]) if c != value)
         else:
             other = value + 1
-        key = translation_key("a", "", dataclasses.replace(base, **{f.name: other}))
+        changed = dataclasses.replace(base, **{f.name: other})
+        key = translation_key("a", "", changed)
         assert (key == translation_key("a", "", base)) == (f.name in OUTPUT_NEUTRAL_FIELDS), f
+        assert (lane_key(changed) == lane_key(base)) == (f.name in OUTPUT_NEUTRAL_FIELDS), f
     assert set(OUTPUT_NEUTRAL_FIELDS) == {"max_tokens"}
 
 

@@ -18,22 +18,19 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from transformer_mt.config import ConfigError, DecodeConfig
+from transformer_mt.config import ConfigError, DecodeConfig, decode_field_types
 from transformer_mt.errors import SettingError, TmtError, one_line
 from transformer_mt.serve.contract import QueueFull, RequestLimits, RequestTooLarge, ShuttingDown
 
 if TYPE_CHECKING:  # torch would come with it; a Translation is only read here
     from transformer_mt.inference.translator import Translation
 
-# Decode settings a request may change, with the JSON type each takes (a float field takes an
-# integer too; a boolean is never a number, although Python's bool is an int).
-DECODE_FIELDS: dict[str, type] = {
-    "beam_size": int,
-    "length_penalty": float,
-    "max_len_a": float,
-    "max_len_b": int,
-    "n_best": int,
-}
+# Decode settings a request may change, with the JSON type each takes: DecodeConfig's type of
+# the field (a float field takes an integer too; a boolean is never a number, although
+# Python's bool is an int).
+DECODE_FIELDS: dict[str, type] = decode_field_types(
+    ("beam_size", "length_penalty", "max_len_a", "max_len_b", "n_best")
+)
 KEYS = ("text", "prefix", *DECODE_FIELDS)
 # Retry-After of a server that is shutting down: time for a restart, or for a load balancer to
 # move the client to another replica.

@@ -3,7 +3,6 @@ key of the translation cache."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Generic, TypeVar
@@ -12,21 +11,11 @@ from transformer_mt.config import DecodeConfig
 
 V = TypeVar("V")
 
-# DecodeConfig fields that cannot change a served translation: `max_tokens` sizes the offline
-# translator's batches, and the server batches by its own limits. Every other field is part of
-# the translation cache's key, a field added to DecodeConfig included, unless it is named here.
-OUTPUT_NEUTRAL_FIELDS = frozenset({"max_tokens"})
-
 
 def translation_key(text: str, prefix: str, decode: DecodeConfig) -> tuple:
     """The translation cache's key: the text, its forced prefix and every decode setting that
-    can change the translation (all of DecodeConfig but `OUTPUT_NEUTRAL_FIELDS`)."""
-    settings = (
-        getattr(decode, f.name)
-        for f in dataclasses.fields(decode)
-        if f.name not in OUTPUT_NEUTRAL_FIELDS
-    )
-    return (text, prefix, *settings)
+    can change the translation (`DecodeConfig.output_settings`)."""
+    return (text, prefix, *decode.output_settings())
 
 
 class LruCache(Generic[V]):

@@ -3,8 +3,8 @@
 Every decoder step runs one batch over the live hypotheses of every admitted sentence, in
 whatever step each one is (Yu et al. 2022, Orca): new sentences join between steps, finished
 ones leave at once and their KV blocks go back to the pool. The search rules are search's own
-(`beam_step`): sentences with the same beam size and length penalty form a lane, one
-`BeamState`; greedy search is the lane of beam size 1. Cross-attention keys and values are
+(`beam_step`): sentences with the same output settings (`lane_key`) form a lane, one
+`BeamState`; greedy search runs in lanes of beam size 1. Cross-attention keys and values are
 held once per source sentence, and the beams of a sentence attend to them through query slots
 (`LayerCache.cross_slots`), never through per-beam copies.
 
@@ -45,7 +45,7 @@ class Sentence:
 
 @dataclass
 class Lane:
-    """The sentences searched with one beam size and length penalty."""
+    """The sentences searched with one set of output settings (`lane_key`)."""
 
     decode: DecodeConfig
     state: BeamState
@@ -53,9 +53,10 @@ class Lane:
 
 
 def lane_key(decode: DecodeConfig) -> tuple:
-    """Settings that must be equal for sentences to share a `BeamState` (max_len and prefix
-    are per sentence; n_best only cuts the returned list)."""
-    return (decode.beam_size, decode.length_penalty, decode.length_norm, decode.min_len)
+    """Sentences share a lane (one `BeamState`, searched with one `Lane.decode`) when every
+    setting that can change their translations is equal: `DecodeConfig.output_settings`, so
+    that a decode field added later can never be searched with another sentence's value."""
+    return decode.output_settings()
 
 
 class ContinuousBatch:
