@@ -15,7 +15,7 @@ import sys
 from typing import BinaryIO, TextIO
 
 from transformer_mt import __version__
-from transformer_mt.config import decode_field_types
+from transformer_mt.config import PrefixCountError, check_one_prefix_per_text, decode_field_types
 from transformer_mt.errors import MachineError, SettingError, TmtError
 from transformer_mt.files import MACHINE_ERRNOS
 from transformer_mt.progress import PROGRESS_SECONDS
@@ -127,11 +127,7 @@ def _run_translate(args: argparse.Namespace) -> int:
         if not interactive:
             lines = list(lines)  # whole file: length-sorted batches keep padding low
             _check_references(name, len(lines), args.ref, references)
-            if prefixes is not None and len(prefixes) != len(lines):
-                raise TmtError(
-                    f"{args.prefix}: {len(prefixes)} prefix line(s) for the {len(lines)} "
-                    f"line(s) of {name}: give one prefix line (blank for none) per input line"
-                )
+            _check_prefix_lines(args.prefix, prefixes, name, len(lines))
         translator = Translator.from_checkpoint(
             args.checkpoint,
             args.device,
@@ -184,6 +180,19 @@ def _check_translate_args(args: argparse.Namespace) -> None:
         raise TmtError(
             f"--length-penalty {args.length_penalty}: must be a finite number (e.g. 0.6 or 1.0)"
         )
+
+
+def _check_prefix_lines(
+    path: str | None, prefixes: list[str] | None, input_name: str, input_lines: int
+) -> None:
+    """Refuse a prefix file without one line per input line, naming both files."""
+    try:
+        check_one_prefix_per_text(prefixes, input_lines)
+    except PrefixCountError as err:
+        raise TmtError(
+            f"{path}: {err.n_prefixes} prefix line(s) for the {err.n_texts} line(s) of "
+            f"{input_name}: give one prefix line (blank for none) per input line"
+        ) from None
 
 
 def _decode_changes(args: argparse.Namespace) -> dict[str, object]:

@@ -17,14 +17,14 @@ import math
 import re
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
-from transformer_mt.errors import TmtError, one_line
+from transformer_mt.errors import SettingError, TmtError, one_line
 
 
 class ConfigError(TmtError, ValueError):
@@ -472,6 +472,27 @@ class DecodeConfig:
 # search and of the Translator). Every other field is an output setting, a field added to
 # DecodeConfig included, unless it is named here.
 OUTPUT_NEUTRAL_FIELDS = frozenset({"max_tokens"})
+
+
+class PrefixCountError(SettingError, ValueError):
+    """Forced decoding was given a number of target prefixes other than one per text. It
+    carries both counts, so that each interface names what its user gave (the CLI its
+    prefix file, the server its `prefix` field)."""
+
+    def __init__(self, n_prefixes: int, n_texts: int):
+        self.n_prefixes, self.n_texts = n_prefixes, n_texts
+        super().__init__("prefixes", n_prefixes, f"need one per text ({n_texts})")
+
+
+def check_one_prefix_per_text(prefixes: Sized | None, n_texts: int) -> None:
+    """The one check of forced decoding's rule: one target prefix per text (an empty one
+    forces nothing), or no prefixes at all (None).
+
+    Raises:
+        PrefixCountError: with both counts.
+    """
+    if prefixes is not None and len(prefixes) != n_texts:
+        raise PrefixCountError(len(prefixes), n_texts)
 
 
 def decode_field_types(names: Iterable[str]) -> dict[str, Any]:

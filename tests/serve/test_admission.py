@@ -17,7 +17,8 @@ from transformer_mt.serve.scheduler import Sentence
 
 
 def work(key: int, n_tokens: int, max_len: int, beam: int = 2) -> Work:
-    sentence = Sentence(key, [4] * n_tokens, DecodeConfig(beam_size=beam), max_len, [])
+    """A sentence of `n_tokens` source positions, its EOS included."""
+    sentence = Sentence(key, [4] * (n_tokens - 1), DecodeConfig(beam_size=beam), max_len, [])
     job = SimpleNamespace(queue_seconds=None, submitted=time.monotonic())
     return Work(sentence, job, 0, (key,))
 

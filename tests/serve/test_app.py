@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from tests.serve.fakes import FAIL, RETRY_AFTER, FakeEngine, fake_translation  # noqa: E402
-from transformer_mt.config import DecodeConfig  # noqa: E402
+from transformer_mt.config import DecodeConfig, PrefixCountError  # noqa: E402
 from transformer_mt.serve import api, schema  # noqa: E402
 from transformer_mt.serve.app import create_app  # noqa: E402
 
@@ -261,6 +261,12 @@ def test_the_page_has_its_controls_and_no_outside_urls(client):
         assert f'id="{element}"' in response.text
     assert "http://" not in response.text and "https://" not in response.text
     assert "metrics" in response.text and "v1/translate" in response.text
+
+
+def test_a_prefix_count_refused_by_the_engine_names_the_prefix_field():
+    refusal = api.engine_error(PrefixCountError(1, 2), [])
+    assert (refusal.status, refusal.field) == (400, "prefix")
+    assert "1 prefixes for 2 texts" in refusal.message
 
 
 def test_the_body_takes_decode_settings_with_the_decode_configs_types():

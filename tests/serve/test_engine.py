@@ -12,7 +12,7 @@ import typing
 import pytest
 
 from tests.conftest import WORDS, save_tiny_checkpoint
-from transformer_mt.config import ConfigError
+from transformer_mt.config import ConfigError, PrefixCountError
 from transformer_mt.errors import TmtError
 from transformer_mt.inference.translator import Translator
 from transformer_mt.serve.contract import QueueFull, RequestTooLarge
@@ -352,6 +352,17 @@ def test_a_dead_decoding_thread_fails_waiting_requests_and_refuses_new_ones(engi
     assert isinstance(engine.failure, RuntimeError)
     with pytest.raises(TmtError, match="has stopped"):
         engine.submit(["hunde"], engine.defaults)
+
+
+def test_the_engine_and_the_translator_refuse_a_prefix_count_through_the_one_check(engine):
+    for refuse in (
+        lambda: engine.submit(["ein hund", "zwei katzen"], engine.defaults, ["a"]),
+        lambda: engine.translator.translate(["ein hund", "zwei katzen"], prefixes=["a"]),
+    ):
+        with pytest.raises(PrefixCountError) as err:
+            refuse()
+        assert (err.value.n_prefixes, err.value.n_texts) == (1, 2)
+    assert engine.stats().queue_sentences == 0
 
 
 def test_every_decode_field_but_max_tokens_changes_the_cache_key_and_the_lane():

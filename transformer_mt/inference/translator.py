@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from transformer_mt.artifacts import load_for_inference
-from transformer_mt.config import DecodeConfig
+from transformer_mt.config import DecodeConfig, check_one_prefix_per_text
 from transformer_mt.data.batching import SourceBatch, make_source_batches, restore_order
 from transformer_mt.data.tokenizer import BOS_ID, Tokenizer
 from transformer_mt.errors import SettingError
@@ -175,11 +175,8 @@ class Translator:
         todo = [i for i, ids in enumerate(encoded) if ids]
         no_pairs = None if self.alignment_layer is None else []
         results = [Translation.empty(self.decode.n_best, no_pairs) for _ in lines]
-        forced = None
-        if prefixes is not None:
-            if len(prefixes) != len(lines):
-                raise SettingError("prefixes", len(prefixes), f"need one per line ({len(lines)})")
-            forced = [self.prefix_ids(prefixes[i]) for i in todo]
+        check_one_prefix_per_text(prefixes, len(lines))
+        forced = None if prefixes is None else [self.prefix_ids(prefixes[i]) for i in todo]
         indices: list[int] = []  # into `todo`, batch by batch
         searched: list[Translation] = []
         for batch, found in self.search_batches([encoded[i] for i in todo], forced):

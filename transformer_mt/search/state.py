@@ -14,7 +14,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from transformer_mt.config import DecodeConfig
+from transformer_mt.config import DecodeConfig, check_one_prefix_per_text
 
 # The fixed special ids of data/tokenizer.py (PAD_ID, BOS_ID, EOS_ID), repeated here rather than
 # imported so that search depends on the decoding protocol only.
@@ -209,10 +209,9 @@ def _pad_prefixes(
     prefixes: Sequence[Sequence[int]] | None, n: int, device: torch.device
 ) -> tuple[Tensor, Tensor]:
     """(N, P) right-padded prefix tokens and their (N,) lengths; P = 0 without prefixes."""
+    check_one_prefix_per_text(prefixes, n)
     if prefixes is None:
         prefixes = [[]] * n
-    if len(prefixes) != n:
-        raise ValueError(f"{len(prefixes)} prefixes for {n} sentences")
     lens = [len(p) for p in prefixes]
     padded = torch.zeros(n, max(lens, default=0), dtype=torch.long)
     for i, p in enumerate(prefixes):

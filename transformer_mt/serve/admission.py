@@ -22,7 +22,7 @@ from typing import Any
 from transformer_mt.serve.contract import QueueFull, RequestTooLarge
 from transformer_mt.serve.paged import BlockPool
 from transformer_mt.serve.prefix_cache import PrefixTree
-from transformer_mt.serve.scheduler import Sentence
+from transformer_mt.serve.scheduler import Sentence, source_positions
 
 
 @dataclass
@@ -75,14 +75,14 @@ class Admission:
         admitted, refused = [], []
         if self._solo_running():
             return admitted, refused
-        tokens = sum(len(w.sentence.src_ids) for w in self.running.values())
+        tokens = sum(source_positions(w.sentence.src_ids) for w in self.running.values())
         while self.queue:
             work = self.queue[0]
             if work.solo and (self.running or admitted):
                 break
             blocks = self.blocks_needed(work.sentence)
             if self.running or admitted:
-                if tokens + len(work.sentence.src_ids) > self.max_batch_tokens:
+                if tokens + source_positions(work.sentence.src_ids) > self.max_batch_tokens:
                     break
                 if not self._reserve(blocks):
                     break
@@ -97,7 +97,7 @@ class Admission:
             if work.job.queue_seconds is None:
                 work.job.queue_seconds = time.monotonic() - work.job.submitted
             work.sentence.reserved_blocks = blocks
-            tokens += len(work.sentence.src_ids)
+            tokens += source_positions(work.sentence.src_ids)
             self.running[work.sentence.key] = work
             admitted.append(work)
             if work.solo:

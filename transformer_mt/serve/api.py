@@ -18,7 +18,13 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from transformer_mt.config import ConfigError, DecodeConfig, decode_field_types
+from transformer_mt.config import (
+    ConfigError,
+    DecodeConfig,
+    PrefixCountError,
+    check_one_prefix_per_text,
+    decode_field_types,
+)
 from transformer_mt.errors import SettingError, TmtError, one_line
 from transformer_mt.serve.contract import QueueFull, RequestLimits, RequestTooLarge, ShuttingDown
 
@@ -84,13 +90,10 @@ def parse_request(body: bytes, defaults: DecodeConfig, limits: RequestLimits) ->
         prefixes = _strings(data["prefix"], "prefix")
         if isinstance(data["prefix"], str):
             prefixes = prefixes * len(texts)
-        elif len(prefixes) != len(texts):
-            raise ApiError(
-                400,
-                "prefix",
-                f"prefix: {len(prefixes)} prefixes for {len(texts)} texts; give one per text, "
-                "or one string for all",
-            )
+    try:
+        check_one_prefix_per_text(prefixes, len(texts))
+    except PrefixCountError as err:
+        raise prefix_count_error(err) from None
     _check_sizes(texts, prefixes, limits)
     decode_keys = tuple(name for name in DECODE_FIELDS if name in data)
     return TranslateRequest(texts, decode_settings(data, defaults), prefixes, decode_keys)
@@ -109,6 +112,16 @@ def decode_settings(data: dict, defaults: DecodeConfig) -> DecodeConfig:
     except ConfigError as err:
         raise setting_error(err, list(changes)) from None
     return decode
+
+
+def prefix_count_error(err: PrefixCountError) -> ApiError:
+    """The 400 for other than one prefix per text, naming the body's `prefix` field."""
+    return ApiError(
+        400,
+        "prefix",
+        f"prefix: {err.n_prefixes} prefixes for {err.n_texts} texts; give one per text, "
+        "or one string for all",
+    )
 
 
 def setting_error(err: TmtError, given: list[str]) -> ApiError:
@@ -137,6 +150,8 @@ def engine_error(err: BaseException, given: list[str]) -> ApiError:
         return ApiError(413, "text", str(err))
     if isinstance(err, ShuttingDown):
         return ApiError(503, None, str(err), retry_after=RETRY_AFTER_SHUTDOWN_SECONDS)
+    if isinstance(err, PrefixCountError):
+        return prefix_count_error(err)
     if isinstance(err, (ConfigError, SettingError)):
         return setting_error(err, given)
     if isinstance(err, TmtError):

@@ -33,8 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
-from transformer_mt.config import DecodeConfig, ModelConfig
-from transformer_mt.data.tokenizer import EOS_ID
+from transformer_mt.config import DecodeConfig, ModelConfig, check_one_prefix_per_text
 from transformer_mt.errors import SettingError, TmtError, one_line
 from transformer_mt.inference.translator import Translation, Translator
 from transformer_mt.search import max_output_lengths
@@ -44,7 +43,7 @@ from transformer_mt.serve.caches import LruCache, translation_key
 from transformer_mt.serve.contract import EngineStats, RequestTooLarge, ShuttingDown
 from transformer_mt.serve.paged import BlockPool
 from transformer_mt.serve.prefix_cache import PrefixTree
-from transformer_mt.serve.scheduler import ContinuousBatch, Sentence
+from transformer_mt.serve.scheduler import ContinuousBatch, Sentence, source_positions
 
 log = logging.getLogger("transformer_mt.serve")
 
@@ -263,8 +262,7 @@ class Engine:
             raise RequestTooLarge(
                 f"a text of {longest} characters; the server takes {limits.max_sentence_chars}"
             )
-        if prefixes is not None and len(prefixes) != len(texts):
-            raise SettingError("prefix", len(prefixes), f"need one per text ({len(texts)})")
+        check_one_prefix_per_text(prefixes, len(texts))
 
     def _prepare(
         self, job: Job, index: int, text: str, decode: DecodeConfig, prefix: str
@@ -280,8 +278,7 @@ class Engine:
         if not src:
             job.results[index] = Translation.empty(decode.n_best)
             return None
-        src = [*src, EOS_ID]
-        mask = torch.ones(1, 1, 1, len(src), dtype=torch.bool)
+        mask = torch.ones(1, 1, 1, source_positions(src), dtype=torch.bool)
         cap = self.translator.options.max_len_cap
         max_len = int(max_output_lengths(mask, decode, cap)[0])
         with self._cond:
@@ -340,13 +337,12 @@ class Engine:
             work.sentence.cross = cached
         if missing:
             model = self.translator.model
-            # Without the EOS that Sentence.src_ids ends with: the batches append it.
-            sources = [w.sentence.src_ids[:-1] for w in missing]
+            sources = [w.sentence.src_ids for w in missing]
             for batch in self.translator.batches(sources, ENCODE_TOKENS):
                 memory = model.encode(batch.src_ids, batch.src_mask)
                 layers = model.decoder.cross_keys_values(memory, self.translator.cache_dtype)
                 for row, i in enumerate(batch.indices.tolist()):
-                    length = len(missing[i].sentence.src_ids)
+                    length = source_positions(missing[i].sentence.src_ids)
                     cross = [(k[row, :, :length], v[row, :, :length]) for k, v in layers]
                     missing[i].sentence.cross = cross
                     self.encoder_outputs.put(tuple(missing[i].sentence.src_ids), cross)

@@ -15,6 +15,7 @@ Sources (cross-attention rows) sit in the slots of `SourceSlots`, in no particul
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -33,7 +34,7 @@ class Sentence:
     """One source sentence of a request, as the scheduler sees it."""
 
     key: int  # unique while it lives
-    src_ids: list[int]  # with the EOS
+    src_ids: list[int]  # its subwords, without the EOS (`source_positions`)
     decode: DecodeConfig
     max_len: int  # max_len(x), capped at the position table
     prefix: list[int]
@@ -41,6 +42,13 @@ class Sentence:
     reserved_blocks: int = 0  # KV blocks held back for it until it leaves
     reused: PrefixMatch | None = None  # the cached start of its prefix, if any
     prefix_log_probs: list[float] = field(default_factory=list)  # log P(y_1..y_d), d <= |prefix|
+
+
+def source_positions(src_ids: Sequence[int]) -> int:
+    """Positions a source takes in the encoder, and keys it gives cross-attention: its
+    subwords and the EOS that its encoder batch appends (`Translator.batches`, the one place
+    that appends it)."""
+    return len(src_ids) + 1
 
 
 @dataclass
@@ -296,7 +304,7 @@ class SourceSlots:
             self.lengths[slot] = 0
         joined = [s for s in sentences if s.key not in self.slot_of]
         width = self.layers[0][0].size(2) if self.layers else 0
-        widest = max(len(s.src_ids) for s in sentences)
+        widest = max(source_positions(s.src_ids) for s in sentences)
         if (
             len(joined) > len(self._free)
             or widest > width
@@ -344,7 +352,7 @@ class SourceSlots:
             self._write(self._free.pop(), sentence)
 
     def _write(self, slot: int, sentence: Sentence) -> None:
-        length = len(sentence.src_ids)
+        length = source_positions(sentence.src_ids)
         for (keys, values), (k, v) in zip(self.layers, sentence.cross, strict=True):
             keys[slot, :, :length] = k
             values[slot, :, :length] = v
