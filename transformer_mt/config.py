@@ -538,7 +538,7 @@ class ExperimentConfig:
         A training pair takes data.max_len + 1 positions on each side (the source EOS, the
         target BOS). Greedy validation of such a source generates up to max_len(x) =
         floor(decode.max_len_a * |x| + decode.max_len_b) tokens with |x| = data.max_len + 1
-        (`search.state.max_output_lengths`, the same formula on tensors), one decoder position
+        (`search.lengths.max_output_lengths`, the same formula on tensors), one decoder position
         each. Without this check the first validation dies before any checkpoint is written.
 
         Not part of `validate`: the stored config of a finished run must still load for

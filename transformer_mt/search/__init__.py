@@ -6,6 +6,13 @@ reorders. All rows of a step (sentences x beams, or sentences x samples) are dec
 tensor. A sentence whose search is over leaves the batch: its rows of memory, source mask and
 cache are dropped, so one long sentence does not keep the work of the short ones alive.
 
+The modes are beam.py (`beam_search`, `beam_step`) and sampling.py (`greedy_search`,
+`sample`); what they share is named by its module: protocol.py (what search needs of a
+model), options.py (`SearchOptions`: special ids, length cap, first cache, generator),
+lengths.py (the length penalty and max_len), beam_state.py (`BeamState`, the live
+hypotheses), rows.py (the model's rows kept aligned with them), results.py (hypotheses and
+n-best lists) and topk.py (top-k by chunks).
+
 Definitions, in the names of `DecodeConfig`:
 
     |x|        source length: real source tokens (True entries of src_mask; the source EOS
@@ -46,19 +53,12 @@ from torch import Tensor
 
 from transformer_mt.config import DecodeConfig
 from transformer_mt.search.beam import beam_search, beam_step
+from transformer_mt.search.lengths import length_penalty, max_output_lengths
+from transformer_mt.search.options import DEFAULT_OPTIONS, SearchOptions, SpecialIds
+from transformer_mt.search.protocol import DecodingModel, ReorderableCache
+from transformer_mt.search.results import Hypothesis, SearchResult
 from transformer_mt.search.sampling import greedy_search, sample
-from transformer_mt.search.state import (
-    DEFAULT_OPTIONS,
-    DecodingModel,
-    Hypothesis,
-    ReorderableCache,
-    SearchOptions,
-    SearchResult,
-    SpecialIds,
-    length_penalty,
-    max_output_lengths,
-    top_k,
-)
+from transformer_mt.search.topk import top_k
 
 __all__ = [
     "DecodingModel",

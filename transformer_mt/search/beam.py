@@ -10,17 +10,17 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from transformer_mt.config import DecodeConfig
-from transformer_mt.search import state as shared
-from transformer_mt.search.state import (
-    DEFAULT_OPTIONS,
-    BeamState,
-    DecodingModel,
+from transformer_mt.search.beam_state import BeamState
+from transformer_mt.search.options import DEFAULT_OPTIONS, SearchOptions, SpecialIds
+from transformer_mt.search.protocol import DecodingModel
+from transformer_mt.search.results import (
     Hypothesis,
-    SearchOptions,
     SearchResult,
-    SpecialIds,
-    top_k,
+    collect_finished,
+    ranked_results,
 )
+from transformer_mt.search.rows import ModelRows, drop_done, next_log_probs, start_rows
+from transformer_mt.search.topk import top_k
 
 
 @dataclass(frozen=True)
@@ -56,24 +56,22 @@ def beam_search(
     """
     finished: list[list[Hypothesis]] = [[] for _ in range(src_ids.shape[0])]
     with torch.inference_mode():
-        state, rows = shared.start_rows(
-            model, src_ids, src_mask, cfg, cfg.beam_size, 1, options, prefixes
-        )
+        state, rows = start_rows(model, src_ids, src_mask, cfg, cfg.beam_size, 1, options, prefixes)
         first = True
         while state.sentence_ids.numel():
             if first:  # one live beam per sentence: decode one row each, repeat the log-probs
                 log_probs = _first_log_probs(model, state, rows, options.ids.bos)
             else:
-                log_probs = shared.next_log_probs(model, state, rows, options.ids.bos)
+                log_probs = next_log_probs(model, state, rows, options.ids.bos)
             beam_rows, done = beam_step(state, log_probs, cfg, options.ids, finished)
             # After the first step the cache holds one row per sentence, its beams' parent.
-            shared.drop_done(state, rows, done, beam_rows // cfg.beam_size if first else beam_rows)
+            drop_done(state, rows, done, beam_rows // cfg.beam_size if first else beam_rows)
             first = False
-    return shared.ranked_results(finished, cfg.n_best)
+    return ranked_results(finished, cfg.n_best)
 
 
 def _first_log_probs(
-    model: DecodingModel, state: BeamState, rows: shared.ModelRows, bos_id: int
+    model: DecodingModel, state: BeamState, rows: ModelRows, bos_id: int
 ) -> Tensor:
     """The (N * K, V) log-probs of the first step from a decoder step on one row per sentence.
 
@@ -152,7 +150,7 @@ def _retire_beams(
     if not sentence.numel():
         return
     rows = sentence * beam_size + candidates.beams[sentence, rank]  # (M,)
-    shared.collect_finished(
+    collect_finished(
         finished,
         state.sentence_ids[sentence],
         state.tokens[rows],

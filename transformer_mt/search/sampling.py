@@ -8,14 +8,16 @@ import torch
 from torch import Tensor
 
 from transformer_mt.config import DecodeConfig
-from transformer_mt.search import state as shared
-from transformer_mt.search.state import (
-    DEFAULT_OPTIONS,
-    DecodingModel,
+from transformer_mt.search.options import DEFAULT_OPTIONS, SearchOptions
+from transformer_mt.search.protocol import DecodingModel
+from transformer_mt.search.results import (
     Hypothesis,
-    SearchOptions,
     SearchResult,
+    collect_finished,
+    ranked_results,
 )
+from transformer_mt.search.rows import drop_done, next_log_probs, start_rows
+from transformer_mt.search.topk import top_k
 
 
 def greedy_search(
@@ -70,11 +72,9 @@ def _decode_rows(
     ids = options.ids
     finished: list[list[Hypothesis]] = [[] for _ in range(src_ids.shape[0])]
     with torch.inference_mode():
-        state, rows = shared.start_rows(
-            model, src_ids, src_mask, cfg, 1, samples, options, prefixes
-        )
+        state, rows = start_rows(model, src_ids, src_mask, cfg, 1, samples, options, prefixes)
         while state.sentence_ids.numel():
-            log_probs = shared.next_log_probs(model, state, rows, ids.bos)  # (R, V)
+            log_probs = next_log_probs(model, state, rows, ids.bos)  # (R, V)
             # In place: the log-probs are the caller's own (`DecodingModel.decode_step`).
             log_probs = state.forbid(log_probs[:, None], cfg.min_len, ids)[:, 0]
             tokens = choose(log_probs)  # (R,)
@@ -82,7 +82,7 @@ def _decode_rows(
             done = (tokens == ids.eos) | (state.max_lens <= state.steps + 1)
             ended = done.nonzero().squeeze(1)
             if ended.numel():
-                shared.collect_finished(
+                collect_finished(
                     finished,
                     state.sentence_ids[ended],
                     state.tokens[ended],
@@ -93,14 +93,14 @@ def _decode_rows(
                     ids.eos,
                 )
             state.append(tokens)
-            shared.drop_done(state, rows, done, beam_rows=None)
-    return shared.ranked_results(finished, samples)
+            drop_done(state, rows, done, beam_rows=None)
+    return ranked_results(finished, samples)
 
 
 def _argmax(log_probs: Tensor) -> Tensor:
     """(R, V) -> (R,): the best token of each row (torch's argmax inspects every entry one by
     one, 4x `top_k`'s time at 64 rows of 8,000)."""
-    return shared.top_k(log_probs, 1)[1][:, 0]
+    return top_k(log_probs, 1)[1][:, 0]
 
 
 def _sampler(cfg: DecodeConfig, generator: torch.Generator | None) -> Callable[[Tensor], Tensor]:

@@ -37,7 +37,7 @@ from transformer_mt.config import DecodeConfig, ModelConfig, check_one_prefix_pe
 from transformer_mt.errors import SettingError, TmtError, one_line
 from transformer_mt.inference.translator import Translation, Translator
 from transformer_mt.search import max_output_lengths
-from transformer_mt.search.state import ranked_results
+from transformer_mt.search.results import ranked_results
 from transformer_mt.serve.admission import Admission, Work
 from transformer_mt.serve.caches import LruCache, translation_key
 from transformer_mt.serve.contract import EngineStats, RequestTooLarge, ShuttingDown

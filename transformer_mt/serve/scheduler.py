@@ -24,7 +24,7 @@ from torch import Tensor
 from transformer_mt.config import DecodeConfig
 from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.search import Hypothesis, SpecialIds, beam_step
-from transformer_mt.search.state import BeamState
+from transformer_mt.search.beam_state import BeamState
 from transformer_mt.serve.paged import BlockPool, PagedDecoderCache
 from transformer_mt.serve.prefix_cache import PrefixMatch, PrefixTree
 

@@ -1,0 +1,160 @@
+"""The live state of a search: the hypotheses of every sentence still searched, K rows per
+sentence, with their scores, lengths, steps and forced prefixes (`BeamState`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from transformer_mt.config import check_one_prefix_per_text
+from transformer_mt.search.options import SpecialIds
+
+
+@dataclass
+class BeamState:
+    """Live hypotheses of the N sentences still being searched, K rows per sentence.
+
+    Row n * K + k of `tokens` (and of the model's memory, mask and cache) is beam k of active
+    sentence n. Greedy search and sampling use K = 1. Sentences need not be in step: each has
+    its own `steps`, so that a server can let new sentences join a running search.
+    """
+
+    tokens: Tensor  # (N * K, W) long: row r's tokens so far (no BOS) are [:steps[r // K]]
+    scores: Tensor  # (N, K) float: log P of each live beam; -inf marks an empty slot
+    sentence_ids: Tensor  # (N,) long: which sentence (an index into the caller's results)
+    max_lens: Tensor  # (N,) long: max_len(x) of each sentence
+    n_finished: Tensor  # (N,) long: finished hypotheses collected so far
+    steps: Tensor  # (N,) long: tokens generated so far
+    prefix: Tensor  # (N, P) long: forced first target tokens, right-padded; P may be 0
+    prefix_lens: Tensor  # (N,) long: how many of them each sentence has
+
+    @classmethod
+    def start(
+        cls,
+        max_lens: Tensor,
+        sentence_ids: Tensor,
+        beam_size: int,
+        prefixes: Sequence[Sequence[int]] | None = None,
+    ) -> BeamState:
+        """N sentences before their first step, with optional forced target prefixes.
+
+        A sentence's max_len is raised to hold its prefix and one more token, so that a
+        prefix is never cut. Only the first of the K beams is live (the others are -inf), so
+        that the first step does not fill the beam with K copies of the best token.
+        """
+        n, device = max_lens.numel(), max_lens.device
+        prefix, prefix_lens = _pad_prefixes(prefixes, n, device)
+        scores = torch.zeros(n, beam_size, device=device)
+        scores[:, 1:] = -INF
+        return cls(
+            tokens=torch.empty(n * beam_size, 0, dtype=torch.long, device=device),
+            scores=scores,
+            sentence_ids=sentence_ids,
+            max_lens=torch.maximum(max_lens, prefix_lens + 1),
+            n_finished=torch.zeros(n, dtype=torch.long, device=device),
+            steps=torch.zeros(n, dtype=torch.long, device=device),
+            prefix=prefix,
+            prefix_lens=prefix_lens,
+        )
+
+    @property
+    def beam_size(self) -> int:
+        return self.scores.shape[1]
+
+    def row_steps(self) -> Tensor:
+        """(N * K,) long: `steps` of every row's sentence (`steps` itself when K is 1: for
+        reading)."""
+        k = self.beam_size
+        return self.steps if k == 1 else self.steps.repeat_interleave(k)
+
+    def last_tokens(self, bos_id: int) -> Tensor:
+        """(N * K,) long: the latest token of every row, BOS before its first step."""
+        steps = self.row_steps()
+        if not self.tokens.shape[1]:
+            return torch.full_like(steps, bos_id)
+        last = self.tokens.gather(1, (steps - 1).clamp(min=0)[:, None]).squeeze(1)
+        return torch.where(steps > 0, last, bos_id)
+
+    def forbid(self, log_probs: Tensor, min_len: int, ids: SpecialIds) -> Tensor:
+        """`log_probs` (N, K, V), changed in place and returned: -inf for PAD and BOS always,
+        for EOS before min_len tokens, and for all but the prefix token while a sentence is
+        inside its forced prefix (the prefix token keeps its log-prob, so scores count it)."""
+        log_probs.index_fill_(2, torch.tensor([ids.pad, ids.bos], device=log_probs.device), -INF)
+        early = self.steps < min_len  # (N,)
+        if bool(early.any()):
+            log_probs[:, :, ids.eos].masked_fill_(early[:, None], -INF)
+        if not self.prefix.shape[1]:  # no sentence has a prefix
+            return log_probs
+        forced = (self.steps < self.prefix_lens).nonzero().squeeze(1)  # (M,)
+        if forced.numel():
+            token = self.prefix[forced, self.steps[forced]]  # (M,)
+            index = token[:, None, None].expand(-1, self.beam_size, 1)  # (M, K, 1)
+            rows = log_probs[forced]  # (M, K, V), a copy
+            log_probs[forced] = torch.full_like(rows, -INF).scatter_(
+                2, index, rows.gather(2, index)
+            )
+        return log_probs
+
+    def append(self, row_tokens: Tensor) -> None:
+        """Write every row's next token (N * K,) at its sentence's step, and count the step."""
+        steps = self.row_steps()
+        width = int(steps.max()) + 1 if steps.numel() else 0
+        self.tokens = _widen(self.tokens, width)
+        self.tokens.scatter_(1, steps[:, None], row_tokens[:, None])
+        self.steps = self.steps + 1
+
+    def keep(self, sentences: Tensor) -> Tensor:
+        """Keep sentences `sentences` (N',) long, in that order; returns their rows (N' * K,)."""
+        offsets = torch.arange(self.beam_size, device=sentences.device)
+        rows = (sentences[:, None] * self.beam_size + offsets).reshape(-1)
+        self.tokens = self.tokens[rows]
+        for name in SENTENCE_FIELDS:
+            setattr(self, name, getattr(self, name)[sentences])
+        return rows
+
+    def extend(self, other: BeamState) -> None:
+        """Add the sentences of `other` (same beam size) after this state's own."""
+        width = max(self.tokens.shape[1], other.tokens.shape[1])
+        self.tokens = torch.cat([_widen(self.tokens, width), _widen(other.tokens, width)])
+        width = max(self.prefix.shape[1], other.prefix.shape[1])
+        self.prefix = torch.cat([_widen(self.prefix, width), _widen(other.prefix, width)])
+        for name in SENTENCE_FIELDS:
+            if name != "prefix":
+                setattr(self, name, torch.cat([getattr(self, name), getattr(other, name)]))
+
+
+# BeamState fields with one entry per sentence (`tokens` has one per row).
+SENTENCE_FIELDS = (
+    "scores",
+    "sentence_ids",
+    "max_lens",
+    "n_finished",
+    "steps",
+    "prefix",
+    "prefix_lens",
+)
+INF = float("inf")
+
+
+def _widen(t: Tensor, width: int) -> Tensor:
+    """(M, w) -> (M, max(w, width)), zero columns appended."""
+    if t.shape[1] >= width:
+        return t
+    return torch.cat([t, t.new_zeros(t.shape[0], width - t.shape[1])], dim=1)
+
+
+def _pad_prefixes(
+    prefixes: Sequence[Sequence[int]] | None, n: int, device: torch.device
+) -> tuple[Tensor, Tensor]:
+    """(N, P) right-padded prefix tokens and their (N,) lengths; P = 0 without prefixes."""
+    check_one_prefix_per_text(prefixes, n)
+    if prefixes is None:
+        prefixes = [[]] * n
+    lens = [len(p) for p in prefixes]
+    padded = torch.zeros(n, max(lens, default=0), dtype=torch.long)
+    for i, p in enumerate(prefixes):
+        padded[i, : len(p)] = torch.tensor(list(p), dtype=torch.long)
+    return padded.to(device), torch.tensor(lens, dtype=torch.long, device=device)

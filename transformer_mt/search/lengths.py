@@ -1,0 +1,35 @@
+"""The two length formulas of `DecodeConfig` (definitions: search/__init__): the length
+penalty lp(|y|) that scores divide by, and max_len(x), the most tokens a hypothesis may
+generate."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from transformer_mt.config import DecodeConfig
+
+
+def length_penalty(length: int, cfg: DecodeConfig) -> float:
+    """lp(|y|): ((5 + |y|) / 6) ** length_penalty (gnmt), |y| (average) or 1 (none)."""
+    if cfg.length_norm == "gnmt":
+        return ((5.0 + length) / 6.0) ** cfg.length_penalty
+    if cfg.length_norm == "average":
+        return float(length)
+    return 1.0
+
+
+def max_output_lengths(src_mask: Tensor, cfg: DecodeConfig, cap: int | None = None) -> Tensor:
+    """max_len(x) = max(1, floor(max_len_a * |x| + max_len_b)) per sentence, at most `cap`.
+
+    Args:
+        src_mask: (B, 1, 1, S) bool, True at real source tokens.
+        cap: the most tokens the model can decode at all (its position table), or None.
+
+    Returns:
+        (B,) long: the most tokens each hypothesis may generate, EOS included.
+    """
+    src_lens = src_mask.reshape(src_mask.shape[0], -1).sum(dim=1)  # (B,)
+    # float64, as Python computes the same formula, so that x.5-style bounds floor alike.
+    limits = torch.floor(src_lens.double() * cfg.max_len_a + cfg.max_len_b)
+    return limits.long().clamp(min=1, max=cap)

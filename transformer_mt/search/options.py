@@ -1,0 +1,40 @@
+"""How a search runs apart from the user's `DecodeConfig`: special ids, the length cap, the
+first cache and the random generator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from transformer_mt.search.protocol import ReorderableCache
+
+# The fixed special ids of data/tokenizer.py (PAD_ID, BOS_ID, EOS_ID), repeated here rather than
+# imported so that search depends on the decoding protocol only.
+PAD_ID, BOS_ID, EOS_ID = 0, 2, 3
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    pad: int = PAD_ID
+    bos: int = BOS_ID
+    eos: int = EOS_ID
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How a search runs, apart from the user's `DecodeConfig`: the same for every mode."""
+
+    ids: SpecialIds = field(default_factory=SpecialIds)
+    # The most tokens the model can decode at all (its position table); None: no cap.
+    max_len_cap: int | None = None
+    # An empty cache for the first decoding step (e.g. one storing keys and values in a narrower
+    # dtype); None: the model makes its own on the first step.
+    new_cache: Callable[[], ReorderableCache] | None = None
+    # Sampling draws from it (a seeded one makes the draws reproducible); None: torch's global
+    # generator. Greedy and beam search draw nothing.
+    generator: torch.Generator | None = None
+
+
+DEFAULT_OPTIONS = SearchOptions()

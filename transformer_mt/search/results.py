@@ -1,0 +1,70 @@
+"""What a search returns: finished hypotheses, collected from finished rows and scored by the
+length penalty, and the ranked n-best list of each sentence."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from transformer_mt.config import DecodeConfig
+from transformer_mt.search.lengths import length_penalty
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One finished translation, in target ids."""
+
+    tokens: list[int]  # generated tokens without BOS and EOS
+    score: float  # log_prob / lp(|y|): the ranking key (search/__init__)
+    log_prob: float  # log P(y|x): sum of token log-probs, EOS included
+    has_eos: bool  # False: cut at max_len without EOS
+
+    @property
+    def length(self) -> int:
+        """|y|: generated tokens, EOS included."""
+        return len(self.tokens) + self.has_eos
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The n-best list of one source sentence, best first."""
+
+    hypotheses: list[Hypothesis]
+
+    @property
+    def best(self) -> Hypothesis:
+        return self.hypotheses[0]
+
+
+def collect_finished(
+    finished: Sequence[list[Hypothesis]] | Mapping[int, list[Hypothesis]],
+    sentence_ids: Tensor,
+    tokens: Tensor,
+    lengths: Tensor,
+    last: Tensor,
+    log_probs: Tensor,
+    cfg: DecodeConfig,
+    eos_id: int,
+) -> None:
+    """Append M finished hypotheses to their sentences' lists in `finished`.
+
+    Args:
+        sentence_ids: (M,) long, the sentence of each hypothesis (a key of `finished`).
+        tokens: (M, W) long: the tokens before the last one are tokens[m, :lengths[m]].
+        last: (M,) long, the last token (EOS, or any token at max_len; EOS is not kept).
+        log_probs: (M,) log P(y|x).
+    """
+    columns = (sentence_ids, tokens, lengths, last, log_probs)
+    for sentence, row, length, token, log_prob in zip(*(c.tolist() for c in columns), strict=True):
+        eos = token == eos_id
+        body = row[:length] if eos else [*row[:length], token]
+        penalty = length_penalty(length + 1, cfg)
+        finished[sentence].append(Hypothesis(body, log_prob / penalty, log_prob, eos))
+
+
+def ranked_results(finished: list[list[Hypothesis]], n_best: int) -> list[SearchResult]:
+    """Each sentence's `n_best` finished hypotheses of highest score, best first."""
+    # sorted() is stable: equal scores keep the order in which they finished.
+    return [SearchResult(sorted(hyps, key=lambda h: -h.score)[:n_best]) for hyps in finished]
