@@ -23,8 +23,8 @@ the mask or block mask, which a model does once per forward for all its layers.
 training: causal self-attention forward and backward over a batch of --train-tokens tokens
 (8 heads of 64, batch = tokens / L) for L in --train-lengths, in float32 and bfloat16, through
 SDPA's kernel (`sdpa`), the plain math (`math`, `attention_with_weights`) and `attention`
-(`ours`, which picks one of the two): what `CPU_MATH_MAX_KEYS` in model/attention.py is set
-from.
+(`ours`, transformer_mt/kernels.py's table, which picks one of the two): what
+`CPU_MATH_MAX_KEYS` there is set from.
 
 Prints one JSON object per case, then tables. `scripts/benchmark.py attention` calls
 `add_arguments` and `run` from here.
@@ -52,8 +52,9 @@ from bench_translate import QUICKSTART, decode_config, load_model, make_batches 
 
 from transformer_mt.data.tokenizer import EOS_ID, PAD_ID  # noqa: E402
 from transformer_mt.files import read_lines  # noqa: E402
+from transformer_mt.kernels import attention  # noqa: E402
 from transformer_mt.model import AttentionPattern  # noqa: E402
-from transformer_mt.model.attention import attention, attention_with_weights  # noqa: E402
+from transformer_mt.model.attention import attention_with_weights  # noqa: E402
 from transformer_mt.search import SearchOptions, search  # noqa: E402
 
 DEFAULT_DATA = REPO / "data" / "multi30k"

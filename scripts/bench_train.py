@@ -49,6 +49,7 @@ from bench_machine import pick_device, run_standalone  # noqa: E402
 from bench_matmul import SHAPES as MATMUL_SHAPES  # noqa: E402
 from bench_matmul import measure as measure_matmul  # noqa: E402
 
+from transformer_mt import kernels  # noqa: E402
 from transformer_mt.config import ModelConfig, TrainConfig  # noqa: E402
 from transformer_mt.data.batching import BatchIterator  # noqa: E402
 from transformer_mt.data.encoding import EncodedCorpus, TokenColumn  # noqa: E402
@@ -357,7 +358,8 @@ def _build_updater(system: str, size: str, args: SimpleNamespace, device: torch.
     initial weights."""
     train = TrainConfig(max_tokens=args.max_tokens, precision=args.precision, compile=args.compile)
     torch.manual_seed(0)
-    model = build_model(SIZES[size], args.vocab_size, args.vocab_size, PAD_ID)
+    vocab = args.vocab_size
+    model = build_model(SIZES[size], vocab, vocab, PAD_ID, kernel=kernels.attention)
     criterion = None
     if system in HF_ATTENTION:
         marian = to_marian(model, BOS_ID, EOS_ID)

@@ -52,6 +52,7 @@ from bench_machine import (  # noqa: E402
     table_footer,
 )
 
+from transformer_mt import kernels  # noqa: E402
 from transformer_mt.artifacts import load_for_inference  # noqa: E402
 from transformer_mt.config import DecodeConfig, ModelConfig, TokenizerConfig  # noqa: E402
 from transformer_mt.data.tokenizer import (  # noqa: E402
@@ -148,7 +149,8 @@ def load_model(
     # The tokenizer's name hashes text and settings: later runs reuse it instead of retraining.
     pair = train_tokenizers(cfg, train_src, train_tgt, REPO / "data" / "cache" / "bench_translate")
     torch.manual_seed(args.seed)
-    model = build_model(model_cfg, pair.src.vocab_size, pair.tgt.vocab_size, PAD_ID)
+    vocab_sizes = (pair.src.vocab_size, pair.tgt.vocab_size)
+    model = build_model(model_cfg, *vocab_sizes, PAD_ID, kernel=kernels.attention)
     return model.eval(), pair.src, pair.tgt
 
 

@@ -5,7 +5,8 @@
 Reads every module of transformer_mt/ with `ast` (nothing is imported, so neither torch nor
 matplotlib is needed to check), groups the modules by subpackage (model, data, search,
 training, inference; each top-level module is a group of its own) and checks `RULES`, the
-directions the layers must not be crossed in. Prints each import that breaks a rule and exits
+directions the layers must not be crossed in, and `ONLY`, the groups a part may import at all.
+Prints each import that breaks a rule and exits
 with status 1 when there is one. Without `--check` it also draws the groups as boxes, ranked
 so that every arrow (importer -> imported) points down, as wide as the module imports it
 stands for; imports made only inside function bodies (deferred until first use) are dashed.
@@ -28,14 +29,20 @@ PACKAGE = REPO / "transformer_mt"
 OUT = REPO / "docs" / "dev" / "imports.png"
 
 # Group -> the groups it must not import: inference and serving never reach into training, the
-# checkpoint format (artifacts) sits below training and inference, and the model and search
-# stand alone.
+# checkpoint format (artifacts) sits below training and inference, search stands alone, and
+# the CPU kernel table (kernels) sits just above the model.
 RULES = {
     "inference": ("training", "cli"),
     "serve": ("training", "cli"),
     "artifacts": ("training", "inference", "search", "cli"),
-    "model": ("search", "training", "data", "inference", "artifacts", "cli"),
+    "kernels": ("search", "training", "data", "inference", "serve", "artifacts", "cli"),
     "search": ("model", "training", "data", "inference", "artifacts", "cli"),
+}
+
+# Group -> the only groups it may import (besides its own modules): the model knows torch and
+# its config section, nothing of machines (machine, kernels), files, data, search or serving.
+ONLY = {
+    "model": ("config",),
 }
 
 
@@ -66,16 +73,20 @@ def group_of(module: str, package: Path = PACKAGE) -> str:
 
 
 def broken_imports(imports: list[Import], package: Path = PACKAGE) -> list[Import]:
-    """The imports that go against `RULES`."""
-    return [
-        i
-        for i in imports
-        if group_of(i.target, package) in RULES.get(group_of(i.source, package), ())
-    ]
+    """The imports that go against `RULES` or `ONLY`."""
+    return [i for i in imports if _breaks(group_of(i.source, package), group_of(i.target, package))]
+
+
+def _breaks(source: str, target: str) -> bool:
+    if source == target:
+        return False
+    if source in ONLY:
+        return target not in ONLY[source]
+    return target in RULES.get(source, ())
 
 
 def violations(imports: list[Import], package: Path = PACKAGE) -> list[str]:
-    """One line per import against `RULES`, e.g. `inference.export imports training.run`."""
+    """One line per import against the rules, e.g. `inference.export imports training.run`."""
     return [f"{i.source} imports {i.target}" for i in broken_imports(imports, package)]
 
 
@@ -183,7 +194,9 @@ def _captions(ax, name: str, width: float) -> None:
         fontsize=9,
         wrap=True,
     )
-    rules = "; ".join(f"{group} imports no {', '.join(banned)}" for group, banned in RULES.items())
+    only = [f"{group} imports only {', '.join(allowed)}" for group, allowed in ONLY.items()]
+    banned = [f"{group} imports no {', '.join(names)}" for group, names in RULES.items()]
+    rules = "; ".join(only + banned)
     ax.text(width / 2, -0.8, f"Rules checked: {rules}.", ha="center", fontsize=8, wrap=True)
 
 

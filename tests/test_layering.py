@@ -1,5 +1,6 @@
 """Dependencies point one way: inference never imports training, the checkpoint format
-(artifacts.py) sits below both, and the model knows nothing of search, data or training.
+(artifacts.py) sits below both, and the model imports its config and nothing else of the
+package: no search, data or training, and no facts of a machine (machine.py, kernels.py).
 
 The rules and the import reader are scripts/import_graph.py's, which also draws them as
 docs/dev/imports.png."""
@@ -29,7 +30,7 @@ def imports():
     return graph.read_imports()
 
 
-@pytest.mark.parametrize("part", sorted(graph.RULES))
+@pytest.mark.parametrize("part", sorted({*graph.RULES, *graph.ONLY}))
 def test_no_import_against_the_direction_of_the_layers(part, imports):
     assert any(graph.group_of(i.source) == part for i in imports)  # the part was read
     bad = [line for line in graph.violations(imports) if graph.group_of(line.split()[0]) == part]
@@ -54,6 +55,28 @@ def test_a_crossing_import_at_any_depth_is_named_and_fails_the_check(tmp_path, c
         "layer rule broken: model.attention imports training",
     ]
     (package / "inference" / "export.py").write_text("from transformer_mt.model import layers\n")
+    (package / "model" / "attention.py").write_text("from transformer_mt.model import layers\n")
+    assert graph.main(["--check", "--package", str(package)]) == 0
+
+
+def test_the_model_imports_its_config_and_nothing_else_of_the_package(tmp_path, capsys):
+    """Not the machine's facts, whichever module holds them: kernel choice lives above."""
+    package = tmp_path / "transformer_mt"
+    (package / "model").mkdir(parents=True)
+    for name in ("config", "machine", "kernels", "files"):
+        (package / f"{name}.py").write_text("")
+    (package / "kernels.py").write_text("from transformer_mt import machine, model\n")
+    (package / "model" / "layers.py").write_text("from transformer_mt.config import ModelConfig\n")
+    (package / "model" / "attention.py").write_text(
+        "from transformer_mt.machine import native_bf16\n"
+        "def attention():\n    from transformer_mt import files, kernels\n"
+    )
+    assert graph.main(["--check", "--package", str(package)]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "layer rule broken: model.attention imports files",
+        "layer rule broken: model.attention imports kernels",
+        "layer rule broken: model.attention imports machine",
+    ]
     (package / "model" / "attention.py").write_text("from transformer_mt.model import layers\n")
     assert graph.main(["--check", "--package", str(package)]) == 0
 

@@ -41,7 +41,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from transformer_mt import __version__
+from transformer_mt import __version__, kernels
 from transformer_mt.config import ExperimentConfig, config_from_dict, config_to_dict
 from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
 from transformer_mt.errors import TmtError, one_line
@@ -595,7 +595,8 @@ def load_for_inference(path: str | Path, device: str | torch.device = "cpu") -> 
     checkpoint = load_checkpoint(path, map_location="cpu")
     config = config_from_dict(checkpoint.config, source=f"{path} (stored config)")
     src_tokenizer, tgt_tokenizer = checkpoint.unpack_tokenizers()
-    model = build_model(config.model, src_tokenizer.vocab_size, tgt_tokenizer.vocab_size, PAD_ID)
+    vocab_sizes = (src_tokenizer.vocab_size, tgt_tokenizer.vocab_size)
+    model = build_model(config.model, *vocab_sizes, PAD_ID, kernel=kernels.attention)
     try:
         model.load_state_dict(checkpoint.weights, strict=True)
     except RuntimeError as err:

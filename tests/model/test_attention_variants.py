@@ -9,10 +9,10 @@ from transformer_mt.errors import TmtError
 from transformer_mt.inference.export_ct2 import check_ct2_compatible
 from transformer_mt.inference.hf_marian import check_marian_compatible
 from transformer_mt.model import AttentionPattern, MultiHeadAttention, RotaryEmbedding, build_model
-from transformer_mt.model.attention import attention, attention_with_weights, causal_mask
+from transformer_mt.model.attention import attention_with_weights, causal_mask
 
 from .test_transformer import OPTIONS
-from .tiny import BOS, V, padded_batch, tiny_cfg
+from .tiny import BOS, KERNELS, V, padded_batch, tiny_cfg
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -52,7 +52,8 @@ def test_gqa_equals_mha_whose_kv_heads_are_repeated(n_kv_heads):
         assert_close(grouped(query, source, mask)[0], plain(query, source, mask)[0], **TOL)
 
 
-def test_gqa_sdpa_equals_plain_math():
+@pytest.mark.parametrize("attention", KERNELS)
+def test_gqa_sdpa_equals_plain_math(attention):
     q, k, v = torch.randn(2, 4, 3, 8), torch.randn(2, 2, 5, 8), torch.randn(2, 2, 5, 8)
     mask = torch.rand(2, 1, 3, 5) > 0.3
     assert_close(attention(q, k, v, mask), attention_with_weights(q, k, v, mask)[0], **TOL)
@@ -83,9 +84,10 @@ VARIANTS = [
 ]
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("options", OPTIONS + VARIANTS)
-def test_cached_decoding_equals_full_forward_with_padding_and_reorder(options):
-    model = build_model(tiny_cfg(**options), V).eval()
+def test_cached_decoding_equals_full_forward_with_padding_and_reorder(options, kernel):
+    model = build_model(tiny_cfg(**options), V, kernel=kernel).eval()
     src = padded_batch([7, 3, 5])
     tgt = torch.randint(4, V, (3, 6))
     tgt[:, 0] = BOS
@@ -109,10 +111,11 @@ def test_cached_decoding_equals_full_forward_with_padding_and_reorder(options):
         assert layer.cross_attn[0].size(1) == layer.cross_attn[1].size(1) == kv_heads
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("options", [OPTIONS[0], VARIANTS[1], VARIANTS[3]])
-def test_bfloat16_cache_decodes_close_to_the_float32_cache(options):
+def test_bfloat16_cache_decodes_close_to_the_float32_cache(options, kernel):
     """The int8 recipe's narrow cache: keys and values stored (and attended) in bfloat16."""
-    model = build_model(tiny_cfg(**options), V).eval()
+    model = build_model(tiny_cfg(**options), V, kernel=kernel).eval()
     src, tgt = padded_batch([7, 3, 5]), torch.randint(4, V, (3, 6))
     src_mask = model.src_mask(src)
     steps = {}
@@ -132,10 +135,11 @@ def test_bfloat16_cache_decodes_close_to_the_float32_cache(options):
     assert_close(narrow, wide, atol=0.05, rtol=0.0)  # bfloat16 keeps 8 bits of mantissa
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("options", VARIANTS[3:])
-def test_several_new_tokens_on_a_cache_see_the_right_keys(options):
+def test_several_new_tokens_on_a_cache_see_the_right_keys(options, kernel):
     """A forced prefix decoded in one call, then one more step, equals the full forward."""
-    model = build_model(tiny_cfg(**options), V).eval()
+    model = build_model(tiny_cfg(**options), V, kernel=kernel).eval()
     src, tgt = padded_batch([6, 4]), torch.randint(4, V, (2, 6))
     with torch.no_grad():
         full = model(src, tgt)
@@ -148,9 +152,10 @@ def test_several_new_tokens_on_a_cache_see_the_right_keys(options):
     assert_close(logits, full, **TOL)
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("options", [{}, *VARIANTS])
-def test_plain_math_path_equals_fast_path(options):
-    model = build_model(tiny_cfg(**options), V).eval()
+def test_plain_math_path_equals_fast_path(options, kernel):
+    model = build_model(tiny_cfg(**options), V, kernel=kernel).eval()
     src, tgt = padded_batch([6, 4]), torch.randint(4, V, (2, 5))
     src_mask = model.src_mask(src)
     with torch.no_grad():

@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from transformer_mt import kernels
 from transformer_mt.config import ModelConfig, load_config
 from transformer_mt.inference.packed import pack_linears, packing_available
 from transformer_mt.inference.quantize import quantize_int8
@@ -24,16 +25,16 @@ from transformer_mt.model import (
 )
 
 from ..test_config import write
-from .tiny import BOS, V, padded_batch, tiny_cfg
+from .tiny import BOS, KERNELS, V, padded_batch, tiny_cfg
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 D, H, RANK = 32, 4, 12  # a latent smaller than d_model and not a multiple of the head size
 ROPE_DIMS = [0, 4]  # d_R: no decoupled rotary part (sinusoidal, learned, t5, alibi), or rope's
 
 
-def latent_attention(rope_dim: int) -> LatentAttention:
+def latent_attention(rope_dim: int, kernel=kernels.attention) -> LatentAttention:
     torch.manual_seed(0)
-    attn = LatentAttention(D, H, RANK, rope_dim, max_positions=64).eval()
+    attn = LatentAttention(D, H, RANK, rope_dim, max_positions=64, kernel=kernel).eval()
     with torch.no_grad():  # non-zero biases, so that the forms must agree on them too
         for module in (attn.q_proj, attn.latent_proj, attn.k_rope_proj, attn.q_rope_proj):
             if module is not None:
@@ -116,10 +117,11 @@ def test_without_rope_it_is_mha_whose_key_value_projections_are_factored():
 
 @pytest.mark.parametrize("rope_dim", ROPE_DIMS)
 @pytest.mark.parametrize("biased", [False, True])
-def test_absorbed_decoding_equals_the_naive_form_at_every_step(rope_dim, biased):
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_absorbed_decoding_equals_the_naive_form_at_every_step(rope_dim, biased, kernel):
     """Step by step over a keys-only cache of [c ‖ k^R] vs the naive forward of the prefix,
     with hidden (padding) keys, a score bias like t5's or alibi's, and a beam-style reorder."""
-    attn = latent_attention(rope_dim)
+    attn = latent_attention(rope_dim, kernel)
     b, t = 3, 7
     x = torch.randn(b, t, D)
     keep = torch.ones(b, t, dtype=torch.bool)

@@ -10,17 +10,21 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from transformer_mt import kernels
 from transformer_mt.config import ModelConfig
 from transformer_mt.model import build_model
 from transformer_mt.model.transformer import rows_per_source
+
+from .tiny import KERNELS
 
 V, PAD, BOS = 40, 0, 2
 K = 3  # beams per sentence
 
 
-def tiny_model(**changes):
+def tiny_model(kernel=kernels.attention, **changes):
+    """Built with the CPU table that loading for inference uses, unless told otherwise."""
     base = dict(d_model=32, n_heads=4, n_layers=2, d_ff=64, dropout=0.0, max_positions=64)
-    return build_model(ModelConfig(**{**base, **changes}), V).eval()
+    return build_model(ModelConfig(**{**base, **changes}), V, kernel=kernel).eval()
 
 
 def beam_batch(lengths):
@@ -47,9 +51,10 @@ PRUNE = [0, 1, 2, 6, 7, 8]
 ACROSS = [3, 0, 1, 5, 4, 2]
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("pre_norm", [False, True])
-def test_shared_cross_attention_decodes_like_per_row(pre_norm):
-    model = tiny_model(pre_norm=pre_norm)
+def test_shared_cross_attention_decodes_like_per_row(pre_norm, kernel):
+    model = tiny_model(kernel, pre_norm=pre_norm)
     src = beam_batch([5, 3, 4])
     tgt = torch.randint(4, V, (src.size(0), 5))
     tgt[:, 0] = BOS

@@ -1,8 +1,11 @@
 """Tiny models and padded batches shared by the model tests."""
 
+import pytest
 import torch
 
+from transformer_mt import kernels
 from transformer_mt.config import ModelConfig
+from transformer_mt.model.attention import attention
 
 V, PAD, BOS, EOS = 40, 0, 2, 3
 
@@ -13,6 +16,10 @@ OPTIONS = [
     dict(pre_norm=True, positions="learned", activation="swiglu"),
     dict(share_embeddings=False, tie_output=False, activation="gelu", n_decoder_layers=3),
 ]
+
+# The kernels a model may be built with: its own (SDPA), and the CPU table that loading and
+# training build it with (transformer_mt/kernels.py). Attention and decoding tests run both.
+KERNELS = [pytest.param(attention, id="model"), pytest.param(kernels.attention, id="table")]
 
 
 def tiny_cfg(**changes) -> ModelConfig:

@@ -15,6 +15,11 @@ One mask convention everywhere: a boolean tensor, True = this query may attend t
 broadcastable to (B, H, Tq, Tk) (the convention of `F.scaled_dot_product_attention`).
 Relative positions (model/relative.py) come as a separate float `attn_bias`, added to the
 scaled scores: softmax(Q K^T / sqrt(Dh) + bias) V.
+
+The attention modules compute that through the kernel they were built with (`AttentionKernel`):
+`attention` (SDPA, flex for sparse patterns) unless the caller passes another, such as the CPU
+kernels that transformer_mt/kernels.py chooses by a table. `attention_with_weights`, the
+plain math, is the reference every kernel is tested against.
 """
 
 from __future__ import annotations
@@ -29,7 +34,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_mt.machine import native_bf16
 from transformer_mt.model.dropout import dropout
 from transformer_mt.model.relative import RelativeEmbeddings
 from transformer_mt.model.rope import RotaryEmbedding
@@ -57,13 +61,14 @@ class RowGroups:
     def dtype(self) -> torch.dtype:
         return self.keys[0].dtype
 
-    def attend(self, query: Tensor) -> Tensor:
-        """`attention` of each group's rows of `query` (B, H, Tq, Dh) -> (B, H, Tq, Dh)."""
+    def attend(self, query: Tensor, kernel: AttentionKernel) -> Tensor:
+        """Attention through `kernel` of each group's rows of `query` (B, H, Tq, Dh) ->
+        (B, H, Tq, Dh)."""
         out = torch.empty_like(query)
         for rows, keys, values, mask in zip(
             self.rows, self.keys, self.values, self.masks, strict=True
         ):
-            out.index_copy_(0, rows, attention(query.index_select(0, rows), keys, values, mask))
+            out.index_copy_(0, rows, kernel(query.index_select(0, rows), keys, values, mask))
         return out
 
 
@@ -100,6 +105,12 @@ def _rows_with_keys(mask: Tensor | None) -> Tensor | None:
     return None if eager_cpu and bool(keep.all()) else keep
 
 
+# What the attention modules call for softmax(Q K^T / sqrt(Dh) + attn_bias) V: a function with
+# the arguments and result of `attention`, which is the model's own. A model is built with one
+# (`build_model(..., kernel=)`); transformer_mt/kernels.py offers CPU kernels chosen by a table.
+AttentionKernel = Callable[..., Tensor]
+
+
 def attention(
     query: Tensor,
     key: Tensor,
@@ -111,12 +122,7 @@ def attention(
 ) -> Tensor:
     """Scaled dot-product attention through `F.scaled_dot_product_attention` or flex attention.
 
-    SDPA picks the flash or memory-efficient kernel on GPU when the inputs allow it. On the CPU
-    the same math runs here instead with dropout (with model/dropout.py's mask) and for bf16 or
-    fp16 training on short sequences, where SDPA's flash backward is slow (`_math_on_cpu`), as
-    two batched products for a few queries over keys stored one block per (row, head) (a
-    decoding cache's cross-attention, `_batched_products`), and as elementwise products for a
-    decoding step's one query per row (`_one_query`). A
+    SDPA picks the flash or memory-efficient kernel on GPU when the inputs allow it. A
     `BlockMask` (sparse patterns, `model.attention_backend: flex`) goes to flex_attention
     instead, which skips fully hidden blocks.
 
@@ -135,167 +141,54 @@ def attention(
     """
     if BlockMask is not None and isinstance(mask, BlockMask):
         return _flex(query, key, value, mask, dropout_p, attn_bias)
-    if _products_on_cpu(query, key, value, dropout_p, is_causal, attn_bias):
-        return _batched_products(query, key, value, mask)
-    if attn_bias is not None and is_causal:  # SDPA takes no attn_mask with is_causal
+    dense = dense_mask(query, key, mask, is_causal, attn_bias)
+    keep = dense.mask if attn_bias is None else _biased_mask(dense.mask, attn_bias, query.dtype)
+    gqa = key.size(-3) != query.size(-3)
+    out = F.scaled_dot_product_attention(
+        query,
+        key,
+        value,
+        attn_mask=keep,
+        dropout_p=dropout_p,
+        is_causal=dense.is_causal,
+        enable_gqa=gqa,
+    )
+    return dense.zero_empty_rows(out)
+
+
+@dataclass(frozen=True)
+class DenseMask:
+    """A dense mask as SDPA wants it (`dense_mask`), and the query rows to zero afterwards."""
+
+    mask: Tensor | None  # bool keep-mask, broadcastable to (B, H, Tq, Tk)
+    is_causal: bool
+    keep_rows: Tensor | None  # (…, Tq, 1) bool, False at rows with no key; None: none such
+
+    def zero_empty_rows(self, out: Tensor) -> Tensor:
+        """`out` (…, Tq, Dv) with the rows that had no key to attend to set to zero."""
+        return out if self.keep_rows is None else out.masked_fill(~self.keep_rows, 0.0)
+
+
+def dense_mask(
+    query: Tensor, key: Tensor, mask: Tensor | None, is_causal: bool, attn_bias: Tensor | None
+) -> DenseMask:
+    """`attention`'s dense mask arguments as a kernel with SDPA's conventions takes them:
+    causality folded into the mask when a bias comes with it (SDPA takes no attn_mask with
+    is_causal), and query rows with no key to attend to (NaN in SDPA) let attend everywhere,
+    to be zeroed after the kernel (`DenseMask.zero_empty_rows`)."""
+    if attn_bias is not None and is_causal:
         causal = causal_mask(query.size(-2), key.size(-2), query.device)
         mask, is_causal = (causal if mask is None else mask & causal), False
     keep_rows = _rows_with_keys(mask)
     if keep_rows is not None:
-        # Let empty rows attend everywhere (finite), then zero their output below.
-        mask = mask | ~keep_rows
-    if _math_on_cpu(query, key, dropout_p):
-        weights, value = _softmax_weights(query, key, value, mask, is_causal, attn_bias)
-        out = dropout(weights.to(value.dtype), dropout_p, training=True) @ value
-    elif _one_query_on_cpu(query, key, dropout_p, is_causal, attn_bias):
-        out = _one_query(query, key, value, mask)
-    else:
-        out = F.scaled_dot_product_attention(
-            query,
-            key,
-            value,
-            attn_mask=mask if attn_bias is None else _biased_mask(mask, attn_bias, query.dtype),
-            dropout_p=dropout_p,
-            is_causal=is_causal,
-            enable_gqa=key.size(-3) != query.size(-3),
-        )
-    if keep_rows is not None:
-        out = out.masked_fill(~keep_rows, 0.0)
-    return out
+        mask = mask | ~keep_rows  # finite everywhere; the rows are zeroed afterwards
+    return DenseMask(mask, is_causal, keep_rows)
 
 
 def _biased_mask(mask: Tensor | None, attn_bias: Tensor, dtype: torch.dtype) -> Tensor:
     """Keep-mask and bias as one float mask for SDPA: the bias where kept, -inf where not."""
     attn_bias = attn_bias.to(dtype)
     return attn_bias if mask is None else torch.where(mask, attn_bias, float("-inf"))
-
-
-# Longest key sequence for which bf16/fp16 training attention on the CPU runs as plain math:
-# with SDPA's CPU flash kernel a bf16 forward and backward took ~5x the math's time at 16 keys,
-# ~2x at 64, the same at 128 and a third at 256 (`benchmark.py attention --parts training`;
-# docs/benchmarks.md) on a CPU with native bf16 (AMX). Where bf16 is emulated the crossover was
-# not measured, so SDPA's own choice stands there.
-CPU_MATH_MAX_KEYS = 128
-
-
-def _math_on_cpu(query: Tensor, key: Tensor, dropout_p: float) -> bool:
-    """Whether `attention` runs the plain math rather than SDPA: on the CPU, with dropout (SDPA
-    takes its math path then anyway, with a bernoulli_ mask that cost 2x ours in a bf16 forward
-    and backward), or for reduced-precision training on keys no longer than CPU_MATH_MAX_KEYS."""
-    if query.device.type != "cpu":
-        return False
-    if dropout_p > 0.0:
-        return True
-    training = torch.is_grad_enabled() and query.requires_grad
-    reduced = query.dtype in (torch.bfloat16, torch.float16)
-    short = key.size(-2) <= CPU_MATH_MAX_KEYS
-    return training and reduced and short and _native_bf16_cpu()
-
-
-# The most elements of `_one_query`'s products of queries and keys, (B, T, H, Dh): 16 MiB of
-# float32. Beyond it the products no longer stay in the caches and SDPA, which makes none, is
-# faster (320 rows x 4 heads of 64: 0.9x SDPA's time at 40 keys, 1.2x at 80, 4.2x at 160).
-ONE_QUERY_MAX_ELEMENTS = 2**22
-
-
-def _one_query_on_cpu(
-    query: Tensor,
-    key: Tensor,
-    dropout_p: float,
-    is_causal: bool,
-    attn_bias: Tensor | None,
-) -> bool:
-    """Whether `attention` runs `_one_query`: one query per row on the CPU (a decoding step),
-    no dropout, causal triangle or bias, products of at most ONE_QUERY_MAX_ELEMENTS."""
-    plain = dropout_p == 0.0 and not is_causal and attn_bias is None
-    small = query.numel() * key.size(-2) <= ONE_QUERY_MAX_ELEMENTS
-    return plain and small and query.size(-2) == 1 and query.device.type == "cpu"
-
-
-def _one_query(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> Tensor:
-    """Attention of one query per (row, head) as elementwise products and sums over the keys.
-
-    SDPA's CPU kernel runs two small matrix products per (row, head): at a decoding step's
-    sizes (320 rows x 4 heads, 20 keys) its per-pair cost outweighs the arithmetic, and with
-    the quickstart model beam-5 steps took 5% longer, greedy ones 7-10%; with an int8 model's
-    bfloat16 cache 11-16% and 21-24% (docs/results.md). Here each step is one vectorised pass
-    over all rows and heads, in the keys' own layout (a decoding cache is (B, T, Hkv, Dh) in
-    memory), in float32 at least whatever the cache stores. Arguments as in `attention`,
-    Tq = 1; every query row must have a key it may attend to (`attention` sees to that).
-    Values may have another head size than queries and keys (latent attention).
-    """
-    b, h, _, d = query.shape
-    hkv, t = key.size(1), key.size(2)
-    wide = torch.promote_types(query.dtype, torch.float32)
-    q = query.to(wide).reshape(b, 1, hkv, h // hkv, d)  # (B, 1, Hkv, G, Dh): G heads per key head
-    scores = (q * key.transpose(1, 2).unsqueeze(3)).sum(-1) / math.sqrt(d)  # (B, T, Hkv, G)
-    if mask is not None:
-        keep = mask.expand(b, h, 1, t)[:, :, 0].transpose(1, 2).reshape(b, t, hkv, h // hkv)
-        scores = scores.masked_fill_(~keep, float("-inf"))
-    weights = torch.softmax(scores, dim=1)  # over the keys
-    out = (weights.unsqueeze(-1) * value.transpose(1, 2).unsqueeze(3)).sum(1)  # (B, Hkv, G, Dv)
-    return out.reshape(b, h, 1, value.size(-1)).to(query.dtype)
-
-
-# The most queries per (row, key head) that `attention` multiplies as batched products: a beam
-# search's K beams of one source, or a server's slots of one source. Beyond, SDPA's blocked
-# kernel is the better fit. (One cross-attention layer, 64 sources of 20 tokens, 4 heads of
-# 64, Zen 4: 409 against 527 µs through SDPA with 5 queries a source, 135 against 337 through
-# `_one_query` with one; docs/results.md.)
-BATCHED_MAX_QUERIES = 32
-
-
-def _products_on_cpu(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    dropout_p: float,
-    is_causal: bool,
-    attn_bias: Tensor | None,
-) -> bool:
-    """Whether `attention` runs `_batched_products`: float32 inference on the CPU, no dropout,
-    causal triangle or bias, at most BATCHED_MAX_QUERIES queries per (row, key head), and keys
-    and values contiguous, (B, Hkv, Tk, Dh) in memory, so that the products read them in
-    place (a decoding cache's cross-attention, `LayerCache.stored_cross`)."""
-    plain = dropout_p == 0.0 and not is_causal and attn_bias is None
-    inference = not (torch.is_grad_enabled() and query.requires_grad)
-    queries = query.size(-2) * (query.size(-3) // key.size(-3))
-    return (
-        plain
-        and inference
-        and query.device.type == "cpu"
-        and query.dtype == key.dtype == value.dtype == torch.float32
-        and queries <= BATCHED_MAX_QUERIES
-        and key.is_contiguous()
-        and value.is_contiguous()
-    )
-
-
-def _batched_products(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> Tensor:
-    """Attention as two batched matrix products, one pair per (row, key head), the G query
-    heads of a key head and their queries stacked as the rows of one product.
-
-    SDPA's CPU kernel packs its operands for every small block it multiplies; with a few
-    queries per row that packing costs more than the products. Arguments as in `attention`,
-    keys and values contiguous; a query row with no key it may attend to gives zeros.
-    """
-    b, h, tq, d = query.shape
-    hkv, tk, dv = key.size(1), key.size(2), value.size(-1)
-    rows = (h // hkv) * tq  # queries per (row, key head)
-    q = (query / math.sqrt(d)).reshape(b * hkv, rows, d)
-    scores = torch.bmm(q, key.view(b * hkv, tk, d).transpose(1, 2)).view(b, hkv, rows, tk)
-    if mask is not None:
-        keep = mask.expand(b, h, tq, tk).reshape(b, hkv, rows, tk)
-        scores.masked_fill_(~keep, float("-inf"))
-    weights = torch.softmax(scores, dim=-1).nan_to_num_(0.0)  # no key: NaN -> zero weights
-    out = torch.bmm(weights.view(b * hkv, rows, tk), value.view(b * hkv, tk, dv))
-    return out.view(b, h, tq, dv)
-
-
-@functools.cache
-def _native_bf16_cpu() -> bool:
-    """CPU_MATH_MAX_KEYS was measured where bf16 is native; elsewhere SDPA keeps its default."""
-    return bool(native_bf16().value)
 
 
 @functools.cache
@@ -407,7 +300,9 @@ class MultiHeadAttention(nn.Module):
     `n_kv_heads` (default `n_heads`) below `n_heads` makes k_proj/v_proj smaller: grouped-query
     attention. `rope`, for self-attention only, rotates queries and keys by their positions
     (`offset` is the position of the first one); `relative`, for self-attention only, adds
-    Shaw et al.'s relative position terms (model/relative.py).
+    Shaw et al.'s relative position terms (model/relative.py). `kernel` computes the heads'
+    attention (`attention` unless the caller chooses another); when the weights are wanted
+    the plain math runs instead.
     """
 
     def __init__(
@@ -419,6 +314,7 @@ class MultiHeadAttention(nn.Module):
         n_kv_heads: int | None = None,
         rope: RotaryEmbedding | None = None,
         relative: RelativeEmbeddings | None = None,
+        kernel: AttentionKernel = attention,
     ):
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
@@ -433,6 +329,7 @@ class MultiHeadAttention(nn.Module):
         self.dropout = dropout
         self.rope = rope
         self.relative = relative
+        self.kernel = kernel
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, n_kv_heads * self.head_dim, bias=bias)
         self.v_proj = nn.Linear(d_model, n_kv_heads * self.head_dim, bias=bias)
@@ -479,7 +376,7 @@ class MultiHeadAttention(nn.Module):
         if isinstance(keys, RowGroups):
             if need_weights or is_causal or attn_bias is not None or self.relative is not None:
                 raise ValueError("row groups take one query per row, no weights or position terms")
-            out, weights = keys.attend(q), None
+            out, weights = keys.attend(q, self.kernel), None
         else:
             out, weights = self._attention(
                 q, keys, values, mask, is_causal, need_weights, offset, attn_bias
@@ -510,7 +407,7 @@ class MultiHeadAttention(nn.Module):
             attn_bias = scores if attn_bias is None else attn_bias + scores
         relative_values = relative is not None and relative.value_embeddings is not None
         if not (need_weights or relative_values):
-            return attention(q, keys, values, mask, is_causal, p, attn_bias), None
+            return self.kernel(q, keys, values, mask, is_causal, p, attn_bias), None
         out, weights = attention_with_weights(q, keys, values, mask, is_causal, attn_bias, p)
         if relative_values:
             out = out + relative.value_term(weights, offset)

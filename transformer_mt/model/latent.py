@@ -30,7 +30,7 @@ attention.
 Two forms compute the same output:
 
 - Naive (training, full passes, attention maps): up-project keys and values for every head
-  and run the standard `attention` (SDPA or its plain-math twin, masks and biases included),
+  and run the standard attention kernel (SDPA or its plain-math twin, masks and biases included),
   with q = [q_h ‖ q^R_h] and k = [k_h ‖ k^R] of size Dh + d_R.
 - Absorbed (`attend`, incremental decoding over the cached [c ‖ k^R], (B, 1, T, r + d_R)):
   q_h · (W_UK,h c_j) = (W_UK,hᵀ q_h) · c_j, so the query becomes q̃_h = [W_UK,hᵀ q_h ‖ q^R_h]
@@ -59,7 +59,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from transformer_mt.model.attention import attention, attention_with_weights
+from transformer_mt.model.attention import AttentionKernel, attention, attention_with_weights
 from transformer_mt.model.rope import RotaryEmbedding
 
 
@@ -79,6 +79,7 @@ class LatentAttention(nn.Module):
         rope_dim: int = 0,
         max_positions: int = 1024,
         dropout: float = 0.0,
+        kernel: AttentionKernel = attention,
     ):
         super().__init__()
         if d_model % n_heads:
@@ -88,6 +89,7 @@ class LatentAttention(nn.Module):
         self.kv_rank = kv_rank
         self.rope_dim = rope_dim
         self.dropout = dropout
+        self.kernel = kernel  # as `MultiHeadAttention.kernel`
         self.q_proj = nn.Linear(d_model, d_model)  # W_Q
         self.latent_proj = nn.Linear(d_model, kv_rank)  # W_DKV
         # W_UK,h and W_UV,h, initialised as a Linear r -> H * Dh would be (Xavier-uniform).
@@ -135,14 +137,14 @@ class LatentAttention(nn.Module):
         q = torch.einsum("bhtd,hdr->bhtr", q, self.key_up)  # (B, H, Tq, r)
         if q_rope is not None:
             q = torch.cat([q, q_rope], dim=-1)  # (B, H, Tq, r + d_R)
-        # `attention` divides the scores by the square root of the query's size, r + d_R; the
+        # The kernel divides the scores by the square root of the query's size, r + d_R; the
         # paper's (and the naive form's) divisor is sqrt(Dh + d_R).
         q = q * math.sqrt(q.size(-1) / (self.head_dim + self.rope_dim))
         # 2) every head attends over the one latent head: sum_j α_j c_j
         p = self.dropout if self.training else 0.0
         values = keys[..., : self.kv_rank]  # (B, 1, Tk, r): c, stored once in the keys
         dtype = q.dtype
-        latent = attention(q.to(keys.dtype), keys, values, mask, False, p, attn_bias)
+        latent = self.kernel(q.to(keys.dtype), keys, values, mask, False, p, attn_bias)
         # 3) up-project the attended latent: W_UV,h (sum_j α_j c_j) = sum_j α_j v_j,h
         out = torch.einsum("bhtr,hdr->bhtd", latent.to(dtype), self.value_up)  # (B, H, Tq, Dh)
         return self._merged(out), None
@@ -175,7 +177,7 @@ class LatentAttention(nn.Module):
         if need_weights:
             out, weights = attention_with_weights(q, keys, values, mask, is_causal, attn_bias, p)
         else:
-            out, weights = attention(q, keys, values, mask, is_causal, p, attn_bias), None
+            out, weights = self.kernel(q, keys, values, mask, is_causal, p, attn_bias), None
         return self._merged(out), weights
 
     def _queries(self, query: Tensor, offset: int | Tensor) -> tuple[Tensor, Tensor | None]:

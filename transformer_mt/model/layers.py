@@ -20,7 +20,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_mt.config import ModelConfig
-from transformer_mt.model.attention import MultiHeadAttention, RowGroups, causal_mask
+from transformer_mt.model.attention import (
+    AttentionKernel,
+    MultiHeadAttention,
+    RowGroups,
+    attention,
+    causal_mask,
+)
 from transformer_mt.model.dropout import Dropout
 from transformer_mt.model.kv_cache import KVCache
 from transformer_mt.model.latent import LatentAttention
@@ -77,10 +83,12 @@ class FeedForward(nn.Module):
         self.fc1, self.fc1_activates = fc1_relu, True
 
 
-def self_attention(cfg: ModelConfig, decoder: bool) -> MultiHeadAttention | LatentAttention:
+def self_attention(
+    cfg: ModelConfig, decoder: bool, kernel: AttentionKernel
+) -> MultiHeadAttention | LatentAttention:
     """Self-attention with the configured key/value heads, rotary positions with `rope`,
     a layer's own relative position tables with `shaw`; latent attention with `mla` in the
-    decoder (and with `mla_encoder` in the encoder too)."""
+    decoder (and with `mla_encoder` in the encoder too). `kernel` computes its attention."""
     if cfg.attention == "mla" and (decoder or cfg.mla_encoder):
         return LatentAttention(
             cfg.d_model,
@@ -89,6 +97,7 @@ def self_attention(cfg: ModelConfig, decoder: bool) -> MultiHeadAttention | Late
             cfg.latent_rope_dim,
             cfg.max_positions,
             cfg.attn_dropout,
+            kernel,
         )
     head_dim = cfg.d_model // cfg.n_heads
     rope = RotaryEmbedding(head_dim, cfg.max_positions) if cfg.positions == "rope" else None
@@ -102,6 +111,7 @@ def self_attention(cfg: ModelConfig, decoder: bool) -> MultiHeadAttention | Late
         n_kv_heads=cfg.kv_heads,
         rope=rope,
         relative=relative,
+        kernel=kernel,
     )
 
 
@@ -128,11 +138,11 @@ class _Residual(nn.Module):
     """What encoder and decoder layers share: the residual + LayerNorm wiring, and the
     self-attention sub-layer each of them starts with."""
 
-    def __init__(self, cfg: ModelConfig, decoder: bool):
+    def __init__(self, cfg: ModelConfig, decoder: bool, kernel: AttentionKernel):
         super().__init__()
         self.pre_norm = cfg.pre_norm
         self.dropout = Dropout(cfg.dropout)
-        self.self_attn = self_attention(cfg, decoder)
+        self.self_attn = self_attention(cfg, decoder, kernel)
         self.self_attn_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
 
     def residual(self, x: Tensor, norm: nn.LayerNorm, sublayer: Callable[[Tensor], Tensor]):
@@ -142,10 +152,11 @@ class _Residual(nn.Module):
 
 
 class EncoderLayer(_Residual):
-    """Self-attention then feed-forward, each with residual + LayerNorm."""
+    """Self-attention then feed-forward, each with residual + LayerNorm; `kernel` computes
+    the attention."""
 
-    def __init__(self, cfg: ModelConfig):
-        super().__init__(cfg, decoder=False)
+    def __init__(self, cfg: ModelConfig, kernel: AttentionKernel = attention):
+        super().__init__(cfg, decoder=False, kernel=kernel)
         d = cfg.d_model
         self.ffn = FeedForward(d, cfg.d_ff, cfg.activation, cfg.activation_dropout)
         self.ffn_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
@@ -218,8 +229,9 @@ class LayerCache:
 
     def stored_cross(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
         """Cross-attention `keys`, `values` as `stored`, each (N, Hkv, S, Dh) in memory: one
-        block per (source, head), which attention's batched products read in place at every
-        step (the projections' own layout, (N, S, Hkv, Dh), would be copied each time)."""
+        block per (source, head), which the batched products of transformer_mt/kernels.py read
+        in place at every step (the projections' own layout, (N, S, Hkv, Dh), would be copied
+        each time)."""
         keys, values = self.stored(keys, values)
         return keys.contiguous(), values.contiguous()
 
@@ -239,13 +251,14 @@ class LayerCache:
 
 
 class DecoderLayer(_Residual):
-    """Masked self-attention, cross-attention over the encoder memory, then feed-forward."""
+    """Masked self-attention, cross-attention over the encoder memory, then feed-forward;
+    `kernel` computes both attentions."""
 
-    def __init__(self, cfg: ModelConfig):
-        super().__init__(cfg, decoder=True)
+    def __init__(self, cfg: ModelConfig, kernel: AttentionKernel = attention):
+        super().__init__(cfg, decoder=True, kernel=kernel)
         d = cfg.d_model
         self.cross_attn = MultiHeadAttention(
-            d, cfg.n_heads, cfg.attn_dropout, n_kv_heads=cfg.kv_heads
+            d, cfg.n_heads, cfg.attn_dropout, n_kv_heads=cfg.kv_heads, kernel=kernel
         )
         self.cross_attn_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
         self.ffn = FeedForward(d, cfg.d_ff, cfg.activation, cfg.activation_dropout)

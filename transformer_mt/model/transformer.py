@@ -8,6 +8,7 @@ Shapes: B batch, S source length, T target length, D d_model, V vocabulary.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -15,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from transformer_mt.config import ModelConfig
-from transformer_mt.model.attention import causal_mask, padding_mask
+from transformer_mt.model.attention import AttentionKernel, attention, causal_mask, padding_mask
 from transformer_mt.model.embeddings import Embedder, build_positions
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer, LayerCache
 from transformer_mt.model.patterns import AttentionPattern
@@ -149,8 +150,9 @@ class _LayerStack(nn.Module):
 
 
 class Encoder(_LayerStack):
-    def __init__(self, cfg: ModelConfig, token_embedding: nn.Embedding):
-        super().__init__(cfg, token_embedding, EncoderLayer, cfg.n_layers, causal=False)
+    def __init__(self, cfg: ModelConfig, token_embedding: nn.Embedding, kernel: AttentionKernel):
+        layer = functools.partial(EncoderLayer, kernel=kernel)
+        super().__init__(cfg, token_embedding, layer, cfg.n_layers, causal=False)
 
     def forward(self, src_ids: Tensor, src_mask: Tensor) -> Tensor:
         """src_ids (B, S), src_mask (B, 1, 1, S) True = real token -> memory (B, S, D)."""
@@ -181,8 +183,9 @@ class Encoder(_LayerStack):
 
 
 class Decoder(_LayerStack):
-    def __init__(self, cfg: ModelConfig, token_embedding: nn.Embedding):
-        super().__init__(cfg, token_embedding, DecoderLayer, cfg.decoder_layers, causal=True)
+    def __init__(self, cfg: ModelConfig, token_embedding: nn.Embedding, kernel: AttentionKernel):
+        layer = functools.partial(DecoderLayer, kernel=kernel)
+        super().__init__(cfg, token_embedding, layer, cfg.decoder_layers, causal=True)
 
     def forward(
         self,
@@ -262,9 +265,21 @@ class Decoder(_LayerStack):
 
 
 class Seq2SeqTransformer(nn.Module):
-    """The encoder-decoder Transformer with an output projection over the target vocabulary."""
+    """The encoder-decoder Transformer with an output projection over the target vocabulary.
 
-    def __init__(self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, pad_id: int):
+    Every attention layer computes its attention through `kernel` (`AttentionKernel`): the
+    model's own `attention` (SDPA) by default; transformer_mt/kernels.py offers CPU kernels.
+    The kernel holds no weights: the state_dict is the same whichever runs.
+    """
+
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        pad_id: int,
+        kernel: AttentionKernel = attention,
+    ):
         super().__init__()
         if cfg.share_embeddings and src_vocab_size != tgt_vocab_size:
             raise ValueError(
@@ -277,8 +292,8 @@ class Seq2SeqTransformer(nn.Module):
         tgt_embedding = (
             src_embedding if cfg.share_embeddings else nn.Embedding(tgt_vocab_size, cfg.d_model)
         )
-        self.encoder = Encoder(cfg, src_embedding)
-        self.decoder = Decoder(cfg, tgt_embedding)
+        self.encoder = Encoder(cfg, src_embedding, kernel)
+        self.decoder = Decoder(cfg, tgt_embedding, kernel)
         self.output_projection = nn.Linear(cfg.d_model, tgt_vocab_size, bias=False)
         self.reset_parameters()
         if cfg.tie_output:
@@ -367,8 +382,14 @@ class Seq2SeqTransformer(nn.Module):
 
 
 def build_model(
-    cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int | None = None, pad_id: int = 0
+    cfg: ModelConfig,
+    src_vocab_size: int,
+    tgt_vocab_size: int | None = None,
+    pad_id: int = 0,
+    kernel: AttentionKernel = attention,
 ) -> Seq2SeqTransformer:
-    """A freshly initialised model; `tgt_vocab_size` defaults to the (joint) source one."""
+    """A freshly initialised model; `tgt_vocab_size` defaults to the (joint) source one.
+    `kernel` computes every layer's attention (see `Seq2SeqTransformer`)."""
     cfg.validate()
-    return Seq2SeqTransformer(cfg, src_vocab_size, tgt_vocab_size or src_vocab_size, pad_id)
+    tgt_vocab_size = tgt_vocab_size or src_vocab_size
+    return Seq2SeqTransformer(cfg, src_vocab_size, tgt_vocab_size, pad_id, kernel)

@@ -21,7 +21,7 @@ import datasets
 import torch
 import yaml
 
-from transformer_mt import __version__, artifacts
+from transformer_mt import __version__, artifacts, kernels
 from transformer_mt.artifacts import Checkpoint
 from transformer_mt.config import (
     ExperimentConfig,
@@ -134,7 +134,8 @@ def _train(
         dist, lambda: prepare_data(config, src_tok, tgt_tok, dist.rank, dist.world_size)
     )
     seed_everything(config.train.seed)
-    model = build_model(config.model, src_tok.vocab_size, tgt_tok.vocab_size, PAD_ID)
+    vocab_sizes = (src_tok.vocab_size, tgt_tok.vocab_size)
+    model = build_model(config.model, *vocab_sizes, PAD_ID, kernel=kernels.attention)
     # Same initial weights on every rank (DDP checks), different dropout masks afterwards.
     torch.manual_seed(config.train.seed + dist.rank)
     if dist.is_main:
