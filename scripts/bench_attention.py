@@ -126,8 +126,8 @@ class _CachePeak:
     def __getattr__(self, name):
         return getattr(self.model, name)
 
-    def decode_step(self, tgt_ids, memory, src_mask, cache):
-        log_probs, cache = self.model.decode_step(tgt_ids, memory, src_mask, cache)
+    def decode_step(self, tgt_ids, memory, src_mask, sources, cache):
+        log_probs, cache = self.model.decode_step(tgt_ids, memory, src_mask, sources, cache)
         held = 0
         for layer in cache.layers:
             held += layer.self_attn.keys.nbytes + layer.self_attn.values.nbytes

@@ -24,7 +24,7 @@ class HiddenCache:
     hidden: Tensor
     length: int
 
-    def reorder(self, indices: Tensor) -> HiddenCache:
+    def reorder(self, indices: Tensor, sources: Tensor | None = None) -> HiddenCache:
         return HiddenCache(self.hidden[indices], self.length)
 
 
@@ -53,10 +53,16 @@ class RecurrentFake:
         return self.src_embedding[src_ids]  # (B, S, D)
 
     def decode_step(
-        self, tgt_ids: Tensor, memory: Tensor, src_mask: Tensor, cache: HiddenCache | None
+        self,
+        tgt_ids: Tensor,
+        memory: Tensor,
+        src_mask: Tensor,
+        sources: Tensor,
+        cache: HiddenCache | None,
     ) -> tuple[Tensor, HiddenCache]:
         rows = tgt_ids.shape[0]
         self.row_counts.append(rows)
+        memory, src_mask = memory[sources], src_mask[sources]  # (R, S, D), (R, 1, 1, S)
         keep = src_mask.reshape(rows, -1, 1).to(memory.dtype)  # (R, S, 1)
         source = (memory * keep).sum(dim=1) / keep.sum(dim=1)  # (R, D)
         if cache is None:
@@ -75,7 +81,7 @@ class RecurrentFake:
 class StepCache:
     step: int
 
-    def reorder(self, indices: Tensor) -> StepCache:
+    def reorder(self, indices: Tensor, sources: Tensor | None = None) -> StepCache:
         return self
 
 
@@ -94,7 +100,12 @@ class ScriptedFake:
         return torch.zeros(*src_ids.shape, 1, dtype=torch.float64)
 
     def decode_step(
-        self, tgt_ids: Tensor, memory: Tensor, src_mask: Tensor, cache: StepCache | None
+        self,
+        tgt_ids: Tensor,
+        memory: Tensor,
+        src_mask: Tensor,
+        sources: Tensor,
+        cache: StepCache | None,
     ) -> tuple[Tensor, StepCache]:
         step = 0 if cache is None else cache.step
         row = self.log_table[min(step, len(self.log_table) - 1)]
@@ -108,7 +119,9 @@ def sequence_log_prob(model, src_ids: Tensor, tokens: list[int]) -> float:
     memory = model.encode(src, src_mask)
     cache, total, last = None, 0.0, BOS
     for token in tokens:
-        log_probs, cache = model.decode_step(torch.tensor([last]), memory, src_mask, cache)
+        log_probs, cache = model.decode_step(
+            torch.tensor([last]), memory, src_mask, torch.zeros(1, dtype=torch.long), cache
+        )
         total += float(log_probs[0, token])
         last = token
     return total

@@ -95,14 +95,13 @@ def test_cached_decoding_equals_full_forward_with_padding_and_reorder(options, k
     with torch.no_grad():
         full = model(src, tgt, src_mask).log_softmax(-1)  # (B, T, V)
         memory, cache = model.encode(src, src_mask), None
-        order = torch.arange(3)
+        order = torch.arange(3)  # the row each row continues, and the source it reads
         for t in range(tgt.size(1)):
             if t == 3:  # a beam-style reorder mid-way: rows 2, 0, 0
                 order = torch.tensor([2, 0, 0])
                 cache = cache.reorder(order)
-                memory, src_mask = memory[order], src_mask[order]
                 full = model(src[order], tgt[order], model.src_mask(src[order])).log_softmax(-1)
-            log_probs, cache = model.decode_step(tgt[order, t], memory, src_mask, cache)
+            log_probs, cache = model.decode_step(tgt[order, t], memory, src_mask, order, cache)
             assert_close(log_probs, full[:, t], **TOL)
     kv_heads = model.cfg.kv_heads
     self_heads = 1 if model.cfg.attention == "mla" else kv_heads  # mla: one latent "head"
@@ -124,7 +123,8 @@ def test_bfloat16_cache_decodes_close_to_the_float32_cache(options, kernel):
         for dtype in (None, torch.bfloat16):
             cache, steps[dtype] = model.decoder.new_cache(dtype=dtype), []
             for t in range(tgt.size(1)):
-                log_probs, cache = model.decode_step(tgt[:, t], memory, src_mask, cache)
+                rows = torch.arange(3)
+                log_probs, cache = model.decode_step(tgt[:, t], memory, src_mask, rows, cache)
                 steps[dtype].append(log_probs)
             layer = cache.layers[0]
             assert (
@@ -146,8 +146,9 @@ def test_several_new_tokens_on_a_cache_see_the_right_keys(options, kernel):
         src_mask = model.src_mask(src)
         memory = model.encode(src, src_mask)
         cache = model.decoder.new_cache()
-        head = model.decoder(tgt[:, :2], memory, src_mask, cache)
-        tail = model.decoder(tgt[:, 2:], memory, src_mask, cache)
+        rows = torch.arange(2)
+        head = model.decoder(tgt[:, :2], memory, src_mask, cache, rows)
+        tail = model.decoder(tgt[:, 2:], memory, src_mask, cache, rows)
         logits = model.output_projection(torch.cat([head, tail], dim=1))
     assert_close(logits, full, **TOL)
 

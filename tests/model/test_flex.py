@@ -83,7 +83,7 @@ def test_flex_model_equals_sdpa_model_with_the_same_weights(options):
         memory, cache = flex.encode(src, src_mask), None
         full = sdpa(src, tgt).log_softmax(-1)
         for t in range(tgt.size(1)):
-            log_probs, cache = flex.decode_step(tgt[:, t], memory, src_mask, cache)
+            log_probs, cache = flex.decode_step(tgt[:, t], memory, src_mask, torch.arange(3), cache)
             assert_close(log_probs, full[:, t], **TOL)
 
 

@@ -169,7 +169,7 @@ def test_cache_bytes_per_token_are_the_configs_formula(options, dtype):
     with torch.no_grad():
         memory, cache = model.encode(src, src_mask), model.decoder.new_cache(dtype=dtype)
         for token in torch.randint(4, V, (steps,)):
-            _, cache = model.decode_step(token.repeat(2), memory, src_mask, cache)
+            _, cache = model.decode_step(token.repeat(2), memory, src_mask, torch.arange(2), cache)
     held = 0
     for layer in cache.layers:
         keys, values = layer.self_attn.keys, layer.self_attn.values
@@ -266,8 +266,9 @@ def test_inference_rewrites_of_the_linear_layers_keep_latent_decoding(rewrite, t
     assert isinstance(model.decoder.layers[0].self_attn.key_up, torch.nn.Parameter)
     with torch.no_grad():
         memory, cache = model.encode(src, src_mask), None
+        rows = torch.arange(2)  # each row reads its own source
         for t in range(tgt.size(1)):
-            log_probs, cache = model.decode_step(tgt[:, t], memory, src_mask, cache)
+            log_probs, cache = model.decode_step(tgt[:, t], memory, src_mask, rows, cache)
             assert_close(log_probs, full[:, t], atol=tolerance, rtol=0.0)
 
 

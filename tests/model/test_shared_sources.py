@@ -1,9 +1,11 @@
-"""Rows that share a source share cross-attention keys/values: the fast path vs its slow twin.
+"""Rows that read one source share its cross-attention keys/values: the fast path vs its slow
+twin.
 
-`DecoderCache(share_sources=False)` keeps one cross-attention copy per row (the plain path);
-the default finds groups of rows with equal memory (the beams of a sentence) and keeps one copy
-per group. Both must decode alike through beam reorders, pruning of whole sentences, and
-reorders that move rows across sentences (which turn sharing off).
+A decoding step is told which source each row reads (`sources`). The fast path passes one
+memory row per sentence and row // K for its beams, so the cache holds one copy of each
+sentence's keys; the slow twin passes every row its own copy of the memory (sources =
+arange(B)), one copy per row. Both must decode alike through beam reorders, pruning of whole
+sentences, and reorders that move rows across sentences.
 """
 
 import pytest
@@ -13,7 +15,7 @@ from torch.testing import assert_close
 from transformer_mt import kernels
 from transformer_mt.config import ModelConfig
 from transformer_mt.model import build_model
-from transformer_mt.model.transformer import rows_per_source
+from transformer_mt.model.layers import SourceRows
 
 from .tiny import KERNELS
 
@@ -27,21 +29,23 @@ def tiny_model(kernel=kernels.attention, **changes):
     return build_model(ModelConfig(**{**base, **changes}), V, kernel=kernel).eval()
 
 
-def beam_batch(lengths):
-    """Source ids (B, S) right-padded, then each row repeated K times as search does."""
+def sentence_batch(lengths):
+    """Source ids (N, S), right-padded: one row per sentence."""
     src = torch.randint(4, V, (len(lengths), max(lengths)))
     for row, n in enumerate(lengths):
         src[row, n:] = PAD
-    return src.repeat_interleave(K, dim=0)
+    return src
 
 
-def test_rows_per_source_finds_the_beam_size():
-    memory = torch.randn(4, 5, 8)
-    assert rows_per_source(memory) == 1
-    assert rows_per_source(memory.repeat_interleave(K, dim=0)) == K
-    # Two equal sentences next to each other: groups of K still work (2K would not divide).
-    twins = torch.cat([memory[:1], memory[:1], memory[1:]]).repeat_interleave(K, dim=0)
-    assert rows_per_source(twins) == K
+def test_source_rows_lay_out_grouped_rows_without_slots():
+    grouped = SourceRows.of(torch.arange(4).repeat_interleave(K), 4)
+    assert grouped.group == K and grouped.slots is None
+    greedy = SourceRows.of(torch.arange(4), 4)
+    assert greedy.group == 1 and greedy.slots is None
+    # Uneven groups, out of order, and a source no row reads: each row gets its own slot.
+    mixed = SourceRows.of(torch.tensor([2, 0, 2, 0, 2]), 4)
+    assert mixed.group == 3
+    assert mixed.slots.tolist() == [6, 0, 7, 1, 8]
 
 
 # Row orders applied after steps 1, 2 and 3: a beam reorder inside each sentence, dropping the
@@ -55,26 +59,30 @@ ACROSS = [3, 0, 1, 5, 4, 2]
 @pytest.mark.parametrize("pre_norm", [False, True])
 def test_shared_cross_attention_decodes_like_per_row(pre_norm, kernel):
     model = tiny_model(kernel, pre_norm=pre_norm)
-    src = beam_batch([5, 3, 4])
-    tgt = torch.randint(4, V, (src.size(0), 5))
+    sentences = sentence_batch([5, 3, 4])
+    n_rows = sentences.size(0) * K
+    tgt = torch.randint(4, V, (n_rows, 5))
     tgt[:, 0] = BOS
     with torch.no_grad():
         outputs = {}
         for share in (True, False):
-            src_mask = model.src_mask(src)
-            memory = model.encode(src, src_mask)
-            cache = model.decoder.new_cache(share_sources=share)
-            rows, steps = torch.arange(src.size(0)), []
+            src_mask = model.src_mask(sentences)
+            memory = model.encode(sentences, src_mask)
+            sources = torch.arange(sentences.size(0)).repeat_interleave(K)
+            if not share:  # the slow twin: every row its own copy of its sentence's memory
+                memory, src_mask = memory[sources], src_mask[sources]
+                sources = torch.arange(n_rows)
+            cache = model.decoder.new_cache()
+            rows, steps = torch.arange(n_rows), []
             for t in range(tgt.size(1)):
                 if 1 <= t <= 3:
                     order = torch.tensor([WITHIN, PRUNE, ACROSS][t - 1])
                     cache = cache.reorder(order)
-                    memory, src_mask, rows = memory[order], src_mask[order], rows[order]
-                log_probs, cache = model.decode_step(tgt[rows, t], memory, src_mask, cache)
+                    sources, rows = sources[order], rows[order]
+                log_probs, cache = model.decode_step(tgt[rows, t], memory, src_mask, sources, cache)
                 steps.append(log_probs)
-                if share and t == 1:
-                    assert cache.source_group == K  # shared through a beam reorder
-            assert cache.source_group == 1  # ACROSS ended sharing (or it never started)
+            copies = cache.layers[0].cross_attn[0].size(0)
+            assert copies == (sentences.size(0) if share else n_rows)  # never copied per row
             outputs[share] = steps
     for fast, slow in zip(outputs[True], outputs[False], strict=True):
         assert_close(fast, slow, atol=1e-5, rtol=1e-5)
@@ -82,21 +90,22 @@ def test_shared_cross_attention_decodes_like_per_row(pre_norm, kernel):
 
 def test_pruning_keeps_sharing():
     model = tiny_model()
-    src = beam_batch([4, 2, 3])
-    src_mask = model.src_mask(src)
+    sentences = sentence_batch([4, 2, 3])
+    src_mask = model.src_mask(sentences)
+    sources = torch.arange(3).repeat_interleave(K)
     with torch.no_grad():
-        memory = model.encode(src, src_mask)
-        tokens = torch.full((src.size(0),), BOS)
-        _, cache = model.decode_step(tokens, memory, src_mask, None)
-        order = torch.tensor(PRUNE)
-        cache.reorder(order)
-        assert cache.source_group == K
+        memory = model.encode(sentences, src_mask)
+        tokens = torch.full((3 * K,), BOS)
+        _, cache = model.decode_step(tokens, memory, src_mask, sources, None)
+        order, kept = torch.tensor(PRUNE), torch.tensor([0, 2])
+        cache.reorder(order, kept)
         assert cache.layers[0].cross_attn[0].size(0) == 2  # one copy per remaining sentence
-        log_probs, _ = model.decode_step(tokens[order], memory[order], src_mask[order], cache)
-        fresh = model.decoder.new_cache(share_sources=False)
-        _, fresh = model.decode_step(tokens, memory, src_mask, fresh)
+        pruned = torch.arange(2).repeat_interleave(K)
+        log_probs, _ = model.decode_step(tokens[order], memory[kept], src_mask[kept], pruned, cache)
+        per_row = torch.arange(3 * K)
+        _, fresh = model.decode_step(tokens, memory[sources], src_mask[sources], per_row, None)
         expected, _ = model.decode_step(
-            tokens[order], memory[order], src_mask[order], fresh.reorder(order)
+            tokens[order], memory[sources], src_mask[sources], order, fresh.reorder(order)
         )
     assert_close(log_probs, expected, atol=1e-5, rtol=1e-5)
 
@@ -104,36 +113,38 @@ def test_pruning_keeps_sharing():
 def test_rows_repeated_after_the_first_step_share_one_copy():
     """Beam search's first step: one row per sentence, then each repeated K times."""
     model = tiny_model()
-    sentences = beam_batch([4, 2, 3])[::K]
+    sentences = sentence_batch([4, 2, 3])
     src_mask = model.src_mask(sentences)
     expand = torch.arange(3).repeat_interleave(K)
     with torch.no_grad():
         memory = model.encode(sentences, src_mask)
         tokens = torch.full((3,), BOS)
-        _, cache = model.decode_step(tokens, memory, src_mask, None)
+        _, cache = model.decode_step(tokens, memory, src_mask, torch.arange(3), None)
         cache.reorder(expand)
-        assert cache.source_group == K
         assert cache.layers[0].cross_attn[0].size(0) == 3  # not repeated
         step = torch.randint(4, V, (3 * K,))
-        log_probs, _ = model.decode_step(step, memory[expand], src_mask[expand], cache)
-        plain = model.decoder.new_cache(share_sources=False)
-        _, plain = model.decode_step(tokens, memory, src_mask, plain)
-        plain = plain.reorder(expand)
-        expected, _ = model.decode_step(step, memory[expand], src_mask[expand], plain)
+        log_probs, _ = model.decode_step(step, memory, src_mask, expand, cache)
+        _, plain = model.decode_step(tokens, memory, src_mask, torch.arange(3), None)
+        plain.reorder(expand, expand)  # the slow twin: one copy per row
+        assert plain.layers[0].cross_attn[0].size(0) == 3 * K
+        expected, _ = model.decode_step(
+            step, memory[expand], src_mask[expand], torch.arange(3 * K), plain
+        )
     assert_close(log_probs, expected, atol=1e-5, rtol=1e-5)
 
 
 def test_dropping_every_row_keeps_nothing():
-    """The last reorder of a search keeps no row. It must not turn sharing off, which would
-    first repeat every source's keys and values K times, for nothing."""
+    """The last reorder of a search keeps no row and no source."""
     model = tiny_model()
-    src = beam_batch([4, 2, 3])
-    src_mask = model.src_mask(src)
+    sentences = sentence_batch([4, 2, 3])
+    src_mask = model.src_mask(sentences)
+    sources = torch.arange(3).repeat_interleave(K)
     with torch.no_grad():
-        memory = model.encode(src, src_mask)
-        _, cache = model.decode_step(torch.full((src.size(0),), BOS), memory, src_mask, None)
+        memory = model.encode(sentences, src_mask)
+        tokens = torch.full((3 * K,), BOS)
+        _, cache = model.decode_step(tokens, memory, src_mask, sources, None)
         cache.reorder(torch.tensor(WITHIN))
-        cache.reorder(torch.zeros(0, dtype=torch.long))
-    assert cache.source_group == K
+        nothing = torch.zeros(0, dtype=torch.long)
+        cache.reorder(nothing, nothing)
     for layer in cache.layers:
         assert layer.cross_attn[0].size(0) == 0 and layer.self_attn.keys.size(0) == 0

@@ -38,9 +38,10 @@ def test_decode_step_with_gradients_equals_the_step_without():
     src = padded_batch([5, 3])
     src_mask = model.src_mask(src)
     bos = torch.full((2,), BOS)
+    rows = torch.arange(2)  # each row reads its own source
     with torch.no_grad():
-        plain, _ = model.decode_step(bos, model.encode(src, src_mask), src_mask, None)
-    with_grad, _ = model.decode_step(bos, model.encode(src, src_mask), src_mask, None)
+        plain, _ = model.decode_step(bos, model.encode(src, src_mask), src_mask, rows, None)
+    with_grad, _ = model.decode_step(bos, model.encode(src, src_mask), src_mask, rows, None)
     assert with_grad.requires_grad
     assert_close(with_grad.detach(), plain, atol=1e-5, rtol=1e-5)
     with_grad[:, EOS].sum().backward()

@@ -14,6 +14,7 @@ from transformer_mt.search import SearchOptions, beam_search
 from transformer_mt.serve.paged import BlockPool, PagedDecoderCache, PoolExhausted
 
 VOCAB = 40
+ONE_SOURCE = torch.zeros(1, dtype=torch.long)  # a row reading source 0
 
 
 def tiny_model(positions: str = "sinusoidal", kv_heads: int | None = None, **options):
@@ -69,20 +70,20 @@ def test_paged_equals_dense_under_random_forks(
     mask = keep[:, None, None, :]
     memory = model.encode(src, mask)
     pool = pool_for(model, n_blocks=128, block_size=block_size)
-    dense = model.decoder.new_cache(share_sources=False)
+    dense = model.decoder.new_cache()
     paged = PagedDecoderCache(pool, model.cfg.decoder_layers, group_rows=group_rows)
     g = torch.Generator().manual_seed(1)
     tokens = torch.full((6,), 2)
-    rows_memory, rows_mask = memory, mask
+    rows_source = torch.arange(6)  # the source each row reads
     with torch.inference_mode():
         for _ in range(14):  # past several block boundaries (block size 4)
-            dense_lp, dense = model.decode_step(tokens, rows_memory, rows_mask, dense)
-            paged_lp, paged = model.decode_step(tokens, rows_memory, rows_mask, paged)
+            dense_lp, dense = model.decode_step(tokens, memory, mask, rows_source, dense)
+            paged_lp, paged = model.decode_step(tokens, memory, mask, rows_source, paged)
             torch.testing.assert_close(paged_lp, dense_lp, atol=1e-5, rtol=0)
             # Forks: some rows picked twice, some dropped (their blocks freed).
             picks = torch.randint(0, tokens.numel(), (6,), generator=g).sort().values
             dense, paged = dense.reorder(picks), paged.reorder(picks)
-            rows_memory, rows_mask = rows_memory[picks], rows_mask[picks]
+            rows_source = rows_source[picks]
             tokens = torch.randint(4, VOCAB, (6,), generator=g)
             assert pool.n_used <= paged.blocks_in_use().numel()
     paged.release_all()
@@ -99,7 +100,7 @@ def one_row_decoded(tokens: tuple[int, ...]):
     paged = PagedDecoderCache(pool, model.cfg.decoder_layers)
     with torch.inference_mode():
         for token in tokens:
-            _, paged = model.decode_step(torch.tensor([token]), memory, mask, paged)
+            _, paged = model.decode_step(torch.tensor([token]), memory, mask, ONE_SOURCE, paged)
     return model, memory, mask, pool, paged
 
 
@@ -112,7 +113,7 @@ def test_a_forks_write_leaves_its_siblings_blocks_alone():
         assert paged.table(1)[0] == shared and pool.refs[shared] == 2
         before = pool.keys[:, shared].clone(), pool.values[:, shared].clone()
         _, paged = model.decode_step(
-            torch.tensor([7, 8]), memory.expand(2, -1, -1), mask.expand(2, -1, -1, -1), paged
+            torch.tensor([7, 8]), memory, mask, ONE_SOURCE.expand(2), paged
         )
     # One child wrote into a private copy; the other then owned the original alone.
     assert paged.table(0)[0] != paged.table(1)[0]
@@ -149,7 +150,7 @@ def test_rows_copy_a_block_that_a_reader_outside_the_batch_holds():
         before = pool.keys[:, held].clone()
         paged.reorder(torch.tensor([0, 0]))
         _, paged = model.decode_step(
-            torch.tensor([7, 8]), memory.expand(2, -1, -1), mask.expand(2, -1, -1, -1), paged
+            torch.tensor([7, 8]), memory, mask, ONE_SOURCE.expand(2), paged
         )
     firsts = {paged.table(0)[0], paged.table(1)[0]}
     assert held not in firsts and len(firsts) == 2 and pool.refs[held] == 1

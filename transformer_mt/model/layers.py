@@ -201,24 +201,49 @@ class SelfAttentionCache(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class SourceRows:
+    """Which source each decoding row reads, laid out for cross-attention: the rows of one
+    source attend together, as one row with all their queries (one attention call per
+    source, over one block of its keys).
+
+    `group` G query slots per source; row b sits in slot `slots[b]` of the (N * G) slots, or,
+    when `slots` is None, in slot b: the rows are already grouped, G consecutive rows per
+    source in source order (beam search's rows, greedy search's one row per source).
+    """
+
+    group: int
+    slots: Tensor | None  # (B,) long, or None: row b is slot b
+
+    @classmethod
+    def of(cls, sources: Tensor, n_sources: int) -> SourceRows:
+        """The layout of rows reading sources `sources` (B,) long, each in [0, n_sources)."""
+        rows = sources.numel()
+        counts = torch.bincount(sources, minlength=n_sources)  # (N,) rows per source
+        group = int(counts.max()) if rows else 1
+        if group * n_sources == rows and bool((sources[1:] >= sources[:-1]).all()):
+            return cls(group, None)
+        # Row b's rank among the rows of its source, in row order.
+        order = sources.argsort(stable=True)
+        starts = counts.cumsum(0) - counts  # (N,) first sorted position of each source
+        rank = torch.empty_like(sources)
+        rank[order] = torch.arange(rows, device=sources.device) - starts[sources[order]]
+        return cls(group, sources * group + rank)
+
+
 @dataclass
 class LayerCache:
     """Incremental-decoding state of one decoder layer.
 
-    self_attn grows by one step per call, one row per batch row; cross_attn holds the encoder
-    memory's keys and values, (N, H, S, Dh) each, computed on the first step and reused
-    afterwards. N is the number of distinct sources: the batch rows divided by the rows that
-    share one source (see `DecoderCache.source_group`), or, with `cross_slots`, any number:
-    row b then sits in slot cross_slots[b] of an (N, G) grid of query slots, G = cross_group
-    per source (a server's batch, where sentences have different numbers of beams and some
-    sources may have no rows at all).
+    self_attn grows by one step per call, one row per batch row; cross_attn holds the keys
+    and values of the encoder memory, (N, Hkv, S, Dh) each, one row per source (not per
+    batch row): computed on the first step and reused afterwards, read by each row through
+    the source index the decoding step is given (`SourceRows`).
     """
 
     self_attn: SelfAttentionCache | None = None
     cross_attn: tuple[Tensor, Tensor] | None = None
     dtype: torch.dtype | None = None  # keys and values are stored in it; None: as computed
-    cross_slots: Tensor | None = None  # (B,) long: flat index into the (N * G) query slots
-    cross_group: int = 1  # G: query slots per source, with cross_slots
 
     def stored(self, keys: Tensor, values: Tensor | None) -> tuple[Tensor, Tensor | None]:
         """`keys`, `values` (None: keys only) in the cache's dtype (attention then runs in it,
@@ -235,19 +260,14 @@ class LayerCache:
         keys, values = self.stored(keys, values)
         return keys.contiguous(), values.contiguous()
 
-    def reorder(self, indices: Tensor, cross_rows: Tensor | None) -> None:
-        """Keep batch rows `indices` (B',) and cross-attention rows `cross_rows` (None: all)."""
+    def reorder(self, indices: Tensor, sources: Tensor | None = None) -> None:
+        """Keep batch rows `indices` (B',) and, when given, cross-attention sources `sources`
+        (N',) long (None: every source, where it is)."""
         if self.self_attn is not None:
             self.self_attn.reorder(indices)
-        if self.cross_attn is not None and cross_rows is not None:
+        if self.cross_attn is not None and sources is not None:
             keys, values = self.cross_attn
-            self.cross_attn = (keys.index_select(0, cross_rows), values.index_select(0, cross_rows))
-
-    def ungroup_cross(self, group: int) -> None:
-        """One cross-attention row per batch row again, from one per `group` rows."""
-        if self.cross_attn is not None:
-            keys, values = self.cross_attn
-            self.cross_attn = (keys.repeat_interleave(group, 0), values.repeat_interleave(group, 0))
+            self.cross_attn = (keys.index_select(0, sources), values.index_select(0, sources))
 
 
 class DecoderLayer(_Residual):
@@ -272,19 +292,20 @@ class DecoderLayer(_Residual):
         cache: LayerCache | None = None,
         self_mask: Tensor | None = None,
         self_bias: Tensor | None = None,
+        sources: SourceRows | None = None,
     ) -> Tensor:
         """Decode target states.
 
         Args:
             x: (B, T, D) target states; with a cache, only the new positions.
-            memory: (B, S, D) encoder output; with a cache (N, S, D), one row per distinct
-                source, each shared by B / N consecutive rows of x.
+            memory: (B, S, D) encoder output; with a cache (N, S, D), one row per source.
             src_mask: (B, 1, 1, S) bool, True = real source token; with a cache (N, 1, 1, S).
             cache: None in training (causal attention over x); otherwise updated in place.
             self_mask: (T, past + T) bool keep-mask of a sparse pattern, or a flex BlockMask,
                 causality included; None: plain causal attention.
             self_bias: (H, T, past + T) float added to the self-attention scores (t5, alibi)
                 or None.
+            sources: with a cache, which of the N sources each row of x reads.
 
         Returns:
             (B, T, D).
@@ -293,7 +314,9 @@ class DecoderLayer(_Residual):
             x, self.self_attn_norm, lambda h: self._self_attend(h, cache, self_mask, self_bias)
         )
         x = self.residual(
-            x, self.cross_attn_norm, lambda h: self._cross_attend(h, memory, src_mask, cache)
+            x,
+            self.cross_attn_norm,
+            lambda h: self._cross_attend(h, memory, src_mask, cache, sources),
         )
         return self.residual(x, self.ffn_norm, self.ffn)
 
@@ -345,20 +368,26 @@ class DecoderLayer(_Residual):
         return self.self_attn.attend(h, keys, values, mask, offset=past, attn_bias=bias)[0]
 
     def _cross_attend(
-        self, h: Tensor, memory: Tensor, src_mask: Tensor | None, cache: LayerCache | None
+        self,
+        h: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None,
+        cache: LayerCache | None,
+        sources: SourceRows | None,
     ) -> Tensor:
         if cache is None:
             return self.cross_attn(h, memory, src_mask)[0]
+        if sources is None:
+            raise ValueError("a cached decoding step needs the source of each row")
         if cache.cross_attn is None:
             cache.cross_attn = cache.stored_cross(*self.cross_attn.project_kv(memory))  # once
-        keys, values = cache.cross_attn  # (N, H, S, Dh): one row per source
+        keys, values = cache.cross_attn  # (N, Hkv, S, Dh): one row per source
         b, t, d = h.shape
-        n = keys.size(0)
-        slots = cache.cross_slots
+        n, slots = keys.size(0), sources.slots
         if slots is not None:  # rows into their sources' query slots, the empty ones zero
-            h = h.new_zeros(n * cache.cross_group, t, d).index_copy_(0, slots, h)
+            h = h.new_zeros(n * sources.group, t, d).index_copy_(0, slots, h)
         # The rows of one source (its beams) see the same keys: attend as one row with
-        # rows * t queries, one attention call for the whole group.
+        # G * t queries, one attention call for the whole group.
         out = self.cross_attn.attend(h.reshape(n, -1, d), keys, values, src_mask)[0]
         out = out.reshape(-1, t, d)
         return out if slots is None else out.index_select(0, slots)

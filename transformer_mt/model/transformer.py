@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from transformer_mt.config import ModelConfig
 from transformer_mt.model.attention import AttentionKernel, attention, causal_mask, padding_mask
 from transformer_mt.model.embeddings import Embedder, build_positions
-from transformer_mt.model.layers import DecoderLayer, EncoderLayer, LayerCache
+from transformer_mt.model.layers import DecoderLayer, EncoderLayer, LayerCache, SourceRows
 from transformer_mt.model.patterns import AttentionPattern
 from transformer_mt.model.relative import build_position_bias
 
@@ -27,18 +27,13 @@ from transformer_mt.model.relative import build_position_bias
 class DecoderCache:
     """Incremental-decoding state of the whole decoder, one `LayerCache` per layer.
 
-    Rows that share a source share its cross-attention keys and values. Search repeats each
-    sentence's memory once per beam, in consecutive rows; the first step finds such groups
-    (`source_group` rows each) and keeps one copy per sentence. A beam reorder, which keeps
-    every row inside its sentence, then leaves those copies alone instead of copying them all
-    on every step, and one attention call serves a sentence's beams. A reorder that moves rows
-    across groups turns sharing off. `share_sources=False` never shares: the slow twin that the
-    tests compare against.
+    Self-attention keys and values are held per batch row; cross-attention keys and values
+    per source, computed once from the memory of the first step. Which source a row reads is
+    the decoding step's `sources` argument, which the caller keeps aligned with the rows: a
+    beam reorder reorders that index and leaves the cross-attention keys alone.
     """
 
     layers: list[LayerCache] = field(default_factory=list)
-    share_sources: bool = True
-    source_group: int = 0  # consecutive rows per source; 0 until the first step
 
     @property
     def length(self) -> int | Tensor:
@@ -46,61 +41,14 @@ class DecoderCache:
         first = self.layers[0].self_attn if self.layers else None
         return 0 if first is None else first.length
 
-    def reorder(self, indices: Tensor) -> DecoderCache:
+    def reorder(self, indices: Tensor, sources: Tensor | None = None) -> DecoderCache:
         """Keep batch rows `indices` (B',) long, in that order (a row may be repeated: beam
-        search's first step decodes one row per sentence and repeats it for each beam);
-        returns self."""
-        sharing = self.share_sources and self.source_group > 0
-        cross_rows = self._cross_rows(indices) if sharing else indices
+        search's first step decodes one row per sentence and repeats it for each beam), and,
+        when given, the cross-attention sources `sources` (N',) long (None: every source, in
+        place); returns self."""
         for layer in self.layers:
-            layer.reorder(indices, cross_rows)
+            layer.reorder(indices, sources)
         return self
-
-    def _cross_rows(self, indices: Tensor) -> Tensor | None:
-        """Which shared cross-attention rows new rows `indices` need; None: all, as they are.
-
-        New rows share again when every run of g consecutive ones reads one source, g being
-        the length of the first run: the old group after a reorder within sentences, K times
-        it after rows were repeated K times each."""
-        if not indices.numel():  # the search is over: keep nothing (ungrouping would copy all)
-            return indices
-        sources = indices // self.source_group  # (B',): the cross-attention row each reads
-        group = _leading_true(sources == sources[:1])
-        blocks = sources.view(-1, group) if group and sources.numel() % group == 0 else None
-        if blocks is not None and bool((blocks == blocks[:, :1]).all()):
-            self.source_group = group
-            kept = blocks[:, 0]  # (B' / group,): each new group reads one old source
-            cross = self.layers[0].cross_attn if self.layers else None
-            n_sources = 0 if cross is None else cross[0].size(0)
-            same = kept.numel() == n_sources and bool((kept == torch.arange(n_sources)).all())
-            return None if same else kept
-        for layer in self.layers:
-            layer.ungroup_cross(self.source_group)
-        self.source_group = 1
-        return indices
-
-
-def _leading_true(flags: Tensor) -> int:
-    """How many entries of `flags` (L,) bool are True before the first False."""
-    return int(flags.int().cumprod(dim=0).sum())
-
-
-def rows_per_source(memory: Tensor) -> int:
-    """The largest g such that every g consecutive rows of `memory` (B, S, D) are equal.
-
-    Rows with equal memory have equal cross-attention keys and values, so they may share them;
-    in beam search g is the beam size. 1 when no such grouping exists.
-    """
-    rows = memory.size(0)
-    flat = memory.reshape(rows, -1)
-    # Rows equal to the first one, up to the first that is not: any group size divides this.
-    leading = _leading_true((flat == flat[0]).all(dim=1))
-    for group in range(leading, 1, -1):
-        if leading % group == 0 and rows % group == 0:
-            grouped = flat.view(rows // group, group, -1)
-            if bool((grouped == grouped[:, :1]).all()):
-                return group
-    return 1
 
 
 def _pattern(cfg: ModelConfig) -> AttentionPattern:
@@ -193,27 +141,29 @@ class Decoder(_LayerStack):
         memory: Tensor,
         src_mask: Tensor,
         cache: DecoderCache | None = None,
+        sources: Tensor | None = None,
     ) -> Tensor:
         """Hidden states of target positions.
 
         Args:
             tgt_ids: (B, T) decoder input ids (BOS first); with a cache, only the new tokens.
-            memory: (B, S, D) encoder output; None when the cache holds its cross-attention
-                keys and values already.
-            src_mask: (B, 1, 1, S) bool, True = real source token (with `cross_slots` in the
-                cache, one row per source).
+            memory: (B, S, D) encoder output, one row per row of tgt_ids; with a cache
+                (N, S, D), one row per source, read only while the cache holds no
+                cross-attention keys and values yet.
+            src_mask: (B, 1, 1, S) bool, True = real source token; with a cache (N, 1, 1, S).
             cache: None for a full (teacher-forced) pass; else updated in place. Its `length`
                 may be a (B,) tensor: rows at different positions (a server's batch).
+            sources: with a cache, (B,) long: the source (row of memory) each row reads.
 
         Returns:
             (B, T, D).
         """
         offset = 0 if cache is None else cache.length
+        rows = None
         if cache is not None:
-            if cache.source_group == 0:  # first step: find rows that share a source
-                cache.source_group = rows_per_source(memory) if cache.share_sources else 1
-            if cache.source_group > 1:
-                memory, src_mask = memory[:: cache.source_group], src_mask[:: cache.source_group]
+            if sources is None:
+                raise ValueError("a cached decoding step needs the source of each row")
+            rows = SourceRows.of(sources, src_mask.size(0))
         x = self.embed(tgt_ids, offset)
         # Sparse patterns: the new queries' rows against every key, cached ones included.
         # Flex only pays for the full pass; a decoding step has one query row.
@@ -225,7 +175,7 @@ class Decoder(_LayerStack):
         bias = self.self_bias(x.size(1), offset)
         for i, layer in enumerate(self.layers):
             layer_cache = None if cache is None else cache.layers[i]
-            x = layer(x, memory, src_mask, layer_cache, self_mask, bias)
+            x = layer(x, memory, src_mask, layer_cache, self_mask, bias, rows)
         return self.normed(x)
 
     def forward_with_weights(
@@ -256,12 +206,10 @@ class Decoder(_LayerStack):
         store = LayerCache(dtype=dtype).stored_cross
         return [store(*layer.cross_attn.project_kv(memory)) for layer in self.layers]
 
-    def new_cache(
-        self, share_sources: bool = True, dtype: torch.dtype | None = None
-    ) -> DecoderCache:
-        """An empty cache; `share_sources=False` keeps cross-attention keys per row; `dtype`
-        stores keys and values in that type (None: the type they are computed in)."""
-        return DecoderCache([LayerCache(dtype=dtype) for _ in self.layers], share_sources)
+    def new_cache(self, dtype: torch.dtype | None = None) -> DecoderCache:
+        """An empty cache; `dtype` stores keys and values in that type (None: the type they
+        are computed in)."""
+        return DecoderCache([LayerCache(dtype=dtype) for _ in self.layers])
 
 
 class Seq2SeqTransformer(nn.Module):
@@ -356,15 +304,22 @@ class Seq2SeqTransformer(nn.Module):
         return self.encoder(src_ids, src_mask)
 
     def decode_step(
-        self, tgt_ids: Tensor, memory: Tensor, src_mask: Tensor, cache: DecoderCache | None
+        self,
+        tgt_ids: Tensor,
+        memory: Tensor,
+        src_mask: Tensor,
+        sources: Tensor,
+        cache: DecoderCache | None,
     ) -> tuple[Tensor, DecoderCache]:
         """One incremental decoding step.
 
         Args:
             tgt_ids: (B,) the latest token of every row (BOS on the first step).
-            memory: (B, S, D) encoder output; only read on the first step (cross-attention
-                keys/values are cached), but rows must stay aligned with the cache.
-            src_mask: (B, 1, 1, S) bool, True = real source token.
+            memory: (N, S, D) encoder output, one row per source; only read on the first step
+                (its cross-attention keys/values are cached, once per source).
+            src_mask: (N, 1, 1, S) bool, True = real source token.
+            sources: (B,) long, the source (row of memory) each row reads: row // K for the
+                beams of a search, a server's slots, arange(B) for one memory row per row.
             cache: None on the first step (or an empty `decoder.new_cache(...)`, e.g. one
                 storing keys and values in a narrower dtype).
 
@@ -373,7 +328,7 @@ class Seq2SeqTransformer(nn.Module):
         """
         if cache is None:
             cache = self.decoder.new_cache()
-        hidden = self.decoder(tgt_ids[:, None], memory, src_mask, cache)  # (B, 1, D)
+        hidden = self.decoder(tgt_ids[:, None], memory, src_mask, cache, sources)  # (B, 1, D)
         logits = self.output_projection(hidden[:, -1]).float()  # (B, V)
         # In place unless a gradient is wanted: a second (B, V) tensor (10 MB at 320 rows of
         # 8,000) made a beam-5 step 1-2% slower (docs/results.md).

@@ -1,10 +1,12 @@
 """Greedy, beam and sampling search over the decoding protocol.
 
-Search sees a model only through `DecodingModel`: `encode` once per batch, then `decode_step`
-once per output position with the last token of every row and an explicit cache that search
-reorders. All rows of a step (sentences x beams, or sentences x samples) are decoded as one
-tensor. A sentence whose search is over leaves the batch: its rows of memory, source mask and
-cache are dropped, so one long sentence does not keep the work of the short ones alive.
+Search sees a model only through `DecodingModel`: `encode` once per batch (one memory row per
+sentence), then `decode_step` once per output position with the last token of every row, the
+sentence each row reads (row // K for beams, row // samples for samples) and an explicit cache
+that search reorders. All rows of a step (sentences x beams, or sentences x samples) are
+decoded as one tensor. A sentence whose search is over leaves the batch: its rows, its memory
+and source mask, and its sources in the cache are dropped, so one long sentence does not keep
+the work of the short ones alive.
 
 The modes are beam.py (`beam_search`, `beam_step`) and sampling.py (`greedy_search`,
 `sample`); what they share is named by its module: protocol.py (what search needs of a

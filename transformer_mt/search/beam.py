@@ -77,13 +77,14 @@ def _first_log_probs(
 
     Before the first token a sentence's K rows are equal (BOS over the same source) and only
     its first beam is live (`BeamState.start`), so decoding all N * K rows would repeat the same
-    work K times. The cache comes back with one row per sentence; the caller's first reorder
-    maps each new beam to its sentence's row (beam_rows // K).
+    work K times. The cache (and `rows.sources`) comes back with one row per sentence; the
+    caller's first reorder maps each new beam to its sentence's row (beam_rows // K).
     """
     k = state.beam_size
     last = state.last_tokens(bos_id)[::k]  # (N,)
+    rows.sources = rows.sources[::k]  # (N,): the rows decoded, each its sentence's source
     log_probs, rows.cache = model.decode_step(
-        last, rows.memory[::k], rows.src_mask[::k], rows.cache
+        last, rows.memory, rows.src_mask, rows.sources, rows.cache
     )
     return log_probs if k == 1 else log_probs.repeat_interleave(k, dim=0)
 

@@ -19,10 +19,12 @@ from transformer_mt.search.protocol import DecodingModel, ReorderableCache
 
 @dataclass
 class ModelRows:
-    """Model inputs kept row-aligned with `BeamState.tokens`."""
+    """Model inputs: one memory row per live source, and the source of each row of
+    `BeamState.tokens`, kept aligned with it."""
 
-    memory: Tensor  # (N * K, S, D)
-    src_mask: Tensor  # (N * K, 1, 1, S) bool
+    memory: Tensor  # (N, S, D)
+    src_mask: Tensor  # (N, 1, 1, S) bool
+    sources: Tensor  # (R,) long: the row of memory each row reads
     cache: ReorderableCache | None
 
 
@@ -49,8 +51,9 @@ def start_rows(
         prefixes,
     )
     rows = ModelRows(
-        memory=memory.repeat_interleave(copies, dim=0),  # (B * copies, S, D)
-        src_mask=src_mask.repeat_interleave(copies, dim=0),  # (B * copies, 1, 1, S)
+        memory=memory,
+        src_mask=src_mask,
+        sources=torch.arange(batch_size, device=src_ids.device).repeat_interleave(copies),
         cache=None if options.new_cache is None else options.new_cache(),
     )
     return state, rows
@@ -60,7 +63,9 @@ def next_log_probs(model: DecodingModel, state: BeamState, rows: ModelRows, bos_
     """Run one decoder step on every row: the model's (R, V) log-probs, forbidden tokens not
     yet removed (callers apply `BeamState.forbid`)."""
     last = state.last_tokens(bos_id)  # (R,)
-    log_probs, rows.cache = model.decode_step(last, rows.memory, rows.src_mask, rows.cache)
+    log_probs, rows.cache = model.decode_step(
+        last, rows.memory, rows.src_mask, rows.sources, rows.cache
+    )
     return log_probs
 
 
@@ -72,14 +77,19 @@ def drop_done(state: BeamState, rows: ModelRows, done: Tensor, beam_rows: Tensor
             when rows keep their place (greedy search and sampling).
     """
     n_sentences, beam_size = state.scores.shape
+    kept_sources = None
     if done.any():
         keep_rows = state.keep((~done).nonzero().squeeze(1))  # (N' * K,)
-        # All rows of a sentence share its memory and mask, so dropping is all they need.
-        rows.memory = rows.memory[keep_rows]
-        rows.src_mask = rows.src_mask[keep_rows]
         if beam_rows is None:
             beam_rows = keep_rows
         else:
             beam_rows = beam_rows.reshape(n_sentences, beam_size)[~done].reshape(-1)
+        # The sources no row reads any more leave, memory and cache alike; the index is
+        # renumbered over those that stay.
+        kept_sources, rows.sources = rows.sources[beam_rows].unique(return_inverse=True)
+        rows.memory = rows.memory[kept_sources]
+        rows.src_mask = rows.src_mask[kept_sources]
+    elif beam_rows is not None:
+        rows.sources = rows.sources[beam_rows]
     if beam_rows is not None and rows.cache is not None:
-        rows.cache = rows.cache.reorder(beam_rows)
+        rows.cache = rows.cache.reorder(beam_rows, kept_sources)

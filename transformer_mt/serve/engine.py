@@ -123,7 +123,7 @@ class Engine:
         self.max_batch_tokens = limits.max_batch_tokens or self.defaults.max_tokens
         self.pool = _new_pool(translator, limits, self.max_batch_tokens)
         self.translations: LruCache[Translation] = LruCache(limits.cache_entries)
-        self.encoder_outputs: LruCache[list] = LruCache(limits.cache_entries)
+        self.encoder_outputs: LruCache[tuple] = LruCache(limits.cache_entries)  # memory, cross
         self.prefixes = PrefixTree(self.pool, limits.cache_entries)
         self.batch = self._new_batch()
         self.admission = Admission(
@@ -334,7 +334,8 @@ class Engine:
             cached = self.encoder_outputs.get(tuple(work.sentence.src_ids))
             if cached is None:
                 missing.append(work)
-            work.sentence.cross = cached
+            else:
+                work.sentence.memory, work.sentence.cross = cached
         if missing:
             model = self.translator.model
             sources = [w.sentence.src_ids for w in missing]
@@ -342,10 +343,13 @@ class Engine:
                 memory = model.encode(batch.src_ids, batch.src_mask)
                 layers = model.decoder.cross_keys_values(memory, self.translator.cache_dtype)
                 for row, i in enumerate(batch.indices.tolist()):
-                    length = source_positions(missing[i].sentence.src_ids)
-                    cross = [(k[row, :, :length], v[row, :, :length]) for k, v in layers]
-                    missing[i].sentence.cross = cross
-                    self.encoder_outputs.put(tuple(missing[i].sentence.src_ids), cross)
+                    sentence = missing[i].sentence
+                    length = source_positions(sentence.src_ids)
+                    sentence.memory = memory[row, :length]
+                    sentence.cross = [(k[row, :, :length], v[row, :, :length]) for k, v in layers]
+                    self.encoder_outputs.put(
+                        tuple(sentence.src_ids), (sentence.memory, sentence.cross)
+                    )
         for work in admitted:
             sentence = work.sentence
             if sentence.prefix:

@@ -148,15 +148,11 @@ class PagedDecoderCache:
     """The decoder's incremental state with self-attention in a `BlockPool`.
 
     Row r's table is `tables[r, :counts[r]]` (the rest of the row is padding); `lengths[r]`
-    positions of it are written. Cross-attention keys and values stay in
-    `layers[i].cross_attn`. With `rows_own_cross` (a drop-in for search, which lays out one
-    memory row per hypothesis) they are per row, computed by the model on the first step and
-    reordered with the rows; otherwise the owner (the server's scheduler) keeps one row per
-    source and sets `cross_slots`.
+    positions of it are written. Cross-attention keys and values, one row per source, stay in
+    `layers[i].cross_attn`: computed by the model on the first step (a drop-in for search's
+    dense cache), or given by the owner with `attend_sources` (the server's scheduler, which
+    keeps every source's keys from the moment it joins).
     """
-
-    share_sources = False
-    source_group = 1
 
     def __init__(
         self,
@@ -164,11 +160,9 @@ class PagedDecoderCache:
         n_layers: int,
         dtype: torch.dtype | None = None,
         rows: int = 0,
-        rows_own_cross: bool = True,
         group_rows: int = 0,
     ):
         self.pool = pool
-        self.rows_own_cross = rows_own_cross
         self.group_rows = group_rows  # >0: attend in groups of about this many rows
         self.device = pool.keys.device
         self.tables = torch.zeros(rows, 1, dtype=torch.long)  # CPU
@@ -218,9 +212,16 @@ class PagedDecoderCache:
         self.lengths = torch.cat([self.lengths, self.lengths.new_full((n,), length)])
         self._length = None
 
-    def reorder(self, indices: Tensor) -> PagedDecoderCache:
+    def attend_sources(self, cross: list[tuple[Tensor, Tensor]]) -> None:
+        """Let the rows attend to `cross`, per decoder layer the (N, Hkv, S, Dh) keys and
+        values of N sources (which source each row reads is the decoding step's argument)."""
+        for layer, keys_values in zip(self.layers, cross, strict=True):
+            layer.cross_attn = keys_values
+
+    def reorder(self, indices: Tensor, sources: Tensor | None = None) -> PagedDecoderCache:
         """Row i continues old row indices[i] (any row may be picked many times, or none):
-        its table is a copy, its blocks shared; rows not picked release theirs."""
+        its table is a copy, its blocks shared; rows not picked release theirs. With
+        `sources` (N',) long, keep those cross-attention sources (None: every source)."""
         picks = indices.to("cpu", torch.long)
         old = self.blocks_in_use()
         self.tables, self.counts = self.tables[picks], self.counts[picks]
@@ -228,11 +229,11 @@ class PagedDecoderCache:
         self._length = None
         self.pool.share(self.blocks_in_use())
         self.pool.release(old)
-        if self.rows_own_cross:
+        if sources is not None:
             for layer in self.layers:
                 if layer.cross_attn is not None:
                     keys, values = layer.cross_attn
-                    layer.cross_attn = (keys[indices], values[indices])
+                    layer.cross_attn = (keys[sources], values[sources])
         return self
 
     def release_all(self) -> None:

@@ -4,9 +4,9 @@ Every decoder step runs one batch over the live hypotheses of every admitted sen
 whatever step each one is (Yu et al. 2022, Orca): new sentences join between steps, finished
 ones leave at once and their KV blocks go back to the pool. The search rules are search's own
 (`beam_step`): sentences with the same output settings (`lane_key`) form a lane, one
-`BeamState`; greedy search runs in lanes of beam size 1. Cross-attention keys and values are
-held once per source sentence, and the beams of a sentence attend to them through query slots
-(`LayerCache.cross_slots`), never through per-beam copies.
+`BeamState`; greedy search runs in lanes of beam size 1. Encoder memory and cross-attention
+keys and values are held once per source sentence, in the slots of `SourceSlots`; a decoding
+step is told each row's slot (the model's `sources` argument), never given per-beam copies.
 
 Row layout: the rows of lane 0's sentences (K_0 per sentence), then lane 1's, and so on.
 Sources (cross-attention rows) sit in the slots of `SourceSlots`, in no particular order.
@@ -38,6 +38,7 @@ class Sentence:
     decode: DecodeConfig
     max_len: int  # max_len(x), capped at the position table
     prefix: list[int]
+    memory: Tensor | None = None  # (S, D) encoder output
     cross: list[tuple[Tensor, Tensor]] | None = None  # per layer (Hkv, S, Dh) keys, values
     reserved_blocks: int = 0  # KV blocks held back for it until it leaves
     reused: PrefixMatch | None = None  # the cached start of its prefix, if any
@@ -84,12 +85,13 @@ class ContinuousBatch:
         self.ids = SpecialIds()
         self.device = pool.keys.device
         self.cache = PagedDecoderCache(
-            pool, model.cfg.decoder_layers, cache_dtype, rows_own_cross=False, group_rows=group_rows
+            pool, model.cfg.decoder_layers, cache_dtype, group_rows=group_rows
         )
         self.lanes: dict[tuple, Lane] = {}
         self.finished: dict[int, list[Hypothesis]] = defaultdict(list)
         self._sources_changed = True
         self._sources = SourceSlots()
+        self._row_sources: Tensor | None = None  # (R,) long: each row's slot
 
     @property
     def sentences(self) -> list[Sentence]:
@@ -100,8 +102,8 @@ class ContinuousBatch:
         return sum(lane.state.tokens.shape[0] for lane in self.lanes.values())
 
     def join(self, sentences: list[Sentence]) -> None:
-        """Add sentences (their `cross` set) at the end of their lanes; one whose prefix
-        starts from the prefix cache (`reused`) starts after the cached tokens."""
+        """Add sentences (their `memory` and `cross` set) at the end of their lanes; one whose
+        prefix starts from the prefix cache (`reused`) starts after the cached tokens."""
         old_layout = self._row_ranges()
         groups: dict[tuple, list[Sentence]] = defaultdict(list)
         for sentence in sentences:
@@ -164,7 +166,10 @@ class ContinuousBatch:
         if self._sources_changed:
             self._lay_out_sources()
         tokens = torch.cat([lane.state.last_tokens(self.ids.bos) for lane in self.lanes.values()])
-        log_probs, _ = self.model.decode_step(tokens, None, self._sources.mask, self.cache)
+        sources = self._sources
+        log_probs, _ = self.model.decode_step(
+            tokens, sources.memory, sources.mask, self._row_sources, self.cache
+        )
         done_sentences, rows, offset = [], [], 0
         for lane in self.lanes.values():
             n_rows = lane.state.tokens.shape[0]
@@ -246,20 +251,17 @@ class ContinuousBatch:
         self.lanes = {k: lane for k, lane in self.lanes.items() if lane.sentences}
 
     def _lay_out_sources(self) -> None:
-        """Every live source in a slot of `SourceSlots`, and each row placed in its source's
-        query slots (G = the widest beam)."""
+        """Every live source in a slot of `SourceSlots`, the cache attending to them, and
+        each row's slot."""
         sentences = self.sentences
         self._sources_changed = False
         self._sources.update(sentences)
         if not sentences:
             return
-        group = max(s.decode.beam_size for s in sentences)
+        self.cache.attend_sources(self._sources.attended)
         slot_of = self._sources.slot_of
-        slots = [slot_of[s.key] * group + k for s in sentences for k in range(s.decode.beam_size)]
-        slot_tensor = torch.tensor(slots, dtype=torch.long, device=self.device)
-        for layer, keys_values in zip(self.cache.layers, self._sources.attended, strict=True):
-            layer.cross_attn = keys_values
-            layer.cross_slots, layer.cross_group = slot_tensor, group
+        slots = [slot_of[s.key] for s in sentences for _ in range(s.decode.beam_size)]
+        self._row_sources = torch.tensor(slots, dtype=torch.long, device=self.device)
 
     def _greedy_tokens(self) -> dict[int, list[int]]:
         """Each live greedy sentence's tokens so far."""
@@ -273,8 +275,9 @@ class ContinuousBatch:
 
 
 class SourceSlots:
-    """Cross-attention keys and values of the running sources, one slot each, in tensors kept
-    from step to step: (C, Hkv, W, Dh) per decoder layer, C slots of width W.
+    """Encoder memory and cross-attention keys and values of the running sources, one slot
+    each, in tensors kept from step to step: memory (C, W, D) and (C, Hkv, W, Dh) per decoder
+    layer, C slots of width W.
 
     A joining source is written into a free slot and a leaving one only frees its slot, so a
     step that changes the batch copies no other source. The tensors are rebuilt around the
@@ -285,15 +288,18 @@ class SourceSlots:
     def __init__(self) -> None:
         self.layers: list[tuple[Tensor, Tensor]] = []
         self.attended: list[tuple[Tensor, Tensor]] = []  # the layers' slots up to the last live
+        self.memories: Tensor | None = None  # (C, W, D)
+        self.memory: Tensor | None = None  # (C', W, D): the slots up to the last live
         self.slot_of: dict[int, int] = {}  # sentence key -> slot
         self.lengths = torch.zeros(0, dtype=torch.long)  # per slot, 0 when free
         self.mask: Tensor | None = None  # (C', 1, 1, W) bool: real positions of attended slots
         self._free: list[int] = []  # a stack: the lowest slot on top
 
     def update(self, sentences: list[Sentence]) -> None:
-        """Make the slots hold exactly `sentences`' sources (their `cross` set)."""
+        """Make the slots hold exactly `sentences`' sources (their `memory` and `cross` set)."""
         if not sentences:
             self.layers, self.attended, self.slot_of, self.mask = [], [], {}, None
+            self.memories = self.memory = None
             self._free = []
             self.lengths = self.lengths[:0]
             return
@@ -318,6 +324,7 @@ class SourceSlots:
         # Attention reads the slots up to the last live one only: at low load most are free.
         used = max(self.slot_of.values()) + 1
         self.attended = [(keys[:used], values[:used]) for keys, values in self.layers]
+        self.memory = self.memories[:used]
         keys = self.layers[0][0]
         positions = torch.arange(keys.size(2))
         self.mask = (positions < self.lengths[:used, None])[:, None, None, :].to(keys.device)
@@ -332,16 +339,13 @@ class SourceSlots:
         for n, sentence_layer in enumerate(sentences[0].cross):
             parts = []
             for part in (0, 1):
-                like = sentence_layer[part]  # (Hkv, S, Dh)
-                new = like.new_zeros(capacity, like.size(0), width, like.size(2))
-                if kept:
-                    before = self.layers[n][part]
-                    cut = min(width, before.size(2))
-                    moved = before.index_select(0, old.to(before.device))[:, :, :cut]
-                    new[: len(kept), :, :cut] = moved
-                parts.append(new)
+                before = self.layers[n][part] if kept else None
+                parts.append(_slots_like(sentence_layer[part], capacity, width, old, before))
             layers.append((parts[0], parts[1]))
         self.layers = layers
+        # Memory (C, W, D) as one head of size D: (C, 1, W, D).
+        before = self.memories[:, None] if kept else None
+        self.memories = _slots_like(sentences[0].memory[None], capacity, width, old, before)[:, 0]
         lengths = torch.zeros(capacity, dtype=torch.long)
         if kept:
             lengths[: len(kept)] = self.lengths[old]
@@ -356,5 +360,18 @@ class SourceSlots:
         for (keys, values), (k, v) in zip(self.layers, sentence.cross, strict=True):
             keys[slot, :, :length] = k
             values[slot, :, :length] = v
+        self.memories[slot, :length] = sentence.memory
         self.lengths[slot] = length
         self.slot_of[sentence.key] = slot
+
+
+def _slots_like(
+    like: Tensor, capacity: int, width: int, old: Tensor, before: Tensor | None
+) -> Tensor:
+    """Zeroed (capacity, Hkv, width, Dh) slots for one source's `like` (Hkv, S, Dh), the slots
+    `old` of `before` (C, Hkv, W', Dh) copied into its first ones (None: nothing to keep)."""
+    new = like.new_zeros(capacity, like.size(0), width, like.size(2))
+    if before is not None:
+        cut = min(width, before.size(2))
+        new[: old.numel(), :, :cut] = before.index_select(0, old.to(before.device))[:, :, :cut]
+    return new
