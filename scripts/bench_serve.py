@@ -68,9 +68,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server-core", type=int, default=1)
     parser.add_argument("--max-seconds", type=float, default=120.0)
     parser.add_argument("--block-size", type=int, default=1)
-    parser.add_argument("--single", type=int, default=100, help="sentences timed alone")
+    parser.add_argument(
+        "--single", type=_at_least_one, default=100, help="sentences timed alone (1 or more)"
+    )
     parser.add_argument("--serve", choices=[*SYSTEMS, "offline"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+
+
+def _at_least_one(text: str) -> int:
+    """An argparse type: the latency of one sentence alone is the median of at least one."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: time at least 1 sentence alone")
+    return value
 
 
 def run(args: argparse.Namespace) -> list[dict]:
