@@ -180,13 +180,26 @@ def test_a_full_disk_is_a_machine_error_and_the_old_file_stays(tmp_path):
     assert out.read_text() == "old\n" and list(tmp_path.iterdir()) == [out]
 
 
-def test_a_writer_that_hides_a_full_disk_in_its_own_error_is_still_named(tmp_path, monkeypatch):
-    """torch.save reports ENOSPC as a RuntimeError of its zip writer."""
-    monkeypatch.setattr("transformer_mt.files._disk_full", lambda folder: True)
-    full = "no space left on device"
+def test_a_writer_that_hides_a_full_disk_in_its_own_error_is_still_named(tmp_path):
+    """torch.save meets ENOSPC, then raises a RuntimeError of its zip writer while handling it."""
+    full = "No space left on device"
     with pytest.raises(MachineError, match=full), atomic_path(tmp_path / "model.pt") as tmp:
         tmp.write_bytes(b"PK")
-        raise RuntimeError("[enforce fail at inline_container.cc:672] unexpected pos")
+        try:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        except OSError:
+            raise RuntimeError("[enforce fail at inline_container.cc:672] unexpected pos") from None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_error_of_the_writers_own_input_is_not_blamed_on_the_output(tmp_path):
+    """A TmtError raised while handling a read error (a bad input line) passes unchanged."""
+    with pytest.raises(TmtError, match="in.txt: cannot read"), atomic_path(tmp_path / "o") as tmp:
+        tmp.write_text("half")
+        try:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        except OSError:
+            raise TmtError("in.txt: cannot read (Input/output error)") from None
     assert list(tmp_path.iterdir()) == []
 
 

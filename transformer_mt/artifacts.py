@@ -32,8 +32,7 @@ import logging
 import os
 import shutil
 import stat
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -179,32 +178,13 @@ def save_checkpoint(checkpoint: Checkpoint, path: str | Path) -> None:
     contents (`checksums`, checked by `load_checkpoint`).
 
     Raises:
-        OSError: writing failed (a full disk, a read-only file system), as `files.atomic_path`
-            reports it.
+        TmtError: writing failed, naming the file (`MachineError` for a full disk), as
+            `files.atomic_path` reports it.
     """
     state = checkpoint.to_dict()
     state[CHECKSUMS_KEY] = checksums(state)
-    with atomic_open(path, "wb", durable=True) as f, _torch_write_errors():
+    with atomic_open(path, "wb", durable=True) as f:
         torch.save(state, f)
-
-
-@contextmanager
-def _torch_write_errors() -> Iterator[None]:
-    """Re-raise the OSError behind a failed `torch.save` as that OSError.
-
-    torch.save meets a full disk with an OSError, then raises a RuntimeError ("unexpected
-    pos") while it closes the archive; the OSError says what happened, and is what callers
-    (`files.atomic_path`, the CLI) turn into one line naming the file.
-    """
-    try:
-        yield
-    except RuntimeError as err:
-        cause = err.__context__
-        while cause is not None and not isinstance(cause, OSError):
-            cause = cause.__context__
-        if cause is None:
-            raise
-        raise OSError(cause.errno, cause.strerror or one_line(cause)) from err
 
 
 def copy_checkpoint(source: str | Path, target: str | Path) -> None:

@@ -135,12 +135,6 @@ def atomic_path(path: str | Path, durable: bool = False) -> Iterator[Path]:
             if tmp.is_dir() and target.is_dir():
                 _remove(target)
             os.replace(tmp, target)
-        except Exception as err:
-            # Some writers (torch.save) report a full disk as their own RuntimeError; asked
-            # before the temporary is removed, the folder's free space tells.
-            if not isinstance(err, (OSError, TmtError)) and _disk_full(target.parent):
-                raise MachineError(f"{path}: cannot write (no space left on device)") from None
-            raise
         finally:
             _remove(tmp)
         if durable:
@@ -331,16 +325,29 @@ def _is_stream(path: Path) -> bool:
 def _write_errors(path: Path, target: Path) -> Iterator[None]:
     """Turn an `OSError` of writing `target` into one line naming `path`: `MachineError` for
     what the machine lacks (a full disk), `TmtError` for the rest (permissions, a read-only
-    file system, a directory in the way). Errors about other files pass unchanged."""
+    file system, a directory in the way). Some writers report the OSError as an error of
+    their own (torch.save's RuntimeError "unexpected pos" after a full disk): the OSError it
+    was raised while handling is the one meant. Errors about other files, and the package's
+    own errors, pass unchanged."""
     try:
         yield
-    except OSError as err:
-        if err.filename is not None and not _near(Path(err.filename), target):
+    except Exception as err:
+        cause = None if isinstance(err, TmtError) else _os_error_behind(err)
+        if cause is None or (
+            cause.filename is not None and not _near(Path(cause.filename), target)
+        ):
             raise
-        reason = err.strerror or one_line(err)
-        if err.errno in MACHINE_ERRNOS:
-            raise MachineError(f"{path}: cannot write ({reason})") from None
-        raise TmtError(f"{path}: cannot write ({reason})") from None
+        reason = cause.strerror or one_line(cause)
+        kind = MachineError if cause.errno in MACHINE_ERRNOS else TmtError
+        raise kind(f"{path}: cannot write ({reason})") from None
+
+
+def _os_error_behind(err: BaseException) -> OSError | None:
+    """`err` if it is an OSError, else the OSError it was raised while handling, if any."""
+    cause: BaseException | None = err
+    while cause is not None and not isinstance(cause, OSError):
+        cause = cause.__context__
+    return cause
 
 
 def _near(name: Path, target: Path) -> bool:
@@ -348,11 +355,3 @@ def _near(name: Path, target: Path) -> bool:
     folder) or is a folder on the way to it."""
     name, folder = name.absolute(), target.absolute().parent
     return name == folder or folder in name.parents or name in folder.parents
-
-
-def _disk_full(folder: Path) -> bool:
-    """Whether the file system of `folder` has less than a megabyte left for this user."""
-    try:
-        return shutil.disk_usage(folder).free < 2**20
-    except OSError:
-        return False
