@@ -32,7 +32,8 @@ class RecurrentFake:
     """h_t = tanh(h_{t-1} W + E[y_t] + mean of the real source embeddings + t p);
     log_probs = log_softmax(sharpness * h_t U). float64, so batch and single runs agree.
 
-    `row_counts` records the rows of every decode_step call, to show pruning happened.
+    `row_counts` records the rows of every decode_step call, to show pruning happened, and
+    `layouts` the calls of source_rows.
     """
 
     def __init__(self, vocab_size: int = 10, dim: int = 8, seed: int = 0, sharpness: float = 3.0):
@@ -48,9 +49,14 @@ class RecurrentFake:
         self.output = randn(dim, vocab_size) * sharpness / math.sqrt(dim)
         self.vocab_size = vocab_size
         self.row_counts: list[int] = []
+        self.layouts = 0  # source_rows calls: once per change of the rows' sources
 
     def encode(self, src_ids: Tensor, src_mask: Tensor) -> Tensor:
         return self.src_embedding[src_ids]  # (B, S, D)
+
+    def source_rows(self, sources: Tensor, n_sources: int) -> Tensor:
+        self.layouts += 1
+        return sources
 
     def decode_step(
         self,
@@ -98,6 +104,9 @@ class ScriptedFake:
 
     def encode(self, src_ids: Tensor, src_mask: Tensor) -> Tensor:
         return torch.zeros(*src_ids.shape, 1, dtype=torch.float64)
+
+    def source_rows(self, sources: Tensor, n_sources: int) -> Tensor:
+        return sources
 
     def decode_step(
         self,

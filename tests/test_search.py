@@ -200,6 +200,9 @@ def test_batch_translates_like_each_sentence_alone(beam_size):
     # sentences left the batch at different steps: the row count shrank along the way.
     counts = model.row_counts
     assert counts[:2] == [7, 7 * beam_size] and len(set(counts[1:])) > 3
+    # The rows' sources were laid out once per change of rows, not at every step.
+    changes = sum(a != b for a, b in zip(counts, counts[1:], strict=False))
+    assert model.layouts == 1 + changes < len(counts)
     alone = [search(model, *padded([s]), cfg)[0] for s in sources]
     assert_same_results(batch, alone)
 

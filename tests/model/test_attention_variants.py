@@ -146,7 +146,7 @@ def test_several_new_tokens_on_a_cache_see_the_right_keys(options, kernel):
         src_mask = model.src_mask(src)
         memory = model.encode(src, src_mask)
         cache = model.decoder.new_cache()
-        rows = torch.arange(2)
+        rows = model.source_rows(torch.arange(2), 2)
         head = model.decoder(tgt[:, :2], memory, src_mask, cache, rows)
         tail = model.decoder(tgt[:, 2:], memory, src_mask, cache, rows)
         logits = model.output_projection(torch.cat([head, tail], dim=1))

@@ -148,3 +148,23 @@ def test_dropping_every_row_keeps_nothing():
         cache.reorder(nothing, nothing)
     for layer in cache.layers:
         assert layer.cross_attn[0].size(0) == 0 and layer.self_attn.keys.size(0) == 0
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_step_given_the_laid_out_sources_is_one_graph(kernel):
+    """The layout reads the index's values (bincount, a sortedness check); given it laid out,
+    a cached step has nothing data-dependent left for torch.compile to break its graph at."""
+    model = tiny_model(kernel)
+    sentences = sentence_batch([5, 3, 4])
+    src_mask = model.src_mask(sentences)
+    with torch.inference_mode():
+        memory = model.encode(sentences, src_mask)
+        for sources in (torch.arange(3).repeat_interleave(K), torch.tensor([2, 0, 2, 1])):
+            rows = model.source_rows(sources, 3)
+            tokens = torch.full((sources.numel(),), BOS)
+            _, cache = model.decode_step(tokens, memory, src_mask, rows, None)
+            explained = torch._dynamo.explain(model.decode_step)(
+                tokens, memory, src_mask, rows, cache
+            )
+            assert explained.graph_break_count == 0, explained.break_reasons
+            assert explained.graph_count == 1

@@ -141,7 +141,7 @@ class Decoder(_LayerStack):
         memory: Tensor,
         src_mask: Tensor,
         cache: DecoderCache | None = None,
-        sources: Tensor | None = None,
+        sources: SourceRows | None = None,
     ) -> Tensor:
         """Hidden states of target positions.
 
@@ -153,17 +153,14 @@ class Decoder(_LayerStack):
             src_mask: (B, 1, 1, S) bool, True = real source token; with a cache (N, 1, 1, S).
             cache: None for a full (teacher-forced) pass; else updated in place. Its `length`
                 may be a (B,) tensor: rows at different positions (a server's batch).
-            sources: with a cache, (B,) long: the source (row of memory) each row reads.
+            sources: with a cache, the source (row of memory) each row reads, laid out.
 
         Returns:
             (B, T, D).
         """
         offset = 0 if cache is None else cache.length
-        rows = None
-        if cache is not None:
-            if sources is None:
-                raise ValueError("a cached decoding step needs the source of each row")
-            rows = SourceRows.of(sources, src_mask.size(0))
+        if cache is not None and sources is None:
+            raise ValueError("a cached decoding step needs the source of each row")
         x = self.embed(tgt_ids, offset)
         # Sparse patterns: the new queries' rows against every key, cached ones included.
         # Flex only pays for the full pass; a decoding step has one query row.
@@ -175,7 +172,7 @@ class Decoder(_LayerStack):
         bias = self.self_bias(x.size(1), offset)
         for i, layer in enumerate(self.layers):
             layer_cache = None if cache is None else cache.layers[i]
-            x = layer(x, memory, src_mask, layer_cache, self_mask, bias, rows)
+            x = layer(x, memory, src_mask, layer_cache, self_mask, bias, sources)
         return self.normed(x)
 
     def forward_with_weights(
@@ -303,12 +300,17 @@ class Seq2SeqTransformer(nn.Module):
         """src_ids (B, S), src_mask (B, 1, 1, S) -> memory (B, S, D)."""
         return self.encoder(src_ids, src_mask)
 
+    def source_rows(self, sources: Tensor, n_sources: int) -> SourceRows:
+        """The layout `decode_step` reads of rows reading sources `sources` (B,) long, each
+        in [0, n_sources): computed once while the rows keep their sources."""
+        return SourceRows.of(sources, n_sources)
+
     def decode_step(
         self,
         tgt_ids: Tensor,
         memory: Tensor,
         src_mask: Tensor,
-        sources: Tensor,
+        sources: SourceRows | Tensor,
         cache: DecoderCache | None,
     ) -> tuple[Tensor, DecoderCache]:
         """One incremental decoding step.
@@ -318,8 +320,11 @@ class Seq2SeqTransformer(nn.Module):
             memory: (N, S, D) encoder output, one row per source; only read on the first step
                 (its cross-attention keys/values are cached, once per source).
             src_mask: (N, 1, 1, S) bool, True = real source token.
-            sources: (B,) long, the source (row of memory) each row reads: row // K for the
-                beams of a search, a server's slots, arange(B) for one memory row per row.
+            sources: which source (row of memory) each row reads: `source_rows`' layout of
+                the (B,) long index, or the index itself (row // K for the beams of a search,
+                a server's slots, arange(B) for one memory row per row), then laid out at this
+                step. Callers that step many times lay it out once per change of rows: the
+                layout reads the index's values, which stops `torch.compile`'s graph.
             cache: None on the first step (or an empty `decoder.new_cache(...)`, e.g. one
                 storing keys and values in a narrower dtype).
 
@@ -328,6 +333,8 @@ class Seq2SeqTransformer(nn.Module):
         """
         if cache is None:
             cache = self.decoder.new_cache()
+        if isinstance(sources, Tensor):
+            sources = self.source_rows(sources, src_mask.size(0))
         hidden = self.decoder(tgt_ids[:, None], memory, src_mask, cache, sources)  # (B, 1, D)
         logits = self.output_projection(hidden[:, -1]).float()  # (B, V)
         # In place unless a gradient is wanted: a second (B, V) tensor (10 MB at 320 rows of

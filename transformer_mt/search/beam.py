@@ -82,9 +82,9 @@ def _first_log_probs(
     """
     k = state.beam_size
     last = state.last_tokens(bos_id)[::k]  # (N,)
-    rows.sources = rows.sources[::k]  # (N,): the rows decoded, each its sentence's source
+    rows.read_from(rows.sources[::k])  # (N,): the rows decoded, each its sentence's source
     log_probs, rows.cache = model.decode_step(
-        last, rows.memory, rows.src_mask, rows.sources, rows.cache
+        last, rows.memory, rows.src_mask, rows.laid_out(model), rows.cache
     )
     return log_probs if k == 1 else log_probs.repeat_interleave(k, dim=0)
 

@@ -25,20 +25,27 @@ class DecodingModel(Protocol):
         """src_ids (B, S) long, src_mask (B, 1, 1, S) bool True = real token -> memory (B, S, D)."""
         ...
 
+    def source_rows(self, sources: Tensor, n_sources: int) -> object:
+        """sources (R,) long, the source (row of memory) each row reads, each in
+        [0, n_sources) -> that index in the form `decode_step` reads (the model's own: for
+        `Seq2SeqTransformer` which rows attend together). Search asks once per change of its
+        rows' sources, not at every step."""
+        ...
+
     def decode_step(
         self,
         tgt_ids: Tensor,
         memory: Tensor,
         src_mask: Tensor,
-        sources: Tensor,
+        sources: object,
         cache: ReorderableCache | None,
     ) -> tuple[Tensor, ReorderableCache]:
         """tgt_ids (R,) last token per row, memory (N, S, D) and src_mask (N, 1, 1, S) one row
-        per source, sources (R,) long the source each row reads, cache (None on the first
-        step) -> log_probs (R, V) of the next token, a tensor of the caller's own (beam search
-        overwrites it), and the updated cache.
+        per source, sources what `source_rows` returned for the rows, cache (None on the
+        first step) -> log_probs (R, V) of the next token, a tensor of the caller's own (beam
+        search overwrites it), and the updated cache.
 
         The model may compute what it needs of a source once, on the first step, and keep it
-        in the cache: a reorder that keeps rows inside their sources changes `sources`
-        (reordered like the rows) and leaves the cache's sources alone."""
+        in the cache: a reorder that keeps every row inside its source leaves the cache's
+        sources, and `sources`, alone."""
         ...

@@ -26,6 +26,18 @@ class ModelRows:
     src_mask: Tensor  # (N, 1, 1, S) bool
     sources: Tensor  # (R,) long: the row of memory each row reads
     cache: ReorderableCache | None
+    # `sources` as the model reads it (`DecodingModel.source_rows`); None: not asked yet.
+    layout: object | None = None
+
+    def read_from(self, sources: Tensor) -> None:
+        """The rows now read `sources` (R,) long; the model lays them out at the next step."""
+        self.sources, self.layout = sources, None
+
+    def laid_out(self, model: DecodingModel) -> object:
+        """`sources` as `model.decode_step` reads it, asked once per change of sources."""
+        if self.layout is None:
+            self.layout = model.source_rows(self.sources, self.memory.size(0))
+        return self.layout
 
 
 def start_rows(
@@ -64,7 +76,7 @@ def next_log_probs(model: DecodingModel, state: BeamState, rows: ModelRows, bos_
     yet removed (callers apply `BeamState.forbid`)."""
     last = state.last_tokens(bos_id)  # (R,)
     log_probs, rows.cache = model.decode_step(
-        last, rows.memory, rows.src_mask, rows.sources, rows.cache
+        last, rows.memory, rows.src_mask, rows.laid_out(model), rows.cache
     )
     return log_probs
 
@@ -86,10 +98,14 @@ def drop_done(state: BeamState, rows: ModelRows, done: Tensor, beam_rows: Tensor
             beam_rows = beam_rows.reshape(n_sentences, beam_size)[~done].reshape(-1)
         # The sources no row reads any more leave, memory and cache alike; the index is
         # renumbered over those that stay.
-        kept_sources, rows.sources = rows.sources[beam_rows].unique(return_inverse=True)
+        kept_sources, sources = rows.sources[beam_rows].unique(return_inverse=True)
+        rows.read_from(sources)
         rows.memory = rows.memory[kept_sources]
         rows.src_mask = rows.src_mask[kept_sources]
-    elif beam_rows is not None:
-        rows.sources = rows.sources[beam_rows]
+    elif beam_rows is not None and beam_rows.numel() != rows.sources.numel():
+        # A beam's rows continue rows of their own sentence, all reading one source: only a
+        # change in the number of rows (one per sentence after the first step) changes the
+        # index, and a step that keeps the rows keeps the model's layout of them.
+        rows.read_from(rows.sources[beam_rows])
     if beam_rows is not None and rows.cache is not None:
         rows.cache = rows.cache.reorder(beam_rows, kept_sources)

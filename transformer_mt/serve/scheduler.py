@@ -91,7 +91,7 @@ class ContinuousBatch:
         self.finished: dict[int, list[Hypothesis]] = defaultdict(list)
         self._sources_changed = True
         self._sources = SourceSlots()
-        self._row_sources: Tensor | None = None  # (R,) long: each row's slot
+        self._row_sources: object = None  # each row's slot, as the model reads it
 
     @property
     def sentences(self) -> list[Sentence]:
@@ -261,7 +261,8 @@ class ContinuousBatch:
         self.cache.attend_sources(self._sources.attended)
         slot_of = self._sources.slot_of
         slots = [slot_of[s.key] for s in sentences for _ in range(s.decode.beam_size)]
-        self._row_sources = torch.tensor(slots, dtype=torch.long, device=self.device)
+        slots = torch.tensor(slots, dtype=torch.long, device=self.device)
+        self._row_sources = self.model.source_rows(slots, self._sources.memory.size(0))
 
     def _greedy_tokens(self) -> dict[int, list[int]]:
         """Each live greedy sentence's tokens so far."""
