@@ -322,6 +322,7 @@ class MarianForUpdater(torch.nn.Module):
     def __init__(self, marian: torch.nn.Module) -> None:
         super().__init__()
         self.marian = marian
+        self.pad_id = marian.config.pad_token_id  # the loss ignores it, as `Updater` reads
 
     def forward(
         self, src_ids: torch.Tensor, tgt_in_ids: torch.Tensor, src_mask: torch.Tensor

@@ -291,7 +291,7 @@ def ours_translate(
     memory for reuse, process-wide from here on), on ready-made id batches."""
     keep_freed_memory()
     cfg = decode_config(beam_size, args)
-    options = search_options(model, cache_dtype)
+    options = search_options(model, cache_dtype=cache_dtype)
 
     def translate(src_ids: torch.Tensor) -> list[list[int]]:
         src_mask = (src_ids != PAD_ID)[:, None, None, :]  # (B, 1, 1, S), True = real token

@@ -8,6 +8,8 @@ and read with `weights_only=True`; `Checkpoint` is its typed view, field for key
     ema           EMA weights, or None (train.ema_decay 0); inference and averaging prefer them
     config        the resolved config as a plain dict (`config_to_dict`)
     tokenizers    {"src": bytes, "tgt": bytes}: serialized SentencePiece models
+    specials      the special token ids (`SpecialTokens.to_dict`); absent from files that
+                  predate the key, which hold this toolkit's own ids
     step          optimizer updates taken
     version       transformer_mt version that wrote it (None in files that predate the key)
     training      the keys of `TrainingState`, stored at the top level of the dict; absent
@@ -42,7 +44,8 @@ from torch import Tensor
 
 from transformer_mt import __version__, kernels
 from transformer_mt.config import ExperimentConfig, config_from_dict, config_to_dict
-from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
+from transformer_mt.data.specials import SpecialTokens
+from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import TmtError, one_line
 from transformer_mt.files import (
     atomic_open,
@@ -105,11 +108,16 @@ class Checkpoint:
     version: str | None = __version__
     training: TrainingState | None = None
     averaged_from: list[str] | None = None
+    specials: dict[str, Any] | None = None  # `SpecialTokens.to_dict`; None: ours
 
     @property
     def weights(self) -> dict[str, Tensor]:
         """The weights to translate with and to average: the EMA ones when the run kept them."""
         return self.ema or self.model
+
+    def special_tokens(self, source: str | Path) -> SpecialTokens:
+        """The model's special ids (`SpecialTokens.from_dict`)."""
+        return SpecialTokens.from_dict(self.specials, str(source))
 
     def unpack_tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
         """The source and target tokenizers (see `pack_tokenizers`)."""
@@ -132,6 +140,8 @@ class Checkpoint:
             state.update((key, getattr(self.training, key)) for key in TRAINING_STATE_KEYS)
         if self.averaged_from is not None:
             state["averaged_from"] = self.averaged_from
+        if self.specials is not None:
+            state["specials"] = self.specials
         return state
 
     @classmethod
@@ -157,6 +167,7 @@ class Checkpoint:
             version=state.get("version"),
             training=training,
             averaged_from=state.get("averaged_from"),
+            specials=state.get("specials"),
         )
 
 
@@ -497,6 +508,7 @@ def average_checkpoints(paths: Sequence[str | Path]) -> Checkpoint:
         step=newest.step,
         version=newest.version,
         averaged_from=[str(p) for p in paths],
+        specials=newest.specials,
     )
 
 
@@ -510,6 +522,8 @@ def _refuse_another_model(
     )
     if other.tokenizers != first.tokenizers:
         differ.append("the tokenizers' vocabularies")
+    if other.special_tokens(path) != first.special_tokens(first_path):
+        differ.append("the special tokens")
     if differ:
         raise TmtError(
             f"{path}: another model than {first_path} (differs in {', '.join(differ)}); "
@@ -561,6 +575,7 @@ class InferenceBundle:
     config: ExperimentConfig
     src_tokenizer: Tokenizer
     tgt_tokenizer: Tokenizer
+    specials: SpecialTokens
 
 
 def load_for_inference(path: str | Path, device: str | torch.device = "cpu") -> InferenceBundle:
@@ -575,12 +590,14 @@ def load_for_inference(path: str | Path, device: str | torch.device = "cpu") -> 
     checkpoint = load_checkpoint(path, map_location="cpu")
     config = config_from_dict(checkpoint.config, source=f"{path} (stored config)")
     src_tokenizer, tgt_tokenizer = checkpoint.unpack_tokenizers()
+    specials = checkpoint.special_tokens(path)
     vocab_sizes = (src_tokenizer.vocab_size, tgt_tokenizer.vocab_size)
-    model = build_model(config.model, *vocab_sizes, PAD_ID, kernel=kernels.attention)
+    specials.check_vocabulary(min(vocab_sizes), str(path))
+    model = build_model(config.model, *vocab_sizes, specials.pad, kernel=kernels.attention)
     try:
         model.load_state_dict(checkpoint.weights, strict=True)
     except RuntimeError as err:
         first = str(err).splitlines()[0]
         raise TmtError(f"{path}: weights do not match the stored config ({first})") from None
     model.to(device).eval()
-    return InferenceBundle(model, config, src_tokenizer, tgt_tokenizer)
+    return InferenceBundle(model, config, src_tokenizer, tgt_tokenizer, specials)

@@ -7,6 +7,7 @@ from tests.corpora import slice_lines
 from transformer_mt.config import DataConfig, ExperimentConfig, TokenizerConfig, dump_config
 from transformer_mt.data.dataset import DataError, column_texts
 from transformer_mt.data.encoding import encode_corpus
+from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.pipeline import encode_splits, prepare_data, train_tokenizers_for
 from transformer_mt.training.run import run_training
 
@@ -46,7 +47,10 @@ def test_prepare_data_twice(tmp_path):
     fresh = encode_corpus(second.valid_text, tokenizers.src, tokenizers.tgt)
     assert fresh.tgt.values.tolist() == second.valid.tgt.values.tolist()
     data = prepare_data(
-        ExperimentConfig(data=cfg, tokenizer=tok_cfg), tokenizers.src, tokenizers.tgt
+        ExperimentConfig(data=cfg, tokenizer=tok_cfg),
+        tokenizers.src,
+        tokenizers.tgt,
+        SpecialTokens(),
     )
     batched = [i for batch in data.train.iterate(epoch=0) for i in batch.indices.tolist()]
     assert sorted(batched) == list(range(len(second.train)))  # every kept pair, once an epoch

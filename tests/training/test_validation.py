@@ -47,7 +47,7 @@ def test_a_valid_line_longer_than_the_position_table_is_translated_truncated(che
     tokenizers = (bundle.src_tokenizer, bundle.tgt_tokenizer)
     bleu = greedy_bleu(
         bundle.model, [long_line, "ein mann"], ["a man", "a man"], tokenizers,
-        bundle.config.decode, torch.device("cpu"),
+        bundle.specials, bundle.config.decode, torch.device("cpu"),
     )  # fmt: skip
     assert 0.0 <= bleu <= 100.0
 

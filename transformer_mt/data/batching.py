@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
-from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.errors import TmtError
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ class BatchingError(TmtError):
 
 @dataclass(frozen=True)
 class Batch:
-    """One training batch, padded with PAD_ID on the right.
+    """One training batch, padded with the pad id on the right.
 
     Shape:
         src_ids: (B, S) int64, each row x + EOS.
@@ -81,7 +81,7 @@ class SourceBatch:
     """Source sentences to translate, sorted by length; `indices` restores input order.
 
     Shape:
-        src_ids: (B, S) int64, each row x + EOS, right-padded with PAD_ID.
+        src_ids: (B, S) int64, each row x + eos, right-padded with the pad id.
         src_mask: (B, 1, 1, S) bool, True at real source tokens.
         indices: (B,) int64, each row's position in the input.
     """
@@ -159,16 +159,20 @@ def shard_batches(batches: Sequence[T], rank: int, world_size: int) -> list[T]:
     return list(batches[rank:usable:world_size])
 
 
-def collate(corpus: EncodedCorpus, indices: np.ndarray) -> Batch:
-    """Pad the pairs `indices` of `corpus` into a Batch (masks and shifted targets built here)."""
+def collate(
+    corpus: EncodedCorpus, indices: np.ndarray, specials: SpecialTokens = OWN_SPECIALS
+) -> Batch:
+    """Pad the pairs `indices` of `corpus` into a Batch (masks and shifted targets built here):
+    sources end in eos, decoder inputs start with `specials.bos`, outputs end in eos."""
     indices = np.asarray(indices, dtype=np.int64)
-    src_ids = _pad_rows(corpus.src, indices, prefix=None, suffix=EOS_ID)
-    tgt_in_ids = _pad_rows(corpus.tgt, indices, prefix=BOS_ID, suffix=None)
-    tgt_out_ids = _pad_rows(corpus.tgt, indices, prefix=None, suffix=EOS_ID)
+    pad, eos = specials.pad, specials.eos
+    src_ids = _pad_rows(corpus.src, indices, pad, prefix=None, suffix=eos)
+    tgt_in_ids = _pad_rows(corpus.tgt, indices, pad, prefix=specials.bos, suffix=None)
+    tgt_out_ids = _pad_rows(corpus.tgt, indices, pad, prefix=None, suffix=eos)
     src = torch.from_numpy(src_ids)
     return Batch(
         src_ids=src,
-        src_mask=(src != PAD_ID)[:, None, None, :],  # (B, 1, 1, S)
+        src_mask=(src != pad)[:, None, None, :],  # (B, 1, 1, S)
         tgt_in_ids=torch.from_numpy(tgt_in_ids),
         tgt_out_ids=torch.from_numpy(tgt_out_ids),
         indices=torch.from_numpy(indices),
@@ -177,14 +181,14 @@ def collate(corpus: EncodedCorpus, indices: np.ndarray) -> Batch:
 
 
 def _pad_rows(
-    column: TokenColumn, indices: np.ndarray, prefix: int | None, suffix: int | None
+    column: TokenColumn, indices: np.ndarray, pad: int, prefix: int | None, suffix: int | None
 ) -> np.ndarray:
-    """(B, L) int64 array of rows `indices`, each wrapped in prefix/suffix, padded with PAD_ID."""
+    """(B, L) int64 array of rows `indices`, each wrapped in prefix/suffix, padded with `pad`."""
     rows = column.select(indices)
     lengths = rows.lengths
     extra = (prefix is not None) + (suffix is not None)
     width = int(lengths.max(initial=0)) + extra
-    out = np.full((len(indices), width), PAD_ID, dtype=np.int64)  # (B, L)
+    out = np.full((len(indices), width), pad, dtype=np.int64)  # (B, L)
     start = 1 if prefix is not None else 0
     row_of = np.repeat(np.arange(len(indices)), lengths)
     col_of = np.arange(len(rows.values)) - np.repeat(rows.offsets[:-1], lengths) + start
@@ -228,8 +232,10 @@ class BatchIterator:
         rank: int = 0,
         world_size: int = 1,
         resample: Callable[[int], EncodedCorpus] | None = None,
+        specials: SpecialTokens = OWN_SPECIALS,
     ) -> None:
         self.corpus = corpus
+        self.specials = specials
         self.max_tokens = max_tokens
         self.seed = seed
         self.rank = rank
@@ -255,7 +261,7 @@ class BatchIterator:
                 f"epoch {epoch} has no batches for rank {self.rank} of {self.world_size}: the "
                 "training set is too small for this many ranks"
             )
-        batch = collate(self.corpus_for(epoch), indices[self.position.batch_index])
+        batch = collate(self.corpus_for(epoch), indices[self.position.batch_index], self.specials)
         self.position.batch_index += 1
         if self.position.batch_index >= len(indices):
             self.position = DataPosition(epoch + 1, 0)
@@ -327,7 +333,9 @@ class BatchIterator:
 
 
 def make_source_batches(
-    src: TokenColumn | Sequence[Sequence[int]], max_tokens: int
+    src: TokenColumn | Sequence[Sequence[int]],
+    max_tokens: int,
+    specials: SpecialTokens = OWN_SPECIALS,
 ) -> list[SourceBatch]:
     """Sort sources by length (longest first) and cut them into batches of <= `max_tokens`.
 
@@ -347,10 +355,10 @@ def make_source_batches(
     ordered = np.argsort(-cost, kind="stable")
     batches = []
     for indices in _cut_at_budget(ordered, cost, max_tokens):
-        src_ids = torch.from_numpy(_pad_rows(column, indices, prefix=None, suffix=EOS_ID))
-        batches.append(
-            SourceBatch(src_ids, (src_ids != PAD_ID)[:, None, None, :], torch.from_numpy(indices))
-        )
+        rows = _pad_rows(column, indices, specials.pad, prefix=None, suffix=specials.eos)
+        src_ids = torch.from_numpy(rows)
+        src_mask = (src_ids != specials.pad)[:, None, None, :]
+        batches.append(SourceBatch(src_ids, src_mask, torch.from_numpy(indices)))
     return batches
 
 

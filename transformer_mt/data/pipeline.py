@@ -13,7 +13,7 @@ the checkpoint it resumes or trains them (`train_tokenizers_for`), then calls `p
 
 Example:
     pair = train_tokenizers_for(config.data, config.tokenizer, run_dir)
-    data = prepare_data(config, pair.src, pair.tgt)
+    data = prepare_data(config, pair.src, pair.tgt, SpecialTokens())
     batch = next(data.train)
 """
 
@@ -44,6 +44,7 @@ from transformer_mt.data.streaming import (
     sample_pairs,
 )
 from transformer_mt.data.tokenizer import Tokenizer, TokenizerPair, train_tokenizers
+from transformer_mt.data.specials import SpecialTokens
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,7 @@ def prepare_data(
     config: ExperimentConfig,
     src_tok: Tokenizer,
     tgt_tok: Tokenizer,
+    specials: SpecialTokens,
     rank: int = 0,
     world_size: int = 1,
 ) -> TrainData:
@@ -128,6 +130,8 @@ def prepare_data(
     large enough for the longest of them.
 
     Args:
+        specials: the model's special ids (padding, the appended eos, the decoder's first
+            input).
         rank, world_size: which share of every epoch this process trains on.
 
     Raises:
@@ -140,20 +144,20 @@ def prepare_data(
         settings = StreamSettings(
             config.data, train_cfg.max_tokens, train_cfg.seed, rank, world_size
         )
-        train = StreamingBatches(settings, src_tok, tgt_tok)
+        train = StreamingBatches(settings, src_tok, tgt_tok, specials)
         valid_text = load_split(config.data, "valid")
         valid = encode_corpus(valid_text, src_tok, tgt_tok, Path(config.data.cache_dir))
     else:
         splits = encode_splits(config.data, src_tok, tgt_tok)
         resample = _dropout_corpus(config, splits, src_tok, tgt_tok)
         train = BatchIterator(
-            splits.train, train_cfg.max_tokens, train_cfg.seed, rank, world_size, resample
+            splits.train, train_cfg.max_tokens, train_cfg.seed, rank, world_size, resample, specials
         )
         valid, valid_text = splits.valid, splits.valid_text
     n_bleu = min(len(valid), train_cfg.valid_max_sentences or len(valid))
     return TrainData(
         train=train,
-        valid_batches=_valid_loss_batches(valid, config),
+        valid_batches=_valid_loss_batches(valid, config, specials),
         valid_sources=column_texts(valid_text, "src")[:n_bleu],
         valid_references=column_texts(valid_text, "tgt")[:n_bleu],
     )
@@ -182,7 +186,9 @@ def _dropout_corpus(
     )
 
 
-def _valid_loss_batches(valid: EncodedCorpus, config: ExperimentConfig) -> list[Batch]:
+def _valid_loss_batches(
+    valid: EncodedCorpus, config: ExperimentConfig, specials: SpecialTokens
+) -> list[Batch]:
     """Batches of the validation pairs whose sides fit the position table with their EOS/BOS.
 
     Raises:
@@ -205,4 +211,4 @@ def _valid_loss_batches(valid: EncodedCorpus, config: ExperimentConfig) -> list[
     longest = int(np.maximum(valid.src.lengths, valid.tgt.lengths).max()) + 1
     budget = max(config.train.max_tokens, longest)
     batches = make_batches(valid.src.lengths, valid.tgt.lengths, budget, seed=0, epoch=0)
-    return [collate(valid, indices) for indices in batches]
+    return [collate(valid, indices, specials) for indices in batches]

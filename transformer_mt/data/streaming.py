@@ -49,6 +49,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from transformer_mt.config import DataConfig
 from transformer_mt.data.batching import Batch, collate, make_batches
+from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.dataset import (
     CleanReport,
     DataError,
@@ -90,10 +91,10 @@ class Chunk:
     numbers: np.ndarray  # (N,) int64 each kept pair's number in the corpus
     batches: list[np.ndarray]  # rows of `corpus` per batch, in reading order
 
-    def batch(self, index: int) -> Batch:
+    def batch(self, index: int, specials: SpecialTokens) -> Batch:
         rows = self.batches[index]
         return dataclasses.replace(
-            collate(self.corpus, rows), indices=torch.from_numpy(self.numbers[rows])
+            collate(self.corpus, rows, specials), indices=torch.from_numpy(self.numbers[rows])
         )
 
 
@@ -233,9 +234,16 @@ class StreamingBatches:
         batch = next(batches)
     """
 
-    def __init__(self, settings: StreamSettings, src_tok: Tokenizer, tgt_tok: Tokenizer) -> None:
+    def __init__(
+        self,
+        settings: StreamSettings,
+        src_tok: Tokenizer,
+        tgt_tok: Tokenizer,
+        specials: SpecialTokens = OWN_SPECIALS,
+    ) -> None:
         self.settings = settings
         self.models = (src_tok.model_bytes, tgt_tok.model_bytes)
+        self.specials = specials
         self.position = StreamPosition()
         self._chunks: Iterator[Chunk | ReadFailure] | None = None
         self._chunk: Chunk | None = None
@@ -251,7 +259,7 @@ class StreamingBatches:
             self._open()
         assert self._chunk is not None
         epoch, chunk, index = dataclasses.astuple(self.position)
-        batch = self._chunk.batch(index)
+        batch = self._chunk.batch(index, self.specials)
         self.position = StreamPosition(epoch, chunk, index + 1)
         if self.position.batch_index >= len(self._chunk.batches):
             self._next_chunk()

@@ -15,7 +15,6 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from transformer_mt.data.tokenizer import BOS_ID
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import atomic_path, check_output
 from transformer_mt.inference.translator import GREEDY, Translator
@@ -58,7 +57,7 @@ def draw_attention(
         batch = next(translator.batches([source]))
         tgt_ids = translator.tgt_tokenizer.encode(tgt)
     src_ids = batch.src_ids[0].tolist()  # the source subwords and EOS
-    tgt_in = [BOS_ID, *tgt_ids][: cfg.max_positions]  # queries: the last one predicts EOS
+    tgt_in = [translator.specials.bos, *tgt_ids][: cfg.max_positions]  # the last predicts EOS
     with torch.no_grad():
         maps = model.attention_maps(batch.src_ids, torch.tensor([tgt_in], device=device))
     src_pieces = [translator.src_tokenizer.id_to_piece(i) for i in src_ids]

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from transformer_mt.artifacts import InferenceBundle, load_for_inference
-from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, Tokenizer
+from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import output_folder
 from transformer_mt.inference.export_ct2 import export_ctranslate2
@@ -54,7 +54,8 @@ def _write_hf(bundle: InferenceBundle, out: Path) -> None:
     """The Marian model and tokenizer files of `bundle`, into the folder `out`."""
     from transformers import MarianTokenizer
 
-    to_marian(bundle.model, bos_id=BOS_ID, eos_id=EOS_ID).save_pretrained(out)
+    specials = bundle.specials
+    to_marian(bundle.model, bos_id=specials.bos, eos_id=specials.eos).save_pretrained(out)
     joint = bundle.src_tokenizer.model_bytes == bundle.tgt_tokenizer.model_bytes
     (out / "source.spm").write_bytes(bundle.src_tokenizer.model_bytes)
     (out / "target.spm").write_bytes(bundle.tgt_tokenizer.model_bytes)

@@ -47,7 +47,8 @@ from torch import Tensor
 
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.config import ModelConfig
-from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, Tokenizer
+from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
+from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import output_folder
 from transformer_mt.model import Seq2SeqTransformer
@@ -182,9 +183,13 @@ def _vocabulary(tokenizer: Tokenizer) -> list[str]:
 
 
 def build_spec(
-    model: Seq2SeqTransformer, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer
+    model: Seq2SeqTransformer,
+    src_tokenizer: Tokenizer,
+    tgt_tokenizer: Tokenizer,
+    specials: SpecialTokens = OWN_SPECIALS,
 ) -> Any:
-    """A validated `ctranslate2.specs.TransformerSpec` computing the same function as `model`.
+    """A validated `ctranslate2.specs.TransformerSpec` computing the same function as `model`,
+    with its special tokens named by `specials`' ids.
 
     Raises:
         TmtError: an option CTranslate2 cannot express, or vocabularies that do not match the
@@ -206,10 +211,10 @@ def build_spec(
     spec.register_source_vocabulary(_vocabulary(src_tokenizer))
     spec.register_target_vocabulary(_vocabulary(tgt_tokenizer))
     config = spec.config
-    config.unk_token = tgt_tokenizer.id_to_piece(UNK_ID)
-    config.bos_token = tgt_tokenizer.id_to_piece(BOS_ID)
-    config.eos_token = tgt_tokenizer.id_to_piece(EOS_ID)
-    config.decoder_start_token = config.bos_token  # our decoder starts from BOS's embedding
+    config.unk_token = tgt_tokenizer.id_to_piece(specials.unk)
+    config.bos_token = tgt_tokenizer.id_to_piece(specials.bos)
+    config.eos_token = tgt_tokenizer.id_to_piece(specials.eos)
+    config.decoder_start_token = config.bos_token  # the decoder starts from bos's embedding
     config.add_source_eos = True  # like make_source_batches: source pieces + EOS
     config.layer_norm_epsilon = cfg.layer_norm_eps
     # Read only by CTranslate2's tensor-parallel loader: q and k/v projections differ in size.
@@ -244,7 +249,7 @@ def export_ctranslate2(
         raise SettingError("quantize", quantize, f"CTranslate2 accepts {accepted}")
     bundle = load_for_inference(checkpoint)
     with torch.no_grad():
-        spec = build_spec(bundle.model, bundle.src_tokenizer, bundle.tgt_tokenizer)
+        spec = build_spec(bundle.model, bundle.src_tokenizer, bundle.tgt_tokenizer, bundle.specials)
     spec.optimize(quantization=quantize)
     with output_folder(out_dir) as tmp:
         spec.save(str(tmp))

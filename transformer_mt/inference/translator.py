@@ -27,13 +27,14 @@ from torch import Tensor
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.config import DecodeConfig, check_one_prefix_per_text
 from transformer_mt.data.batching import SourceBatch, make_source_batches, restore_order
-from transformer_mt.data.tokenizer import BOS_ID, Tokenizer
+from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
+from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError
 from transformer_mt.inference.packed import pack_where_it_pays
 from transformer_mt.inference.quantize import QUANTIZE_OPTIONS, int8_cache_dtype, quantize_int8
 from transformer_mt.machine import resolve_device
 from transformer_mt.model import Seq2SeqTransformer
-from transformer_mt.search import SearchOptions, SearchResult, search
+from transformer_mt.search import SearchOptions, SearchResult, SpecialIds, search
 
 # The decode changes that make any settings a greedy search with the same length limits
 # (validation and attention maps: one cheap, deterministic hypothesis).
@@ -46,15 +47,18 @@ def greedy(decode: DecodeConfig) -> DecodeConfig:
 
 
 def search_options(
-    model: Seq2SeqTransformer, cache_dtype: torch.dtype | None = None
+    model: Seq2SeqTransformer,
+    specials: SpecialTokens = OWN_SPECIALS,
+    cache_dtype: torch.dtype | None = None,
 ) -> SearchOptions:
-    """How every translation search of `model` runs: decoding capped at its position table
-    (a hypothesis never needs a position the model lacks), keys and values of the decoding
-    cache stored in `cache_dtype` (None: the dtype they are computed in)."""
+    """How every translation search of `model` runs: with its special ids, decoding capped at
+    its position table (a hypothesis never needs a position the model lacks), keys and values
+    of the decoding cache stored in `cache_dtype` (None: the dtype they are computed in)."""
     new_cache = None
     if cache_dtype is not None:
         new_cache = functools.partial(model.decoder.new_cache, dtype=cache_dtype)
-    return SearchOptions(max_len_cap=model.cfg.max_positions, new_cache=new_cache)
+    ids = SpecialIds(specials.pad, specials.bos, specials.eos, specials.never)
+    return SearchOptions(ids=ids, max_len_cap=model.cfg.max_positions, new_cache=new_cache)
 
 
 @dataclass
@@ -96,6 +100,7 @@ class Translator:
         device: torch.device | str = "cpu",
         alignment_layer: int | None = None,
         cache_dtype: torch.dtype | None = None,
+        specials: SpecialTokens = OWN_SPECIALS,
     ):
         decode.validate()
         if alignment_layer is not None:
@@ -111,7 +116,8 @@ class Translator:
         self.device = torch.device(device)
         self.alignment_layer = alignment_layer
         self.cache_dtype = cache_dtype
-        self.options = search_options(model, cache_dtype)
+        self.specials = specials
+        self.options = search_options(model, specials, cache_dtype)
         # Source tokens a line may keep: the position table also holds the appended EOS.
         self.max_src_tokens = model.cfg.max_positions - 1
         self.truncated_lines = 0
@@ -156,6 +162,7 @@ class Translator:
             device,
             alignment_layer,
             cache_dtype,
+            bundle.specials,
         )
 
     def translate(
@@ -185,7 +192,11 @@ class Translator:
                 if self.alignment_layer is not None:
                     src_ids = batch.src_ids[row, batch.src_mask[row].view(-1)]  # (S,), with EOS
                     searched[-1].alignment = alignment_pairs(
-                        self.model, src_ids, result.best.tokens, self.alignment_layer
+                        self.model,
+                        src_ids,
+                        result.best.tokens,
+                        self.alignment_layer,
+                        self.specials.bos,
                     )
             indices.extend(batch.indices.tolist())
             if on_batch is not None:
@@ -214,7 +225,8 @@ class Translator:
     ) -> Iterator[SourceBatch]:
         """`sources` (from `source_ids`) in length-sorted batches of at most `max_tokens`
         (default `decode.max_tokens`), EOS appended, on the device."""
-        for batch in make_source_batches(sources, max_tokens or self.decode.max_tokens):
+        budget = max_tokens or self.decode.max_tokens
+        for batch in make_source_batches(sources, budget, self.specials):
             yield batch.to(self.device)
 
     def search_batches(
@@ -240,11 +252,11 @@ class Translator:
 
 
 def alignment_pairs(
-    model: Seq2SeqTransformer, src_ids: Tensor, tgt_ids: list[int], layer: int
+    model: Seq2SeqTransformer, src_ids: Tensor, tgt_ids: list[int], layer: int, bos: int
 ) -> list[tuple[int, int]]:
     """Subword alignment of one sentence pair from cross-attention (plain-math path).
 
-    Target token j is produced by decoder query j (input BOS + tgt_ids[:j]); it aligns to the
+    Target token j is produced by decoder query j (input `bos` + tgt_ids[:j]); it aligns to the
     source subword with the largest weight of decoder layer `layer`'s cross-attention,
     averaged over heads. The appended source EOS is never chosen (unless it is all there is).
 
@@ -257,7 +269,7 @@ def alignment_pairs(
     """
     if not tgt_ids:
         return []
-    tgt_in = torch.tensor([[BOS_ID, *tgt_ids[:-1]]], device=src_ids.device)  # (1, T)
+    tgt_in = torch.tensor([[bos, *tgt_ids[:-1]]], device=src_ids.device)  # (1, T)
     with torch.no_grad():
         cross = model.attention_maps(src_ids[None], tgt_in).cross[layer]  # (1, H, T, S)
     n_words = max(src_ids.numel() - 1, 1)  # the subwords, without the EOS

@@ -79,10 +79,12 @@ class BeamState:
         return torch.where(steps > 0, last, bos_id)
 
     def forbid(self, log_probs: Tensor, min_len: int, ids: SpecialIds) -> Tensor:
-        """`log_probs` (N, K, V), changed in place and returned: -inf for PAD and BOS always,
-        for EOS before min_len tokens, and for all but the prefix token while a sentence is
-        inside its forced prefix (the prefix token keeps its log-prob, so scores count it)."""
-        log_probs.index_fill_(2, torch.tensor([ids.pad, ids.bos], device=log_probs.device), -INF)
+        """`log_probs` (N, K, V), changed in place and returned: -inf for the ids the model
+        never produces (`SpecialIds.never`) always, for EOS before min_len tokens, and for all
+        but the prefix token while a sentence is inside its forced prefix (the prefix token
+        keeps its log-prob, so scores count it)."""
+        if ids.never:
+            log_probs.index_fill_(2, torch.tensor(ids.never, device=log_probs.device), -INF)
         early = self.steps < min_len  # (N,)
         if bool(early.any()):
             log_probs[:, :, ids.eos].masked_fill_(early[:, None], -INF)

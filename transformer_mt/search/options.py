@@ -10,16 +10,21 @@ import torch
 
 from transformer_mt.search.protocol import ReorderableCache
 
-# The fixed special ids of data/tokenizer.py (PAD_ID, BOS_ID, EOS_ID), repeated here rather than
-# imported so that search depends on the decoding protocol only.
+# The special ids of the models this toolkit trains (data/tokenizer.py), repeated here rather
+# than imported so that search depends on the decoding protocol only; a model with others
+# (an imported one) passes its own (data/specials.py).
 PAD_ID, BOS_ID, EOS_ID = 0, 2, 3
 
 
 @dataclass(frozen=True)
 class SpecialIds:
-    pad: int = PAD_ID
-    bos: int = BOS_ID
-    eos: int = EOS_ID
+    pad: int = PAD_ID  # pads finished rows' tokens
+    bos: int = BOS_ID  # the decoder's first input
+    eos: int = EOS_ID  # ends a hypothesis
+    never: tuple[int, ...] = (PAD_ID, BOS_ID)  # ids no hypothesis may contain
+
+
+OWN_IDS = SpecialIds()  # the models this toolkit trains
 
 
 @dataclass(frozen=True)

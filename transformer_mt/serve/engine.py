@@ -449,6 +449,7 @@ class Engine:
             translator.cache_dtype,
             self.prefixes,
             0 if _one_view(translator.model.cfg) else self.limits.group_rows,
+            translator.options.ids,
         )
 
 

@@ -25,6 +25,7 @@ from transformer_mt.config import DecodeConfig
 from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.search import Hypothesis, SpecialIds, beam_step
 from transformer_mt.search.beam_state import BeamState
+from transformer_mt.search.options import OWN_IDS
 from transformer_mt.serve.paged import BlockPool, PagedDecoderCache
 from transformer_mt.serve.prefix_cache import PrefixMatch, PrefixTree
 
@@ -78,11 +79,12 @@ class ContinuousBatch:
         cache_dtype: torch.dtype | None = None,
         prefixes: PrefixTree | None = None,
         group_rows: int = 0,
+        ids: SpecialIds = OWN_IDS,
     ):
         self.model = model
         self.prefixes = prefixes
         self.pool = pool
-        self.ids = SpecialIds()
+        self.ids = ids
         self.device = pool.keys.device
         self.cache = PagedDecoderCache(
             pool, model.cfg.decoder_layers, cache_dtype, group_rows=group_rows

@@ -31,7 +31,8 @@ from transformer_mt.config import (
 )
 from transformer_mt.data.dataset import check_sources
 from transformer_mt.data.pipeline import prepare_data, train_tokenizers_for
-from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
+from transformer_mt.data.specials import SpecialTokens
+from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import atomic_open, atomic_path
 from transformer_mt.machine import ThreadGovernor, keep_freed_memory, resolve_device, set_threads
@@ -130,18 +131,22 @@ def _train(
 ) -> int:
     resume_path, resume = _resume_state(run_path, config)
     src_tok, tgt_tok = _main_rank_first(dist, lambda: _tokenizers(config, run_path, resume))
+    specials = SpecialTokens() if resume is None else resume.special_tokens(resume_path)
     data = _main_rank_first(
-        dist, lambda: prepare_data(config, src_tok, tgt_tok, dist.rank, dist.world_size)
+        dist,
+        lambda: prepare_data(config, src_tok, tgt_tok, specials, dist.rank, dist.world_size),
     )
     seed_everything(config.train.seed)
     vocab_sizes = (src_tok.vocab_size, tgt_tok.vocab_size)
-    model = build_model(config.model, *vocab_sizes, PAD_ID, kernel=kernels.attention)
+    model = build_model(config.model, *vocab_sizes, specials.pad, kernel=kernels.attention)
     # Same initial weights on every rank (DDP checks), different dropout masks afterwards.
     torch.manual_seed(config.train.seed + dist.rank)
     if dist.is_main:
         _record_config(run_path, config, resume)
         _log_start(config, run_path, model, device, dist)
-    trainer = Trainer(config, model, data, src_tok, tgt_tok, run_path, dist, device, governor)
+    trainer = Trainer(
+        config, model, data, src_tok, tgt_tok, run_path, dist, device, governor, specials
+    )
     if resume is not None:
         trainer.restore(resume)
         log.info("resumed from %s at step %d", resume_path, trainer.step)

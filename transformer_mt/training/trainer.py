@@ -28,6 +28,7 @@ from transformer_mt import artifacts
 from transformer_mt.artifacts import Checkpoint, TrainingState
 from transformer_mt.config import ExperimentConfig, config_to_dict
 from transformer_mt.data.pipeline import TrainData
+from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.machine import ThreadGovernor
@@ -64,6 +65,7 @@ class Trainer:
         dist: this process's rank (default: a single process).
         device: where the model lives.
         threads: adapts the CPU thread count to the machine's load (None: the count stays).
+        specials: the model's special ids, stored in checkpoints with the tokenizers.
     """
 
     def __init__(
@@ -77,6 +79,7 @@ class Trainer:
         dist: DistributedContext | None = None,
         device: torch.device | str = "cpu",
         threads: ThreadGovernor | None = None,
+        specials: SpecialTokens = OWN_SPECIALS,
     ) -> None:
         self.config = config
         self.cfg = config.train
@@ -84,6 +87,7 @@ class Trainer:
         self.dist = dist or DistributedContext()
         self.data = data
         self.tokenizers = (src_tokenizer, tgt_tokenizer)
+        self.specials = specials
         self.run_dir = Path(run_dir)
         self.updater = Updater(model, self.cfg, config.model.d_model, device, self.dist)
         self.early_stopping = EarlyStopping(self.cfg.patience)
@@ -181,6 +185,7 @@ class Trainer:
                     self.data.valid_sources if self.cfg.valid_bleu else None,
                     self.data.valid_references,
                     self.tokenizers,
+                    self.specials,
                     self.config.decode,
                     self.cfg.label_smoothing,
                     self.device,
@@ -230,6 +235,7 @@ class Trainer:
             model=self.model.state_dict(),
             config=config_to_dict(self.config),
             tokenizers=artifacts.pack_tokenizers(src, tgt),
+            specials=self.specials.to_dict(),
             step=self.step,
             ema=updater.ema.state_dict(self.model) if updater.ema is not None else None,
             training=TrainingState(

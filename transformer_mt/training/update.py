@@ -24,7 +24,6 @@ import torch
 
 from transformer_mt.config import TrainConfig
 from transformer_mt.data.batching import Batch
-from transformer_mt.data.tokenizer import PAD_ID
 from transformer_mt.errors import TmtError
 from transformer_mt.training.distributed import DistributedContext
 from transformer_mt.training.ema import WeightAverage
@@ -137,7 +136,9 @@ class Updater:
             with sync:
                 with self.autocast():
                     logits = self.wrapped(batch.src_ids, batch.tgt_in_ids, batch.src_mask)
-                sums = self.criterion(logits, batch.tgt_out_ids, self.cfg.label_smoothing, PAD_ID)
+                sums = self.criterion(
+                    logits, batch.tgt_out_ids, self.cfg.label_smoothing, self.model.pad_id
+                )
                 self.scaler.scale(sums.loss * scale).backward()
             loss_sum += sums.loss.detach().double()
             nll_sum += sums.nll.double()

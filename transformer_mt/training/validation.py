@@ -19,7 +19,8 @@ import torch
 
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batching import Batch
-from transformer_mt.data.tokenizer import PAD_ID, Tokenizer
+from transformer_mt.data.specials import SpecialTokens
+from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.evaluation import corpus_scores
 from transformer_mt.inference.translator import Translator, greedy
 from transformer_mt.model import Seq2SeqTransformer
@@ -57,7 +58,7 @@ def valid_loss(
         batch = batch.to(device)
         with autocast():
             logits = model(batch.src_ids, batch.tgt_in_ids, batch.src_mask)
-        sums = label_smoothed_loss(logits, batch.tgt_out_ids, label_smoothing, PAD_ID)
+        sums = label_smoothed_loss(logits, batch.tgt_out_ids, label_smoothing, model.pad_id)
         total_loss += sums.loss.item()
         total_nll += sums.nll.item()
         tokens += sums.n_tokens
@@ -69,6 +70,7 @@ def greedy_bleu(
     sources: Sequence[str],
     references: Sequence[str],
     tokenizers: tuple[Tokenizer, Tokenizer],
+    specials: SpecialTokens,
     decode_cfg: DecodeConfig,
     device: torch.device,
 ) -> float:
@@ -77,10 +79,11 @@ def greedy_bleu(
     Args:
         references: raw target lines, one per source line.
         tokenizers: (source, target).
+        specials: the model's special ids.
         decode_cfg: length limits (max_len_a, max_len_b, min_len) and batch size; beam and
             sampling settings are ignored.
     """
-    translator = Translator(model, *tokenizers, greedy(decode_cfg), device)
+    translator = Translator(model, *tokenizers, greedy(decode_cfg), device, specials=specials)
     hypotheses = [t.texts[0] for t in translator.translate(sources)]
     return corpus_scores(hypotheses, references, ["bleu"])[0].score
 
@@ -91,6 +94,7 @@ def validate(
     sources: Sequence[str] | None,
     references: Sequence[str],
     tokenizers: tuple[Tokenizer, Tokenizer],
+    specials: SpecialTokens,
     decode_cfg: DecodeConfig,
     label_smoothing: float,
     device: torch.device,
@@ -104,7 +108,9 @@ def validate(
         bleu = None
         if sources is not None:
             with autocast():
-                bleu = greedy_bleu(model, sources, references, tokenizers, decode_cfg, device)
+                bleu = greedy_bleu(
+                    model, sources, references, tokenizers, specials, decode_cfg, device
+                )
     finally:
         model.train(was_training)
     return ValidResult(loss, nll, perplexity(nll), None if bleu is None else float(bleu))

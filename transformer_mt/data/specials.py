@@ -1,0 +1,94 @@
+"""The special token ids of a model: which id pads, ends a sentence, starts the decoder, and
+which ids search must never produce.
+
+They belong to the model's vocabulary, not to the code: the models this toolkit trains use
+SentencePiece's pad 0 / unk 1 / bos 2 / eos 3 (`data/tokenizer.py`) and start the decoder
+with bos, while an imported OPUS-MT model ends sentences with id 0 and starts its decoder with
+its pad id, and NLLB starts it with eos. A checkpoint records them (`to_dict`); one written
+before they were recorded holds this toolkit's own, which `SpecialTokens()` is.
+
+Data (padding, the appended eos, the decoder's first input), training (the loss ignores pad),
+search and the server (the first input, the end, the forbidden ids) and the exporters read
+them from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from transformer_mt.errors import TmtError
+
+
+@dataclass(frozen=True)
+class SpecialTokens:
+    """Special ids, the same on the source and the target side."""
+
+    pad: int = PAD_ID  # fills batches; masked out of attention and the loss
+    unk: int = UNK_ID  # a piece the vocabulary lacks
+    bos: int = BOS_ID  # the decoder's first input (Marian: its pad; NLLB: its eos)
+    eos: int = EOS_ID  # appended to every source, ends every target
+    never: tuple[int, ...] = (PAD_ID, BOS_ID)  # ids search never produces
+    # Language code -> id of its tag token (`>>fra<<` of multilingual OPUS-MT models).
+    language_tags: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """What a checkpoint stores (plain ints, lists and strings)."""
+        data = asdict(self)
+        data["never"] = list(self.never)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: object, source: str) -> SpecialTokens:
+        """Read `to_dict`'s output; None (a checkpoint from before they were recorded): ours.
+
+        Raises:
+            TmtError: a field that is missing, unknown or not a non-negative int, naming it.
+        """
+        if data is None:
+            return cls()
+        if not isinstance(data, dict):
+            raise TmtError(f"{source}: special tokens: expected a mapping, got {data!r}")
+        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise TmtError(f"{source}: special tokens: unknown field {unknown[0]!r}")
+        for name in ("pad", "unk", "bos", "eos"):
+            if not _is_id(data.get(name)):
+                raise TmtError(f"{source}: special tokens: {name} must be an id, got {data.get(name)!r}")
+        never = data.get("never", [])
+        if not isinstance(never, list | tuple) or not all(_is_id(i) for i in never):
+            raise TmtError(f"{source}: special tokens: never must be a list of ids, got {never!r}")
+        tags = data.get("language_tags", {})
+        if not isinstance(tags, dict) or not all(
+            isinstance(k, str) and _is_id(v) for k, v in tags.items()
+        ):
+            raise TmtError(f"{source}: special tokens: language_tags must map codes to ids")
+        return cls(
+            pad=data["pad"],
+            unk=data["unk"],
+            bos=data["bos"],
+            eos=data["eos"],
+            never=tuple(never),
+            language_tags=dict(tags),
+        )
+
+    def check_vocabulary(self, size: int, source: str) -> None:
+        """Raise TmtError naming the first id outside a vocabulary of `size` entries."""
+        named = [("pad", self.pad), ("unk", self.unk), ("bos", self.bos), ("eos", self.eos)]
+        named += [("never", i) for i in self.never]
+        named += [(f"language_tags.{code}", i) for code, i in self.language_tags.items()]
+        for name, token in named:
+            if token >= size:
+                raise TmtError(
+                    f"{source}: special tokens: {name}={token} is outside the vocabulary "
+                    f"of {size} entries"
+                )
+
+
+def _is_id(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+# The ids of every model this toolkit trains itself (and of checkpoints that record none).
+OWN_SPECIALS = SpecialTokens()
