@@ -43,22 +43,37 @@ class ModelConfig:
     dropout: float = 0.1  # on embeddings+positions and every sub-layer output (paper 5.4)
     attn_dropout: float = 0.0  # on attention weights (tensor2tensor / fairseq option)
     activation_dropout: float = 0.0  # on the feed-forward hidden activation
-    activation: Literal["relu", "gelu", "swiglu"] = "relu"  # relu as in the paper
+    # Feed-forward activation: relu as in the paper; gelu is the exact (erf) GELU; swish is
+    # x * sigmoid(x) (SiLU), the activation of most OPUS-MT Marian models; swiglu is gated.
+    activation: Literal["relu", "gelu", "swish", "swiglu"] = "relu"
     pre_norm: bool = False  # False: paper's post-norm; True: pre-norm with a final LayerNorm
     # sinusoidal/learned: absolute positions added to the embeddings. The others add none and
     # act in encoder and decoder self-attention (model/rope.py, model/relative.py): rope
     # rotates queries and keys by position (Su et al. 2021); shaw adds learned embeddings of
     # the clipped distance to the keys (Shaw et al. 2018); t5 adds a learned per-head bias per
     # distance bucket (Raffel et al. 2020); alibi adds -slope_h * distance (Press et al. 2022).
-    positions: Literal["sinusoidal", "learned", "rope", "shaw", "t5", "alibi"] = "sinusoidal"
+    # sinusoidal_fairseq: sinusoids of frequencies 10000^(-i/(D/2-1)) (tensor2tensor, fairseq,
+    # M2M100/NLLB) instead of the paper's 10000^(-i/(D/2)) (sinusoidal, as Marian).
+    positions: Literal[
+        "sinusoidal", "sinusoidal_fairseq", "learned", "rope", "shaw", "t5", "alibi"
+    ] = "sinusoidal"
+    # Sinusoidal positions: the position number of the first token. fairseq and M2M100/NLLB
+    # number tokens from padding id + 1 (2 with their pad id 1); 0 is the paper and Marian.
+    position_offset: int = 0
     # Longest sequence the model takes (positional tables; truncation and decoding caps).
     max_positions: int = 1024
+    # Multiply token embeddings by sqrt(d_model) (paper 3.4). Off for models trained without it
+    # (Hugging Face configs with scale_embedding: false).
+    scale_embeddings: bool = True
     max_relative_position: int = 16  # shaw: distances are clipped to [-k, k] (paper's k)
     relative_values: bool = False  # shaw: also add distance embeddings to the values
     relative_buckets: int = 32  # t5: distance buckets (the encoder gives half to each side)
     relative_max_distance: int = 128  # t5: distances from here on share the last bucket
     share_embeddings: bool = True  # one embedding table for source and target (joint vocab)
     tie_output: bool = True  # output projection shares the target embedding matrix
+    # A learned bias added to the output logits: Marian's final_logits_bias (OPUS-MT models
+    # carry a non-zero one). Off by default, so checkpoints without it load unchanged.
+    output_bias: bool = False
     layer_norm_eps: float = 1e-5
     # Key/value heads of self- and cross-attention; groups of n_heads / n_kv_heads query heads
     # share one (GQA, Ainslie et al. 2023; 1 = multi-query). None: n_heads (standard MHA).
@@ -137,8 +152,7 @@ class ModelConfig:
         if self.n_decoder_layers is not None and self.n_decoder_layers < 1:
             raise ConfigError(f"model.n_decoder_layers={self.n_decoder_layers} must be >= 1")
         _unit_interval(self, "model", ["dropout", "attn_dropout", "activation_dropout"])
-        if self.positions == "sinusoidal" and self.d_model % 2:
-            raise ConfigError(f"model.d_model={self.d_model} must be even for sinusoidal positions")
+        self._check_sinusoidal()
         if self.positions == "rope" and (self.d_model // self.n_heads) % 2:
             raise ConfigError(
                 f"model.positions=rope needs an even head size, got model.d_model / model.n_heads"
@@ -166,6 +180,24 @@ class ModelConfig:
                     "(Shaw's value term needs the attention weights, which flex does not "
                     "return); use sdpa"
                 )
+
+    def _check_sinusoidal(self) -> None:
+        """Check the keys of the sinusoidal position options (see `positions`)."""
+        sinusoidal = self.positions in ("sinusoidal", "sinusoidal_fairseq")
+        if sinusoidal and self.d_model % 2:
+            raise ConfigError(f"model.d_model={self.d_model} must be even for sinusoidal positions")
+        if self.positions == "sinusoidal_fairseq" and self.d_model < 4:
+            raise ConfigError(
+                f"model.d_model={self.d_model} must be >= 4 for positions sinusoidal_fairseq "
+                "(its frequencies divide by d_model / 2 - 1)"
+            )
+        if self.position_offset < 0:
+            raise ConfigError(f"model.position_offset={self.position_offset} must be >= 0")
+        if self.position_offset and not sinusoidal:
+            raise ConfigError(
+                f"model.position_offset={self.position_offset} needs sinusoidal positions, "
+                f"not model.positions={self.positions}"
+            )
 
     def _check_relative(self) -> None:
         """Check the keys of the relative position options (see `positions`)."""

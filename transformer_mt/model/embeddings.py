@@ -1,10 +1,13 @@
 """Token embeddings scaled by sqrt(d_model) plus positional encodings (paper section 3.4-3.5).
 
 Sinusoidal positions use the concatenated layout [sin(pos * w_0..w_{D/2-1}), cos(...)] of
-tensor2tensor, fairseq and Marian, with w_i = 10000^(-2i/D). The paper interleaves sin and cos
-(PE(pos, 2i) = sin, PE(pos, 2i+1) = cos); the two differ only by a fixed permutation of the
-model dimensions, which the network absorbs, and the concatenated layout lets Marian weights
-load unchanged.
+tensor2tensor, fairseq and Marian. The paper interleaves sin and cos (PE(pos, 2i) = sin,
+PE(pos, 2i+1) = cos); the two differ only by a fixed permutation of the model dimensions,
+which the network absorbs, and the concatenated layout lets Marian and M2M100 weights load
+unchanged. Two frequency formulas, i = 0 .. D/2-1:
+  sinusoidal:          w_i = 10000^(-i / (D/2))      the paper's, and Marian's
+  sinusoidal_fairseq:  w_i = 10000^(-i / (D/2 - 1))  tensor2tensor, fairseq, M2M100/NLLB
+Positions are numbered from `position_offset` (fairseq and M2M100 start at padding id + 1).
 """
 
 from __future__ import annotations
@@ -14,23 +17,41 @@ import math
 import torch
 from torch import Tensor, nn
 
+from transformer_mt.config import ModelConfig
 from transformer_mt.model.dropout import Dropout
 
 
-def sinusoidal_table(n_positions: int, d_model: int) -> Tensor:
-    """(n_positions, d_model) float32 table: first half sines, second half cosines."""
-    positions = torch.arange(n_positions, dtype=torch.float64)[:, None]  # (P, 1)
+def sinusoidal_table(n_positions: int, d_model: int, offset: int = 0) -> Tensor:
+    """(n_positions, d_model) float32 table of positions offset .. offset+n_positions-1: first
+    half sines, second half cosines, w_i = 10000^(-i / (D/2)) (computed in float64)."""
+    positions = torch.arange(offset, offset + n_positions, dtype=torch.float64)[:, None]  # (P, 1)
     freqs = torch.pow(10000.0, -torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
     angles = positions * freqs  # (P, D/2)
     return torch.cat([angles.sin(), angles.cos()], dim=-1).float()
 
 
-class SinusoidalPositions(nn.Module):
-    """Fixed positional encodings; a non-persistent buffer, so checkpoints do not carry it."""
+def fairseq_sinusoidal_table(n_positions: int, d_model: int, offset: int = 0) -> Tensor:
+    """As `sinusoidal_table` with w_i = 10000^(-i / (D/2 - 1)), computed in float32 as
+    fairseq computes it: the table its models (M2M100, NLLB) were trained with, to the bit."""
+    half = d_model // 2
+    freqs = torch.exp(torch.arange(half, dtype=torch.float32) * -(math.log(10000) / (half - 1)))
+    positions = torch.arange(offset, offset + n_positions, dtype=torch.float32)[:, None]
+    angles = positions * freqs  # (P, D/2)
+    return torch.cat([angles.sin(), angles.cos()], dim=-1)
 
-    def __init__(self, max_positions: int, d_model: int):
+
+class SinusoidalPositions(nn.Module):
+    """Fixed positional encodings; a non-persistent buffer, so checkpoints do not carry it.
+
+    Row p holds position offset + p: a decoding step at cache length t reads row t, whatever
+    the offset."""
+
+    def __init__(self, max_positions: int, d_model: int, offset: int = 0, fairseq: bool = False):
         super().__init__()
-        self.register_buffer("table", sinusoidal_table(max_positions, d_model), persistent=False)
+        table = (fairseq_sinusoidal_table if fairseq else sinusoidal_table)(
+            max_positions, d_model, offset
+        )
+        self.register_buffer("table", table, persistent=False)
 
     def forward(self, length: int, offset: int | Tensor = 0) -> Tensor:
         """Encodings of positions offset .. offset+length-1, (length, D); see `positions_of`."""
@@ -75,32 +96,44 @@ class Embedder(nn.Module):
     """ids -> dropout(token_embedding(ids) * sqrt(D) + positions).
 
     `token_embedding` may be shared between encoder, decoder and the output projection; the
-    sqrt(D) scale keeps embeddings of std D^-0.5 (their init) on the scale of the positions.
-    `positions` is None with positions that live in self-attention instead (rope, relative).
+    sqrt(D) scale keeps embeddings of std D^-0.5 (their init) on the scale of the positions
+    (`scale` False: no scale, for models trained without it). `positions` is None with
+    positions that live in self-attention instead (rope, relative).
     """
 
     def __init__(
-        self, token_embedding: nn.Embedding, positions: nn.Module | None, dropout: float
+        self,
+        token_embedding: nn.Embedding,
+        positions: nn.Module | None,
+        dropout: float,
+        scale: bool = True,
     ) -> None:
         super().__init__()
         self.token_embedding = token_embedding
         self.positions = positions
-        self.scale = math.sqrt(token_embedding.embedding_dim)
+        self.scale = math.sqrt(token_embedding.embedding_dim) if scale else None
         self.dropout = Dropout(dropout)
 
     def forward(self, ids: Tensor, offset: int | Tensor = 0) -> Tensor:
         """(B, L) ids, first position `offset` (an int, or (B,) one per row) -> (B, L, D)."""
-        x = self.token_embedding(ids) * self.scale
+        x = self.token_embedding(ids)
+        if self.scale is not None:
+            x = x * self.scale
         if self.positions is not None:
             x = x + self.positions(ids.size(1), offset)
         return self.dropout(x)
 
 
-def build_positions(kind: str, max_positions: int, d_model: int) -> nn.Module | None:
-    """A small explicit dict of the absolute position options in ModelConfig.positions.
+def build_positions(cfg: ModelConfig) -> nn.Module | None:
+    """The absolute positions of ModelConfig.positions (sinusoidal, sinusoidal_fairseq,
+    learned).
 
     None for the others (rope, shaw, t5, alibi): they act inside self-attention
     (model/rope.py, model/relative.py) and add nothing to the embeddings.
     """
-    options = {"sinusoidal": SinusoidalPositions, "learned": LearnedPositions}
-    return options[kind](max_positions, d_model) if kind in options else None
+    if cfg.positions in ("sinusoidal", "sinusoidal_fairseq"):
+        fairseq = cfg.positions == "sinusoidal_fairseq"
+        return SinusoidalPositions(cfg.max_positions, cfg.d_model, cfg.position_offset, fairseq)
+    if cfg.positions == "learned":
+        return LearnedPositions(cfg.max_positions, cfg.d_model)
+    return None

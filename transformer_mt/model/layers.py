@@ -37,6 +37,7 @@ from transformer_mt.model.rope import RotaryEmbedding
 class FeedForward(nn.Module):
     """Position-wise feed-forward network: fc2(dropout(act(fc1(x)))).
 
+    act is relu, gelu (the exact erf form, F.gelu's default) or swish (x * sigmoid(x), SiLU).
     `swiglu` (Shazeer 2020) gates the hidden layer: fc1 produces 2F features, split into a
     value half and a SiLU-activated gate half.
     """
@@ -62,6 +63,8 @@ class FeedForward(nn.Module):
             return value * F.silu(gate)
         if self.activation == "gelu":
             return F.gelu(h)
+        if self.activation == "swish":
+            return F.silu(h)
         return F.relu(h)
 
     @property

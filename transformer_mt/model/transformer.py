@@ -79,8 +79,8 @@ class _LayerStack(nn.Module):
     ):
         super().__init__()
         # Built in this order, which the random initial weights depend on.
-        positions = build_positions(cfg.positions, cfg.max_positions, cfg.d_model)
-        self.embed = Embedder(token_embedding, positions, cfg.dropout)
+        positions = build_positions(cfg)
+        self.embed = Embedder(token_embedding, positions, cfg.dropout, cfg.scale_embeddings)
         self.pattern = _pattern(cfg)
         self.flex = cfg.attention_backend == "flex"
         self.layers = nn.ModuleList(layer(cfg) for _ in range(n_layers))
@@ -239,7 +239,8 @@ class Seq2SeqTransformer(nn.Module):
         )
         self.encoder = Encoder(cfg, src_embedding, kernel)
         self.decoder = Decoder(cfg, tgt_embedding, kernel)
-        self.output_projection = nn.Linear(cfg.d_model, tgt_vocab_size, bias=False)
+        # With output_bias, the bias is the projection's own (its weight may be tied).
+        self.output_projection = nn.Linear(cfg.d_model, tgt_vocab_size, bias=cfg.output_bias)
         self.reset_parameters()
         if cfg.tie_output:
             self.output_projection.weight = tgt_embedding.weight
