@@ -7,7 +7,12 @@ from torch.testing import assert_close
 
 from transformer_mt.config import ModelConfig
 from transformer_mt.model.attention import causal_mask
-from transformer_mt.model.embeddings import sinusoidal_table
+from transformer_mt.model.embeddings import (
+    Embedder,
+    SinusoidalPositions,
+    fairseq_sinusoidal_table,
+    sinusoidal_table,
+)
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer, FeedForward
 
 from .torch_reference import copy_attention
@@ -70,7 +75,7 @@ def test_decoder_layer_equals_torch(pre_norm):
     assert_close(ours(x, memory, keep[:, None, None, :]), expected, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("activation", ["relu", "gelu", "swiglu"])
+@pytest.mark.parametrize("activation", ["relu", "gelu", "swish", "swiglu"])
 def test_feed_forward_options(activation):
     ffn = FeedForward(D, F, activation, 0.0)
     x = torch.randn(2, 3, D)
@@ -78,6 +83,8 @@ def test_feed_forward_options(activation):
     if activation == "swiglu":
         value, gate = h.chunk(2, -1)
         expected = ffn.fc2(value * gate * torch.sigmoid(gate))
+    elif activation == "swish":
+        expected = ffn.fc2(h * torch.sigmoid(h))
     else:
         expected = ffn.fc2(torch.relu(h) if activation == "relu" else nn.functional.gelu(h))
     assert_close(ffn(x), expected)
@@ -125,3 +132,32 @@ def test_sinusoidal_table_is_the_papers_formula_in_concatenated_layout():
             angle = torch.tensor(pos / 10000 ** (2 * i / 16), dtype=torch.float64)
             assert table[pos, i].item() == pytest.approx(angle.sin().item(), abs=1e-6)
             assert table[pos, 8 + i].item() == pytest.approx(angle.cos().item(), abs=1e-6)
+
+
+@pytest.mark.parametrize("offset", [0, 2])
+def test_fairseq_sinusoidal_table_is_its_formula_from_the_offset(offset):
+    """tensor2tensor's / fairseq's frequencies 10000^(-i/(D/2-1)): the last one is 1/10000."""
+    table = fairseq_sinusoidal_table(50, 16, offset)
+    for row in (0, 1, 7, 49):
+        for i in range(8):
+            angle = torch.tensor((row + offset) / 10000 ** (i / 7), dtype=torch.float64)
+            assert table[row, i].item() == pytest.approx(angle.sin().item(), abs=1e-5)
+            assert table[row, 8 + i].item() == pytest.approx(angle.cos().item(), abs=1e-5)
+
+
+def test_position_offset_shifts_the_rows_of_the_papers_table():
+    assert torch.equal(sinusoidal_table(10, 16, offset=3), sinusoidal_table(13, 16)[3:])
+
+
+def test_pad_tokens_get_no_position_when_asked_and_the_rest_are_unchanged():
+    token_embedding = nn.Embedding(10, D)
+    positions = SinusoidalPositions(8, D, offset=2, fairseq=True)
+    ids = torch.tensor([[4, 5, 6, 1], [7, 1, 1, 1]])  # 1: pad
+    plain = Embedder(token_embedding, positions, 0.0)(ids)
+    unpadded = Embedder(token_embedding, positions, 0.0, pad_id=1)(ids)
+    real = ids != 1
+    assert torch.equal(unpadded[real], plain[real])
+    assert torch.equal(unpadded[~real], token_embedding(ids)[~real] * D**0.5)
+    # A decoding step (offset 3, one position per row) masks its pads the same way.
+    step = Embedder(token_embedding, positions, 0.0, pad_id=1)(ids[:, 3:], 3)
+    assert torch.equal(step, unpadded[:, 3:])

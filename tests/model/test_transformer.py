@@ -73,6 +73,27 @@ def test_state_dict_keys_are_pinned():
         "encoder.embed.positions.weight",
         "decoder.embed.positions.weight",
     }
+    # Options that add no parameter (the sinusoids are a buffer outside the state_dict) ...
+    imported = tiny_cfg(
+        n_layers=1, positions="sinusoidal_fairseq", position_offset=2, scale_embeddings=False
+    )
+    assert set(build_model(imported, V).state_dict()) == expected
+    # ... and the output bias, a parameter only when on, so older checkpoints load strictly.
+    biased = build_model(tiny_cfg(n_layers=1, output_bias=True), V)
+    assert set(biased.state_dict()) - expected == {"output_projection.bias"}
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(position_offset=-1), "model.position_offset=-1 must be >= 0"),
+        (dict(positions="rope", position_offset=2), "model.position_offset=2 needs sinusoidal"),
+        (dict(positions="sinusoidal_fairseq", d_model=2, n_heads=1), "model.d_model=2 must be"),
+    ],
+)
+def test_position_options_are_checked_by_name(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        build_model(tiny_cfg(**changes), V)
 
 
 def test_ties_share_storage_and_untied_do_not():

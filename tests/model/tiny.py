@@ -15,6 +15,9 @@ OPTIONS = [
     dict(pre_norm=True),
     dict(pre_norm=True, positions="learned", activation="swiglu"),
     dict(share_embeddings=False, tie_output=False, activation="gelu", n_decoder_layers=3),
+    # OPUS-MT Marian's options, and M2M100/NLLB's (positions from pad id + 1; PAD is 0 here).
+    dict(activation="swish", output_bias=True, scale_embeddings=False),
+    dict(pre_norm=True, positions="sinusoidal_fairseq", position_offset=PAD + 1),
 ]
 
 # The kernels a model may be built with: its own (SDPA), and the CPU table that loading and

@@ -98,7 +98,9 @@ class Embedder(nn.Module):
     `token_embedding` may be shared between encoder, decoder and the output projection; the
     sqrt(D) scale keeps embeddings of std D^-0.5 (their init) on the scale of the positions
     (`scale` False: no scale, for models trained without it). `positions` is None with
-    positions that live in self-attention instead (rope, relative).
+    positions that live in self-attention instead (rope, relative). With `pad_id`, tokens
+    `pad_id` get no position (fairseq's, and M2M100's, zero vector): only their own outputs
+    change, which nothing reads.
     """
 
     def __init__(
@@ -107,11 +109,13 @@ class Embedder(nn.Module):
         positions: nn.Module | None,
         dropout: float,
         scale: bool = True,
+        pad_id: int | None = None,
     ) -> None:
         super().__init__()
         self.token_embedding = token_embedding
         self.positions = positions
         self.scale = math.sqrt(token_embedding.embedding_dim) if scale else None
+        self.pad_id = pad_id
         self.dropout = Dropout(dropout)
 
     def forward(self, ids: Tensor, offset: int | Tensor = 0) -> Tensor:
@@ -120,7 +124,10 @@ class Embedder(nn.Module):
         if self.scale is not None:
             x = x * self.scale
         if self.positions is not None:
-            x = x + self.positions(ids.size(1), offset)
+            positions = self.positions(ids.size(1), offset)  # (L, D) or (B, L, D)
+            if self.pad_id is not None:
+                positions = positions * (ids != self.pad_id)[..., None]  # (B, L, D)
+            x = x + positions
         return self.dropout(x)
 
 

@@ -67,7 +67,8 @@ class AttentionMaps:
 class _LayerStack(nn.Module):
     """What encoder and decoder are both made of: embedding, a stack of layers, and with
     pre-norm a final LayerNorm (pre-norm leaves the residual stream un-normalised); with t5
-    or alibi positions, the self-attention bias its layers share (model/relative.py)."""
+    or alibi positions, the self-attention bias its layers share (model/relative.py).
+    `pad_id` tokens get no position with sinusoidal_fairseq positions, as in fairseq."""
 
     def __init__(
         self,
@@ -76,11 +77,16 @@ class _LayerStack(nn.Module):
         layer: Callable[[ModelConfig], nn.Module],
         n_layers: int,
         causal: bool,
+        pad_id: int,
     ):
         super().__init__()
         # Built in this order, which the random initial weights depend on.
         positions = build_positions(cfg)
-        self.embed = Embedder(token_embedding, positions, cfg.dropout, cfg.scale_embeddings)
+        # fairseq's positions give pad tokens none (a zero vector), as M2M100's do.
+        pad_without_position = pad_id if cfg.positions == "sinusoidal_fairseq" else None
+        self.embed = Embedder(
+            token_embedding, positions, cfg.dropout, cfg.scale_embeddings, pad_without_position
+        )
         self.pattern = _pattern(cfg)
         self.flex = cfg.attention_backend == "flex"
         self.layers = nn.ModuleList(layer(cfg) for _ in range(n_layers))
@@ -98,9 +104,15 @@ class _LayerStack(nn.Module):
 
 
 class Encoder(_LayerStack):
-    def __init__(self, cfg: ModelConfig, token_embedding: nn.Embedding, kernel: AttentionKernel):
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        token_embedding: nn.Embedding,
+        kernel: AttentionKernel,
+        pad_id: int,
+    ):
         layer = functools.partial(EncoderLayer, kernel=kernel)
-        super().__init__(cfg, token_embedding, layer, cfg.n_layers, causal=False)
+        super().__init__(cfg, token_embedding, layer, cfg.n_layers, False, pad_id)
 
     def forward(self, src_ids: Tensor, src_mask: Tensor) -> Tensor:
         """src_ids (B, S), src_mask (B, 1, 1, S) True = real token -> memory (B, S, D)."""
@@ -131,9 +143,15 @@ class Encoder(_LayerStack):
 
 
 class Decoder(_LayerStack):
-    def __init__(self, cfg: ModelConfig, token_embedding: nn.Embedding, kernel: AttentionKernel):
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        token_embedding: nn.Embedding,
+        kernel: AttentionKernel,
+        pad_id: int,
+    ):
         layer = functools.partial(DecoderLayer, kernel=kernel)
-        super().__init__(cfg, token_embedding, layer, cfg.decoder_layers, causal=True)
+        super().__init__(cfg, token_embedding, layer, cfg.decoder_layers, True, pad_id)
 
     def forward(
         self,
@@ -237,8 +255,8 @@ class Seq2SeqTransformer(nn.Module):
         tgt_embedding = (
             src_embedding if cfg.share_embeddings else nn.Embedding(tgt_vocab_size, cfg.d_model)
         )
-        self.encoder = Encoder(cfg, src_embedding, kernel)
-        self.decoder = Decoder(cfg, tgt_embedding, kernel)
+        self.encoder = Encoder(cfg, src_embedding, kernel, pad_id)
+        self.decoder = Decoder(cfg, tgt_embedding, kernel, pad_id)
         # With output_bias, the bias is the projection's own (its weight may be tied).
         self.output_projection = nn.Linear(cfg.d_model, tgt_vocab_size, bias=cfg.output_bias)
         self.reset_parameters()
