@@ -7,7 +7,8 @@ and read with `weights_only=True`; `Checkpoint` is its typed view, field for key
     model         state_dict of the unwrapped module (no DDP / torch.compile prefixes)
     ema           EMA weights, or None (train.ema_decay 0); inference and averaging prefer them
     config        the resolved config as a plain dict (`config_to_dict`)
-    tokenizers    {"src": bytes, "tgt": bytes}: serialized SentencePiece models
+    tokenizers    {"src": bytes, "tgt": bytes}: serialized SentencePiece models, and for an
+                  imported model "src_pieces" / "tgt_pieces": its piece -> id tables (JSON)
     specials      the special token ids (`SpecialTokens.to_dict`); absent from files that
                   predate the key, which hold this toolkit's own ids
     step          optimizer updates taken
@@ -30,6 +31,7 @@ crash while saving leaves the previous file intact.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -121,9 +123,9 @@ class Checkpoint:
 
     def unpack_tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
         """The source and target tokenizers (see `pack_tokenizers`)."""
-        return (
-            Tokenizer.from_bytes(self.tokenizers["src"]),
-            Tokenizer.from_bytes(self.tokenizers["tgt"]),
+        return tuple(  # type: ignore[return-value]
+            Tokenizer.from_bytes(self.tokenizers[side], _table(self.tokenizers, side))
+            for side in ("src", "tgt")
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -172,8 +174,18 @@ class Checkpoint:
 
 
 def pack_tokenizers(src: Tokenizer, tgt: Tokenizer) -> dict[str, bytes]:
-    """The `tokenizers` field: both serialized models, so a checkpoint needs no other file."""
-    return {"src": src.model_bytes, "tgt": tgt.model_bytes}
+    """The `tokenizers` field: both serialized models (and tables), so a checkpoint needs no
+    other file."""
+    packed = {"src": src.model_bytes, "tgt": tgt.model_bytes}
+    for side, tokenizer in (("src", src), ("tgt", tgt)):
+        if tokenizer.pieces is not None:
+            packed[f"{side}_pieces"] = json.dumps(tokenizer.pieces, ensure_ascii=False).encode()
+    return packed
+
+
+def _table(tokenizers: dict[str, bytes], side: str) -> dict[str, int] | None:
+    table = tokenizers.get(f"{side}_pieces")
+    return None if table is None else json.loads(table)
 
 
 def periodic_name(step: int) -> str:

@@ -1,4 +1,4 @@
-"""Command line: `tmt {train,translate,evaluate,average,plot,export,attention,serve}`.
+"""Command line: `tmt {train,translate,evaluate,average,plot,import,export,attention,serve}`.
 
 Handlers stay thin: parse, load, call the library. Errors a user can fix (`TmtError`) print one
 line on stderr and exit with status 2; results go to stdout, logs and progress to stderr. This
@@ -333,6 +333,28 @@ def _run_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_import(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "import", help="make a checkpoint of a public model (OPUS-MT / Marian) to translate"
+    )
+    p.add_argument("source", help="a Hugging Face model directory, or a hub name when online")
+    p.add_argument("--out", required=True, help="checkpoint file to write, e.g. opus-de-en.pt")
+    p.set_defaults(handler=_run_import)
+
+
+def _run_import(args: argparse.Namespace) -> int:
+    from transformer_mt.importing.convert import import_model
+
+    imported = import_model(args.source, args.out)
+    cfg = imported.converted.cfg
+    print(
+        f"wrote {args.out}: {imported.src_lang}->{imported.tgt_lang}, "
+        f"{cfg.n_layers}+{cfg.decoder_layers} layers, d_model {cfg.d_model}",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def _add_attention(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("attention", help="draw attention heatmaps of one sentence pair to a PNG")
     p.add_argument("--checkpoint", required=True, help="e.g. runs/X/checkpoints/best.pt")
@@ -439,6 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_evaluate,
         _add_average,
         _add_plot,
+        _add_import,
         _add_export,
         _add_attention,
         _add_serve,

@@ -55,7 +55,9 @@ class SpecialTokens:
             raise TmtError(f"{source}: special tokens: unknown field {unknown[0]!r}")
         for name in ("pad", "unk", "bos", "eos"):
             if not _is_id(data.get(name)):
-                raise TmtError(f"{source}: special tokens: {name} must be an id, got {data.get(name)!r}")
+                raise TmtError(
+                    f"{source}: special tokens: {name} must be an id, got {data.get(name)!r}"
+                )
         never = data.get("never", [])
         if not isinstance(never, list | tuple) or not all(_is_id(i) for i in never):
             raise TmtError(f"{source}: special tokens: never must be a list of ids, got {never!r}")

@@ -120,14 +120,18 @@ class StreamSettings:
 class ChunkStream(IterableDataset):
     """This rank's chunks (see the module docstring) from `start` on, epoch after epoch.
 
-    Tokenizers travel as model bytes, so that the stream pickles into worker processes.
+    Tokenizers pickle as their model bytes (and tables) into worker processes.
     """
 
     def __init__(
-        self, settings: StreamSettings, src_model: bytes, tgt_model: bytes, start: StreamPosition
+        self,
+        settings: StreamSettings,
+        src_tok: Tokenizer,
+        tgt_tok: Tokenizer,
+        start: StreamPosition,
     ) -> None:
         self.settings = settings
-        self.models = (src_model, tgt_model)
+        self.tokenizers = (src_tok, tgt_tok)
         self.start = start
 
     def __iter__(self) -> Iterator[Chunk | ReadFailure]:
@@ -141,9 +145,7 @@ class ChunkStream(IterableDataset):
     def _read(self) -> Iterator[Chunk]:
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        src_model, tgt_model = self.models
-        src_tok = Tokenizer(src_model)
-        tgt_tok = src_tok if tgt_model == src_model else Tokenizer(tgt_model)
+        src_tok, tgt_tok = self.tokenizers
         epoch, first = self.start.epoch, self.start.chunk
         offset = -first  # chunk c of `epoch` is item offset + c of this stream
         while True:
@@ -242,7 +244,7 @@ class StreamingBatches:
         specials: SpecialTokens = OWN_SPECIALS,
     ) -> None:
         self.settings = settings
-        self.models = (src_tok.model_bytes, tgt_tok.model_bytes)
+        self.tokenizers = (src_tok, tgt_tok)
         self.specials = specials
         self.position = StreamPosition()
         self._chunks: Iterator[Chunk | ReadFailure] | None = None
@@ -292,7 +294,7 @@ class StreamingBatches:
 
     def _open(self) -> None:
         """Start the readers at `position` and skip to its batch."""
-        stream = ChunkStream(self.settings, *self.models, self.position)
+        stream = ChunkStream(self.settings, *self.tokenizers, self.position)
         workers = self.settings.data.workers
         loader = DataLoader(
             stream,

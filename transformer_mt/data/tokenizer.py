@@ -10,6 +10,12 @@ can use them as constants without asking the tokenizer:
 
 `encode` never adds BOS/EOS; `data/batching.py` adds them where the model needs them.
 
+An imported model (OPUS-MT, NLLB) segments with SentencePiece too, but numbers the pieces by
+a table of its own (Marian's vocab.json; NLLB's ids shifted past fairseq's specials): such a
+`Tokenizer` carries `pieces`, piece -> id, and looks every piece up there (a piece the table
+lacks is its `<unk>`; a leading `>>xxx<<` language tag is one piece, as in Marian). Its
+special ids are the model's (`data/specials.py`), not the above.
+
 A trained model is saved as `spm-<role>-<hash>.model` where the hash covers the training text
 and every setting that changes the model, so a second run with the same corpus and settings
 finds the file and skips training. Checkpoints embed `Tokenizer.model_bytes`, which
@@ -50,16 +56,25 @@ class TokenizerError(TmtError):
 
 
 class Tokenizer:
-    """A loaded SentencePiece model; text in, ids out (no BOS/EOS), and back."""
+    """A loaded SentencePiece model; text in, ids out (no BOS/EOS), and back.
 
-    def __init__(self, model_bytes: bytes, name: str = "<bytes>") -> None:
+    `pieces` (None: SentencePiece's own ids) numbers the pieces by an imported model's table.
+    """
+
+    def __init__(
+        self, model_bytes: bytes, name: str = "<bytes>", pieces: dict[str, int] | None = None
+    ) -> None:
         self.name = name
         self.model_bytes = model_bytes
+        self.pieces = pieces
         self._sp = spm.SentencePieceProcessor()
         try:
             self._sp.LoadFromSerializedProto(model_bytes)
         except (RuntimeError, OSError, TypeError) as err:
             raise TokenizerError(f"{name}: not a SentencePiece model ({one_line(err)})") from None
+        if pieces is not None:
+            self._table = _PieceTable(pieces, name)
+            return
         if (self._sp.pad_id(), self._sp.unk_id(), self._sp.bos_id(), self._sp.eos_id()) != (
             PAD_ID,
             UNK_ID,
@@ -77,23 +92,39 @@ class Tokenizer:
             raise TokenizerError(f"{path}: tokenizer model not found") from None
 
     @classmethod
-    def from_bytes(cls, model_bytes: bytes) -> Tokenizer:
-        return cls(model_bytes)
+    def from_bytes(cls, model_bytes: bytes, pieces: dict[str, int] | None = None) -> Tokenizer:
+        return cls(model_bytes, pieces=pieces)
+
+    def __reduce__(self) -> tuple:
+        """Pickled as its model and table (into data-loading worker processes)."""
+        return (Tokenizer, (self.model_bytes, self.name, self.pieces))
 
     @property
     def vocab_size(self) -> int:
+        if self.pieces is not None:
+            return self._table.size
         return self._sp.get_piece_size()
 
     @property
     def sha256(self) -> str:
-        """Checksum of the serialized model; keys encoded-corpus caches and checkpoints."""
-        return hashlib.sha256(self.model_bytes).hexdigest()
+        """Checksum of the serialized model (and table); keys encoded-corpus caches."""
+        digest = hashlib.sha256(self.model_bytes)
+        if self.pieces is not None:
+            digest.update(json.dumps(self.pieces, sort_keys=True).encode())
+        return digest.hexdigest()
 
     def encode(self, text: str) -> list[int]:
+        if self.pieces is not None:
+            tag, text = _leading_tag(text)
+            return self._table.ids(tag + self._sp.encode(text, out_type=str))
         return self._sp.encode(text)
 
     def encode_batch(self, texts: Sequence[str], num_threads: int = -1) -> list[list[int]]:
         """Encode many lines at once; SentencePiece spreads them over `num_threads` C++ threads."""
+        if self.pieces is not None:
+            tags, texts = zip(*map(_leading_tag, texts), strict=True) if texts else ((), ())
+            rows = self._sp.encode(list(texts), out_type=str, num_threads=num_threads)
+            return [self._table.ids(tag + row) for tag, row in zip(tags, rows, strict=True)]
         return self._sp.encode(list(texts), num_threads=num_threads)
 
     def encode_dropout(self, texts: Sequence[str], dropout: float, seed: int) -> list[list[int]]:
@@ -105,7 +136,15 @@ class Tokenizer:
         each process other samples for one seed). Words are split where SentencePiece splits
         them; a word with a piece outside the merge table (unknown characters, byte fallback)
         keeps its deterministic pieces. Dropout 0 gives exactly `encode`'s ids.
+
+        Raises:
+            TokenizerError: the tokenizer numbers its pieces by an imported model's table.
         """
+        if self.pieces is not None:
+            raise TokenizerError(
+                f"{self.name}: BPE-dropout needs this toolkit's own SentencePiece ids, not an "
+                "imported model's table; set tokenizer.bpe_dropout: 0"
+            )
         rng, merges = random.Random(seed), self._merges
         rows = []
         for pieces in self._sp.encode(list(texts), out_type=str):
@@ -130,7 +169,13 @@ class Tokenizer:
         }
 
     def decode(self, ids: Sequence[int]) -> str:
-        """Ids back to text; PAD/BOS/EOS are skipped by SentencePiece (they are control pieces)."""
+        """Ids back to text; PAD/BOS/EOS are skipped by SentencePiece (they are control pieces;
+        with a table, the ids of special and language-tag pieces are skipped)."""
+        if self.pieces is not None:
+            # A shared table holds pieces this model lacks (the other side's): they come out
+            # as written, their word-boundary marks made spaces, as Marian's tokenizer does.
+            text = self._sp.decode_pieces(self._table.pieces_of(ids))
+            return text.replace("\u2581", " ").strip()
         return self._sp.decode(list(ids))
 
     def normalize(self, text: str) -> str:
@@ -139,12 +184,50 @@ class Tokenizer:
         return self._sp.normalize(text).replace("\u2581", " ").strip(" ")
 
     def id_to_piece(self, token_id: int) -> str:
+        if self.pieces is not None:
+            return self._table.piece(token_id)
         return self._sp.id_to_piece(token_id)
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
         path.write_bytes(self.model_bytes)
         return path
+
+
+class _PieceTable:
+    """An imported model's numbering of pieces: ids of pieces, pieces of ids."""
+
+    def __init__(self, pieces: dict[str, int], name: str) -> None:
+        if "<unk>" not in pieces:
+            raise TokenizerError(f"{name}: the vocabulary has no <unk> piece")
+        self.unk = pieces["<unk>"]
+        self.by_piece = pieces
+        self.by_id = {i: p for p, i in pieces.items()}
+        self.size = max(pieces.values(), default=-1) + 1
+        # Pieces that are not text: decode skips them, as SentencePiece skips control pieces.
+        self.special = {
+            i
+            for p, i in pieces.items()
+            if (p.startswith("<") and p.endswith(">")) or (p.startswith(">>") and p.endswith("<<"))
+        }
+
+    def ids(self, pieces: list[str]) -> list[int]:
+        return [self.by_piece.get(p, self.unk) for p in pieces]
+
+    def piece(self, token_id: int) -> str:
+        return self.by_id.get(token_id, "<unk>")
+
+    def pieces_of(self, ids: Sequence[int]) -> list[str]:
+        return [self.by_id[i] for i in ids if i in self.by_id and i not in self.special]
+
+
+def _leading_tag(text: str) -> tuple[list[str], str]:
+    """A multilingual OPUS-MT source's `>>xxx<<` target-language tag, taken whole from the
+    front of `text` as Marian's tokenizer takes it ([] when there is none), and the rest."""
+    end = text.find("<<") if text.startswith(">>") else -1
+    if end == -1:
+        return [], text
+    return [text[: end + 2]], text[end + 2 :]
 
 
 def _words(pieces: list[str]) -> Iterator[list[str]]:
