@@ -53,7 +53,8 @@ class ModelConfig:
     # the clipped distance to the keys (Shaw et al. 2018); t5 adds a learned per-head bias per
     # distance bucket (Raffel et al. 2020); alibi adds -slope_h * distance (Press et al. 2022).
     # sinusoidal_fairseq: sinusoids of frequencies 10000^(-i/(D/2-1)) (tensor2tensor, fairseq,
-    # M2M100/NLLB) instead of the paper's 10000^(-i/(D/2)) (sinusoidal, as Marian).
+    # M2M100/NLLB) instead of the paper's 10000^(-i/(D/2)) (sinusoidal, as Marian), and pad
+    # tokens get none, as in fairseq (only their own outputs change, which nothing reads).
     positions: Literal[
         "sinusoidal", "sinusoidal_fairseq", "learned", "rope", "shaw", "t5", "alibi"
     ] = "sinusoidal"
