@@ -39,6 +39,8 @@ FLAGS = {
     "port": "--port",
     "quantize": "--quantize",
     "src": "--src",
+    "src_lang": "--src-lang",
+    "tgt_lang": "--tgt-lang",
 }
 
 
@@ -77,6 +79,7 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
         p.add_argument(flag, dest=name, type=kinds[name], metavar=metavar, help=text)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--quantize", choices=["int8"], help="dynamic int8 linear layers (CPU)")
+    _add_language_flags(p)
     p.add_argument("--ref", help="reference file: print BLEU and chrF on stderr at the end")
     p.add_argument(
         "--prefix",
@@ -96,6 +99,13 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
         help="decoder layer whose cross-attention aligns (default -1: the last)",
     )
     p.set_defaults(handler=_run_translate)
+
+
+def _add_language_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tgt-lang", help="language to translate into, for a multilingual model (e.g. fra)"
+    )
+    p.add_argument("--src-lang", help="language of the input, for a model that asks (NLLB)")
 
 
 def _set_cpu_threads() -> None:
@@ -133,6 +143,8 @@ def _run_translate(args: argparse.Namespace) -> int:
             args.device,
             args.quantize,
             args.alignment_layer if args.alignments else None,
+            args.src_lang,
+            args.tgt_lang,
             **_decode_changes(args),
         )
         out = _open_out(args.output, stack)
@@ -386,6 +398,7 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--quantize", choices=["int8"], help="dynamic int8 linear layers (CPU)")
+    _add_language_flags(p)
     # The engine's limits; each defaults to the engine's own value.
     p.add_argument("--max-batch-tokens", type=int, help="tokens decoded together in one step")
     p.add_argument("--max-queue", type=int, help="sentences waiting for admission before 429")
@@ -444,7 +457,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     }
     limits = ServeLimits(**{name: value for name, value in given.items() if value is not None})
     engine = Engine.from_checkpoint(
-        args.checkpoint, device=args.device, quantize=args.quantize, limits=limits
+        args.checkpoint, args.device, args.quantize, limits, args.src_lang, args.tgt_lang
     )
     print(engine.describe(), file=sys.stderr)
     serve(engine, args.host, args.port, settings=http)

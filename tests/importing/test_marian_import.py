@@ -54,12 +54,15 @@ def vocabulary(*spm_paths, tags=()):
 
 
 def build_marian(directory, separate):
-    """Save a random OPUS-MT-shaped Marian model with its tokenizer files into `directory`."""
+    """Save a random OPUS-MT-shaped Marian model with its tokenizer files into `directory`:
+    multilingual (`>>xxx<<` tags) with one vocabulary, or bilingual with separate ones."""
     directory.mkdir()
     src_spm = train_spm(slice_lines("train", "de"), directory / "src", 180)
     tgt_spm = train_spm(slice_lines("train", "en"), directory / "tgt", 180)
     if separate:  # each side its own numbering, the special pieces at the same ids
-        src_vocab, tgt_vocab = vocabulary(src_spm, tags=TAGS), vocabulary(tgt_spm, tags=TAGS)
+        src_vocab, tgt_vocab = vocabulary(src_spm), vocabulary(tgt_spm)
+        if len(src_vocab) != len(tgt_vocab):
+            pytest.fail("the two SentencePiece models must number their pieces alike")
     else:
         src_vocab = tgt_vocab = vocabulary(src_spm, tgt_spm, tags=TAGS)
     pad = src_vocab["<pad>"]
@@ -110,13 +113,15 @@ def build_marian(directory, separate):
     return model, tokenizer
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["shared", "separate"])
+@pytest.fixture(scope="module", params=["multilingual", "separate"])
 def imported(request, tmp_path_factory):
+    """(transformers model, its tokenizer, our checkpoint, the target tag to ask for)."""
     root = tmp_path_factory.mktemp("marian")
-    model, tokenizer = build_marian(root / "hf", separate=request.param)
+    separate = request.param == "separate"
+    model, tokenizer = build_marian(root / "hf", separate=separate)
     out = root / "imported.pt"
     assert main(["import", str(root / "hf"), "--out", str(out)]) == 0
-    return model, tokenizer, out
+    return model, tokenizer, out, None if separate else "fra"
 
 
 def sentences(lang, n):
@@ -128,7 +133,7 @@ def sentences(lang, n):
 
 
 def test_token_ids_equal_marian_tokenizer(imported):
-    _, tokenizer, out = imported
+    _, tokenizer, out, tag = imported
     bundle = load_for_inference(out)
     for lang in ("de", "en", "fr", "cs"):
         for line in sentences(lang, 40):
@@ -138,15 +143,16 @@ def test_token_ids_equal_marian_tokenizer(imported):
             assert bundle.tgt_tokenizer.encode(line) + [bundle.specials.eos] == (
                 tokenizer(text_target=line).input_ids
             ), line
-    tagged = ">>fra<< " + sentences("de", 1)[0]
-    assert bundle.src_tokenizer.encode(tagged) + [bundle.specials.eos] == (
-        tokenizer(tagged).input_ids
-    )
-    assert set(bundle.specials.language_tags) == {"fra", "deu", "ces"}
+    if tag is not None:
+        tagged = f">>{tag}<< " + sentences("de", 1)[0]
+        assert bundle.src_tokenizer.encode(tagged) + [bundle.specials.eos] == (
+            tokenizer(tagged).input_ids
+        )
+    assert set(bundle.specials.language_tags) == (set() if tag is None else {"fra", "deu", "ces"})
 
 
 def test_logits_equal_transformers_on_a_padded_batch(imported):
-    model, tokenizer, out = imported
+    model, tokenizer, out, _ = imported
     bundle = load_for_inference(out)
     lines = sentences("de", 4)
     inputs = tokenizer(lines, text_target=sentences("en", 4), padding=True, return_tensors="pt")
@@ -167,14 +173,19 @@ def test_logits_equal_transformers_on_a_padded_batch(imported):
 
 
 def test_greedy_translations_equal_generate(imported):
-    model, tokenizer, out = imported
+    """A multilingual model's target tag: ours puts it in front of the source (`tgt_lang`),
+    transformers reads it from the text."""
+    model, tokenizer, out, tag = imported
     lines = sentences("de", 30)
-    translator = Translator.from_checkpoint(str(out), beam_size=1, max_len_a=0.0, max_len_b=STEPS)
+    translator = Translator.from_checkpoint(
+        str(out), beam_size=1, max_len_a=0.0, max_len_b=STEPS, tgt_lang=tag
+    )
     ours = {}
     for batch, found in translator.search_batches([translator.source_ids(s) for s in lines]):
         for index, result in zip(batch.indices.tolist(), found, strict=True):
             ours[index] = result.best.tokens + [0] * result.best.has_eos
-    inputs = tokenizer(lines, padding=True, return_tensors="pt")
+    tagged = [f">>{tag}<< {line}" if tag else line for line in lines]
+    inputs = tokenizer(tagged, padding=True, return_tensors="pt")
     with torch.no_grad():
         generated = model.generate(**inputs, num_beams=1, do_sample=False, max_new_tokens=STEPS)
     pad = model.config.pad_token_id
@@ -183,3 +194,19 @@ def test_greedy_translations_equal_generate(imported):
         assert ours[i] == theirs, lines[i]
     texts = [t.texts[0] for t in translator.translate(lines)]
     assert texts == tokenizer.batch_decode(generated, skip_special_tokens=True)
+
+
+def test_a_language_the_model_lacks_or_needs_is_named(imported, tmp_path, capsys):
+    _, _, out, tag = imported
+    if tag is None:
+        pytest.skip("a bilingual model has no languages to choose")
+    source = tmp_path / "in.de"
+    source.write_text("ein hund\n", "utf-8")
+    args = ["translate", "--checkpoint", str(out), "--input", str(source)]
+    assert main([*args, "--tgt-lang", "xyz"]) == 2
+    known = "it knows ces, deu, fra"
+    assert capsys.readouterr().err.strip() == (
+        f"error: --tgt-lang xyz: the model has no such language; {known}"
+    )
+    assert main(args) == 2
+    assert capsys.readouterr().err.strip() == f"error: --tgt-lang: the model needs it; {known}"

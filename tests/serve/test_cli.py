@@ -29,9 +29,9 @@ class StandInEngine:
     built: list[tuple] = []
 
     @classmethod
-    def from_checkpoint(cls, path, device, quantize, limits):
+    def from_checkpoint(cls, path, device, quantize, limits, src_lang=None, tgt_lang=None):
         engine = cls()
-        cls.built.append((path, device, quantize, limits))
+        cls.built.append((path, device, quantize, limits, src_lang, tgt_lang))
         return engine
 
     def describe(self) -> str:
@@ -58,8 +58,11 @@ def served(monkeypatch):
 def test_serve_passes_the_flags_to_the_engine_and_the_server(served):
     argv = ["serve", "--checkpoint", "best.pt", "--port", "9000", "--max-queue", "32"]
     assert cli.main([*argv, "--kv-blocks", "512", "--block-size", "8", "--quantize", "int8"]) == 0
-    ((path, device, quantize, limits),) = StandInEngine.built
-    assert (path, device, quantize) == ("best.pt", "cpu", "int8")
+    ((path, device, quantize, limits, src_lang, tgt_lang),) = StandInEngine.built
+    assert (path, device, quantize, src_lang, tgt_lang) == ("best.pt", "cpu", "int8", None, None)
+    StandInEngine.built.clear()
+    assert cli.main([*argv, "--src-lang", "deu_Latn", "--tgt-lang", "fra_Latn"]) == 0
+    assert StandInEngine.built[0][4:] == ("deu_Latn", "fra_Latn")
     assert limits == StandInLimits(max_queue=32, kv_blocks=512, block_size=8)
     (((engine, host, port), kwargs),) = served
     assert isinstance(engine, StandInEngine) and (host, port) == ("127.0.0.1", 9000)

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from transformer_mt.errors import TmtError
+from transformer_mt.errors import SettingError, TmtError
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,11 @@ class SpecialTokens:
     never: tuple[int, ...] = (PAD_ID, BOS_ID)  # ids search never produces
     # Language code -> id of its tag token (`>>fra<<` of multilingual OPUS-MT models).
     language_tags: dict[str, int] = field(default_factory=dict)
+    # Whose tag starts every source: "target" (multilingual OPUS-MT: the language to
+    # translate into), "source" (NLLB: the language of the text), "" (none).
+    source_tag: str = ""
+    # Whether the target language's tag is the first target token (NLLB), forced.
+    target_tag: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """What a checkpoint stores (plain ints, lists and strings)."""
@@ -66,6 +71,13 @@ class SpecialTokens:
             isinstance(k, str) and _is_id(v) for k, v in tags.items()
         ):
             raise TmtError(f"{source}: special tokens: language_tags must map codes to ids")
+        if data.get("source_tag", "") not in SOURCE_TAGS:
+            raise TmtError(
+                f"{source}: special tokens: source_tag must be one of {SOURCE_TAGS}, got "
+                f"{data.get('source_tag')!r}"
+            )
+        if not isinstance(data.get("target_tag", False), bool):
+            raise TmtError(f"{source}: special tokens: target_tag must be true or false")
         return cls(
             pad=data["pad"],
             unk=data["unk"],
@@ -73,7 +85,33 @@ class SpecialTokens:
             eos=data["eos"],
             never=tuple(never),
             language_tags=dict(tags),
+            source_tag=data.get("source_tag", ""),
+            target_tag=data.get("target_tag", False),
         )
+
+    def language_prefixes(
+        self, src_lang: str | None, tgt_lang: str | None
+    ) -> tuple[list[int], list[int]]:
+        """The ids that start every source and are forced to start every target, for a
+        translation from `src_lang` into `tgt_lang` (None: not given); ([], []) for a model
+        without language tags.
+
+        Raises:
+            SettingError: a language the model needs and was not given, or one it lacks, by
+                its setting (src_lang, tgt_lang), listing the model's languages.
+        """
+        needed = {"target": "tgt_lang", "source": "src_lang"}.get(self.source_tag)
+        wanted = {"tgt_lang": tgt_lang, "src_lang": src_lang}
+        source = [] if needed is None else [self._tag(needed, wanted[needed])]
+        target = [self._tag("tgt_lang", tgt_lang)] if self.target_tag else []
+        return source, target
+
+    def _tag(self, setting: str, code: str | None) -> int:
+        if code not in self.language_tags:
+            known = ", ".join(sorted(self.language_tags))
+            problem = "the model needs it" if code is None else "the model has no such language"
+            raise SettingError(setting, code, f"{problem}; it knows {known}")
+        return self.language_tags[code]
 
     def check_vocabulary(self, size: int, source: str) -> None:
         """Raise TmtError naming the first id outside a vocabulary of `size` entries."""
@@ -86,6 +124,9 @@ class SpecialTokens:
                     f"{source}: special tokens: {name}={token} is outside the vocabulary "
                     f"of {size} entries"
                 )
+
+
+SOURCE_TAGS = ("", "source", "target")
 
 
 def _is_id(value: object) -> bool:

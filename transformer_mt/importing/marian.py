@@ -98,6 +98,7 @@ def _specials(directory: Path, hf_config: Any, vocab: dict[str, int]) -> Special
         eos=hf_config.eos_token_id,
         never=never,
         language_tags=tags,
+        source_tag="target" if tags else "",
     )
 
 

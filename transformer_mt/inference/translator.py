@@ -89,6 +89,9 @@ class Translator:
         alignment_layer: None (no alignments), or the decoder layer whose cross-attention
             aligns target to source subwords; negative values count from the last.
         cache_dtype: dtype of the decoding cache's keys and values (None: as computed).
+        specials: the model's special ids (its checkpoint's).
+        src_lang, tgt_lang: the languages of a model with language tags (a multilingual
+            OPUS-MT model needs tgt_lang, NLLB both); a model without ignores them.
     """
 
     def __init__(
@@ -101,6 +104,8 @@ class Translator:
         alignment_layer: int | None = None,
         cache_dtype: torch.dtype | None = None,
         specials: SpecialTokens = OWN_SPECIALS,
+        src_lang: str | None = None,
+        tgt_lang: str | None = None,
     ):
         decode.validate()
         if alignment_layer is not None:
@@ -118,8 +123,10 @@ class Translator:
         self.cache_dtype = cache_dtype
         self.specials = specials
         self.options = search_options(model, specials, cache_dtype)
+        # Language tags: ids in front of every source, and forced in front of every target.
+        self.source_prefix, self.target_prefix = specials.language_prefixes(src_lang, tgt_lang)
         # Source tokens a line may keep: the position table also holds the appended EOS.
-        self.max_src_tokens = model.cfg.max_positions - 1
+        self.max_src_tokens = model.cfg.max_positions - 1 - len(self.source_prefix)
         self.truncated_lines = 0
 
     @classmethod
@@ -129,6 +136,8 @@ class Translator:
         device: str = "cpu",
         quantize: str | None = None,
         alignment_layer: int | None = None,
+        src_lang: str | None = None,
+        tgt_lang: str | None = None,
         **decode_changes: object,
     ) -> Translator:
         """Load `path`; `decode_changes` override the checkpoint's decode section.
@@ -137,6 +146,8 @@ class Translator:
             quantize: None (float32) or "int8": dynamic int8 linear layers, CPU only (see
                 `quantize_int8`), with the cache in `int8_cache_dtype()`.
             alignment_layer: see the class.
+            src_lang, tgt_lang: see the class; None: the checkpoint's data languages where
+                the model has tags for them.
         """
         device = resolve_device(device)
         bundle = load_for_inference(path, device)
@@ -163,6 +174,8 @@ class Translator:
             alignment_layer,
             cache_dtype,
             bundle.specials,
+            src_lang or _tagged(bundle.config.data.src_lang, bundle.specials),
+            tgt_lang or _tagged(bundle.config.data.tgt_lang, bundle.specials),
         )
 
     def translate(
@@ -183,7 +196,9 @@ class Translator:
         no_pairs = None if self.alignment_layer is None else []
         results = [Translation.empty(self.decode.n_best, no_pairs) for _ in lines]
         check_one_prefix_per_text(prefixes, len(lines))
-        forced = None if prefixes is None else [self.prefix_ids(prefixes[i]) for i in todo]
+        forced = None
+        if prefixes is not None or self.target_prefix:
+            forced = [self.prefix_ids(prefixes[i] if prefixes else "") for i in todo]
         indices: list[int] = []  # into `todo`, batch by batch
         searched: list[Translation] = []
         for batch, found in self.search_batches([encoded[i] for i in todo], forced):
@@ -212,13 +227,14 @@ class Translator:
         ids = self.src_tokenizer.encode(line)
         if len(ids) > self.max_src_tokens:
             self.truncated_lines += 1
-            return ids[: self.max_src_tokens]
-        return ids
+            ids = ids[: self.max_src_tokens]
+        return self.source_prefix + ids
 
     def prefix_ids(self, text: str) -> list[int]:
         """The target subword ids a translation is forced to start with, cut so that the
         prefix and one more token fit the position table."""
-        return self.tgt_tokenizer.encode(text)[: self.max_src_tokens] if text.strip() else []
+        ids = self.tgt_tokenizer.encode(text)[: self.max_src_tokens] if text.strip() else []
+        return self.target_prefix + ids
 
     def batches(
         self, sources: Sequence[Sequence[int]], max_tokens: int | None = None
@@ -245,10 +261,13 @@ class Translator:
 
     def detokenize(self, result: SearchResult) -> Translation:
         """A search result's hypotheses as target text, with their scores."""
-        decode = self.tgt_tokenizer.decode
         return Translation(
-            [decode(h.tokens) for h in result.hypotheses], [h.score for h in result.hypotheses]
+            [self.text(h.tokens) for h in result.hypotheses], [h.score for h in result.hypotheses]
         )
+
+    def text(self, tokens: Sequence[int]) -> str:
+        """The target text of output `tokens`, without the forced language tag."""
+        return self.tgt_tokenizer.decode(tokens[len(self.target_prefix) :])
 
 
 def alignment_pairs(
@@ -275,6 +294,11 @@ def alignment_pairs(
     n_words = max(src_ids.numel() - 1, 1)  # the subwords, without the EOS
     best = cross[0].mean(0)[:, :n_words].argmax(-1)  # (T,)
     return [(int(s), t) for t, s in enumerate(best.tolist())]
+
+
+def _tagged(code: str, specials: SpecialTokens) -> str | None:
+    """`code` when the model has a language tag for it, else None."""
+    return code if code in specials.language_tags else None
 
 
 def _check_alignment_layer(layer: int, n_layers: int) -> None:

@@ -148,8 +148,15 @@ class Engine:
         device: str = "cpu",
         quantize: str | None = None,
         limits: ServeLimits = ServeLimits(),
+        src_lang: str | None = None,
+        tgt_lang: str | None = None,
     ) -> Engine:
-        return cls(Translator.from_checkpoint(path, device=device, quantize=quantize), limits)
+        """The engine of checkpoint `path`; a multilingual model translates between
+        `src_lang` and `tgt_lang` (see `Translator`)."""
+        translator = Translator.from_checkpoint(
+            path, device, quantize, src_lang=src_lang, tgt_lang=tgt_lang
+        )
+        return cls(translator, limits)
 
     def describe(self) -> str:
         """One line on what the engine holds, for the server's start."""
@@ -371,11 +378,10 @@ class Engine:
             (result,) = ranked_results([hypotheses], sentence.decode.n_best)
             translation = self.translator.detokenize(result)
             self._finish(self.admission.running[sentence.key], translation)
-        decode = self.translator.tgt_tokenizer.decode
         for key, tokens in greedy.items():
             work = self.admission.running[key]
             if work.job.on_token is not None:
-                text = decode(tokens)
+                text = self.translator.text(tokens)
                 if text != work.streamed:
                     work.streamed = text
                     work.job.on_token(work.index, text)
