@@ -60,13 +60,14 @@ def test_serve_passes_the_flags_to_the_engine_and_the_server(served):
     assert cli.main([*argv, "--kv-blocks", "512", "--block-size", "8", "--quantize", "int8"]) == 0
     ((path, device, quantize, limits, src_lang, tgt_lang),) = StandInEngine.built
     assert (path, device, quantize, src_lang, tgt_lang) == ("best.pt", "cpu", "int8", None, None)
-    StandInEngine.built.clear()
-    assert cli.main([*argv, "--src-lang", "deu_Latn", "--tgt-lang", "fra_Latn"]) == 0
-    assert StandInEngine.built[0][4:] == ("deu_Latn", "fra_Latn")
+
     assert limits == StandInLimits(max_queue=32, kv_blocks=512, block_size=8)
     (((engine, host, port), kwargs),) = served
     assert isinstance(engine, StandInEngine) and (host, port) == ("127.0.0.1", 9000)
     assert kwargs == {"settings": HttpSettings()}
+    StandInEngine.built.clear()
+    assert cli.main([*argv, "--src-lang", "deu_Latn", "--tgt-lang", "fra_Latn"]) == 0
+    assert StandInEngine.built[0][4:] == ("deu_Latn", "fra_Latn")
 
 
 def test_serve_leaves_unset_limits_to_the_engine(served):
