@@ -4,113 +4,19 @@ with a vocab.json numbering, `>>xxx<<` language tags, and a variant with separat
 vocabularies. The imported checkpoint must tokenize, score and translate as transformers does.
 """
 
-import json
-
 import pytest
-import sentencepiece as spm
 import torch
 from torch.testing import assert_close
 
 from tests.corpora import SHARED_DATA, slice_lines
+from tests.importing.builders import build_marian
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
 from transformer_mt.inference.translator import Translator
 
 transformers = pytest.importorskip("transformers")
 
-TAGS = [">>fra<<", ">>deu<<", ">>ces<<"]
 STEPS = 12  # tokens each greedy search may produce
-
-
-def train_spm(texts, path, size):
-    """An OPUS-MT-like SentencePiece model: unigram, <unk> 0, <s> 1, </s> 2, no pad."""
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(texts),
-        model_prefix=str(path),
-        vocab_size=size,
-        model_type="unigram",
-        character_coverage=1.0,
-        bos_id=1,
-        eos_id=2,
-        unk_id=0,
-        pad_id=-1,
-        minloglevel=2,
-    )
-    return path.with_suffix(".model")
-
-
-def vocabulary(*spm_paths, tags=()):
-    """Marian's numbering: </s> 0, <unk> 1, the pieces of every model, tags, <pad> last."""
-    vocab = {"</s>": 0, "<unk>": 1}
-    for path in spm_paths:
-        sp = spm.SentencePieceProcessor(model_file=str(path))
-        for i in range(sp.get_piece_size()):
-            if not (sp.is_control(i) or sp.is_unknown(i)):
-                vocab.setdefault(sp.id_to_piece(i), len(vocab))
-    for tag in tags:
-        vocab[tag] = len(vocab)
-    vocab["<pad>"] = len(vocab)
-    return vocab
-
-
-def build_marian(directory, separate):
-    """Save a random OPUS-MT-shaped Marian model with its tokenizer files into `directory`:
-    multilingual (`>>xxx<<` tags) with one vocabulary, or bilingual with separate ones."""
-    directory.mkdir()
-    src_spm = train_spm(slice_lines("train", "de"), directory / "src", 180)
-    tgt_spm = train_spm(slice_lines("train", "en"), directory / "tgt", 180)
-    if separate:  # each side its own numbering, the special pieces at the same ids
-        src_vocab, tgt_vocab = vocabulary(src_spm), vocabulary(tgt_spm)
-        if len(src_vocab) != len(tgt_vocab):
-            pytest.fail("the two SentencePiece models must number their pieces alike")
-    else:
-        src_vocab = tgt_vocab = vocabulary(src_spm, tgt_spm, tags=TAGS)
-    pad = src_vocab["<pad>"]
-    config = transformers.MarianConfig(
-        vocab_size=len(src_vocab),
-        decoder_vocab_size=len(tgt_vocab),
-        share_encoder_decoder_embeddings=not separate,
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        activation_function="swish",
-        max_position_embeddings=256,
-        scale_embedding=True,
-        pad_token_id=pad,
-        eos_token_id=0,
-        decoder_start_token_id=pad,
-        forced_eos_token_id=None,
-        dropout=0.0,
-    )
-    torch.manual_seed(0)
-    model = transformers.MarianMTModel(config).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "embed_positions" not in name:  # the sinusoids stay as they are
-                p.mul_(4.0)  # peaked distributions, so searches do not hinge on near-ties
-        model.final_logits_bias.normal_()
-    model.generation_config.bad_words_ids = [[pad]]
-    model.save_pretrained(directory)
-    (directory / "vocab.json").write_text(json.dumps(src_vocab), "utf-8")
-    target_vocab = None
-    if separate:
-        target_vocab = directory / "target_vocab.json"
-        target_vocab.write_text(json.dumps(tgt_vocab), "utf-8")
-    tokenizer = transformers.MarianTokenizer(
-        source_spm=str(src_spm),
-        target_spm=str(tgt_spm),
-        vocab=str(directory / "vocab.json"),
-        target_vocab_file=None if target_vocab is None else str(target_vocab),
-        source_lang="de",
-        target_lang="en",
-        separate_vocabs=separate,
-    )
-    tokenizer.save_pretrained(directory)
-    return model, tokenizer
 
 
 @pytest.fixture(scope="module", params=["multilingual", "separate"])
