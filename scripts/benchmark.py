@@ -1,5 +1,6 @@
 """One entry point for the benchmarks: matmul, training, translation, data, attention, threads,
-serving, trained model variants, streamed training, translation cost growth.
+serving, trained model variants, streamed training, translation cost growth, the compiled
+decoding step.
 
     python scripts/benchmark.py matmul [--dtypes fp32 bf16]
     python scripts/benchmark.py train [--sizes quickstart base]
@@ -12,6 +13,7 @@ serving, trained model variants, streamed training, translation cost growth.
     python scripts/benchmark.py variants --architectures NAME=OVERRIDES [...] [--config CONFIG]
     python scripts/benchmark.py stream --corpora PREFIX [PREFIX ...] [--steps 200]
     python scripts/benchmark.py growth [--lengths 10 20 40 80 160] [--beams 1 2 5 10] [--plot PNG]
+    python scripts/benchmark.py compile --checkpoint CKPT [--beams 1 5] [--variants eager-plain ...]
 
 Each subcommand is a `bench_<name>.py` module with `add_arguments(parser)` and
 `run(args) -> list[dict]`, runnable on its own too. Here every result becomes one JSON line on
@@ -44,6 +46,7 @@ BENCHMARKS = {
     "variants": "bench_variants",
     "stream": "bench_stream",
     "growth": "bench_growth",
+    "compile": "bench_compile",
 }
 
 
