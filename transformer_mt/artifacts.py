@@ -8,7 +8,7 @@ and read with `weights_only=True`; `Checkpoint` is its typed view, field for key
     ema           EMA weights, or None (train.ema_decay 0); inference and averaging prefer them
     config        the resolved config as a plain dict (`config_to_dict`)
     tokenizers    {"src": bytes, "tgt": bytes}: serialized SentencePiece models, and for an
-                  imported model "src_pieces" / "tgt_pieces": its piece -> id tables (JSON)
+                  imported model "src_pieces" / "tgt_pieces": its `PieceTable`s (JSON)
     specials      the special token ids (`SpecialTokens.to_dict`); absent from files that
                   predate the key, which hold this toolkit's own ids
     step          optimizer updates taken
@@ -31,7 +31,6 @@ crash while saving leaves the previous file intact.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import shutil
@@ -47,7 +46,7 @@ from torch import Tensor
 from transformer_mt import __version__, kernels
 from transformer_mt.config import ExperimentConfig, config_from_dict, config_to_dict
 from transformer_mt.data.specials import SpecialTokens
-from transformer_mt.data.tokenizer import Tokenizer
+from transformer_mt.data.tokenizer import PieceTable, Tokenizer
 from transformer_mt.errors import TmtError, one_line
 from transformer_mt.files import (
     atomic_open,
@@ -178,14 +177,14 @@ def pack_tokenizers(src: Tokenizer, tgt: Tokenizer) -> dict[str, bytes]:
     other file."""
     packed = {"src": src.model_bytes, "tgt": tgt.model_bytes}
     for side, tokenizer in (("src", src), ("tgt", tgt)):
-        if tokenizer.pieces is not None:
-            packed[f"{side}_pieces"] = json.dumps(tokenizer.pieces, ensure_ascii=False).encode()
+        if tokenizer.table is not None:
+            packed[f"{side}_pieces"] = tokenizer.table.to_json()
     return packed
 
 
-def _table(tokenizers: dict[str, bytes], side: str) -> dict[str, int] | None:
+def _table(tokenizers: dict[str, bytes], side: str) -> PieceTable | None:
     table = tokenizers.get(f"{side}_pieces")
-    return None if table is None else json.loads(table)
+    return None if table is None else PieceTable.from_json(table)
 
 
 def periodic_name(step: int) -> str:

@@ -12,8 +12,8 @@ can use them as constants without asking the tokenizer:
 
 An imported model (OPUS-MT, NLLB) segments with SentencePiece too, but numbers the pieces by
 a table of its own (Marian's vocab.json; NLLB's ids shifted past fairseq's specials): such a
-`Tokenizer` carries `pieces`, piece -> id, and looks every piece up there (a piece the table
-lacks is its `<unk>`; a leading `>>xxx<<` language tag is one piece, as in Marian). Its
+`Tokenizer` carries a `PieceTable`, piece -> id, and looks every piece up there (a piece the
+table lacks is its `<unk>`; a leading `>>xxx<<` language tag is one piece, as in Marian). Its
 special ids are the model's (`data/specials.py`), not the above.
 
 A trained model is saved as `spm-<role>-<hash>.model` where the hash covers the training text
@@ -58,22 +58,26 @@ class TokenizerError(TmtError):
 class Tokenizer:
     """A loaded SentencePiece model; text in, ids out (no BOS/EOS), and back.
 
-    `pieces` (None: SentencePiece's own ids) numbers the pieces by an imported model's table.
+    `table` (None: SentencePiece's own ids) numbers the pieces by an imported model's table.
     """
 
     def __init__(
-        self, model_bytes: bytes, name: str = "<bytes>", pieces: dict[str, int] | None = None
+        self, model_bytes: bytes, name: str = "<bytes>", table: PieceTable | None = None
     ) -> None:
         self.name = name
         self.model_bytes = model_bytes
-        self.pieces = pieces
+        self.table = table
         self._sp = spm.SentencePieceProcessor()
         try:
             self._sp.LoadFromSerializedProto(model_bytes)
         except (RuntimeError, OSError, TypeError) as err:
             raise TokenizerError(f"{name}: not a SentencePiece model ({one_line(err)})") from None
-        if pieces is not None:
-            self._table = _PieceTable(pieces, name)
+        if table is not None:
+            if "<unk>" not in table.ids:
+                raise TokenizerError(f"{name}: the vocabulary has no <unk> piece")
+            self._unk = table.ids["<unk>"]
+            self._by_id = {i: p for p, i in table.ids.items()}
+            self._skipped = {table.ids[p] for p in table.skip if p in table.ids}
             return
         if (self._sp.pad_id(), self._sp.unk_id(), self._sp.bos_id(), self._sp.eos_id()) != (
             PAD_ID,
@@ -92,31 +96,36 @@ class Tokenizer:
             raise TokenizerError(f"{path}: tokenizer model not found") from None
 
     @classmethod
-    def from_bytes(cls, model_bytes: bytes, pieces: dict[str, int] | None = None) -> Tokenizer:
-        return cls(model_bytes, pieces=pieces)
+    def from_bytes(cls, model_bytes: bytes, table: PieceTable | None = None) -> Tokenizer:
+        return cls(model_bytes, table=table)
 
     def __reduce__(self) -> tuple:
         """Pickled as its model and table (into data-loading worker processes)."""
-        return (Tokenizer, (self.model_bytes, self.name, self.pieces))
+        return (Tokenizer, (self.model_bytes, self.name, self.table))
+
+    @property
+    def pieces(self) -> dict[str, int] | None:
+        """An imported model's piece -> id numbering; None for SentencePiece's own."""
+        return None if self.table is None else self.table.ids
 
     @property
     def vocab_size(self) -> int:
-        if self.pieces is not None:
-            return self._table.size
+        if self.table is not None:
+            return self.table.size
         return self._sp.get_piece_size()
 
     @property
     def sha256(self) -> str:
         """Checksum of the serialized model (and table); keys encoded-corpus caches."""
         digest = hashlib.sha256(self.model_bytes)
-        if self.pieces is not None:
-            digest.update(json.dumps(self.pieces, sort_keys=True).encode())
+        if self.table is not None:
+            digest.update(self.table.to_json())
         return digest.hexdigest()
 
     def encode(self, text: str) -> list[int]:
         if self.pieces is not None:
             tag, text = _leading_tag(text)
-            return self._table.ids(tag + self._sp.encode(text, out_type=str))
+            return self._ids(tag + self._sp.encode(text, out_type=str))
         return self._sp.encode(text)
 
     def encode_batch(self, texts: Sequence[str], num_threads: int = -1) -> list[list[int]]:
@@ -124,7 +133,7 @@ class Tokenizer:
         if self.pieces is not None:
             tags, texts = zip(*map(_leading_tag, texts), strict=True) if texts else ((), ())
             rows = self._sp.encode(list(texts), out_type=str, num_threads=num_threads)
-            return [self._table.ids(tag + row) for tag, row in zip(tags, rows, strict=True)]
+            return [self._ids(tag + row) for tag, row in zip(tags, rows, strict=True)]
         return self._sp.encode(list(texts), num_threads=num_threads)
 
     def encode_dropout(self, texts: Sequence[str], dropout: float, seed: int) -> list[list[int]]:
@@ -174,7 +183,8 @@ class Tokenizer:
         if self.pieces is not None:
             # A shared table holds pieces this model lacks (the other side's): they come out
             # as written, their word-boundary marks made spaces, as Marian's tokenizer does.
-            text = self._sp.decode_pieces(self._table.pieces_of(ids))
+            kept = [self._by_id[i] for i in ids if i in self._by_id and i not in self._skipped]
+            text = self._sp.decode_pieces(kept)
             return text.replace("\u2581", " ").strip()
         return self._sp.decode(list(ids))
 
@@ -184,9 +194,13 @@ class Tokenizer:
         return self._sp.normalize(text).replace("\u2581", " ").strip(" ")
 
     def id_to_piece(self, token_id: int) -> str:
-        if self.pieces is not None:
-            return self._table.piece(token_id)
+        if self.table is not None:
+            return self._by_id.get(token_id, "<unk>")
         return self._sp.id_to_piece(token_id)
+
+    def _ids(self, pieces: list[str]) -> list[int]:
+        ids = self.table.ids  # type: ignore[union-attr]
+        return [ids.get(p, self._unk) for p in pieces]
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -194,31 +208,22 @@ class Tokenizer:
         return path
 
 
-class _PieceTable:
-    """An imported model's numbering of pieces: ids of pieces, pieces of ids."""
+@dataclass(frozen=True)
+class PieceTable:
+    """An imported model's numbering of SentencePiece pieces, stored in its checkpoint."""
 
-    def __init__(self, pieces: dict[str, int], name: str) -> None:
-        if "<unk>" not in pieces:
-            raise TokenizerError(f"{name}: the vocabulary has no <unk> piece")
-        self.unk = pieces["<unk>"]
-        self.by_piece = pieces
-        self.by_id = {i: p for p, i in pieces.items()}
-        self.size = max(pieces.values(), default=-1) + 1
-        # Pieces that are not text: decode skips them, as SentencePiece skips control pieces.
-        self.special = {
-            i
-            for p, i in pieces.items()
-            if (p.startswith("<") and p.endswith(">")) or (p.startswith(">>") and p.endswith("<<"))
-        }
+    ids: dict[str, int]  # piece -> id
+    size: int  # ids the model has (its embedding rows; some may number no piece)
+    skip: frozenset[str] = frozenset()  # pieces decoding leaves out: specials, language tags
 
-    def ids(self, pieces: list[str]) -> list[int]:
-        return [self.by_piece.get(p, self.unk) for p in pieces]
+    def to_json(self) -> bytes:
+        data = {"ids": self.ids, "size": self.size, "skip": sorted(self.skip)}
+        return json.dumps(data, ensure_ascii=False, sort_keys=True).encode()
 
-    def piece(self, token_id: int) -> str:
-        return self.by_id.get(token_id, "<unk>")
-
-    def pieces_of(self, ids: Sequence[int]) -> list[str]:
-        return [self.by_id[i] for i in ids if i in self.by_id and i not in self.special]
+    @classmethod
+    def from_json(cls, data: bytes) -> PieceTable:
+        table = json.loads(data)
+        return cls(table["ids"], table["size"], frozenset(table["skip"]))
 
 
 def _leading_tag(text: str) -> tuple[list[str], str]:

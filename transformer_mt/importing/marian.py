@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer_mt.data.specials import SpecialTokens
-from transformer_mt.data.tokenizer import Tokenizer, TokenizerError
+from transformer_mt.data.tokenizer import PieceTable, Tokenizer, TokenizerError
 from transformer_mt.errors import TmtError, one_line
 from transformer_mt.inference.hf_marian import ConvertedModel, from_marian_weights
 
@@ -61,19 +61,10 @@ def read_marian(directory: Path, hf_config: Any) -> ImportedModel:
                     f"{directory}/target_vocab.json: {piece} is {tgt_vocab.get(piece)}, "
                     f"{src_vocab.get(piece)} in vocab.json; we need one id on both sides"
                 )
-    src_tok = _tokenizer(directory / "source.spm", src_vocab)
-    tgt_tok = _tokenizer(directory / "target.spm", tgt_vocab)
     hf_model = MarianMTModel.from_pretrained(directory, config=hf_config)
     converted = from_marian_weights(hf_config, hf_model.state_dict())
-    for side, tokenizer, rows in (
-        ("source", src_tok, converted.src_vocab_size),
-        ("target", tgt_tok, converted.tgt_vocab_size),
-    ):
-        if tokenizer.vocab_size != rows:
-            raise TmtError(
-                f"{tokenizer.name}: the {side} vocabulary numbers {tokenizer.vocab_size} "
-                f"pieces, the model's {side} embeddings have {rows} rows"
-            )
+    src_tok = piece_tokenizer(directory / "source.spm", src_vocab, converted.src_vocab_size)
+    tgt_tok = piece_tokenizer(directory / "target.spm", tgt_vocab, converted.tgt_vocab_size)
     return ImportedModel(
         converted,
         src_tok,
@@ -102,13 +93,32 @@ def _specials(directory: Path, hf_config: Any, vocab: dict[str, int]) -> Special
     )
 
 
-def _tokenizer(spm_path: Path, vocab: dict[str, int]) -> Tokenizer:
+def piece_tokenizer(
+    spm_path: Path, vocab: dict[str, int], rows: int, skip: frozenset[str] | None = None
+) -> Tokenizer:
+    """`spm_path`'s segmentation numbered by `vocab`, for a model with `rows` embedding rows;
+    decoding leaves out `skip` (None: the `<...>` specials and `>>xxx<<` tags).
+
+    Raises:
+        TmtError: the file is missing or not SentencePiece, or an id of `vocab` has no row.
+    """
     if not spm_path.is_file():
-        raise TmtError(f"{spm_path}: missing; a Marian model needs source.spm and target.spm")
+        raise TmtError(f"{spm_path}: missing; the model's tokenizer needs it")
+    if max(vocab.values(), default=-1) >= rows:
+        raise TmtError(
+            f"{spm_path.parent}: the vocabulary numbers pieces up to {max(vocab.values())}, "
+            f"the model's embeddings have {rows} rows"
+        )
+    if skip is None:
+        skip = frozenset(p for p in vocab if _special(p) or LANGUAGE_TAG.fullmatch(p))
     try:
-        return Tokenizer(spm_path.read_bytes(), str(spm_path), pieces=vocab)
+        return Tokenizer(spm_path.read_bytes(), str(spm_path), PieceTable(vocab, rows, skip))
     except TokenizerError as err:
         raise TmtError(str(err)) from None
+
+
+def _special(piece: str) -> bool:
+    return piece.startswith("<") and piece.endswith(">")
 
 
 def _json(path: Path, required: bool = True) -> dict[str, Any]:
