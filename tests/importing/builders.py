@@ -105,3 +105,60 @@ def build_marian(directory, separate):
     )
     tokenizer.save_pretrained(directory)
     return model, tokenizer
+
+
+CODES = ["deu_Latn", "eng_Latn", "fra_Latn", "ces_Latn"]
+
+
+def build_nllb(directory):
+    """Save a random NLLB-shaped M2M100 model (pre-norm, scaled embeddings, positions from
+    pad + 1) with an NllbTokenizer over a SentencePiece BPE model trained here, language
+    codes as added tokens, into `directory`; German into English by default."""
+    directory.mkdir()
+    texts = [*slice_lines("train", "de"), *slice_lines("train", "en")]
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts),
+        model_prefix=str(directory / "sentencepiece.bpe"),
+        vocab_size=300,
+        model_type="bpe",
+        character_coverage=1.0,
+        unk_id=0,
+        bos_id=1,
+        eos_id=2,
+        pad_id=-1,
+        minloglevel=2,
+    )
+    (directory / "tokenizer_config.json").write_text(
+        json.dumps({"tokenizer_class": "NllbTokenizer"}), "utf-8"
+    )
+    tokenizer = transformers.NllbTokenizer.from_pretrained(
+        directory, extra_special_tokens=CODES, src_lang="deu_Latn", tgt_lang="eng_Latn"
+    )
+    tokenizer.save_pretrained(directory)
+    config = transformers.M2M100Config(
+        vocab_size=len(tokenizer) + 2,  # rows numbering no piece, as NLLB-200's
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        activation_function="relu",
+        max_position_embeddings=256,
+        scale_embedding=True,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+        decoder_start_token_id=2,
+        dropout=0.0,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    model = transformers.M2M100ForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "embed_positions" not in name:
+                p.mul_(4.0)  # peaked distributions, so searches do not hinge on near-ties
+    model.save_pretrained(directory)
+    return model, tokenizer

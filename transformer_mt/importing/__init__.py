@@ -7,6 +7,8 @@ trained here.
     marian.py   OPUS-MT / `MarianMTModel`: weights (inference/hf_marian.py), the two
                 SentencePiece models with vocab.json's numbering, the special ids and the
                 `>>xxx<<` language tags
+    m2m100.py   NLLB-200 and M2M100: weights (inference/hf_m2m100.py), the SentencePiece model
+                with the tokenizer's own numbering, language codes on both sides
     convert.py  which converter reads a directory, and the checkpoint it writes
 
 What a model needs and our model cannot compute is refused by the config key and its value

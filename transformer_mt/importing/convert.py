@@ -12,11 +12,12 @@ from transformer_mt.artifacts import Checkpoint, pack_tokenizers, save_checkpoin
 from transformer_mt.config import DataConfig, ExperimentConfig, TokenizerConfig, config_to_dict
 from transformer_mt.errors import TmtError, one_line
 from transformer_mt.files import check_output
+from transformer_mt.importing.m2m100 import read_m2m100
 from transformer_mt.importing.marian import ImportedModel, read_marian
 from transformer_mt.importing.source import model_directory
 
 # model_type of config.json -> the reader of such a directory.
-READERS = {"marian": read_marian}
+READERS = {"marian": read_marian, "m2m_100": read_m2m100}
 
 
 def import_model(source: str, out: str | Path) -> ImportedModel:

@@ -78,9 +78,7 @@ def read_marian(directory: Path, hf_config: Any) -> ImportedModel:
 def _specials(directory: Path, hf_config: Any, vocab: dict[str, int]) -> SpecialTokens:
     pad = hf_config.pad_token_id
     start = hf_config.decoder_start_token_id
-    generation = _json(directory / "generation_config.json", required=False)
-    banned = generation.get("bad_words_ids") or [[pad]]
-    never = tuple(dict.fromkeys(ids[0] for ids in banned if len(ids) == 1))
+    never = banned_ids(directory, pad)
     tags = {m.group(1): i for piece, i in vocab.items() if (m := LANGUAGE_TAG.fullmatch(piece))}
     return SpecialTokens(
         pad=pad,
@@ -91,6 +89,14 @@ def _specials(directory: Path, hf_config: Any, vocab: dict[str, int]) -> Special
         language_tags=tags,
         source_tag="target" if tags else "",
     )
+
+
+def banned_ids(directory: Path, pad: int) -> tuple[int, ...]:
+    """The single tokens the model's generation config bans (`bad_words_ids`), and pad: a
+    padding token is never part of a translation."""
+    generation = _json(directory / "generation_config.json", required=False)
+    banned = [ids[0] for ids in generation.get("bad_words_ids") or [] if len(ids) == 1]
+    return tuple(dict.fromkeys([pad, *banned]))
 
 
 def piece_tokenizer(

@@ -196,9 +196,7 @@ class Translator:
         no_pairs = None if self.alignment_layer is None else []
         results = [Translation.empty(self.decode.n_best, no_pairs) for _ in lines]
         check_one_prefix_per_text(prefixes, len(lines))
-        forced = None
-        if prefixes is not None or self.target_prefix:
-            forced = [self.prefix_ids(prefixes[i] if prefixes else "") for i in todo]
+        forced = None if prefixes is None else [self.prefix_ids(prefixes[i]) for i in todo]
         indices: list[int] = []  # into `todo`, batch by batch
         searched: list[Translation] = []
         for batch, found in self.search_batches([encoded[i] for i in todo], forced):
@@ -251,7 +249,10 @@ class Translator:
         prefixes: Sequence[Sequence[int]] | None = None,
     ) -> Iterator[tuple[SourceBatch, list[SearchResult]]]:
         """Each batch of `sources` with the search results of its rows, in the batch's order;
-        `prefixes` (from `prefix_ids`), one per source, are forced."""
+        `prefixes` (from `prefix_ids`), one per source, are forced; without them, the target
+        language's tag where the model starts targets with one."""
+        if prefixes is None and self.target_prefix:
+            prefixes = [self.target_prefix] * len(sources)
         for batch in self.batches(sources):
             forced = None if prefixes is None else [prefixes[i] for i in batch.indices.tolist()]
             found = search(

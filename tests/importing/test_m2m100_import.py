@@ -1,0 +1,103 @@
+"""`tmt import` of an NLLB-shaped M2M100 model built here with transformers: the source starts
+with its language's code, the decoder with </s> and then the target language's code (forced),
+pieces numbered by the tokenizer's own table past fairseq's specials."""
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from tests.corpora import SHARED_DATA, slice_lines
+from tests.importing.builders import build_nllb
+from transformer_mt.artifacts import load_for_inference
+from transformer_mt.cli import main
+from transformer_mt.inference.translator import Translator
+
+transformers = pytest.importorskip("transformers")
+
+STEPS = 12
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    root = tmp_path_factory.mktemp("nllb")
+    model, tokenizer = build_nllb(root / "hf")
+    out = root / "imported.pt"
+    assert main(["import", str(root / "hf"), "--out", str(out)]) == 0
+    return model, tokenizer, out
+
+
+def sentences(lang, n):
+    if lang in ("de", "en"):
+        return slice_lines("test2016", lang)[:n]
+    shared = SHARED_DATA / "multi30k" / f"test2016.{lang}"
+    return shared.read_text("utf-8").splitlines()[:n] if shared.is_file() else []
+
+
+def test_token_ids_equal_nllb_tokenizer(imported):
+    _, tokenizer, out = imported
+    bundle = load_for_inference(out)
+    assert (bundle.config.data.src_lang, bundle.config.data.tgt_lang) == ("deu_Latn", "eng_Latn")
+    specials = bundle.specials
+    assert set(specials.language_tags) == {"deu_Latn", "eng_Latn", "fra_Latn", "ces_Latn"}
+    for lang in ("de", "en", "fr", "cs"):
+        for line in sentences(lang, 40):
+            tokenizer.src_lang = "fra_Latn"
+            expected = tokenizer(line).input_ids
+            translator = Translator(
+                bundle.model, bundle.src_tokenizer, bundle.tgt_tokenizer, bundle.config.decode,
+                specials=specials, src_lang="fra_Latn", tgt_lang="eng_Latn",
+            )  # fmt: skip
+            assert translator.source_ids(line) + [specials.eos] == expected, line
+
+
+def test_logits_equal_transformers_on_a_padded_batch(imported):
+    model, tokenizer, out = imported
+    bundle = load_for_inference(out)
+    tokenizer.src_lang, tokenizer.tgt_lang = "deu_Latn", "eng_Latn"
+    inputs = tokenizer(
+        sentences("de", 4), text_target=sentences("en", 4), padding=True, return_tensors="pt"
+    )
+    labels = inputs["labels"]
+    start = torch.full((4, 1), bundle.specials.bos)
+    decoder_in = torch.cat([start, labels[:, :-1]], dim=1)
+    with torch.no_grad():
+        theirs = model(
+            input_ids=inputs["input_ids"],
+            attention_mask=inputs["attention_mask"],
+            decoder_input_ids=decoder_in,
+        ).logits
+        src_mask = bundle.model.src_mask(inputs["input_ids"])
+        ours = bundle.model(inputs["input_ids"], decoder_in, src_mask)
+    real = labels != bundle.specials.pad
+    assert_close(ours[real], theirs[real], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("tgt_lang", ["eng_Latn", "fra_Latn"])
+def test_greedy_translations_equal_generate(imported, tgt_lang):
+    """The target language's code is forced first (transformers: forced_bos_token_id)."""
+    model, tokenizer, out = imported
+    lines = sentences("de", 30)
+    translator = Translator.from_checkpoint(
+        str(out), beam_size=1, max_len_a=0.0, max_len_b=STEPS, tgt_lang=tgt_lang
+    )
+    ours = {}
+    for batch, found in translator.search_batches([translator.source_ids(s) for s in lines]):
+        for index, result in zip(batch.indices.tolist(), found, strict=True):
+            ours[index] = result.best.tokens + [2] * result.best.has_eos
+    tokenizer.src_lang = "deu_Latn"
+    inputs = tokenizer(lines, padding=True, return_tensors="pt")
+    forced = tokenizer.convert_tokens_to_ids(tgt_lang)
+    with torch.no_grad():
+        generated = model.generate(
+            **inputs,
+            num_beams=1,
+            do_sample=False,
+            max_new_tokens=STEPS,
+            forced_bos_token_id=forced,
+            bad_words_ids=[[model.config.pad_token_id]],
+        )
+    pad = model.config.pad_token_id
+    for i, row in enumerate(generated.tolist()):
+        assert ours[i] == [t for t in row[1:] if t != pad], lines[i]
+    texts = [t.texts[0] for t in translator.translate(lines)]
+    assert texts == tokenizer.batch_decode(generated, skip_special_tokens=True)
