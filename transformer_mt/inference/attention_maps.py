@@ -31,21 +31,27 @@ def draw_attention(
     layer: int | None = None,
     head: int | None = None,
     device: str = "cpu",
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
 ) -> Path:
     """Draw attention maps of `src` (and `tgt`, else its greedy translation) to the PNG `out`.
 
-    The source goes through the `Translator` (truncated to the position table, EOS appended);
-    the decoder input, BOS and the target, is cut to the position table too.
+    The source goes through the `Translator` (truncated to the position table, language tag
+    and EOS added); the decoder input, BOS and the target (after a forced language tag), is cut
+    to the position table too.
 
     Args:
         layer, head: draw only this layer (of encoder and decoder) / head; None: all.
+        src_lang, tgt_lang: the languages of a model with language tags (see `Translator`).
 
     Raises:
         TmtError: an empty source, a layer or head the model does not have, `out` would
             destroy a file (`files.check_output`), or no matplotlib.
     """
     check_output(out, [(checkpoint, "checkpoint")])
-    translator = Translator.from_checkpoint(str(checkpoint), device, **GREEDY)
+    translator = Translator.from_checkpoint(
+        str(checkpoint), device, src_lang=src_lang, tgt_lang=tgt_lang, **GREEDY
+    )
     model, cfg = translator.model, translator.model.cfg
     source = translator.source_ids(src)
     if not source:
@@ -55,7 +61,7 @@ def draw_attention(
         tgt_ids = found[0].best.tokens
     else:
         batch = next(translator.batches([source]))
-        tgt_ids = translator.tgt_tokenizer.encode(tgt)
+        tgt_ids = translator.prefix_ids(tgt)
     src_ids = batch.src_ids[0].tolist()  # the source subwords and EOS
     tgt_in = [translator.specials.bos, *tgt_ids][: cfg.max_positions]  # the last predicts EOS
     with torch.no_grad():

@@ -1,13 +1,17 @@
 """Build a CTranslate2 model from our weights with CTranslate2's spec API.
 
 CTranslate2's Marian/Transformers loaders assume OPUS-MT conventions (pad is the last vocabulary
-entry and is dropped; the decoder starts from a zero embedding), which our models do not follow:
-we start decoding from the BOS embedding with pad=0, unk=1, bos=2, eos=3. So instead of going
-through the Hugging Face export, this module describes our network directly as a
-`ctranslate2.specs.TransformerSpec` and fills it from our `state_dict`:
+entry and is dropped; the decoder starts from a zero embedding), which the models this toolkit
+trains do not follow: they start decoding from the BOS embedding with pad=0, unk=1, bos=2,
+eos=3. So instead of going through the Hugging Face export, this module describes our network
+directly as a `ctranslate2.specs.TransformerSpec` and fills it from our `state_dict`, with the
+special tokens of the model's own `SpecialTokens` (an imported OPUS-MT model keeps its pad row
+and starts from that row's embedding, as transformers' MarianMTModel and our model do):
 
-  - post- or pre-norm layers (pre-norm: a final LayerNorm on each side), relu / gelu / swiglu;
-  - our own position table (sinusoidal or learned) and sqrt(d_model)-scaled embeddings, or
+  - post- or pre-norm layers (pre-norm: a final LayerNorm on each side), relu / gelu / swish
+    (SiLU, CTranslate2's SWISH) / swiglu;
+  - our own position table (sinusoidal or learned) and token embeddings scaled by
+    sqrt(d_model) or not (`scale_embeddings`, CTranslate2's flag of the same name), or
     relative positions in self-attention: Shaw's key/value tables of each layer (a zero value
     table when ours has none), or T5's bias per head and bucket, which CTranslate2 buckets as
     T5 and `model/relative.py` do (bidirectional in the encoder, causal in the decoder) and
@@ -23,14 +27,17 @@ through the Hugging Face export, this module describes our network directly as a
     (G = n_heads / n_kv_heads), as our `repeat_interleave` does;
   - q/k/v projections fused the way CTranslate2 stores them (self: [q;k;v], cross: q and [k;v];
     with grouped heads the k and v parts are n_kv_heads heads wide);
-  - the output projection (tied or not) without a bias, so CTranslate2's log-probs are ours
-    exactly (`score_batch` equals our teacher-forced log-probs). Our search forbids PAD and BOS
-    by setting their log-probs to -inf *after* the softmax; CTranslate2's `suppress_sequences`
-    (and `min_decoding_length` for EOS) mask logits *before* it, i.e. renormalise. A -inf bias
-    baked into the model would do the same and break the exact score equality, so PAD/BOS
-    suppression is left to the caller (docs/deployment.md); a trained model gives them ~0
-    probability, as they are never training targets;
-  - vocabularies in SentencePiece id order, `<s>` as decoder start token, source EOS appended.
+  - the output projection (tied or not) with the model's own bias only (`output_bias`,
+    Marian's final_logits_bias), so CTranslate2's log-probs are ours exactly (`score_batch`
+    equals our teacher-forced log-probs). Our search forbids the ids of `SpecialTokens.never`
+    (ours: PAD and BOS) by setting their log-probs to -inf *after* the softmax; CTranslate2's
+    `suppress_sequences` (and `min_decoding_length` for EOS) mask logits *before* it, i.e.
+    renormalise. A -inf bias baked into the model would do the same and break the exact score
+    equality, so their suppression is left to the caller (docs/deployment.md); a trained model
+    gives them ~0 probability, as they are never training targets;
+  - vocabularies in the model's id order (SentencePiece's ids, or an imported model's table,
+    a row it numbers no piece with named `<unnumbered_ID>`), the pieces of `SpecialTokens`' bos
+    as decoder start token (ours `<s>`, OPUS-MT's `<pad>`), eos and unk; source EOS appended.
 
 Only CTranslate2 (extra `ct2`) is imported, and only inside the functions that build the spec.
 """
@@ -54,7 +61,9 @@ from transformer_mt.files import output_folder
 from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.model.rope import RotaryEmbedding
 
-_ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swiglu": "SWISH"}  # F.gelu is the exact erf GELU
+# ModelConfig.activation -> CTranslate2's Activation: F.gelu is the exact erf GELU, swish is
+# F.silu (x * sigmoid(x)), which CTranslate2 calls SWISH; swiglu is SWISH with ffn_glu.
+_ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swish": "SWISH", "swiglu": "SWISH"}
 _POSITIONS = ("sinusoidal", "learned", "rope", "shaw", "t5")
 # model/layers.py builds RotaryEmbedding with its default base; the export tests fail if not.
 _ROPE_BASE = inspect.signature(RotaryEmbedding).parameters["base"].default
@@ -114,7 +123,7 @@ def _set_side(spec: Any, model: Seq2SeqTransformer, side: str, cfg: ModelConfig)
     module = getattr(model, side)
     embeddings = spec.embeddings[0] if side == "encoder" else spec.embeddings
     embeddings.weight = _np(module.embed.token_embedding.weight)
-    spec.scale_embeddings = True  # multiply by sqrt(d_model), like our Embedder
+    spec.scale_embeddings = cfg.scale_embeddings  # sqrt(d_model), or none, like our Embedder
     positions = module.embed.positions
     if positions is not None:
         table = positions.table if cfg.positions == "sinusoidal" else positions.weight
@@ -179,7 +188,34 @@ def _stack_options(cfg: ModelConfig) -> dict[str, Any]:
 
 
 def _vocabulary(tokenizer: Tokenizer) -> list[str]:
-    return [tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)]
+    """The token of every id, in id order. CTranslate2 finds ids by token, so each must be
+    unique: an imported table's row without a piece (`id_to_piece` says `<unk>` for it) gets
+    a name of its own that no text segments into."""
+    if tokenizer.pieces is None:
+        return [tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)]
+    numbered = {i: piece for piece, i in tokenizer.pieces.items()}
+    return [numbered.get(i, f"<unnumbered_{i}>") for i in range(tokenizer.vocab_size)]
+
+
+def _source_side_tokens(
+    src_vocab: list[str], tgt_vocab: list[str], specials: SpecialTokens
+) -> tuple[str, str]:
+    """The unk and eos tokens: CTranslate2 names each by one token for both vocabularies (the
+    source's unknown pieces, the appended EOS), so both sides must call the id alike.
+
+    Raises:
+        TmtError: the two vocabularies name the unk or eos id differently.
+    """
+    names = []
+    for name, token_id in (("unk", specials.unk), ("eos", specials.eos)):
+        if src_vocab[token_id] != tgt_vocab[token_id]:
+            raise TmtError(
+                f"cannot export to CTranslate2: the {name} id {token_id} is "
+                f"{src_vocab[token_id]!r} in the source vocabulary and {tgt_vocab[token_id]!r} "
+                "in the target's; CTranslate2 names it by one token"
+            )
+        names.append(tgt_vocab[token_id])
+    return names[0], names[1]
 
 
 def build_spec(
@@ -207,13 +243,15 @@ def build_spec(
     _set_side(spec.encoder, model, "encoder", cfg)
     _set_side(spec.decoder, model, "decoder", cfg)
     spec.decoder.projection.weight = _np(model.output_projection.weight)
+    if cfg.output_bias:  # Marian's final_logits_bias
+        spec.decoder.projection.bias = _np(model.output_projection.bias)
 
-    spec.register_source_vocabulary(_vocabulary(src_tokenizer))
-    spec.register_target_vocabulary(_vocabulary(tgt_tokenizer))
+    src_vocab, tgt_vocab = _vocabulary(src_tokenizer), _vocabulary(tgt_tokenizer)
+    spec.register_source_vocabulary(src_vocab)
+    spec.register_target_vocabulary(tgt_vocab)
     config = spec.config
-    config.unk_token = tgt_tokenizer.id_to_piece(specials.unk)
-    config.bos_token = tgt_tokenizer.id_to_piece(specials.bos)
-    config.eos_token = tgt_tokenizer.id_to_piece(specials.eos)
+    config.unk_token, config.eos_token = _source_side_tokens(src_vocab, tgt_vocab, specials)
+    config.bos_token = tgt_vocab[specials.bos]
     config.decoder_start_token = config.bos_token  # the decoder starts from bos's embedding
     config.add_source_eos = True  # like make_source_batches: source pieces + EOS
     config.layer_norm_epsilon = cfg.layer_norm_eps
