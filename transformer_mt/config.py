@@ -415,6 +415,10 @@ class TrainConfig:
     keep_last: int = 5  # periodic checkpoints kept besides best.pt and last.pt
     patience: int = 0  # stop after this many validations without a better BLEU (0: off)
     nonfinite_loss: Literal["stop", "skip"] = "stop"  # a NaN/inf loss stops or skips the update
+    # Fine-tuning: start from this checkpoint's weights, tokenizers and special ids (ours or
+    # `tmt import`ed); the run's model and tokenizer sections are the checkpoint's (keys set
+    # otherwise are refused, training-only ones such as dropout excepted). None: from scratch.
+    init_from: str | None = None
 
     def validate(self) -> None:
         _positive(self, "train", ["max_steps", "max_tokens", "update_freq", "lr"])
@@ -622,6 +626,18 @@ def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> Experiment
         return _parse(data)
     except ConfigError as err:
         raise ConfigError(f"{err} [in {source}]") from None
+
+
+def given_keys(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> set[str]:
+    """The dotted keys ("model.d_model") that the file and the overrides set; every other key
+    of the config holds its default."""
+    data = apply_overrides(_read_yaml(Path(path)), overrides)
+    return {
+        f"{section}.{key}"
+        for section, values in data.items()
+        if isinstance(values, dict)
+        for key in values
+    }
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict:

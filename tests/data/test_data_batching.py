@@ -1,5 +1,7 @@
 """Token-budget batching: coverage, budget, determinism, resume, sharding, tensor layout."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -14,7 +16,9 @@ from transformer_mt.data.batching import (
     shard_batches,
 )
 from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
+from transformer_mt.data.specials import Framing, SpecialTokens
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from transformer_mt.errors import TmtError
 
 MAX_TOKENS = 200
 
@@ -135,6 +139,24 @@ def test_batch_layout():
     assert batch.src_ids.dtype == torch.int64
     moved = batch.to("cpu")
     assert torch.equal(moved.tgt_out_ids, batch.tgt_out_ids)
+
+
+def test_batch_layout_of_a_model_with_its_own_ids_and_language_tags():
+    """NLLB's framing: the source language's code first, the decoder started from eos (2) and
+    the target language's code forced first; pad 1."""
+    nllb = SpecialTokens(pad=1, unk=3, bos=2, eos=2, never=(1,), language_tags={"de": 7, "en": 8})
+    nllb = dataclasses.replace(nllb, source_tag="source", target_tag=True)
+    corpus = EncodedCorpus(
+        TokenColumn.from_lists([[10, 11, 12], [13]]), TokenColumn.from_lists([[20], [21, 22]])
+    )
+    batch = collate(corpus, np.array([1, 0]), Framing.of(nllb, "de", "en"))
+    assert batch.src_ids.tolist() == [[7, 13, 2, 1, 1], [7, 10, 11, 12, 2]]
+    assert batch.tgt_in_ids.tolist() == [[2, 8, 21, 22], [2, 8, 20, 1]]
+    assert batch.tgt_out_ids.tolist() == [[8, 21, 22, 2], [8, 20, 2, 1]]
+    assert batch.src_mask[:, 0, 0].tolist() == [[True, True, True, False, False], [True] * 5]
+    assert batch.n_tgt_tokens == 7
+    with pytest.raises(TmtError, match=r"data.tgt_lang fr: the model has no such language"):
+        Framing.of(nllb, "de", "fr")
 
 
 def test_oversized_example_is_an_error():

@@ -90,7 +90,7 @@ def tiny_trainer(
     model = build_model(config.model, 50, 50, PAD_ID)
     data = TrainData(BatchIterator(corpus, 64, seed=1), [collate(corpus, np.arange(8))], None, [])
     # Checkpoints need only the bytes (non-empty: torch.load(weights_only) refuses b"").
-    tokenizer = SimpleNamespace(model_bytes=b"unused")
+    tokenizer = SimpleNamespace(model_bytes=b"unused", table=None)
     return Trainer(config, model, data, tokenizer, tokenizer, run_dir, dist_context, device)
 
 

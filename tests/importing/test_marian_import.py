@@ -116,3 +116,30 @@ def test_a_language_the_model_lacks_or_needs_is_named(imported, tmp_path, capsys
     )
     assert main(args) == 2
     assert capsys.readouterr().err.strip() == f"error: --tgt-lang: the model needs it; {known}"
+
+
+def test_an_imported_model_fine_tunes_and_translates(imported, tmp_path):
+    """A few updates on the child's pairs, through its tables and special ids; the loss falls
+    and the child translates with the parent's tokenizers."""
+    from tests.training.conftest import write_config, write_corpus
+    from transformer_mt.artifacts import load_checkpoint
+    from transformer_mt.training.metrics import read_metrics
+
+    _, _, out, tag = imported
+    write_corpus(tmp_path, n_train=60, n_valid=8)
+    train = f"max_steps: 6, warmup_steps: 1, valid_every: 3, init_from: {out}, lr: 1e-3"
+    config = write_config(tmp_path, train=train, model="dropout: 0.0")
+    text = config.read_text("utf-8").replace("  d_model: 32\n  n_heads: 4\n  n_layers: 2\n", "")
+    config.write_text(
+        text.replace("  d_ff: 64\n", "").replace("tokenizer:\n  vocab_size: 60\n", "")
+    )
+    run = tmp_path / "run"
+    # A multilingual model is told the target language (its tag frames every pair).
+    languages = [] if tag is None else ["--set", f"data.tgt_lang={tag}"]
+    assert main(["train", "--config", str(config), "--run-dir", str(run), *languages]) == 0
+    child = load_checkpoint(run / "checkpoints" / "last.pt")
+    assert child.specials == load_checkpoint(out).specials
+    losses = [row["loss"] for row in read_metrics(run / "metrics.jsonl") if row["kind"] == "train"]
+    assert losses[-1] < losses[0]
+    translator = Translator.from_checkpoint(str(run / "checkpoints" / "last.pt"), tgt_lang=tag)
+    assert all(isinstance(t.texts[0], str) for t in translator.translate(["der hund"]))

@@ -63,7 +63,7 @@ def tiny_trainer(
         valid_references=[],
     )
     # Checkpoints need only the bytes (not empty: torch.load(weights_only=True) refuses b"").
-    tokenizer = SimpleNamespace(model_bytes=b"unused")
+    tokenizer = SimpleNamespace(model_bytes=b"unused", table=None)
     return Trainer(config, model, data, tokenizer, tokenizer, run_dir, dist, "cpu")
 
 

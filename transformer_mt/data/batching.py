@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
-from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
+from transformer_mt.data.specials import OWN_FRAMING, OWN_SPECIALS, Framing, SpecialTokens
 from transformer_mt.errors import TmtError
 
 log = logging.getLogger(__name__)
@@ -160,15 +160,16 @@ def shard_batches(batches: Sequence[T], rank: int, world_size: int) -> list[T]:
 
 
 def collate(
-    corpus: EncodedCorpus, indices: np.ndarray, specials: SpecialTokens = OWN_SPECIALS
+    corpus: EncodedCorpus, indices: np.ndarray, framing: Framing = OWN_FRAMING
 ) -> Batch:
     """Pad the pairs `indices` of `corpus` into a Batch (masks and shifted targets built here):
-    sources end in eos, decoder inputs start with `specials.bos`, outputs end in eos."""
+    each side framed by `framing` (the special ids and language tags around the tokens)."""
     indices = np.asarray(indices, dtype=np.int64)
-    pad, eos = specials.pad, specials.eos
-    src_ids = _pad_rows(corpus.src, indices, pad, prefix=None, suffix=eos)
-    tgt_in_ids = _pad_rows(corpus.tgt, indices, pad, prefix=specials.bos, suffix=None)
-    tgt_out_ids = _pad_rows(corpus.tgt, indices, pad, prefix=None, suffix=eos)
+    specials, tags = framing.specials, framing.target_prefix
+    pad, eos = specials.pad, (specials.eos,)
+    src_ids = _pad_rows(corpus.src, indices, pad, framing.source_prefix, eos)
+    tgt_in_ids = _pad_rows(corpus.tgt, indices, pad, (specials.bos, *tags), ())
+    tgt_out_ids = _pad_rows(corpus.tgt, indices, pad, tags, eos)
     src = torch.from_numpy(src_ids)
     return Batch(
         src_ids=src,
@@ -176,27 +177,31 @@ def collate(
         tgt_in_ids=torch.from_numpy(tgt_in_ids),
         tgt_out_ids=torch.from_numpy(tgt_out_ids),
         indices=torch.from_numpy(indices),
-        n_tgt_tokens=int(corpus.tgt.lengths[indices].sum()) + len(indices),
+        n_tgt_tokens=int(corpus.tgt.lengths[indices].sum()) + len(indices) * (1 + len(tags)),
     )
 
 
 def _pad_rows(
-    column: TokenColumn, indices: np.ndarray, pad: int, prefix: int | None, suffix: int | None
+    column: TokenColumn,
+    indices: np.ndarray,
+    pad: int,
+    prefix: tuple[int, ...],
+    suffix: tuple[int, ...],
 ) -> np.ndarray:
     """(B, L) int64 array of rows `indices`, each wrapped in prefix/suffix, padded with `pad`."""
     rows = column.select(indices)
     lengths = rows.lengths
-    extra = (prefix is not None) + (suffix is not None)
-    width = int(lengths.max(initial=0)) + extra
+    start = len(prefix)
+    width = int(lengths.max(initial=0)) + start + len(suffix)
     out = np.full((len(indices), width), pad, dtype=np.int64)  # (B, L)
-    start = 1 if prefix is not None else 0
     row_of = np.repeat(np.arange(len(indices)), lengths)
     col_of = np.arange(len(rows.values)) - np.repeat(rows.offsets[:-1], lengths) + start
     out[row_of, col_of] = rows.values
-    if prefix is not None:
-        out[:, 0] = prefix
-    if suffix is not None:
-        out[np.arange(len(indices)), lengths + start] = suffix
+    if prefix:
+        out[:, :start] = prefix
+    every = np.arange(len(indices))
+    for k, token in enumerate(suffix):
+        out[every, lengths + start + k] = token
     return out
 
 
@@ -232,10 +237,10 @@ class BatchIterator:
         rank: int = 0,
         world_size: int = 1,
         resample: Callable[[int], EncodedCorpus] | None = None,
-        specials: SpecialTokens = OWN_SPECIALS,
+        framing: Framing = OWN_FRAMING,
     ) -> None:
         self.corpus = corpus
-        self.specials = specials
+        self.framing = framing
         self.max_tokens = max_tokens
         self.seed = seed
         self.rank = rank
@@ -261,7 +266,7 @@ class BatchIterator:
                 f"epoch {epoch} has no batches for rank {self.rank} of {self.world_size}: the "
                 "training set is too small for this many ranks"
             )
-        batch = collate(self.corpus_for(epoch), indices[self.position.batch_index], self.specials)
+        batch = collate(self.corpus_for(epoch), indices[self.position.batch_index], self.framing)
         self.position.batch_index += 1
         if self.position.batch_index >= len(indices):
             self.position = DataPosition(epoch + 1, 0)
@@ -355,7 +360,7 @@ def make_source_batches(
     ordered = np.argsort(-cost, kind="stable")
     batches = []
     for indices in _cut_at_budget(ordered, cost, max_tokens):
-        rows = _pad_rows(column, indices, specials.pad, prefix=None, suffix=specials.eos)
+        rows = _pad_rows(column, indices, specials.pad, (), (specials.eos,))
         src_ids = torch.from_numpy(rows)
         src_mask = (src_ids != specials.pad)[:, None, None, :]
         batches.append(SourceBatch(src_ids, src_mask, torch.from_numpy(indices)))

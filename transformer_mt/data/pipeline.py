@@ -44,7 +44,7 @@ from transformer_mt.data.streaming import (
     sample_pairs,
 )
 from transformer_mt.data.tokenizer import Tokenizer, TokenizerPair, train_tokenizers
-from transformer_mt.data.specials import SpecialTokens
+from transformer_mt.data.specials import Framing, SpecialTokens
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,7 @@ def prepare_data(
 
     Args:
         specials: the model's special ids (padding, the appended eos, the decoder's first
-            input).
+            input, the language tags framing each pair).
         rank, world_size: which share of every epoch this process trains on.
 
     Raises:
@@ -139,25 +139,26 @@ def prepare_data(
             that fits the position table.
     """
     train_cfg = config.train
+    framing = Framing.of(specials, config.data.src_lang, config.data.tgt_lang)
     train: BatchIterator | StreamingBatches
     if config.data.streaming:
         settings = StreamSettings(
             config.data, train_cfg.max_tokens, train_cfg.seed, rank, world_size
         )
-        train = StreamingBatches(settings, src_tok, tgt_tok, specials)
+        train = StreamingBatches(settings, src_tok, tgt_tok, framing)
         valid_text = load_split(config.data, "valid")
         valid = encode_corpus(valid_text, src_tok, tgt_tok, Path(config.data.cache_dir))
     else:
         splits = encode_splits(config.data, src_tok, tgt_tok)
         resample = _dropout_corpus(config, splits, src_tok, tgt_tok)
         train = BatchIterator(
-            splits.train, train_cfg.max_tokens, train_cfg.seed, rank, world_size, resample, specials
+            splits.train, train_cfg.max_tokens, train_cfg.seed, rank, world_size, resample, framing
         )
         valid, valid_text = splits.valid, splits.valid_text
     n_bleu = min(len(valid), train_cfg.valid_max_sentences or len(valid))
     return TrainData(
         train=train,
-        valid_batches=_valid_loss_batches(valid, config, specials),
+        valid_batches=_valid_loss_batches(valid, config, framing),
         valid_sources=column_texts(valid_text, "src")[:n_bleu],
         valid_references=column_texts(valid_text, "tgt")[:n_bleu],
     )
@@ -187,20 +188,22 @@ def _dropout_corpus(
 
 
 def _valid_loss_batches(
-    valid: EncodedCorpus, config: ExperimentConfig, specials: SpecialTokens
+    valid: EncodedCorpus, config: ExperimentConfig, framing: Framing
 ) -> list[Batch]:
     """Batches of the validation pairs whose sides fit the position table with their EOS/BOS.
 
     Raises:
         DataError: no validation pair fits.
     """
+    # Positions left for the tokens after the language tags (and the one eos or bos).
     table = config.model.max_positions
-    fits = np.flatnonzero((valid.src.lengths < table) & (valid.tgt.lengths < table))
+    room = table - max(len(framing.source_prefix), len(framing.target_prefix))
+    fits = np.flatnonzero((valid.src.lengths < room) & (valid.tgt.lengths < room))
     if len(fits) < len(valid):
         log.warning(
-            "validation loss leaves out %d of %d pairs longer than model.max_positions - 1 = %d "
-            "tokens (BLEU translates them truncated)",
-            *(len(valid) - len(fits), len(valid), table - 1),
+            "validation loss leaves out %d of %d pairs longer than the %d tokens model."
+            "max_positions leaves beside eos and language tags (BLEU translates them truncated)",
+            *(len(valid) - len(fits), len(valid), room - 1),
         )
     if not len(fits):
         raise DataError(
@@ -211,4 +214,4 @@ def _valid_loss_batches(
     longest = int(np.maximum(valid.src.lengths, valid.tgt.lengths).max()) + 1
     budget = max(config.train.max_tokens, longest)
     batches = make_batches(valid.src.lengths, valid.tgt.lengths, budget, seed=0, epoch=0)
-    return [collate(valid, indices, specials) for indices in batches]
+    return [collate(valid, indices, framing) for indices in batches]

@@ -135,3 +135,35 @@ def _is_id(value: object) -> bool:
 
 # The ids of every model this toolkit trains itself (and of checkpoints that record none).
 OWN_SPECIALS = SpecialTokens()
+
+
+@dataclass(frozen=True)
+class Framing:
+    """The ids around the tokens of a training pair in one direction:
+
+        source            source_prefix + x + [eos]
+        decoder input     [bos] + target_prefix + y
+        labels            target_prefix + y + [eos]
+
+    The prefixes are the language tags of a model that has them (`language_prefixes`).
+    """
+
+    specials: SpecialTokens = OWN_SPECIALS
+    source_prefix: tuple[int, ...] = ()
+    target_prefix: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, specials: SpecialTokens, src_lang: str, tgt_lang: str) -> Framing:
+        """The framing of pairs from `src_lang` into `tgt_lang` (data.src_lang, data.tgt_lang).
+
+        Raises:
+            TmtError: a model with language tags lacks one of them, naming the data key.
+        """
+        try:
+            source, target = specials.language_prefixes(src_lang, tgt_lang)
+        except SettingError as err:
+            raise TmtError(f"data.{err.setting} {err.value}: {err.reason}") from None
+        return cls(specials, tuple(source), tuple(target))
+
+
+OWN_FRAMING = Framing()

@@ -49,7 +49,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from transformer_mt.config import DataConfig
 from transformer_mt.data.batching import Batch, collate, make_batches
-from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
+from transformer_mt.data.specials import OWN_FRAMING, Framing
 from transformer_mt.data.dataset import (
     CleanReport,
     DataError,
@@ -91,10 +91,10 @@ class Chunk:
     numbers: np.ndarray  # (N,) int64 each kept pair's number in the corpus
     batches: list[np.ndarray]  # rows of `corpus` per batch, in reading order
 
-    def batch(self, index: int, specials: SpecialTokens) -> Batch:
+    def batch(self, index: int, framing: Framing) -> Batch:
         rows = self.batches[index]
         return dataclasses.replace(
-            collate(self.corpus, rows, specials), indices=torch.from_numpy(self.numbers[rows])
+            collate(self.corpus, rows, framing), indices=torch.from_numpy(self.numbers[rows])
         )
 
 
@@ -241,11 +241,11 @@ class StreamingBatches:
         settings: StreamSettings,
         src_tok: Tokenizer,
         tgt_tok: Tokenizer,
-        specials: SpecialTokens = OWN_SPECIALS,
+        framing: Framing = OWN_FRAMING,
     ) -> None:
         self.settings = settings
         self.tokenizers = (src_tok, tgt_tok)
-        self.specials = specials
+        self.framing = framing
         self.position = StreamPosition()
         self._chunks: Iterator[Chunk | ReadFailure] | None = None
         self._chunk: Chunk | None = None
@@ -261,7 +261,7 @@ class StreamingBatches:
             self._open()
         assert self._chunk is not None
         epoch, chunk, index = dataclasses.astuple(self.position)
-        batch = self._chunk.batch(index, self.specials)
+        batch = self._chunk.batch(index, self.framing)
         self.position = StreamPosition(epoch, chunk, index + 1)
         if self.position.batch_index >= len(self._chunk.batches):
             self._next_chunk()

@@ -27,6 +27,7 @@ from transformer_mt.config import (
     ExperimentConfig,
     config_to_dict,
     dump_config,
+    given_keys,
     load_config,
 )
 from transformer_mt.data.dataset import check_sources
@@ -45,6 +46,7 @@ from transformer_mt.run_layout import (
     METRICS_NAME,
     TOKENIZER_PREFIX,
 )
+from transformer_mt.training import finetune
 from transformer_mt.training.distributed import (
     DistributedContext,
     init_distributed,
@@ -89,6 +91,10 @@ def run_training(
             another training process is using.
     """
     config = load_config(config_path, list(overrides))
+    parent = None
+    if config.train.init_from is not None:
+        parent = finetune.load_parent(config.train.init_from)
+        config = finetune.inherit(config, given_keys(config_path, list(overrides)), parent)
     check_sources(config.data, ("train", "valid"))  # every path, before any work
     run_path = Path(run_dir) if run_dir else Path("runs") / Path(config_path).stem
     device = _train_device(config.train.device)
@@ -101,7 +107,7 @@ def run_training(
         torch.cuda.set_device(device)
     try:
         with _run_dir_lock(run_path, dist):
-            code = _train(config, run_path, device, dist, governor)
+            code = _train(config, run_path, device, dist, governor, parent)
         dist.barrier()  # rank 0 may still be saving: the ranks leave the group together
         return code
     finally:
@@ -128,10 +134,15 @@ def _train(
     device: torch.device,
     dist: DistributedContext,
     governor: ThreadGovernor | None,
+    parent: Checkpoint | None = None,
 ) -> int:
+    """Train in `run_path`: resume the run there, else start one, from `parent`'s weights,
+    tokenizers and special ids when fine-tuning."""
     resume_path, resume = _resume_state(run_path, config)
-    src_tok, tgt_tok = _main_rank_first(dist, lambda: _tokenizers(config, run_path, resume))
-    specials = SpecialTokens() if resume is None else resume.special_tokens(resume_path)
+    # What the tokenizers and special ids come from: the run's last checkpoint, else the parent.
+    origin, origin_path = (resume, resume_path) if resume else (parent, config.train.init_from)
+    src_tok, tgt_tok = _main_rank_first(dist, lambda: _tokenizers(config, run_path, origin))
+    specials = SpecialTokens() if origin is None else origin.special_tokens(origin_path)
     data = _main_rank_first(
         dist,
         lambda: prepare_data(config, src_tok, tgt_tok, specials, dist.rank, dist.world_size),
@@ -139,6 +150,8 @@ def _train(
     seed_everything(config.train.seed)
     vocab_sizes = (src_tok.vocab_size, tgt_tok.vocab_size)
     model = build_model(config.model, *vocab_sizes, specials.pad, kernel=kernels.attention)
+    if resume is None and parent is not None:
+        _load_parent_weights(model, parent, config.train.init_from)
     # Same initial weights on every rank (DDP checks), different dropout masks afterwards.
     torch.manual_seed(config.train.seed + dist.rank)
     if dist.is_main:
@@ -269,12 +282,22 @@ def _read_history(path: Path) -> dict[str, Any] | None:
     return history
 
 
+def _load_parent_weights(model: torch.nn.Module, parent: Checkpoint, path: str | None) -> None:
+    try:
+        model.load_state_dict(parent.weights, strict=True)
+    except RuntimeError as err:
+        first = str(err).splitlines()[0]
+        raise TmtError(f"train.init_from {path}: weights do not fit its config ({first})") from None
+    log.info("fine-tuning from %s (step %d of its run)", path, parent.step)
+
+
 def _tokenizers(
-    config: ExperimentConfig, run_dir: Path, resume: Checkpoint | None
+    config: ExperimentConfig, run_dir: Path, origin: Checkpoint | None
 ) -> tuple[Tokenizer, Tokenizer]:
-    """The checkpoint's tokenizers when resuming; else train (or reuse) them into run_dir."""
-    if resume is not None:
-        return resume.unpack_tokenizers()
+    """The tokenizers of the checkpoint the run resumes or fine-tunes; else train (or reuse)
+    them into run_dir."""
+    if origin is not None:
+        return origin.unpack_tokenizers()
     pair = train_tokenizers_for(config.data, config.tokenizer, run_dir)
     return pair.src, pair.tgt
 

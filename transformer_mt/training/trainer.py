@@ -190,6 +190,7 @@ class Trainer:
                     self.cfg.label_smoothing,
                     self.device,
                     self.updater.autocast,
+                    (self.config.data.src_lang, self.config.data.tgt_lang),
                 )
         result = self.dist.broadcast(result)
         improved = self.early_stopping.record(result.score)

@@ -73,6 +73,7 @@ def greedy_bleu(
     specials: SpecialTokens,
     decode_cfg: DecodeConfig,
     device: torch.device,
+    languages: tuple[str | None, str | None] = (None, None),
 ) -> float:
     """Corpus BLEU of the greedy translations of the raw `sources` against `references`.
 
@@ -80,10 +81,14 @@ def greedy_bleu(
         references: raw target lines, one per source line.
         tokenizers: (source, target).
         specials: the model's special ids.
+        languages: (source, target) for a model with language tags (`Translator`).
         decode_cfg: length limits (max_len_a, max_len_b, min_len) and batch size; beam and
             sampling settings are ignored.
     """
-    translator = Translator(model, *tokenizers, greedy(decode_cfg), device, specials=specials)
+    translator = Translator(
+        model, *tokenizers, greedy(decode_cfg), device, specials=specials,
+        src_lang=languages[0], tgt_lang=languages[1],
+    )  # fmt: skip
     hypotheses = [t.texts[0] for t in translator.translate(sources)]
     return corpus_scores(hypotheses, references, ["bleu"])[0].score
 
@@ -99,6 +104,7 @@ def validate(
     label_smoothing: float,
     device: torch.device,
     autocast: Callable[[], AbstractContextManager],
+    languages: tuple[str | None, str | None] = (None, None),
 ) -> ValidResult:
     """Loss, NLL, perplexity and (when `sources` is given) greedy BLEU, in eval mode."""
     was_training = model.training
@@ -109,7 +115,7 @@ def validate(
         if sources is not None:
             with autocast():
                 bleu = greedy_bleu(
-                    model, sources, references, tokenizers, specials, decode_cfg, device
+                    model, sources, references, tokenizers, specials, decode_cfg, device, languages
                 )
     finally:
         model.train(was_training)

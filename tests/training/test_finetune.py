@@ -1,0 +1,84 @@
+"""Fine-tuning (`train.init_from`): the child starts from the parent's weights, tokenizers and
+special ids, keeps its architecture, resumes exactly, and refuses a config that changes it."""
+
+import pytest
+
+from transformer_mt.artifacts import load_checkpoint
+from transformer_mt.cli import main
+from transformer_mt.errors import TmtError
+from transformer_mt.training.run import run_training
+
+from .conftest import write_config, write_corpus
+from .test_trainer import assert_same_training_state
+
+
+@pytest.fixture(scope="module")
+def parent(tmp_path_factory):
+    """A tiny model trained for 8 updates (another corpus seed than the children's)."""
+    root = tmp_path_factory.mktemp("parent")
+    write_corpus(root, n_train=120, seed=5)
+    config = write_config(root, train="max_steps: 8")
+    assert run_training(str(config), str(root / "run"), []) == 0
+    return root / "run" / "checkpoints" / "last.pt"
+
+
+def child_config(directory, parent, **sections):
+    """The child's config: its own corpus and training settings; no model section unless
+    given (it is the parent's)."""
+    write_corpus(directory, n_train=80)
+    train = f"max_steps: 6, warmup_steps: 1, init_from: {parent}"
+    path = write_config(directory, train=train, **sections)
+    text = path.read_text("utf-8")
+    if "model" not in sections:  # drop the tiny model section: inherited
+        lines = text.splitlines()
+        start = lines.index("model:")
+        end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith(" "))
+        text = "\n".join(lines[:start] + lines[end:]) + "\n"
+    path.write_text(text, "utf-8")
+    return path
+
+
+def test_the_child_starts_from_the_parent(parent, tmp_path):
+    config = child_config(tmp_path, parent)
+    still = tmp_path / "still"  # two updates at a learning rate that moves nothing visibly
+    args = ["train.max_steps=2", "train.lr=1e-12", "train.warmup_init_lr=1e-12"]
+    assert run_training(str(config), str(still), args) == 0
+    parent_ckpt, child = load_checkpoint(parent), load_checkpoint(still / "checkpoints/last.pt")
+    assert child.step == 2 and child.tokenizers == parent_ckpt.tokenizers
+    assert child.specials == parent_ckpt.specials
+    for name, tensor in parent_ckpt.weights.items():
+        assert (child.model[name] - tensor).abs().max() < 1e-8, name
+    assert child.config["model"] == parent_ckpt.config["model"]
+
+
+def test_a_fine_tuning_run_resumes_exactly(parent, tmp_path):
+    config = str(child_config(tmp_path, parent))
+    full, part = tmp_path / "full", tmp_path / "part"
+    assert run_training(config, str(full), []) == 0
+    assert run_training(config, str(part), ["train.max_steps=3"]) == 0
+    assert run_training(config, str(part), []) == 0
+    assert_same_training_state(
+        load_checkpoint(part / "checkpoints/last.pt"), load_checkpoint(full / "checkpoints/last.pt")
+    )
+
+
+def test_a_config_that_changes_the_architecture_is_refused(parent, tmp_path, capsys):
+    config = child_config(tmp_path, parent, model="d_model: 64, n_heads: 4, dropout: 0.3")
+    run = tmp_path / "run"
+    assert main(["train", "--config", str(config), "--run-dir", str(run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (
+        f"error: train.init_from {parent}: model.d_model is 64 here and 32 in the checkpoint; "
+        "fine-tuning keeps the model's architecture and vocabulary (remove the key)"
+    )
+    assert not run.exists()
+    # Dropout is a training setting: it may differ.
+    config = child_config(tmp_path, parent, model="dropout: 0.3")
+    assert run_training(str(config), str(run), ["train.max_steps=2"]) == 0
+    assert load_checkpoint(run / "checkpoints/last.pt").config["model"]["dropout"] == 0.3
+
+
+def test_a_missing_parent_is_named(tmp_path):
+    config = child_config(tmp_path, tmp_path / "nothing.pt")
+    with pytest.raises(TmtError, match=r"train.init_from: .*nothing.pt"):
+        run_training(str(config), str(tmp_path / "run"), [])

@@ -1,0 +1,60 @@
+"""Fine-tuning: a run that starts from a checkpoint (`train.init_from`), one of ours or one
+`tmt import` wrote.
+
+The child is the parent's model: its `model` and `tokenizer` sections are the parent's, so a
+config need not repeat them, and a key it sets to another value is refused by name (changing
+the architecture or the vocabulary would leave weights without a place, or places without
+weights). Training-only settings (dropout, BPE-dropout, the attention backend;
+`artifacts.TRAINING_ONLY_SETTINGS`) may differ. Languages and data are the child's own: a
+fr->en parent fine-tuned on de->en pairs is the classic transfer for a small language pair.
+
+The parent gives the first weights, the tokenizers and the special ids; optimizer, schedule and
+step start afresh. The child's checkpoints hold all of it, so it resumes like any run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from transformer_mt import artifacts
+from transformer_mt.artifacts import Checkpoint
+from transformer_mt.config import ExperimentConfig, config_from_dict, config_to_dict
+from transformer_mt.errors import TmtError
+
+INHERITED_SECTIONS = ("model", "tokenizer")
+
+
+def load_parent(path: str) -> Checkpoint:
+    """The checkpoint `train.init_from` names."""
+    try:
+        return artifacts.load_checkpoint(path)
+    except TmtError as err:
+        raise TmtError(f"train.init_from: {err}") from None
+
+
+def inherit(config: ExperimentConfig, given: set[str], parent: Checkpoint) -> ExperimentConfig:
+    """`config` with the parent's model and tokenizer sections; `given` are the keys the
+    user's file and overrides set (`config.given_keys`).
+
+    Raises:
+        TmtError: a given key of those sections differs from the parent's, naming both values.
+    """
+    source = str(config.train.init_from)
+    stored = artifacts.normalized_config(parent.config, f"{source} (stored config)")
+    current = config_to_dict(config)
+    merged: dict[str, Any] = dict(current)
+    for section in INHERITED_SECTIONS:
+        merged[section] = dict(stored[section])
+        for key, value in current[section].items():
+            dotted = f"{section}.{key}"
+            if dotted not in given or value == stored[section].get(key):
+                continue
+            if dotted not in artifacts.TRAINING_ONLY_SETTINGS:
+                raise TmtError(
+                    f"train.init_from {source}: {dotted} is {value!r} here and "
+                    f"{stored[section].get(key)!r} in the checkpoint; fine-tuning keeps the "
+                    "model's architecture and vocabulary (remove the key)"
+                )
+            merged[section][key] = value
+    return config_from_dict(merged, f"{Path(source).name} + the fine-tuning config")
