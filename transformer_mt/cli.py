@@ -376,6 +376,7 @@ def _add_attention(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--layer", type=int, help="only this layer (default: all)")
     p.add_argument("--head", type=int, help="only this head (default: all)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    _add_language_flags(p)
     p.set_defaults(handler=_run_attention)
 
 
@@ -383,8 +384,9 @@ def _run_attention(args: argparse.Namespace) -> int:
     from transformer_mt.inference.attention_maps import draw_attention
 
     out = draw_attention(
-        args.checkpoint, args.src, args.out, args.tgt, args.layer, args.head, args.device
-    )
+        args.checkpoint, args.src, args.out, args.tgt, args.layer, args.head, args.device,
+        args.src_lang, args.tgt_lang,
+    )  # fmt: skip
     print(out)
     return 0
 

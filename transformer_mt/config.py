@@ -351,6 +351,10 @@ class TokenizerConfig:
     joint: bool = True  # one vocabulary for source and target (needed by model.share_embeddings)
     character_coverage: float = 1.0  # 1.0 for Latin scripts; ~0.9995 for CJK; >= 0.98
     input_sentence_size: int = 1_000_000  # sentences sampled for training the tokenizer
+    # Text files (one sentence a line) the source (or joint) tokenizer also learns from: e.g.
+    # the language a model fine-tuned later will translate from, so its words are not split
+    # into characters. The model never trains on them.
+    extra_text: tuple[str, ...] = ()
     # BPE-dropout (Provilkov et al., 2020): while training, each merge is skipped with this
     # probability and the training set is re-segmented every epoch, a regulariser for small
     # corpora; validation and translation always use the deterministic segmentation. 0: off.

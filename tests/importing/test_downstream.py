@@ -210,11 +210,12 @@ def test_attention_maps_of_an_imported_model(imported, tmp_path):
         tgt_lang=imported.tgt_lang,
     )
     assert png_size(out) == (cell, 3 * cell)
-    if imported.tgt_lang is None:  # the command: it has no --tgt-lang for the multilingual one
-        args = ["attention", "--checkpoint", str(imported.checkpoint), "--src", SOURCES[1]]
-        args += ["--tgt", REFERENCES[1], "--layer", "0", "--head", "0"]
-        assert main([*args, "--out", str(tmp_path / "cli.png")]) == 0
-        assert png_size(tmp_path / "cli.png") == (cell, 3 * cell)
+    args = ["attention", "--checkpoint", str(imported.checkpoint), "--src", SOURCES[1]]
+    args += ["--tgt", REFERENCES[1], "--layer", "0", "--head", "0"]
+    if imported.tgt_lang is not None:
+        args += ["--tgt-lang", imported.tgt_lang]
+    assert main([*args, "--out", str(tmp_path / "cli.png")]) == 0
+    assert png_size(tmp_path / "cli.png") == (cell, 3 * cell)
 
 
 def png_size(path: Path) -> tuple[int, int]:

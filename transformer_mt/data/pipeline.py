@@ -44,6 +44,7 @@ from transformer_mt.data.streaming import (
     sample_pairs,
 )
 from transformer_mt.data.tokenizer import Tokenizer, TokenizerPair, train_tokenizers
+from transformer_mt.files import read_lines
 from transformer_mt.data.specials import Framing, SpecialTokens
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,8 @@ def encode_splits(
 def train_tokenizers_for(
     data_cfg: DataConfig, tokenizer_cfg: TokenizerConfig, run_dir: str | Path
 ) -> TokenizerPair:
-    """Tokenizers trained (or reused from `data_cfg.cache_dir`) on the training split.
+    """Tokenizers trained (or reused from `data_cfg.cache_dir`) on the training split, the
+    source (or joint) one also on `tokenizer.extra_text`.
 
     Streamed, the split is sampled in one pass (`streaming.sample_pairs`), at most
     `tokenizer.input_sentence_size` pairs held; otherwise it is read whole and SentencePiece
@@ -110,8 +112,9 @@ def train_tokenizers_for(
     else:
         corpus = load_split(data_cfg, "train")
         src, tgt = corpus["src"], corpus["tgt"]
+    extra = [line for path in tokenizer_cfg.extra_text for line in read_lines(path)]
     cache_dir = Path(data_cfg.cache_dir) / "tokenizers"
-    return train_tokenizers(tokenizer_cfg, src, tgt, run_dir, cache_dir=cache_dir)
+    return train_tokenizers(tokenizer_cfg, [*src, *extra], tgt, run_dir, cache_dir=cache_dir)
 
 
 def prepare_data(
