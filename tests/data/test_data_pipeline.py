@@ -7,8 +7,9 @@ from tests.corpora import slice_lines
 from transformer_mt.config import DataConfig, ExperimentConfig, TokenizerConfig, dump_config
 from transformer_mt.data.dataset import DataError, column_texts
 from transformer_mt.data.encoding import encode_corpus
-from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.pipeline import encode_splits, prepare_data, train_tokenizers_for
+from transformer_mt.data.specials import SpecialTokens
+from transformer_mt.errors import TmtError
 from transformer_mt.training.run import run_training
 
 
@@ -76,3 +77,21 @@ def test_missing_valid_file_is_reported_before_any_work(tmp_path):
     assert f"{tmp_path}/valid.en not found" in message and "data.test" not in message
     # Refused before the tokenizer trained (vocab_size=20 would fail there) or anything encoded.
     assert not (tmp_path / "run").exists() and not (tmp_path / "cache").exists()
+
+
+def test_extra_text_teaches_the_tokenizer_words_the_corpus_lacks(tmp_path):
+    """A parent's tokenizer that also learns its children's language (tokenizer.extra_text)
+    splits that language's words into fewer pieces; the training pairs are unchanged."""
+    write_slice(tmp_path, "train", 300)
+    more = slice_lines("train", "de")  # German sentences the 300 pairs do not hold
+    (tmp_path / "extra.txt").write_text("\n".join(more) + "\n", "utf-8")
+    cfg = DataConfig(train=str(tmp_path / "train"), cache_dir=str(tmp_path / "cache"))
+    plain = train_tokenizers_for(cfg, TokenizerConfig(vocab_size=400), tmp_path / "a")
+    extra = TokenizerConfig(vocab_size=400, extra_text=(str(tmp_path / "extra.txt"),))
+    taught = train_tokenizers_for(cfg, extra, tmp_path / "b")
+    unseen = slice_lines("test2016", "de")[:50]
+    pieces = [sum(map(len, t.src.encode_batch(unseen))) for t in (plain, taught)]
+    assert pieces[1] < 0.95 * pieces[0]
+    missing = TokenizerConfig(vocab_size=400, extra_text=(str(tmp_path / "nothing.txt"),))
+    with pytest.raises(TmtError, match="nothing.txt"):
+        train_tokenizers_for(cfg, missing, tmp_path / "c")
