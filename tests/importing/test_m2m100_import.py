@@ -101,3 +101,32 @@ def test_greedy_translations_equal_generate(imported, tgt_lang):
         assert ours[i] == [t for t in row[1:] if t != pad], lines[i]
     texts = [t.texts[0] for t in translator.translate(lines)]
     assert texts == tokenizer.batch_decode(generated, skip_special_tokens=True)
+
+
+def test_beam_5_best_hypotheses_equal_generate(imported):
+    """Beam 5 against transformers' with ours' rules (early_stopping=True, scores divided by
+    the generated length, pad banned), the target language's code forced first."""
+    model, tokenizer, out = imported
+    lines = slice_lines("valid", "de")[:200]
+    translator = Translator.from_checkpoint(
+        str(out), beam_size=5, max_len_a=0.0, max_len_b=STEPS, min_len=0,
+        length_norm="average", length_penalty=1.0,
+    )  # fmt: skip
+    ours = {}
+    for batch, found in translator.search_batches([translator.source_ids(s) for s in lines]):
+        for index, result in zip(batch.indices.tolist(), found, strict=True):
+            ours[index] = result.best.tokens + [2] * result.best.has_eos
+    tokenizer.src_lang = "deu_Latn"
+    pad, same = model.config.pad_token_id, 0
+    for start in range(0, len(lines), 50):
+        inputs = tokenizer(lines[start : start + 50], padding=True, return_tensors="pt")
+        with torch.no_grad():
+            generated = model.generate(
+                **inputs, num_beams=5, do_sample=False, max_new_tokens=STEPS,
+                early_stopping=True, length_penalty=1.0, bad_words_ids=[[pad]],
+                forced_bos_token_id=tokenizer.convert_tokens_to_ids("eng_Latn"),
+            )  # fmt: skip
+        for i, row in enumerate(generated.tolist()):
+            same += ours[start + i] == [t for t in row[1:] if t != pad]
+    print(f"NLLB beam 5: {same} of {len(lines)} best hypotheses equal")
+    assert same >= 0.95 * len(lines), f"{same} of {len(lines)} best hypotheses equal"

@@ -143,3 +143,35 @@ def test_an_imported_model_fine_tunes_and_translates(imported, tmp_path):
     assert losses[-1] < losses[0]
     translator = Translator.from_checkpoint(str(run / "checkpoints" / "last.pt"), tgt_lang=tag)
     assert all(isinstance(t.texts[0], str) for t in translator.translate(["der hund"]))
+
+
+@pytest.mark.parametrize("length_norm", ["none", "average"])
+def test_beam_5_best_hypotheses_equal_generate(imported, length_norm):
+    """Beam 5 against transformers' beam search with the rules ours follows: a sentence ends
+    with 5 finished hypotheses (early_stopping=True), scores divided by 1 (none) or by the
+    generated length (average, length_penalty=1.0), pad banned, the same token budget."""
+    model, tokenizer, out, tag = imported
+    lines = slice_lines("valid", "de")[:200]
+    translator = Translator.from_checkpoint(
+        str(out), beam_size=5, max_len_a=0.0, max_len_b=STEPS, min_len=0,
+        length_norm=length_norm, length_penalty=1.0, tgt_lang=tag,
+    )  # fmt: skip
+    ours = {}
+    for batch, found in translator.search_batches([translator.source_ids(s) for s in lines]):
+        for index, result in zip(batch.indices.tolist(), found, strict=True):
+            ours[index] = result.best.tokens + [0] * result.best.has_eos
+    tagged = [f">>{tag}<< {line}" if tag else line for line in lines]
+    pad = model.config.pad_token_id
+    same = 0
+    for start in range(0, len(lines), 50):
+        inputs = tokenizer(tagged[start : start + 50], padding=True, return_tensors="pt")
+        with torch.no_grad():
+            generated = model.generate(
+                **inputs, num_beams=5, do_sample=False, max_new_tokens=STEPS,
+                early_stopping=True, length_penalty=1.0 if length_norm == "average" else 0.0,
+                bad_words_ids=[[pad]],
+            )  # fmt: skip
+        for i, row in enumerate(generated.tolist()):
+            same += ours[start + i] == [t for t in row[1:] if t != pad]
+    print(f"beam 5, length_norm {length_norm}: {same} of {len(lines)} best hypotheses equal")
+    assert same >= 0.95 * len(lines), f"{same} of {len(lines)} best hypotheses equal"
