@@ -31,6 +31,7 @@ def import_model(source: str, out: str | Path) -> ImportedModel:
         raise TmtError("tmt import needs transformers: pip install 'transformer_mt[hf]'")
     check_output(out, [(source, "the model to import")])
     directory = model_directory(source)
+    check_output(out, [(path, "a file of the model to import") for path in directory.iterdir()])
     hf_config = _config(directory)
     model_type = getattr(hf_config, "model_type", None)
     if model_type not in READERS:
@@ -38,7 +39,13 @@ def import_model(source: str, out: str | Path) -> ImportedModel:
             f"{directory}: model_type {model_type!r} is not one we import "
             f"(supported: {', '.join(sorted(READERS))})"
         )
-    imported = READERS[model_type](directory, hf_config)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # our one line says what was written
+    try:
+        imported = READERS[model_type](directory, hf_config)
+    finally:
+        hf_logging.enable_progress_bar()
     save_checkpoint(_checkpoint(imported), out)
     return imported
 

@@ -19,7 +19,7 @@ from typing import Any
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.errors import TmtError, one_line
 from transformer_mt.importing.marian import ImportedModel, banned_ids, piece_tokenizer
-from transformer_mt.inference.hf_m2m100 import from_m2m100_weights
+from transformer_mt.inference.hf_m2m100 import check_m2m100_config, from_m2m100_weights
 
 SPM_FILE = "sentencepiece.bpe.model"
 
@@ -33,6 +33,9 @@ def read_m2m100(directory: Path, hf_config: Any) -> ImportedModel:
     """
     from transformers import AutoTokenizer, M2M100ForConditionalGeneration
 
+    check_m2m100_config(hf_config)  # before reading megabytes of weights
+    if not (directory / SPM_FILE).is_file():
+        raise TmtError(f"{directory / SPM_FILE}: missing; the model's tokenizer needs it")
     try:
         hf_tokenizer = AutoTokenizer.from_pretrained(directory)
     except (OSError, ValueError, ImportError) as err:

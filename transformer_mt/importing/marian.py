@@ -24,7 +24,11 @@ from typing import Any
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import PieceTable, Tokenizer, TokenizerError
 from transformer_mt.errors import TmtError, one_line
-from transformer_mt.inference.hf_marian import ConvertedModel, from_marian_weights
+from transformer_mt.inference.hf_marian import (
+    ConvertedModel,
+    check_marian_config,
+    from_marian_weights,
+)
 
 LANGUAGE_TAG = re.compile(r">>(.+)<<")
 
@@ -50,6 +54,10 @@ def read_marian(directory: Path, hf_config: Any) -> ImportedModel:
     """
     from transformers import MarianMTModel
 
+    check_marian_config(hf_config)  # before reading megabytes of weights
+    for name in ("source.spm", "target.spm"):
+        if not (directory / name).is_file():
+            raise TmtError(f"{directory / name}: missing; the model's tokenizer needs it")
     settings = _json(directory / "tokenizer_config.json", required=False)
     src_vocab = _json(directory / "vocab.json")
     tgt_vocab = src_vocab
