@@ -9,6 +9,7 @@
     attention_maps.py  `tmt attention`: heatmaps of one sentence pair's attention weights
     export.py          `tmt export`: Hugging Face Marian directory; export_ct2.py: CTranslate2
     hf_marian.py       weight mapping to and from Hugging Face MarianMTModel
+    hf_m2m100.py       weight mapping to and from M2M100ForConditionalGeneration (NLLB)
 
 Checkpoints are read through `transformer_mt.artifacts`; nothing here imports `training/`.
 Import the modules themselves: this file imports nothing, so one of them loads without the rest.
