@@ -78,3 +78,14 @@ def test_the_output_may_not_be_the_model(marian_dir, tmp_path, capsys):
     model = copy_of(marian_dir, tmp_path)
     assert main(["import", str(model), "--out", str(model / "config.json")]) == 2
     assert "config.json" in capsys.readouterr().err
+
+
+def test_without_transformers_the_extra_is_named(tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "transformers" else real(name)
+    )
+    line = refused([str(tmp_path)], capsys, tmp_path / "out.pt")
+    assert line == "error: tmt import needs transformers: pip install 'transformer_mt[hf]'"
