@@ -32,9 +32,10 @@ from transformer_mt.inference.hf_marian import (
     ConvertedModel,
     UnsupportedConfig,
     config_problems,
-    decoder_layers,
     layer_name_pairs,
     same_tensor,
+    stack_config_kwargs,
+    stack_settings,
 )
 from transformer_mt.model import Seq2SeqTransformer
 
@@ -144,21 +145,9 @@ def m2m100_config_kwargs(
     check_m2m100_compatible(cfg, pad_id)
     return {
         "vocab_size": vocab_size,
-        "d_model": cfg.d_model,
-        "encoder_layers": cfg.n_layers,
-        "decoder_layers": cfg.decoder_layers,
-        "encoder_attention_heads": cfg.n_heads,
-        "decoder_attention_heads": cfg.n_heads,
-        "encoder_ffn_dim": cfg.d_ff,
-        "decoder_ffn_dim": cfg.d_ff,
-        "activation_function": cfg.activation,
-        "max_position_embeddings": cfg.max_positions,
-        "dropout": cfg.dropout,
-        "attention_dropout": cfg.attn_dropout,
-        "activation_dropout": cfg.activation_dropout,
+        **stack_config_kwargs(cfg),
         "encoder_layerdrop": 0.0,
         "decoder_layerdrop": 0.0,
-        "scale_embedding": cfg.scale_embeddings,
         "tie_word_embeddings": cfg.tie_output,
         "pad_token_id": pad_id,
         "bos_token_id": bos_id,
@@ -181,20 +170,10 @@ def model_config_from_m2m100(hf_config: Any, state: dict[str, Tensor] | None = N
         share = same_tensor(state, _ENCODER_EMBEDDING, _DECODER_EMBEDDING)
         tie = same_tensor(state, "lm_head.weight", _DECODER_EMBEDDING)
     return ModelConfig(
-        d_model=hf_config.d_model,
-        n_heads=hf_config.encoder_attention_heads,
-        n_layers=hf_config.encoder_layers,
-        n_decoder_layers=decoder_layers(hf_config),
-        d_ff=hf_config.encoder_ffn_dim,
-        dropout=float(hf_config.dropout),
-        attn_dropout=float(hf_config.attention_dropout),
-        activation_dropout=float(hf_config.activation_dropout),
-        activation=HF_ACTIVATIONS[hf_config.activation_function],
+        **stack_settings(hf_config),
         pre_norm=True,
         positions="sinusoidal_fairseq",
         position_offset=hf_config.pad_token_id + 1,
-        max_positions=hf_config.max_position_embeddings,
-        scale_embeddings=bool(hf_config.scale_embedding),
         share_embeddings=share,
         tie_output=tie,
         layer_norm_eps=MARIAN_LAYER_NORM_EPS,

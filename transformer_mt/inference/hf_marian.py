@@ -281,19 +281,9 @@ def from_marian_state_dict(state: dict[str, Tensor], cfg: ModelConfig) -> dict[s
     return out
 
 
-def marian_config_kwargs(
-    cfg: ModelConfig,
-    src_vocab_size: int,
-    tgt_vocab_size: int,
-    pad_id: int,
-    bos_id: int,
-    eos_id: int,
-) -> dict[str, Any]:
-    """Keyword arguments of `transformers.MarianConfig` for an equivalent model."""
-    check_marian_compatible(cfg)
+def stack_config_kwargs(cfg: ModelConfig) -> dict[str, Any]:
+    """The keys of a BART-family config (Marian, M2M100) that size the two stacks."""
     return {
-        "vocab_size": src_vocab_size,
-        "decoder_vocab_size": tgt_vocab_size,
         "d_model": cfg.d_model,
         "encoder_layers": cfg.n_layers,
         "decoder_layers": cfg.decoder_layers,
@@ -307,6 +297,40 @@ def marian_config_kwargs(
         "attention_dropout": cfg.attn_dropout,
         "activation_dropout": cfg.activation_dropout,
         "scale_embedding": cfg.scale_embeddings,
+    }
+
+
+def stack_settings(hf_config: Any) -> dict[str, Any]:
+    """`ModelConfig` keywords read from a BART-family config's stack sizes (checked before)."""
+    return {
+        "d_model": hf_config.d_model,
+        "n_heads": hf_config.encoder_attention_heads,
+        "n_layers": hf_config.encoder_layers,
+        "n_decoder_layers": decoder_layers(hf_config),
+        "d_ff": hf_config.encoder_ffn_dim,
+        "dropout": float(hf_config.dropout),
+        "attn_dropout": float(hf_config.attention_dropout),
+        "activation_dropout": float(hf_config.activation_dropout),
+        "activation": HF_ACTIVATIONS[hf_config.activation_function],
+        "max_positions": hf_config.max_position_embeddings,
+        "scale_embeddings": bool(hf_config.scale_embedding),
+    }
+
+
+def marian_config_kwargs(
+    cfg: ModelConfig,
+    src_vocab_size: int,
+    tgt_vocab_size: int,
+    pad_id: int,
+    bos_id: int,
+    eos_id: int,
+) -> dict[str, Any]:
+    """Keyword arguments of `transformers.MarianConfig` for an equivalent model."""
+    check_marian_compatible(cfg)
+    return {
+        "vocab_size": src_vocab_size,
+        "decoder_vocab_size": tgt_vocab_size,
+        **stack_config_kwargs(cfg),
         "share_encoder_decoder_embeddings": cfg.share_embeddings,
         "tie_word_embeddings": cfg.tie_output,
         "pad_token_id": pad_id,
@@ -337,17 +361,7 @@ def model_config_from_marian(hf_config: Any, state: dict[str, Tensor] | None = N
         bias = state.get("final_logits_bias")
         output_bias = bias is not None and bool(bias.any())
     return ModelConfig(
-        d_model=hf_config.d_model,
-        n_heads=hf_config.encoder_attention_heads,
-        n_layers=hf_config.encoder_layers,
-        n_decoder_layers=decoder_layers(hf_config),
-        d_ff=hf_config.encoder_ffn_dim,
-        dropout=float(hf_config.dropout),
-        attn_dropout=float(hf_config.attention_dropout),
-        activation_dropout=float(hf_config.activation_dropout),
-        activation=HF_ACTIVATIONS[hf_config.activation_function],
-        max_positions=hf_config.max_position_embeddings,
-        scale_embeddings=bool(hf_config.scale_embedding),
+        **stack_settings(hf_config),
         share_embeddings=share,
         tie_output=tie,
         output_bias=output_bias,
