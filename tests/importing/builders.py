@@ -14,6 +14,19 @@ from tests.corpora import slice_lines
 transformers = pytest.importorskip("transformers")
 
 TAGS = [">>fra<<", ">>deu<<", ">>ces<<"]
+# The sizes of every model built here: two layers a side, width 32, four heads.
+TINY_STACKS = dict(
+    d_model=32,
+    encoder_layers=2,
+    decoder_layers=2,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_ffn_dim=64,
+    decoder_ffn_dim=64,
+    max_position_embeddings=256,
+    scale_embedding=True,
+    dropout=0.0,
+)
 
 
 def train_spm(texts, path, size):
@@ -64,21 +77,12 @@ def build_marian(directory, separate):
         vocab_size=len(src_vocab),
         decoder_vocab_size=len(tgt_vocab),
         share_encoder_decoder_embeddings=not separate,
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
+        **TINY_STACKS,
         activation_function="swish",
-        max_position_embeddings=256,
-        scale_embedding=True,
         pad_token_id=pad,
         eos_token_id=0,
         decoder_start_token_id=pad,
         forced_eos_token_id=None,
-        dropout=0.0,
     )
     torch.manual_seed(0)
     model = transformers.MarianMTModel(config).eval()
@@ -137,21 +141,12 @@ def build_nllb(directory):
     tokenizer.save_pretrained(directory)
     config = transformers.M2M100Config(
         vocab_size=len(tokenizer) + 2,  # rows numbering no piece, as NLLB-200's
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
+        **TINY_STACKS,
         activation_function="relu",
-        max_position_embeddings=256,
-        scale_embedding=True,
         pad_token_id=1,
         bos_token_id=0,
         eos_token_id=2,
         decoder_start_token_id=2,
-        dropout=0.0,
         tie_word_embeddings=True,
     )
     torch.manual_seed(0)
