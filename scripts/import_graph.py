@@ -29,9 +29,11 @@ PACKAGE = REPO / "transformer_mt"
 OUT = REPO / "docs" / "dev" / "imports.png"
 
 # Group -> the groups it must not import: inference and serving never reach into training, the
-# checkpoint format (artifacts) sits below training and inference, search stands alone, and
-# the CPU kernel table (kernels) sits just above the model.
+# checkpoint format (artifacts) sits below training and inference, search stands alone, the
+# CPU kernel table (kernels) sits just above the model, and importing a public model writes a
+# checkpoint without training, searching or serving.
 RULES = {
+    "importing": ("training", "search", "serve", "cli"),
     "inference": ("training", "cli"),
     "serve": ("training", "cli"),
     "artifacts": ("training", "inference", "search", "cli"),
