@@ -9,6 +9,8 @@ trained here.
                 `>>xxx<<` language tags
     m2m100.py   NLLB-200 and M2M100: weights (inference/hf_m2m100.py), the SentencePiece model
                 with the tokenizer's own numbering, language codes on both sides
+    parts.py    what the readers share: `ImportedModel`, a SentencePiece model numbered by the
+                model's table, the ids never generated, JSON files read with errors named
     convert.py  which converter reads a directory, and the checkpoint it writes
 
 What a model needs and our model cannot compute is refused by the config key and its value

@@ -13,7 +13,8 @@ from transformer_mt.config import DataConfig, ExperimentConfig, TokenizerConfig,
 from transformer_mt.errors import TmtError, one_line
 from transformer_mt.files import check_output
 from transformer_mt.importing.m2m100 import read_m2m100
-from transformer_mt.importing.marian import ImportedModel, read_marian
+from transformer_mt.importing.marian import read_marian
+from transformer_mt.importing.parts import ImportedModel
 from transformer_mt.importing.source import model_directory
 
 # model_type of config.json -> the reader of such a directory.

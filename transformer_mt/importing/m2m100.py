@@ -18,7 +18,7 @@ from typing import Any
 
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.errors import TmtError, one_line
-from transformer_mt.importing.marian import ImportedModel, banned_ids, piece_tokenizer
+from transformer_mt.importing.parts import ImportedModel, banned_ids, piece_tokenizer
 from transformer_mt.inference.hf_m2m100 import check_m2m100_config, from_m2m100_weights
 
 SPM_FILE = "sentencepiece.bpe.model"

@@ -15,34 +15,19 @@ that package is installed; we do not (neither does it without sacremoses).
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from transformer_mt.data.specials import SpecialTokens
-from transformer_mt.data.tokenizer import PieceTable, Tokenizer, TokenizerError
-from transformer_mt.errors import TmtError, one_line
-from transformer_mt.inference.hf_marian import (
-    ConvertedModel,
-    check_marian_config,
-    from_marian_weights,
+from transformer_mt.errors import TmtError
+from transformer_mt.importing.parts import (
+    LANGUAGE_TAG,
+    ImportedModel,
+    banned_ids,
+    piece_tokenizer,
+    read_json,
 )
-
-LANGUAGE_TAG = re.compile(r">>(.+)<<")
-
-
-@dataclass
-class ImportedModel:
-    """A public model as our checkpoint needs it."""
-
-    converted: ConvertedModel
-    src_tokenizer: Tokenizer
-    tgt_tokenizer: Tokenizer
-    specials: SpecialTokens
-    src_lang: str
-    tgt_lang: str
+from transformer_mt.inference.hf_marian import check_marian_config, from_marian_weights
 
 
 def read_marian(directory: Path, hf_config: Any) -> ImportedModel:
@@ -58,11 +43,11 @@ def read_marian(directory: Path, hf_config: Any) -> ImportedModel:
     for name in ("source.spm", "target.spm"):
         if not (directory / name).is_file():
             raise TmtError(f"{directory / name}: missing; the model's tokenizer needs it")
-    settings = _json(directory / "tokenizer_config.json", required=False)
-    src_vocab = _json(directory / "vocab.json")
+    settings = read_json(directory / "tokenizer_config.json", required=False)
+    src_vocab = read_json(directory / "vocab.json")
     tgt_vocab = src_vocab
     if settings.get("separate_vocabs"):
-        tgt_vocab = _json(directory / "target_vocab.json")
+        tgt_vocab = read_json(directory / "target_vocab.json")
         for piece in ("</s>", "<unk>", "<pad>"):
             if src_vocab.get(piece) != tgt_vocab.get(piece):
                 raise TmtError(
@@ -97,54 +82,3 @@ def _specials(directory: Path, hf_config: Any, vocab: dict[str, int]) -> Special
         language_tags=tags,
         source_tag="target" if tags else "",
     )
-
-
-def banned_ids(directory: Path, pad: int) -> tuple[int, ...]:
-    """The single tokens the model's generation config bans (`bad_words_ids`), and pad: a
-    padding token is never part of a translation."""
-    generation = _json(directory / "generation_config.json", required=False)
-    banned = [ids[0] for ids in generation.get("bad_words_ids") or [] if len(ids) == 1]
-    return tuple(dict.fromkeys([pad, *banned]))
-
-
-def piece_tokenizer(
-    spm_path: Path, vocab: dict[str, int], rows: int, skip: frozenset[str] | None = None
-) -> Tokenizer:
-    """`spm_path`'s segmentation numbered by `vocab`, for a model with `rows` embedding rows;
-    decoding leaves out `skip` (None: the `<...>` specials and `>>xxx<<` tags).
-
-    Raises:
-        TmtError: the file is missing or not SentencePiece, or an id of `vocab` has no row.
-    """
-    if not spm_path.is_file():
-        raise TmtError(f"{spm_path}: missing; the model's tokenizer needs it")
-    if max(vocab.values(), default=-1) >= rows:
-        raise TmtError(
-            f"{spm_path.parent}: the vocabulary numbers pieces up to {max(vocab.values())}, "
-            f"the model's embeddings have {rows} rows"
-        )
-    if skip is None:
-        skip = frozenset(p for p in vocab if _special(p) or LANGUAGE_TAG.fullmatch(p))
-    try:
-        return Tokenizer(spm_path.read_bytes(), str(spm_path), PieceTable(vocab, rows, skip))
-    except TokenizerError as err:
-        raise TmtError(str(err)) from None
-
-
-def _special(piece: str) -> bool:
-    return piece.startswith("<") and piece.endswith(">")
-
-
-def _json(path: Path, required: bool = True) -> dict[str, Any]:
-    """The JSON object in `path`; {} for a missing optional file."""
-    if not path.is_file():
-        if required:
-            raise TmtError(f"{path}: missing; the model's tokenizer needs it")
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise TmtError(f"{path}: not readable JSON ({one_line(err)})") from None
-    if not isinstance(data, dict):
-        raise TmtError(f"{path}: expected a JSON object")
-    return data
