@@ -130,3 +130,33 @@ def test_beam_5_best_hypotheses_equal_generate(imported):
             same += ours[start + i] == [t for t in row[1:] if t != pad]
     print(f"NLLB beam 5: {same} of {len(lines)} best hypotheses equal")
     assert same >= 0.95 * len(lines), f"{same} of {len(lines)} best hypotheses equal"
+
+
+def test_served_translations_equal_the_translators(imported):
+    """The server forces the target language's code first, as `tmt translate` does."""
+    import dataclasses
+
+    from transformer_mt.serve.engine import Engine, ServeLimits
+
+    _, _, out = imported
+    lines = sentences("de", 6)
+    engine = Engine.from_checkpoint(
+        str(out), limits=ServeLimits(kv_blocks=1024), tgt_lang="fra_Latn"
+    )
+    engine.start()
+    try:
+        for beam, n_best in ((1, 1), (3, 2)):
+            decode = dataclasses.replace(
+                engine.defaults, beam_size=beam, n_best=n_best, max_len_a=0.0, max_len_b=STEPS
+            )
+            jobs = [engine.submit([text], decode) for text in lines]  # decoded side by side
+            translator = Translator.from_checkpoint(
+                str(out), tgt_lang="fra_Latn", beam_size=beam, n_best=n_best, max_len_a=0.0,
+                max_len_b=STEPS,
+            )  # fmt: skip
+            for job, want, text in zip(jobs, translator.translate(lines), lines, strict=True):
+                (served,) = job.future.result(timeout=60)
+                assert served.texts == want.texts, text
+                assert served.scores == pytest.approx(want.scores, abs=1e-4)
+    finally:
+        engine.stop()
