@@ -1,13 +1,30 @@
-"""Export a checkpoint for deployment: a Hugging Face Marian directory or a CTranslate2 model.
+"""Export a checkpoint for deployment: a Hugging Face directory or a CTranslate2 model.
 
-The Hugging Face export is the weight mapping of `hf_marian.py` plus a `MarianTokenizer` built
-from our SentencePiece model(s), so `MarianMTModel.from_pretrained(OUT)` and
-`MarianTokenizer.from_pretrained(OUT)` work offline. Both carry the model's own special ids
-(`SpecialTokens`): pad, eos and the decoder's first input in the config, the ids search never
-produces as the generation config's `bad_words_ids`; vocab.json numbers the pieces as the
-model does (an imported model's table, else SentencePiece's ids). The CTranslate2 export
-(`export_ct2.py`) builds the model with CTranslate2's spec API directly from our weights:
-CTranslate2's Marian loader assumes OPUS-MT special tokens, which ours are not.
+The Hugging Face family follows from the model options: `pre_norm: true` with
+`positions: sinusoidal_fairseq` (what `tmt import` writes for NLLB / M2M100, and what Marian
+cannot hold) is exported as `M2M100ForConditionalGeneration`; anything else as
+`MarianMTModel`, refused by name where Marian lacks an option.
+
+- Marian: the weight mapping of `hf_marian.py` plus a `MarianTokenizer` built from our
+  SentencePiece model(s), so `MarianMTModel.from_pretrained(OUT)` and
+  `MarianTokenizer.from_pretrained(OUT)` work offline; vocab.json numbers the pieces as the
+  model does (an imported model's table, else SentencePiece's ids).
+- M2M100: the weight mapping of `hf_m2m100.py` plus an `NllbTokenizer` (what
+  `AutoTokenizer.from_pretrained(OUT)` loads) made from the SentencePiece model
+  (sentencepiece.bpe.model) the way transformers makes NLLB's: fairseq's <s> <pad> </s> <unk>
+  at 0-3, the pieces past them, then the table's added tokens (language codes as extra special
+  tokens, <mask>) in the model's id order. Its numbering is compared with the model's table
+  (`PieceTable.ids`) and the export refused on the first difference, so only a tokenizer that
+  numbers pieces as NLLB's does is written (not M2M100's own vocab.json order, nor SentencePiece's
+  ids of a model trained here). The generation config has the decoder's first input
+  (`decoder_start_token_id`, NLLB's </s>); the target language's code, which NLLB forces first,
+  is per request: `generate(..., forced_bos_token_id=tokenizer.convert_tokens_to_ids(code))`.
+
+Both carry the model's own special ids (`SpecialTokens`): pad, eos and the decoder's first
+input in the config, the ids search never produces as the generation config's
+`bad_words_ids`. The CTranslate2 export (`export_ct2.py`) builds the model with CTranslate2's
+spec API directly from our weights: CTranslate2's Marian loader assumes OPUS-MT special
+tokens, which ours are not.
 
 Either export writes into a temporary folder beside OUT_DIR, renamed to OUT_DIR when complete:
 a refused or failed export leaves nothing behind, and an earlier export stays as it was.
@@ -18,15 +35,20 @@ from __future__ import annotations
 import importlib.util
 import json
 from pathlib import Path
+from typing import Any
 
 from transformer_mt.artifacts import InferenceBundle, load_for_inference
+from transformer_mt.config import ModelConfig
+from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import output_folder
 from transformer_mt.inference.export_ct2 import export_ctranslate2
+from transformer_mt.inference.hf_m2m100 import check_m2m100_compatible, to_m2m100
 from transformer_mt.inference.hf_marian import check_marian_compatible, to_marian
 
 FORMATS = ("hf", "ctranslate2")
+NLLB_SPM = "sentencepiece.bpe.model"  # the SentencePiece model's name in NLLB's directories
 
 
 def _write_vocab(tokenizer: Tokenizer, path: Path) -> None:
@@ -46,25 +68,40 @@ def _one_vocabulary(src: Tokenizer, tgt: Tokenizer) -> bool:
     return src.pieces == tgt.pieces
 
 
+def hf_family(cfg: ModelConfig) -> str:
+    """The class `export_hf` writes: M2M100's ("m2m100") for a pre-norm model with fairseq's
+    sinusoids (NLLB / M2M100 imports), else Marian's ("marian")."""
+    return "m2m100" if cfg.pre_norm and cfg.positions == "sinusoidal_fairseq" else "marian"
+
+
 def export_hf(checkpoint: str | Path, out_dir: str | Path) -> Path:
-    """Write a `MarianMTModel` + `MarianTokenizer` directory equivalent to `checkpoint`.
+    """Write a Hugging Face model + tokenizer directory equivalent to `checkpoint`: Marian, or
+    M2M100 with an NllbTokenizer (`hf_family`).
 
     Raises:
-        TmtError: transformers is missing, the model uses options Marian lacks, or `out_dir`
-            holds other files (see `output_folder`).
+        TmtError: transformers is missing, the model uses options the family lacks, an M2M100
+            model's tokenizer is not numbered as NllbTokenizer numbers it, or `out_dir` holds
+            other files (see `output_folder`).
     """
     if importlib.util.find_spec("transformers") is None:
         raise TmtError(
             "the Hugging Face export needs transformers: pip install 'transformer_mt[hf]'"
         )
     bundle = load_for_inference(checkpoint)
-    check_marian_compatible(bundle.model.cfg)
+    cfg = bundle.model.cfg
+    if hf_family(cfg) == "m2m100":
+        check_m2m100_compatible(cfg, bundle.model.pad_id)
+        _check_nllb_tokenizer(bundle)
+        write = _write_m2m100
+    else:
+        check_marian_compatible(cfg)
+        write = _write_marian
     with output_folder(out_dir) as tmp:
-        _write_hf(bundle, tmp)
+        write(bundle, tmp)
     return Path(out_dir)
 
 
-def _write_hf(bundle: InferenceBundle, out: Path) -> None:
+def _write_marian(bundle: InferenceBundle, out: Path) -> None:
     """The Marian model and tokenizer files of `bundle`, into the folder `out`."""
     from transformers import MarianTokenizer
 
@@ -97,6 +134,115 @@ def _write_hf(bundle: InferenceBundle, out: Path) -> None:
         model_max_length=bundle.config.model.max_positions,
     )
     tokenizer.save_pretrained(out)
+
+
+def _check_nllb_tokenizer(bundle: InferenceBundle) -> None:
+    """Refuse, before writing anything, a tokenizer NllbTokenizer cannot be: two of them, one
+    numbered by SentencePiece's own ids (a model trained here), or one without language codes.
+
+    Raises:
+        TmtError: naming what is missing.
+    """
+    src, tgt = bundle.src_tokenizer, bundle.tgt_tokenizer
+    problem = None
+    if src.model_bytes != tgt.model_bytes or src.table != tgt.table:
+        problem = "source and target tokenizers differ; NllbTokenizer is one for both"
+    elif src.table is None:
+        problem = (
+            "the tokenizer numbers pieces by SentencePiece's own ids; NllbTokenizer numbers "
+            "them past fairseq's <s> <pad> </s> <unk> (an imported NLLB model's table)"
+        )
+    elif not bundle.specials.language_tags:
+        problem = "the model has no language codes; NllbTokenizer frames every text with one"
+    if problem:
+        raise TmtError(f"cannot export to Hugging Face M2M100: {problem}")
+
+
+def _write_m2m100(bundle: InferenceBundle, out: Path) -> None:
+    """The M2M100 model and NllbTokenizer files of `bundle`, into the folder `out`."""
+    specials = bundle.specials
+    tokenizer = _write_nllb_tokenizer(bundle, out)
+    hf_model = to_m2m100(bundle.model, bos_id=specials.bos, eos_id=specials.eos)
+    generation = hf_model.generation_config
+    # bos_token_id is NLLB's <s>, which M2M100 reads only without a decoder_start_token_id;
+    # the decoder starts from specials.bos (NLLB's </s>).
+    hf_model.config.bos_token_id = generation.bos_token_id = tokenizer.bos_token_id
+    generation.decoder_start_token_id = specials.bos
+    generation.forced_bos_token_id = None  # the target language's code: per request
+    generation.bad_words_ids = [[i] for i in specials.never] or None
+    hf_model.save_pretrained(out)
+
+
+def _write_nllb_tokenizer(bundle: InferenceBundle, out: Path) -> Any:
+    """Write sentencepiece.bpe.model and the NllbTokenizer made from it, with the table's
+    added special tokens (language codes, <mask>) at the table's ids; return the tokenizer.
+
+    Raises:
+        TmtError: the tokenizer numbers a piece otherwise than the model's table, naming it.
+    """
+    from transformers import NllbTokenizer
+
+    table = bundle.src_tokenizer.table
+    specials = bundle.specials
+    (out / NLLB_SPM).write_bytes(bundle.src_tokenizer.model_bytes)
+    (out / "tokenizer_config.json").write_text(
+        json.dumps({"tokenizer_class": "NllbTokenizer"}), encoding="utf-8"
+    )
+    piece_of = {i: piece for piece, i in table.ids.items()}
+    added = _added_tokens(piece_of, table.skip)
+    codes = [piece_of[i] for i in sorted(specials.language_tags.values())]
+    data = bundle.config.data
+    tokenizer = NllbTokenizer.from_pretrained(
+        out,
+        added_tokens_decoder=added,
+        extra_special_tokens=codes,
+        src_lang=_code_piece(specials, piece_of, data.src_lang) or codes[0],
+        tgt_lang=_code_piece(specials, piece_of, data.tgt_lang),
+        model_max_length=bundle.config.model.max_positions,
+    )
+    _check_numbering(tokenizer.get_vocab(), table.ids)
+    named = {"pad": tokenizer.pad_token_id, "unk": tokenizer.unk_token_id}
+    named["eos"] = tokenizer.eos_token_id
+    for name, token_id in named.items():
+        if token_id != getattr(specials, name):
+            raise TmtError(
+                f"cannot export the tokenizer as NllbTokenizer: its {name} id is {token_id}, "
+                f"the model's {getattr(specials, name)}"
+            )
+    tokenizer.save_pretrained(out)
+    return tokenizer
+
+
+def _added_tokens(piece_of: dict[int, str], special: frozenset[str]) -> dict[int, Any]:
+    """The special pieces past fairseq's four (which the conversion from SentencePiece numbers
+    itself) as `AddedToken`s by id, so that they are added in id order; the mask token is made
+    as NllbTokenizer makes its own (it takes the space before it)."""
+    from transformers import AddedToken
+
+    added = {}
+    for token_id in sorted(piece_of):
+        piece = piece_of[token_id]
+        if token_id > 3 and piece in special:
+            mask = piece == "<mask>"
+            added[token_id] = AddedToken(piece, special=True, normalized=mask, lstrip=mask)
+    return added
+
+
+def _code_piece(specials: SpecialTokens, piece_of: dict[int, str], code: str) -> str | None:
+    """The token of language `code` (NLLB's `fra_Latn`, M2M100's `__fr__`), None if unknown."""
+    token_id = specials.language_tags.get(code)
+    return None if token_id is None else piece_of[token_id]
+
+
+def _check_numbering(theirs: dict[str, int], ours: dict[str, int]) -> None:
+    """Raise TmtError naming the first piece (by our id) the two numberings disagree on."""
+    for piece in sorted(ours.keys() | theirs.keys(), key=lambda p: ours.get(p, theirs.get(p))):
+        if ours.get(piece) != theirs.get(piece):
+            raise TmtError(
+                f"cannot export the tokenizer as NllbTokenizer: {piece!r} is id "
+                f"{ours.get(piece)} in the model and {theirs.get(piece)} in NllbTokenizer's "
+                "numbering (None: absent)"
+            )
 
 
 def export(checkpoint: str | Path, out_dir: str | Path, fmt: str, quantize: str | None) -> Path:

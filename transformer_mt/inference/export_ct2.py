@@ -8,10 +8,20 @@ directly as a `ctranslate2.specs.TransformerSpec` and fills it from our `state_d
 special tokens of the model's own `SpecialTokens` (an imported OPUS-MT model keeps its pad row
 and starts from that row's embedding, as transformers' MarianMTModel and our model do):
 
-  - post- or pre-norm layers (pre-norm: a final LayerNorm on each side), relu / gelu / swish
-    (SiLU, CTranslate2's SWISH) / swiglu;
-  - our own position table (sinusoidal or learned) and token embeddings scaled by
-    sqrt(d_model) or not (`scale_embeddings`, CTranslate2's flag of the same name), or
+  - post- or pre-norm layers (pre-norm: a final LayerNorm on each side, and no LayerNorm on
+    the embeddings: M2M100 / NLLB, which CTranslate2's own converter maps to `pre_norm`
+    without `layernorm_embedding` too), relu / gelu / swish (SiLU, CTranslate2's SWISH) /
+    swiglu;
+  - our own position table (sinusoidal, sinusoidal_fairseq or learned) and token embeddings
+    scaled by sqrt(d_model) or not (`scale_embeddings`, CTranslate2's flag of the same name);
+    CTranslate2 adds row t to the token at position t (from 0), and row t of our sinusoidal
+    tables holds position `position_offset` + t (M2M100 / NLLB: pad + 1), so the offset
+    travels inside the table (CTranslate2's M2M100 converter, likewise, cuts transformers'
+    table at its offset). sinusoidal_fairseq gives pad tokens no position (fairseq's zero
+    vector) where CTranslate2 numbers every token; the two agree wherever our batches hold a
+    pad, after the tokens of a right-padded row (masked in attention, its output unread). A
+    pad as a decoder input would differ, so a model whose search may produce the pad id is
+    refused (`check_pad_positions`); or
     relative positions in self-attention: Shaw's key/value tables of each layer (a zero value
     table when ours has none), or T5's bias per head and bucket, which CTranslate2 buckets as
     T5 and `model/relative.py` do (bidirectional in the encoder, causal in the decoder) and
@@ -37,7 +47,10 @@ and starts from that row's embedding, as transformers' MarianMTModel and our mod
     gives them ~0 probability, as they are never training targets;
   - vocabularies in the model's id order (SentencePiece's ids, or an imported model's table,
     a row it numbers no piece with named `<unnumbered_ID>`), the pieces of `SpecialTokens`' bos
-    as decoder start token (ours `<s>`, OPUS-MT's `<pad>`), eos and unk; source EOS appended.
+    as decoder start token (ours `<s>`, OPUS-MT's `<pad>`, NLLB's `</s>`), eos and unk;
+    source EOS appended. Language tags are the caller's, as tokens: a source tag in front of
+    the source tokens (OPUS-MT's `>>fra<<`, NLLB's source code), and NLLB's target code,
+    which our search forces first, as `translate_batch(..., target_prefix=[[code]])`.
 
 Only CTranslate2 (extra `ct2`) is imported, and only inside the functions that build the spec.
 """
@@ -64,7 +77,7 @@ from transformer_mt.model.rope import RotaryEmbedding
 # ModelConfig.activation -> CTranslate2's Activation: F.gelu is the exact erf GELU, swish is
 # F.silu (x * sigmoid(x)), which CTranslate2 calls SWISH; swiglu is SWISH with ffn_glu.
 _ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swish": "SWISH", "swiglu": "SWISH"}
-_POSITIONS = ("sinusoidal", "learned", "rope", "shaw", "t5")
+_POSITIONS = ("sinusoidal", "sinusoidal_fairseq", "learned", "rope", "shaw", "t5")
 # model/layers.py builds RotaryEmbedding with its default base; the export tests fail if not.
 _ROPE_BASE = inspect.signature(RotaryEmbedding).parameters["base"].default
 
@@ -126,7 +139,8 @@ def _set_side(spec: Any, model: Seq2SeqTransformer, side: str, cfg: ModelConfig)
     spec.scale_embeddings = cfg.scale_embeddings  # sqrt(d_model), or none, like our Embedder
     positions = module.embed.positions
     if positions is not None:
-        table = positions.table if cfg.positions == "sinusoidal" else positions.weight
+        # Fixed tables: row t holds position position_offset + t (see the module docstring).
+        table = positions.weight if cfg.positions == "learned" else positions.table
         spec.position_encodings.encodings = _np(table)
     for i, layer_spec in enumerate(spec.layer):
         prefix = f"{side}.layers.{i}"
@@ -167,6 +181,21 @@ def check_ct2_compatible(cfg: ModelConfig) -> None:
         problems.append(f"model.attention={cfg.attention}")
     if problems:
         raise TmtError("cannot export to CTranslate2: " + "; ".join(problems) + " not supported")
+
+
+def check_pad_positions(cfg: ModelConfig, specials: SpecialTokens) -> None:
+    """Raise TmtError when the model gives pad tokens no position and its search may produce
+    the pad id: as the next decoder input, ours would add no position, CTranslate2's would.
+
+    Raises:
+        TmtError: naming the option and the pad id.
+    """
+    if cfg.positions == "sinusoidal_fairseq" and specials.pad not in specials.never:
+        raise TmtError(
+            "cannot export to CTranslate2: model.positions=sinusoidal_fairseq gives pad tokens "
+            f"no position, CTranslate2 gives them one, and search may produce the pad id "
+            f"{specials.pad} (it is not among the special tokens' never)"
+        )
 
 
 def _stack_options(cfg: ModelConfig) -> dict[str, Any]:
@@ -235,6 +264,7 @@ def build_spec(
 
     cfg = model.cfg
     check_ct2_compatible(cfg)
+    check_pad_positions(cfg, specials)
     options = _stack_options(cfg)
     spec = transformer_spec.TransformerSpec(
         transformer_spec.TransformerEncoderSpec(cfg.n_layers, cfg.n_heads, **options),
