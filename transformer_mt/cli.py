@@ -326,7 +326,7 @@ def _run_plot(args: argparse.Namespace) -> int:
 
 
 def _add_export(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export", help="write a Hugging Face Marian or CTranslate2 model")
+    p = sub.add_parser("export", help="write a Hugging Face (Marian, M2M100) or CTranslate2 model")
     p.add_argument("checkpoint", help="e.g. runs/X/checkpoints/best.pt")
     p.add_argument(
         "out_dir",
