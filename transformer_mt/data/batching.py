@@ -159,9 +159,7 @@ def shard_batches(batches: Sequence[T], rank: int, world_size: int) -> list[T]:
     return list(batches[rank:usable:world_size])
 
 
-def collate(
-    corpus: EncodedCorpus, indices: np.ndarray, framing: Framing = OWN_FRAMING
-) -> Batch:
+def collate(corpus: EncodedCorpus, indices: np.ndarray, framing: Framing = OWN_FRAMING) -> Batch:
     """Pad the pairs `indices` of `corpus` into a Batch (masks and shifted targets built here):
     each side framed by `framing` (the special ids and language tags around the tokens)."""
     indices = np.asarray(indices, dtype=np.int64)

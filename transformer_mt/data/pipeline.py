@@ -38,6 +38,7 @@ from transformer_mt.data.dataset import (
     stream_pairs,
 )
 from transformer_mt.data.encoding import DropoutCorpus, EncodedCorpus, encode_corpus
+from transformer_mt.data.specials import Framing, SpecialTokens
 from transformer_mt.data.streaming import (
     StreamingBatches,
     StreamSettings,
@@ -45,7 +46,6 @@ from transformer_mt.data.streaming import (
 )
 from transformer_mt.data.tokenizer import Tokenizer, TokenizerPair, train_tokenizers
 from transformer_mt.files import read_lines
-from transformer_mt.data.specials import Framing, SpecialTokens
 
 log = logging.getLogger(__name__)
 

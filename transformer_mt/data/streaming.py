@@ -49,7 +49,6 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from transformer_mt.config import DataConfig
 from transformer_mt.data.batching import Batch, collate, make_batches
-from transformer_mt.data.specials import OWN_FRAMING, Framing
 from transformer_mt.data.dataset import (
     CleanReport,
     DataError,
@@ -58,6 +57,7 @@ from transformer_mt.data.dataset import (
     stream_pairs,
 )
 from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
+from transformer_mt.data.specials import OWN_FRAMING, Framing
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import TmtError
 
