@@ -120,10 +120,11 @@ class Checkpoint:
         """The model's special ids (`SpecialTokens.from_dict`)."""
         return SpecialTokens.from_dict(self.specials, str(source))
 
-    def unpack_tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
-        """The source and target tokenizers (see `pack_tokenizers`)."""
+    def unpack_tokenizers(self, source: str | Path) -> tuple[Tokenizer, Tokenizer]:
+        """The source and target tokenizers (see `pack_tokenizers`) of the checkpoint file
+        `source`, which errors name."""
         return tuple(  # type: ignore[return-value]
-            Tokenizer.from_bytes(self.tokenizers[side], _table(self.tokenizers, side))
+            Tokenizer.from_bytes(self.tokenizers[side], _table(self.tokenizers, side, source))
             for side in ("src", "tgt")
         )
 
@@ -182,9 +183,13 @@ def pack_tokenizers(src: Tokenizer, tgt: Tokenizer) -> dict[str, bytes]:
     return packed
 
 
-def _table(tokenizers: dict[str, bytes], side: str) -> PieceTable | None:
+def _table(tokenizers: dict[str, bytes], side: str, source: str) -> PieceTable | None:
     table = tokenizers.get(f"{side}_pieces")
-    return None if table is None else PieceTable.from_json(table)
+    return (
+        None
+        if table is None
+        else PieceTable.from_json(table, f"{source}: tokenizers.{side}_pieces")
+    )
 
 
 def periodic_name(step: int) -> str:
@@ -600,10 +605,10 @@ def load_for_inference(path: str | Path, device: str | torch.device = "cpu") -> 
     """
     checkpoint = load_checkpoint(path, map_location="cpu")
     config = config_from_dict(checkpoint.config, source=f"{path} (stored config)")
-    src_tokenizer, tgt_tokenizer = checkpoint.unpack_tokenizers()
+    src_tokenizer, tgt_tokenizer = checkpoint.unpack_tokenizers(path)
     specials = checkpoint.special_tokens(path)
     vocab_sizes = (src_tokenizer.vocab_size, tgt_tokenizer.vocab_size)
-    specials.check_vocabulary(min(vocab_sizes), str(path))
+    specials.check_vocabulary(*vocab_sizes, str(path))
     model = build_model(config.model, *vocab_sizes, specials.pad, kernel=kernels.attention)
     try:
         model.load_state_dict(checkpoint.weights, strict=True)

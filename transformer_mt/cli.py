@@ -161,6 +161,12 @@ def _run_translate(args: argparse.Namespace) -> int:
             f"{translator.max_src_tokens} source tokens were truncated",
             file=sys.stderr,
         )
+    if translator.tagged_lines:
+        print(
+            f"warning: {translator.tagged_lines} line(s) held a language tag, taken out: the "
+            "language comes from --tgt-lang / --src-lang only",
+            file=sys.stderr,
+        )
     print(f"translated {count} line(s)", file=sys.stderr)
     if references is not None:
         from transformer_mt.evaluation import corpus_scores
@@ -347,7 +353,7 @@ def _run_export(args: argparse.Namespace) -> int:
 
 def _add_import(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "import", help="make a checkpoint of a public model (OPUS-MT / Marian) to translate"
+        "import", help="make a checkpoint of a public model (OPUS-MT, NLLB / M2M100)"
     )
     p.add_argument("source", help="a Hugging Face model directory, or a hub name when online")
     p.add_argument("--out", required=True, help="checkpoint file to write, e.g. opus-de-en.pt")

@@ -203,7 +203,7 @@ def test_hf_tokenizer_keeps_nllb_200s_order_of_added_tokens(imported, tmp_path):
     """NLLB-200 numbers its language codes before <mask> (the model built here after it): the
     exported tokenizer adds them in the table's id order, whichever it is."""
     stored = load_checkpoint(imported.checkpoint)
-    table = PieceTable.from_json(stored.tokenizers["src_pieces"])
+    table = PieceTable.from_json(stored.tokenizers["src_pieces"], "src_pieces")
     mask = table.ids["<mask>"]
     moved = {p: i - (i > mask) for p, i in table.ids.items() if p != "<mask>"}
     moved["<mask>"] = max(table.ids.values())

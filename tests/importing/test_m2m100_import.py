@@ -160,3 +160,32 @@ def test_served_translations_equal_the_translators(imported):
                 assert served.scores == pytest.approx(want.scores, abs=1e-4)
     finally:
         engine.stop()
+
+
+def test_tags_in_the_text_and_empty_lines(imported):
+    """A language code a user types is text to our SentencePiece segmentation (it cannot
+    switch the language; transformers' tokenizer would read it as the code); a line that
+    encodes to nothing is not translated; `>>x<<` is text to NLLB, as to NllbTokenizer."""
+    model, tokenizer, out = imported
+    translator = Translator.from_checkpoint(str(out), beam_size=1, max_len_a=0.0, max_len_b=STEPS)
+    codes = set(translator.specials.language_tags.values())
+    assert codes.isdisjoint(translator.source_ids("fra_Latn ein hund")[1:])
+    assert translator.source_ids("\u200b") == []  # nothing to translate, not the tag alone
+    tokenizer.src_lang = "deu_Latn"
+    line = ">>fra<< ein mann"
+    assert translator.source_ids(line) + [2] == tokenizer(line).input_ids
+
+
+def test_alignments_skip_the_language_tags(imported):
+    """Pairs index the words of both sides, after the tags the model is fed."""
+    _, _, out = imported
+    translator = Translator.from_checkpoint(
+        str(out), beam_size=1, max_len_a=0.0, max_len_b=STEPS, alignment_layer=-1
+    )
+    line = "ein hund läuft über die wiese"
+    (result,) = translator.translate([line])
+    n_source = len(translator.src_tokenizer.encode(line))
+    (found,) = next(translator.search_batches([translator.source_ids(line)]))[1]
+    n_target = len(found.best.tokens) - len(translator.target_prefix)
+    assert [t for _, t in result.alignment] == list(range(n_target))
+    assert all(0 <= s < n_source for s, _ in result.alignment)

@@ -135,8 +135,9 @@ def test_an_imported_model_fine_tunes_and_translates(imported, tmp_path):
     )
     run = tmp_path / "run"
     # A multilingual model is told the target language (its tag frames every pair).
-    languages = [] if tag is None else ["--set", f"data.tgt_lang={tag}"]
-    assert main(["train", "--config", str(config), "--run-dir", str(run), *languages]) == 0
+    # The model's 256 positions hold a pair of 200 tokens with its tag and bos or eos.
+    settings = ["data.max_len=200"] + ([] if tag is None else [f"data.tgt_lang={tag}"])
+    assert main(["train", "--config", str(config), "--run-dir", str(run), "--set", *settings]) == 0
     child = load_checkpoint(run / "checkpoints" / "last.pt")
     assert child.specials == load_checkpoint(out).specials
     losses = [row["loss"] for row in read_metrics(run / "metrics.jsonl") if row["kind"] == "train"]
@@ -175,3 +176,14 @@ def test_beam_5_best_hypotheses_equal_generate(imported, length_norm):
             same += ours[start + i] == [t for t in row[1:] if t != pad]
     print(f"beam 5, length_norm {length_norm}: {same} of {len(lines)} best hypotheses equal")
     assert same >= 0.95 * len(lines), f"{same} of {len(lines)} best hypotheses equal"
+
+
+def test_a_tag_typed_into_the_text_does_not_switch_the_language(imported):
+    """`>>deu<<` typed in front of a line is taken out and counted: --tgt-lang decides."""
+    _, _, out, tag = imported
+    if tag is None:
+        pytest.skip("a bilingual model has no tags")
+    translator = Translator.from_checkpoint(str(out), beam_size=1, tgt_lang="fra")
+    plain, typed = translator.translate(["ein hund läuft", ">>deu<< ein hund läuft"])
+    assert typed.texts == plain.texts and translator.tagged_lines == 1
+    assert translator.source_ids(">>deu<<") == []  # the tag alone: nothing to translate

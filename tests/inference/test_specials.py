@@ -61,5 +61,16 @@ def test_special_tokens_round_trip_and_bad_fields_are_named(checkpoint, tmp_path
     saved.specials = SpecialTokens(eos=10_000).to_dict()
     path = tmp_path / "outside.pt"
     save_checkpoint(saved, path)
-    with pytest.raises(TmtError, match=r"outside.pt: special tokens: eos=10000 is outside"):
+    with pytest.raises(TmtError, match=r"outside.pt: special tokens: eos=10000 is outside the"):
         load_for_inference(path)
+
+
+def test_our_ids_are_one_set_in_search_and_in_checkpoints():
+    """search/options.py repeats the ids (search imports no data): they must stay the same."""
+    from transformer_mt.search.options import OWN_IDS
+
+    ours = SpecialTokens()
+    assert (OWN_IDS.pad, OWN_IDS.bos, OWN_IDS.eos, OWN_IDS.never) == (
+        ours.pad, ours.bos, ours.eos, ours.never
+    )  # fmt: skip
+    assert (ours.pad, ours.unk, ours.bos, ours.eos) == (PAD_ID, 1, BOS_ID, EOS_ID)

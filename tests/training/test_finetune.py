@@ -82,3 +82,15 @@ def test_a_missing_parent_is_named(tmp_path):
     config = child_config(tmp_path, tmp_path / "nothing.pt")
     with pytest.raises(TmtError, match=r"train.init_from: .*nothing.pt"):
         run_training(str(config), str(tmp_path / "run"), [])
+
+
+def test_a_fine_tuning_run_resumes_without_its_parent(parent, tmp_path):
+    """The run's own checkpoints hold all the parent gave: moved away, it is not needed."""
+    copy = tmp_path / "parent.pt"
+    copy.write_bytes(parent.read_bytes())
+    config = str(child_config(tmp_path, copy))
+    run = tmp_path / "run"
+    assert run_training(config, str(run), ["train.max_steps=3"]) == 0
+    copy.unlink()
+    assert run_training(config, str(run), []) == 0
+    assert load_checkpoint(run / "checkpoints/last.pt").step == 6

@@ -113,8 +113,10 @@ def train_tokenizers_for(
         corpus = load_split(data_cfg, "train")
         src, tgt = corpus["src"], corpus["tgt"]
     extra = [line for path in tokenizer_cfg.extra_text for line in read_lines(path)]
+    if extra:  # only then: the training side may hold millions of lines
+        src = [*src, *extra]
     cache_dir = Path(data_cfg.cache_dir) / "tokenizers"
-    return train_tokenizers(tokenizer_cfg, [*src, *extra], tgt, run_dir, cache_dir=cache_dir)
+    return train_tokenizers(tokenizer_cfg, src, tgt, run_dir, cache_dir=cache_dir)
 
 
 def prepare_data(
@@ -143,6 +145,7 @@ def prepare_data(
     """
     train_cfg = config.train
     framing = Framing.of(specials, config.data.src_lang, config.data.tgt_lang)
+    _check_room_for_tags(config, framing)
     train: BatchIterator | StreamingBatches
     if config.data.streaming:
         settings = StreamSettings(
@@ -188,6 +191,23 @@ def _dropout_corpus(
         max_len=config.data.max_len,
         target=config.tokenizer.bpe_dropout_sides == "both",
     )
+
+
+def _check_room_for_tags(config: ExperimentConfig, framing: Framing) -> None:
+    """A pair of data.max_len tokens, its language tags and its bos or eos must fit the
+    position table (`ExperimentConfig.validate` counts the bos or eos only).
+
+    Raises:
+        DataError: naming data.max_len and the most it can be.
+    """
+    tags = max(len(framing.source_prefix), len(framing.target_prefix))
+    room = config.model.max_positions - 1 - tags
+    if tags and config.data.max_len > room:
+        raise DataError(
+            f"data.max_len={config.data.max_len}: with the model's {tags} language tag(s) a "
+            f"pair needs max_len + {tags + 1} positions of model.max_positions="
+            f"{config.model.max_positions}; set data.max_len to at most {room}"
+        )
 
 
 def _valid_loss_batches(

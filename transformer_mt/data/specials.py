@@ -113,17 +113,24 @@ class SpecialTokens:
             raise SettingError(setting, code, f"{problem}; it knows {known}")
         return self.language_tags[code]
 
-    def check_vocabulary(self, size: int, source: str) -> None:
-        """Raise TmtError naming the first id outside a vocabulary of `size` entries."""
-        named = [("pad", self.pad), ("unk", self.unk), ("bos", self.bos), ("eos", self.eos)]
-        named += [("never", i) for i in self.never]
-        named += [(f"language_tags.{code}", i) for code, i in self.language_tags.items()]
-        for name, token in named:
-            if token >= size:
-                raise TmtError(
-                    f"{source}: special tokens: {name}={token} is outside the vocabulary "
-                    f"of {size} entries"
-                )
+    def check_vocabulary(self, src_size: int, tgt_size: int, source: str) -> None:
+        """Raise TmtError naming the first id outside the vocabulary of the side that uses it
+        (`src_size`, `tgt_size` entries)."""
+        tags = [(f"language_tags.{code}", i) for code, i in self.language_tags.items()]
+        both = [("pad", self.pad), ("unk", self.unk), ("eos", self.eos)]
+        sides = {
+            "source": (src_size, both + (tags if self.source_tag else [])),
+            "target": (tgt_size, both + [("bos", self.bos)] + [("never", i) for i in self.never]),
+        }
+        if self.target_tag:
+            sides["target"][1].extend(tags)
+        for side, (size, named) in sides.items():
+            for name, token in named:
+                if token >= size:
+                    raise TmtError(
+                        f"{source}: special tokens: {name}={token} is outside the {side} "
+                        f"vocabulary of {size} entries"
+                    )
 
 
 SOURCE_TAGS = ("", "source", "target")

@@ -123,18 +123,16 @@ class Tokenizer:
         return digest.hexdigest()
 
     def encode(self, text: str) -> list[int]:
-        if self.pieces is not None:
-            tag, text = _leading_tag(text)
-            return self._ids(tag + self._sp.encode(text, out_type=str))
-        return self._sp.encode(text)
+        return self.encode_batch([text], num_threads=1)[0]
 
     def encode_batch(self, texts: Sequence[str], num_threads: int = -1) -> list[list[int]]:
         """Encode many lines at once; SentencePiece spreads them over `num_threads` C++ threads."""
-        if self.pieces is not None:
-            tags, texts = zip(*map(_leading_tag, texts), strict=True) if texts else ((), ())
-            rows = self._sp.encode(list(texts), out_type=str, num_threads=num_threads)
-            return [self._ids(tag + row) for tag, row in zip(tags, rows, strict=True)]
-        return self._sp.encode(list(texts), num_threads=num_threads)
+        if self.table is None:
+            return self._sp.encode(list(texts), num_threads=num_threads)
+        split = _leading_tag if self.table.inline_tags else _no_tag
+        tags, rest = zip(*map(split, texts), strict=True) if texts else ((), ())
+        rows = self._sp.encode(list(rest), out_type=str, num_threads=num_threads)
+        return [self._ids(tag + row) for tag, row in zip(tags, rows, strict=True)]
 
     def encode_dropout(self, texts: Sequence[str], dropout: float, seed: int) -> list[list[int]]:
         """BPE-dropout segmentations of `texts`: every merge is skipped with probability `dropout`.
@@ -215,15 +213,39 @@ class PieceTable:
     ids: dict[str, int]  # piece -> id
     size: int  # ids the model has (its embedding rows; some may number no piece)
     skip: frozenset[str] = frozenset()  # pieces decoding leaves out: specials, language tags
+    # A leading `>>xxx<<` of the text is one piece (Marian's tokenizer reads the target
+    # language there); elsewhere text is text.
+    inline_tags: bool = False
 
     def to_json(self) -> bytes:
-        data = {"ids": self.ids, "size": self.size, "skip": sorted(self.skip)}
+        data = {
+            "ids": self.ids,
+            "size": self.size,
+            "skip": sorted(self.skip),
+            "inline_tags": self.inline_tags,
+        }
         return json.dumps(data, ensure_ascii=False, sort_keys=True).encode()
 
     @classmethod
-    def from_json(cls, data: bytes) -> PieceTable:
-        table = json.loads(data)
-        return cls(table["ids"], table["size"], frozenset(table["skip"]))
+    def from_json(cls, data: bytes, source: str) -> PieceTable:
+        """Read `to_json`'s output.
+
+        Raises:
+            TokenizerError: not such a table, naming `source` (a checkpoint's key).
+        """
+        try:
+            table = json.loads(data)
+            ids, size = table["ids"], table["size"]
+            ok = all(isinstance(p, str) and isinstance(i, int) for p, i in ids.items())
+            if not ok or not isinstance(size, int) or max(ids.values(), default=-1) >= size:
+                raise ValueError("ids must number pieces below size")
+            return cls(ids, size, frozenset(table["skip"]), bool(table.get("inline_tags")))
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            raise TokenizerError(f"{source}: not a piece table ({one_line(err)})") from None
+
+
+def _no_tag(text: str) -> tuple[list[str], str]:
+    return [], text
 
 
 def _leading_tag(text: str) -> tuple[list[str], str]:

@@ -56,8 +56,12 @@ def read_marian(directory: Path, hf_config: Any) -> ImportedModel:
                 )
     hf_model = MarianMTModel.from_pretrained(directory, config=hf_config)
     converted = from_marian_weights(hf_config, hf_model.state_dict())
-    src_tok = piece_tokenizer(directory / "source.spm", src_vocab, converted.src_vocab_size)
-    tgt_tok = piece_tokenizer(directory / "target.spm", tgt_vocab, converted.tgt_vocab_size)
+    src_tok = piece_tokenizer(
+        directory / "source.spm", src_vocab, converted.src_vocab_size, inline_tags=True
+    )
+    tgt_tok = piece_tokenizer(
+        directory / "target.spm", tgt_vocab, converted.tgt_vocab_size, inline_tags=True
+    )
     return ImportedModel(
         converted,
         src_tok,

@@ -39,10 +39,15 @@ def banned_ids(directory: Path, pad: int) -> tuple[int, ...]:
 
 
 def piece_tokenizer(
-    spm_path: Path, vocab: dict[str, int], rows: int, skip: frozenset[str] | None = None
+    spm_path: Path,
+    vocab: dict[str, int],
+    rows: int,
+    skip: frozenset[str] | None = None,
+    inline_tags: bool = False,
 ) -> Tokenizer:
     """`spm_path`'s segmentation numbered by `vocab`, for a model with `rows` embedding rows;
-    decoding leaves out `skip` (None: the `<...>` specials and `>>xxx<<` tags).
+    decoding leaves out `skip` (None: the `<...>` specials and `>>xxx<<` tags); with
+    `inline_tags`, a leading `>>xxx<<` of a text is one piece (`PieceTable.inline_tags`).
 
     Raises:
         TmtError: the file is missing or not SentencePiece, or an id of `vocab` has no row.
@@ -57,7 +62,8 @@ def piece_tokenizer(
     if skip is None:
         skip = frozenset(p for p in vocab if _special(p) or LANGUAGE_TAG.fullmatch(p))
     try:
-        return Tokenizer(spm_path.read_bytes(), str(spm_path), PieceTable(vocab, rows, skip))
+        table = PieceTable(vocab, rows, skip, inline_tags)
+        return Tokenizer(spm_path.read_bytes(), str(spm_path), table)
     except TokenizerError as err:
         raise TmtError(str(err)) from None
 

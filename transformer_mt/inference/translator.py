@@ -125,9 +125,15 @@ class Translator:
         self.options = search_options(model, specials, cache_dtype)
         # Language tags: ids in front of every source, and forced in front of every target.
         self.source_prefix, self.target_prefix = specials.language_prefixes(src_lang, tgt_lang)
-        # Source tokens a line may keep: the position table also holds the appended EOS.
-        self.max_src_tokens = model.cfg.max_positions - 1 - len(self.source_prefix)
+        # Tags a user typed do not switch the language: they are taken out of the text.
+        self._typed_tags = set(specials.language_tags.values())
+        # Tokens a line, or a forced prefix, may keep: the position table also holds the tags
+        # and the EOS (the prefix: the token after it).
+        room = model.cfg.max_positions - 1
+        self.max_src_tokens = room - len(self.source_prefix)
+        self.max_prefix_tokens = room - len(self.target_prefix)
         self.truncated_lines = 0
+        self.tagged_lines = 0  # lines that held a language tag, taken out
 
     @classmethod
     def from_checkpoint(
@@ -210,6 +216,8 @@ class Translator:
                         result.best.tokens,
                         self.alignment_layer,
                         self.specials.bos,
+                        source_tags=len(self.source_prefix),
+                        target_tags=len(self.target_prefix),
                     )
             indices.extend(batch.indices.tolist())
             if on_batch is not None:
@@ -219,10 +227,20 @@ class Translator:
         return results
 
     def source_ids(self, line: str) -> list[int]:
-        """The subword ids of one line, cut to the position table; [] for a blank line."""
+        """The subword ids of one line, after the model's language tag, cut to the position
+        table; [] for a line with nothing to translate.
+
+        A language tag in the text (`>>fra<<` typed by a user) is taken out and counted: the
+        language comes from `tgt_lang` alone, never switched by what a line holds.
+        """
         if not line.strip():
             return []
         ids = self.src_tokenizer.encode(line)
+        if self._typed_tags and not self._typed_tags.isdisjoint(ids):
+            self.tagged_lines += 1
+            ids = [i for i in ids if i not in self._typed_tags]
+        if not ids:
+            return []
         if len(ids) > self.max_src_tokens:
             self.truncated_lines += 1
             ids = ids[: self.max_src_tokens]
@@ -231,7 +249,7 @@ class Translator:
     def prefix_ids(self, text: str) -> list[int]:
         """The target subword ids a translation is forced to start with, cut so that the
         prefix and one more token fit the position table."""
-        ids = self.tgt_tokenizer.encode(text)[: self.max_src_tokens] if text.strip() else []
+        ids = self.tgt_tokenizer.encode(text)[: self.max_prefix_tokens] if text.strip() else []
         return self.target_prefix + ids
 
     def batches(
@@ -272,28 +290,37 @@ class Translator:
 
 
 def alignment_pairs(
-    model: Seq2SeqTransformer, src_ids: Tensor, tgt_ids: list[int], layer: int, bos: int
+    model: Seq2SeqTransformer,
+    src_ids: Tensor,
+    tgt_ids: list[int],
+    layer: int,
+    bos: int,
+    source_tags: int = 0,
+    target_tags: int = 0,
 ) -> list[tuple[int, int]]:
     """Subword alignment of one sentence pair from cross-attention (plain-math path).
 
     Target token j is produced by decoder query j (input `bos` + tgt_ids[:j]); it aligns to the
     source subword with the largest weight of decoder layer `layer`'s cross-attention,
-    averaged over heads. The appended source EOS is never chosen (unless it is all there is).
+    averaged over heads. The appended source EOS is never chosen (unless it is all there is),
+    nor are language tags, which are fed to the model but are not words of either side.
 
     Args:
-        src_ids: (S,) real source tokens followed by EOS, no padding.
-        tgt_ids: the translation's tokens, no BOS or EOS.
+        src_ids: (S,) `source_tags` language tags, the real source tokens, then EOS; no
+            padding.
+        tgt_ids: the translation's tokens, no BOS or EOS: `target_tags` forced tags first.
 
     Returns:
-        (source index, target index) pairs, one per target token.
+        (source index, target index) pairs, one per target token after the tags, indices
+        counted from the first subword after the tags.
     """
-    if not tgt_ids:
+    if len(tgt_ids) <= target_tags:
         return []
     tgt_in = torch.tensor([[bos, *tgt_ids[:-1]]], device=src_ids.device)  # (1, T)
     with torch.no_grad():
         cross = model.attention_maps(src_ids[None], tgt_in).cross[layer]  # (1, H, T, S)
-    n_words = max(src_ids.numel() - 1, 1)  # the subwords, without the EOS
-    best = cross[0].mean(0)[:, :n_words].argmax(-1)  # (T,)
+    n_words = max(src_ids.numel() - 1, source_tags + 1)  # up to the EOS
+    best = cross[0].mean(0)[target_tags:, source_tags:n_words].argmax(-1)  # (T',)
     return [(int(s), t) for t, s in enumerate(best.tolist())]
 
 

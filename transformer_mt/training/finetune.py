@@ -25,8 +25,24 @@ from transformer_mt.errors import TmtError
 INHERITED_SECTIONS = ("model", "tokenizer")
 
 
-def load_parent(path: str) -> Checkpoint:
-    """The checkpoint `train.init_from` names."""
+def resolve(
+    config: ExperimentConfig, given: set[str], checkpoints: Path
+) -> tuple[ExperimentConfig, Checkpoint | None]:
+    """The fine-tuning run's config (`inherit`), and the parent to start from: None when the
+    run resumes from its own checkpoints in `checkpoints`, which hold all the parent gave (the
+    parent file is then neither needed nor read).
+
+    Raises:
+        TmtError: the parent cannot be read, or the config changes its architecture.
+    """
+    found = artifacts.resume_checkpoint(checkpoints)
+    if found is not None:
+        return inherit(config, given, found[1]), None
+    parent = _load_parent(str(config.train.init_from))
+    return inherit(config, given, parent), parent
+
+
+def _load_parent(path: str) -> Checkpoint:
     try:
         return artifacts.load_checkpoint(path)
     except TmtError as err:

@@ -91,12 +91,12 @@ def run_training(
             another training process is using.
     """
     config = load_config(config_path, list(overrides))
+    run_path = Path(run_dir) if run_dir else Path("runs") / Path(config_path).stem
     parent = None
     if config.train.init_from is not None:
-        parent = finetune.load_parent(config.train.init_from)
-        config = finetune.inherit(config, given_keys(config_path, list(overrides)), parent)
+        given = given_keys(config_path, list(overrides))
+        config, parent = finetune.resolve(config, given, run_path / CHECKPOINTS_DIR)
     check_sources(config.data, ("train", "valid"))  # every path, before any work
-    run_path = Path(run_dir) if run_dir else Path("runs") / Path(config_path).stem
     device = _train_device(config.train.device)
     dist = init_distributed(device.type)
     _setup_logging(dist.is_main)
@@ -141,7 +141,9 @@ def _train(
     resume_path, resume = _resume_state(run_path, config)
     # What the tokenizers and special ids come from: the run's last checkpoint, else the parent.
     origin, origin_path = (resume, resume_path) if resume else (parent, config.train.init_from)
-    src_tok, tgt_tok = _main_rank_first(dist, lambda: _tokenizers(config, run_path, origin))
+    src_tok, tgt_tok = _main_rank_first(
+        dist, lambda: _tokenizers(config, run_path, origin, origin_path)
+    )
     specials = SpecialTokens() if origin is None else origin.special_tokens(origin_path)
     data = _main_rank_first(
         dist,
@@ -292,12 +294,12 @@ def _load_parent_weights(model: torch.nn.Module, parent: Checkpoint, path: str |
 
 
 def _tokenizers(
-    config: ExperimentConfig, run_dir: Path, origin: Checkpoint | None
+    config: ExperimentConfig, run_dir: Path, origin: Checkpoint | None, source: str | Path | None
 ) -> tuple[Tokenizer, Tokenizer]:
-    """The tokenizers of the checkpoint the run resumes or fine-tunes; else train (or reuse)
-    them into run_dir."""
+    """The tokenizers of the checkpoint the run resumes or fine-tunes (the file `source`);
+    else train (or reuse) them into run_dir."""
     if origin is not None:
-        return origin.unpack_tokenizers()
+        return origin.unpack_tokenizers(source)
     pair = train_tokenizers_for(config.data, config.tokenizer, run_dir)
     return pair.src, pair.tgt
 
