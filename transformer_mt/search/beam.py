@@ -65,7 +65,10 @@ def beam_search(
                 log_probs = next_log_probs(model, state, rows, options.ids.bos)
             beam_rows, done = beam_step(state, log_probs, cfg, options.ids, finished)
             # After the first step the cache holds one row per sentence, its beams' parent.
-            drop_done(state, rows, done, beam_rows // cfg.beam_size if first else beam_rows)
+            if first:
+                drop_done(state, rows, done, beam_rows // cfg.beam_size, regrouped=True)
+            else:
+                drop_done(state, rows, done, beam_rows)
             first = False
     return ranked_results(finished, cfg.n_best)
 

@@ -81,12 +81,22 @@ def next_log_probs(model: DecodingModel, state: BeamState, rows: ModelRows, bos_
     return log_probs
 
 
-def drop_done(state: BeamState, rows: ModelRows, done: Tensor, beam_rows: Tensor | None) -> None:
+def drop_done(
+    state: BeamState,
+    rows: ModelRows,
+    done: Tensor,
+    beam_rows: Tensor | None,
+    regrouped: bool = False,
+) -> None:
     """Drop the sentences marked `done` (N,) bool and realign the model rows with the state.
 
     Args:
         beam_rows: (N * K,) long, the old row each new row continues (beam search), or None
             when rows keep their place (greedy search and sampling).
+        regrouped: the new rows are not the old ones reordered (beam search's first step
+            decoded one row per sentence, and its K beams continue it): their sources are
+            laid out anew. Otherwise a beam's rows continue rows of their own sentence, all
+            reading one source, and the model's layout of them holds.
     """
     n_sentences, beam_size = state.scores.shape
     kept_sources = None
@@ -102,10 +112,7 @@ def drop_done(state: BeamState, rows: ModelRows, done: Tensor, beam_rows: Tensor
         rows.read_from(sources)
         rows.memory = rows.memory[kept_sources]
         rows.src_mask = rows.src_mask[kept_sources]
-    elif beam_rows is not None and beam_rows.numel() != rows.sources.numel():
-        # A beam's rows continue rows of their own sentence, all reading one source: only a
-        # change in the number of rows (one per sentence after the first step) changes the
-        # index, and a step that keeps the rows keeps the model's layout of them.
+    elif regrouped and beam_rows is not None:
         rows.read_from(rows.sources[beam_rows])
     if beam_rows is not None and rows.cache is not None:
         rows.cache = rows.cache.reorder(beam_rows, kept_sources)
