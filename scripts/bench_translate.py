@@ -55,6 +55,7 @@ from bench_machine import (  # noqa: E402
 from transformer_mt import kernels  # noqa: E402
 from transformer_mt.artifacts import load_for_inference  # noqa: E402
 from transformer_mt.config import DecodeConfig, ModelConfig, TokenizerConfig  # noqa: E402
+from transformer_mt.data.specials import SpecialTokens  # noqa: E402
 from transformer_mt.data.tokenizer import (  # noqa: E402
     BOS_ID,
     EOS_ID,
@@ -142,6 +143,9 @@ def load_model(
     Multi30k tokenizer (source and target)."""
     if args.checkpoint:
         bundle = load_for_inference(args.checkpoint, torch.device("cpu"))
+        if bundle.specials != SpecialTokens():
+            # Every system here is fed this toolkit's ids (pad 0, bos 2, eos 3).
+            raise SystemExit(f"{args.checkpoint}: an imported model; compare models trained here")
         return bundle.model.eval(), bundle.src_tokenizer, bundle.tgt_tokenizer
     train_src = read_lines(args.data / f"train.{args.src_lang}")
     train_tgt = read_lines(args.data / f"train.{args.tgt_lang}")
