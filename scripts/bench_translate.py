@@ -56,13 +56,8 @@ from transformer_mt import kernels  # noqa: E402
 from transformer_mt.artifacts import load_for_inference  # noqa: E402
 from transformer_mt.config import DecodeConfig, ModelConfig, TokenizerConfig  # noqa: E402
 from transformer_mt.data.specials import SpecialTokens  # noqa: E402
-from transformer_mt.data.tokenizer import (  # noqa: E402
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    Tokenizer,
-    train_tokenizers,
-)
+from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer  # noqa: E402
+from transformer_mt.data.tokenizer_training import train_tokenizers  # noqa: E402
 from transformer_mt.errors import TmtError  # noqa: E402
 from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.inference.packed import pack_where_it_pays  # noqa: E402

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from transformer_mt.config import ExperimentConfig, ModelConfig, TokenizerConfig, config_to_dict
-from transformer_mt.data.tokenizer import PAD_ID, train_tokenizers
+from transformer_mt.data.tokenizer import PAD_ID
+from transformer_mt.data.tokenizer_training import train_tokenizers
 from transformer_mt.model import build_model
 
 

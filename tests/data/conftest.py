@@ -4,7 +4,7 @@ import pytest
 
 from tests.corpora import slice_lines
 from transformer_mt.config import TokenizerConfig
-from transformer_mt.data.tokenizer import TokenizerPair, train_tokenizers
+from transformer_mt.data.tokenizer_training import TokenizerPair, train_tokenizers
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ from pathlib import Path
 from transformer_mt.config import DataConfig
 from transformer_mt.data.batching import Batch
 from transformer_mt.data.streaming import StreamingBatches, StreamSettings
-from transformer_mt.data.tokenizer import TokenizerPair
+from transformer_mt.data.tokenizer_training import TokenizerPair
 
 MAX_TOKENS = 300
 

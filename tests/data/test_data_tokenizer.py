@@ -12,8 +12,8 @@ from transformer_mt.data.tokenizer import (
     UNK_ID,
     Tokenizer,
     TokenizerError,
-    train_tokenizers,
 )
+from transformer_mt.data.tokenizer_training import train_tokenizers
 
 
 def test_round_trip_on_multi30k_valid(valid_tokenizers, valid_texts):

@@ -10,7 +10,8 @@ from torch.testing import assert_close
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
 from transformer_mt.config import ModelConfig, TokenizerConfig, config_to_dict
-from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, train_tokenizers
+from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
+from transformer_mt.data.tokenizer_training import train_tokenizers
 from transformer_mt.errors import TmtError
 from transformer_mt.inference.export_ct2 import check_ct2_compatible, export_ctranslate2
 from transformer_mt.model import build_model

@@ -7,7 +7,10 @@
     standin.py       the offline WMT14 stand-in: Multi30k en-de repeated to any size
     dataset.py       check and read text / TSV / JSONL / hub corpora into src/tgt; clean training
     mixing.py        several training corpora as one stream, mixed by weight (data.train as a list)
-    tokenizer.py     SentencePiece model: train, load, encode, decode; special ids
+    tokenizer.py     SentencePiece model: load, encode, decode; our special ids; an imported
+                     model's numbering of pieces (PieceTable)
+    tokenizer_training.py  a run's SentencePiece models trained (or reused from the cache)
+    specials.py      a model's special ids and language tags, and how they frame a pair
     encoding.py      encode a corpus once and cache the ids as Arrow
     batching.py      token-budget batches, Batch with masks, the resumable BatchIterator
     streaming.py     data.streaming: train read lazily, tokenized on the fly, batched by chunks

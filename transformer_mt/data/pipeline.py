@@ -44,7 +44,8 @@ from transformer_mt.data.streaming import (
     StreamSettings,
     sample_pairs,
 )
-from transformer_mt.data.tokenizer import Tokenizer, TokenizerPair, train_tokenizers
+from transformer_mt.data.tokenizer import Tokenizer
+from transformer_mt.data.tokenizer_training import TokenizerPair, train_tokenizers
 from transformer_mt.files import read_lines
 
 log = logging.getLogger(__name__)

@@ -16,32 +16,25 @@ a table of its own (Marian's vocab.json; NLLB's ids shifted past fairseq's speci
 table lacks is its `<unk>`; a leading `>>xxx<<` language tag is one piece, as in Marian). Its
 special ids are the model's (`data/specials.py`), not the above.
 
-A trained model is saved as `spm-<role>-<hash>.model` where the hash covers the training text
-and every setting that changes the model, so a second run with the same corpus and settings
-finds the file and skips training. Checkpoints embed `Tokenizer.model_bytes`, which
-`Tokenizer.from_bytes` turns back into a tokenizer.
+Training a run's models is `data/tokenizer_training.py`'s. Checkpoints embed
+`Tokenizer.model_bytes` (and a table), which `Tokenizer.from_bytes` turns back into a tokenizer.
 """
 
 from __future__ import annotations
 
 import hashlib
 import heapq
-import io
 import json
 import logging
 import random
-import re
-import shutil
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 import sentencepiece as spm
 
-from transformer_mt.config import TokenizerConfig
 from transformer_mt.errors import TmtError, one_line
-from transformer_mt.files import atomic_open, atomic_path
 
 PAD_ID = 0
 UNK_ID = 1
@@ -305,174 +298,3 @@ def _merge_with_dropout(
         propose(preceding[left])
         propose(left)
     return [merges[s][1] for s in symbols if s is not None]
-
-
-@dataclass(frozen=True)
-class TokenizerPair:
-    """Source and target tokenizers; the same object twice when the vocabulary is joint."""
-
-    src: Tokenizer
-    tgt: Tokenizer
-    src_path: Path
-    tgt_path: Path
-
-    @property
-    def joint(self) -> bool:
-        return self.src is self.tgt
-
-
-def train_tokenizers(
-    cfg: TokenizerConfig,
-    src_texts: Sequence[str],
-    tgt_texts: Sequence[str],
-    out_dir: str | Path,
-    cache_dir: str | Path | None = None,
-) -> TokenizerPair:
-    """Train (or reuse) the source and target tokenizers and save them into `out_dir`.
-
-    With `cfg.joint` one model learns from source and target text together (needed when the
-    model shares embeddings); otherwise each side gets its own model. A model whose name (hash of
-    text and settings) already exists in `out_dir` or `cache_dir` is reused, not retrained.
-
-    Args:
-        cfg: vocabulary size, model type, character coverage, sentences sampled.
-        src_texts, tgt_texts: the training corpus, one sentence per item.
-        out_dir: the run directory; translation later needs only the files written here.
-        cache_dir: optional shared directory that also keeps a copy, so new runs skip training.
-
-    Raises:
-        TokenizerError: settings the corpus cannot satisfy (vocab_size too small for its
-            characters or too large for its text), naming the setting and which way to move it.
-    """
-    if cfg.joint:
-        path = _train_or_reuse(cfg, "joint", [src_texts, tgt_texts], Path(out_dir), cache_dir)
-        tok = Tokenizer.load(path)
-        return TokenizerPair(tok, tok, path, path)
-    src_path = _train_or_reuse(cfg, "src", [src_texts], Path(out_dir), cache_dir)
-    tgt_path = _train_or_reuse(cfg, "tgt", [tgt_texts], Path(out_dir), cache_dir)
-    return TokenizerPair(Tokenizer.load(src_path), Tokenizer.load(tgt_path), src_path, tgt_path)
-
-
-def tokenizer_key(cfg: TokenizerConfig, corpora: Iterable[Sequence[str]]) -> str:
-    """Hash of the training text and every setting that changes the trained model."""
-    digest = hashlib.sha256()
-    settings = {
-        "model_type": cfg.model_type,
-        "vocab_size": cfg.vocab_size,
-        "character_coverage": cfg.character_coverage,
-        "input_sentence_size": cfg.input_sentence_size,
-        "special_ids": [PAD_ID, UNK_ID, BOS_ID, EOS_ID],
-        "sentencepiece": spm.__version__,
-    }
-    digest.update(json.dumps(settings, sort_keys=True).encode())
-    for texts in corpora:
-        digest.update(b"\x00corpus\x00")
-        for line in texts:
-            digest.update(line.encode("utf-8"))
-            digest.update(b"\n")
-    return digest.hexdigest()[:16]
-
-
-def _train_or_reuse(
-    cfg: TokenizerConfig,
-    role: str,
-    corpora: list[Sequence[str]],
-    out_dir: Path,
-    cache_dir: str | Path | None,
-) -> Path:
-    name = f"spm-{role}-{tokenizer_key(cfg, corpora)}.model"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / name
-    if target.exists():
-        log.info("tokenizer %s exists; not retraining", target)
-        return target
-    cached = Path(cache_dir) / name if cache_dir is not None else None
-    if cached is not None and cached.exists():
-        log.info("tokenizer %s found in cache; copying", name)
-        with atomic_path(target) as tmp:
-            shutil.copyfile(cached, tmp)
-        return target
-    model_bytes = _train_sentencepiece(cfg, corpora)
-    _write_atomic(target, model_bytes)
-    if cached is not None:
-        _cache(cached, model_bytes)
-    log.info("trained tokenizer %s (vocab %d)", target, cfg.vocab_size)
-    return target
-
-
-def _cache(path: Path, model_bytes: bytes) -> None:
-    """Keep a copy in the cache folder for other runs; one that cannot be written (a full disk,
-    a read-only shared folder) costs them the training, not this run: a warning."""
-    try:
-        _write_atomic(path, model_bytes)
-    except TmtError as err:
-        log.warning("could not cache the tokenizer (%s); the next run trains it again", err)
-
-
-def _train_sentencepiece(cfg: TokenizerConfig, corpora: list[Sequence[str]]) -> bytes:
-    """Run the SentencePiece trainer in memory and return the serialized model."""
-    lines = [line for texts in corpora for line in texts if line.strip()]
-    if not lines:
-        raise TokenizerError("cannot train a tokenizer on an empty corpus")
-    model = io.BytesIO()
-    try:
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(lines),
-            model_writer=model,
-            model_type=cfg.model_type,
-            vocab_size=cfg.vocab_size,
-            character_coverage=cfg.character_coverage,
-            input_sentence_size=cfg.input_sentence_size,
-            shuffle_input_sentence=True,
-            pad_id=PAD_ID,
-            unk_id=UNK_ID,
-            bos_id=BOS_ID,
-            eos_id=EOS_ID,
-            num_threads=2,
-            minloglevel=2,
-        )
-    except RuntimeError as err:
-        raise _training_error(cfg, len(lines), one_line(err)) from None
-    return model.getvalue()
-
-
-def _training_error(cfg: TokenizerConfig, n_lines: int, message: str) -> TokenizerError:
-    """SentencePiece's refusal as the setting to change and which way.
-
-    It refuses a vocabulary smaller than the characters it must keep plus the 4 special pieces
-    ("Vocabulary size is smaller than required_chars. 20 vs 32"), and one larger than the
-    pieces the corpus yields ("Vocabulary size too high (5000). Please set it to a value <= 172").
-    """
-    if "smaller than required_chars" in message:
-        at_least = _quoted_bound(message, r"\d+ vs (\d+)", " to at least {}")
-        return TokenizerError(
-            f"tokenizer.vocab_size={cfg.vocab_size} is too small for the characters of this "
-            f"corpus (each character kept by tokenizer.character_coverage={cfg.character_coverage}"
-            f" needs a piece, plus 4 special pieces); raise tokenizer.vocab_size{at_least}, or "
-            "lower tokenizer.character_coverage (down to 0.98) to leave rare characters out"
-        )
-    if "too high" in message:
-        at_most = _quoted_bound(message, r"<= (\d+)", " to {} or less")
-        return TokenizerError(
-            f"tokenizer.vocab_size={cfg.vocab_size} is too large for this corpus of {n_lines} "
-            f"lines; lower tokenizer.vocab_size{at_most}, or train on more text"
-        )
-    return TokenizerError(f"SentencePiece training failed: {message}")
-
-
-def _quoted_bound(message: str, pattern: str, template: str) -> str:
-    """`template` holding the number that `pattern` finds in SentencePiece's message; "" when
-    the message does not say it."""
-    found = re.search(pattern, message)
-    return template.format(found[1]) if found else ""
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write through a temporary of this process's own: runs sharing a cache folder may write
-    the same tokenizer at once (`files.atomic_path`).
-
-    Raises:
-        TmtError: the file cannot be written (`MachineError` for a full disk).
-    """
-    with atomic_open(path, "wb") as f:
-        f.write(data)
