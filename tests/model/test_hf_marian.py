@@ -157,7 +157,7 @@ def test_to_marian_keeps_logits_for_separate_vocabularies_and_untied_output(opti
     if ours.cfg.output_bias:
         with torch.no_grad():
             ours.output_projection.bias.normal_()
-    hf = to_marian(ours)
+    hf = to_marian(ours, BOS, EOS)
     assert hf.config.share_encoder_decoder_embeddings == options.get("share_embeddings", True)
     assert hf.config.decoder_vocab_size == tgt_vocab
     src, tgt = batch(tgt_vocab)
@@ -175,7 +175,7 @@ def test_round_trip_ours_hf_ours_is_exact(options):
     if ours.cfg.output_bias:
         with torch.no_grad():
             ours.output_projection.bias.normal_()
-    back = from_marian(to_marian(ours))
+    back = from_marian(to_marian(ours, BOS, EOS))
     assert back.cfg == ours.cfg
     original = ours.state_dict()
     assert set(back.state_dict()) == set(original)

@@ -193,7 +193,7 @@ def from_m2m100_weights(hf_config: Any, state: dict[str, Tensor]) -> ConvertedMo
     )
 
 
-def to_m2m100(model: Seq2SeqTransformer, bos_id: int = 2, eos_id: int = 3) -> Any:
+def to_m2m100(model: Seq2SeqTransformer, bos_id: int, eos_id: int) -> Any:
     """A `transformers.M2M100ForConditionalGeneration` computing the same function as `model`
     (its decoder starts from `bos_id`, as ours)."""
     from transformers import M2M100Config, M2M100ForConditionalGeneration

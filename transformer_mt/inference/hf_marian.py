@@ -382,8 +382,10 @@ def from_marian_weights(hf_config: Any, state: dict[str, Tensor]) -> ConvertedMo
     )
 
 
-def to_marian(model: Seq2SeqTransformer, bos_id: int = 2, eos_id: int = 3) -> Any:
-    """A `transformers.MarianMTModel` computing the same function as `model`."""
+def to_marian(model: Seq2SeqTransformer, bos_id: int, eos_id: int) -> Any:
+    """A `transformers.MarianMTModel` computing the same function as `model`, its decoder
+    started from `bos_id` and its sentences ended by `eos_id` (the checkpoint's special ids:
+    there is no default that fits every model)."""
     from transformers import MarianConfig, MarianMTModel
 
     src_vocab_size = model.encoder.embed.token_embedding.weight.size(0)
