@@ -351,6 +351,11 @@ class TokenizerConfig:
     joint: bool = True  # one vocabulary for source and target (needed by model.share_embeddings)
     character_coverage: float = 1.0  # 1.0 for Latin scripts; ~0.9995 for CJK; >= 0.98
     input_sentence_size: int = 1_000_000  # sentences sampled for training the tokenizer
+    # Language codes whose tag `>>xx<<` is a piece of its own, never split (SentencePiece's
+    # user-defined symbols). A model trained with them reads the target language's tag in
+    # front of every source (the OPUS-MT convention), so one model can translate into several
+    # languages (`tmt translate --tgt-lang`); data.tgt_lang must be one of them.
+    language_tags: tuple[str, ...] = ()
     # Text files (one sentence a line) the source (or joint) tokenizer also learns from: e.g.
     # the language a model fine-tuned later will translate from, so its words are not split
     # into characters. The model never trains on them.
@@ -372,6 +377,11 @@ class TokenizerConfig:
             )
         if self.vocab_size < 8:
             raise ConfigError(f"tokenizer.vocab_size={self.vocab_size} must be >= 8")
+        if self.language_tags and not self.joint:
+            raise ConfigError(
+                "tokenizer.language_tags needs tokenizer.joint: true (a tag in front of a source "
+                "is a target language's, one id on both sides)"
+            )
         if not 0.98 <= self.character_coverage <= 1.0:
             raise ConfigError(
                 f"tokenizer.character_coverage={self.character_coverage} must be in [0.98, 1] "

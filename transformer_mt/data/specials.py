@@ -14,10 +14,11 @@ them from here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 from transformer_mt.errors import SettingError, TmtError
 
 
@@ -142,6 +143,24 @@ def _is_id(value: object) -> bool:
 
 # The ids of every model this toolkit trains itself (and of checkpoints that record none).
 OWN_SPECIALS = SpecialTokens()
+
+
+def language_tag(code: str) -> str:
+    """The piece of language `code`'s tag, `>>code<<`: the form of OPUS-MT's, so that imported
+    multilingual models and ours take one path."""
+    return f">>{code}<<"
+
+
+def own_specials(tokenizer: Tokenizer, codes: Sequence[str]) -> SpecialTokens:
+    """The special ids of a model trained here with `tokenizer.language_tags` `codes` (none:
+    `OWN_SPECIALS`): the target language's tag starts every source, and no tag is ever
+    produced as output."""
+    if not codes:
+        return OWN_SPECIALS
+    tags = {code: tokenizer.piece_id(language_tag(code)) for code in codes}
+    return SpecialTokens(
+        never=(*OWN_SPECIALS.never, *tags.values()), language_tags=tags, source_tag="target"
+    )
 
 
 @dataclass(frozen=True)

@@ -184,6 +184,12 @@ class Tokenizer:
         # SentencePiece writes spaces as U+2581 and adds one as a word-boundary prefix.
         return self._sp.normalize(text).replace("\u2581", " ").strip(" ")
 
+    def piece_id(self, piece: str) -> int:
+        """The id of `piece` (SentencePiece's, or the table's); unk's when it has none."""
+        if self.table is not None:
+            return self.table.ids.get(piece, self._unk)
+        return self._sp.piece_to_id(piece)
+
     def id_to_piece(self, token_id: int) -> str:
         if self.table is not None:
             return self._by_id.get(token_id, "<unk>")

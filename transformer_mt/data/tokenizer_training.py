@@ -22,6 +22,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 from transformer_mt.config import TokenizerConfig
+from transformer_mt.data.specials import language_tag
 from transformer_mt.data.tokenizer import (
     BOS_ID,
     EOS_ID,
@@ -93,6 +94,8 @@ def tokenizer_key(cfg: TokenizerConfig, corpora: Iterable[Sequence[str]]) -> str
         "special_ids": [PAD_ID, UNK_ID, BOS_ID, EOS_ID],
         "sentencepiece": spm.__version__,
     }
+    if cfg.language_tags:  # only then: the names of tokenizers trained before stay valid
+        settings["language_tags"] = list(cfg.language_tags)
     digest.update(json.dumps(settings, sort_keys=True).encode())
     for texts in corpora:
         digest.update(b"\x00corpus\x00")
@@ -157,6 +160,7 @@ def _train_sentencepiece(cfg: TokenizerConfig, corpora: list[Sequence[str]]) -> 
             unk_id=UNK_ID,
             bos_id=BOS_ID,
             eos_id=EOS_ID,
+            user_defined_symbols=[language_tag(code) for code in cfg.language_tags],
             num_threads=2,
             minloglevel=2,
         )

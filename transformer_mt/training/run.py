@@ -32,7 +32,7 @@ from transformer_mt.config import (
 )
 from transformer_mt.data.dataset import check_sources
 from transformer_mt.data.pipeline import prepare_data, train_tokenizers_for
-from transformer_mt.data.specials import SpecialTokens
+from transformer_mt.data.specials import own_specials
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import atomic_open, atomic_path
@@ -144,7 +144,10 @@ def _train(
     src_tok, tgt_tok = _main_rank_first(
         dist, lambda: _tokenizers(config, run_path, origin, origin_path)
     )
-    specials = SpecialTokens() if origin is None else origin.special_tokens(origin_path)
+    if origin is None:
+        specials = own_specials(tgt_tok, config.tokenizer.language_tags)
+    else:
+        specials = origin.special_tokens(origin_path)
     data = _main_rank_first(
         dist,
         lambda: prepare_data(config, src_tok, tgt_tok, specials, dist.rank, dist.world_size),
