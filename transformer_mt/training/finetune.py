@@ -26,16 +26,15 @@ INHERITED_SECTIONS = ("model", "tokenizer")
 
 
 def resolve(
-    config: ExperimentConfig, given: set[str], checkpoints: Path
+    config: ExperimentConfig, given: set[str], found: tuple[Path, Checkpoint] | None
 ) -> tuple[ExperimentConfig, Checkpoint | None]:
     """The fine-tuning run's config (`inherit`), and the parent to start from: None when the
-    run resumes from its own checkpoints in `checkpoints`, which hold all the parent gave (the
-    parent file is then neither needed nor read).
+    run resumes from its own checkpoint (`found`, `artifacts.resume_checkpoint`'s answer),
+    which holds all the parent gave (the parent file is then neither needed nor read).
 
     Raises:
         TmtError: the parent cannot be read, or the config changes its architecture.
     """
-    found = artifacts.resume_checkpoint(checkpoints)
     if found is not None:
         return inherit(config, given, found[1]), None
     parent = _load_parent(str(config.train.init_from))

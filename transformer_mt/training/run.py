@@ -92,10 +92,6 @@ def run_training(
     """
     config = load_config(config_path, list(overrides))
     run_path = Path(run_dir) if run_dir else Path("runs") / Path(config_path).stem
-    parent = None
-    if config.train.init_from is not None:
-        given = given_keys(config_path, list(overrides))
-        config, parent = finetune.resolve(config, given, run_path / CHECKPOINTS_DIR)
     check_sources(config.data, ("train", "valid"))  # every path, before any work
     device = _train_device(config.train.device)
     dist = init_distributed(device.type)
@@ -106,8 +102,15 @@ def run_training(
         device = torch.device("cuda", dist.local_rank)
         torch.cuda.set_device(device)
     try:
+        # Read once: a fine-tuning run takes its config from it (or from its parent), then any
+        # run resumes from it. A refused fine-tuning config leaves the run directory unmade.
+        found = artifacts.resume_checkpoint(run_path / CHECKPOINTS_DIR)
+        parent = None
+        if config.train.init_from is not None:
+            given = given_keys(config_path, list(overrides))
+            config, parent = finetune.resolve(config, given, found)
         with _run_dir_lock(run_path, dist):
-            code = _train(config, run_path, device, dist, governor, parent)
+            code = _train(config, run_path, device, dist, governor, found, parent)
         dist.barrier()  # rank 0 may still be saving: the ranks leave the group together
         return code
     finally:
@@ -134,11 +137,13 @@ def _train(
     device: torch.device,
     dist: DistributedContext,
     governor: ThreadGovernor | None,
-    parent: Checkpoint | None = None,
+    found: tuple[Path, Checkpoint] | None,
+    parent: Checkpoint | None,
 ) -> int:
-    """Train in `run_path`: resume the run there, else start one, from `parent`'s weights,
-    tokenizers and special ids when fine-tuning."""
-    resume_path, resume = _resume_state(run_path, config)
+    """Train in `run_path`: resume the run there (`found`: `artifacts.resume_checkpoint`'s
+    answer), else start one, from `parent`'s weights, tokenizers and special ids when
+    fine-tuning."""
+    resume_path, resume = _resume_state(run_path, config, found)
     # What the tokenizers and special ids come from: the run's last checkpoint, else the parent.
     origin, origin_path = (resume, resume_path) if resume else (parent, config.train.init_from)
     src_tok, tgt_tok = _main_rank_first(
@@ -188,15 +193,15 @@ def _run_dir_lock(run_dir: Path, dist: DistributedContext) -> Iterator[None]:
         yield
 
 
-def _resume_state(run_dir: Path, config: ExperimentConfig) -> tuple[Path | None, Checkpoint | None]:
-    """The checkpoint to resume from (`artifacts.resume_checkpoint`) when it fits `config`:
-    its path and contents, or (None, None) for a fresh run.
+def _resume_state(
+    run_dir: Path, config: ExperimentConfig, found: tuple[Path, Checkpoint] | None
+) -> tuple[Path | None, Checkpoint | None]:
+    """The checkpoint to resume from (`found`, `artifacts.resume_checkpoint`'s answer) when it
+    fits `config`: its path and contents, or (None, None) for a fresh run.
 
     Raises:
-        TmtError: the directory holds other files, a run of another model or corpus, or
-            checkpoints none of which can resume training.
+        TmtError: the directory holds other files, or a run of another model or corpus.
     """
-    found = artifacts.resume_checkpoint(run_dir / CHECKPOINTS_DIR)
     if found is None:
         stray = [
             p.name
