@@ -140,7 +140,7 @@ class Tokenizer:
         Raises:
             TokenizerError: the tokenizer numbers its pieces by an imported model's table.
         """
-        if self.pieces is not None:
+        if self.table is not None:
             raise TokenizerError(
                 f"{self.name}: BPE-dropout needs this toolkit's own SentencePiece ids, not an "
                 "imported model's table; set tokenizer.bpe_dropout: 0"
@@ -171,7 +171,7 @@ class Tokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         """Ids back to text; PAD/BOS/EOS are skipped by SentencePiece (they are control pieces;
         with a table, the ids of special and language-tag pieces are skipped)."""
-        if self.pieces is not None:
+        if self.table is not None:
             # A shared table holds pieces this model lacks (the other side's): they come out
             # as written, their word-boundary marks made spaces, as Marian's tokenizer does.
             kept = [self._by_id[i] for i in ids if i in self._by_id and i not in self._skipped]
