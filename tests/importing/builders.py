@@ -157,3 +157,20 @@ def build_nllb(directory):
                 p.mul_(4.0)  # peaked distributions, so searches do not hinge on near-ties
     model.save_pretrained(directory)
     return model, tokenizer
+
+
+def best_ids(translator, lines):
+    """Each line's best hypothesis from our search, in input order, as `generate` returns it
+    after the decoder's start token: the ids, eos included where the hypothesis ended."""
+    sources = [translator.source_ids(line) for line in lines]
+    best = {}
+    for batch, found in translator.search_batches(sources):
+        for index, result in zip(batch.indices.tolist(), found, strict=True):
+            eos = [translator.specials.eos] * result.best.has_eos
+            best[index] = result.best.tokens + eos
+    return [best[i] for i in range(len(lines))]
+
+
+def generated_ids(generated, pad):
+    """`generate`'s rows without the start token and the padding after a finished one."""
+    return [[t for t in row[1:] if t != pad] for row in generated.tolist()]

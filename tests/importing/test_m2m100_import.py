@@ -7,7 +7,7 @@ import torch
 from torch.testing import assert_close
 
 from tests.corpora import SHARED_DATA, slice_lines
-from tests.importing.builders import build_nllb
+from tests.importing.builders import best_ids, build_nllb, generated_ids
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
 from transformer_mt.inference.translator import Translator
@@ -80,10 +80,7 @@ def test_greedy_translations_equal_generate(imported, tgt_lang):
     translator = Translator.from_checkpoint(
         str(out), beam_size=1, max_len_a=0.0, max_len_b=STEPS, tgt_lang=tgt_lang
     )
-    ours = {}
-    for batch, found in translator.search_batches([translator.source_ids(s) for s in lines]):
-        for index, result in zip(batch.indices.tolist(), found, strict=True):
-            ours[index] = result.best.tokens + [2] * result.best.has_eos
+    ours = best_ids(translator, lines)
     tokenizer.src_lang = "deu_Latn"
     inputs = tokenizer(lines, padding=True, return_tensors="pt")
     forced = tokenizer.convert_tokens_to_ids(tgt_lang)
@@ -97,8 +94,8 @@ def test_greedy_translations_equal_generate(imported, tgt_lang):
             bad_words_ids=[[model.config.pad_token_id]],
         )
     pad = model.config.pad_token_id
-    for i, row in enumerate(generated.tolist()):
-        assert ours[i] == [t for t in row[1:] if t != pad], lines[i]
+    for line, mine, theirs in zip(lines, ours, generated_ids(generated, pad), strict=True):
+        assert mine == theirs, line
     texts = [t.texts[0] for t in translator.translate(lines)]
     assert texts == tokenizer.batch_decode(generated, skip_special_tokens=True)
 
@@ -112,10 +109,7 @@ def test_beam_5_best_hypotheses_equal_generate(imported):
         str(out), beam_size=5, max_len_a=0.0, max_len_b=STEPS, min_len=0,
         length_norm="average", length_penalty=1.0,
     )  # fmt: skip
-    ours = {}
-    for batch, found in translator.search_batches([translator.source_ids(s) for s in lines]):
-        for index, result in zip(batch.indices.tolist(), found, strict=True):
-            ours[index] = result.best.tokens + [2] * result.best.has_eos
+    ours = best_ids(translator, lines)
     tokenizer.src_lang = "deu_Latn"
     pad, same = model.config.pad_token_id, 0
     for start in range(0, len(lines), 50):
@@ -126,8 +120,8 @@ def test_beam_5_best_hypotheses_equal_generate(imported):
                 early_stopping=True, length_penalty=1.0, bad_words_ids=[[pad]],
                 forced_bos_token_id=tokenizer.convert_tokens_to_ids("eng_Latn"),
             )  # fmt: skip
-        for i, row in enumerate(generated.tolist()):
-            same += ours[start + i] == [t for t in row[1:] if t != pad]
+        theirs = generated_ids(generated, pad)
+        same += sum(a == b for a, b in zip(ours[start : start + 50], theirs, strict=True))
     print(f"NLLB beam 5: {same} of {len(lines)} best hypotheses equal")
     assert same >= 0.95 * len(lines), f"{same} of {len(lines)} best hypotheses equal"
 

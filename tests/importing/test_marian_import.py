@@ -9,7 +9,7 @@ import torch
 from torch.testing import assert_close
 
 from tests.corpora import SHARED_DATA, slice_lines
-from tests.importing.builders import build_marian
+from tests.importing.builders import best_ids, build_marian, generated_ids
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
 from transformer_mt.inference.translator import Translator
@@ -86,18 +86,14 @@ def test_greedy_translations_equal_generate(imported):
     translator = Translator.from_checkpoint(
         str(out), beam_size=1, max_len_a=0.0, max_len_b=STEPS, tgt_lang=tag
     )
-    ours = {}
-    for batch, found in translator.search_batches([translator.source_ids(s) for s in lines]):
-        for index, result in zip(batch.indices.tolist(), found, strict=True):
-            ours[index] = result.best.tokens + [0] * result.best.has_eos
+    ours = best_ids(translator, lines)
     tagged = [f">>{tag}<< {line}" if tag else line for line in lines]
     inputs = tokenizer(tagged, padding=True, return_tensors="pt")
     with torch.no_grad():
         generated = model.generate(**inputs, num_beams=1, do_sample=False, max_new_tokens=STEPS)
     pad = model.config.pad_token_id
-    for i, row in enumerate(generated.tolist()):
-        theirs = [t for t in row[1:] if t != pad]  # after the start token, without padding
-        assert ours[i] == theirs, lines[i]
+    for line, mine, theirs in zip(lines, ours, generated_ids(generated, pad), strict=True):
+        assert mine == theirs, line
     texts = [t.texts[0] for t in translator.translate(lines)]
     assert texts == tokenizer.batch_decode(generated, skip_special_tokens=True)
 
@@ -158,10 +154,7 @@ def test_beam_5_best_hypotheses_equal_generate(imported, length_norm):
         str(out), beam_size=5, max_len_a=0.0, max_len_b=STEPS, min_len=0,
         length_norm=length_norm, length_penalty=1.0, tgt_lang=tag,
     )  # fmt: skip
-    ours = {}
-    for batch, found in translator.search_batches([translator.source_ids(s) for s in lines]):
-        for index, result in zip(batch.indices.tolist(), found, strict=True):
-            ours[index] = result.best.tokens + [0] * result.best.has_eos
+    ours = best_ids(translator, lines)
     tagged = [f">>{tag}<< {line}" if tag else line for line in lines]
     pad = model.config.pad_token_id
     same = 0
@@ -173,8 +166,8 @@ def test_beam_5_best_hypotheses_equal_generate(imported, length_norm):
                 early_stopping=True, length_penalty=1.0 if length_norm == "average" else 0.0,
                 bad_words_ids=[[pad]],
             )  # fmt: skip
-        for i, row in enumerate(generated.tolist()):
-            same += ours[start + i] == [t for t in row[1:] if t != pad]
+        theirs = generated_ids(generated, pad)
+        same += sum(a == b for a, b in zip(ours[start : start + 50], theirs, strict=True))
     print(f"beam 5, length_norm {length_norm}: {same} of {len(lines)} best hypotheses equal")
     assert same >= 0.95 * len(lines), f"{same} of {len(lines)} best hypotheses equal"
 
