@@ -14,6 +14,7 @@ them from here.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -149,6 +150,15 @@ def language_tag(code: str) -> str:
     """The piece of language `code`'s tag, `>>code<<`: the form of OPUS-MT's, so that imported
     multilingual models and ours take one path."""
     return f">>{code}<<"
+
+
+def tag_code(piece: str) -> str | None:
+    """The language code of a tag piece (`language_tag`'s inverse); None for another piece."""
+    found = _TAG.fullmatch(piece)
+    return None if found is None else found.group(1)
+
+
+_TAG = re.compile(r">>(.+)<<")
 
 
 def own_specials(tokenizer: Tokenizer, codes: Sequence[str]) -> SpecialTokens:

@@ -18,10 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from transformer_mt.data.specials import SpecialTokens
+from transformer_mt.data.specials import SpecialTokens, tag_code
 from transformer_mt.errors import TmtError
 from transformer_mt.importing.parts import (
-    LANGUAGE_TAG,
     ImportedModel,
     banned_ids,
     piece_tokenizer,
@@ -76,7 +75,7 @@ def _specials(directory: Path, hf_config: Any, vocab: dict[str, int]) -> Special
     pad = hf_config.pad_token_id
     start = hf_config.decoder_start_token_id
     never = banned_ids(directory, pad)
-    tags = {m.group(1): i for piece, i in vocab.items() if (m := LANGUAGE_TAG.fullmatch(piece))}
+    tags = {code: i for piece, i in vocab.items() if (code := tag_code(piece)) is not None}
     return SpecialTokens(
         pad=pad,
         unk=vocab["<unk>"],

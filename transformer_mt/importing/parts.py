@@ -5,17 +5,14 @@ its JSON files read with errors named."""
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from transformer_mt.data.specials import SpecialTokens
+from transformer_mt.data.specials import SpecialTokens, tag_code
 from transformer_mt.data.tokenizer import PieceTable, Tokenizer, TokenizerError
 from transformer_mt.errors import TmtError, one_line
 from transformer_mt.inference.hf_marian import ConvertedModel
-
-LANGUAGE_TAG = re.compile(r">>(.+)<<")  # a multilingual OPUS-MT model's target-language piece
 
 
 @dataclass
@@ -60,7 +57,7 @@ def piece_tokenizer(
             f"the model's embeddings have {rows} rows"
         )
     if skip is None:
-        skip = frozenset(p for p in vocab if _special(p) or LANGUAGE_TAG.fullmatch(p))
+        skip = frozenset(p for p in vocab if _special(p) or tag_code(p) is not None)
     try:
         table = PieceTable(vocab, rows, skip, inline_tags)
         return Tokenizer(spm_path.read_bytes(), str(spm_path), table)
