@@ -19,9 +19,7 @@ from typing import Any
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.errors import TmtError, one_line
 from transformer_mt.importing.parts import ImportedModel, banned_ids, piece_tokenizer
-from transformer_mt.inference.hf_m2m100 import check_m2m100_config, from_m2m100_weights
-
-SPM_FILE = "sentencepiece.bpe.model"
+from transformer_mt.inference.hf_m2m100 import SPM_FILE, check_m2m100_config, from_m2m100_weights
 
 
 def read_m2m100(directory: Path, hf_config: Any) -> ImportedModel:

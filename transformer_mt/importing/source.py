@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from transformer_mt.errors import TmtError, one_line
+from transformer_mt.inference.hf_m2m100 import SPM_FILE
 
 # The files a converter reads; weights in either format transformers writes.
 MODEL_FILES = [
@@ -14,7 +15,7 @@ MODEL_FILES = [
     "model.safetensors",
     "pytorch_model.bin",
     "*.spm",
-    "sentencepiece.bpe.model",
+    SPM_FILE,
     "*.json",
 ]
 

@@ -44,11 +44,10 @@ from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import output_folder
 from transformer_mt.inference.export_ct2 import export_ctranslate2
-from transformer_mt.inference.hf_m2m100 import check_m2m100_compatible, to_m2m100
+from transformer_mt.inference.hf_m2m100 import SPM_FILE, check_m2m100_compatible, to_m2m100
 from transformer_mt.inference.hf_marian import check_marian_compatible, to_marian
 
 FORMATS = ("hf", "ctranslate2")
-NLLB_SPM = "sentencepiece.bpe.model"  # the SentencePiece model's name in NLLB's directories
 
 
 def _write_vocab(tokenizer: Tokenizer, path: Path) -> None:
@@ -184,7 +183,7 @@ def _write_nllb_tokenizer(bundle: InferenceBundle, out: Path) -> Any:
 
     table = bundle.src_tokenizer.table
     specials = bundle.specials
-    (out / NLLB_SPM).write_bytes(bundle.src_tokenizer.model_bytes)
+    (out / SPM_FILE).write_bytes(bundle.src_tokenizer.model_bytes)
     (out / "tokenizer_config.json").write_text(
         json.dumps({"tokenizer_class": "NllbTokenizer"}), encoding="utf-8"
     )

@@ -50,6 +50,8 @@ _M2M100_LEGACY_KEYS = {
     "add_bias_logits": (False, "a logits bias; M2M100 has none"),
 }
 
+# The SentencePiece model's name in NLLB's and M2M100's directories (import and export).
+SPM_FILE = "sentencepiece.bpe.model"
 _ENCODER_EMBEDDING = "model.encoder.embed_tokens.weight"
 _DECODER_EMBEDDING = "model.decoder.embed_tokens.weight"
 
