@@ -265,14 +265,17 @@ def _check_flex(attn_dropout: float) -> None:
 class TrainSource:
     """One of several training corpora mixed by weight (`data.train` as a list).
 
-    Read like a single `data.train` (same `format`, `src_lang`, `tgt_lang`). The training stream
-    takes its next pair from source k with probability weight_k / sum of weights; a source that
-    runs out starts again, and an epoch ends once every source has been read to its end
-    (data/mixing.py).
+    Read like a single `data.train` (same `format`), in its own direction when it names one:
+    sources in several directions train one multilingual model (`tokenizer.language_tags`).
+    The training stream takes its next pair from source k with probability p_k (weight_k /
+    sum of weights, or tempered by `data.temperature`); a source that runs out starts again,
+    and an epoch ends once every source has been read to its end (data/mixing.py).
     """
 
     path: str  # what a single data.train names: a path prefix (text), a file, a hub split
     weight: float = 1.0  # mixing proportion; only the ratios between sources count
+    src_lang: str | None = None  # this source's direction (None: data.src_lang)
+    tgt_lang: str | None = None  # (None: data.tgt_lang)
 
 
 @dataclass(frozen=True)
@@ -285,7 +288,9 @@ class DataConfig:
       - jsonl: one file of {"translation": {src_lang: ..., tgt_lang: ...}} lines (hub layout)
       - hub:   a split name of the `datasets` hub dataset `hub_name` / `hub_config` (online)
     `train` may also be a list of `TrainSource`s (`{path: ..., weight: ...}` in YAML), mixed
-    into one training stream by weight.
+    into one training stream by weight; each may name its own direction (`src_lang`,
+    `tgt_lang`). `src_lang` -> `tgt_lang` is then the direction of `valid` and `test`, and must
+    be one of the training directions.
     """
 
     src_lang: str = "de"
@@ -296,6 +301,11 @@ class DataConfig:
     test: str | None = "data/multi30k/test2016"
     hub_name: str | None = None  # e.g. "wmt14" (format: hub only)
     hub_config: str | None = None  # e.g. "de-en" (format: hub only)
+    # Temperature sampling across training sources (Arivazhagan et al., 2019): source k of
+    # n_k pairs is drawn with probability proportional to (weight_k * n_k) ** (1 / T). 1:
+    # in proportion to size; larger: flatter, so small directions are seen more. None: the
+    # weights alone are the proportions, whatever the sizes.
+    temperature: float | None = None
     max_len: int = 256  # training pairs with more tokens on either side are dropped
     max_len_ratio: float = 3.0  # ... and so are pairs whose token-length ratio is above this
     cache_dir: str = "data/cache"  # encoded corpora (Arrow), keyed by corpus + tokenizer hash
@@ -318,6 +328,8 @@ class DataConfig:
         if self.format == "hub" and not self.hub_name:
             raise ConfigError("data.hub_name is required when data.format is 'hub'")
         _positive(self, "data", ["max_len", "max_len_ratio", "shuffle_buffer"])
+        if self.temperature is not None and not 0 < self.temperature < math.inf:
+            raise ConfigError(f"data.temperature={self.temperature:g} must be > 0 and finite")
         if self.workers < 0:
             raise ConfigError(f"data.workers={self.workers} must be >= 0")
         self._check_train()
@@ -337,6 +349,29 @@ class DataConfig:
                 raise ConfigError(f"data.train[{k}].weight={source.weight:g} must be > 0")
             if math.isinf(source.weight):
                 raise ConfigError(f"data.train[{k}].weight={source.weight:g} must be finite")
+            src, tgt = self.direction_of(source)
+            if src == tgt:
+                raise ConfigError(f"data.train[{k}]: src_lang and tgt_lang are both {src!r}")
+        trained = [self.direction_of(source) for source in self.train]
+        if (self.src_lang, self.tgt_lang) not in trained:
+            raise ConfigError(
+                f"data.src_lang->data.tgt_lang {self.src_lang}->{self.tgt_lang} (the direction "
+                "of valid and test) is not one of data.train's directions ("
+                f"{', '.join(dict.fromkeys(f'{s}->{t}' for s, t in trained))})"
+            )
+
+    def direction_of(self, source: TrainSource) -> tuple[str, str]:
+        """(source language, target language) of one training source."""
+        return (source.src_lang or self.src_lang, source.tgt_lang or self.tgt_lang)
+
+    def directions(self) -> tuple[tuple[str, str], ...]:
+        """The directions a model of this data translates: (data.src_lang, data.tgt_lang),
+        the direction of valid and test, first, then those of the training sources in order
+        of appearance. Index d of this tuple is a training pair's direction number."""
+        found = [(self.src_lang, self.tgt_lang)]
+        if not isinstance(self.train, str):
+            found += [self.direction_of(source) for source in self.train]
+        return tuple(dict.fromkeys(found))
 
 
 @dataclass(frozen=True)
@@ -577,6 +612,14 @@ class ExperimentConfig:
             section.validate()
         if self.model.share_embeddings and not self.tokenizer.joint:
             raise ConfigError("model.share_embeddings needs tokenizer.joint: true")
+        targets = dict.fromkeys(tgt for _, tgt in self.data.directions())
+        untagged = [code for code in targets if code not in self.tokenizer.language_tags]
+        if len(targets) > 1 and untagged and self.train.init_from is None:
+            raise ConfigError(
+                f"data.train translates into {', '.join(targets)}: add "
+                f"{', '.join(untagged)} to tokenizer.language_tags (the model reads the target "
+                "language's tag in front of each source)"
+            )
         if self.data.streaming and self.tokenizer.bpe_dropout > 0:
             raise ConfigError(
                 "tokenizer.bpe_dropout needs data.streaming: false (streamed pairs are "

@@ -81,7 +81,7 @@ def test_a_long_mix_follows_the_weights():
 def test_an_epoch_reads_every_source_to_its_end_and_stops_at_the_last(tmp_path):
     sizes = {"a": 30, "b": 200, "c": 5}
     cfg = mixed_config(tmp_path, [(30, 1.0), (200, 1.0), (5, 2.0)])
-    pairs = list(stream_pairs(cfg, "train"))
+    pairs = [(src, tgt) for src, tgt, _ in stream_pairs(cfg, "train")]
     for name, n in sizes.items():
         mine = [p for p in pairs if source_of(p) == name]
         assert len(mine) >= n
@@ -102,7 +102,8 @@ def test_the_mix_is_the_same_at_every_read(tmp_path):
 def test_streamed_and_in_memory_reads_give_the_same_pairs(tmp_path, fmt):
     cfg = mixed_config(tmp_path, [(40, 2.0), (25, 1.0), (7, 0.5)], fmt)
     corpus = load_split(cfg, "train")
-    assert list(zip(corpus["src"], corpus["tgt"], strict=True)) == list(stream_pairs(cfg, "train"))
+    read = zip(corpus["src"], corpus["tgt"], corpus["direction"], strict=True)
+    assert list(read) == list(stream_pairs(cfg, "train"))
 
 
 def test_a_single_source_reads_as_the_plain_path(tmp_path):
@@ -218,7 +219,12 @@ def test_a_list_loads_as_sources_and_round_trips(tmp_path):
     out = tmp_path / "resolved.yaml"
     dump_config(cfg, out)
     assert load_config(out) == cfg
-    assert config_to_dict(cfg)["data"]["train"][0] == {"path": "data/europarl/train", "weight": 3.0}
+    assert config_to_dict(cfg)["data"]["train"][0] == {
+        "path": "data/europarl/train",
+        "weight": 3.0,
+        "src_lang": None,
+        "tgt_lang": None,
+    }
 
 
 def test_a_plain_string_keeps_its_meaning(tmp_path):

@@ -149,14 +149,14 @@ def test_batch_layout_of_a_model_with_its_own_ids_and_language_tags():
     corpus = EncodedCorpus(
         TokenColumn.from_lists([[10, 11, 12], [13]]), TokenColumn.from_lists([[20], [21, 22]])
     )
-    batch = collate(corpus, np.array([1, 0]), Framing.of(nllb, "de", "en"))
+    batch = collate(corpus, np.array([1, 0]), Framing.of(nllb, [("de", "en")]))
     assert batch.src_ids.tolist() == [[7, 13, 2, 1, 1], [7, 10, 11, 12, 2]]
     assert batch.tgt_in_ids.tolist() == [[2, 8, 21, 22], [2, 8, 20, 1]]
     assert batch.tgt_out_ids.tolist() == [[8, 21, 22, 2], [8, 20, 2, 1]]
     assert batch.src_mask[:, 0, 0].tolist() == [[True, True, True, False, False], [True] * 5]
     assert batch.n_tgt_tokens == 7
     with pytest.raises(TmtError, match=r"data.tgt_lang fr: the model has no such language"):
-        Framing.of(nllb, "de", "fr")
+        Framing.of(nllb, [("de", "fr")])
 
 
 def test_oversized_example_is_an_error():

@@ -163,7 +163,8 @@ def test_stream_pairs_reads_what_load_split_reads(tmp_path, corpus_dir, fmt):
     (tmp_path / "t.jsonl").write_text("\n".join(rows) + "\n\n", "utf-8")
     cfg = DataConfig(format=fmt, train=str(train[fmt]))
     corpus = load_split(cfg, "train")
-    assert list(stream_pairs(cfg, "train")) == list(zip(corpus["src"], corpus["tgt"], strict=True))
+    read = zip(corpus["src"], corpus["tgt"], [0] * len(corpus), strict=True)
+    assert list(stream_pairs(cfg, "train")) == list(read)
 
 
 def test_stream_pairs_reports_unequal_line_counts(tmp_path):
@@ -174,11 +175,11 @@ def test_stream_pairs_reports_unequal_line_counts(tmp_path):
 
 
 def test_sample_pairs_is_bounded_seeded_and_uniform():
-    pairs = [(f"s{i}", f"t{i}") for i in range(1000)]
+    pairs = [(f"s{i}", f"t{i}", 0) for i in range(1000)]
     src, tgt = sample_pairs(iter(pairs), 100)
     assert len(src) == 100 and [s[1:] for s in src] == [t[1:] for t in tgt]
     assert (src, tgt) == sample_pairs(iter(pairs), 100)
-    assert sample_pairs(iter(pairs[:10]), 100)[0] == [s for s, _ in pairs[:10]]
+    assert sample_pairs(iter(pairs[:10]), 100)[0] == [s for s, _, _ in pairs[:10]]
     late = sum(int(s[1:]) >= 500 for s in src)
     assert 30 < late < 70  # not just the first pairs
 

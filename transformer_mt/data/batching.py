@@ -161,12 +161,17 @@ def shard_batches(batches: Sequence[T], rank: int, world_size: int) -> list[T]:
 
 def collate(corpus: EncodedCorpus, indices: np.ndarray, framing: Framing = OWN_FRAMING) -> Batch:
     """Pad the pairs `indices` of `corpus` into a Batch (masks and shifted targets built here):
-    each side framed by `framing` (the special ids and language tags around the tokens)."""
+    each side framed by `framing` (the special ids, and the language tags of each pair's
+    direction, around the tokens)."""
     indices = np.asarray(indices, dtype=np.int64)
-    specials, tags = framing.specials, framing.target_prefix
+    specials = framing.specials
     pad, eos = specials.pad, (specials.eos,)
-    src_ids = _pad_rows(corpus.src, indices, pad, framing.source_prefix, eos)
-    tgt_in_ids = _pad_rows(corpus.tgt, indices, pad, (specials.bos, *tags), ())
+    directions = corpus.direction_of(indices)
+    source_tags = np.asarray(framing.source_prefixes, dtype=np.int64)[directions]  # (B, P)
+    tags = np.asarray(framing.target_prefixes, dtype=np.int64)[directions]  # (B, Q)
+    starts = np.full((len(indices), 1), specials.bos, dtype=np.int64)
+    src_ids = _pad_rows(corpus.src, indices, pad, source_tags, eos)
+    tgt_in_ids = _pad_rows(corpus.tgt, indices, pad, np.concatenate([starts, tags], 1), ())
     tgt_out_ids = _pad_rows(corpus.tgt, indices, pad, tags, eos)
     src = torch.from_numpy(src_ids)
     return Batch(
@@ -175,7 +180,7 @@ def collate(corpus: EncodedCorpus, indices: np.ndarray, framing: Framing = OWN_F
         tgt_in_ids=torch.from_numpy(tgt_in_ids),
         tgt_out_ids=torch.from_numpy(tgt_out_ids),
         indices=torch.from_numpy(indices),
-        n_tgt_tokens=int(corpus.tgt.lengths[indices].sum()) + len(indices) * (1 + len(tags)),
+        n_tgt_tokens=int(corpus.tgt.lengths[indices].sum()) + tags.size + len(indices),
     )
 
 
@@ -183,20 +188,20 @@ def _pad_rows(
     column: TokenColumn,
     indices: np.ndarray,
     pad: int,
-    prefix: tuple[int, ...],
+    prefix: np.ndarray,
     suffix: tuple[int, ...],
 ) -> np.ndarray:
-    """(B, L) int64 array of rows `indices`, each wrapped in prefix/suffix, padded with `pad`."""
+    """(B, L) int64 array of rows `indices`, each wrapped in its prefix (a row of the (B, P)
+    `prefix`) and `suffix`, padded with `pad`."""
     rows = column.select(indices)
     lengths = rows.lengths
-    start = len(prefix)
+    start = prefix.shape[1]
     width = int(lengths.max(initial=0)) + start + len(suffix)
     out = np.full((len(indices), width), pad, dtype=np.int64)  # (B, L)
     row_of = np.repeat(np.arange(len(indices)), lengths)
     col_of = np.arange(len(rows.values)) - np.repeat(rows.offsets[:-1], lengths) + start
     out[row_of, col_of] = rows.values
-    if prefix:
-        out[:, :start] = prefix
+    out[:, :start] = prefix
     every = np.arange(len(indices))
     for k, token in enumerate(suffix):
         out[every, lengths + start + k] = token
@@ -358,7 +363,8 @@ def make_source_batches(
     ordered = np.argsort(-cost, kind="stable")
     batches = []
     for indices in _cut_at_budget(ordered, cost, max_tokens):
-        rows = _pad_rows(column, indices, specials.pad, (), (specials.eos,))
+        no_prefix = np.zeros((len(indices), 0), dtype=np.int64)
+        rows = _pad_rows(column, indices, specials.pad, no_prefix, (specials.eos,))
         src_ids = torch.from_numpy(rows)
         src_mask = (src_ids != specials.pad)[:, None, None, :]
         batches.append(SourceBatch(src_ids, src_mask, torch.from_numpy(indices)))

@@ -10,7 +10,8 @@ Four layouts give the same two columns (see `DataConfig.format`):
 `load_split` reads a split whole; `stream_pairs` yields the same pairs one at a time, for
 corpora that do not fit in memory (`data.streaming`). A `data.train` that lists several sources
 is read as one training set, the sources mixed by weight (`mixing.interleave`), the same pairs
-in the same order both ways.
+in the same order both ways; each pair carries its direction's number in
+`DataConfig.directions()` (a `direction` column; 0 where the split has one direction).
 
 Local files are read and checked here rather than by `datasets`' own loaders, so that every bad
 input (missing, empty, not UTF-8, unequal line counts, malformed line) is a one-line `DataError`
@@ -30,13 +31,14 @@ import socket
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import NamedTuple
 
 import datasets
 import numpy as np
 import pyarrow as pa
 
 from transformer_mt.config import DataConfig, TrainSource
-from transformer_mt.data.mixing import interleave
+from transformer_mt.data.mixing import interleave, mixing_weights
 from transformer_mt.errors import TmtError, one_line
 from transformer_mt.files import iter_lines, read_lines
 
@@ -48,48 +50,68 @@ class DataError(TmtError):
     """A corpus cannot be read: missing, empty or malformed file, unequal sides, no network."""
 
 
+class Location(NamedTuple):
+    """One corpus a split reads, in one direction."""
+
+    key: str  # the config key naming it: data.valid, data.train[2]
+    path: str  # a path prefix (text), a file, a hub split
+    src_lang: str
+    tgt_lang: str
+    direction: int  # its number in `DataConfig.directions()`
+
+
+DirectedPair = tuple[str, str, int]  # (source, target, direction number)
+
+
 def load_split(cfg: DataConfig, split: str) -> datasets.Dataset:
     """Read one split (`train`, `valid` or `test`) of the corpus described by `cfg`.
 
     Returns:
         A Dataset with string columns `src` and `tgt`, in file order, unfiltered; for several
-        training sources, their pairs in `stream_pairs`' mixed order (repeats included).
+        training sources, their pairs in `stream_pairs`' mixed order (repeats included), with
+        an int `direction` column.
 
     Raises:
         DataError: one line naming the file (and line) at fault.
     """
     sources = getattr(cfg, split)
     if sources is None or isinstance(sources, str):
-        ((_, location),) = _locations(cfg, split)  # DataError when the split is not set
+        (location,) = _locations(cfg, split)  # DataError when the split is not set
         return _load_location(cfg, location)
     return _load_mixed(cfg, sources)
 
 
-def _load_location(cfg: DataConfig, location: str) -> datasets.Dataset:
+def _load_location(cfg: DataConfig, location: Location) -> datasets.Dataset:
     """The pairs of one corpus: a path prefix, a file or a hub split, as `cfg.format` says."""
     files = _files(cfg, location)
+    langs = location.src_lang, location.tgt_lang
     if cfg.format == "text":
         return read_text_pair(*files)
     if cfg.format == "tsv":
         return read_tsv(*files)
     if cfg.format == "jsonl":
-        return read_jsonl(*files, cfg.src_lang, cfg.tgt_lang)
-    return load_hub(cfg.hub_name or "", cfg.hub_config, location, cfg.src_lang, cfg.tgt_lang)
+        return read_jsonl(*files, *langs)
+    return load_hub(cfg.hub_name or "", cfg.hub_config, location.path, *langs)
 
 
 def _load_mixed(cfg: DataConfig, sources: tuple[TrainSource, ...]) -> datasets.Dataset:
     """Every source read whole, then their rows taken in the mixed order of `stream_pairs`."""
-    parts = [_load_location(cfg, source.path) for source in sources]
-    for k, (source, part) in enumerate(zip(sources, parts, strict=True)):
+    locations = _locations(cfg, "train")
+    parts = [_load_location(cfg, location) for location in locations]
+    for location, part in zip(locations, parts, strict=True):
         if not len(part):
-            raise DataError(f"data.train[{k}]={source.path!r}: no pairs")
+            raise DataError(f"{location.key}={location.path!r}: no pairs")
     bounds = [0, *itertools.accumulate(len(part) for part in parts)]
     rows = [functools.partial(range, start, end) for start, end in itertools.pairwise(bounds)]
-    order = np.fromiter(interleave(rows, [source.weight for source in sources]), np.int64)
+    weights = mixing_weights(sources, [len(part) for part in parts], cfg.temperature)
+    order = np.fromiter(interleave(rows, weights), np.int64)
     # An Arrow take, not `Dataset.select`: `column_texts` reads the table beneath the rows that
     # `select` would only point at, and flattening those pointers runs at ~40k rows/s.
-    table = pa.concat_tables([part.data.table for part in parts]).take(order)
-    return datasets.Dataset(table)
+    tables = [
+        part.data.table.append_column("direction", pa.array([location.direction] * len(part)))
+        for location, part in zip(locations, parts, strict=True)
+    ]
+    return datasets.Dataset(pa.concat_tables(tables).take(order))
 
 
 def split_files(cfg: DataConfig, split: str) -> list[Path]:
@@ -99,18 +121,18 @@ def split_files(cfg: DataConfig, split: str) -> list[Path]:
     Raises:
         DataError: the split is not set.
     """
-    return [path for _, location in _locations(cfg, split) for path in _files(cfg, location)]
+    return [path for location in _locations(cfg, split) for path in _files(cfg, location)]
 
 
 def describe_train(cfg: DataConfig) -> str:
     """`data.train` as messages name it: the one path, or the sources' paths joined by commas
     (`data/a/train, data/b/train`) rather than the repr of a tuple of `TrainSource`s."""
-    return ", ".join(location for _, location in _locations(cfg, "train"))
+    return ", ".join(location.path for location in _locations(cfg, "train"))
 
 
-def _locations(cfg: DataConfig, split: str) -> list[tuple[str, str]]:
-    """(key, location) of each corpus split `split` reads: `data.valid`, say, or one
-    `data.train[k]` per source of a list.
+def _locations(cfg: DataConfig, split: str) -> list[Location]:
+    """Each corpus split `split` reads: `data.valid`, say, or one `data.train[k]` per source
+    of a list, each in its direction.
 
     Raises:
         DataError: the split is not set.
@@ -119,17 +141,26 @@ def _locations(cfg: DataConfig, split: str) -> list[tuple[str, str]]:
     if value is None:
         raise DataError(f"data.{split} is not set")
     if isinstance(value, str):
-        return [(f"data.{split}", value)]
-    return [(f"data.{split}[{k}]", source.path) for k, source in enumerate(value)]
+        return [Location(f"data.{split}", value, cfg.src_lang, cfg.tgt_lang, 0)]
+    numbers = {direction: d for d, direction in enumerate(cfg.directions())}
+    located = []
+    for k, source in enumerate(value):
+        src, tgt = cfg.direction_of(source)
+        located.append(Location(f"data.{split}[{k}]", source.path, src, tgt, numbers[src, tgt]))
+    return located
 
 
-def _files(cfg: DataConfig, location: str) -> list[Path]:
+def _files(cfg: DataConfig, location: Location) -> list[Path]:
     """The local files of one corpus location; none for a hub split."""
     if cfg.format == "text":
-        return [_resolve(f"{location}.{cfg.src_lang}"), _resolve(f"{location}.{cfg.tgt_lang}")]
+        prefix = location.path
+        return [
+            _resolve(f"{prefix}.{location.src_lang}"),
+            _resolve(f"{prefix}.{location.tgt_lang}"),
+        ]
     if cfg.format == "hub":
         return []
-    return [Path(location)]
+    return [Path(location.path)]
 
 
 def check_sources(cfg: DataConfig, splits: Sequence[str] = ("train", "valid", "test")) -> None:
@@ -151,11 +182,11 @@ def check_sources(cfg: DataConfig, splits: Sequence[str] = ("train", "valid", "t
     for split in splits:
         if getattr(cfg, split) is None:
             continue
-        for key, location in _locations(cfg, split):
+        for location in _locations(cfg, split):
             paths = _files(cfg, location)
             faults = [f"{path} {fault}" for path in paths if (fault := _file_fault(path))]
             if faults:
-                problems.append(f"{key}={location!r}: {', '.join(faults)}")
+                problems.append(f"{location.key}={location.path!r}: {', '.join(faults)}")
     if problems:
         test = problems[-1].startswith("data.test=")
         hint = " (data.test: null when there is no test set)" if test else ""
@@ -257,8 +288,9 @@ def _open_hub(
         ) from None
 
 
-def stream_pairs(cfg: DataConfig, split: str) -> Iterator[tuple[str, str]]:
-    """The (source, target) pairs of one split, read lazily in `load_split`'s order.
+def stream_pairs(cfg: DataConfig, split: str) -> Iterator[DirectedPair]:
+    """The (source, target, direction) of each pair of one split, read lazily in `load_split`'s
+    order.
 
     The streaming twin of `load_split`: the same pairs from the same files, checked by the same
     line parsers with the same messages, but holding one line at a time. Local files are read
@@ -268,41 +300,43 @@ def stream_pairs(cfg: DataConfig, split: str) -> Iterator[tuple[str, str]]:
     `datasets.load_dataset(..., streaming=True)`, their natural owner.
 
     Several training sources are mixed as they are read (`mixing.interleave`): a source read
-    to its end before the others is opened again.
+    to its end before the others is opened again. With `data.temperature` the sizes that the
+    proportions need are counted first, in one more pass over every source.
 
     Raises:
         DataError: as `load_split`; unequal line counts and an empty file show when reached.
     """
     sources = getattr(cfg, split)
+    locations = _locations(cfg, split)  # DataError when the split is not set
     if sources is None or isinstance(sources, str):
-        ((key, location),) = _locations(cfg, split)  # DataError when the split is not set
-        yield from _stream_location(cfg, key, location)
+        yield from _stream_location(cfg, locations[0])
         return
-    readers = [
-        functools.partial(_stream_location, cfg, key, location)
-        for key, location in _locations(cfg, split)
-    ]
-    yield from interleave(readers, [source.weight for source in sources])
+    readers = [functools.partial(_stream_location, cfg, location) for location in locations]
+    sizes = None
+    if cfg.temperature is not None:
+        sizes = [sum(1 for _ in read()) for read in readers]
+    yield from interleave(readers, mixing_weights(sources, sizes, cfg.temperature))
 
 
-def _stream_location(cfg: DataConfig, key: str, location: str) -> Iterator[tuple[str, str]]:
-    """The pairs of one corpus location, read lazily; `key` names it in errors."""
+def _stream_location(cfg: DataConfig, location: Location) -> Iterator[DirectedPair]:
+    """The pairs of one corpus location, read lazily; its key names it in errors."""
     files = _files(cfg, location)
+    langs = location.src_lang, location.tgt_lang
     if cfg.format == "text":
         pairs = _stream_text_pair(*files)
     elif cfg.format == "tsv":
         pairs = (_tsv_pair(line, files[0], n) for n, line in _stream_lines(files[0]))
     elif cfg.format == "jsonl":
         lines = ((n, line) for n, line in _stream_lines(files[0]) if line.strip())
-        pairs = (_jsonl_pair(line, files[0], n, cfg.src_lang, cfg.tgt_lang) for n, line in lines)
+        pairs = (_jsonl_pair(line, files[0], n, *langs) for n, line in lines)
     else:
-        pairs = _stream_hub(cfg, location)
+        pairs = _stream_hub(cfg, location.path, *langs)
     empty = True
-    for pair in pairs:
+    for src, tgt in pairs:
         empty = False
-        yield pair
+        yield src, tgt, location.direction
     if empty:
-        raise DataError(f"{key}={location!r}: no pairs")
+        raise DataError(f"{location.key}={location.path!r}: no pairs")
 
 
 def _stream_lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -327,13 +361,15 @@ def _stream_text_pair(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str
         )
 
 
-def _stream_hub(cfg: DataConfig, split: str) -> Iterator[tuple[str, str]]:
+def _stream_hub(
+    cfg: DataConfig, split: str, src_lang: str, tgt_lang: str
+) -> Iterator[tuple[str, str]]:
     raw = _open_hub(cfg.hub_name or "", cfg.hub_config, split, streaming=True)
     for row in raw:
         if "translation" not in row:
             raise DataError(f"hub dataset {cfg.hub_name}/{cfg.hub_config}: no 'translation' column")
         pair = row["translation"]
-        yield pair[cfg.src_lang], pair[cfg.tgt_lang]
+        yield pair[src_lang], pair[tgt_lang]
 
 
 def column_texts(corpus: datasets.Dataset, name: str) -> list[str]:

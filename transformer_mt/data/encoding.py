@@ -12,6 +12,7 @@ what the Arrow column already is; batching slices rows out of it without Python 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import logging
@@ -91,10 +92,15 @@ class TokenColumn:
 
 @dataclass(frozen=True)
 class EncodedCorpus:
-    """Token ids of a parallel corpus (no BOS/EOS), row i of `src` aligned with row i of `tgt`."""
+    """Token ids of a parallel corpus (no BOS/EOS), row i of `src` aligned with row i of `tgt`.
+
+    `directions` numbers each row's direction in `DataConfig.directions()` (which language tags
+    frame it, `specials.Framing`); None: every row is in direction 0.
+    """
 
     src: TokenColumn
     tgt: TokenColumn
+    directions: np.ndarray | None = None  # (N,) int64
 
     def __len__(self) -> int:
         return len(self.src)
@@ -105,7 +111,14 @@ class EncodedCorpus:
         return int(len(self.src.values) + len(self.tgt.values))
 
     def select(self, indices: np.ndarray) -> EncodedCorpus:
-        return EncodedCorpus(self.src.select(indices), self.tgt.select(indices))
+        directions = None if self.directions is None else self.directions[indices]
+        return EncodedCorpus(self.src.select(indices), self.tgt.select(indices), directions)
+
+    def direction_of(self, indices: np.ndarray) -> np.ndarray:
+        """(len(indices),) int64 direction numbers of rows `indices`."""
+        if self.directions is None:
+            return np.zeros(len(indices), dtype=np.int64)
+        return self.directions[indices]
 
 
 def encode_corpus(
@@ -118,23 +131,28 @@ def encode_corpus(
     """Token ids for every pair of `corpus`, from the cache when it holds them.
 
     Args:
-        corpus: Dataset with string columns `src` and `tgt`.
+        corpus: Dataset with string columns `src` and `tgt`, and an int `direction` column
+            where its pairs go in several directions (kept out of the cache: it is the text's).
         src_tokenizer, tgt_tokenizer: may be the same object (joint vocabulary).
         cache_dir: where encoded corpora live (`DataConfig.cache_dir`); None disables caching.
         num_threads: SentencePiece encoding threads (-1: all cores).
     """
     src_texts, tgt_texts = column_texts(corpus, "src"), column_texts(corpus, "tgt")
+    directions = None
+    if "direction" in corpus.column_names:
+        directions = corpus.data.column("direction").to_numpy().astype(np.int64)
     path, damaged = None, False
     if cache_dir is not None:
         key = corpus_key(src_texts, tgt_texts, src_tokenizer, tgt_tokenizer)
         path = Path(cache_dir) / f"encoded-{key}"
         cached = _load(path)
         if cached is not None:
-            return cached
+            return dataclasses.replace(cached, directions=directions)
         damaged = path.exists()  # an entry that would not load: this writer replaces it
     encoded = EncodedCorpus(
         _encode_side(src_tokenizer, src_texts, num_threads),
         _encode_side(tgt_tokenizer, tgt_texts, num_threads),
+        directions,
     )
     if path is not None:
         _save(encoded, path, damaged)
@@ -258,7 +276,7 @@ class DropoutCorpus:
     def __call__(self, epoch: int) -> EncodedCorpus:
         started = time.perf_counter()
         tgt = self._sample(epoch, 1) if self.target else self.deterministic.tgt
-        corpus = EncodedCorpus(self._sample(epoch, 0), tgt)
+        corpus = EncodedCorpus(self._sample(epoch, 0), tgt, self.deterministic.directions)
         log.info(
             "BPE-dropout %.2f: epoch %d segmented anew in %.1f s (%+.0f%% tokens)",
             *(self.dropout, epoch, time.perf_counter() - started),

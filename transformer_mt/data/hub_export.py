@@ -83,7 +83,11 @@ def export_hub_corpus(spec: HubCorpusSpec, out_dir: Path) -> list[Path]:
             continue
         what = f"hub dataset {spec.hub_name}/{spec.hub_config} split {spec.hub_splits[split]}"
         lines = _counted_lines(
-            _reported(stream_pairs(data_cfg, split), expected, what), expected, what
+            _reported(
+                ((src, tgt) for src, tgt, _ in stream_pairs(data_cfg, split)), expected, what
+            ),
+            expected,
+            what,
         )
         if split == "train":
             with tempfile.TemporaryDirectory(prefix=".shuffle-", dir=out_dir) as tmp:

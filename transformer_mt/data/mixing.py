@@ -25,14 +25,33 @@ resume, which reads the stream again and skips pairs by their number, finds the 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from transformer_mt.config import TrainSource
 
 T = TypeVar("T")
 
 MIX_SEED = 0x5EED  # the draws of every mix; a constant, see the module docstring
 DRAW_BLOCK = 4096  # source choices drawn at once; the draws do not depend on it
+
+
+def mixing_weights(
+    sources: Sequence[TrainSource], sizes: Sequence[int] | None, temperature: float | None
+) -> list[float]:
+    """The proportions `interleave` draws the sources by: their weights (temperature None), or
+    (weight_k * n_k) ** (1 / T) for sources of `sizes` n_k pairs (`data.temperature`).
+
+    Normalised before the power, so that large corpora do not overflow it.
+    """
+    weights = [source.weight for source in sources]
+    if temperature is None:
+        return weights
+    assert sizes is not None, "temperature sampling needs the sources' sizes"
+    scaled = np.asarray(weights, np.float64) * np.asarray(sizes, np.float64)
+    return ((scaled / scaled.sum()) ** (1.0 / temperature)).tolist()
 
 
 def interleave(

@@ -105,7 +105,8 @@ def train_tokenizers_for(
 
     Streamed, the split is sampled in one pass (`streaming.sample_pairs`), at most
     `tokenizer.input_sentence_size` pairs held; otherwise it is read whole and SentencePiece
-    samples as many sentences itself.
+    samples as many sentences itself. Data in several directions gives each distinct sentence
+    of a side once.
     """
     if data_cfg.streaming:
         sample = stream_pairs(data_cfg, "train")
@@ -113,6 +114,10 @@ def train_tokenizers_for(
     else:
         corpus = load_split(data_cfg, "train")
         src, tgt = corpus["src"], corpus["tgt"]
+    if len(data_cfg.directions()) > 1:
+        # A multi-parallel corpus holds a language's sentences once per direction it is in:
+        # each once, so that the vocabulary is shared out by language, not by direction.
+        src, tgt = list(dict.fromkeys(src)), list(dict.fromkeys(tgt))
     extra = [line for path in tokenizer_cfg.extra_text for line in read_lines(path)]
     if extra:  # only then: the training side may hold millions of lines
         src = [*src, *extra]
@@ -145,7 +150,7 @@ def prepare_data(
             that fits the position table.
     """
     train_cfg = config.train
-    framing = Framing.of(specials, config.data.src_lang, config.data.tgt_lang)
+    framing = Framing.of(specials, config.data.directions())
     _check_room_for_tags(config, framing)
     train: BatchIterator | StreamingBatches
     if config.data.streaming:
@@ -201,7 +206,7 @@ def _check_room_for_tags(config: ExperimentConfig, framing: Framing) -> None:
     Raises:
         DataError: naming data.max_len and the most it can be.
     """
-    tags = max(len(framing.source_prefix), len(framing.target_prefix))
+    tags = framing.tags
     room = config.model.max_positions - 1 - tags
     if tags and config.data.max_len > room:
         raise DataError(
@@ -221,7 +226,7 @@ def _valid_loss_batches(
     """
     # Positions left for the tokens after the language tags (and the one eos or bos).
     table = config.model.max_positions
-    room = table - max(len(framing.source_prefix), len(framing.target_prefix))
+    room = table - framing.tags
     fits = np.flatnonzero((valid.src.lengths < room) & (valid.tgt.lengths < room))
     if len(fits) < len(valid):
         log.warning(

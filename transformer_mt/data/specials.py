@@ -175,31 +175,45 @@ def own_specials(tokenizer: Tokenizer, codes: Sequence[str]) -> SpecialTokens:
 
 @dataclass(frozen=True)
 class Framing:
-    """The ids around the tokens of a training pair in one direction:
+    """The ids around the tokens of a training pair in direction d (its number in
+    `DataConfig.directions()`):
 
-        source            source_prefix + x + [eos]
-        decoder input     [bos] + target_prefix + y
-        labels            target_prefix + y + [eos]
+        source            source_prefixes[d] + x + [eos]
+        decoder input     [bos] + target_prefixes[d] + y
+        labels            target_prefixes[d] + y + [eos]
 
-    The prefixes are the language tags of a model that has them (`language_prefixes`).
+    The prefixes are the language tags of a model that has them (`language_prefixes`): the
+    same number of them in every direction.
     """
 
     specials: SpecialTokens = OWN_SPECIALS
-    source_prefix: tuple[int, ...] = ()
-    target_prefix: tuple[int, ...] = ()
+    source_prefixes: tuple[tuple[int, ...], ...] = ((),)
+    target_prefixes: tuple[tuple[int, ...], ...] = ((),)
 
     @classmethod
-    def of(cls, specials: SpecialTokens, src_lang: str, tgt_lang: str) -> Framing:
-        """The framing of pairs from `src_lang` into `tgt_lang` (data.src_lang, data.tgt_lang).
+    def of(cls, specials: SpecialTokens, directions: Sequence[tuple[str, str]]) -> Framing:
+        """The framing of pairs in `directions` ((source, target) language codes; the first
+        is data.src_lang -> data.tgt_lang).
 
         Raises:
             TmtError: a model with language tags lacks one of them, naming the data key.
         """
-        try:
-            source, target = specials.language_prefixes(src_lang, tgt_lang)
-        except SettingError as err:
-            raise TmtError(f"data.{err.setting} {err.value}: {err.reason}") from None
-        return cls(specials, tuple(source), tuple(target))
+        sources, targets = [], []
+        for d, (src_lang, tgt_lang) in enumerate(directions):
+            try:
+                source, target = specials.language_prefixes(src_lang, tgt_lang)
+            except SettingError as err:
+                where = "" if d == 0 else f" (data.train direction {src_lang}->{tgt_lang})"
+                raise TmtError(f"data.{err.setting} {err.value}{where}: {err.reason}") from None
+            sources.append(tuple(source))
+            targets.append(tuple(target))
+        return cls(specials, tuple(sources), tuple(targets))
+
+    @property
+    def tags(self) -> int:
+        """Language tags on the side that has more of them (positions a pair needs besides
+        its tokens and its eos or bos)."""
+        return max(len(self.source_prefixes[0]), len(self.target_prefixes[0]))
 
 
 OWN_FRAMING = Framing()

@@ -158,10 +158,10 @@ class ChunkStream(IterableDataset):
 
     def _rank_chunks(
         self, first: int, offset: int, worker: int, workers: int
-    ) -> Iterator[tuple[int, list[tuple[int, str, str]] | None]]:
+    ) -> Iterator[tuple[int, list[tuple[int, str, str, int]] | None]]:
         """Every chunk number of one pass over the corpus, with its (pair number, source,
-        target) triples for the chunks this worker tokenizes (from `first` on) and None for
-        the others, whose pairs are read but not kept.
+        target, direction) for the chunks this worker tokenizes (from `first` on) and None
+        for the others, whose pairs are read but not kept.
 
         Raises:
             DataError: this rank gets no pair.
@@ -174,7 +174,7 @@ class ChunkStream(IterableDataset):
             return chunk >= first and (offset + chunk) % workers == worker
 
         keep = mine(0)
-        for number, (src, tgt) in enumerate(stream_pairs(self.settings.data, "train")):
+        for number, (src, tgt, direction) in enumerate(stream_pairs(self.settings.data, "train")):
             if number % world_size != rank:
                 continue
             if taken and taken % size == 0:
@@ -182,7 +182,7 @@ class ChunkStream(IterableDataset):
                 chunk, pairs = chunk + 1, []
                 keep = mine(chunk)
             if keep:
-                pairs.append((number, src, tgt))
+                pairs.append((number, src, tgt, direction))
             taken += 1
         if not taken:
             raise DataError(
@@ -193,7 +193,7 @@ class ChunkStream(IterableDataset):
 
     def _chunk(
         self,
-        pairs: list[tuple[int, str, str]],
+        pairs: list[tuple[int, str, str, int]],
         epoch: int,
         chunk: int,
         src_tok: Tokenizer,
@@ -205,6 +205,7 @@ class ChunkStream(IterableDataset):
         encoded = EncodedCorpus(
             TokenColumn.from_lists(src_tok.encode_batch([p[1] for p in pairs], num_threads=1)),
             TokenColumn.from_lists(tgt_tok.encode_batch([p[2] for p in pairs], num_threads=1)),
+            np.fromiter((p[3] for p in pairs), np.int64, len(pairs)),
         )
         data = self.settings.data
         keep, report = select_training_pairs(
@@ -370,7 +371,7 @@ def _ignore_interrupts(worker_id: int) -> None:
 
 
 def sample_pairs(
-    pairs: Iterable[tuple[str, str]], size: int, seed: int = 0
+    pairs: Iterable[tuple[str, str, int]], size: int, seed: int = 0
 ) -> tuple[list[str], list[str]]:
     """A uniform sample of at most `size` pairs, in one pass holding only the sample (reservoir
     sampling, Vitter's algorithm R): what a streamed corpus trains its tokenizer on
@@ -382,7 +383,7 @@ def sample_pairs(
     """
     rng = random.Random(seed)
     reservoir: list[tuple[int, str, str]] = []
-    for number, (src, tgt) in enumerate(pairs):
+    for number, (src, tgt, _) in enumerate(pairs):
         if number < size:
             reservoir.append((number, src, tgt))
         elif (slot := rng.randrange(number + 1)) < size:
