@@ -42,9 +42,11 @@ RULES = {
 }
 
 # Group -> the only groups it may import (besides its own modules): the model knows torch and
-# its config section, nothing of machines (machine, kernels), files, data, search or serving.
+# its config section, nothing of machines (machine, kernels), files, data, search or serving;
+# language identification (langid) wraps lingua, so that evaluation and serving both call it.
 ONLY = {
     "model": ("config",),
+    "langid": ("errors",),
 }
 
 
