@@ -5,7 +5,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_mt.config import ExperimentConfig, ModelConfig, TokenizerConfig, config_to_dict
+from transformer_mt.config import (
+    DataConfig,
+    ExperimentConfig,
+    ModelConfig,
+    TokenizerConfig,
+    TrainSource,
+    config_to_dict,
+)
+from transformer_mt.data.specials import own_specials
 from transformer_mt.data.tokenizer import PAD_ID
 from transformer_mt.data.tokenizer_training import train_tokenizers
 from transformer_mt.model import build_model
@@ -63,13 +71,37 @@ def checkpoint(tmp_path_factory):
     return save_tiny_checkpoint(tmp_path_factory.mktemp("ckpt"))
 
 
-def save_tiny_checkpoint(directory: Path, **model_options) -> Path:
-    """`checkpoint`'s model (with `model_options` changed) saved as directory/model.pt."""
+# The directions of `multilingual_checkpoint`, de->en first (its default): three languages,
+# so de->fr and fr->de are zero-shot.
+MULTILINGUAL = (("de", "en"), ("en", "de"), ("fr", "en"), ("en", "fr"))
+
+
+@pytest.fixture(scope="session")
+def multilingual_checkpoint(tmp_path_factory):
+    """`checkpoint`'s model with the `>>xx<<` tags of three languages, in MULTILINGUAL."""
+    return save_tiny_checkpoint(tmp_path_factory.mktemp("multi"), MULTILINGUAL)
+
+
+def save_tiny_checkpoint(
+    directory: Path, directions: tuple[tuple[str, str], ...] = (), **model_options
+) -> Path:
+    """`checkpoint`'s model (with `model_options` changed) saved as directory/model.pt.
+
+    `directions`: (source, target) pairs the model was "trained" on, each training source of
+    its config (the first: data.src_lang, data.tgt_lang); their languages get `>>xx<<` tags,
+    as `tmt train` gives a multilingual model (tests/training/test_language_tags.py).
+    """
     texts = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(len(WORDS))] * 3
-    tokenizers = train_tokenizers(TokenizerConfig(vocab_size=60), texts, texts, directory)
+    codes = tuple(dict.fromkeys(code for pair in directions for code in pair))
+    tokenizer_cfg = TokenizerConfig(vocab_size=60, language_tags=codes)
+    tokenizers = train_tokenizers(tokenizer_cfg, texts, texts, directory)
     sizes = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, max_positions=64)
     model_cfg = ModelConfig(**{**sizes, **model_options})
-    config = ExperimentConfig(model=model_cfg)
+    data = DataConfig()
+    if directions:
+        sources = tuple(TrainSource("train", src_lang=s, tgt_lang=t) for s, t in directions)
+        data = DataConfig(src_lang=directions[0][0], tgt_lang=directions[0][1], train=sources)
+    config = ExperimentConfig(model=model_cfg, data=data, tokenizer=tokenizer_cfg)
     torch.manual_seed(0)
     model = build_model(model_cfg, tokenizers.src.vocab_size, pad_id=PAD_ID)
     state = {
@@ -78,6 +110,8 @@ def save_tiny_checkpoint(directory: Path, **model_options) -> Path:
         "tokenizers": {"src": tokenizers.src.model_bytes, "tgt": tokenizers.tgt.model_bytes},
         "step": 0,
     }
+    if codes:
+        state["specials"] = own_specials(tokenizers.src, codes).to_dict()
     path = directory / "model.pt"
     torch.save(state, path)
     return path

@@ -12,6 +12,11 @@ through `Translator`, so its rules hold on every path and live only here:
 
 Promises that users rely on in pipelines: one translation per input line, always, in input
 order, with n_best hypotheses each.
+
+A model with language tags translates each line in its own direction when asked
+(`translate(directions=...)`, the server's per-request languages): the tags of a `Direction`
+(a source prefix, a forced target prefix) are resolved once per language pair and put in
+front of that line's ids, so lines of different directions share batches.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import dataclasses
 import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 from torch import Tensor
@@ -29,7 +35,8 @@ from transformer_mt.config import DecodeConfig, check_one_prefix_per_text
 from transformer_mt.data.batching import SourceBatch, make_source_batches, restore_order
 from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
-from transformer_mt.errors import SettingError
+from transformer_mt.errors import SettingError, TmtError
+from transformer_mt.inference.languages import Direction, Languages, Pair
 from transformer_mt.inference.packed import pack_where_it_pays
 from transformer_mt.inference.quantize import QUANTIZE_OPTIONS, int8_cache_dtype, quantize_int8
 from transformer_mt.machine import resolve_device
@@ -91,7 +98,10 @@ class Translator:
         cache_dtype: dtype of the decoding cache's keys and values (None: as computed).
         specials: the model's special ids (its checkpoint's).
         src_lang, tgt_lang: the languages of a model with language tags (a multilingual
-            OPUS-MT model needs tgt_lang, NLLB both); a model without ignores them.
+            OPUS-MT model needs tgt_lang, NLLB both); a model without ignores them. The
+            direction of every line that is not given its own.
+        directions: the (source, target) pairs the model was trained on (its checkpoint's
+            `data.directions()`), for `languages`.
     """
 
     def __init__(
@@ -106,6 +116,7 @@ class Translator:
         specials: SpecialTokens = OWN_SPECIALS,
         src_lang: str | None = None,
         tgt_lang: str | None = None,
+        directions: Sequence[Pair] = (),
     ):
         decode.validate()
         if alignment_layer is not None:
@@ -123,15 +134,17 @@ class Translator:
         self.cache_dtype = cache_dtype
         self.specials = specials
         self.options = search_options(model, specials, cache_dtype)
-        # Language tags: ids in front of every source, and forced in front of every target.
-        self.source_prefix, self.target_prefix = specials.language_prefixes(src_lang, tgt_lang)
+        self._trained, self._asked = tuple(directions), (src_lang, tgt_lang)
+        # Language tags of each direction asked for (ids in front of its sources, and forced
+        # in front of its targets); `default`: those of lines not given a direction.
+        self._directions: dict[Pair, Direction] = {}
+        self.default = self.direction(src_lang, tgt_lang)
         # Tags a user typed do not switch the language: they are taken out of the text.
         self._typed_tags = set(specials.language_tags.values())
-        # Tokens a line, or a forced prefix, may keep: the position table also holds the tags
-        # and the EOS (the prefix: the token after it).
-        room = model.cfg.max_positions - 1
-        self.max_src_tokens = room - len(self.source_prefix)
-        self.max_prefix_tokens = room - len(self.target_prefix)
+        # Tokens a line and its tags, or a forced prefix and its tags, may take: the position
+        # table also holds the EOS (the prefix: the token after it).
+        self._room = model.cfg.max_positions - 1
+        self.max_src_tokens = self._room - len(self.default.source_prefix)
         self.truncated_lines = 0
         self.tagged_lines = 0  # lines that held a language tag, taken out
 
@@ -182,13 +195,45 @@ class Translator:
             bundle.specials,
             src_lang or _tagged(bundle.config.data.src_lang, bundle.specials),
             tgt_lang or _tagged(bundle.config.data.tgt_lang, bundle.specials),
+            bundle.config.data.directions(),
         )
+
+    @property
+    def source_prefix(self) -> list[int]:
+        """The ids in front of every source of the default direction."""
+        return list(self.default.source_prefix)
+
+    @property
+    def target_prefix(self) -> list[int]:
+        """The ids forced in front of every target of the default direction."""
+        return list(self.default.target_prefix)
+
+    @cached_property
+    def languages(self) -> Languages:
+        """The directions the model may be asked for (`Languages.of`)."""
+        return Languages.of(self.specials, self._trained, *self._asked)
+
+    def direction(self, src_lang: str | None, tgt_lang: str | None) -> Direction:
+        """The language tags of translations from `src_lang` into `tgt_lang` (None: not
+        given), resolved once per pair; no tags for a model without them.
+
+        Raises:
+            SettingError: a language the model needs and was not given, or one it lacks,
+                naming src_lang or tgt_lang (`SpecialTokens.language_prefixes`).
+        """
+        found = self._directions.get((src_lang, tgt_lang))
+        if found is None:
+            source, target = self.specials.language_prefixes(src_lang, tgt_lang)
+            found = Direction(src_lang, tgt_lang, tuple(source), tuple(target))
+            self._directions[(src_lang, tgt_lang)] = found
+        return found
 
     def translate(
         self,
         lines: Sequence[str],
         on_batch: Callable[[int], None] | None = None,
         prefixes: Sequence[str] | None = None,
+        directions: Sequence[Pair] | None = None,
     ) -> list[Translation]:
         """Translate `lines` (no newlines) in batches sorted by length; results in input order.
 
@@ -196,18 +241,30 @@ class Translator:
         `on_batch(n)` is called after each searched batch of n lines (progress reports).
         `prefixes`: one target-side text per line that its translations must start with (an
         empty one forces nothing), e.g. the words a user has typed.
+        `directions`: one (source language, target language) per line, for a model with
+        language tags (None: every line in the translator's own, `src_lang` -> `tgt_lang`).
+
+        Raises:
+            SettingError: a direction the model has no tags for (`direction`).
         """
-        encoded = [self.source_ids(line) for line in lines]
+        check_one_prefix_per_text(prefixes, len(lines))
+        if directions is not None and len(directions) != len(lines):
+            raise TmtError(f"{len(directions)} directions for {len(lines)} lines; give one each")
+        resolved = [self.default] * len(lines)
+        if directions is not None:
+            resolved = [self.direction(*pair) for pair in directions]
+        encoded = [self.source_ids(line, d) for line, d in zip(lines, resolved, strict=True)]
         todo = [i for i, ids in enumerate(encoded) if ids]
         no_pairs = None if self.alignment_layer is None else []
         results = [Translation.empty(self.decode.n_best, no_pairs) for _ in lines]
-        check_one_prefix_per_text(prefixes, len(lines))
-        forced = None if prefixes is None else [self.prefix_ids(prefixes[i]) for i in todo]
+        forced = [self.prefix_ids(prefixes[i] if prefixes else "", resolved[i]) for i in todo]
         indices: list[int] = []  # into `todo`, batch by batch
         searched: list[Translation] = []
-        for batch, found in self.search_batches([encoded[i] for i in todo], forced):
-            for row, result in enumerate(found):
-                searched.append(self.detokenize(result))
+        sources = [encoded[i] for i in todo]
+        for batch, found in self.search_batches(sources, forced if any(forced) else None):
+            for row, (index, result) in enumerate(zip(batch.indices.tolist(), found, strict=True)):
+                direction = resolved[todo[index]]
+                searched.append(self.detokenize(result, direction))
                 if self.alignment_layer is not None:
                     src_ids = batch.src_ids[row, batch.src_mask[row].view(-1)]  # (S,), with EOS
                     searched[-1].alignment = alignment_pairs(
@@ -216,8 +273,8 @@ class Translator:
                         result.best.tokens,
                         self.alignment_layer,
                         self.specials.bos,
-                        source_tags=len(self.source_prefix),
-                        target_tags=len(self.target_prefix),
+                        source_tags=len(direction.source_prefix),
+                        target_tags=len(direction.target_prefix),
                     )
             indices.extend(batch.indices.tolist())
             if on_batch is not None:
@@ -226,13 +283,14 @@ class Translator:
             results[i] = translation
         return results
 
-    def source_ids(self, line: str) -> list[int]:
-        """The subword ids of one line, after the model's language tag, cut to the position
-        table; [] for a line with nothing to translate.
+    def source_ids(self, line: str, direction: Direction | None = None) -> list[int]:
+        """The subword ids of one line, after the language tags of `direction` (None: the
+        default), cut to the position table; [] for a line with nothing to translate.
 
         A language tag in the text (`>>fra<<` typed by a user) is taken out and counted: the
-        language comes from `tgt_lang` alone, never switched by what a line holds.
+        language comes from the direction alone, never switched by what a line holds.
         """
+        direction = direction or self.default
         if not line.strip():
             return []
         ids = self.src_tokenizer.encode(line)
@@ -241,16 +299,20 @@ class Translator:
             ids = [i for i in ids if i not in self._typed_tags]
         if not ids:
             return []
-        if len(ids) > self.max_src_tokens:
+        room = self._room - len(direction.source_prefix)
+        if len(ids) > room:
             self.truncated_lines += 1
-            ids = ids[: self.max_src_tokens]
-        return self.source_prefix + ids
+            ids = ids[:room]
+        return [*direction.source_prefix, *ids]
 
-    def prefix_ids(self, text: str) -> list[int]:
-        """The target subword ids a translation is forced to start with, cut so that the
-        prefix and one more token fit the position table."""
-        ids = self.tgt_tokenizer.encode(text)[: self.max_prefix_tokens] if text.strip() else []
-        return self.target_prefix + ids
+    def prefix_ids(self, text: str, direction: Direction | None = None) -> list[int]:
+        """The target subword ids a translation is forced to start with: the target tags of
+        `direction` (None: the default), then `text`'s, cut so that the prefix and one more
+        token fit the position table."""
+        direction = direction or self.default
+        room = self._room - len(direction.target_prefix)
+        ids = self.tgt_tokenizer.encode(text)[:room] if text.strip() else []
+        return [*direction.target_prefix, *ids]
 
     def batches(
         self, sources: Sequence[Sequence[int]], max_tokens: int | None = None
@@ -267,8 +329,8 @@ class Translator:
         prefixes: Sequence[Sequence[int]] | None = None,
     ) -> Iterator[tuple[SourceBatch, list[SearchResult]]]:
         """Each batch of `sources` with the search results of its rows, in the batch's order;
-        `prefixes` (from `prefix_ids`), one per source, are forced; without them, the target
-        language's tag where the model starts targets with one."""
+        `prefixes` (from `prefix_ids`), one per source, are forced; without them, the default
+        direction's target tag where the model starts targets with one."""
         if prefixes is None and self.target_prefix:
             prefixes = [self.target_prefix] * len(sources)
         for batch in self.batches(sources):
@@ -278,15 +340,19 @@ class Translator:
             )
             yield batch, found
 
-    def detokenize(self, result: SearchResult) -> Translation:
-        """A search result's hypotheses as target text, with their scores."""
+    def detokenize(self, result: SearchResult, direction: Direction | None = None) -> Translation:
+        """A search result's hypotheses as target text, with their scores; `direction`: the
+        one they were searched in (None: the default)."""
         return Translation(
-            [self.text(h.tokens) for h in result.hypotheses], [h.score for h in result.hypotheses]
+            [self.text(h.tokens, direction) for h in result.hypotheses],
+            [h.score for h in result.hypotheses],
         )
 
-    def text(self, tokens: Sequence[int]) -> str:
-        """The target text of output `tokens`, without the forced language tag."""
-        return self.tgt_tokenizer.decode(tokens[len(self.target_prefix) :])
+    def text(self, tokens: Sequence[int], direction: Direction | None = None) -> str:
+        """The target text of output `tokens`, without the language tags `direction` (None:
+        the default) forced in front."""
+        direction = direction or self.default
+        return self.tgt_tokenizer.decode(tokens[len(direction.target_prefix) :])
 
 
 def alignment_pairs(

@@ -1,0 +1,126 @@
+"""The directions a model translates: which (source, target) language pairs it may be asked
+for, and what it does without being asked (`Languages`).
+
+A model with language tags is told the direction by tags (`SpecialTokens.language_prefixes`):
+the target's tag in front of the source (OPUS-MT and the models trained here), or the
+source's in front of the source and the target's forced first (NLLB). It can be told every
+ordered pair of its languages whose tags it has, not only the pairs it was trained on; the
+others are zero-shot, the directions multilingual models translate worst (and sometimes into
+the wrong language). A model without tags translates the directions of its training data and
+nothing else, whatever it is told.
+
+The server checks each request's languages here (`check`) and lists them at /v1/languages;
+`Translator.languages` builds them from the checkpoint, and `Translator.direction` the
+`Direction` of each pair asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from transformer_mt.data.specials import SpecialTokens
+from transformer_mt.errors import SettingError
+
+# (source language, target language); None: not named (a model without tags needs none).
+Pair = tuple[str | None, str | None]
+
+
+@dataclass(frozen=True)
+class Direction:
+    """The language tags of translations from `src_lang` into `tgt_lang`: the ids in front of
+    every source, and those forced in front of every target (`language_prefixes`); none for a
+    model without tags."""
+
+    src_lang: str | None
+    tgt_lang: str | None
+    source_prefix: tuple[int, ...] = ()
+    target_prefix: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Languages:
+    """What a model may be asked to translate.
+
+    `trained`: the directions of its training data it can be told, in the checkpoint's order;
+    `zero_shot`: every other ordered pair of its languages it can be told, sorted; `default`:
+    the direction of a translation that names none.
+    """
+
+    default: Pair
+    trained: tuple[Pair, ...] = ()
+    zero_shot: tuple[Pair, ...] = ()
+
+    @classmethod
+    def of(
+        cls,
+        specials: SpecialTokens,
+        trained: Sequence[Pair] = (),
+        src_lang: str | None = None,
+        tgt_lang: str | None = None,
+    ) -> Languages:
+        """The languages of a model with `specials` trained on `trained` (its checkpoint's
+        `data.directions()`; none: its default direction only), whose default direction is
+        (`src_lang`, `tgt_lang`), each None: the first trained direction's."""
+        first = trained[0] if trained else (None, None)
+        default = (src_lang or first[0], tgt_lang or first[1])
+        if not trained:
+            trained = (default,)
+        if not specials.language_tags:
+            return cls(default, tuple(dict.fromkeys(trained)))
+        told = tuple(dict.fromkeys(p for p in trained if _can_tell(specials, *p)))
+        named = [*specials.language_tags, *(c for pair in (*told, default) for c in pair)]
+        codes = sorted({c for c in named if c is not None})
+        zero_shot = tuple(
+            (src, tgt)
+            for src in codes
+            for tgt in codes
+            if (src, tgt) not in told and _can_tell(specials, src, tgt)
+        )
+        return cls(default, told, zero_shot)
+
+    @property
+    def directions(self) -> tuple[Pair, ...]:
+        """Every direction the model may be asked for: trained, then zero-shot."""
+        return self.trained + self.zero_shot
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """The languages of its directions, sorted."""
+        return tuple(sorted({c for pair in self.directions for c in pair if c is not None}))
+
+    def sources(self, tgt_lang: str | None) -> tuple[str, ...]:
+        """The languages it may be asked to translate into `tgt_lang` from, sorted."""
+        return tuple(sorted({s for s, t in self.directions if t == tgt_lang and s is not None}))
+
+    def check(self, src_lang: str | None, tgt_lang: str | None) -> None:
+        """Refuse a direction the model may not be asked for.
+
+        Raises:
+            SettingError: naming tgt_lang or src_lang: a language the model does not have (the
+                target's first), or one it has, in a direction it does not offer.
+        """
+        if (src_lang, tgt_lang) in self.directions:
+            return
+        codes = ", ".join(self.codes)
+        for setting, code in (("tgt_lang", tgt_lang), ("src_lang", src_lang)):
+            if code not in self.codes:
+                problem = "the model needs it" if code is None else "the model has no such language"
+                raise SettingError(setting, code, f"{problem}; it knows {codes}")
+        offered = ", ".join(f"{s}->{t}" for s, t in self.directions)
+        raise SettingError(
+            "tgt_lang",
+            tgt_lang,
+            f"the model does not translate {src_lang}->{tgt_lang}; it translates {offered}",
+        )
+
+
+def _can_tell(specials: SpecialTokens, src_lang: str | None, tgt_lang: str | None) -> bool:
+    """Whether the model has the tags a translation from `src_lang` into `tgt_lang` needs."""
+    if src_lang == tgt_lang:
+        return False
+    try:
+        specials.language_prefixes(src_lang, tgt_lang)
+    except SettingError:
+        return False
+    return True
