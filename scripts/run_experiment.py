@@ -7,7 +7,10 @@ Runs (or resumes) `tmt train`, averages the periodic checkpoints it kept (`train
 `data.test` with the config's decode settings and prints detokenized cased BLEU, lowercased
 BLEU and chrF (sacrebleu); `--joined 2 3` also scores test inputs of 2 and 3 consecutive
 sentences joined into one line against the joined references (length generalisation; see
-`joined_bleu`). Writes `test.hyp` and `results.json` into the run directory; the
+`joined_bleu`). A config in several directions is also scored in every direction of the model
+(supervised and zero-shot, `--pivot en` adding zero-shot ones through English), with the
+off-target rate of each: one table (`inference.directions`). Writes `test.hyp` and
+`results.json` into the run directory; the
 README's results table is made from those files (scripts/results_table.py). When training
 stops before its end (SIGTERM, Ctrl-C, an error) nothing is averaged or scored and the exit
 status is training's.
@@ -31,6 +34,7 @@ from transformer_mt.config import DataConfig, load_config  # noqa: E402
 from transformer_mt.data.dataset import check_sources, column_texts, load_split  # noqa: E402
 from transformer_mt.errors import TmtError  # noqa: E402
 from transformer_mt.evaluation import corpus_scores  # noqa: E402
+from transformer_mt.inference.direction_scores import directions_table, score_directions  # noqa: E402
 from transformer_mt.inference.translator import Translator  # noqa: E402
 
 
@@ -48,6 +52,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument(
         "--joined", type=int, nargs="+", default=[], metavar="N", help="sentences per line"
     )
+    p.add_argument("--pivot", help="several directions: also score zero-shot ones through it")
     return p.parse_args()
 
 
@@ -113,9 +118,16 @@ def main() -> int:
     for n in args.joined:
         bleu, length = joined_bleu(translator, sources, references, n)
         results[f"joined{n}_bleu"], results[f"joined{n}_src_tokens"] = bleu, length
+    table = None
+    if len(config.data.directions()) > 1:
+        scores = score_directions(str(checkpoint), pivot=args.pivot, **decode)
+        results["directions"] = [dataclasses.asdict(score) for score in scores]
+        table = directions_table(scores)
     (run_dir / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     for score in (*cased, *lower):
         print(score.string)
+    if table is not None:
+        print(table)
     return 0
 
 

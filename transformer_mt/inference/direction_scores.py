@@ -1,0 +1,142 @@
+"""A model's test scores in each of its directions: BLEU, chrF and the off-target rate, one
+table (`tmt evaluate --checkpoint`, `scripts/run_experiment.py` for a multilingual config).
+
+    supervised   a direction the checkpoint was trained on (`Languages.trained`)
+    zero-shot    any other direction it can be told (`Languages.zero_shot`)
+    pivot        a zero-shot direction src -> tgt as src -> pivot -> tgt, the same model twice,
+                 where it was trained on both legs
+
+Off-target output is the known failure of zero-shot translation: text in another language
+than the one asked for, most often the pivot's (Arivazhagan et al., 2019; Zhang et al., 2020).
+Its rate is the share of outputs whose language, identified among the model's languages
+(`langid.LanguageIdentifier`), is not the target; an output it cannot place counts as off
+target.
+
+Example:
+    scores = score_directions("model.pt", "data/multi30k/test2016", pivot="en")
+    print(directions_table(scores))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from transformer_mt.artifacts import load_for_inference
+from transformer_mt.data.dataset import column_texts, load_split
+from transformer_mt.errors import SettingError, TmtError
+from transformer_mt.evaluation import corpus_scores
+from transformer_mt.inference.translator import Translator
+from transformer_mt.langid import LanguageIdentifier
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DirectionScore:
+    """The test scores of one direction by one route."""
+
+    src_lang: str
+    tgt_lang: str
+    route: str  # "supervised", "zero-shot" or "pivot <code>"
+    bleu: float
+    chrf: float
+    off_target: float | None  # share of outputs not in tgt_lang (None: not measured)
+    sentences: int
+
+
+def score_directions(
+    checkpoint: str,
+    test: str | None = None,
+    directions: Sequence[tuple[str, str]] | None = None,
+    pivot: str | None = None,
+    off_target: bool = True,
+    **decode_changes: object,
+) -> list[DirectionScore]:
+    """Translate the test set of every direction asked and score it.
+
+    Args:
+        checkpoint: the model.
+        test: the test split as the checkpoint's `data.format` names it (a path prefix of
+            `{test}.{lang}` files for text); None: the checkpoint's `data.test`.
+        directions: (source, target) codes; None: every direction of the model, the
+            supervised ones first.
+        pivot: also score each zero-shot direction through this language.
+        off_target: measure the off-target rate (needs lingua, the `langid` extra).
+        decode_changes: search settings over the checkpoint's (beam_size, ...).
+
+    Raises:
+        TmtError: a direction the model does not translate, naming it and the language.
+        DataError: a test file of a direction is missing or unequal.
+        LinguaMissing: off_target without lingua installed.
+    """
+    translator = Translator.from_checkpoint(checkpoint, **decode_changes)
+    languages = translator.languages
+    asked = list(directions if directions is not None else languages.directions)
+    for src_lang, tgt_lang in asked:
+        try:
+            languages.check(src_lang, tgt_lang)
+        except SettingError as err:
+            raise TmtError(
+                f"direction {src_lang}-{tgt_lang}: {err.setting} {err.value}: {err.reason}"
+            ) from None
+    data = load_for_inference(checkpoint).config.data  # where and how its test set is read
+    data = dataclasses.replace(data, test=test or data.test)
+    identifier = LanguageIdentifier(languages.codes) if off_target else None
+
+    def translate(src_lang: str, tgt_lang: str, lines: list[str]) -> list[str]:
+        found = translator.translate(lines, directions=[(src_lang, tgt_lang)] * len(lines))
+        return [t.texts[0] for t in found]
+
+    scores = []
+    for src_lang, tgt_lang in asked:
+        split = load_split(dataclasses.replace(data, src_lang=src_lang, tgt_lang=tgt_lang), "test")
+        sources, references = column_texts(split, "src"), column_texts(split, "tgt")
+        supervised = (src_lang, tgt_lang) in languages.trained
+        routes = [("supervised" if supervised else "zero-shot", [tgt_lang])]
+        legs = ((src_lang, pivot), (pivot, tgt_lang))
+        if pivot and not supervised and all(leg in languages.trained for leg in legs):
+            routes.append((f"pivot {pivot}", [pivot, tgt_lang]))
+        for route, targets in routes:
+            texts, language = sources, src_lang
+            for target in targets:
+                texts, language = translate(language, target, texts), target
+            scores.append(_scored(src_lang, tgt_lang, route, texts, references, identifier))
+            log.info("%s", _row(scores[-1]))
+    return scores
+
+
+def _scored(
+    src_lang: str,
+    tgt_lang: str,
+    route: str,
+    hypotheses: list[str],
+    references: list[str],
+    identifier: LanguageIdentifier | None,
+) -> DirectionScore:
+    bleu, chrf = corpus_scores(hypotheses, references, ["bleu", "chrf"])
+    off_target = None
+    if identifier is not None:
+        found = identifier.detect(hypotheses)
+        off_target = sum(d.code != tgt_lang for d in found) / max(len(found), 1)
+    return DirectionScore(
+        src_lang, tgt_lang, route, bleu.score, chrf.score, off_target, len(hypotheses)
+    )
+
+
+HEADER = "| direction | route | BLEU | chrF | off-target |\n|---|---|---:|---:|---:|"
+
+
+def _row(score: DirectionScore) -> str:
+    off = "-" if score.off_target is None else f"{100 * score.off_target:.1f}%"
+    return (
+        f"| {score.src_lang}->{score.tgt_lang} | {score.route} | {score.bleu:.2f} | "
+        f"{score.chrf:.2f} | {off} |"
+    )
+
+
+def directions_table(scores: Sequence[DirectionScore]) -> str:
+    """The scores as a Markdown table, one row per direction and route."""
+    return "\n".join([HEADER, *map(_row, scores)])
