@@ -199,12 +199,14 @@ class Ct2Engine:
         from bench_translate import _ct2_translator
 
         from transformer_mt.artifacts import load_for_inference
+        from transformer_mt.inference.languages import Languages
         from transformer_mt.serve.engine import ServeLimits
 
         device = torch.device("cpu")
         bundle = load_for_inference(args.checkpoint, device)
         self.defaults = dataclasses.replace(bundle.config.decode, beam_size=args.beam_size)
         self.limits = ServeLimits()
+        self.languages = Languages.of(bundle.specials, bundle.config.data.directions())
         self.failure = None  # a worker pool: a failed translation fails its request only
         self.src, self.tgt = bundle.src_tokenizer, bundle.tgt_tokenizer
         self.ids = {self.tgt.id_to_piece(i): i for i in range(self.tgt.vocab_size)}
@@ -213,7 +215,7 @@ class Ct2Engine:
         self.model = _ct2_translator(bundle.model, self.src, self.tgt, "ct2", device)
         self.pool = concurrent.futures.ThreadPoolExecutor(1)
 
-    def submit(self, texts, decode, prefixes=None, on_token=None):
+    def submit(self, texts, decode, prefixes=None, on_token=None, directions=None):
         future = self.pool.submit(self._translate, list(texts), decode)
         return _Ct2Job(future)
 
@@ -242,7 +244,7 @@ class Ct2Engine:
     def stats(self):
         from transformer_mt.serve.contract import EngineStats
 
-        return EngineStats(0, 0, 0, 0, 0, 0, 1, 0, 0, 0.0, 0, 0, {}, {}, {})
+        return EngineStats(0, 0, 0, 0, 0, 0, 1, 0, 0, 0.0, 0, 0, {}, {}, {}, 0)
 
 
 class _Ct2Job:

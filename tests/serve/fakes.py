@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 
 from transformer_mt.config import DecodeConfig
+from transformer_mt.data.specials import OWN_SPECIALS
+from transformer_mt.inference.languages import Languages
 from transformer_mt.inference.translator import Translation
 from transformer_mt.serve.contract import (
     EngineStats,
@@ -54,6 +56,7 @@ class FakeLimits:
 
 DEFAULTS = DecodeConfig(beam_size=2)
 LIMITS = FakeLimits()
+LANGUAGES = Languages.of(OWN_SPECIALS, [("de", "en")])  # a model without language tags
 
 
 @dataclass
@@ -62,6 +65,7 @@ class FakeJob:
     decode: DecodeConfig
     prefixes: list[str] | None
     on_token: TokenCallback | None
+    directions: list | None
     engine: FakeEngine
     submitted: float = field(default_factory=time.monotonic)
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
@@ -84,6 +88,7 @@ class FakeEngine:
         step_seconds: float = 0.002,
     ):
         self.defaults, self.limits, self.step_seconds = defaults, limits, step_seconds
+        self.languages = LANGUAGES
         self.lock = threading.Lock()
         self.waiting: list[FakeJob] = []
         self.running: list[FakeJob] = []
@@ -102,6 +107,7 @@ class FakeEngine:
         decode: DecodeConfig,
         prefixes: list[str] | None = None,
         on_token: TokenCallback | None = None,
+        directions: list | None = None,
     ) -> FakeJob:
         decode.validate()
         with self.lock:
@@ -115,7 +121,7 @@ class FakeEngine:
             if held + len(texts) > self.limits.max_queue:
                 raise QueueFull(f"{held} sentences queued", retry_after=RETRY_AFTER)
             greedy = decode.beam_size == 1
-            job = FakeJob(texts, decode, prefixes, on_token if greedy else None, self)
+            job = FakeJob(texts, decode, prefixes, on_token if greedy else None, directions, self)
             self.waiting.append(job)
             self.jobs.append(job)
             for text in texts:
@@ -166,6 +172,7 @@ class FakeEngine:
                 cache_hits={"translation": self.hits},
                 cache_misses={"translation": self.misses},
                 cache_entries={"translation": len(self.seen)},
+                tagged_texts=0,
             )
 
     def _run(self) -> None:

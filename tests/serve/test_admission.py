@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from transformer_mt.config import DecodeConfig
+from transformer_mt.inference.languages import Direction
 from transformer_mt.serve.admission import Admission, Work
 from transformer_mt.serve.contract import QueueFull
 from transformer_mt.serve.paged import BlockPool
@@ -20,7 +21,7 @@ def work(key: int, n_tokens: int, max_len: int, beam: int = 2) -> Work:
     """A sentence of `n_tokens` source positions, its EOS included."""
     sentence = Sentence(key, [4] * (n_tokens - 1), DecodeConfig(beam_size=beam), max_len, [])
     job = SimpleNamespace(queue_seconds=None, submitted=time.monotonic())
-    return Work(sentence, job, 0, (key,))
+    return Work(sentence, job, 0, (key,), Direction(None, None))
 
 
 def admission(n_blocks: int = 40, max_batch_tokens: int = 20, max_queue: int = 8):

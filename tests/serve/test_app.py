@@ -88,11 +88,12 @@ def test_a_bad_request_is_refused_naming_its_field_and_the_next_is_served(
 
 def test_a_rule_naming_two_settings_blames_the_one_the_request_set():
     defaults = DecodeConfig(beam_size=4, n_best=2)
-    limits = FakeEngine().limits
+    limits, languages = FakeEngine().limits, FakeEngine().languages
     with pytest.raises(api.ApiError) as refused:
-        api.parse_request(b'{"text": "a", "beam_size": 1}', defaults, limits)
+        api.parse_request(b'{"text": "a", "beam_size": 1}', defaults, limits, languages)
     assert refused.value.field == "beam_size"
-    parsed = api.parse_request(b'{"text": "a", "length_penalty": 2, "n_best": 4}', defaults, limits)
+    body = b'{"text": "a", "length_penalty": 2, "n_best": 4}'
+    parsed = api.parse_request(body, defaults, limits, languages)
     assert parsed.decode == DecodeConfig(beam_size=4, n_best=4, length_penalty=2.0)
     assert parsed.decode_keys == ("length_penalty", "n_best")
     assert isinstance(parsed.decode.length_penalty, float)

@@ -14,9 +14,12 @@ import pytest
 from tests.conftest import WORDS, save_tiny_checkpoint
 from transformer_mt.config import ConfigError, PrefixCountError
 from transformer_mt.errors import TmtError
+from transformer_mt.inference.languages import Direction
 from transformer_mt.inference.translator import Translator
 from transformer_mt.serve.contract import QueueFull, RequestTooLarge
 from transformer_mt.serve.engine import Engine, ServeLimits
+
+NO_TAGS = Direction(None, None)  # the direction of a model without language tags
 
 
 def sentences(n: int, seed: int = 0) -> list[str]:
@@ -383,8 +386,9 @@ def test_every_decode_field_but_max_tokens_changes_the_cache_key_and_the_lane():
         else:
             other = value + 1
         changed = dataclasses.replace(base, **{f.name: other})
-        key = translation_key("a", "", changed)
-        assert (key == translation_key("a", "", base)) == (f.name in OUTPUT_NEUTRAL_FIELDS), f
+        key = translation_key("a", "", NO_TAGS, changed)
+        same = key == translation_key("a", "", NO_TAGS, base)
+        assert same == (f.name in OUTPUT_NEUTRAL_FIELDS), f
         assert (lane_key(changed) == lane_key(base)) == (f.name in OUTPUT_NEUTRAL_FIELDS), f
     assert set(OUTPUT_NEUTRAL_FIELDS) == {"max_tokens"}
 

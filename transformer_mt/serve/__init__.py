@@ -1,8 +1,9 @@
 """`tmt serve`: translations over HTTP from a decoding engine shared by concurrent requests.
 
 api.py reads and checks request bodies, app.py is the FastAPI application (translate, stream,
-health, metrics, the web page), server.py runs it under uvicorn with a draining shutdown, and
-engine.py decodes. Only this package imports the `serve` extra (fastapi, uvicorn,
+languages, health, metrics, the web page), detection.py identifies the language of texts sent
+with `source: "auto"`, server.py runs it under uvicorn with a draining shutdown, and engine.py
+decodes. Only this package imports the `serve` extra (fastapi, uvicorn,
 prometheus_client), and importing the package itself imports none of them, so that
 `missing_dependencies` can say what to install.
 """

@@ -19,6 +19,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from transformer_mt.inference.languages import Direction
 from transformer_mt.serve.contract import QueueFull, RequestTooLarge
 from transformer_mt.serve.paged import BlockPool
 from transformer_mt.serve.prefix_cache import PrefixTree
@@ -33,6 +34,7 @@ class Work:
     job: Any  # engine.Job
     index: int  # in the request
     cache_key: tuple  # of the translation cache
+    direction: Direction  # its language tags, taken off its output
     streamed: str = ""  # greedy text sent so far
     solo: bool = False  # decoded alone: no other sentence in the batch while it runs
 

@@ -1,4 +1,5 @@
-"""The translate request body: raw bytes in, checked texts, prefixes and decode settings out.
+"""The translate request body: raw bytes in, checked texts, prefixes, languages and decode
+settings out.
 
 Bodies are parsed here rather than by FastAPI's models so that every way a body can be wrong
 (not UTF-8, not JSON, a typo in a key, `true` for an integer, a beam size the decode config
@@ -26,6 +27,8 @@ from transformer_mt.config import (
     decode_field_types,
 )
 from transformer_mt.errors import SettingError, TmtError, one_line
+from transformer_mt.inference.languages import Languages, Pair
+from transformer_mt.langid import Detection, installed
 from transformer_mt.serve.contract import QueueFull, RequestLimits, RequestTooLarge, ShuttingDown
 
 if TYPE_CHECKING:  # torch would come with it; a Translation is only read here
@@ -37,7 +40,13 @@ if TYPE_CHECKING:  # torch would come with it; a Translation is only read here
 DECODE_FIELDS: dict[str, type] = decode_field_types(
     ("beam_size", "length_penalty", "max_len_a", "max_len_b", "n_best")
 )
-KEYS = ("text", "prefix", *DECODE_FIELDS)
+KEYS = ("text", "prefix", "source", "target", *DECODE_FIELDS)
+# The body's `source` that asks the server to identify each text's language (detection.py).
+AUTO = "auto"
+# The body keys that name the languages a library call names src_lang and tgt_lang.
+LANGUAGE_FIELDS = {"src_lang": "source", "tgt_lang": "target"}
+# The longest language code a body may give (NLLB's are 8 characters: deu_Latn).
+MAX_CODE_CHARS = 32
 # Retry-After of a server that is shutting down: time for a restart, or for a load balancer to
 # move the client to another replica.
 RETRY_AFTER_SHUTDOWN_SECONDS = 5.0
@@ -65,20 +74,34 @@ class ApiError(Exception):
 @dataclass(frozen=True)
 class TranslateRequest:
     """A checked request: `prefixes` is None or one prefix per text; `decode_keys` are the
-    decode settings the body set (the others are the engine's defaults)."""
+    decode settings the body set (the others are the engine's defaults); `source` and
+    `target` the languages, the engine's default direction filling what the body left out,
+    `source` AUTO until `detected` (one `Detection` per text, detection.py) is filled in."""
 
     texts: list[str]
     decode: DecodeConfig
     prefixes: list[str] | None = None
     decode_keys: tuple[str, ...] = ()
+    source: str | None = None
+    target: str | None = None
+    detected: list[Detection] | None = None
+
+    def directions(self) -> list[Pair]:
+        """The (source, target) of each text: the detected source with AUTO."""
+        if self.detected is not None:
+            return [(d.code, self.target) for d in self.detected]
+        return [(self.source, self.target)] * len(self.texts)
 
 
-def parse_request(body: bytes, defaults: DecodeConfig, limits: RequestLimits) -> TranslateRequest:
-    """Check a translate request body; `defaults` fill the decode settings it leaves out.
+def parse_request(
+    body: bytes, defaults: DecodeConfig, limits: RequestLimits, languages: Languages
+) -> TranslateRequest:
+    """Check a translate request body; `defaults` fill the decode settings it leaves out,
+    `languages.default` the languages.
 
     Raises:
-        ApiError: 400 for a malformed body or value, 413 for more texts or longer texts than
-            `limits` allow.
+        ApiError: 400 for a malformed body or value, or a direction `languages` lacks; 413 for
+            more texts or longer texts than `limits` allow.
     """
     data = _json_object(body)
     _check_keys(data)
@@ -95,8 +118,34 @@ def parse_request(body: bytes, defaults: DecodeConfig, limits: RequestLimits) ->
     except PrefixCountError as err:
         raise prefix_count_error(err) from None
     _check_sizes(texts, prefixes, limits)
+    source, target = request_languages(data, languages)
     decode_keys = tuple(name for name in DECODE_FIELDS if name in data)
-    return TranslateRequest(texts, decode_settings(data, defaults), prefixes, decode_keys)
+    decode = decode_settings(data, defaults)
+    return TranslateRequest(texts, decode, prefixes, decode_keys, source, target)
+
+
+def request_languages(data: dict, languages: Languages) -> Pair:
+    """The body's `source` (a code or AUTO) and `target`, each defaulting to the one of
+    `languages.default`; a direction `languages` does not offer is refused, naming the field
+    (with AUTO: a target nothing is translated into)."""
+    source = _code(data, "source") or languages.default[0]
+    target = _code(data, "target") or languages.default[1]
+    if source != AUTO:
+        try:
+            languages.check(source, target)
+        except SettingError as err:
+            raise language_error(err) from None
+    elif not languages.sources(target):
+        targets = ", ".join(sorted({t for _, t in languages.directions if t is not None}))
+        raise ApiError(400, "target", f"target={target}: the model translates into {targets}")
+    return source, target
+
+
+def language_error(err: SettingError) -> ApiError:
+    """The 400 for a language refused by `Languages.check`, naming the body's field."""
+    field = LANGUAGE_FIELDS[err.setting]
+    shown = field if err.value is None else f"{field}={err.value}"
+    return ApiError(400, field, f"{shown}: {err.reason}")
 
 
 def decode_settings(data: dict, defaults: DecodeConfig) -> DecodeConfig:
@@ -130,6 +179,8 @@ def setting_error(err: TmtError, given: list[str]) -> ApiError:
     A `ConfigError` names `decode.X`; the field is the first X the request set (a rule may
     name a setting the request left at its default, as `n_best <= beam_size` does).
     """
+    if isinstance(err, SettingError) and err.setting in LANGUAGE_FIELDS:
+        return language_error(err)
     if isinstance(err, SettingError):
         return ApiError(400, err.setting, str(err))
     message = str(err)
@@ -173,19 +224,41 @@ def max_body_bytes(limits: RequestLimits) -> int:
     return 2 * 12 * limits.max_sentence_chars * limits.max_request_sentences + BODY_SLACK_BYTES
 
 
-def translations_json(translations: list[Translation], n_best: int) -> list[dict]:
-    """The response's "translations": best text and score, and with n_best > 1 the n-best
-    list ("nbest": [{"text", "score"}, ...], best first)."""
+def translations_json(
+    translations: list[Translation], n_best: int, detected: list[Detection] | None = None
+) -> list[dict]:
+    """The response's "translations": best text and score, with n_best > 1 the n-best list
+    ("nbest": [{"text", "score"}, ...], best first), and with `detected` (source AUTO) the
+    language each text was translated from ("detected": {"language", "confidence"})."""
     found = []
-    for translation in translations:
+    for i, translation in enumerate(translations):
         item = {"text": translation.texts[0], "score": translation.scores[0]}
         if n_best > 1:
             item["nbest"] = [
                 {"text": text, "score": score}
                 for text, score in zip(translation.texts, translation.scores, strict=True)
             ]
+        if detected is not None:
+            item["detected"] = {"language": detected[i].code, "confidence": detected[i].confidence}
         found.append(item)
     return found
+
+
+def languages_json(languages: Languages) -> dict:
+    """The GET /v1/languages body: {"default": {"source", "target"}, "languages": [codes],
+    "trained": [{"source", "target"}, ...], "zero_shot": [...], "auto": whether `source:
+    "auto"` can identify languages (lingua is installed)}."""
+
+    def direction(pair: Pair) -> dict:
+        return {"source": pair[0], "target": pair[1]}
+
+    return {
+        "default": direction(languages.default),
+        "languages": list(languages.codes),
+        "trained": [direction(pair) for pair in languages.trained],
+        "zero_shot": [direction(pair) for pair in languages.zero_shot],
+        "auto": installed(),
+    }
 
 
 def _json_object(body: bytes) -> dict:
@@ -242,6 +315,24 @@ def _strings(value: object, field: str) -> list[str]:
                 400, field, f"{where}: holds a lone surrogate (\\ud800-\\udfff)"
             ) from None
     return items
+
+
+def _code(data: dict, field: str) -> str | None:
+    """The language code the body gives as `field`, None when it gives none."""
+    if field not in data:
+        return None
+    value = data[field]
+    if not isinstance(value, str) or not value:
+        shown = "an empty string" if value == "" else _kind(value)
+        raise ApiError(400, field, f"{field}: expected a language code such as 'de', got {shown}")
+    if len(value) > MAX_CODE_CHARS or not value.isprintable():
+        raise ApiError(
+            400,
+            field,
+            f"{field}={printable(value, MAX_CODE_CHARS)}: not a language code (at most "
+            f"{MAX_CODE_CHARS} printable characters)",
+        )
+    return value
 
 
 def _number(value: object, field: str, kind: type) -> int | float:

@@ -1,6 +1,8 @@
-"""The FastAPI application of `tmt serve`: translate, stream, health, metrics, the web page.
+"""The FastAPI application of `tmt serve`: translate, stream, languages, health, metrics, the
+web page.
 
-`create_app(engine)` wires the endpoints to one engine. Requests are parsed by api.py and
+`create_app(engine)` wires the endpoints to one engine. Requests are parsed by api.py (with
+`source: "auto"`, each text's language identified by detection.py in a worker thread) and
 submitted to the engine (`submit` only queues); the event loop then waits for the job's
 future without blocking, so that one process serves many concurrent clients while
 the engine's thread decodes. A client that disconnects before its result has its job
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import importlib.resources
 import json
 import logging
@@ -33,15 +36,18 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from transformer_mt import __version__
 from transformer_mt.serve import schema
 from transformer_mt.serve.api import (
+    AUTO,
     ApiError,
     TranslateRequest,
     engine_error,
+    languages_json,
     max_body_bytes,
     parse_request,
     printable,
     translations_json,
 )
 from transformer_mt.serve.contract import Engine, Job, ShuttingDown
+from transformer_mt.serve.detection import SourceDetector
 from transformer_mt.serve.guard import HostRule, RequestGuard
 from transformer_mt.serve.http_settings import HttpSettings
 from transformer_mt.serve.metrics import Metrics
@@ -64,10 +70,11 @@ _TRANSLATE_DOCS = {
     "responses": {
         status: {"model": schema.ErrorBody, "description": description}
         for status, description in (
-            (400, "A malformed body or value; `field` names it"),
+            (400, "A malformed body or value, or a language the model lacks; `field` names it"),
             (408, "The body did not arrive in time"),
             (413, "Too many texts, a text too long, or a body too large"),
             (429, "The queue is full; retry after the Retry-After header's seconds"),
+            (501, "source auto, and no language identifier installed (the langid extra)"),
             (503, "The server is shutting down; Retry-After says when to retry"),
         )
     },
@@ -92,6 +99,7 @@ def create_app(
     app.state.body_timeout = settings.body_timeout
     app.state.draining = False
     app.state.metrics = Metrics(engine)
+    app.state.sources = SourceDetector(engine.languages)
     page = importlib.resources.files("transformer_mt.serve") / "static" / "index.html"
     app.state.page = page.read_text(encoding="utf-8")
     app.add_api_route(
@@ -110,6 +118,9 @@ def create_app(
         methods=["POST"],
         openapi_extra=_TRANSLATE_DOCS["openapi_extra"],
         responses={**_TRANSLATE_DOCS["responses"], **stream_docs},
+    )
+    app.add_api_route(
+        "/v1/languages", languages, methods=["GET"], response_model=schema.LanguagesResponse
     )
     app.add_api_route("/health", health, methods=["GET"], responses={503: {"model": schema.Health}})
     app.add_api_route("/metrics", metrics, methods=["GET"], response_class=Response)
@@ -178,6 +189,12 @@ async def translate_stream(request: Request) -> StreamingResponse:
     )
 
 
+async def languages(request: Request) -> JSONResponse:
+    """The directions the model translates: the default one, those it was trained on, those
+    it may try zero-shot, and whether `source: "auto"` can identify a text's language."""
+    return JSONResponse(languages_json(request.app.state.engine.languages))
+
+
 async def health(request: Request) -> JSONResponse:
     """{"status": "ok"}; 503 {"status": "shutting down"} while the server drains, 503
     {"status": "engine stopped"} once the decoding engine has died (the server then exits)."""
@@ -201,18 +218,25 @@ async def index(request: Request) -> HTMLResponse:
 async def _submit(
     request: Request, on_token: Callable[[int, str], None] | None = None
 ) -> tuple[TranslateRequest, Job]:
-    """Parse the body and queue its texts: the job, or an `ApiError`."""
+    """Parse the body, identify its texts' languages if asked, and queue its texts: the job,
+    or an `ApiError`."""
     engine: Engine = request.app.state.engine
     if request.app.state.draining:
         raise engine_error(ShuttingDown("the server is shutting down"), [])
     body = await _read_body(request, max_body_bytes(engine.limits), request.app.state.body_timeout)
-    parsed = parse_request(body, engine.defaults, engine.limits)
+    parsed = parse_request(body, engine.defaults, engine.limits, engine.languages)
     request.state.sentences = len(parsed.texts)
+    if parsed.source == AUTO:  # lingua may load its models first: off the event loop
+        detect = request.app.state.sources.detect
+        detected = await asyncio.to_thread(detect, parsed.texts, parsed.target)
+        parsed = dataclasses.replace(parsed, detected=detected)
     try:
         # On the event loop, not in a worker thread: submitting only tokenizes and queues, and
         # while the decoding thread holds the GIL each hand-over between threads costs up to a
         # switch interval, which a request would pay twice more.
-        job = engine.submit(parsed.texts, parsed.decode, parsed.prefixes, on_token)
+        job = engine.submit(
+            parsed.texts, parsed.decode, parsed.prefixes, on_token, parsed.directions()
+        )
     except Exception as err:  # every refusal, and an engine fault (500), as one error body
         raise _failure(err, parsed) from None
     return parsed, job
@@ -279,7 +303,7 @@ def _result_json(parsed: TranslateRequest, job: Job, started: float) -> dict:
     if job.queue_seconds is not None:
         timing["queue_ms"] = round(1000 * job.queue_seconds, 3)
     return {
-        "translations": translations_json(future.result(), parsed.decode.n_best),
+        "translations": translations_json(future.result(), parsed.decode.n_best, parsed.detected),
         "timing": timing,
     }
 

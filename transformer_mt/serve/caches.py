@@ -8,14 +8,18 @@ from collections.abc import Hashable
 from typing import Generic, TypeVar
 
 from transformer_mt.config import DecodeConfig
+from transformer_mt.inference.languages import Direction
 
 V = TypeVar("V")
 
 
-def translation_key(text: str, prefix: str, decode: DecodeConfig) -> tuple:
-    """The translation cache's key: the text, its forced prefix and every decode setting that
-    can change the translation (`DecodeConfig.output_settings`)."""
-    return (text, prefix, *decode.output_settings())
+def translation_key(text: str, prefix: str, direction: Direction, decode: DecodeConfig) -> tuple:
+    """The translation cache's key: the text, its forced prefix, the language tags of its
+    direction (so that two targets never share an entry, while directions a model is told
+    alike do) and every decode setting that can change the translation
+    (`DecodeConfig.output_settings`)."""
+    tags = (direction.source_prefix, direction.target_prefix)
+    return (text, prefix, *tags, *decode.output_settings())
 
 
 class LruCache(Generic[V]):

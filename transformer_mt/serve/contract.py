@@ -15,6 +15,7 @@ from typing import Protocol
 
 from transformer_mt.config import DecodeConfig
 from transformer_mt.errors import TmtError
+from transformer_mt.inference.languages import Languages, Pair
 
 # on_token(sentence_index, text_so_far): greedy text of one sentence as its tokens are decided.
 TokenCallback = Callable[[int, str], None]
@@ -56,6 +57,7 @@ class EngineStats:
     cache_hits: dict[str, int]  # by cache: {"translation": n, "encoder": n, "prefix": n}
     cache_misses: dict[str, int]
     cache_entries: dict[str, int]
+    tagged_texts: int  # counter since start: texts that held a language tag, taken out
 
 
 class RequestLimits(Protocol):
@@ -85,6 +87,7 @@ class Engine(Protocol):
 
     defaults: DecodeConfig  # the checkpoint's decode settings
     limits: RequestLimits
+    languages: Languages  # the directions a request may ask for, and the default one
     # Why the decoding thread died, None while it lives: /health then answers 503 and the
     # server exits, so that a supervisor restarts it.
     failure: BaseException | None
@@ -95,9 +98,12 @@ class Engine(Protocol):
         decode: DecodeConfig,
         prefixes: list[str] | None = None,
         on_token: TokenCallback | None = None,
+        directions: list[Pair] | None = None,
     ) -> Job:
         """Queue `texts`; raises QueueFull, RequestTooLarge, ShuttingDown, or a TmtError
-        naming a decode setting it refuses. `on_token` is called with beam size 1 only.
+        naming a decode setting or a language it refuses. `on_token` is called with beam
+        size 1 only. `directions`: one (source, target) of `languages.directions` per text
+        (None: `languages.default` for every text).
 
         Called on the server's event loop: it must return at once (tokenize and queue), never
         wait for a decoding step."""

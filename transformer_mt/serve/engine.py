@@ -1,12 +1,17 @@
 """The serving engine: requests in from any thread, one decoding thread, answers as futures.
 
 `submit` turns texts into sentences through the `Translator`'s own rules (truncation to the
-position table, blank lines, target prefixes) and queues them, first come first served, in a
-bounded queue. The decoding thread admits queued sentences between steps while the KV-block
-and source-token budgets allow, encodes them (or takes their encoder output from the encoder
-cache), and steps the `ContinuousBatch`. A request is answered when its last sentence
-finishes; an exact repeat (same text, same options) is answered from the translation cache
-without decoding.
+position table, blank lines, target prefixes, the language tags of each text's direction) and
+queues them, first come first served, in a bounded queue. The decoding thread admits queued
+sentences between steps while the KV-block and source-token budgets allow, encodes them (or
+takes their encoder output from the encoder cache), and steps the `ContinuousBatch`. A
+request is answered when its last sentence finishes; an exact repeat (same text, same
+options, same direction) is answered from the translation cache without decoding.
+
+Sentences of every direction share the batch: a direction is only ids in front of the source
+and of the forced target (`Translator.direction`), so the encoder cache (keyed by the source's
+ids), the prefix cache (by the source's ids, then the target's) and the translation cache
+(`translation_key`) never mix two directions the model is told apart.
 
 The budgets and the queue are `admission.Admission`'s; the blocks actually used (shared
 prefixes, freed beams) are fewer than it reserves, and /metrics shows both.
@@ -35,6 +40,7 @@ import torch
 
 from transformer_mt.config import DecodeConfig, ModelConfig, check_one_prefix_per_text
 from transformer_mt.errors import SettingError, TmtError, one_line
+from transformer_mt.inference.languages import Direction, Pair
 from transformer_mt.inference.translator import Translation, Translator
 from transformer_mt.search import max_output_lengths
 from transformer_mt.search.results import ranked_results
@@ -120,6 +126,8 @@ class Engine:
         self.translator = translator
         self.defaults = translator.decode
         self.limits = limits
+        self.languages = translator.languages
+        self.languages.check(*self.languages.default)  # a model without tags: its own only
         self.max_batch_tokens = limits.max_batch_tokens or self.defaults.max_tokens
         self.pool = _new_pool(translator, limits, self.max_batch_tokens)
         self.translations: LruCache[Translation] = LruCache(limits.cache_entries)
@@ -151,8 +159,13 @@ class Engine:
         src_lang: str | None = None,
         tgt_lang: str | None = None,
     ) -> Engine:
-        """The engine of checkpoint `path`; a multilingual model translates between
-        `src_lang` and `tgt_lang` (see `Translator`)."""
+        """The engine of checkpoint `path`; a request that names no languages is translated
+        from `src_lang` into `tgt_lang` (None: the checkpoint's data languages).
+
+        Raises:
+            SettingError: naming src_lang or tgt_lang, a direction the model does not offer
+                (`Languages.check`).
+        """
         translator = Translator.from_checkpoint(
             path, device, quantize, src_lang=src_lang, tgt_lang=tgt_lang
         )
@@ -176,8 +189,10 @@ class Engine:
         decode: DecodeConfig,
         prefixes: Sequence[str] | None = None,
         on_token: Callable[[int, str], None] | None = None,
+        directions: Sequence[Pair] | None = None,
     ) -> Job:
-        """Queue `texts` for translation with `decode`; see the module docstring."""
+        """Queue `texts` for translation with `decode`, each in its direction (None: the
+        default); see the module docstring and `contract.Engine.submit`."""
         decode.validate()
         if decode.sampling:
             raise SettingError("sampling", True, "the server searches (greedy or beam)")
@@ -188,12 +203,14 @@ class Engine:
                 f"the server takes at most {self.limits.max_beam_size}",
             )
         self._check_size(texts, prefixes)
+        resolved = self._directions(directions, len(texts))
+        forced = prefixes or [""] * len(texts)
         job = Job(self, len(texts), on_token)
-        work = [
-            w
+        prepared = (
+            self._prepare(job, i, text, decode, forced[i], resolved[i])
             for i, text in enumerate(texts)
-            if (w := self._prepare(job, i, text, decode, prefixes[i] if prefixes else ""))
-        ]
+        )
+        work = [w for w in prepared if w is not None]
         with self._cond:
             if self.failure is not None:
                 raise ShuttingDown(f"the decoding engine has stopped ({one_line(self.failure)})")
@@ -256,6 +273,7 @@ class Engine:
                     "encoder": len(self.encoder_outputs),
                     "prefix": len(self.prefixes),
                 },
+                tagged_texts=self.translator.tagged_lines,
             )
 
     def _check_size(self, texts: Sequence[str], prefixes: Sequence[str] | None) -> None:
@@ -271,17 +289,33 @@ class Engine:
             )
         check_one_prefix_per_text(prefixes, len(texts))
 
+    def _directions(self, directions: Sequence[Pair] | None, n_texts: int) -> list[Direction]:
+        """The `Direction` of each of `n_texts` texts, each checked against `languages`."""
+        if directions is None:
+            return [self.translator.default] * n_texts
+        if len(directions) != n_texts:
+            raise TmtError(f"{len(directions)} directions for {n_texts} texts; give one each")
+        for pair in set(directions):
+            self.languages.check(*pair)
+        return [self.translator.direction(*pair) for pair in directions]
+
     def _prepare(
-        self, job: Job, index: int, text: str, decode: DecodeConfig, prefix: str
+        self,
+        job: Job,
+        index: int,
+        text: str,
+        decode: DecodeConfig,
+        prefix: str,
+        direction: Direction,
     ) -> Work | None:
         """The work for one text, or None when it is answered at once (blank, or cached)."""
-        key = translation_key(text, prefix, decode)
+        key = translation_key(text, prefix, direction, decode)
         with self._cond:
             cached = self.translations.get(key)
         if cached is not None:
             job.results[index] = cached
             return None
-        src = self.translator.source_ids(text)
+        src = self.translator.source_ids(text, direction)
         if not src:
             job.results[index] = Translation.empty(decode.n_best)
             return None
@@ -291,8 +325,9 @@ class Engine:
         with self._cond:
             self._next_key += 1
             sentence_key = self._next_key
-        sentence = Sentence(sentence_key, src, decode, max_len, self.translator.prefix_ids(prefix))
-        return Work(sentence, job, index, key)
+        forced = self.translator.prefix_ids(prefix, direction)
+        sentence = Sentence(sentence_key, src, decode, max_len, forced)
+        return Work(sentence, job, index, key, direction)
 
     def _cancel(self, job: Job) -> None:
         if job.future.cancel():  # False: answered already
@@ -376,12 +411,12 @@ class Engine:
         for sentence in done:
             hypotheses = self.batch.finished.pop(sentence.key)
             (result,) = ranked_results([hypotheses], sentence.decode.n_best)
-            translation = self.translator.detokenize(result)
-            self._finish(self.admission.running[sentence.key], translation)
+            work = self.admission.running[sentence.key]
+            self._finish(work, self.translator.detokenize(result, work.direction))
         for key, tokens in greedy.items():
             work = self.admission.running[key]
             if work.job.on_token is not None:
-                text = self.translator.text(tokens)
+                text = self.translator.text(tokens, work.direction)
                 if text != work.streamed:
                     work.streamed = text
                     work.job.on_token(work.index, text)

@@ -61,6 +61,11 @@ class EngineCollector:
             ("generated_tokens", "Tokens generated since start", stats.generated_tokens),
             ("engine_requests_done", "Requests the engine finished", stats.requests_done),
             ("engine_requests_cancelled", "Requests cancelled", stats.requests_cancelled),
+            (
+                "tagged_texts",
+                "Texts that held a language tag, taken out (the request names the languages)",
+                stats.tagged_texts,
+            ),
         )
         for name, documentation, value in counters:
             yield CounterMetricFamily(f"tmt_{name}", documentation, value=value)

@@ -27,6 +27,20 @@ class TranslateBody(BaseModel):
         description="Target-side text each translation must start with: one string for "
         "every text, or a list with one prefix per text.",
     )
+    source: str | None = Field(
+        None,
+        description='The language of every text, a code of GET /v1/languages, or "auto": '
+        "identify each text's language among those the model translates into the target "
+        "from. Default: the server's default source. A language tag typed in a text never "
+        "changes it: it is taken out.",
+        examples=["de", "auto"],
+    )
+    target: str | None = Field(
+        None,
+        description="The language to translate into, a code of GET /v1/languages. Default: "
+        "the server's default target.",
+        examples=["en"],
+    )
     beam_size: int | None = Field(None, ge=1, description=f"1: greedy. {_DEFAULT}")
     length_penalty: float | None = Field(None, description=f"GNMT alpha. {_DEFAULT}")
     max_len_a: float | None = Field(
@@ -45,11 +59,23 @@ class Hypothesis(BaseModel):
     score: float = Field(description="Search score: length-normalised log-probability.")
 
 
+class Detected(BaseModel):
+    language: str = Field(description="The language the text was translated from.")
+    confidence: float = Field(
+        description="The identifier's confidence, 0 to 1 among the candidate languages; 0: "
+        "it could not tell (no letters), and the server's default source was taken (or, "
+        "when that is not translated into the target, the first candidate)."
+    )
+
+
 class TranslationItem(BaseModel):
     text: str = Field(description="The best translation.")
     score: float
     nbest: list[Hypothesis] | None = Field(
         None, description="Present only with n_best > 1: the n-best list, best first."
+    )
+    detected: Detected | None = Field(
+        None, description='Present only with source "auto": the language identified.'
     )
 
 
@@ -73,6 +99,25 @@ class ErrorDetail(BaseModel):
 
 class ErrorBody(BaseModel):
     error: ErrorDetail
+
+
+class Direction(BaseModel):
+    source: str | None
+    target: str | None
+
+
+class LanguagesResponse(BaseModel):
+    """GET /v1/languages."""
+
+    default: Direction = Field(description="The direction of a request that names none.")
+    languages: list[str] = Field(description="Every language code a request may name.")
+    trained: list[Direction] = Field(description="The directions the model was trained on.")
+    zero_shot: list[Direction] = Field(
+        description="Every other ordered pair of its languages the model can be asked for "
+        "(language tags say the direction), never trained on: expect lower quality and "
+        "output in the wrong language."
+    )
+    auto: bool = Field(description='Whether source "auto" can identify languages here.')
 
 
 class Health(BaseModel):

@@ -1,0 +1,64 @@
+"""`source: "auto"`: each text's language, identified among the languages the model may be
+asked to translate into the request's target from (`Languages.sources`).
+
+The identifier is `langid.LanguageIdentifier` (lingua, restricted to those languages: the
+choice measured best on Multi30k's short captions, docs/results.md). One is built per target
+on the first request that needs it (lingua then loads its models: about a second for four
+languages, off the event loop) and kept. A text lingua cannot place (digits, punctuation) is
+translated from the server's default source when the model translates that into the target,
+else from the first candidate, and reported with confidence 0.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from transformer_mt import langid
+from transformer_mt.inference.languages import Languages
+from transformer_mt.langid import Detection, LanguageIdentifier, LinguaMissing
+from transformer_mt.serve.api import ApiError
+
+
+class SourceDetector:
+    """The identifiers of one server's model, by target language. Thread-safe."""
+
+    def __init__(self, languages: Languages):
+        self.languages = languages
+        self._identifiers: dict[str | None, LanguageIdentifier] = {}
+        self._lock = threading.Lock()
+
+    def detect(self, texts: list[str], target: str | None) -> list[Detection]:
+        """The source language of each text (a code the model translates into `target`
+        from) and lingua's confidence in it.
+
+        Raises:
+            ApiError: 501 (field source) without lingua installed; 400 (field source) when
+                lingua knows none of the candidate languages.
+        """
+        identifier = self._identifier(target)
+        sources = self.languages.sources(target)
+        default = self.languages.default[0]
+        fallback = default if default in sources else identifier.codes[0]
+        return [
+            found if found.code is not None else Detection(fallback, 0.0)
+            for found in identifier.detect(texts)
+        ]
+
+    def _identifier(self, target: str | None) -> LanguageIdentifier:
+        with self._lock:
+            found = self._identifiers.get(target)
+            if found is None:
+                sources = self.languages.sources(target)
+                try:
+                    codes = langid.known(sources)
+                except LinguaMissing as err:
+                    raise ApiError(501, "source", f"source=auto: {err}") from None
+                if not codes:
+                    raise ApiError(
+                        400,
+                        "source",
+                        f"source=auto: lingua identifies none of the languages translated into "
+                        f"{target} ({', '.join(sources)}); name the source",
+                    )
+                found = self._identifiers[target] = LanguageIdentifier(codes)
+            return found
