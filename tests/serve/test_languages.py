@@ -17,6 +17,9 @@ import torch
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 pytest.importorskip("prometheus_client")
+pytest.importorskip("httpx")
+
+from fastapi.testclient import TestClient  # noqa: E402
 
 from tests.conftest import MULTILINGUAL, WORDS  # noqa: E402
 from tests.serve.test_served import post, stream  # noqa: E402
@@ -27,6 +30,8 @@ from transformer_mt.errors import SettingError  # noqa: E402
 from transformer_mt.inference.languages import Direction  # noqa: E402
 from transformer_mt.inference.translator import Translator  # noqa: E402
 from transformer_mt.langid import installed  # noqa: E402
+from transformer_mt.serve import api, schema  # noqa: E402
+from transformer_mt.serve.app import create_app  # noqa: E402
 from transformer_mt.serve.caches import translation_key  # noqa: E402
 from transformer_mt.serve.engine import Engine, ServeLimits  # noqa: E402
 from transformer_mt.serve.server import start_in_thread  # noqa: E402
@@ -290,13 +295,17 @@ def test_auto_for_a_target_nothing_is_translated_into_names_the_target(served):
 
 
 def test_auto_without_lingua_is_a_501_saying_what_to_install(monkeypatch, engine):
-    from fastapi.testclient import TestClient
-
-    from transformer_mt.serve.app import create_app
-
     monkeypatch.setitem(sys.modules, "lingua", None)  # `import lingua` raises ImportError
     client = TestClient(create_app(engine), base_url="http://127.0.0.1:8000")
     response = client.post("/v1/translate", json={"text": "ein hund", "source": "auto"})
     assert response.status_code == 501, response.text
     error = response.json()["error"]
     assert error["field"] == "source" and "pip install 'transformer_mt[langid]'" in error["message"]
+
+
+def test_the_languages_body_and_its_openapi_model_have_the_same_keys(engine):
+    body = api.languages_json(engine.languages)
+    assert set(schema.LanguagesResponse.model_fields) == set(body)
+    client = TestClient(create_app(engine), base_url="http://127.0.0.1:8000")
+    assert client.get("/v1/languages").json() == body
+    assert "/v1/languages" in client.get("/openapi.json").json()["paths"]
