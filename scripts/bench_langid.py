@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.metadata
 import importlib.util
 import os
 import sys
@@ -41,7 +40,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout, uninstalled
 
-from bench_machine import load_average, print_markdown_table, run_standalone  # noqa: E402
+from bench_machine import (  # noqa: E402
+    install_mb,
+    load_average,
+    package_version,
+    print_markdown_table,
+    run_standalone,
+)
 
 from transformer_mt.files import read_lines  # noqa: E402
 
@@ -198,11 +203,11 @@ def run(args: argparse.Namespace) -> list[dict]:
         common = {
             "bench": "langid",
             "identifier": name,
-            "package": _package(identifier.distribution),
+            "package": package_version(identifier.distribution),
             "languages": known,
             "load_s": round(time.perf_counter() - start, 3),
             "load_mib": _difference(_resident_mib(), rss_before),
-            "install_mb": _install_mb(identifier.distribution),
+            "install_mb": install_mb(identifier.distribution),
             "cpus": len(os.sched_getaffinity(0)),  # the cores it may run on: 1 when pinned
         }
         for split in args.splits:
@@ -264,17 +269,6 @@ def _resident_mib() -> float | None:
 
 def _difference(after: float | None, before: float | None) -> float | None:
     return None if after is None or before is None else round(after - before, 1)
-
-
-def _package(distribution: str) -> str:
-    return f"{distribution} {importlib.metadata.version(distribution)}"
-
-
-def _install_mb(distribution: str) -> float:
-    """The size of the distribution's installed files (its own, not its dependencies')."""
-    files = importlib.metadata.distribution(distribution).files or []
-    paths = [Path(file.locate()) for file in files]
-    return round(sum(path.stat().st_size for path in paths if path.is_file()) / 1e6, 1)
 
 
 def _percent(row: dict, key: str, count: bool = False) -> str:

@@ -7,6 +7,7 @@ are never compared unknowingly. Used by `scripts/benchmark.py` and the bench_* s
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import platform
@@ -56,6 +57,19 @@ def machine_info() -> dict:
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name()
     return info
+
+
+def package_version(distribution: str) -> str:
+    """`name version` of an installed distribution, for the rows of a benchmark of libraries."""
+    return f"{distribution} {importlib.metadata.version(distribution)}"
+
+
+def install_mb(distribution: str) -> float:
+    """The size of the distribution's installed files (its own, not its dependencies'), in MB:
+    what choosing it adds to an install."""
+    files = importlib.metadata.distribution(distribution).files or []
+    paths = [Path(file.locate()) for file in files]
+    return round(sum(path.stat().st_size for path in paths if path.is_file()) / 1e6, 1)
 
 
 def pick_device(name: str | None) -> torch.device:

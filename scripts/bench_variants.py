@@ -46,12 +46,13 @@ from bench_translate import (  # noqa: E402
     measure,
     ours_translate,
 )
-from run_experiment import joined_bleu, longest_training_source  # noqa: E402
+from run_experiment import longest_training_source  # noqa: E402
 
 from transformer_mt.config import load_config  # noqa: E402
 from transformer_mt.data.dataset import column_texts, load_split  # noqa: E402
 from transformer_mt.data.tokenizer import EOS_ID, PAD_ID  # noqa: E402
 from transformer_mt.files import read_lines  # noqa: E402
+from transformer_mt.inference.paragraphs import joined_bleu  # noqa: E402
 from transformer_mt.inference.translator import Translator  # noqa: E402
 from transformer_mt.search import search  # noqa: E402
 
@@ -83,7 +84,8 @@ def run(args: argparse.Namespace) -> list[dict]:
     for run_dir in args.runs:
         results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
         checkpoint = run_dir / "checkpoints" / results["checkpoint"]
-        translator = Translator.from_checkpoint(str(checkpoint))
+        # Each line whole: the joined lines measure the model on long inputs, not the splitter.
+        translator = Translator.from_checkpoint(str(checkpoint), split_sentences=False)
         cfg = translator.model.cfg
         data = load_config(run_dir / "config.yaml").data
         test = load_split(data, "test")

@@ -1,6 +1,6 @@
 """One entry point for the benchmarks: matmul, training, translation, data, attention, threads,
 serving, trained model variants, streamed training, translation cost growth, the compiled
-decoding step, offline language identifiers.
+decoding step, offline language identifiers, sentence splitters, joined-sentence paragraphs.
 
     python scripts/benchmark.py matmul [--dtypes fp32 bf16]
     python scripts/benchmark.py train [--sizes quickstart base]
@@ -15,6 +15,8 @@ decoding step, offline language identifiers.
     python scripts/benchmark.py growth [--lengths 10 20 40 80 160] [--beams 1 2 5 10] [--plot PNG]
     python scripts/benchmark.py compile --checkpoint CKPT [--beams 1 5] [--variants eager-plain ...]
     python scripts/benchmark.py langid [--splits test2016 valid] [--identifiers lingua-all ...]
+    python scripts/benchmark.py splitters [--langs en de fr cs ja] [--joins 1 2 4 8]
+    python scripts/benchmark.py paragraphs --checkpoint CKPT [--joins 1 2 4 8]
 
 Each subcommand is a `bench_<name>.py` module with `add_arguments(parser)` and
 `run(args) -> list[dict]`, runnable on its own too. Here every result becomes one JSON line on
@@ -49,6 +51,8 @@ BENCHMARKS = {
     "growth": "bench_growth",
     "compile": "bench_compile",
     "langid": "bench_langid",
+    "splitters": "bench_splitters",
+    "paragraphs": "bench_paragraphs",
 }
 
 

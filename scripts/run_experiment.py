@@ -6,11 +6,11 @@ Runs (or resumes) `tmt train`, averages the periodic checkpoints it kept (`train
 `--average N`: the last N; none kept or N <= 1: best.pt is decoded instead), translates
 `data.test` with the config's decode settings and prints detokenized cased BLEU, lowercased
 BLEU and chrF (sacrebleu); `--joined 2 3` also scores test inputs of 2 and 3 consecutive
-sentences joined into one line against the joined references (length generalisation; see
-`joined_bleu`). A config in several directions is also scored in every direction of the model
-(supervised and zero-shot, `--pivot en` adding zero-shot ones through English), with the
-off-target rate of each: one table (`inference.directions`). Writes `test.hyp` and
-`results.json` into the run directory; the
+sentences joined into one line against the joined references, each line translated whole
+(length generalisation; see `inference.paragraphs`). A config in several directions is also
+scored in every direction of the model (supervised and zero-shot, `--pivot en` adding
+zero-shot ones through English), with the off-target rate of each: one table
+(`inference.directions`). Writes `test.hyp` and `results.json` into the run directory; the
 README's results table is made from those files (scripts/results_table.py). When training
 stops before its end (SIGTERM, Ctrl-C, an error) nothing is averaged or scored and the exit
 status is training's.
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from transformer_mt.data.dataset import check_sources, column_texts, load_split 
 from transformer_mt.errors import TmtError  # noqa: E402
 from transformer_mt.evaluation import corpus_scores  # noqa: E402
 from transformer_mt.inference.direction_scores import directions_table, score_directions  # noqa: E402
+from transformer_mt.inference.paragraphs import joined_bleu  # noqa: E402
 from transformer_mt.inference.translator import Translator  # noqa: E402
 
 
@@ -115,8 +115,10 @@ def main() -> int:
     }
     if args.joined:
         results["train_max_src_tokens"] = longest_training_source(translator, config.data)
+        # Length generalisation: the model reads each joined line whole, not split.
+        whole = Translator.from_checkpoint(str(checkpoint), split_sentences=False, **decode)
     for n in args.joined:
-        bleu, length = joined_bleu(translator, sources, references, n)
+        bleu, length = joined_bleu(whole, sources, references, n)
         results[f"joined{n}_bleu"], results[f"joined{n}_src_tokens"] = bleu, length
     table = None
     if len(config.data.directions()) > 1:
@@ -135,21 +137,6 @@ def longest_training_source(translator: Translator, data: DataConfig) -> int:
     """The longest source of `data`'s training split, in the translator's subwords."""
     sources = column_texts(load_split(data, "train"), "src")
     return max(len(translator.source_ids(text)) for text in sources)
-
-
-def joined_bleu(
-    translator: Translator, sources: list[str], references: list[str], n: int
-) -> tuple[float, float]:
-    """Cased BLEU on lines that join n consecutive test sentences (scored against the joined
-    references), and the mean length of those lines in source subwords: how a model does on
-    inputs longer than it was trained on, which positional encodings are said to differ on."""
-    starts = range(0, len(sources) - n + 1, n)
-    joined_src = [" ".join(sources[i : i + n]) for i in starts]
-    joined_ref = [" ".join(references[i : i + n]) for i in starts]
-    hypotheses = [t.texts[0] for t in translator.translate(joined_src)]
-    bleu = corpus_scores(hypotheses, joined_ref, ["bleu"])[0].score
-    length = statistics.mean(len(translator.source_ids(line)) for line in joined_src)
-    return round(bleu, 2), round(length, 1)
 
 
 if __name__ == "__main__":

@@ -88,6 +88,13 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--progress", action="store_true", help="progress bar even when not a tty")
     p.add_argument(
+        "--no-split",
+        dest="split_sentences",
+        action="store_false",
+        help="translate each line as one sentence (default: a line of several sentences is "
+        "translated sentence by sentence and joined back)",
+    )
+    p.add_argument(
         "--alignments",
         action="store_true",
         help="append a TAB and src_idx-tgt_idx subword alignment pairs to each translation",
@@ -145,6 +152,7 @@ def _run_translate(args: argparse.Namespace) -> int:
             args.alignment_layer if args.alignments else None,
             args.src_lang,
             args.tgt_lang,
+            args.split_sentences,
             **_decode_changes(args),
         )
         out = _open_out(args.output, stack)

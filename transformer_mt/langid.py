@@ -129,10 +129,18 @@ def _import_lingua() -> Any:
     return lingua
 
 
+def iso_code(code: str) -> str:
+    """A model's language code as plain ISO 639 (lowercase, two or three letters): NLLB's
+    script dropped (`deu_Latn` -> `deu`), and an individual language NLLB names where others
+    name its macrolanguage mapped to that (`arb` -> `ara`, see `MACROLANGUAGES`). Also what
+    the sentence splitter's codes are made from (`inference.sentences`)."""
+    base = code.split("_")[0].lower()
+    return MACROLANGUAGES.get(base, base)
+
+
 def _language(lingua: Any, code: str) -> Any | None:
     """lingua's `Language` of a model's code, None when it has none."""
-    base = code.split("_")[0].lower()  # NLLB: deu_Latn
-    base = MACROLANGUAGES.get(base, base)
+    base = iso_code(code)
     try:
         if len(base) == 2:
             return lingua.Language.from_iso_code_639_1(lingua.IsoCode639_1.from_str(base))

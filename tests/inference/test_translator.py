@@ -425,3 +425,64 @@ def test_decode_flags_set_decode_fields_with_their_types():
     assert changes == {"n_best": 2, "length_penalty": 1.0}
     assert isinstance(changes["length_penalty"], float)
     assert set(cli.DECODE_FLAGS) <= {f.name for f in dataclasses.fields(DecodeConfig)}
+
+
+# --- sentences inside a line (inference/sentences.py) ------------------------------------------
+
+SENTENCES = ("Ein mann fährt rad.", "Das buch liest eine frau!")
+PARAGRAPH = f"  {SENTENCES[0]}\t {SENTENCES[1]} "
+
+
+def test_a_line_of_sentences_is_its_sentences_translated_alone_and_joined(checkpoint):
+    translator = Translator.from_checkpoint(str(checkpoint), beam_size=3, n_best=2)
+    (line,) = translator.translate([PARAGRAPH])
+    first, second = translator.translate(list(SENTENCES))
+    # The k-th hypothesis joins the sentences' k-th, scored by the sum of their scores, with
+    # the whitespace of the line kept verbatim.
+    pairs = list(zip(first.texts, second.texts, strict=True))
+    assert line.texts == [f"  {a}\t {b} " for a, b in pairs]
+    sums = [a + b for a, b in zip(first.scores, second.scores, strict=True)]
+    assert line.scores == pytest.approx(sums)
+
+
+def test_a_line_of_one_sentence_translates_as_without_splitting(checkpoint):
+    lines = ["ein mann fährt rad", "  Das buch liest eine frau!  ", "", "zwei hunde. "]
+    split = Translator.from_checkpoint(str(checkpoint), beam_size=2)
+    whole = Translator.from_checkpoint(str(checkpoint), beam_size=2, split_sentences=False)
+    assert split.translate(lines) == whole.translate(lines)
+
+
+def test_splitting_is_off_when_asked_with_a_forced_prefix_and_with_alignments(checkpoint):
+    translator = Translator.from_checkpoint(str(checkpoint))
+    default = [translator.default]
+    assert translator.split([PARAGRAPH], default).sentences == list(SENTENCES)
+    assert translator.split([PARAGRAPH], default, ["ein"]).sentences == [PARAGRAPH]
+    assert translator.split([PARAGRAPH], default, [" "]).sentences == list(SENTENCES)
+    unsplit = Translator.from_checkpoint(str(checkpoint), split_sentences=False)
+    assert unsplit.split([PARAGRAPH], default).sentences == [PARAGRAPH]
+    aligned = Translator.from_checkpoint(str(checkpoint), alignment_layer=-1)
+    assert aligned.split([PARAGRAPH], default).sentences == [PARAGRAPH]
+    (translation,) = aligned.translate([PARAGRAPH])
+    assert translation.alignment is not None
+
+
+def test_progress_counts_lines_finished_not_sentences(checkpoint):
+    # A budget of 8 tokens puts about one sentence in a batch: a line of three sentences is
+    # counted once, by the batch of its last.
+    translator = Translator.from_checkpoint(str(checkpoint), beam_size=1, max_tokens=8)
+    lines = [" ".join(SENTENCES + ("Zwei hunde spielen.",)), "", "das buch", PARAGRAPH]
+    counts: list[int] = []
+    translations = translator.translate(lines, counts.append)
+    assert len(counts) >= 4 and sum(counts) == 3  # the blank line is never searched
+    assert translations[1].texts == [""]
+
+
+def test_cli_no_split_translates_each_line_whole(checkpoint, tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text(f"{PARAGRAPH}\nein mann\n", encoding="utf-8")
+    for flags, split_sentences in [([], True), (["--no-split"], False)]:
+        out = tmp_path / "out.txt"
+        assert translate(checkpoint, "--input", source, "--output", out, *flags) == 0
+        translator = Translator.from_checkpoint(str(checkpoint), split_sentences=split_sentences)
+        expected = [t.texts[0] for t in translator.translate([PARAGRAPH, "ein mann"])]
+        assert out.read_text(encoding="utf-8").split("\n") == [*expected, ""]

@@ -9,6 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from transformer_mt.inference.paragraphs import joined_bleu
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -73,13 +75,13 @@ class _EchoTranslator:
         return list(range(len(line.split())))
 
 
-def test_joined_bleu_scores_lines_of_n_sentences_against_joined_references(run_experiment):
+def test_joined_bleu_scores_lines_of_n_sentences_against_joined_references():
     sources = ["a small dog runs", "two men talk", "the red car", "a girl reads a book", "end"]
     references = [*sources[:4], "something else"]
     # Pairs (1, 2) and (3, 4) joined: the echo equals the joined references; the fifth is left
     # out, so its wrong reference does not count.
-    bleu, length = run_experiment.joined_bleu(_EchoTranslator(), sources, references, 2)
+    bleu, length = joined_bleu(_EchoTranslator(), sources, references, 2)
     assert bleu == 100.0
     assert length == (7 + 8) / 2
     wrong = ["x y z w", "v u t", "s r q", "p o n m l", "k"]
-    assert run_experiment.joined_bleu(_EchoTranslator(), sources, wrong, 2)[0] < 1.0
+    assert joined_bleu(_EchoTranslator(), sources, wrong, 2)[0] < 1.0

@@ -1,8 +1,10 @@
 """From a checkpoint to output: translations, attention maps, exported models.
 
-    translator.py      Translator: the one text -> translation pipeline (truncate, batch,
-                       search, detokenize) that `tmt translate`, validation BLEU,
-                       `tmt attention` and scripts/run_experiment.py call
+    translator.py      Translator: the one text -> translation pipeline (split, truncate,
+                       batch, search, detokenize, join) that `tmt translate`, validation
+                       BLEU, `tmt attention` and scripts/run_experiment.py call
+    sentences.py       a line cut into sentences and joined back, whitespace kept verbatim
+    paragraphs.py      BLEU on test sentences joined n to a line
     stream.py          lines in, lines out for `tmt translate`: UTF-8 input, n-best format,
                        chunks (progress: transformer_mt/progress.py)
     quantize.py        dynamic int8 linear layers for CPU translation

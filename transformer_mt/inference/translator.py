@@ -3,15 +3,27 @@
 `tmt translate`, validation BLEU, `tmt attention` and scripts/run_experiment.py all translate
 through `Translator`, so its rules hold on every path and live only here:
 
-    1) encode each line; a blank line is not searched, its translation is empty
-    2) truncate to the position table: at most max_positions - 1 subwords, as the appended
+    1) split each line into its sentences (`inference.sentences`; `split_sentences`)
+    2) encode each sentence; a blank line is not searched, its translation is empty
+    3) truncate to the position table: at most max_positions - 1 subwords, as the appended
        EOS takes one position (counted in `truncated_lines`, never dropped)
-    3) batch by length under decode.max_tokens; `make_source_batches` appends the EOS
-    4) search with the decode settings, decoding capped at the position table
-    5) detokenize with the target tokenizer, results in input order
+    4) batch the sentences of all lines by length under decode.max_tokens;
+       `make_source_batches` appends the EOS
+    5) search with the decode settings, decoding capped at the position table
+    6) detokenize with the target tokenizer, join each line's sentences back with the
+       whitespace that was between them, results in input order
 
 Promises that users rely on in pipelines: one translation per input line, always, in input
 order, with n_best hypotheses each.
+
+Sentences, because our models learn from single sentences and translate a paragraph in one
+line by its first sentence or two (docs/results.md). A line of one sentence is searched
+exactly as it was before splitting existed. Lines are translated whole when a forced prefix
+is given for them (the words a user typed start the line's translation, not a sentence's) and
+when alignments are asked for (they index the subwords of the line as the model read it, one
+source). With n_best > 1, the k-th hypothesis of a split line joins the k-th of each of its
+sentences, scored by the sum of their scores: hypotheses stay best first, but they are not
+the line's k best combinations.
 
 A model with language tags translates each line in its own direction when asked
 (`translate(directions=...)`, the server's per-request languages): the tags of a `Direction`
@@ -23,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -39,6 +52,7 @@ from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.inference.languages import Direction, Languages, Pair
 from transformer_mt.inference.packed import pack_where_it_pays
 from transformer_mt.inference.quantize import QUANTIZE_OPTIONS, int8_cache_dtype, quantize_int8
+from transformer_mt.inference.sentences import Segments, SplitLines, split_line
 from transformer_mt.machine import resolve_device
 from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.search import SearchOptions, SearchResult, SpecialIds, search
@@ -85,6 +99,20 @@ class Translation:
         log-probability of nothing), so n-best output keeps n_best lines for every input."""
         return cls([""] * n_best, [0.0] * n_best, alignment)
 
+    @classmethod
+    def joined(cls, segments: Segments, parts: Sequence[Translation]) -> Translation:
+        """The translation of a line from those of its sentences (`segments`): the k-th
+        hypothesis joins the sentences' k-th, with the sum of their scores. A line of one
+        sentence keeps its translation as it is (alignment included: only such lines have
+        one, see the module)."""
+        if len(parts) == 1:
+            return parts[0]
+        n_best = range(len(parts[0].texts))
+        return cls(
+            [segments.join([part.texts[k] for part in parts]) for k in n_best],
+            [sum(part.scores[k] for part in parts) for k in n_best],
+        )
+
 
 class Translator:
     """A model, its tokenizers and search settings: lines of text in, translations out.
@@ -102,6 +130,10 @@ class Translator:
             direction of every line that is not given its own.
         directions: the (source, target) pairs the model was trained on (its checkpoint's
             `data.directions()`), for `languages`.
+        split_sentences: split lines into sentences before searching (see the module).
+        split_lang: the language whose sentence rules split lines that name none (a model
+            without tags: its checkpoint's `data.src_lang`); None: src_lang, else English
+            rules (`sentences.split_line`).
     """
 
     def __init__(
@@ -117,6 +149,8 @@ class Translator:
         src_lang: str | None = None,
         tgt_lang: str | None = None,
         directions: Sequence[Pair] = (),
+        split_sentences: bool = True,
+        split_lang: str | None = None,
     ):
         decode.validate()
         if alignment_layer is not None:
@@ -134,6 +168,8 @@ class Translator:
         self.cache_dtype = cache_dtype
         self.specials = specials
         self.options = search_options(model, specials, cache_dtype)
+        self.split_sentences = split_sentences
+        self.split_lang = split_lang or src_lang
         self._trained, self._asked = tuple(directions), (src_lang, tgt_lang)
         # Language tags of each direction asked for (ids in front of its sources, and forced
         # in front of its targets); `default`: those of lines not given a direction.
@@ -157,6 +193,7 @@ class Translator:
         alignment_layer: int | None = None,
         src_lang: str | None = None,
         tgt_lang: str | None = None,
+        split_sentences: bool = True,
         **decode_changes: object,
     ) -> Translator:
         """Load `path`; `decode_changes` override the checkpoint's decode section.
@@ -167,6 +204,8 @@ class Translator:
             alignment_layer: see the class.
             src_lang, tgt_lang: see the class; None: the checkpoint's data languages where
                 the model has tags for them.
+            split_sentences: see the class; lines are split by the rules of src_lang, else
+                of the checkpoint's source language.
         """
         device = resolve_device(device)
         bundle = load_for_inference(path, device)
@@ -196,6 +235,8 @@ class Translator:
             src_lang or _tagged(bundle.config.data.src_lang, bundle.specials),
             tgt_lang or _tagged(bundle.config.data.tgt_lang, bundle.specials),
             bundle.config.data.directions(),
+            split_sentences,
+            src_lang or bundle.config.data.src_lang,
         )
 
     @property
@@ -235,10 +276,12 @@ class Translator:
         prefixes: Sequence[str] | None = None,
         directions: Sequence[Pair] | None = None,
     ) -> list[Translation]:
-        """Translate `lines` (no newlines) in batches sorted by length; results in input order.
+        """Translate `lines` (no newlines), their sentences in batches sorted by length;
+        results in input order.
 
         An empty (or blank) line is not searched: its translation is `Translation.empty`.
-        `on_batch(n)` is called after each searched batch of n lines (progress reports).
+        `on_batch(n)` is called after each searched batch with the n lines it finished
+        (progress reports; a line split into sentences is finished by its last one).
         `prefixes`: one target-side text per line that its translations must start with (an
         empty one forces nothing), e.g. the words a user has typed.
         `directions`: one (source language, target language) per line, for a model with
@@ -253,35 +296,92 @@ class Translator:
         resolved = [self.default] * len(lines)
         if directions is not None:
             resolved = [self.direction(*pair) for pair in directions]
-        encoded = [self.source_ids(line, d) for line, d in zip(lines, resolved, strict=True)]
+        split = self.split(lines, resolved, prefixes)
+        owners = split.owners
+        found = self._translate_sentences(
+            split.sentences,
+            [resolved[line] for line in owners],
+            None if prefixes is None else [prefixes[line] for line in owners],
+            owners,
+            on_batch,
+        )
+        return [
+            Translation.joined(segments, parts)
+            for segments, parts in zip(split.lines, split.regroup(found), strict=True)
+        ]
+
+    def split(
+        self,
+        lines: Sequence[str],
+        directions: Sequence[Direction],
+        prefixes: Sequence[str] | None = None,
+    ) -> SplitLines:
+        """`lines` as sentences, each split by the rules of its direction's source language
+        (else `split_lang`); whole where splitting is off, with alignments, and where a line
+        has a non-empty forced prefix (see the module)."""
+        splitting = self.split_sentences and self.alignment_layer is None
+        prefixes = prefixes or [""] * len(lines)
+        return SplitLines(
+            tuple(
+                split_line(line, direction.src_lang or self.split_lang)
+                if splitting and not prefix.strip()
+                else Segments.whole(line)
+                for line, direction, prefix in zip(lines, directions, prefixes, strict=True)
+            )
+        )
+
+    def _translate_sentences(
+        self,
+        sentences: Sequence[str],
+        directions: Sequence[Direction],
+        prefixes: Sequence[str] | None,
+        owners: Sequence[int],
+        on_batch: Callable[[int], None] | None,
+    ) -> list[Translation]:
+        """`translate` of single sentences, one direction (and prefix) each; `owners`: the
+        line of each sentence, so that `on_batch` counts the lines a batch finished."""
+        encoded = [self.source_ids(text, d) for text, d in zip(sentences, directions, strict=True)]
         todo = [i for i, ids in enumerate(encoded) if ids]
         no_pairs = None if self.alignment_layer is None else []
-        results = [Translation.empty(self.decode.n_best, no_pairs) for _ in lines]
-        forced = [self.prefix_ids(prefixes[i] if prefixes else "", resolved[i]) for i in todo]
+        results = [Translation.empty(self.decode.n_best, no_pairs) for _ in sentences]
+        forced = [self.prefix_ids(prefixes[i] if prefixes else "", directions[i]) for i in todo]
+        left = Counter(owners[i] for i in todo)  # sentences still to search, per line
         indices: list[int] = []  # into `todo`, batch by batch
         searched: list[Translation] = []
         sources = [encoded[i] for i in todo]
         for batch, found in self.search_batches(sources, forced if any(forced) else None):
-            for row, (index, result) in enumerate(zip(batch.indices.tolist(), found, strict=True)):
-                direction = resolved[todo[index]]
-                searched.append(self.detokenize(result, direction))
-                if self.alignment_layer is not None:
-                    src_ids = batch.src_ids[row, batch.src_mask[row].view(-1)]  # (S,), with EOS
-                    searched[-1].alignment = alignment_pairs(
-                        self.model,
-                        src_ids,
-                        result.best.tokens,
-                        self.alignment_layer,
-                        self.specials.bos,
-                        source_tags=len(direction.source_prefix),
-                        target_tags=len(direction.target_prefix),
-                    )
-            indices.extend(batch.indices.tolist())
+            rows = batch.indices.tolist()
+            searched.extend(self._detokenized(batch, found, [directions[todo[i]] for i in rows]))
+            indices.extend(rows)
             if on_batch is not None:
-                on_batch(len(found))
+                lines = [owners[todo[i]] for i in rows]
+                left.subtract(lines)
+                on_batch(sum(left[line] == 0 for line in set(lines)))
         for i, translation in zip(todo, restore_order(indices, searched), strict=True):
             results[i] = translation
         return results
+
+    def _detokenized(
+        self, batch: SourceBatch, found: list[SearchResult], directions: Sequence[Direction]
+    ) -> list[Translation]:
+        """The translations of a searched batch's rows (in the batch's order), each in its
+        direction, aligned when alignments are on."""
+        translations = []
+        for row, (result, direction) in enumerate(zip(found, directions, strict=True)):
+            translation = self.detokenize(result, direction)
+            if self.alignment_layer is not None:
+                src_ids = batch.src_ids[row, batch.src_mask[row].view(-1)]  # (S,), with EOS
+                translation.alignment = alignment_pairs(
+                    self.model,
+                    src_ids,
+                    result.best.tokens,
+                    self.alignment_layer,
+                    self.specials.bos,
+                    source_tags=len(direction.source_prefix),
+                    target_tags=len(direction.target_prefix),
+                )
+            translations.append(translation)
+        return translations
 
     def source_ids(self, line: str, direction: Direction | None = None) -> list[int]:
         """The subword ids of one line, after the language tags of `direction` (None: the

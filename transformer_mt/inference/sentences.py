@@ -1,0 +1,179 @@
+"""Sentences inside a line: a paragraph is translated sentence by sentence.
+
+Our models learn from single sentences, and a line holding several gets a fraction of a
+translation: the de-en rope model scores 42.5 BLEU on single test2016 sentences, about 23 on
+two joined into one line, 14.5 on three and under 2 on eight, its output stopping after the
+first sentence or two (docs/results.md). So `Translator.translate` cuts every line into its
+sentences (`split_line`), searches the sentences of all its lines as one list (`SplitLines`)
+and puts each line's translations back together (`Segments.join`): one line in, one line out.
+
+The splitter is sentencex (Wikimedia's, rules for some 35 languages and fallbacks for ~300),
+chosen by measurement against pySBD, Bling Fire, the Moses splitter's port and syntok on
+test2016 captions joined 2, 4 and 8 to a line (scripts/bench_splitters.py; docs/results.md,
+"Sentence splitters on joined Multi30k captions"): it gives back 99.6% of the en/de/fr/cs/ja
+lines of two marked sentences exactly and 98.1% of those of eight, at 80,000 lines a second,
+with the best-kept code of the five. Its misses there: a sentence that starts with a digit
+("... Bart. 6 Personen ...") stays with the one before, and English "art." reads as an
+abbreviation. Known misses beyond Multi30k: French "M. Dupont" and "Dr. Martin" are split
+after the title, German ordinals ("das 3. Mal") end a sentence.
+
+What this module adds to the splitter:
+
+- Exact text. The whitespace before the first sentence, between sentences and after the
+  last is kept verbatim, so `split_line(line).join(its own sentences)` is `line` byte for
+  byte and the translation of a split line keeps its spacing (double spaces, tabs).
+- A line of one sentence, or of none (a blank line), is one segment: the line itself,
+  whitespace and all. It reaches the model exactly as before splitting existed, so outputs
+  of single sentences do not change.
+- Language codes. A model's codes are ISO 639-1 (`de`), ISO 639-3 (`deu`, multilingual
+  OPUS-MT) or NLLB's `deu_Latn`; sentencex knows languages by MediaWiki's codes, ISO 639-1
+  where there is one (a three-letter code it reads as English). `splitter_language` maps
+  them. A language sentencex has no rules for is split by English rules, with no error:
+  sentence ends marked by `.`, `!`, `?` and their CJK forms are common to most scripts.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TypeVar
+
+from sentencex import segment
+
+from transformer_mt.errors import TmtError
+from transformer_mt.langid import iso_code
+
+T = TypeVar("T")
+
+# ISO 639-3 -> ISO 639-1, for every language that has a two-letter code.
+_ISO_PAIRS = """
+    aar:aa abk:ab ave:ae afr:af aka:ak amh:am arg:an ara:ar asm:as ava:av aym:ay aze:az bak:ba
+    bel:be bul:bg bis:bi bam:bm ben:bn bod:bo bre:br bos:bs cat:ca che:ce cha:ch cos:co cre:cr
+    ces:cs chu:cu chv:cv cym:cy dan:da deu:de div:dv dzo:dz ewe:ee ell:el eng:en epo:eo spa:es
+    est:et eus:eu fas:fa ful:ff fin:fi fij:fj fao:fo fra:fr fry:fy gle:ga gla:gd glg:gl grn:gn
+    guj:gu glv:gv hau:ha heb:he hin:hi hmo:ho hrv:hr hat:ht hun:hu hye:hy her:hz ina:ia ind:id
+    ile:ie ibo:ig iii:ii ipk:ik ido:io isl:is ita:it iku:iu jpn:ja jav:jv kat:ka kon:kg kik:ki
+    kua:kj kaz:kk kal:kl khm:km kan:kn kor:ko kau:kr kas:ks kur:ku kom:kv cor:kw kir:ky lat:la
+    ltz:lb lug:lg lim:li lin:ln lao:lo lit:lt lub:lu lav:lv mlg:mg mah:mh mri:mi mkd:mk mal:ml
+    mon:mn mar:mr msa:ms mlt:mt mya:my nau:na nob:nb nde:nd nep:ne ndo:ng nld:nl nno:nn nor:no
+    nbl:nr nav:nv nya:ny oci:oc oji:oj orm:om ori:or oss:os pan:pa pli:pi pol:pl pus:ps por:pt
+    que:qu roh:rm run:rn ron:ro rus:ru kin:rw san:sa srd:sc snd:sd sme:se sag:sg sin:si slk:sk
+    slv:sl smo:sm sna:sn som:so sqi:sq srp:sr ssw:ss sot:st sun:su swe:sv swa:sw tam:ta tel:te
+    tgk:tg tha:th tir:ti tuk:tk tgl:tl tsn:tn ton:to tur:tr tso:ts tat:tt twi:tw tah:ty uig:ug
+    ukr:uk urd:ur uzb:uz ven:ve vie:vi vol:vo wln:wa wol:wo xho:xh yid:yi yor:yo zha:za zho:zh
+    zul:zu
+"""
+ISO_639_1 = dict(pair.split(":") for pair in _ISO_PAIRS.split())
+
+
+def splitter_language(code: str | None) -> str:
+    """The code sentencex knows the language of `code` by: ISO 639-1 where the language has
+    one (`deu_Latn`, `deu` and `de` -> `de`), else the ISO 639-3 code, which MediaWiki's
+    fallbacks may know (`bar` -> German rules) and sentencex otherwise reads as English.
+    None (a model that names no language): `en`."""
+    if not code:
+        return "en"
+    base = iso_code(code)
+    return ISO_639_1.get(base, base)
+
+
+@dataclass(frozen=True)
+class Segments:
+    """One line as its sentences and the text around them, so that
+
+        line == separators[0] + sentences[0] + separators[1] + ... + sentences[-1]
+                + separators[-1]
+
+    `sentences` start and end with no whitespace, except the one sentence of a line that is
+    not split (`whole`); `separators` hold the rest, verbatim (one more than sentences)."""
+
+    sentences: tuple[str, ...]
+    separators: tuple[str, ...]
+
+    @classmethod
+    def whole(cls, line: str) -> Segments:
+        """`line` as one sentence, untouched."""
+        return cls((line,), ("", ""))
+
+    def join(self, translations: Sequence[str]) -> str:
+        """The translations of `sentences`, in order, with the separators around them.
+
+        Raises:
+            TmtError: not one translation per sentence.
+        """
+        if len(translations) != len(self.sentences):
+            raise TmtError(
+                f"{len(translations)} translations for {len(self.sentences)} sentences; "
+                "give one each"
+            )
+        between = itertools.chain.from_iterable(zip(translations, self.separators[1:], strict=True))
+        return self.separators[0] + "".join(between)
+
+
+def split_line(line: str, lang: str | None = None) -> Segments:
+    """`line` cut into sentences by the rules of `lang` (a model's code, see
+    `splitter_language`; None: English rules).
+
+    A line in which the splitter finds fewer than two sentences is `Segments.whole(line)`.
+    """
+    spans, start = [], 0
+    for piece in segment(splitter_language(lang), line):
+        text = piece.strip()
+        if not text:
+            continue
+        begin = line.find(text, start)
+        if begin < 0:  # a splitter that rewrote the text: sentencex never does (measured)
+            return Segments.whole(line)
+        spans.append((begin, begin + len(text)))
+        start = begin + len(text)
+    if len(spans) < 2:
+        return Segments.whole(line)
+    edges = [0, *itertools.chain.from_iterable(spans), len(line)]
+    separators = tuple(line[a:b] for a, b in zip(edges[::2], edges[1::2], strict=True))
+    return Segments(tuple(line[a:b] for a, b in spans), separators)
+
+
+@dataclass(frozen=True)
+class SplitLines:
+    """The sentences of many lines as one list, and the way back: a batch of lines becomes
+    one batch of sentences for the search, whose results `regroup` hands back per line."""
+
+    lines: tuple[Segments, ...]
+
+    @classmethod
+    def of(cls, lines: Sequence[str], langs: Sequence[str | None]) -> SplitLines:
+        """Each of `lines` split by the rules of its language in `langs` (`split_line`)."""
+        return cls(tuple(split_line(line, lang) for line, lang in zip(lines, langs, strict=True)))
+
+    @classmethod
+    def unsplit(cls, lines: Sequence[str]) -> SplitLines:
+        """Every line as one sentence (`Segments.whole`): splitting switched off."""
+        return cls(tuple(Segments.whole(line) for line in lines))
+
+    @cached_property
+    def sentences(self) -> list[str]:
+        """The sentences of every line, line after line."""
+        return [text for segments in self.lines for text in segments.sentences]
+
+    @cached_property
+    def owners(self) -> list[int]:
+        """The index of the line each of `sentences` comes from."""
+        return [i for i, segments in enumerate(self.lines) for _ in segments.sentences]
+
+    def regroup(self, items: Sequence[T]) -> list[list[T]]:
+        """`items`, one per sentence of `sentences`, as one list per line.
+
+        Raises:
+            TmtError: not one item per sentence.
+        """
+        if len(items) != len(self.sentences):
+            raise TmtError(f"{len(items)} results for {len(self.sentences)} sentences")
+        found = iter(items)
+        return [list(itertools.islice(found, len(s.sentences))) for s in self.lines]
+
+    def join(self, translations: Sequence[str]) -> list[str]:
+        """One translated line per line, from one translation per sentence."""
+        per_line = self.regroup(translations)
+        return [s.join(texts) for s, texts in zip(self.lines, per_line, strict=True)]
