@@ -32,7 +32,7 @@ class Work:
 
     sentence: Sentence
     job: Any  # engine.Job
-    index: int  # in the request
+    index: int  # of its sentence in the request (Job.split.sentences)
     cache_key: tuple  # of the translation cache
     direction: Direction  # its language tags, taken off its output
     streamed: str = ""  # greedy text sent so far

@@ -1,12 +1,14 @@
 """The serving engine: requests in from any thread, one decoding thread, answers as futures.
 
-`submit` turns texts into sentences through the `Translator`'s own rules (truncation to the
-position table, blank lines, target prefixes, the language tags of each text's direction) and
-queues them, first come first served, in a bounded queue. The decoding thread admits queued
-sentences between steps while the KV-block and source-token budgets allow, encodes them (or
-takes their encoder output from the encoder cache), and steps the `ContinuousBatch`. A
-request is answered when its last sentence finishes; an exact repeat (same text, same
-options, same direction) is answered from the translation cache without decoding.
+`submit` turns texts into sentences through the `Translator`'s own rules (sentence splitting,
+line by line: texts.py; truncation to the position table, blank lines, target prefixes, the
+language tags of each text's direction) and queues them, first come first served, in a
+bounded queue. The decoding thread admits queued sentences between steps while the KV-block
+and source-token budgets allow, encodes them (or takes their encoder output from the encoder
+cache), and steps the `ContinuousBatch`. A request is answered when its last sentence
+finishes, its sentences' translations joined back into one per text; an exact repeat of a
+sentence (same text, same options, same direction) is answered from the translation cache
+without decoding.
 
 Sentences of every direction share the batch: a direction is only ids in front of the source
 and of the forced target (`Translator.direction`), so the encoder cache (keyed by the source's
@@ -41,6 +43,7 @@ import torch
 from transformer_mt.config import DecodeConfig, ModelConfig, check_one_prefix_per_text
 from transformer_mt.errors import SettingError, TmtError, one_line
 from transformer_mt.inference.languages import Direction, Pair
+from transformer_mt.inference.sentences import SplitLines
 from transformer_mt.inference.translator import Translation, Translator
 from transformer_mt.search import max_output_lengths
 from transformer_mt.search.results import ranked_results
@@ -50,6 +53,7 @@ from transformer_mt.serve.contract import EngineStats, RequestTooLarge, Shutting
 from transformer_mt.serve.paged import BlockPool
 from transformer_mt.serve.prefix_cache import PrefixTree
 from transformer_mt.serve.scheduler import ContinuousBatch, Sentence, source_positions
+from transformer_mt.serve.texts import joined_translations, split_texts
 
 log = logging.getLogger("transformer_mt.serve")
 
@@ -86,16 +90,39 @@ class ServeLimits:
 
 
 class Job:
-    """One request: its future (list[Translation] in input order) and its cancellation."""
+    """One request: its future (list[Translation], one per text in input order) and its
+    cancellation. Its texts are searched as the sentences of `split` (texts.py); `results`
+    holds one translation per sentence, joined back into texts when the last is in."""
 
-    def __init__(self, engine: Engine, n: int, on_token: Callable[[int, str], None] | None):
+    def __init__(
+        self, engine: Engine, split: SplitLines, on_token: Callable[[int, str], None] | None
+    ):
         self.future: concurrent.futures.Future = concurrent.futures.Future()
-        self.results: list[Translation | None] = [None] * n
+        self.split = split
+        self.results: list[Translation | None] = [None] * len(split.sentences)
         self.pending = 0
         self.on_token = on_token
         self.submitted = time.monotonic()
         self.queue_seconds: float | None = None  # submit to the admission of its first sentence
+        self._streamed = [""] * len(split.sentences)  # greedy text of each sentence so far
         self._engine = engine
+
+    def translations(self) -> list[Translation]:
+        """One translation per text, once every sentence has its own."""
+        return joined_translations(self.split, self.results)
+
+    def stream(self, sentence: int, text: str) -> None:
+        """Tell `on_token` the text so far of the text that `sentence` belongs to: its
+        sentences' translations where finished, their greedy text so far elsewhere."""
+        self._streamed[sentence] = text
+        owner = self.split.owners[sentence]
+        first = self.split.owners.index(owner)
+        sentences = range(first, first + len(self.split.lines[owner].sentences))
+        parts = [
+            self._streamed[i] if self.results[i] is None else self.results[i].texts[0]
+            for i in sentences
+        ]
+        self.on_token(owner, self.split.lines[owner].join(parts))
 
     def cancel(self) -> None:
         """Stop its work: queued sentences leave the queue, running ones the batch (their KV
@@ -205,10 +232,15 @@ class Engine:
         self._check_size(texts, prefixes)
         resolved = self._directions(directions, len(texts))
         forced = prefixes or [""] * len(texts)
-        job = Job(self, len(texts), on_token)
+        split = split_texts(self.translator, texts, resolved, forced)
+        if len(split.sentences) > self.limits.max_queue:
+            raise RequestTooLarge(
+                f"{len(split.sentences)} sentences; the queue holds {self.limits.max_queue}"
+            )
+        job = Job(self, split, on_token)
         prepared = (
-            self._prepare(job, i, text, decode, forced[i], resolved[i])
-            for i, text in enumerate(texts)
+            self._prepare(job, i, sentence, decode, forced[line], resolved[line])
+            for i, (sentence, line) in enumerate(zip(split.sentences, split.owners, strict=True))
         )
         work = [w for w in prepared if w is not None]
         with self._cond:
@@ -220,7 +252,7 @@ class Engine:
             job.pending = len(work)
             self._cond.notify()
         if not work:
-            job.settle(job.results, None)
+            job.settle(job.translations(), None)
         return job
 
     def start(self) -> None:
@@ -308,7 +340,8 @@ class Engine:
         prefix: str,
         direction: Direction,
     ) -> Work | None:
-        """The work for one text, or None when it is answered at once (blank, or cached)."""
+        """The work for one sentence, or None when it is answered at once (blank, or
+        cached)."""
         key = translation_key(text, prefix, direction, decode)
         with self._cond:
             cached = self.translations.get(key)
@@ -419,7 +452,7 @@ class Engine:
                 text = self.translator.text(tokens, work.direction)
                 if text != work.streamed:
                     work.streamed = text
-                    work.job.on_token(work.index, text)
+                    work.job.stream(work.index, text)
 
     def _finish(self, work: Work, translation: Translation) -> None:
         job = work.job
@@ -429,7 +462,7 @@ class Engine:
             job.results[work.index] = translation
             job.pending -= 1
             if job.pending == 0:
-                self._done += job.settle(job.results, None)
+                self._done += job.settle(job.translations(), None)
 
     def _drop(self, jobs: set[Job]) -> None:
         """Take the sentences of `jobs` (cancelled or failed) out of the queue and the batch,

@@ -1,0 +1,100 @@
+"""Sentences in the server: a text of several sentences is searched sentence by sentence and
+answered as `Translator.translate` (and so `tmt translate`) answers it; line breaks come back
+verbatim; a text with a prefix stays whole."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from transformer_mt.inference.translator import Translator
+from transformer_mt.serve.engine import Engine, ServeLimits
+
+# Three sentences, with the whitespace between them that must come back as it was.
+THREE = "Ein mann fährt rad.  Zwei hunde spielen im schnee! Eine frau liest das buch?"
+
+
+@pytest.fixture(scope="module")
+def engine(checkpoint):
+    engine = Engine.from_checkpoint(str(checkpoint), limits=ServeLimits(kv_blocks=512))
+    engine.start()
+    yield engine
+    engine.stop(drain=False)
+
+
+@pytest.fixture(scope="module")
+def offline(checkpoint):
+    return Translator.from_checkpoint(str(checkpoint))
+
+
+def test_a_line_of_three_sentences_is_searched_as_three_and_answered_as_the_translator_does(
+    engine, offline
+):
+    assert len(offline.split([THREE], [offline.default]).sentences) == 3
+    (expected,) = offline.translate([THREE])
+    job = engine.submit([THREE], engine.defaults)
+    (got,) = job.future.result(timeout=60)
+    assert len(job.split.sentences) == 3
+    assert got.texts == expected.texts
+    assert got.scores == pytest.approx(expected.scores, abs=1e-4)
+    assert "  " in THREE and got.texts[0].count("  ") >= 1  # the double space between 1 and 2
+
+
+def test_n_best_of_a_split_line_joins_the_sentences_hypotheses_as_the_translator_does(
+    checkpoint, engine
+):
+    offline = Translator.from_checkpoint(str(checkpoint), beam_size=4, n_best=3)
+    (expected,) = offline.translate([THREE])
+    decode = dataclasses.replace(engine.defaults, beam_size=4, n_best=3)
+    (got,) = engine.submit([THREE], decode).future.result(timeout=60)
+    assert got.texts == expected.texts
+    assert got.scores == pytest.approx(expected.scores, abs=1e-4)
+
+
+def test_each_line_of_a_text_translates_as_that_line_and_the_line_breaks_come_back(engine, offline):
+    lines = ["Zwei hunde spielen im schnee", THREE, "", "ein mann fährt rad"]
+    breaks = ["\n", "\r\n", "\n\n"]
+    text = lines[0] + "".join(b + line for b, line in zip(breaks, lines[1:], strict=True))
+    (got,) = engine.submit([text], engine.defaults).future.result(timeout=60)
+    each = [t.texts[0] for t in offline.translate(lines)]
+    assert each[2] == ""
+    want = each[0] + "".join(b + line for b, line in zip(breaks, each[1:], strict=True))
+    assert got.texts[0] == want
+
+
+def test_a_text_with_a_prefix_is_searched_whole(engine, offline):
+    job = engine.submit([THREE + "\n" + THREE], engine.defaults, prefixes=["ein"])
+    (got,) = job.future.result(timeout=60)
+    assert job.split.sentences == [THREE + "\n" + THREE]
+    assert got.texts[0].startswith("ein")
+
+
+def test_the_stream_reports_each_text_by_its_index_and_ends_with_the_joined_text(
+    checkpoint, engine
+):
+    events: list[tuple[int, str]] = []
+    greedy = dataclasses.replace(engine.defaults, beam_size=1, n_best=1)
+    job = engine.submit(["hunde", THREE], greedy, on_token=lambda i, t: events.append((i, t)))
+    got = job.future.result(timeout=60)
+    assert {i for i, _ in events} == {0, 1}
+    offline = Translator.from_checkpoint(str(checkpoint), beam_size=1)
+    assert [t.texts for t in got] == [t.texts for t in offline.translate(["hunde", THREE])]
+
+
+def test_served_over_http_as_tmt_translate_prints_it(checkpoint, tmp_path):
+    pytest.importorskip("fastapi")
+    from tests.serve.test_served import offline as tmt_translate
+    from tests.serve.test_served import post
+    from transformer_mt.serve.server import start_in_thread
+
+    engine = Engine.from_checkpoint(str(checkpoint), limits=ServeLimits(kv_blocks=512))
+    url, stop = start_in_thread(engine)
+    try:
+        status, answer = post(f"{url}/v1/translate", json.dumps({"text": THREE}).encode())
+    finally:
+        stop(drain=False)
+    beam = engine.defaults.beam_size
+    (expected,) = tmt_translate(checkpoint, tmp_path, [THREE], None, beam, 1)
+    assert status == 200 and [answer["translations"][0]["text"]] == expected
