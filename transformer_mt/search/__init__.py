@@ -12,8 +12,9 @@ The modes are beam.py (`beam_search`, `beam_step`) and sampling.py (`greedy_sear
 `sample`); what they share is named by its module: protocol.py (what search needs of a
 model), options.py (`SearchOptions`: special ids, length cap, first cache, generator),
 lengths.py (the length penalty and max_len), beam_state.py (`BeamState`, the live
-hypotheses), rows.py (the model's rows kept aligned with them), results.py (hypotheses and
-n-best lists) and topk.py (top-k by chunks).
+hypotheses), constraints.py (lexical constraints and the banks of dynamic beam allocation),
+rows.py (the model's rows kept aligned with them), results.py (hypotheses and n-best lists)
+and topk.py (top-k by chunks).
 
 Definitions, in the names of `DecodeConfig`:
 
@@ -30,9 +31,15 @@ Definitions, in the names of `DecodeConfig`:
     prefix     forced target tokens a hypothesis must start with (the user typed them): while
                inside it, every other token is forbidden; its tokens count in |y| and log P,
                and max_len(x) is raised to at least |prefix| + 1.
+    constraints target phrases each translation must contain, each as a contiguous run
+               (beam search only; search/constraints.py): EOS is forbidden until a hypothesis
+               has met them all, and max_len(x) is raised to at least |prefix| + their tokens
+               + 1, a length by which they can all be met.
     max_len(x) max(1, floor(max_len_a * |x| + max_len_b)): the most tokens a hypothesis may
                generate, EOS included. One that reaches max_len tokens without EOS is finished as
-               it is (no EOS is forced), so a translation never exceeds max_len tokens.
+               it is (no EOS is forced), so a translation never exceeds max_len tokens; one
+               that leaves constraints unmet then is kept only to fill the n-best list, ranked
+               after every hypothesis that meets them all (`Hypothesis.unmet`).
     min_len    EOS is forbidden while fewer than min_len tokens have been generated, so every
                translation has at least min(min_len, max_len) tokens.
 
@@ -41,8 +48,12 @@ Each step ranks the 2K best one-token expansions of them: an EOS expansion among
 finished (as in fairseq: one ranked lower would not have entered the beam) and the K best
 non-EOS expansions live on. A sentence is done once it has K finished hypotheses (early
 stopping: a longer hypothesis that the length penalty would have preferred can be missed) or
-reaches max_len, and it returns its n_best finished hypotheses of highest score. Greedy search
-is the same rule with one row per sentence; sampling draws n_best independent samples.
+reaches max_len, and it returns its n_best finished hypotheses of highest score. With
+constraints, the candidates also hold each beam's best token and its next token of every
+unmet constraint, and the beam takes them in the order of dynamic beam allocation (banks by
+constraint tokens met) instead of by score; a sentence without constraints in such a batch is
+searched exactly as without. Greedy search is the same rule with one row per sentence;
+sampling draws n_best independent samples.
 
 The caller puts the model in eval mode; search runs under `torch.inference_mode()`.
 """
@@ -54,7 +65,9 @@ from collections.abc import Sequence
 from torch import Tensor
 
 from transformer_mt.config import DecodeConfig
+from transformer_mt.errors import SettingError
 from transformer_mt.search.beam import beam_search, beam_step
+from transformer_mt.search.constraints import Phrases, constrained_beam_size
 from transformer_mt.search.lengths import length_penalty, max_output_lengths
 from transformer_mt.search.options import DEFAULT_OPTIONS, SearchOptions, SpecialIds
 from transformer_mt.search.protocol import DecodingModel, ReorderableCache
@@ -71,6 +84,7 @@ __all__ = [
     "SpecialIds",
     "beam_search",
     "beam_step",
+    "constrained_beam_size",
     "greedy_search",
     "length_penalty",
     "max_output_lengths",
@@ -87,15 +101,25 @@ def search(
     cfg: DecodeConfig,
     options: SearchOptions = DEFAULT_OPTIONS,
     prefixes: Sequence[Sequence[int]] | None = None,
+    constraints: Sequence[Phrases] | None = None,
 ) -> list[SearchResult]:
-    """Sampling if `cfg.sampling`, else greedy search if `cfg.beam_size == 1`, else beam search.
+    """Sampling if `cfg.sampling`, else greedy search if `cfg.beam_size == 1`, else beam search;
+    beam search whatever the beam size when a sentence has constraints.
 
     Args and Returns: as `beam_search`; `options.generator` is used by sampling only.
     `prefixes`: per sentence, target ids every hypothesis starts with (forced decoding).
+    `constraints`: per sentence, target phrases every translation contains (beam search;
+    `constrained_beam_size` is the beam that suits a sentence's number of them).
     `options.max_len_cap` bounds every max_len (a model cannot decode past its position table).
+
+    Raises:
+        SettingError: constraints with sampling.
     """
+    constrained = constraints is not None and any(any(c) for c in constraints)
     if cfg.sampling:
+        if constrained:
+            raise SettingError("sampling", True, "constraints are met by beam search only")
         return sample(model, src_ids, src_mask, cfg, options, prefixes)
-    if cfg.beam_size == 1:
+    if cfg.beam_size == 1 and not constrained:
         return greedy_search(model, src_ids, src_mask, cfg, options, prefixes)
-    return beam_search(model, src_ids, src_mask, cfg, options, prefixes)
+    return beam_search(model, src_ids, src_mask, cfg, options, prefixes, constraints)

@@ -1,4 +1,5 @@
-"""Beam search: K live hypotheses per sentence, 2K candidates a step (rules: search/__init__)."""
+"""Beam search: K live hypotheses per sentence, 2K candidates a step (rules: search/__init__);
+with constraints, more candidates and their order by banks (search/constraints.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from transformer_mt.config import DecodeConfig
-from transformer_mt.search.beam_state import BeamState
+from transformer_mt.search.beam_state import INF, BeamState
+from transformer_mt.search.constraints import Phrases, bank_order
 from transformer_mt.search.options import DEFAULT_OPTIONS, SearchOptions, SpecialIds
 from transformer_mt.search.protocol import DecodingModel
 from transformer_mt.search.results import (
@@ -25,11 +27,13 @@ from transformer_mt.search.topk import top_k
 
 @dataclass(frozen=True)
 class _Candidates:
-    """The 2K best one-token expansions of each sentence's beams, best first."""
+    """The 2K one-token expansions of each sentence's beams that the beam takes first: the
+    best by score, or with constraints in the order of their banks (`bank_order`)."""
 
     scores: Tensor  # (N, 2K) log P of beam + token
     beams: Tensor  # (N, 2K) long: which beam (0..K-1) is expanded
     tokens: Tensor  # (N, 2K) long: with which token
+    matched: Tensor | None = None  # (N, 2K, C) long: constraint states after it (constraints)
 
 
 def beam_search(
@@ -39,8 +43,9 @@ def beam_search(
     cfg: DecodeConfig,
     options: SearchOptions = DEFAULT_OPTIONS,
     prefixes: Sequence[Sequence[int]] | None = None,
+    constraints: Sequence[Phrases] | None = None,
 ) -> list[SearchResult]:
-    """Beam search with cfg.beam_size beams per sentence (rules in the module docstring).
+    """Beam search with cfg.beam_size beams per sentence (rules in search/__init__).
 
     Args:
         model: anything with `encode` and `decode_step` (see `DecodingModel`).
@@ -49,6 +54,8 @@ def beam_search(
         cfg: beam_size, length_penalty, length_norm, max_len_a, max_len_b, min_len, n_best.
         options: special ids, length cap and first cache (`SearchOptions`).
         prefixes: per sentence, target ids every hypothesis must start with (None: none).
+        constraints: per sentence, phrases of target ids every translation must contain
+            (`search.constraints`; None, or no phrase at all: the unconstrained search).
 
     Returns:
         One `SearchResult` per source sentence, in input order, with up to cfg.n_best
@@ -56,7 +63,9 @@ def beam_search(
     """
     finished: list[list[Hypothesis]] = [[] for _ in range(src_ids.shape[0])]
     with torch.inference_mode():
-        state, rows = start_rows(model, src_ids, src_mask, cfg, cfg.beam_size, 1, options, prefixes)
+        state, rows = start_rows(
+            model, src_ids, src_mask, cfg, cfg.beam_size, 1, options, prefixes, constraints
+        )
         first = True
         while state.sentence_ids.numel():
             if first:  # one live beam per sentence: decode one row each, repeat the log-probs
@@ -124,16 +133,75 @@ def beam_step(
 
 
 def _expand(state: BeamState, log_probs: Tensor, min_len: int, ids: SpecialIds) -> _Candidates:
-    """The 2K best allowed expansions of each sentence's K beams by one token (log_probs
-    (N*K, V), overwritten)."""
+    """The 2K allowed expansions of each sentence's K beams by one token that the beam takes
+    first (log_probs (N*K, V), overwritten)."""
     n_sentences, beam_size = state.scores.shape
     vocab_size = log_probs.shape[-1]
     # In place: no new (N, K, V) tensor of megabytes (and its page faults) at every step.
     totals = log_probs.view(n_sentences, beam_size, vocab_size).add_(state.scores.unsqueeze(2))
     state.forbid(totals, min_len, ids)
+    if state.constraints is not None:
+        return _banked_candidates(state, totals)
     # 2K candidates: at most K of them end in EOS, so K non-EOS ones always remain.
     scores, flat = top_k(totals.view(n_sentences, -1), 2 * beam_size)  # (N, 2K)
     return _Candidates(scores, flat // vocab_size, flat % vocab_size)
+
+
+def _banked_candidates(state: BeamState, totals: Tensor) -> _Candidates:
+    """With constraints: the first 2K in the order of dynamic beam allocation among the 2K
+    best expansions, each beam's best and each beam's next token of every constraint it has
+    not met (Post & Vilar 2018), each (beam, token) once; `totals` (N, K, V) allowed scores.
+
+    At a sentence's last step (max_len) every candidate among the first K finishes, so there
+    the 2K best come from rows that have met every constraint, and candidates that meet them
+    all go first (`bank_order`'s `finishing`): the n-best list then holds as many complete
+    translations as the beam can give, and the others only fill it.
+    """
+    constraints = state.constraints
+    n, k, vocab_size = totals.shape
+    by_row = totals.view(n * k, vocab_size)
+    best, best_tokens = top_k(by_row, 1)  # (N * K, 1)
+    forced, unmet = constraints.next_tokens()  # (N * K, C)
+    forced_scores = by_row.gather(1, forced).masked_fill_(~unmet, -INF)
+    finishing = state.max_lens <= state.steps + 1  # (N,)
+    if bool(finishing.any()):  # a row with a constraint unmet ends complete by a forced token only
+        by_row.masked_fill_((finishing.repeat_interleave(k) & unmet.any(dim=1))[:, None], -INF)
+    scores, flat = top_k(totals.view(n, -1), 2 * k)  # (N, 2K)
+    beam = torch.arange(k, device=totals.device)
+    scores = torch.cat([scores, best.view(n, k), forced_scores.view(n, -1)], dim=1)  # (N, M)
+    beams = torch.cat(
+        [
+            flat // vocab_size,
+            beam.expand(n, k),
+            beam.repeat_interleave(forced.shape[1]).expand(n, -1),
+        ],
+        dim=1,
+    )
+    tokens = torch.cat([flat % vocab_size, best_tokens.view(n, k), forced.view(n, -1)], dim=1)
+    scores = _once_each(scores, beams * vocab_size + tokens)
+    matched = constraints.step(torch.arange(n, device=beams.device)[:, None] * k + beams, tokens)
+    banks = constraints.tokens_met(matched)  # (N, M)
+    complete = banks == constraints.tokens_needed()[:, None]
+    order = bank_order(scores, banks, finishing, complete)[:, : 2 * k]  # (N, 2K)
+    c = matched.shape[2]
+    return _Candidates(
+        scores.gather(1, order),
+        beams.gather(1, order),
+        tokens.gather(1, order),
+        matched.gather(1, order.unsqueeze(2).expand(-1, -1, c)),
+    )
+
+
+def _once_each(scores: Tensor, keys: Tensor) -> Tensor:
+    """`scores` (N, M) with -inf at every candidate whose key (N, M) long an earlier one
+    of its row has: one hypothesis must not fill two slots. A candidate already at -inf
+    (a constraint met) takes no key, so that it does not hide a live copy of itself."""
+    unique = -1 - torch.arange(keys.shape[1], device=keys.device)  # (M,): below every key
+    keys = torch.where(scores.isfinite(), keys, unique)
+    ordered, order = keys.sort(dim=1, stable=True)
+    repeated = torch.zeros_like(keys, dtype=torch.bool)
+    repeated[:, 1:] = ordered[:, 1:] == ordered[:, :-1]
+    return scores.masked_fill(torch.zeros_like(repeated).scatter_(1, order, repeated), -INF)
 
 
 def _retire_beams(
@@ -143,7 +211,8 @@ def _retire_beams(
     eos_id: int,
     finished: Sequence[list[Hypothesis]] | Mapping[int, list[Hypothesis]],
 ) -> None:
-    """Finish the candidates among each sentence's first K that end in EOS or reach max_len."""
+    """Finish the candidates among each sentence's first K that end in EOS or reach max_len
+    (with constraints, a hypothesis may end in EOS only once it has met them all)."""
     beam_size = state.beam_size
     at_max_len = (state.max_lens <= state.steps + 1).unsqueeze(1)  # (N, 1)
     ends = (candidates.tokens == eos_id) | at_max_len  # (N, 2K)
@@ -154,6 +223,9 @@ def _retire_beams(
     if not sentence.numel():
         return
     rows = sentence * beam_size + candidates.beams[sentence, rank]  # (M,)
+    unmet = None
+    if candidates.matched is not None:
+        unmet = state.constraints.n_unmet(candidates.matched[sentence, rank], sentence)
     collect_finished(
         finished,
         state.sentence_ids[sentence],
@@ -163,6 +235,7 @@ def _retire_beams(
         candidates.scores[sentence, rank],
         cfg,
         eos_id,
+        unmet,
     )
 
 
@@ -182,6 +255,10 @@ def _advance(state: BeamState, candidates: _Candidates, eos_id: int) -> Tensor:
     beam_rows = (offsets + beams).reshape(-1)  # (N * K,)
     state.tokens = state.tokens[beam_rows]
     state.append(tokens.reshape(-1))
+    if candidates.matched is not None:
+        c = candidates.matched.shape[2]
+        matched = candidates.matched.gather(1, pick.unsqueeze(2).expand(-1, -1, c))
+        state.constraints.matched = matched.reshape(n_sentences * beam_size, c)
     return beam_rows
 
 

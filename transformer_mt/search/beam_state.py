@@ -1,5 +1,5 @@
 """The live state of a search: the hypotheses of every sentence still searched, K rows per
-sentence, with their scores, lengths, steps and forced prefixes (`BeamState`)."""
+sentence, with their scores, lengths, steps, forced prefixes and constraints (`BeamState`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import torch
 from torch import Tensor
 
 from transformer_mt.config import check_one_prefix_per_text
-from transformer_mt.search.options import SpecialIds
+from transformer_mt.errors import SettingError
+from transformer_mt.search.constraints import Constraints, Phrases
+from transformer_mt.search.options import OWN_IDS, SpecialIds
 
 
 @dataclass
@@ -30,6 +32,9 @@ class BeamState:
     steps: Tensor  # (N,) long: tokens generated so far
     prefix: Tensor  # (N, P) long: forced first target tokens, right-padded; P may be 0
     prefix_lens: Tensor  # (N,) long: how many of them each sentence has
+    # Target phrases each sentence's translations must contain, and each row's progress
+    # through them (beam search only); None: no sentence has any.
+    constraints: Constraints | None = None
 
     @classmethod
     def start(
@@ -38,26 +43,43 @@ class BeamState:
         sentence_ids: Tensor,
         beam_size: int,
         prefixes: Sequence[Sequence[int]] | None = None,
+        constraints: Sequence[Phrases] | None = None,
+        ids: SpecialIds = OWN_IDS,
     ) -> BeamState:
-        """N sentences before their first step, with optional forced target prefixes.
+        """N sentences before their first step, with optional forced target prefixes and
+        constraints (one list of phrases per sentence; `ids` says which ids they may not
+        hold).
 
         A sentence's max_len is raised to hold its prefix and one more token, so that a
-        prefix is never cut. Only the first of the K beams is live (the others are -inf), so
-        that the first step does not fill the beam with K copies of the best token.
+        prefix is never cut, and with constraints to hold its prefix, its constraint tokens
+        and one more, so that they can all be met (`search.constraints`). Only the first of
+        the K beams is live (the others are -inf), so that the first step does not fill the
+        beam with K copies of the best token.
         """
         n, device = max_lens.numel(), max_lens.device
         prefix, prefix_lens = _pad_prefixes(prefixes, n, device)
         scores = torch.zeros(n, beam_size, device=device)
         scores[:, 1:] = -INF
+        needed = prefix_lens + 1
+        if constraints is not None and len(constraints) != n:
+            raise SettingError(
+                "constraints", len(constraints), f"need one list of phrases per text ({n})"
+            )
+        if constraints is not None:
+            forbidden = (ids.eos, *ids.never)
+            constraints = Constraints.start(constraints, beam_size, forbidden, device)
+        if constraints is not None:  # None also when no sentence has a phrase
+            needed = needed + constraints.tokens_needed()
         return cls(
             tokens=torch.empty(n * beam_size, 0, dtype=torch.long, device=device),
             scores=scores,
             sentence_ids=sentence_ids,
-            max_lens=torch.maximum(max_lens, prefix_lens + 1),
+            max_lens=torch.maximum(max_lens, needed),
             n_finished=torch.zeros(n, dtype=torch.long, device=device),
             steps=torch.zeros(n, dtype=torch.long, device=device),
             prefix=prefix,
             prefix_lens=prefix_lens,
+            constraints=constraints,
         )
 
     @property
@@ -80,14 +102,18 @@ class BeamState:
 
     def forbid(self, log_probs: Tensor, min_len: int, ids: SpecialIds) -> Tensor:
         """`log_probs` (N, K, V), changed in place and returned: -inf for the ids the model
-        never produces (`SpecialIds.never`) always, for EOS before min_len tokens, and for all
-        but the prefix token while a sentence is inside its forced prefix (the prefix token
-        keeps its log-prob, so scores count it)."""
+        never produces (`SpecialIds.never`) always, for EOS before min_len tokens and in rows
+        that have not met all their constraints, and for all but the prefix token while a
+        sentence is inside its forced prefix (the prefix token keeps its log-prob, so scores
+        count it)."""
         if ids.never:
             log_probs.index_fill_(2, torch.tensor(ids.never, device=log_probs.device), -INF)
         early = self.steps < min_len  # (N,)
         if bool(early.any()):
             log_probs[:, :, ids.eos].masked_fill_(early[:, None], -INF)
+        if self.constraints is not None:
+            unmet = ~self.constraints.all_met().view(-1, self.beam_size)  # (N, K)
+            log_probs[:, :, ids.eos].masked_fill_(unmet, -INF)
         if not self.prefix.shape[1]:  # no sentence has a prefix
             return log_probs
         forced = (self.steps < self.prefix_lens).nonzero().squeeze(1)  # (M,)
@@ -115,10 +141,16 @@ class BeamState:
         self.tokens = self.tokens[rows]
         for name in SENTENCE_FIELDS:
             setattr(self, name, getattr(self, name)[sentences])
+        if self.constraints is not None:
+            self.constraints.keep(sentences, rows)
         return rows
 
     def extend(self, other: BeamState) -> None:
         """Add the sentences of `other` (same beam size) after this state's own."""
+        if self.constraints is not None or other.constraints is not None:
+            mine = self.constraints or _no_constraints(self)
+            mine.extend(other.constraints or _no_constraints(other))
+            self.constraints = mine
         width = max(self.tokens.shape[1], other.tokens.shape[1])
         self.tokens = torch.cat([_widen(self.tokens, width), _widen(other.tokens, width)])
         width = max(self.prefix.shape[1], other.prefix.shape[1])
@@ -146,6 +178,11 @@ def _widen(t: Tensor, width: int) -> Tensor:
     if t.shape[1] >= width:
         return t
     return torch.cat([t, t.new_zeros(t.shape[0], width - t.shape[1])], dim=1)
+
+
+def _no_constraints(state: BeamState) -> Constraints:
+    """Empty constraints for the sentences of `state`, to join a state that has some."""
+    return Constraints.empty(state.sentence_ids.numel(), state.beam_size, state.scores.device)
 
 
 def _pad_prefixes(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor
 
 from transformer_mt.config import DecodeConfig
@@ -20,6 +21,9 @@ class Hypothesis:
     score: float  # log_prob / lp(|y|): the ranking key (search/__init__)
     log_prob: float  # log P(y|x): sum of token log-probs, EOS included
     has_eos: bool  # False: cut at max_len without EOS
+    # Constraints it leaves unmet: only a hypothesis cut at max_len can leave any, and it
+    # ranks after every hypothesis that meets them all (search.constraints).
+    unmet: int = 0
 
     @property
     def length(self) -> int:
@@ -47,6 +51,7 @@ def collect_finished(
     log_probs: Tensor,
     cfg: DecodeConfig,
     eos_id: int,
+    unmet: Tensor | None = None,
 ) -> None:
     """Append M finished hypotheses to their sentences' lists in `finished`.
 
@@ -55,16 +60,22 @@ def collect_finished(
         tokens: (M, W) long: the tokens before the last one are tokens[m, :lengths[m]].
         last: (M,) long, the last token (EOS, or any token at max_len; EOS is not kept).
         log_probs: (M,) log P(y|x).
+        unmet: (M,) long, the constraints each leaves unmet (None: no constraints).
     """
-    columns = (sentence_ids, tokens, lengths, last, log_probs)
-    for sentence, row, length, token, log_prob in zip(*(c.tolist() for c in columns), strict=True):
+    columns = [sentence_ids, tokens, lengths, last, log_probs]
+    columns.append(torch.zeros_like(lengths) if unmet is None else unmet)
+    rows = zip(*(c.tolist() for c in columns), strict=True)
+    for sentence, row, length, token, log_prob, n_unmet in rows:
         eos = token == eos_id
         body = row[:length] if eos else [*row[:length], token]
         penalty = length_penalty(length + 1, cfg)
-        finished[sentence].append(Hypothesis(body, log_prob / penalty, log_prob, eos))
+        finished[sentence].append(Hypothesis(body, log_prob / penalty, log_prob, eos, n_unmet))
 
 
 def ranked_results(finished: list[list[Hypothesis]], n_best: int) -> list[SearchResult]:
-    """Each sentence's `n_best` finished hypotheses of highest score, best first."""
-    # sorted() is stable: equal scores keep the order in which they finished.
-    return [SearchResult(sorted(hyps, key=lambda h: -h.score)[:n_best]) for hyps in finished]
+    """Each sentence's `n_best` finished hypotheses, those that meet all their constraints
+    first, each group by score, best first."""
+    # sorted() is stable: equal keys keep the order in which they finished.
+    return [
+        SearchResult(sorted(hyps, key=lambda h: (h.unmet, -h.score))[:n_best]) for hyps in finished
+    ]

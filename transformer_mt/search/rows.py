@@ -12,6 +12,7 @@ from torch import Tensor
 
 from transformer_mt.config import DecodeConfig
 from transformer_mt.search.beam_state import BeamState
+from transformer_mt.search.constraints import Phrases
 from transformer_mt.search.lengths import max_output_lengths
 from transformer_mt.search.options import SearchOptions
 from transformer_mt.search.protocol import DecodingModel, ReorderableCache
@@ -49,8 +50,10 @@ def start_rows(
     samples: int,
     options: SearchOptions,
     prefixes: Sequence[Sequence[int]] | None = None,
+    constraints: Sequence[Phrases] | None = None,
 ) -> tuple[BeamState, ModelRows]:
-    """Encode once and lay out `samples` units per sentence, `beam_size` rows per unit."""
+    """Encode once and lay out `samples` units per sentence, `beam_size` rows per unit
+    (constraints: beam search only, one unit per sentence)."""
     batch_size = src_ids.shape[0]
     memory = model.encode(src_ids, src_mask)  # (B, S, D)
     copies = samples * beam_size
@@ -61,6 +64,8 @@ def start_rows(
         torch.arange(batch_size, device=src_ids.device).repeat_interleave(samples),
         beam_size,
         prefixes,
+        constraints,
+        options.ids,
     )
     rows = ModelRows(
         memory=memory,
