@@ -86,6 +86,21 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
         help="file of target prefixes, one per input line (blank: none): each translation "
         "starts with its line's prefix",
     )
+    p.add_argument(
+        "--glossary",
+        help="TSV file of 'source term<TAB>target term' lines (target = source: keep it "
+        "untranslated): the translation of a sentence holding a source term holds its target",
+    )
+    p.add_argument(
+        "--glossary-ignore-case",
+        action="store_true",
+        help="find the glossary's source terms whatever their case",
+    )
+    p.add_argument(
+        "--constraints",
+        help="file of target phrases, one line per input line, TAB-separated (blank: none): "
+        "each translation holds its line's phrases",
+    )
     p.add_argument("--progress", action="store_true", help="progress bar even when not a tty")
     p.add_argument(
         "--no-split",
@@ -127,6 +142,8 @@ def _set_cpu_threads() -> None:
 
 def _run_translate(args: argparse.Namespace) -> int:
     from transformer_mt.files import decode_lines, read_lines
+    from transformer_mt.inference.constrained import ConstraintsError
+    from transformer_mt.inference.glossary import Glossary, read_constraints
     from transformer_mt.inference.stream import translate_stream
     from transformer_mt.inference.translator import Translator
     from transformer_mt.machine import keep_freed_memory
@@ -135,6 +152,10 @@ def _run_translate(args: argparse.Namespace) -> int:
     keep_freed_memory()
     references = _read_references(args.ref)
     prefixes = None if args.prefix is None else read_lines(args.prefix)
+    constraints = None if args.constraints is None else read_constraints(args.constraints)
+    glossary = None
+    if args.glossary is not None:
+        glossary = Glossary.load(args.glossary, args.glossary_ignore_case)
     if args.device == "cpu":
         _set_cpu_threads()
     with contextlib.ExitStack() as stack:
@@ -145,6 +166,7 @@ def _run_translate(args: argparse.Namespace) -> int:
             lines = list(lines)  # whole file: length-sorted batches keep padding low
             _check_references(name, len(lines), args.ref, references)
             _check_prefix_lines(args.prefix, prefixes, name, len(lines))
+            _check_constraint_lines(args.constraints, constraints, name, len(lines))
         translator = Translator.from_checkpoint(
             args.checkpoint,
             args.device,
@@ -162,7 +184,22 @@ def _run_translate(args: argparse.Namespace) -> int:
         total = None if interactive else len(lines)
         best: list[str] = []
         chunk = 1 if interactive else 2000
-        count = translate_stream(translator, lines, out, chunk, bar, total, best, plain, prefixes)
+        try:
+            count = translate_stream(
+                translator,
+                lines,
+                out,
+                chunk,
+                bar,
+                total,
+                best,
+                plain,
+                prefixes,
+                constraints,
+                glossary,
+            )
+        except ConstraintsError as err:
+            raise TmtError(f"{name}:{err.line + 1}: {err.reason}") from None
     if translator.truncated_lines:
         print(
             f"warning: {translator.truncated_lines} line(s) longer than the model's "
@@ -199,6 +236,8 @@ def _check_translate_args(args: argparse.Namespace) -> None:
             (args.checkpoint, "--checkpoint"),
             (args.ref, "--ref file"),
             (args.prefix, "--prefix file"),
+            (args.glossary, "--glossary file"),
+            (args.constraints, "--constraints file"),
             (None if args.input == "-" else args.input, "--input file"),
         ]
         check_output(args.output, inputs)
@@ -219,6 +258,17 @@ def _check_prefix_lines(
             f"{path}: {err.n_prefixes} prefix line(s) for the {err.n_texts} line(s) of "
             f"{input_name}: give one prefix line (blank for none) per input line"
         ) from None
+
+
+def _check_constraint_lines(
+    path: str | None, constraints: list[list[str]] | None, input_name: str, input_lines: int
+) -> None:
+    """Refuse a constraints file without one line per input line, naming both files."""
+    if constraints is not None and len(constraints) != input_lines:
+        raise TmtError(
+            f"{path}: {len(constraints)} constraint line(s) for the {input_lines} line(s) of "
+            f"{input_name}: give one line of phrases (blank for none) per input line"
+        )
 
 
 def _decode_changes(args: argparse.Namespace) -> dict[str, object]:

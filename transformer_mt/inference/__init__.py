@@ -5,6 +5,8 @@
                        BLEU, `tmt attention` and scripts/run_experiment.py call
     sentences.py       a line cut into sentences and joined back, whitespace kept verbatim
     paragraphs.py      BLEU on test sentences joined n to a line
+    glossary.py        glossary and constraints files; source terms found in a sentence
+    constrained.py     target phrases as ids, what cannot fit, the beam each sentence needs
     stream.py          lines in, lines out for `tmt translate`: UTF-8 input, n-best format,
                        chunks (progress: transformer_mt/progress.py)
     quantize.py        dynamic int8 linear layers for CPU translation

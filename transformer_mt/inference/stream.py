@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TextIO
 
+from transformer_mt.inference.constrained import ConstraintsError
+from transformer_mt.inference.glossary import Glossary
 from transformer_mt.inference.translator import Translation, Translator
 from transformer_mt.progress import Counted, ProgressReport
 
@@ -44,6 +46,8 @@ def translate_stream(
     collect: list[str] | None = None,
     report_every_s: float | None = None,
     prefixes: Sequence[str] | None = None,
+    constraints: Sequence[Sequence[str]] | None = None,
+    glossary: Glossary | None = None,
 ) -> int:
     """Translate `lines` in chunks of `chunk_lines`, writing (and flushing) each chunk.
 
@@ -56,12 +60,24 @@ def translate_stream(
         report_every_s: without a bar, write a plain progress line on stderr at most this
             often (a log file, where a bar is switched off and would be unreadable); None: none.
         prefixes: one target prefix per line that its translation must start with.
+        constraints: one list of target phrases per line that its translation contains.
+        glossary: terms whose targets the translation of a sentence holding them contains.
+
+    Raises:
+        ConstraintsError: a line whose constraints cannot fit, numbered among all `lines`.
     """
     count = 0
     report = ProgressReport(total, TRANSLATED, progress, report_every_s)
     for chunk in _chunks(lines, chunk_lines):
         forced = None if prefixes is None else prefixes[count : count + len(chunk)]
-        for translation in translator.translate(chunk, report.update, forced):
+        phrases = None if constraints is None else constraints[count : count + len(chunk)]
+        try:
+            translations = translator.translate(
+                chunk, report.update, forced, constraints=phrases, glossary=glossary
+            )
+        except ConstraintsError as err:
+            raise err.shifted(count) from None
+        for translation in translations:
             print(format_translation(translation, count, translator.decode.n_best), file=out)
             if collect is not None:
                 collect.append(translation.texts[0])

@@ -25,6 +25,11 @@ source). With n_best > 1, the k-th hypothesis of a split line joins the k-th of 
 sentences, scored by the sum of their scores: hypotheses stay best first, but they are not
 the line's k best combinations.
 
+Constraints (target phrases a line's translation must contain: `translate(constraints=...)`,
+or a glossary's target terms for the source terms each sentence holds) are encoded and fitted
+by `inference.constrained` and met by beam search; a line given constraints of its own stays
+whole, as a line with a prefix does, while a glossary is matched sentence by sentence.
+
 A model with language tags translates each line in its own direction when asked
 (`translate(directions=...)`, the server's per-request languages): the tags of a `Direction`
 (a source prefix, a forced target prefix) are resolved once per language pair and put in
@@ -49,6 +54,8 @@ from transformer_mt.data.batching import SourceBatch, make_source_batches, resto
 from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
+from transformer_mt.inference.constrained import beam_groups, phrase_ids
+from transformer_mt.inference.glossary import Glossary
 from transformer_mt.inference.languages import Direction, Languages, Pair
 from transformer_mt.inference.packed import pack_where_it_pays
 from transformer_mt.inference.quantize import QUANTIZE_OPTIONS, int8_cache_dtype, quantize_int8
@@ -275,6 +282,8 @@ class Translator:
         on_batch: Callable[[int], None] | None = None,
         prefixes: Sequence[str] | None = None,
         directions: Sequence[Pair] | None = None,
+        constraints: Sequence[Sequence[str]] | None = None,
+        glossary: Glossary | None = None,
     ) -> list[Translation]:
         """Translate `lines` (no newlines), their sentences in batches sorted by length;
         results in input order.
@@ -286,24 +295,37 @@ class Translator:
         empty one forces nothing), e.g. the words a user has typed.
         `directions`: one (source language, target language) per line, for a model with
         language tags (None: every line in the translator's own, `src_lang` -> `tgt_lang`).
+        `constraints`: one list of target phrases per line that its translations contain
+        (search with a beam of at least one more than a line has; `inference.constrained`).
+        `glossary`: the target terms of the source terms each sentence holds are constraints.
 
         Raises:
             SettingError: a direction the model has no tags for (`direction`).
+            ConstraintsError: a line whose constraints cannot fit, naming it.
         """
         check_one_prefix_per_text(prefixes, len(lines))
         if directions is not None and len(directions) != len(lines):
             raise TmtError(f"{len(directions)} directions for {len(lines)} lines; give one each")
+        if constraints is not None and len(constraints) != len(lines):
+            raise TmtError(
+                f"{len(constraints)} constraint lists for {len(lines)} lines; give one each"
+            )
         resolved = [self.default] * len(lines)
         if directions is not None:
             resolved = [self.direction(*pair) for pair in directions]
-        split = self.split(lines, resolved, prefixes)
+        split = self.split(lines, resolved, prefixes, constraints)
         owners = split.owners
+        phrases = [list(constraints[line]) if constraints else [] for line in owners]
+        if glossary is not None:
+            terms = [glossary.targets(text) for text in split.sentences]
+            phrases = [mine + theirs for mine, theirs in zip(phrases, terms, strict=True)]
         found = self._translate_sentences(
             split.sentences,
             [resolved[line] for line in owners],
             None if prefixes is None else [prefixes[line] for line in owners],
             owners,
             on_batch,
+            phrases if any(phrases) else None,
         )
         return [
             Translation.joined(segments, parts)
@@ -315,18 +337,22 @@ class Translator:
         lines: Sequence[str],
         directions: Sequence[Direction],
         prefixes: Sequence[str] | None = None,
+        constraints: Sequence[Sequence[str]] | None = None,
     ) -> SplitLines:
         """`lines` as sentences, each split by the rules of its direction's source language
         (else `split_lang`); whole where splitting is off, with alignments, and where a line
-        has a non-empty forced prefix (see the module)."""
+        has a non-empty forced prefix or constraints of its own (see the module)."""
         splitting = self.split_sentences and self.alignment_layer is None
         prefixes = prefixes or [""] * len(lines)
+        constraints = constraints or [[]] * len(lines)
         return SplitLines(
             tuple(
                 split_line(line, direction.src_lang or self.split_lang)
-                if splitting and not prefix.strip()
+                if splitting and not prefix.strip() and not any(p.strip() for p in phrases)
                 else Segments.whole(line)
-                for line, direction, prefix in zip(lines, directions, prefixes, strict=True)
+                for line, direction, prefix, phrases in zip(
+                    lines, directions, prefixes, constraints, strict=True
+                )
             )
         )
 
@@ -337,19 +363,28 @@ class Translator:
         prefixes: Sequence[str] | None,
         owners: Sequence[int],
         on_batch: Callable[[int], None] | None,
+        phrases: Sequence[Sequence[str]] | None = None,
     ) -> list[Translation]:
-        """`translate` of single sentences, one direction (and prefix) each; `owners`: the
-        line of each sentence, so that `on_batch` counts the lines a batch finished."""
+        """`translate` of single sentences, one direction (and prefix, and target phrases)
+        each; `owners`: the line of each sentence, so that `on_batch` counts the lines a batch
+        finished and errors name the line."""
         encoded = [self.source_ids(text, d) for text, d in zip(sentences, directions, strict=True)]
         todo = [i for i, ids in enumerate(encoded) if ids]
         no_pairs = None if self.alignment_layer is None else []
         results = [Translation.empty(self.decode.n_best, no_pairs) for _ in sentences]
         forced = [self.prefix_ids(prefixes[i] if prefixes else "", directions[i]) for i in todo]
+        constraints = None
+        if phrases is not None:
+            constraints = [
+                self.constraint_ids(phrases[i], len(prefix), owners[i])
+                for i, prefix in zip(todo, forced, strict=True)
+            ]
         left = Counter(owners[i] for i in todo)  # sentences still to search, per line
         indices: list[int] = []  # into `todo`, batch by batch
         searched: list[Translation] = []
         sources = [encoded[i] for i in todo]
-        for batch, found in self.search_batches(sources, forced if any(forced) else None):
+        searches = self.search_batches(sources, forced if any(forced) else None, constraints)
+        for batch, found in searches:
             rows = batch.indices.tolist()
             searched.extend(self._detokenized(batch, found, [directions[todo[i]] for i in rows]))
             indices.extend(rows)
@@ -414,6 +449,12 @@ class Translator:
         ids = self.tgt_tokenizer.encode(text)[:room] if text.strip() else []
         return [*direction.target_prefix, *ids]
 
+    def constraint_ids(self, phrases: Sequence[str], prefix_len: int, line: int) -> list[list[int]]:
+        """The target ids of one sentence's constraint `phrases` (`constrained.phrase_ids`),
+        its forced prefix `prefix_len` tokens long, of line `line` (0-based, for errors)."""
+        room = self._room - prefix_len
+        return phrase_ids(self.tgt_tokenizer, phrases, room, self.specials.unk, line)
+
     def batches(
         self, sources: Sequence[Sequence[int]], max_tokens: int | None = None
     ) -> Iterator[SourceBatch]:
@@ -427,18 +468,34 @@ class Translator:
         self,
         sources: Sequence[Sequence[int]],
         prefixes: Sequence[Sequence[int]] | None = None,
+        constraints: Sequence[Sequence[Sequence[int]]] | None = None,
     ) -> Iterator[tuple[SourceBatch, list[SearchResult]]]:
         """Each batch of `sources` with the search results of its rows, in the batch's order;
         `prefixes` (from `prefix_ids`), one per source, are forced; without them, the default
-        direction's target tag where the model starts targets with one."""
+        direction's target tag where the model starts targets with one. `constraints` (from
+        `constraint_ids`), one list per source, are met; a source with more of them than the
+        beam serves is searched with a wider beam, in batches of its own
+        (`constrained.beam_groups`)."""
         if prefixes is None and self.target_prefix:
             prefixes = [self.target_prefix] * len(sources)
-        for batch in self.batches(sources):
-            forced = None if prefixes is None else [prefixes[i] for i in batch.indices.tolist()]
-            found = search(
-                self.model, batch.src_ids, batch.src_mask, self.decode, self.options, forced
-            )
-            yield batch, found
+        if constraints is None:
+            groups = [(self.decode.beam_size, None)]
+        else:
+            groups = beam_groups(constraints, self.decode.beam_size)
+        for beam_size, members in groups:
+            decode = dataclasses.replace(self.decode, beam_size=beam_size)
+            chosen = sources if members is None else [sources[i] for i in members]
+            for batch in self.batches(chosen):
+                if members is not None:  # number the rows among all sources
+                    index = torch.tensor(members, device=batch.indices.device)[batch.indices]
+                    batch = dataclasses.replace(batch, indices=index)
+                rows = batch.indices.tolist()
+                forced = None if prefixes is None else [prefixes[i] for i in rows]
+                phrases = None if constraints is None else [constraints[i] for i in rows]
+                found = search(
+                    self.model, batch.src_ids, batch.src_mask, decode, self.options, forced, phrases
+                )
+                yield batch, found
 
     def detokenize(self, result: SearchResult, direction: Direction | None = None) -> Translation:
         """A search result's hypotheses as target text, with their scores; `direction`: the

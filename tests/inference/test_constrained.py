@@ -1,0 +1,140 @@
+"""Constrained translation through `Translator` and `tmt translate`: each line's phrases and
+its sentences' glossary terms appear in the output, other lines translate as without, the beam
+widens for many constraints, and what cannot fit is refused naming the line."""
+
+import itertools
+import re
+
+import pytest
+
+from transformer_mt.cli import main
+from transformer_mt.inference.constrained import ConstraintsError
+from transformer_mt.inference.glossary import Glossary
+from transformer_mt.inference.translator import Translator
+
+LINES = [
+    "ein mann fährt rad",
+    "zwei hunde spielen im schnee",
+    "",
+    "eine frau liest das buch",
+    "das buch",
+]
+
+
+@pytest.fixture(scope="module")
+def translator(checkpoint):
+    return Translator.from_checkpoint(str(checkpoint), beam_size=3, n_best=2)
+
+
+def has_word(text: str, phrase: str) -> bool:
+    """`phrase` in `text`, starting at a word start (the subwords of a constraint start one)."""
+    return re.search(rf"(?<!\w){re.escape(phrase)}", text) is not None
+
+
+def test_every_translation_holds_its_lines_phrases_and_other_lines_are_unchanged(translator):
+    constraints = [["frau liest"], [], [], ["schnee", "rad"], []]
+    constrained = translator.translate(LINES, constraints=constraints)
+    plain = translator.translate(LINES)
+    for phrases, got, alone in zip(constraints, constrained, plain, strict=True):
+        assert len(got.texts) == 2
+        if phrases:
+            assert all(has_word(got.texts[0], p) for p in phrases), (phrases, got.texts)
+        else:
+            assert_same(got, alone)
+
+
+def test_glossary_terms_of_each_sentence_become_its_constraints(translator):
+    glossary = Glossary.of_pairs([("hunde", "frau"), ("Buch", "schnee"), ("rad", "rad")], True)
+    found = translator.translate(LINES, glossary=glossary)
+    as_phrases = translator.translate(
+        LINES, constraints=[["rad"], ["frau"], [], ["schnee"], ["schnee"]]
+    )
+    assert [t.texts for t in found] == [t.texts for t in as_phrases]
+    # A line of two sentences is still split; each sentence gets its own terms.
+    first, second = "Zwei hunde spielen im schnee.", "Das buch."
+    assert len(translator.split([f"{first} {second}"], [translator.default]).sentences) == 2
+    (joined,) = translator.translate([f"{first} {second}"], glossary=glossary)
+    sentences = translator.translate([first, second], glossary=glossary)
+    assert joined.texts[0] == " ".join(t.texts[0] for t in sentences)
+
+
+def test_a_line_with_more_constraints_than_the_beam_is_searched_with_a_wider_one(checkpoint):
+    narrow = Translator.from_checkpoint(str(checkpoint), beam_size=2)
+    phrases = ["mann", "hunde", "buch", "schnee"]
+    found = narrow.translate(LINES, constraints=[phrases, [], [], [], ["rad"]])
+    assert all(has_word(found[0].texts[0], p) for p in phrases)
+    wide = Translator.from_checkpoint(str(checkpoint), beam_size=5)
+    assert_same(found[0], wide.translate(LINES[:1], constraints=[phrases])[0])
+    assert_same(found[1], narrow.translate(LINES[1:2])[0])
+
+
+def assert_same(got, expected) -> None:
+    """The same translations, scores equal up to the float noise of batch composition."""
+    assert got.texts == expected.texts
+    assert got.scores == pytest.approx(expected.scores, abs=1e-5)
+
+
+def test_int8_translator_meets_constraints(checkpoint):
+    int8 = Translator.from_checkpoint(str(checkpoint), quantize="int8", beam_size=3)
+    found = int8.translate(LINES, constraints=[["liest das"], ["rad"], [], [], ["mann"]])
+    assert has_word(found[0].texts[0], "liest das") and has_word(found[1].texts[0], "rad")
+    assert has_word(found[4].texts[0], "mann")
+
+
+def test_constraints_that_cannot_fit_are_refused_naming_the_line(translator):
+    words = ("mann", "hunde", "buch", "schnee", "frau", "rad", "im")
+    many = [f"{a} {b}" for a, b in itertools.permutations(words, 2)]  # 42 phrases
+    with pytest.raises(ConstraintsError) as err:
+        translator.translate(LINES, constraints=[[], [], [], many, []])
+    assert err.value.line == 3
+    assert re.match(r"line 4: its constraints take \d\d+ target tokens; with its", str(err.value))
+    assert str(err.value).endswith("the model has room for 63")
+    with pytest.raises(ConstraintsError, match="^line 2: target phrase '漢字' has characters"):
+        translator.translate(LINES, constraints=[[], ["漢字"], [], [], []])
+
+
+def translate(checkpoint, *args):
+    return main(["translate", "--checkpoint", str(checkpoint), *map(str, args)])
+
+
+def test_cli_glossary_and_constraints_files(checkpoint, tmp_path, capsys, translator):
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(LINES) + "\n")
+    glossary = tmp_path / "terms.tsv"
+    glossary.write_text("HUNDE\tfrau\nbuch\tschnee\n")
+    constraints = tmp_path / "phrases.txt"
+    constraints.write_text("rad\tmann\n\n\n\n\n")
+    out = tmp_path / "out.txt"
+    args = ["--input", source, "--output", out, "--beam-size", 3, "--nbest", 2]
+    extra = ["--glossary", glossary, "--glossary-ignore-case", "--constraints", constraints]
+    assert translate(checkpoint, *args, *extra) == 0
+    expected = translator.translate(
+        LINES,
+        constraints=[["rad", "mann"], [], [], [], []],
+        glossary=Glossary.load(glossary, ignore_case=True),
+    )
+    listed = [
+        f"{i} ||| {text} ||| {score:.4f}"
+        for i, t in enumerate(expected)
+        for text, score in zip(t.texts, t.scores, strict=True)
+    ]
+    assert out.read_text().splitlines() == listed
+    # Refusals: one line each, naming the file and line.
+    constraints.write_text("rad\n")
+    capsys.readouterr()
+    assert translate(checkpoint, "--input", source, "--constraints", constraints) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: {constraints}: 1 constraint line(s) for the 5 line(s) of {source}: give one "
+        "line of phrases (blank for none) per input line"
+    )
+    constraints.write_text("\n\n\n\n漢字\n")
+    args = ["--input", source, "--output", out, "--constraints", constraints]
+    assert translate(checkpoint, *args) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: {source}:5: target phrase '漢字' has characters the target vocabulary lacks"
+    )
+    glossary.write_text("hunde\tfrau\nbuch schnee\n")
+    assert translate(checkpoint, "--input", source, "--output", out, "--glossary", glossary) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: {glossary}:2: no TAB; a glossary line is source term TAB target term"
+    )

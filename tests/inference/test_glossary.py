@@ -1,0 +1,100 @@
+"""Glossary files and constraints files: what is found where, and one-line errors naming the
+file and line for every kind of bad input."""
+
+import pytest
+
+from transformer_mt.errors import TmtError
+from transformer_mt.inference.glossary import MAX_TERM_CHARS, Glossary, read_constraints
+
+
+def glossary_file(tmp_path, text: str | bytes):
+    path = tmp_path / "terms.tsv"
+    if isinstance(text, str):
+        text = text.encode("utf-8")
+    path.write_bytes(text)
+    return path
+
+
+def test_terms_are_found_at_word_boundaries_longest_first(tmp_path):
+    path = glossary_file(
+        tmp_path,
+        "Hund\tdog\nNew York\tNew York\nYork\tYorkshire\nC++\tC++\nrot\tred\n\n   \n",
+    )
+    glossary = Glossary.load(path)
+    assert len(glossary.terms) == 5  # blank lines skipped
+    # Not inside a longer word, before or after; the longest term where terms overlap; a
+    # do-not-translate term as spelled; whitespace runs inside a term; regex characters.
+    assert glossary.targets("Hunde und Schäferhund") == []
+    assert glossary.targets("ein Hund, ein rotes Auto") == ["dog"]
+    assert glossary.targets("New  York und York") == ["New  York", "Yorkshire"]
+    assert glossary.targets("C++ ist rot, C++ auch") == ["C++", "red"]
+    assert glossary.targets("hund") == []  # case matters unless asked
+
+
+def test_ignore_case_finds_any_case_and_keeps_do_not_translate_as_written(tmp_path):
+    path = glossary_file(tmp_path, "hund\tdog\niphone\tiphone\n")
+    glossary = Glossary.load(path, ignore_case=True)
+    assert glossary.targets("Der HUND mag das iPhone") == ["dog", "iPhone"]
+
+
+def test_the_same_term_twice_with_the_same_target_is_kept_once(tmp_path):
+    path = glossary_file(tmp_path, "\ufeffHaus\thouse\nHaus\thouse\n  Baum \t tree\n")
+    glossary = Glossary.load(path)
+    assert [(t.source, t.target) for t in glossary.terms] == [("Haus", "house"), ("Baum", "tree")]
+    assert glossary.targets("Haus am Baum, Haus") == ["house", "tree"]
+
+
+@pytest.mark.parametrize(
+    "text, line, message",
+    [
+        ("Haus\thouse\nBaum tree\n", 2, "no TAB; a glossary line is source term TAB target term"),
+        ("Haus\thouse\tHaus\n", 1, "2 TABs; a glossary line is source term TAB target term"),
+        ("\thouse\n", 1, "empty source term"),
+        ("Haus\t  \n", 1, "empty target term"),
+        (
+            "Haus\t" + "x" * (MAX_TERM_CHARS + 1) + "\n",
+            1,
+            f"target term of {MAX_TERM_CHARS + 1} characters; the limit is {MAX_TERM_CHARS} "
+            "(a term is a word or a short phrase)",
+        ),
+        (
+            "Haus\thouse\nBaum\ttree\nHaus\thome\n",
+            3,
+            "source term 'Haus' has target 'home', but {path}:1 gives it 'house': keep one",
+        ),
+        (b"Haus\thouse\nB\xe4um\ttree\n", 2, "not valid UTF-8 (byte 0xe4 at column 2)"),
+    ],
+)
+def test_bad_glossary_lines_are_one_line_naming_file_and_line(tmp_path, text, line, message):
+    path = glossary_file(tmp_path, text)
+    with pytest.raises(TmtError) as err:
+        Glossary.load(path)
+    assert str(err.value) == f"{path}:{line}: " + message.format(path=path)
+    assert "\n" not in str(err.value)
+
+
+def test_duplicates_differing_in_case_are_refused_when_case_is_ignored(tmp_path):
+    path = glossary_file(tmp_path, "Haus\thouse\nhaus\thome\n")
+    assert len(Glossary.load(path).terms) == 2
+    with pytest.raises(TmtError, match=rf"^{path}:2: source term 'haus' has target 'home'"):
+        Glossary.load(path, ignore_case=True)
+
+
+def test_pairs_are_checked_and_named_by_their_origin():
+    glossary = Glossary.of_pairs([("Haus", "house")], origin="request")
+    assert glossary.targets("das Haus") == ["house"]
+    with pytest.raises(TmtError, match=r"^request:2: empty source term$"):
+        Glossary.of_pairs([("Haus", "house"), (" ", "x")], origin="request")
+    assert Glossary.of_pairs([]).targets("das Haus") == []
+
+
+def test_constraints_file_gives_each_line_its_phrases(tmp_path):
+    path = tmp_path / "constraints.txt"
+    path.write_text("the house\tred\n\n\t  \t\nStraße \n")
+    assert read_constraints(path) == [["the house", "red"], [], [], ["Straße"]]
+    path.write_text("ok\n" + "y" * (MAX_TERM_CHARS + 1) + "\n")
+    with pytest.raises(TmtError, match=rf"^{path}:2: phrase of {MAX_TERM_CHARS + 1} characters"):
+        read_constraints(path)
+    path.write_bytes(b"ok\n\xff\n")
+    with pytest.raises(TmtError, match=rf"^{path}:2: not valid UTF-8"):
+        read_constraints(path)

@@ -1,0 +1,86 @@
+"""Constrained translation: each sentence's target phrases as ids, the rule that refuses those
+that cannot fit, and the beam each sentence is searched with (docs/glossaries.md).
+
+Phrases (a glossary's target terms, `--constraints`, a request's) are encoded with the target
+tokenizer one by one, as a word of their own: SentencePiece gives "Haus" its word-start piece
+"▁Haus", the piece the word has inside a translation. Beam search then enforces them
+(search/constraints.py). What cannot fit is decided here, not left to the search:
+
+- More constraint tokens than the model can decode: a sentence's constraint tokens, its forced
+  prefix and an end token must fit the position table. Refused (`ConstraintsError`, naming the
+  line): dropping a constraint silently would break the promise that each one is met.
+- More constraints than the beam serves well: a sentence with C constraints is searched with a
+  beam of at least C + 1 (`constrained_beam_size`), in batches of the sentences that need the
+  same beam (`beam_groups`); the others keep the configured beam.
+- A phrase with characters the target vocabulary lacks (it encodes to the unknown piece): the
+  model could only meet it by writing the unknown piece. Refused, naming the line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from transformer_mt.data.tokenizer import Tokenizer
+from transformer_mt.errors import TmtError
+from transformer_mt.search import constrained_beam_size
+
+
+class ConstraintsError(TmtError):
+    """The constraints of one line cannot be met. Carries the line (0-based, among the lines
+    given) and the reason, so that a caller that translates a file in chunks names the line
+    in its own numbering (`shifted`)."""
+
+    def __init__(self, line: int, reason: str):
+        self.line, self.reason = line, reason
+        super().__init__(f"line {line + 1}: {reason}")
+
+    def shifted(self, lines: int) -> ConstraintsError:
+        """The same error, `lines` lines further down."""
+        return ConstraintsError(self.line + lines, self.reason)
+
+
+def phrase_ids(
+    tokenizer: Tokenizer, phrases: Sequence[str], room: int, unk: int, line: int
+) -> list[list[int]]:
+    """The target ids of a sentence's `phrases`, each once (blank phrases dropped).
+
+    Args:
+        room: the most constraint tokens the sentence can hold: the position table less its
+            forced prefix and the end token.
+        unk: the target tokenizer's unknown piece.
+        line: the sentence's line (0-based), for errors.
+
+    Raises:
+        ConstraintsError: a phrase the vocabulary cannot spell, or more tokens than `room`.
+    """
+    distinct: list[list[int]] = []
+    for phrase in phrases:
+        if not phrase.strip():
+            continue
+        ids = tokenizer.encode(phrase)
+        if unk in ids:
+            raise ConstraintsError(
+                line, f"target phrase {phrase!r} has characters the target vocabulary lacks"
+            )
+        if ids not in distinct:
+            distinct.append(ids)
+    tokens = sum(map(len, distinct))
+    if tokens > room:
+        raise ConstraintsError(
+            line,
+            f"its constraints take {tokens} target tokens; with its forced prefix and the end "
+            f"token the model has room for {room}",
+        )
+    return distinct
+
+
+def beam_groups(
+    constraints: Sequence[Sequence[Sequence[int]]], beam_size: int
+) -> list[tuple[int, list[int]]]:
+    """(beam size, the indices of the sentences searched with it) for sentences with
+    `constraints` (phrases of ids each), by `constrained_beam_size`; the configured
+    `beam_size` first."""
+    groups: dict[int, list[int]] = {}
+    for i, phrases in enumerate(constraints):
+        groups.setdefault(constrained_beam_size(beam_size, len(phrases)), []).append(i)
+    return sorted(groups.items())

@@ -1,0 +1,179 @@
+"""Glossaries: source terms whose target terms a translation must contain, and the files that
+give them (docs/glossaries.md).
+
+A glossary file is UTF-8 text, one term a line, `source term<TAB>target term`; a target equal
+to its source is a do-not-translate term (a product name), which the translation holds as the
+source text spells it. Blank lines are skipped; spaces around a term are not part of it.
+`Glossary.targets` finds the source terms of one sentence at word boundaries (a term never
+matches inside a longer word: "Hund" is not found in "Hunde" nor in "Schäferhund"), the longest
+term first where terms overlap, optionally ignoring case; the targets of the terms found are
+that sentence's constraints, which the `Translator` encodes with the target tokenizer and beam
+search enforces (search/constraints.py). Matching on the text, not on subwords, is what makes
+it subword-aware: a term is found whichever pieces the source tokenizer would cut it into.
+
+A constraints file (`read_constraints`) gives each input line's target phrases directly,
+TAB-separated, a blank line for none.
+
+Bad input stops with one line naming the file and the line: no TAB, more than one, an empty
+term, a term over `MAX_TERM_CHARS`, text that is not UTF-8, a source term given twice with
+different targets.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from transformer_mt.errors import TmtError
+from transformer_mt.files import iter_lines
+
+# The most characters of a term. A term is a word or a short phrase; a longer one is a
+# sentence, or two lines that lost the line break between them.
+MAX_TERM_CHARS = 200
+
+
+@dataclass(frozen=True)
+class Term:
+    """One glossary entry, with where it was read (to name it in errors)."""
+
+    source: str
+    target: str
+    where: str  # "file:line"
+
+    @property
+    def keep_source(self) -> bool:
+        """A do-not-translate term: the translation holds the source as the text spells it."""
+        return self.source == self.target
+
+
+class Glossary:
+    """Terms found in source sentences and the target terms they call for.
+
+    Args:
+        terms: the entries; a source term given twice must have the same target.
+        ignore_case: find source terms whatever their case ("Berlin" also as "BERLIN").
+
+    Raises:
+        TmtError: a source term given twice with different targets, naming both places.
+    """
+
+    def __init__(self, terms: Iterable[Term], ignore_case: bool = False):
+        self.ignore_case = ignore_case
+        self.terms: list[Term] = []
+        seen: dict[str, Term] = {}
+        for term in terms:
+            key = self._key(term.source)
+            first = seen.setdefault(key, term)
+            if first is term:
+                self.terms.append(term)
+            elif first.target != term.target:
+                raise TmtError(
+                    f"{term.where}: source term {term.source!r} has target {term.target!r}, "
+                    f"but {first.where} gives it {first.target!r}: keep one"
+                )
+
+    @classmethod
+    def load(cls, path: str | Path, ignore_case: bool = False) -> Glossary:
+        """The glossary of a TSV file (module docstring).
+
+        Raises:
+            TmtError: bad input, naming the file and line.
+        """
+        terms = []
+        for number, line in enumerate(iter_lines(path), start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            columns = line.split("\t")
+            if len(columns) != 2:
+                found = "no TAB" if len(columns) == 1 else f"{len(columns) - 1} TABs"
+                raise TmtError(f"{where}: {found}; a glossary line is source term TAB target term")
+            source, target = columns
+            terms.append(
+                Term(_term(source, "source", where), _term(target, "target", where), where)
+            )
+        return cls(terms, ignore_case)
+
+    @classmethod
+    def of_pairs(
+        cls, pairs: Iterable[tuple[str, str]], ignore_case: bool = False, origin: str = "glossary"
+    ) -> Glossary:
+        """A glossary of (source, target) pairs given in code or a request; `origin` names
+        them in errors (`origin:1` for the first pair).
+
+        Raises:
+            TmtError: an empty or too long term, or a source given twice with different
+                targets.
+        """
+        terms = []
+        for number, (source, target) in enumerate(pairs, start=1):
+            where = f"{origin}:{number}"
+            terms.append(
+                Term(_term(source, "source", where), _term(target, "target", where), where)
+            )
+        return cls(terms, ignore_case)
+
+    def targets(self, text: str) -> list[str]:
+        """The target terms of the source terms found in `text`, in text order, each once."""
+        if not self.terms:
+            return []
+        found: dict[str, None] = {}
+        for match in self._pattern.finditer(text):
+            term = self._by_length[match.lastindex - 1]
+            found[match.group() if term.keep_source else term.target] = None
+        return list(found)
+
+    def _key(self, source: str) -> str:
+        return source.casefold() if self.ignore_case else source
+
+    @cached_property
+    def _by_length(self) -> list[Term]:
+        """The terms, longest source first: where terms overlap, the longest is found."""
+        return sorted(self.terms, key=lambda t: -len(t.source))
+
+    @cached_property
+    def _pattern(self) -> re.Pattern[str]:
+        """One group per term (`lastindex` names the term found), each at word boundaries;
+        whitespace inside a term matches any run of whitespace."""
+        groups = "|".join(
+            "(" + r"\s+".join(map(re.escape, t.source.split())) + ")" for t in self._by_length
+        )
+        flags = re.IGNORECASE if self.ignore_case else 0
+        return re.compile(rf"(?<!\w)(?:{groups})(?!\w)", flags)
+
+
+def read_constraints(path: str | Path) -> list[list[str]]:
+    """Each line's target phrases from a constraints file: TAB-separated, a blank line (or
+    blank fields) for none.
+
+    Raises:
+        TmtError: text that is not UTF-8, or a phrase over `MAX_TERM_CHARS`, naming the file
+            and line.
+    """
+    lines = []
+    for number, line in enumerate(iter_lines(path), start=1):
+        phrases = [p.strip() for p in line.split("\t") if p.strip()]
+        for phrase in phrases:
+            _check_length(phrase, "phrase", f"{path}:{number}")
+        lines.append(phrases)
+    return lines
+
+
+def _term(text: str, side: str, where: str) -> str:
+    """`text` without the spaces around it, refused when empty or too long."""
+    term = text.strip()
+    if not term:
+        raise TmtError(f"{where}: empty {side} term")
+    _check_length(term, f"{side} term", where)
+    return term
+
+
+def _check_length(text: str, what: str, where: str) -> None:
+    if len(text) > MAX_TERM_CHARS:
+        raise TmtError(
+            f"{where}: {what} of {len(text)} characters; the limit is {MAX_TERM_CHARS} "
+            "(a term is a word or a short phrase)"
+        )
