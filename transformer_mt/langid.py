@@ -80,6 +80,16 @@ def known(codes: Sequence[str]) -> tuple[str, ...]:
     return tuple(code for code in codes if _language(lingua, code) is not None)
 
 
+def language_name(code: str) -> str | None:
+    """The English name lingua gives the language of a model's code (`de`, `deu`, `deu_Latn`
+    -> "German"), for lists shown to people (LibreTranslate's /languages); None when lingua
+    is not installed or has no such language."""
+    if not installed():
+        return None
+    language = _language(_import_lingua(), code)
+    return None if language is None else language.name.title()
+
+
 class LanguageIdentifier:
     """Identifies texts as one of `codes` (at least one; lingua's models of these languages
     only, loaded when it is built: about a second and 150 MiB for four languages).

@@ -103,7 +103,7 @@ def parse_request(
         ApiError: 400 for a malformed body or value, or a direction `languages` lacks; 413 for
             more texts or longer texts than `limits` allow.
     """
-    data = _json_object(body)
+    data = json_object(body)
     _check_keys(data)
     if "text" not in data:
         raise ApiError(400, "text", "text: required (a string or a list of strings)")
@@ -261,7 +261,9 @@ def languages_json(languages: Languages) -> dict:
     }
 
 
-def _json_object(body: bytes) -> dict:
+def json_object(body: bytes) -> dict:
+    """The JSON object of a body; a 400 (field body) for bytes that are not UTF-8, not JSON
+    (NaN and Infinity included), nested too deeply, or not an object."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as err:

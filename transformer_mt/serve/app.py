@@ -1,12 +1,12 @@
 """The FastAPI application of `tmt serve`: translate, stream, languages, health, metrics, the
-web page.
+web page, and LibreTranslate's endpoints (libretranslate_routes.py).
 
-`create_app(engine)` wires the endpoints to one engine. Requests are parsed by api.py (with
-`source: "auto"`, each text's language identified by detection.py in a worker thread) and
-submitted to the engine (`submit` only queues); the event loop then waits for the job's
-future without blocking, so that one process serves many concurrent clients while
-the engine's thread decodes. A client that disconnects before its result has its job
-cancelled, freeing the engine's work. Every request gets one log line and its metrics from
+`create_app(engine)` wires the endpoints to one engine. Request bodies are parsed by api.py,
+then jobs.py counts them against the keys and limits (quotas.py), identifies their texts'
+languages with `source: "auto"` and submits them to the engine, and waits for the result
+without blocking the event loop, so that one process serves many concurrent clients while the
+engine's thread decodes. A client that disconnects before its result has its job cancelled,
+freeing the engine's work. Every request gets one log line and its metrics from
 `RequestLog`, and every refusal the JSON body of `ApiError.body()`. Before a request reaches
 an endpoint, guard.py checks its Host, Origin and headers; a body is refused from its
 Content-Length when too large, and must arrive within `HttpSettings.body_timeout`.
@@ -15,48 +15,43 @@ Content-Length when too large, and must arrive within `HttpSettings.body_timeout
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextlib
-import dataclasses
 import importlib.resources
 import json
 import logging
 import math
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from transformer_mt import __version__
-from transformer_mt.serve import schema
+from transformer_mt.serve import jobs, libretranslate_routes, schema
 from transformer_mt.serve.api import (
-    AUTO,
     ApiError,
     TranslateRequest,
-    engine_error,
     languages_json,
-    max_body_bytes,
     parse_request,
     printable,
     translations_json,
 )
-from transformer_mt.serve.contract import Engine, Job, ShuttingDown
+from transformer_mt.serve.contract import Engine, Job
 from transformer_mt.serve.detection import SourceDetector
 from transformer_mt.serve.guard import HostRule, RequestGuard
 from transformer_mt.serve.http_settings import HttpSettings
 from transformer_mt.serve.metrics import Metrics
+from transformer_mt.serve.quotas import Quotas, text_limits
+
+if TYPE_CHECKING:  # torch would come with it; a Translation is only read here
+    from transformer_mt.inference.translator import Translation
 
 logger = logging.getLogger("transformer_mt.serve")
 
-# nginx's "client closed request": logged and counted for a client that left before its
-# result; the client never sees it.
-CLIENT_GONE = 499
 # Queued after a job's last token event: the job has finished (or failed, or was cancelled).
 _FINISHED = object()
 
@@ -97,6 +92,8 @@ def create_app(
     )
     app.state.engine = engine
     app.state.body_timeout = settings.body_timeout
+    app.state.limits = text_limits(engine.limits, settings.char_limit)
+    app.state.quotas = Quotas(settings)
     app.state.draining = False
     app.state.metrics = Metrics(engine)
     app.state.sources = SourceDetector(engine.languages)
@@ -125,6 +122,7 @@ def create_app(
     app.add_api_route("/health", health, methods=["GET"], responses={503: {"model": schema.Health}})
     app.add_api_route("/metrics", metrics, methods=["GET"], response_class=Response)
     app.add_api_route("/", index, methods=["GET"], response_class=HTMLResponse)
+    libretranslate_routes.add_routes(app)
     app.add_exception_handler(ApiError, _error_response)
     app.add_exception_handler(HTTPException, _http_error_response)
     paths = frozenset(route.path for route in app.routes)
@@ -135,7 +133,7 @@ def create_app(
             CORSMiddleware,
             allow_origins=list(settings.cors_origins),
             allow_methods=["GET", "POST"],
-            allow_headers=["Content-Type"],
+            allow_headers=["Content-Type", "Authorization"],
         )
     hosts = HostRule.for_listener(listen_host, settings.allowed_hosts)
     app.add_middleware(RequestGuard, hosts=hosts, settings=settings)
@@ -154,20 +152,8 @@ async def translate(request: Request) -> JSONResponse:
     """Translate one text or a list of texts; the result lists one translation per text."""
     started = time.perf_counter()
     parsed, job = await _submit(request)
-    finished = asyncio.Event()
-    _when_done(job.future, finished.set)
-    gone = asyncio.ensure_future(_disconnect(request))
-    waiting = asyncio.ensure_future(finished.wait())
-    try:
-        done, _ = await asyncio.wait((waiting, gone), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        gone.cancel()
-        waiting.cancel()
-        if not job.future.done():
-            job.cancel()  # the client left, or the server is cancelling this request
-    if waiting not in done:
-        raise ApiError(CLIENT_GONE, None, "the client disconnected before the result")
-    return JSONResponse(_result_json(parsed, job, started))
+    translations = await jobs.finished(request, parsed, job)
+    return JSONResponse(_result_json(parsed, job, translations, started))
 
 
 async def translate_stream(request: Request) -> StreamingResponse:
@@ -179,10 +165,10 @@ async def translate_stream(request: Request) -> StreamingResponse:
     events: asyncio.Queue = asyncio.Queue()
 
     def on_token(index: int, text: str) -> None:
-        _call_in_loop(loop, events.put_nowait, (index, text))
+        jobs.call_in_loop(loop, events.put_nowait, (index, text))
 
     parsed, job = await _submit(request, on_token)
-    _when_done(job.future, lambda: events.put_nowait(_FINISHED))
+    jobs.when_done(job.future, lambda: events.put_nowait(_FINISHED))
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(
         _events(parsed, job, events, started), media_type="text/event-stream", headers=headers
@@ -218,60 +204,11 @@ async def index(request: Request) -> HTMLResponse:
 async def _submit(
     request: Request, on_token: Callable[[int, str], None] | None = None
 ) -> tuple[TranslateRequest, Job]:
-    """Parse the body, identify its texts' languages if asked, and queue its texts: the job,
-    or an `ApiError`."""
+    """Read and parse the body, then start its job (jobs.py): the job, or an `ApiError`."""
     engine: Engine = request.app.state.engine
-    if request.app.state.draining:
-        raise engine_error(ShuttingDown("the server is shutting down"), [])
-    body = await _read_body(request, max_body_bytes(engine.limits), request.app.state.body_timeout)
-    parsed = parse_request(body, engine.defaults, engine.limits, engine.languages)
-    request.state.sentences = len(parsed.texts)
-    if parsed.source == AUTO:  # lingua may load its models first: off the event loop
-        detect = request.app.state.sources.detect
-        detected = await asyncio.to_thread(detect, parsed.texts, parsed.target)
-        parsed = dataclasses.replace(parsed, detected=detected)
-    try:
-        # On the event loop, not in a worker thread: submitting only tokenizes and queues, and
-        # while the decoding thread holds the GIL each hand-over between threads costs up to a
-        # switch interval, which a request would pay twice more.
-        job = engine.submit(
-            parsed.texts, parsed.decode, parsed.prefixes, on_token, parsed.directions()
-        )
-    except Exception as err:  # every refusal, and an engine fault (500), as one error body
-        raise _failure(err, parsed) from None
-    return parsed, job
-
-
-async def _read_body(request: Request, limit: int, timeout: float) -> bytes:
-    """The body: refused (413) from its Content-Length, or as soon as it outgrows `limit`
-    bytes; 408 unless it has all arrived `timeout` seconds after the request's head."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise ApiError(413, "body", f"body: {int(declared)} bytes; at most {limit}")
-
-    async def read() -> bytes:
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise ApiError(413, "body", f"body: more than {limit} bytes; at most {limit}")
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-    try:
-        return await asyncio.wait_for(read(), timeout)
-    except asyncio.TimeoutError:
-        raise ApiError(408, "body", f"body: not complete within {timeout:g} s") from None
-    except ClientDisconnect:
-        raise ApiError(
-            CLIENT_GONE, None, "the client disconnected while sending its body"
-        ) from None
-
-
-async def _disconnect(request: Request) -> None:
-    """Return when the client disconnects (the body has been read: nothing else comes)."""
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
+    body = await jobs.request_body(request)
+    parsed = parse_request(body, engine.defaults, request.app.state.limits, engine.languages)
+    return await jobs.start(request, parsed, jobs.request_key(request), on_token)
 
 
 async def _events(
@@ -283,7 +220,8 @@ async def _events(
             index, text = item
             yield _event("token", {"index": index, "text": text})
         try:
-            yield _event("result", _result_json(parsed, job, started))
+            translations = jobs.outcome(parsed, job)
+            yield _event("result", _result_json(parsed, job, translations, started))
         except ApiError as err:
             yield _event("error", err.body())
         yield _event("done", {})
@@ -292,45 +230,21 @@ async def _events(
             job.cancel()
 
 
-def _result_json(parsed: TranslateRequest, job: Job, started: float) -> dict:
-    """The response body of a finished job, or its `ApiError`."""
-    future = job.future
-    if future.cancelled():
-        raise engine_error(ShuttingDown("the translation was cancelled by the engine"), [])
-    if future.exception() is not None:
-        raise _failure(future.exception(), parsed)
+def _result_json(
+    parsed: TranslateRequest, job: Job, translations: list[Translation], started: float
+) -> dict:
+    """The response body of a finished job."""
     timing = {"total_ms": round(1000 * (time.perf_counter() - started), 3)}
     if job.queue_seconds is not None:
         timing["queue_ms"] = round(1000 * job.queue_seconds, 3)
     return {
-        "translations": translations_json(future.result(), parsed.decode.n_best, parsed.detected),
+        "translations": translations_json(translations, parsed.decode.n_best, parsed.detected),
         "timing": timing,
     }
 
 
-def _failure(err: BaseException, parsed: TranslateRequest) -> ApiError:
-    """`err` as a refusal; an engine fault (500) is logged with its traceback."""
-    failure = engine_error(err, list(parsed.decode_keys))
-    if failure.status == 500:
-        logger.error("engine failure: %s", printable(failure.message), exc_info=err)
-    return failure
-
-
 def _event(name: str, data: dict) -> str:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
-
-
-def _when_done(future: concurrent.futures.Future, callback: Callable[[], None]) -> None:
-    """Run `callback` on the event loop once `future` is done (it resolves in the engine's
-    thread)."""
-    loop = asyncio.get_running_loop()
-    future.add_done_callback(lambda _: _call_in_loop(loop, callback))
-
-
-def _call_in_loop(loop: asyncio.AbstractEventLoop, callback: Callable, *args: object) -> None:
-    # RuntimeError: the loop has closed (server stopped), so nobody is waiting any more.
-    with contextlib.suppress(RuntimeError):
-        loop.call_soon_threadsafe(callback, *args)
 
 
 async def _error_response(request: Request, err: ApiError) -> JSONResponse:

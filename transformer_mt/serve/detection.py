@@ -1,12 +1,13 @@
 """`source: "auto"`: each text's language, identified among the languages the model may be
-asked to translate into the request's target from (`Languages.sources`).
+asked to translate into the request's target from (`Languages.sources`); for LibreTranslate's
+/detect, among every language the model translates from.
 
 The identifier is `langid.LanguageIdentifier` (lingua, restricted to those languages: the
-choice measured best on Multi30k's short captions, docs/results.md). One is built per target
-on the first request that needs it (lingua then loads its models: about a second for four
-languages, off the event loop) and kept. A text lingua cannot place (digits, punctuation) is
-translated from the server's default source when the model translates that into the target,
-else from the first candidate, and reported with confidence 0.
+choice measured best on Multi30k's short captions, docs/results.md). One is built per set of
+candidates on the first request that needs it (lingua then loads its models: about a second
+for four languages, off the event loop) and kept. A text lingua cannot place (digits,
+punctuation) is translated from the server's default source when the model translates that
+into the target, else from the first candidate, and reported with confidence 0.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from transformer_mt.serve.api import ApiError
 
 
 class SourceDetector:
-    """The identifiers of one server's model, by target language. Thread-safe."""
+    """The identifiers of one server's model, by candidate languages. Thread-safe."""
 
     def __init__(self, languages: Languages):
         self.languages = languages
-        self._identifiers: dict[str | None, LanguageIdentifier] = {}
+        self._identifiers: dict[tuple[str, ...], LanguageIdentifier] = {}
         self._lock = threading.Lock()
 
     def detect(self, texts: list[str], target: str | None) -> list[Detection]:
@@ -35,8 +36,17 @@ class SourceDetector:
             ApiError: 501 (field source) without lingua installed; 400 (field source) when
                 lingua knows none of the candidate languages.
         """
-        identifier = self._identifier(target)
         sources = self.languages.sources(target)
+        return self._detect(texts, sources, f"translated into {target}")
+
+    def detect_any(self, texts: list[str]) -> list[Detection]:
+        """As `detect`, among every language the model translates from (LibreTranslate's
+        /detect, which names no target)."""
+        sources = tuple(sorted({s for s, _ in self.languages.directions if s is not None}))
+        return self._detect(texts, sources, "the model translates from")
+
+    def _detect(self, texts: list[str], sources: tuple[str, ...], what: str) -> list[Detection]:
+        identifier = self._identifier(sources, what)
         default = self.languages.default[0]
         fallback = default if default in sources else identifier.codes[0]
         return [
@@ -44,11 +54,10 @@ class SourceDetector:
             for found in identifier.detect(texts)
         ]
 
-    def _identifier(self, target: str | None) -> LanguageIdentifier:
+    def _identifier(self, sources: tuple[str, ...], what: str) -> LanguageIdentifier:
         with self._lock:
-            found = self._identifiers.get(target)
+            found = self._identifiers.get(sources)
             if found is None:
-                sources = self.languages.sources(target)
                 try:
                     codes = langid.known(sources)
                 except LinguaMissing as err:
@@ -57,8 +66,8 @@ class SourceDetector:
                     raise ApiError(
                         400,
                         "source",
-                        f"source=auto: lingua identifies none of the languages translated into "
-                        f"{target} ({', '.join(sources)}); name the source",
+                        f"source=auto: lingua identifies none of the languages {what} "
+                        f"({', '.join(sources)}); name the source",
                     )
-                found = self._identifiers[target] = LanguageIdentifier(codes)
+                found = self._identifiers[sources] = LanguageIdentifier(codes)
             return found

@@ -1,9 +1,10 @@
 """How the server treats connections and requests before any reach the engine: how many
 connections it keeps, how long a client may take to send a request, which Host and Origin
-headers it answers. One home for these defaults; `tmt serve` sets some of them by flag.
+headers it answers, which API keys and how many requests and characters it takes. One home for
+these defaults; `tmt serve` sets some of them by flag.
 
 connections.py applies the connection fields under uvicorn, app.py the request fields
-(body_timeout) and guard.py the Host and Origin ones.
+(body_timeout), guard.py the Host and Origin ones, quotas.py the keys and limits.
 """
 
 from __future__ import annotations
@@ -48,9 +49,24 @@ class HttpSettings:
     # Browser origins ("https://app.example:8443") whose pages may call the API; "*": any.
     # Other cross-origin requests are refused with 403.
     cors_origins: tuple[str, ...] = ()
+    # The keys file (keys.py): with one, every translation and detection needs a key of it
+    # (else 403) and is limited as the file says for that key (quotas.py). None: no keys.
+    api_keys: str | None = None
+    # Requests per minute from one client address, a request of n texts counting n
+    # (LibreTranslate's --req-limit); beyond it 429. None: no limit.
+    req_limit: int | None = None
+    # Characters per text (LibreTranslate's --char-limit), below the engine's own limit;
+    # a longer text is refused (413, LibreTranslate's API: 400). None: the engine's limit.
+    char_limit: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_connections", "max_client_connections", "max_headers"):
+        for name in (
+            "max_connections",
+            "max_client_connections",
+            "max_headers",
+            "req_limit",
+            "char_limit",
+        ):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise SettingError(name, value, "must be at least 1")

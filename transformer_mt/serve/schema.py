@@ -1,8 +1,9 @@
 """The request and response bodies of the HTTP API as pydantic models, for /docs and /openapi.json.
 
-The app never validates with these (api.py parses request bytes itself, for its one-field
-errors); they describe the same bodies to OpenAPI clients, and a test keeps `TranslateBody`'s
-fields equal to the keys api.py accepts.
+The app never validates with these (api.py and libretranslate.py parse request bytes
+themselves, for their own errors); they describe the same bodies to OpenAPI clients, and
+tests keep `TranslateBody`'s fields equal to the keys api.py accepts, and
+`LibreTranslateBody`'s to the fields libretranslate.py reads.
 """
 
 from __future__ import annotations
@@ -122,3 +123,62 @@ class LanguagesResponse(BaseModel):
 
 class Health(BaseModel):
     status: str = Field(examples=["ok", "shutting down"])
+
+
+class LibreTranslateBody(BaseModel):
+    """POST /translate, LibreTranslate's API: a JSON object, or the same fields as a form."""
+
+    model_config = ConfigDict(extra="allow")  # LibreTranslate ignores fields it does not know
+
+    q: str | list[str] = Field(
+        description="One text, or a list of texts (in a form: the field repeated). The "
+        "answer's fields are lists, one item per text, when q is a list.",
+        examples=["Ein Mann fährt Fahrrad."],
+    )
+    source: str = Field(
+        description='The texts\' language, a code of GET /languages, or "auto".',
+        examples=["de", "auto"],
+    )
+    target: str = Field(description="The language to translate into.", examples=["en"])
+    format: str = Field("text", description='"text"; "html" is not supported yet.')
+    alternatives: int = Field(
+        0, ge=0, description="Other hypotheses of the beam to return: at most its size less one."
+    )
+    api_key: str | None = Field(
+        None, description="Where the server requires keys (also: Authorization: Bearer)."
+    )
+
+
+class LibreDetectBody(BaseModel):
+    """POST /detect, LibreTranslate's API."""
+
+    model_config = ConfigDict(extra="allow")
+
+    q: str | list[str] = Field(examples=["Deux jeunes enfants jouent dans la neige."])
+    api_key: str | None = None
+
+
+class LibreDetected(BaseModel):
+    confidence: float = Field(description="0 to 100.")
+    language: str
+
+
+class LibreTranslateResponse(BaseModel):
+    # LibreTranslate's field names, camel case and all.
+    translatedText: str | list[str]
+    detectedLanguage: LibreDetected | list[LibreDetected] | None = Field(
+        None, description='Present only with source "auto".'
+    )
+    alternatives: list[str] | list[list[str]] | None = Field(
+        None, description="Present only with alternatives > 0."
+    )
+
+
+class LibreLanguage(BaseModel):
+    code: str
+    name: str = Field(description="English name (the code where lingua knows none).")
+    targets: list[str]
+
+
+class LibreErrorBody(BaseModel):
+    error: str

@@ -8,6 +8,7 @@ admitted, and only then does uvicorn send the last responses and exit. A second 
 uvicorn stop without waiting for the engine; a further SIGINT stops without waiting at all.
 Should the engine's decoding thread die, the server stops too (`serve` raises
 `EngineStopped`, and `tmt serve` exits non-zero), so that a supervisor starts a new one.
+SIGHUP makes `serve` read its API keys file again (keys.py).
 
 Connections go through connections.py's `GuardedH11Protocol` (caps, timeouts) with the
 limits of `HttpSettings`.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import errno
 import functools
 import logging
+import signal
 import socket
 import sys
 import threading
@@ -113,6 +115,8 @@ def serve(
     settings = settings if settings is not None else HttpSettings()
     sock = listen(host, port)
     app = create_app(engine, settings, host)
+    if hasattr(signal, "SIGHUP"):  # the keys file is read again (quotas.py); not on Windows
+        signal.signal(signal.SIGHUP, lambda sig, frame: app.state.quotas.reload_keys())
     server = DrainingServer(uvicorn_config(app, log_level, settings), app)
     engine.start()
     try:

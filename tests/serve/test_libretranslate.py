@@ -1,0 +1,165 @@
+"""LibreTranslate's endpoints in process against the fake engine: its request fields (JSON, a
+form, the query string), its response shapes, and its error bodies, each refusal leaving the
+server serving and the engine untouched."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("httpx")
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from tests.serve.fakes import LIMITS, fake_translation  # noqa: E402
+from transformer_mt.langid import installed  # noqa: E402
+from transformer_mt.serve import libretranslate, schema  # noqa: E402
+from transformer_mt.serve.app import create_app  # noqa: E402
+
+BASE_URL = "http://127.0.0.1:8000"
+GOOD = {"q": "ein kleiner hund", "source": "de", "target": "en"}
+needs_lingua = pytest.mark.skipif(not installed(), reason="lingua (the langid extra)")
+
+
+@pytest.fixture
+def client(engine):
+    return TestClient(create_app(engine), base_url=BASE_URL, raise_server_exceptions=False)
+
+
+def assert_served(client) -> None:
+    response = client.post("/translate", json=GOOD)
+    assert response.status_code == 200, response.text
+    assert response.json() == {"translatedText": fake_translation(GOOD["q"])}
+
+
+def test_a_string_is_answered_with_a_string_and_a_list_with_a_list(client):
+    assert_served(client)
+    texts = ["ein hund", "zwei katzen spielen"]
+    response = client.post("/translate", json={**GOOD, "q": texts})
+    assert response.json() == {"translatedText": [fake_translation(t) for t in texts]}
+
+
+def test_a_form_reads_as_json_does_and_a_repeated_q_is_a_list(client):
+    texts = ["ein hund", "zwei katzen spielen"]
+    one = client.post("/translate", data=GOOD).json()
+    assert one == {"translatedText": fake_translation(GOOD["q"])}
+    many = client.post("/translate", data={**GOOD, "q": texts}).json()
+    assert many == {"translatedText": [fake_translation(t) for t in texts]}
+    query = client.post("/translate?source=de&target=en", data={"q": "ein hund"}).json()
+    assert query == {"translatedText": fake_translation("ein hund")}
+
+
+def test_alternatives_are_the_other_hypotheses_of_the_beam_without_the_translation(client, engine):
+    body = client.post("/translate", json={**GOOD, "alternatives": "1"}).json()
+    best = fake_translation(GOOD["q"])
+    assert body == {"translatedText": best, "alternatives": [f"{best} (1)"]}
+    assert engine.jobs[-1].decode.n_best == 2
+    both = client.post("/translate", data={**GOOD, "q": ["a b", "c"], "alternatives": 1}).json()
+    assert both["alternatives"] == [["b a (1)"], ["c (1)"]]
+
+
+def test_codes_are_matched_ignoring_case(client, engine):
+    body = client.post("/translate", json={**GOOD, "source": "DE", "target": "En"}).json()
+    assert body == {"translatedText": fake_translation(GOOD["q"])}
+    assert engine.jobs[-1].directions == [("de", "en")]
+
+
+@needs_lingua
+def test_source_auto_answers_with_the_detected_language_per_text(client):
+    body = client.post("/translate", json={**GOOD, "source": "auto"}).json()
+    assert body["detectedLanguage"] == {"confidence": pytest.approx(100.0), "language": "de"}
+    both = client.post("/translate", json={**GOOD, "source": "auto", "q": ["a b", "c"]}).json()
+    assert [d["language"] for d in both["detectedLanguage"]] == ["de", "de"]
+
+
+FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+JSON = {"Content-Type": "application/json"}
+# The fake engine takes 8 texts of 200 characters (FakeLimits).
+BAD = [
+    # (body: JSON (a dict, or bytes) or a form (pairs), status, LibreTranslate's message)
+    ({"source": "de", "target": "en"}, 400, "Invalid request: missing q parameter"),
+    ({**GOOD, "q": ""}, 400, "Invalid request: missing q parameter"),
+    ({**GOOD, "q": []}, 400, "Invalid request: missing q parameter"),
+    ({**GOOD, "q": 5}, 400, "Invalid request: q parameter must be a string or a list of strings"),
+    ({**GOOD, "q": ["a", None]}, 400, "must be a string or a list of strings"),
+    ({"q": "a", "target": "en"}, 400, "Invalid request: missing source parameter"),
+    ({"q": "a", "source": "de"}, 400, "Invalid request: missing target parameter"),
+    ({**GOOD, "target": "xx"}, 400, "xx is not supported"),
+    ({**GOOD, "source": "xx"}, 400, "xx is not supported"),
+    ({**GOOD, "source": "auto", "target": "xx"}, 400, "xx is not supported"),
+    ({**GOOD, "source": "en", "target": "de"}, 400, "(de) is not available as a target language"),
+    ({**GOOD, "format": "markdown"}, 400, "markdown format is not supported"),
+    ({**GOOD, "format": "html"}, 400, "html format is not supported"),
+    ({**GOOD, "alternatives": "two"}, 400, "alternatives parameter is not a number"),
+    ({**GOOD, "alternatives": True}, 400, "alternatives parameter is not a number"),
+    ({**GOOD, "alternatives": 2}, 400, "alternatives parameter must be <= 1"),  # beam 2
+    ({**GOOD, "q": ["a"] * 9}, 400, "Invalid request: request (9) exceeds text limit (8)"),
+    ({**GOOD, "q": "x" * 201}, 400, "Invalid request: request (201) exceeds text limit (200)"),
+    ((("q", "a"), ("q", "x" * 201), ("source", "de"), ("target", "en")), 400, "(201) exceeds"),
+    (b'{"q": "\\ud800", "source": "de", "target": "en"}', 400, "lone surrogate"),
+]
+
+
+@pytest.mark.parametrize("body, status, message", BAD)
+def test_bad_requests_get_libretranslates_error_and_nothing_else_is_affected(
+    client, engine, body, status, message
+):
+    if isinstance(body, dict):
+        response = client.post("/translate", json=body)
+    elif isinstance(body, bytes):
+        response = client.post("/translate", content=body, headers=JSON)
+    else:
+        response = client.post("/translate", content=urlencode(body).encode(), headers=FORM)
+    assert response.status_code == status
+    assert list(response.json()) == ["error"] and message in response.json()["error"]
+    assert engine.jobs == []  # nothing was submitted
+    assert_served(client)
+
+
+@pytest.mark.parametrize(
+    "content, content_type, message",
+    [
+        (b'{"q": ', "application/json", "Invalid JSON format"),
+        (b'["a"]', "application/json", "Invalid JSON format"),
+        (b"q=%FF&source=de&target=en", "application/x-www-form-urlencoded", "not UTF-8"),
+        (b"--b\r\n\r\n--b--", "multipart/form-data; boundary=b", "multipart"),
+    ],
+)
+def test_bodies_that_do_not_read_are_refused(client, content, content_type, message):
+    response = client.post("/translate", content=content, headers={"Content-Type": content_type})
+    assert response.status_code == 400 and message in response.json()["error"]
+    assert_served(client)
+
+
+def test_a_body_too_large_is_libretranslates_400_not_413(client):
+    texts = ["x" * LIMITS.max_sentence_chars] * 1000
+    response = client.post("/translate", json={**GOOD, "q": texts})
+    assert response.status_code == 400 and "body" in response.json()["error"]
+    assert_served(client)
+
+
+def test_languages_lists_each_language_with_its_targets(client):
+    assert client.get("/languages").json() == [
+        {"code": "de", "name": "German" if installed() else "de", "targets": ["en"]},
+        {"code": "en", "name": "English" if installed() else "en", "targets": []},
+    ]
+
+
+@needs_lingua
+def test_detect_answers_a_list_of_languages_with_confidence_out_of_100(client):
+    one = client.post("/detect", data={"q": "Zwei Hunde spielen im Schnee."}).json()
+    assert one == [{"confidence": pytest.approx(100.0), "language": "de"}]
+    many = client.post("/detect", json={"q": ["Zwei Hunde.", "Ein Kind lacht."]}).json()
+    assert [d["language"] for d in many] == ["de"]
+    missing = client.post("/detect", data={})
+    assert missing.status_code == 400
+    assert missing.json() == {"error": "Invalid request: missing q parameter"}
+
+
+def test_the_openapi_body_has_the_fields_the_parser_reads(client):
+    assert tuple(schema.LibreTranslateBody.model_fields) == libretranslate.TRANSLATE_FIELDS
+    assert tuple(schema.LibreDetectBody.model_fields) == libretranslate.DETECT_FIELDS
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"/translate", "/languages", "/detect"} <= set(paths)

@@ -1,0 +1,169 @@
+"""From a request's bytes to its translations: the steps every translation endpoint shares,
+whichever API parsed the body (api.py for /v1, libretranslate.py for LibreTranslate's).
+
+`request_body` reads the body within its limits (refused while the server drains); `start`
+counts the request against its key and limits (quotas.py), identifies its texts' languages
+when asked (`source: "auto"`, detection.py, in a worker thread), and submits it to the engine
+(`submit` only queues); `finished` waits for the job's future without blocking the event
+loop, so that one process serves many concurrent clients while the engine's thread decodes,
+and cancels the job when its client disconnects first. Every refusal is an `ApiError`, which
+each API renders in its own error body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from starlette.requests import ClientDisconnect, Request
+
+from transformer_mt.serve.api import (
+    AUTO,
+    ApiError,
+    TranslateRequest,
+    engine_error,
+    max_body_bytes,
+    printable,
+)
+from transformer_mt.serve.contract import Engine, Job, ShuttingDown, TokenCallback
+from transformer_mt.serve.quotas import bearer_key
+
+if TYPE_CHECKING:  # torch would come with it; a Translation is only passed on here
+    from transformer_mt.inference.translator import Translation
+
+logger = logging.getLogger("transformer_mt.serve")
+
+# nginx's "client closed request": logged and counted for a client that left before its
+# result; the client never sees it.
+CLIENT_GONE = 499
+
+
+async def request_body(request: Request) -> bytes:
+    """The body of a translation request: 503 while the server drains; refused (413) from its
+    Content-Length, or as soon as it outgrows what the largest allowed request needs; 408
+    unless it has all arrived `HttpSettings.body_timeout` seconds after the request's head."""
+    state = request.app.state
+    if state.draining:
+        raise engine_error(ShuttingDown("the server is shutting down"), [])
+    limit, timeout = max_body_bytes(state.limits), state.body_timeout
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, "body", f"body: {int(declared)} bytes; at most {limit}")
+
+    async def read() -> bytes:
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, "body", f"body: more than {limit} bytes; at most {limit}")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    try:
+        return await asyncio.wait_for(read(), timeout)
+    except asyncio.TimeoutError:
+        raise ApiError(408, "body", f"body: not complete within {timeout:g} s") from None
+    except ClientDisconnect:
+        raise ApiError(
+            CLIENT_GONE, None, "the client disconnected while sending its body"
+        ) from None
+
+
+def request_key(request: Request, given: str | None = None) -> str | None:
+    """The API key of a request: `given` (a body's field), else its Authorization header's."""
+    return given or bearer_key(request.headers.get("authorization"))
+
+
+def admit(request: Request, key: str | None, texts: list[str]) -> None:
+    """Count the request against its key's and its address's limits (quotas.py); raises the
+    ApiError of a refusal. Also tells the request log how many texts it holds."""
+    request.state.sentences = len(texts)
+    address = request.client.host if request.client else "unknown"
+    request.app.state.quotas.admit(key, address, texts)
+
+
+async def start(
+    request: Request,
+    parsed: TranslateRequest,
+    key: str | None,
+    on_token: TokenCallback | None = None,
+) -> tuple[TranslateRequest, Job]:
+    """Admit the request (`admit`), identify its texts' languages if asked, and queue its
+    texts: the request with its detections, and the job; or an `ApiError`."""
+    admit(request, key, parsed.texts)
+    if parsed.source == AUTO:  # lingua may load its models first: off the event loop
+        detect = request.app.state.sources.detect
+        detected = await asyncio.to_thread(detect, parsed.texts, parsed.target)
+        parsed = dataclasses.replace(parsed, detected=detected)
+    engine: Engine = request.app.state.engine
+    try:
+        # On the event loop, not in a worker thread: submitting only tokenizes and queues, and
+        # while the decoding thread holds the GIL each hand-over between threads costs up to a
+        # switch interval, which a request would pay twice more.
+        job = engine.submit(
+            parsed.texts, parsed.decode, parsed.prefixes, on_token, parsed.directions()
+        )
+    except Exception as err:  # every refusal, and an engine fault (500), as one error body
+        raise failure(err, parsed) from None
+    return parsed, job
+
+
+async def finished(request: Request, parsed: TranslateRequest, job: Job) -> list[Translation]:
+    """The translations of `job` once done; the job is cancelled if the client leaves first
+    (or the server cancels this request)."""
+    done_event = asyncio.Event()
+    when_done(job.future, done_event.set)
+    gone = asyncio.ensure_future(_disconnect(request))
+    waiting = asyncio.ensure_future(done_event.wait())
+    try:
+        done, _ = await asyncio.wait((waiting, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        waiting.cancel()
+        if not job.future.done():
+            job.cancel()
+    if waiting not in done:
+        raise ApiError(CLIENT_GONE, None, "the client disconnected before the result")
+    return outcome(parsed, job)
+
+
+def outcome(parsed: TranslateRequest, job: Job) -> list[Translation]:
+    """The translations of a finished job, or its `ApiError`."""
+    future = job.future
+    if future.cancelled():
+        raise engine_error(ShuttingDown("the translation was cancelled by the engine"), [])
+    if future.exception() is not None:
+        raise failure(future.exception(), parsed)
+    return future.result()
+
+
+def failure(err: BaseException, parsed: TranslateRequest) -> ApiError:
+    """`err` as a refusal; an engine fault (500) is logged with its traceback."""
+    refusal = engine_error(err, list(parsed.decode_keys))
+    if refusal.status == 500:
+        logger.error("engine failure: %s", printable(refusal.message), exc_info=err)
+    return refusal
+
+
+def when_done(future: concurrent.futures.Future, callback: Callable[[], None]) -> None:
+    """Run `callback` on the event loop once `future` is done (it resolves in the engine's
+    thread)."""
+    loop = asyncio.get_running_loop()
+    future.add_done_callback(lambda _: call_in_loop(loop, callback))
+
+
+def call_in_loop(loop: asyncio.AbstractEventLoop, callback: Callable, *args: object) -> None:
+    # RuntimeError: the loop has closed (server stopped), so nobody is waiting any more.
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(callback, *args)
+
+
+async def _disconnect(request: Request) -> None:
+    """Return when the client disconnects (the body has been read: nothing else comes)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass

@@ -1,0 +1,161 @@
+"""Who may translate, and how much: API keys and rate limits, one mechanism for both APIs.
+
+Every request to a translation or detection endpoint (/v1/translate, /v1/translate/stream,
+LibreTranslate's /translate and /detect) passes `Quotas.admit` once its body is parsed and
+before any work is done for it; the language lists, /health, /metrics and the web page are
+free, as LibreTranslate leaves /languages free. Settings: `HttpSettings.api_keys`, `req_limit`
+and `char_limit` (`tmt serve --api-keys`, `--req-limit`, `--char-limit`).
+
+- With a keys file (keys.py), a request must carry a key of it: in an `Authorization: Bearer`
+  header (either API) or LibreTranslate's `api_key` field. None, or one the file does not
+  hold: 403. The key's requests and characters per minute are limited as the file says.
+- With `req_limit`, the requests of each client address (the connection's peer: the server
+  does not read X-Forwarded-For) are limited per minute, with or without keys.
+- A request of n texts counts n requests (as LibreTranslate counts a batch) and the sum of
+  its texts' lengths in characters (code points). Over a limit: 429 with Retry-After, and
+  nothing is counted; a request that could never fit a limit, however long it waited: 413.
+- `char_limit` bounds each text, as LibreTranslate's `--char-limit` does: it lowers the
+  engine's characters per text in the `TextLimits` the parsers check (`text_limits`).
+
+The limits are kept by `limits` (the library behind flask-limiter and slowapi) in memory,
+with its sliding window counter: per key and limit, the count of the current minute and of
+the one before, weighed by how much of it still lies within the last 60 s. Why that one:
+LibreTranslate's moving window (through flask-limiter) keeps one timestamp per unit counted,
+so 20,000 characters a minute would keep up to 20,000 entries per key, and a per-address limit
+one list per address a client can make up; a fixed window lets a client send twice its limit
+across a window's edge. The counter costs two numbers per key and limit and holds a client to
+about its limit; it assumes the previous minute's requests came evenly spread. The counts live
+in one process and start from zero when it restarts.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from limits import RateLimitItem, RateLimitItemPerMinute
+from limits.storage import MemoryStorage
+from limits.strategies import SlidingWindowCounterRateLimiter
+
+from transformer_mt.serve.api import ApiError
+from transformer_mt.serve.contract import RequestLimits
+from transformer_mt.serve.http_settings import HttpSettings
+from transformer_mt.serve.keys import ApiKeys
+
+MISSING_KEY = (
+    "an API key is required (an Authorization: Bearer header, or the api_key field); "
+    "ask the server's operator for one"
+)
+# LibreTranslate's words for a key it does not know.
+UNKNOWN_KEY = "Invalid API key"
+
+
+@dataclass(frozen=True)
+class TextLimits:
+    """The size of one request the parsers allow (a `contract.RequestLimits`)."""
+
+    max_request_sentences: int  # texts per request
+    max_sentence_chars: int  # characters per text
+
+
+def text_limits(engine: RequestLimits, char_limit: int | None) -> TextLimits:
+    """The engine's limits, with at most `char_limit` characters per text (None: no lower)."""
+    chars = engine.max_sentence_chars
+    return TextLimits(
+        engine.max_request_sentences, chars if char_limit is None else min(chars, char_limit)
+    )
+
+
+def bearer_key(authorization: str | None) -> str | None:
+    """The key of an `Authorization: Bearer KEY` header value, None without one."""
+    if authorization is None:
+        return None
+    scheme, _, key = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return key.strip() or None
+
+
+@dataclass(frozen=True)
+class _Charge:
+    """One limit a request is counted against: `cost` units of `item` for `holder`."""
+
+    item: RateLimitItem
+    holder: str  # "key:<digest>" or "address:<host>"
+    cost: int
+    unit: str  # "requests" or "characters", for messages
+    whose: str  # "this key" or "this address", for messages
+
+
+class Quotas:
+    """The keys and the limits of one server (see the module). Not thread-safe: the event
+    loop is its one user.
+
+    Raises:
+        SettingError: naming api_keys, a keys file that cannot be read or does not parse.
+    """
+
+    def __init__(self, settings: HttpSettings):
+        self.keys = ApiKeys(settings.api_keys) if settings.api_keys else None
+        self.per_address = (
+            RateLimitItemPerMinute(settings.req_limit) if settings.req_limit else None
+        )
+        self._limiter = SlidingWindowCounterRateLimiter(MemoryStorage())
+
+    def admit(self, key: str | None, address: str, texts: Sequence[str]) -> None:
+        """Count a request of `texts` from `address` with `key` (None: none given).
+
+        Raises:
+            ApiError: 403 without a key, or with one the keys file lacks, where keys are
+                required; 413 for more than a limit allows in one request; 429 over a limit
+                (`retry_after` set), with nothing counted.
+        """
+        charges = self._charges(key, address, len(texts), sum(map(len, texts)))
+        for charge in charges:
+            if charge.cost > charge.item.amount:
+                raise ApiError(
+                    413,
+                    "text",
+                    f"{charge.cost} {charge.unit} in one request; {charge.whose} may send "
+                    f"{charge.item.amount} per minute",
+                )
+        for charge in charges:
+            if not self._limiter.test(charge.item, charge.holder, cost=charge.cost):
+                reset = self._limiter.get_window_stats(charge.item, charge.holder).reset_time
+                raise ApiError(
+                    429,
+                    None,
+                    f"Slowdown: {charge.item.amount} {charge.unit} per 1 minute for {charge.whose}",
+                    retry_after=max(1.0, math.ceil(reset - time.time())),
+                )
+        for charge in charges:
+            self._limiter.hit(charge.item, charge.holder, cost=charge.cost)
+
+    def reload_keys(self) -> None:
+        """Read the keys file again before the next request (SIGHUP)."""
+        if self.keys is not None:
+            self.keys.reload_soon()
+
+    def _charges(self, key: str | None, address: str, n_texts: int, n_chars: int) -> list:
+        charges = []
+        if self.keys is not None:
+            if not key:
+                raise ApiError(403, None, MISSING_KEY)
+            entry = self.keys.lookup(key)
+            if entry is None:
+                raise ApiError(403, None, UNKNOWN_KEY)
+            holder = f"key:{entry.id}"
+            for limit, cost, unit in (
+                (entry.requests_per_minute, n_texts, "requests"),
+                (entry.characters_per_minute, n_chars, "characters"),
+            ):
+                if limit is not None and cost > 0:
+                    charges.append(
+                        _Charge(RateLimitItemPerMinute(limit), holder, cost, unit, "this key")
+                    )
+        if self.per_address is not None:
+            holder = f"address:{address}"
+            charges.append(_Charge(self.per_address, holder, n_texts, "requests", "this address"))
+        return charges
