@@ -88,6 +88,7 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--glossary",
+        metavar="FILE",
         help="TSV file of 'source term<TAB>target term' lines (target = source: keep it "
         "untranslated): the translation of a sentence holding a source term holds its target",
     )
@@ -98,6 +99,7 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--constraints",
+        metavar="FILE",
         help="file of target phrases, one line per input line, TAB-separated (blank: none): "
         "each translation holds its line's phrases",
     )
