@@ -272,3 +272,49 @@ def test_cors_headers_for_a_listed_origin_with_the_authorization_header(engine, 
     assert answer.headers["access-control-allow-origin"] == ORIGIN
     other = client.post("/translate", json=LT, headers={"Origin": "https://evil.example"})
     assert other.status_code == 403 and "access-control-allow-origin" not in other.headers
+
+
+class Clock:
+    """time.time for the limits' storage, moved by hand."""
+
+    def __init__(self, now: float):
+        self.now = now
+
+    def time(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(
+    "moments, cost",
+    [
+        ([(20.0, 3)], 1),  # wait for this minute to end
+        ([(59.5, 3)], 1),  # the same, half a second before its end
+        ([(20.0, 3)], 2),  # and for a third of the next minute
+        ([(50.0, 3), (70.0, 1)], 1),  # for the minute before to weigh less
+        ([(10.0, 3), (65.0, 1)], 1),
+    ],
+)
+def test_retry_after_is_the_first_second_at_which_the_request_passes(monkeypatch, moments, cost):
+    """Requests sent at moments (seconds from a minute's start, how many), up to a limit of 3
+    a minute; then a request of `cost` texts is refused, refused two seconds before its
+    Retry-After (one second of slack: the counter's own float rounding), and served at it."""
+    clock = Clock(60.0 * 1000)
+    monkeypatch.setattr("limits.storage.memory.time", clock)
+    limited = quotas.Quotas(HttpSettings(req_limit=3))
+    start = clock.now
+    for seconds, requests in moments:
+        clock.now = start + seconds
+        for _ in range(requests):
+            limited.admit(None, "10.0.0.1", ["a"])
+    texts = ["a"] * cost
+    with pytest.raises(quotas.ApiError) as refused:
+        limited.admit(None, "10.0.0.1", texts)
+    retry_after = refused.value.retry_after
+    assert refused.value.status == 429 and 1 <= retry_after <= 120
+    refused_at = clock.now
+    if retry_after > 2:
+        clock.now = refused_at + retry_after - 2
+        with pytest.raises(quotas.ApiError):
+            limited.admit(None, "10.0.0.1", texts)
+    clock.now = refused_at + retry_after
+    limited.admit(None, "10.0.0.1", texts)

@@ -31,7 +31,6 @@ in one process and start from zero when it restarts.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -102,7 +101,8 @@ class Quotas:
         self.per_address = (
             RateLimitItemPerMinute(settings.req_limit) if settings.req_limit else None
         )
-        self._limiter = SlidingWindowCounterRateLimiter(MemoryStorage())
+        self._storage = MemoryStorage()
+        self._limiter = SlidingWindowCounterRateLimiter(self._storage)
 
     def admit(self, key: str | None, address: str, texts: Sequence[str]) -> None:
         """Count a request of `texts` from `address` with `key` (None: none given).
@@ -123,12 +123,11 @@ class Quotas:
                 )
         for charge in charges:
             if not self._limiter.test(charge.item, charge.holder, cost=charge.cost):
-                reset = self._limiter.get_window_stats(charge.item, charge.holder).reset_time
                 raise ApiError(
                     429,
                     None,
                     f"Slowdown: {charge.item.amount} {charge.unit} per 1 minute for {charge.whose}",
-                    retry_after=max(1.0, math.ceil(reset - time.time())),
+                    retry_after=self._retry_after(charge),
                 )
         for charge in charges:
             self._limiter.hit(charge.item, charge.holder, cost=charge.cost)
@@ -137,6 +136,27 @@ class Quotas:
         """Read the keys file again before the next request (SIGHUP)."""
         if self.keys is not None:
             self.keys.reload_soon()
+
+    def _retry_after(self, charge: _Charge) -> int:
+        """The first whole second at which `charge` fits its limit, if nothing else is
+        counted meanwhile.
+
+        The counter passes a charge of `cost` while p * w + c < amount - cost + 1 (limits
+        floors the weighted count), where c is the count of the current minute, p that of
+        the minute before and w the part of that minute still within the last 60 s: w falls
+        from 1 to 0 over the current minute, and at its end c becomes the minute before.
+        """
+        expiry = charge.item.get_expiry()
+        key = charge.item.key_for(charge.holder)
+        before, _, current, current_ttl = self._storage.get_sliding_window(key, expiry)
+        left = current_ttl - expiry  # seconds left in the current minute
+        room = charge.item.amount - charge.cost + 1
+        if current < room:  # in this minute, once the minute before weighs little enough
+            wait = left - expiry * (room - current) / before if before else 0.0
+        else:  # in the next minute, once this one weighs little enough
+            wait = left + expiry * (1 - room / current)
+        # The first whole second past `wait` (a microsecond of slack for float rounding).
+        return max(1, math.floor(wait + 1e-6) + 1)
 
     def _charges(self, key: str | None, address: str, n_texts: int, n_chars: int) -> list:
         charges = []
