@@ -285,19 +285,20 @@ class Clock:
 
 
 @pytest.mark.parametrize(
-    "moments, cost",
+    "moments, cost, retry_after",
     [
-        ([(20.0, 3)], 1),  # wait for this minute to end
-        ([(59.5, 3)], 1),  # the same, half a second before its end
-        ([(20.0, 3)], 2),  # and for a third of the next minute
-        ([(50.0, 3), (70.0, 1)], 1),  # for the minute before to weigh less
-        ([(10.0, 3), (65.0, 1)], 1),
+        ([(20.0, 3)], 1, 60),  # all three must leave the last 60 s
+        ([(10.0, 1), (20.0, 2)], 1, 50),  # the first one must
+        ([(10.0, 1), (20.0, 2)], 2, 60),  # and two more
+        ([(10.0, 2), (30.0, 1)], 2, 40),  # the first two
     ],
 )
-def test_retry_after_is_the_first_second_at_which_the_request_passes(monkeypatch, moments, cost):
-    """Requests sent at moments (seconds from a minute's start, how many), up to a limit of 3
-    a minute; then a request of `cost` texts is refused, refused two seconds before its
-    Retry-After (one second of slack: the counter's own float rounding), and served at it."""
+def test_retry_after_is_the_first_second_at_which_the_request_passes(
+    monkeypatch, moments, cost, retry_after
+):
+    """Requests sent at moments (seconds, how many), up to a limit of 3 a minute; half a
+    second later a request of `cost` texts is refused, refused a second before its
+    Retry-After, served at it."""
     clock = Clock(60.0 * 1000)
     monkeypatch.setattr("limits.storage.memory.time", clock)
     limited = quotas.Quotas(HttpSettings(req_limit=3))
@@ -307,14 +308,13 @@ def test_retry_after_is_the_first_second_at_which_the_request_passes(monkeypatch
         for _ in range(requests):
             limited.admit(None, "10.0.0.1", ["a"])
     texts = ["a"] * cost
+    clock.now += 0.5  # half a second after the last: no unit leaves at a whole second
     with pytest.raises(quotas.ApiError) as refused:
         limited.admit(None, "10.0.0.1", texts)
-    retry_after = refused.value.retry_after
-    assert refused.value.status == 429 and 1 <= retry_after <= 120
+    assert (refused.value.status, refused.value.retry_after) == (429, retry_after)
     refused_at = clock.now
-    if retry_after > 2:
-        clock.now = refused_at + retry_after - 2
-        with pytest.raises(quotas.ApiError):
-            limited.admit(None, "10.0.0.1", texts)
+    clock.now = refused_at + retry_after - 1
+    with pytest.raises(quotas.ApiError):
+        limited.admit(None, "10.0.0.1", texts)
     clock.now = refused_at + retry_after
     limited.admit(None, "10.0.0.1", texts)

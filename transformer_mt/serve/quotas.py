@@ -18,25 +18,27 @@ and `char_limit` (`tmt serve --api-keys`, `--req-limit`, `--char-limit`).
   engine's characters per text in the `TextLimits` the parsers check (`text_limits`).
 
 The limits are kept by `limits` (the library behind flask-limiter and slowapi) in memory,
-with its sliding window counter: per key and limit, the count of the current minute and of
-the one before, weighed by how much of it still lies within the last 60 s. Why that one:
-LibreTranslate's moving window (through flask-limiter) keeps one timestamp per unit counted,
-so 20,000 characters a minute would keep up to 20,000 entries per key, and a per-address limit
-one list per address a client can make up; a fixed window lets a client send twice its limit
-across a window's edge. The counter costs two numbers per key and limit and holds a client to
-about its limit; it assumes the previous minute's requests came evenly spread. The counts live
-in one process and start from zero when it restarts.
+with its moving window: a request passes when the units counted in the last 60 s, its own
+included, are within the limit. Why that one: it is exact (no 60 s ever holds more than the
+limit, which is what an operator promises a customer), it is the strategy LibreTranslate
+uses (through flask-limiter), so its operators' limits mean the same here, and it tells
+exactly when a refused request will fit (`_retry_after`). A fixed window lets a client send
+twice its limit across a window's edge; the sliding window counter, which keeps two numbers
+per limit instead of a list, lets through up to about twice the limit over the 60 s around a
+minute's edge when a client bunches its requests there (it assumes they come evenly spread).
+The cost of exactness is memory: one reference per unit counted in the last minute (8 bytes;
+a key of 20,000 characters a minute holds at most 160 KB). The counts live in one process and
+start from zero when it restarts.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from limits import RateLimitItem, RateLimitItemPerMinute
 from limits.storage import MemoryStorage
-from limits.strategies import SlidingWindowCounterRateLimiter
+from limits.strategies import MovingWindowRateLimiter
 
 from transformer_mt.serve.api import ApiError
 from transformer_mt.serve.contract import RequestLimits
@@ -102,7 +104,7 @@ class Quotas:
             RateLimitItemPerMinute(settings.req_limit) if settings.req_limit else None
         )
         self._storage = MemoryStorage()
-        self._limiter = SlidingWindowCounterRateLimiter(self._storage)
+        self._limiter = MovingWindowRateLimiter(self._storage)
 
     def admit(self, key: str | None, address: str, texts: Sequence[str]) -> None:
         """Count a request of `texts` from `address` with `key` (None: none given).
@@ -138,25 +140,29 @@ class Quotas:
             self.keys.reload_soon()
 
     def _retry_after(self, charge: _Charge) -> int:
-        """The first whole second at which `charge` fits its limit, if nothing else is
-        counted meanwhile.
-
-        The counter passes a charge of `cost` while p * w + c < amount - cost + 1 (limits
-        floors the weighted count), where c is the count of the current minute, p that of
-        the minute before and w the part of that minute still within the last 60 s: w falls
-        from 1 to 0 over the current minute, and at its end c becomes the minute before.
-        """
+        """The first whole second (1 to 61) at which `charge` fits its limit, if nothing else
+        is counted meanwhile: when at most amount - cost of the units counted now are still
+        within the last 60 s. The storage counts the units newer than any moment (its moving
+        window of a shorter expiry); the count falls as the wait grows, so a binary search
+        over the seconds finds it."""
         expiry = charge.item.get_expiry()
         key = charge.item.key_for(charge.holder)
-        before, _, current, current_ttl = self._storage.get_sliding_window(key, expiry)
-        left = current_ttl - expiry  # seconds left in the current minute
-        room = charge.item.amount - charge.cost + 1
-        if current < room:  # in this minute, once the minute before weighs little enough
-            wait = left - expiry * (room - current) / before if before else 0.0
-        else:  # in the next minute, once this one weighs little enough
-            wait = left + expiry * (1 - room / current)
-        # The first whole second past `wait` (a microsecond of slack for float rounding).
-        return max(1, math.floor(wait + 1e-6) + 1)
+        room = charge.item.amount - charge.cost
+
+        def fits_after(wait: int) -> bool:
+            # The units at or after now + wait - expiry (a microsecond earlier: the storage
+            # counts those strictly after a moment, a hit refuses one exactly at it).
+            window = expiry - wait + 1e-6
+            return self._storage.get_moving_window(key, charge.item.amount, window)[1] <= room
+
+        low, high = 1, expiry + 1  # after that every unit counted now is out
+        while low < high:
+            middle = (low + high) // 2
+            if fits_after(middle):
+                high = middle
+            else:
+                low = middle + 1
+        return low
 
     def _charges(self, key: str | None, address: str, n_texts: int, n_chars: int) -> list:
         charges = []
