@@ -120,8 +120,8 @@ class Quotas:
                 raise ApiError(
                     413,
                     "text",
-                    f"{charge.cost} {charge.unit} in one request; {charge.whose} may send "
-                    f"{charge.item.amount} per minute",
+                    f"this request counts as {charge.cost} {charge.unit}; {charge.whose} may "
+                    f"send {charge.item.amount} per minute",
                 )
         for charge in charges:
             if not self._limiter.test(charge.item, charge.holder, cost=charge.cost):
