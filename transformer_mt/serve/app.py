@@ -66,9 +66,10 @@ _TRANSLATE_DOCS = {
         status: {"model": schema.ErrorBody, "description": description}
         for status, description in (
             (400, "A malformed body or value, or a language the model lacks; `field` names it"),
+            (403, "No API key, or one the server does not know, where keys are required"),
             (408, "The body did not arrive in time"),
-            (413, "Too many texts, a text too long, or a body too large"),
-            (429, "The queue is full; retry after the Retry-After header's seconds"),
+            (413, "Too many texts, a text too long, a body too large, or over a minute's limit"),
+            (429, "The queue is full, or over a limit; retry after Retry-After seconds"),
             (501, "source auto, and no language identifier installed (the langid extra)"),
             (503, "The server is shutting down; Retry-After says when to retry"),
         )
