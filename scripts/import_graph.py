@@ -30,10 +30,12 @@ OUT = REPO / "docs" / "dev" / "imports.png"
 
 # Group -> the groups it must not import: inference and serving never reach into training, the
 # checkpoint format (artifacts) sits below training and inference, search stands alone, the
-# CPU kernel table (kernels) sits just above the model, and importing a public model writes a
-# checkpoint without training, searching or serving.
+# CPU kernel table (kernels) sits just above the model, importing a public model writes a
+# checkpoint without training, searching or serving, and documents translate through the
+# Translator, below the server that calls them.
 RULES = {
     "importing": ("training", "search", "serve", "cli"),
+    "documents": ("training", "serve", "cli"),
     "inference": ("training", "cli"),
     "serve": ("training", "cli"),
     "artifacts": ("training", "inference", "search", "cli"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import gzip
 import hashlib
+import io
 import logging
 import os
 import re
@@ -59,6 +60,25 @@ def decode_lines(lines: Iterable[bytes], name: str | Path) -> Iterator[str]:
             log.warning("%s: starts with a UTF-8 byte order mark; it was removed", name)
             text = text[1:]
         yield text.removesuffix("\n").removesuffix("\r")
+
+
+def decode_document(raw: bytes, name: str | Path) -> str:
+    """A whole document's bytes as text, its line ends kept as they are (documents are
+    written back byte for byte); a byte order mark and bad UTF-8 as in `decode_lines`.
+
+    Raises:
+        TmtError: not UTF-8, naming `name`, the line, byte and column (`decode_lines`' words).
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        for _ in decode_lines(io.BytesIO(raw), name):  # raises at the first bad line
+            pass
+        raise
+    if text.startswith(BOM):
+        log.warning("%s: starts with a UTF-8 byte order mark; it was removed", name)
+        text = text[1:]
+    return text
 
 
 def read_lines(path: str | Path) -> list[str]:

@@ -1,0 +1,144 @@
+"""HTML documents: every tag kept in order, kept parts byte for byte, each unit's text the
+translation of that text alone, and one-line errors for what does not parse."""
+
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from transformer_mt.documents.html import regions, translate_html
+from transformer_mt.documents.translate import translate_document
+from transformer_mt.documents.units import DocumentError, Kept
+
+from .fakes import echo, saying
+
+PAGE = Path(__file__).with_name("page.html")
+
+
+class _Tags(HTMLParser):
+    """Every tag, comment and declaration of a document in order, start tags as written."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.found = []
+
+    def handle_starttag(self, tag, attrs):
+        self.found.append(("start", self.get_starttag_text()))
+
+    def handle_startendtag(self, tag, attrs):
+        self.found.append(("start", self.get_starttag_text()))
+
+    def handle_endtag(self, tag):
+        self.found.append(("end", tag))
+
+    def handle_comment(self, data):
+        self.found.append(("comment", data))
+
+    def handle_decl(self, decl):
+        self.found.append(("decl", decl))
+
+
+def tags(document: str) -> list[tuple[str, str]]:
+    parser = _Tags()
+    parser.feed(document)
+    parser.close()
+    return parser.found
+
+
+def kept_texts(unit) -> list[str]:
+    return [unit.text[i.start : i.end] for i in _all(unit.inlines) if isinstance(i, Kept)]
+
+
+def _all(inlines):
+    for inline in inlines:
+        yield inline
+        yield from getattr(inline, "children", ())
+
+
+def outside(text: str, kept: list[str]) -> list[str]:
+    for part in filter(None, kept):
+        text = text.replace(part, " ")
+    return text.split()
+
+
+def is_subsequence(words: list[str], of: list[str]) -> bool:
+    rest = iter(of)
+    return all(word in rest for word in words)
+
+
+def test_the_page_keeps_its_markup_and_translates_each_unit_as_alone(translator):
+    source = PAGE.read_text(encoding="utf-8")
+    out = translate_document(translator, source, "html")
+    assert out != source
+    assert tags(out) == tags(source)  # tags in order, attributes and quoting as written
+    for start, end in [
+        ("<script>", "</script>"),
+        ("<style>", "</style>"),
+        ("<pre>", "</pre>"),
+        ('<p translate="no">', "</p>"),
+        ('<span translate="no">', "</span>"),
+        ("<code>", "</code>"),
+        ("<!DOCTYPE", "<title>"),
+        ("<img", ">"),
+    ]:
+        at = source.index(start)
+        assert source[at : source.index(end, at) + len(end)] in out
+    before, after = regions(source), regions(out)  # the output parses
+    assert len(before) == len(after)
+    for old, new in zip(before, after, strict=True):
+        if not old.unit.translatable:
+            assert new.unit == old.unit
+            continue
+        alone = translator.translate([old.unit.text])[0].texts[0].split()
+        kept = kept_texts(old.unit)
+        assert kept_texts(new.unit) == kept
+        if kept:  # its text replaced the words aligned to it
+            assert is_subsequence(outside(new.unit.text, kept), alone), (old.unit.text, alone)
+        else:
+            assert new.unit.text.split() == alone, old.unit.text
+
+
+def test_translated_text_is_escaped_and_keeps_the_references_the_page_wrote():
+    source = '<p title="a &amp; b">fish &amp; chips &copy; 2024 &#8212; &lt;ok&gt;</p>'
+    out = translate_html(source, echo)
+    assert out == '<p title="a &amp; b">FISH &amp; CHIPS &copy; 2024 &#8212; &lt;OK&gt;</p>'
+    assert translate_html("<p>a</p>", saying("<b> & c")) == "<p>&lt;b> &amp; c</p>"
+
+
+def test_a_fragment_is_translated_as_it_stands():
+    assert translate_html("ein <i>mann</i><br>zwei", echo) == "EIN <i>MANN</i><br>ZWEI"
+    assert translate_html("", echo) == ""
+
+
+def test_end_tags_html_lets_authors_leave_out_are_understood():
+    source = "<ul><li>ein mann<li>zwei <b>hunde</b></ul><table><tr><td>a<td>b</table><p>c<p>d"
+    assert [r.unit.text for r in regions(source)] == ["ein mann", "zwei hunde", "a", "b", "c", "d"]
+    assert translate_html(source, echo) == (
+        "<ul><li>EIN MANN<li>ZWEI <b>HUNDE</b></ul><table><tr><td>A<td>B</table><p>C<p>D"
+    )
+
+
+def test_an_inline_element_around_a_block_stays_where_it_is():
+    source = "<b>ein mann<div>fährt</div>rad</b>"
+    assert translate_html(source, echo) == "<b>EIN MANN<div>FÄHRT</div>RAD</b>"
+
+
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        (
+            "<p><b>x<i>y</b></i></p>",
+            "line 1, column 12: </b> closes <i> of line 1, column 8, which needs its own end "
+            "tag first",
+        ),
+        ("<p>x</span></p>", "line 1, column 5: </span> closes nothing: no <span> is open"),
+        ("<div>\n<p>x</p>", "line 1, column 1: <div> is never closed"),
+        ("<p>x</p>\n<!-- y", "line 2, column 1: markup '<!-- y' never ends"),
+        ("<p>x <b class='y'", "line 1, column 6: markup \"<b class='y'\" never ends"),
+        ("<script>if (a < b) x", "line 1, column 1: <script> is never closed"),
+    ],
+)
+def test_a_document_that_does_not_parse_is_one_line_naming_where(source, message):
+    with pytest.raises(DocumentError) as caught:
+        translate_html(source, echo)
+    assert str(caught.value) == message

@@ -1,0 +1,100 @@
+"""Markdown documents: every construct kept in order, code and other blocks byte for byte, each
+unit's text the translation of that text alone, translated words that cannot become syntax."""
+
+import sys
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+from transformer_mt.documents.markdown import MarkdownMissing, regions, translate_markdown
+from transformer_mt.documents.translate import translate_document
+
+from .fakes import echo, saying
+from .test_html import is_subsequence, kept_texts, outside
+
+GUIDE = Path(__file__).with_name("guide.md")
+TEXT = ("text", "text_special", "softbreak")
+
+
+def constructs(document: str) -> list[tuple]:
+    """Every block token and every inline token but text, with what says how it was written:
+    markers, fence info, link and image targets, code span and inline HTML contents."""
+    found = []
+    for token in MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(document):
+        if token.type != "inline":
+            found.append((token.type, token.markup, token.info, token.content, token.attrs))
+            continue
+        for child in token.children:
+            if child.type not in TEXT:
+                content = child.content if child.type in ("code_inline", "html_inline") else ""
+                found.append((child.type, child.markup, content, child.attrs))
+    return found
+
+
+def test_the_guide_keeps_every_construct_and_translates_each_unit_as_alone(translator):
+    source = GUIDE.read_text(encoding="utf-8")
+    out = translate_document(translator, source, "markdown")
+    assert out != source
+    assert constructs(out) == constructs(source)
+    for start, end in [
+        ("```python", "```\n\n"),
+        ("    eingerückt", "\n"),
+        ('<div class="note">', "</div>\n"),
+        ("---\n\n[buch]", "buch\n"),
+        ("|:---------|", "|\n"),
+        ("`das_buch()`", " "),
+        ("![schnee]", ")"),
+        ("<https://", ">"),
+    ]:
+        at = source.index(start)
+        assert source[at : source.index(end, at + len(start)) + len(end)] in out
+    assert out.startswith("# ") and out.split("\n")[0].endswith(" #")
+    before, after = regions(source), regions(out)
+    assert len(before) == len(after)
+    for old, new in zip(before, after, strict=True):
+        alone = translator.translate([old.unit.text])[0].texts[0].split()
+        kept = kept_texts(old.unit)
+        assert kept_texts(new.unit) == kept
+        if kept:
+            assert is_subsequence(outside(new.unit.text, kept), alone), (old.unit.text, alone)
+        else:
+            assert new.unit.text.split() == alone, old.unit.text
+
+
+def test_markup_is_spliced_into_the_source_as_written():
+    source = (
+        "Ein *mann* fährt [rad](<a b.html> 'x')\\\n  zwei __hunde__\r\n"
+        "\r\n"
+        "> im `schnee`\r\n"
+        "> heute\r\n"
+    )
+    assert translate_markdown(source, echo) == (
+        "EIN *MANN* FÄHRT [RAD](<a b.html> 'x')\\\n  ZWEI __HUNDE__\r\n\r\n> IM `schnee` HEUTE\r\n"
+    )
+
+
+def test_a_table_keeps_its_pipes_and_a_pipe_in_a_cell_stays_escaped():
+    source = "| a \\| b | c |\n|---|--:|\n|  d  | *e* |\n"
+    assert translate_markdown(source, echo) == "| A \\| B | C |\n|---|--:|\n|  D  | *E* |\n"
+
+
+@pytest.mark.parametrize("translation", ["1. *a* [b] `c` # d_e | f <g> ~h~ \\", "- x", "# y"])
+def test_translated_words_never_become_syntax(translation):
+    for source in ("ein **mann** fährt\n", "| ein |\n|---|\n| mann |\n"):
+        out = translate_markdown(source, saying(translation))
+        assert [t[0] for t in constructs(out)] == [t[0] for t in constructs(source)]
+        texts = [r.unit.text for r in regions(out)]
+        assert texts[-1] == translation
+
+
+def test_an_empty_document_and_one_without_text():
+    assert translate_markdown("", echo) == ""
+    source = "```\nein mann\n```\n\n---\n"
+    assert translate_markdown(source, echo) == source
+
+
+def test_without_markdown_it_the_error_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "markdown_it", None)
+    with pytest.raises(MarkdownMissing, match=r"pip install 'transformer_mt\[documents\]'"):
+        translate_markdown("ein mann", echo)

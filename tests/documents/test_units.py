@@ -1,0 +1,139 @@
+"""Placing inline markup around aligned target words, with scripted alignments (units.py)."""
+
+import pytest
+
+from transformer_mt.documents.units import (
+    AlignedText,
+    Region,
+    UnitBuilder,
+    render,
+    translate_regions,
+)
+
+from .fakes import echo
+
+
+def build(*parts):
+    """A unit from text (str), ("open", markup), ("close", markup), ("kept", source, text) and
+    ("mark", source, attach) parts; spans may be empty unless opened with ("open!", markup)."""
+    builder = UnitBuilder()
+    for part in parts:
+        if isinstance(part, str):
+            builder.text(part)
+        elif part[0] in ("open", "open!"):
+            builder.open(part[1], may_be_empty=part[0] == "open")
+        elif part[0] == "close":
+            builder.close(part[1])
+        elif part[0] == "kept":
+            builder.kept(part[1], part[2])
+        else:
+            builder.kept(part[1], "", part[2])
+    return builder.build()
+
+
+def placed(unit, text, *pairs):
+    return render(unit, AlignedText(text, pairs), str)
+
+
+B = (("open", "<b>"), ("close", "</b>"))
+
+
+def test_the_model_reads_the_text_with_whitespace_runs_as_one_space():
+    unit = build("  the \n", ("open", "<b>"), " red  ", ("close", "</b>"), "car ")
+    assert unit.text == "the red car"
+    assert unit.words == [(0, 3), (4, 7), (8, 11)]
+
+
+def test_an_element_goes_around_the_words_aligned_to_its_words():
+    unit = build("the ", B[0], "red", B[1], " car")
+    out = placed(unit, "la voiture rouge", (0, 0), (1, 2), (2, 1))
+    assert out == "la voiture <b>rouge</b>"
+
+
+def test_punctuation_the_source_element_lacks_is_written_outside_it():
+    unit = build("in ", B[0], "snow", B[1], "; ", B[0], "(x)", B[1], " ", B[0], "c", B[1])
+    out = placed(unit, "im (Schnee), (x) ...", (0, 0), (1, 1), (2, 2), (3, 3))
+    assert out == "im (<b>Schnee</b>), <b>(x)</b> <b>...</b>"
+
+
+def test_a_nested_element_stays_inside_its_parent():
+    unit = build(("open", "<a>"), "the ", B[0], "red", B[1], " car", ("close", "</a>"), " today")
+    out = placed(unit, "aujourd'hui la voiture rouge", (0, 1), (1, 3), (2, 2), (3, 0))
+    assert out == "aujourd'hui <a>la voiture <b>rouge</b></a>"
+
+
+def test_siblings_keep_their_source_order_over_the_alignment():
+    """Swapped words: the tags stay in their order (the documented fallback), one word each."""
+    unit = build(B[0], "red", B[1], " ", ("open", "<i>"), "car", ("close", "</i>"))
+    out = placed(unit, "voiture rouge", (0, 1), (1, 0))
+    assert out == "<b>voiture</b> <i>rouge</i>"
+
+
+def test_an_element_without_aligned_words_takes_the_free_word_after_its_neighbour():
+    unit = build("a ", B[0], "b", B[1], " c")
+    assert placed(unit, "x y z", (0, 0), (2, 2)) == "x <b>y</b> z"
+    assert placed(unit, "x y z", (0, 1), (2, 2)) == "x y <b>z</b>"
+
+
+def test_with_no_word_left_html_keeps_an_empty_element_and_markdown_drops_emphasis():
+    """Two elements, one target word: the later one keeps it (the earlier gave it up to leave
+    one for it), the earlier is written around no word, or dropped."""
+    html = build(B[0], "a", B[1], " ", ("open", "<i>"), "b", ("close", "</i>"))
+    markdown = build(
+        ("open!", "**"), "a", ("close", "**"), " ", ("open!", "_"), "b", ("close", "_")
+    )
+    assert placed(html, "x", (0, 0)) == "<b></b><i>x</i>"
+    assert placed(markdown, "x", (0, 0)) == "_x_"
+    assert placed(html, "") == "<b></b><i></i>"
+    assert placed(markdown, "") == ""
+
+
+def test_kept_markup_replaces_the_words_aligned_to_its_text():
+    unit = build("call ", ("kept", "<code>f()</code>", "f()"), " now")
+    out = placed(unit, "ruf f() jetzt an", (0, 0), (0, 3), (1, 1), (2, 2))
+    assert out == "ruf <code>f()</code> jetzt an"
+
+
+def test_kept_markup_replaces_only_its_longest_run_of_aligned_words():
+    unit = build("call ", ("kept", "<code>f()</code>", "f()"), " now")
+    out = placed(unit, "a b c d", (0, 0), (1, 1), (1, 3), (2, 2))
+    assert out == "a <code>f()</code> c d"
+    name = build("see ", ("kept", "<code>x</code>", "x"))
+    assert placed(name, "a (b.", (0, 0), (1, 1)) == "a (<code>x</code>."
+
+
+def test_kept_markup_with_no_aligned_word_is_a_word_of_its_own():
+    unit = build("call ", ("kept", "<code>f()</code>", "f()"), " now")
+    assert placed(unit, "ruf jetzt", (0, 0), (2, 1)) == "ruf <code>f()</code> jetzt"
+    first = build(("kept", "<code>f()</code>", "f()"), " now")
+    assert placed(first, "jetzt", (1, 0)) == "<code>f()</code> jetzt"
+
+
+@pytest.mark.parametrize(
+    "attach, expected",
+    [("next", "<x>ceci voir"), ("previous", "ceci voir<x>"), ("apart", "ceci voir <x>")],
+)
+def test_markup_without_text_sticks_to_the_word_it_touches(attach, expected):
+    unit = build("see ", ("mark", "<x>", attach), "this")
+    assert placed(unit, "ceci voir", (0, 1), (1, 0)) == expected
+
+
+def test_translated_words_go_through_the_escape_and_markup_does_not():
+    unit = build("a ", B[0], "b", B[1])
+    out = render(unit, AlignedText("<x> &", ((0, 0), (1, 1))), lambda word: f"[{word}]")
+    assert out == "[<x>] <b>[&]</b>"
+
+
+def test_a_unit_of_kept_markup_only_is_not_translated():
+    assert not build(("kept", "<code>x y</code>", "x y")).translatable
+    assert build(("kept", "<code>x</code>", "x"), " y").translatable
+
+
+def test_translate_regions_replaces_each_unit_and_keeps_the_rest():
+    document = "<p>a <b>b</b></p><pre>c</pre><p><code>d</code></p>"
+    regions = [
+        Region(3, 13, build("a ", B[0], "b", B[1])),
+        Region(34, 50, build(("kept", "<code>d</code>", "d"))),
+    ]
+    out = translate_regions(document, regions, echo, lambda u, t: render(u, t, str))
+    assert out == "<p>A <b>B</b></p><pre>c</pre><p><code>d</code></p>"

@@ -1,0 +1,106 @@
+"""Word alignments of translations from a `Translator`'s cross-attention: what documents need to
+put inline markup back around the right target words (units.py).
+
+`AlignedTranslator` translates unit texts through the one pipeline (`Translator.translate`),
+then aligns each translation in one forced pass of the model over the source and the
+translation re-encoded by the target tokenizer, with `alignment_pairs` (the function behind
+`tmt translate --alignments`). Not the translator's own alignments: a `Translation` holds its
+text, not the subwords its search produced, so its subword indices cannot be told apart into
+words; the forced pass aligns subwords we know, and costs what the translator's own pass costs
+(one forward pass per unit), which is therefore left off. The server's engine, which answers
+with texts only, can be aligned the same way.
+
+Subwords to words: a SentencePiece piece that starts with "▁" starts a word. Source words are
+`Unit.text`'s whitespace-separated words, a text whose whitespace is already normalised as the
+tokenizer normalises it. A source cut to the position table aligns its first words only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from transformer_mt.data.tokenizer import Tokenizer
+from transformer_mt.documents.units import AlignedText
+from transformer_mt.inference.languages import Pair
+
+# The layer check has one owner, the Translator's (the message names alignment_layer).
+from transformer_mt.inference.translator import (
+    Translator,
+    _check_alignment_layer,
+    alignment_pairs,
+)
+
+WORD_START = "\u2581"  # SentencePiece's mark of a piece that starts a word
+
+
+class AlignedTranslator:
+    """A Translator as documents use it (`units.Translate`): unit texts in, each one's best
+    translation with its (source word, target word) alignment out.
+
+    Args:
+        translator: translates, with its decode settings, and aligns with its model; build it
+            without `alignment_layer` (its own alignments would be computed and not used).
+        layer: the decoder layer whose cross-attention aligns; negative counts from the last.
+        direction: (source, target) languages of a model with language tags; None: the
+            translator's own.
+
+    Raises:
+        SettingError: a layer the model lacks (naming alignment_layer), or a direction the
+            model has no tags for (naming src_lang or tgt_lang).
+    """
+
+    def __init__(self, translator: Translator, layer: int = -1, direction: Pair | None = None):
+        _check_alignment_layer(layer, translator.model.cfg.decoder_layers)
+        self.translator, self.layer, self.pair = translator, layer, direction
+        self.direction = (
+            translator.default if direction is None else translator.direction(*direction)
+        )
+
+    def __call__(self, texts: Sequence[str]) -> list[AlignedText]:
+        directions = None if self.pair is None else [self.pair] * len(texts)
+        translations = self.translator.translate(texts, directions=directions)
+        return [self.align(s, t.texts[0]) for s, t in zip(texts, translations, strict=True)]
+
+    def align(self, source: str, target: str) -> AlignedText:
+        """`target` as the translation of `source`, aligned word by word."""
+        translator, direction = self.translator, self.direction
+        source_tags, target_tags = len(direction.source_prefix), len(direction.target_prefix)
+        src_ids = self._source_ids(source)
+        tgt_ids = translator.prefix_ids(target, direction)
+        if not src_ids or len(tgt_ids) == target_tags:
+            return AlignedText(target, ())
+        src = torch.tensor([*src_ids, translator.specials.eos], device=translator.device)
+        pairs = alignment_pairs(
+            translator.model,
+            src,
+            tgt_ids,
+            self.layer,
+            translator.specials.bos,
+            source_tags,
+            target_tags,
+        )
+        src_words = word_numbers(translator.src_tokenizer, src_ids[source_tags:])
+        tgt_words = word_numbers(translator.tgt_tokenizer, tgt_ids[target_tags:])
+        links = {(src_words[s], tgt_words[t]) for s, t in pairs}
+        return AlignedText(target, tuple(sorted(links)))
+
+    def _source_ids(self, source: str) -> list[int]:
+        """`Translator.source_ids` without counting the unit twice: `translate` counted what it
+        truncated or untagged, and the CLI reports those counts."""
+        translator = self.translator
+        counts = translator.truncated_lines, translator.tagged_lines
+        ids = translator.source_ids(source, self.direction)
+        translator.truncated_lines, translator.tagged_lines = counts
+        return ids
+
+
+def word_numbers(tokenizer: Tokenizer, ids: Sequence[int]) -> list[int]:
+    """The word (0, 1, ...) each subword of `ids` belongs to."""
+    numbers, word = [], -1
+    for token in ids:
+        if word < 0 or tokenizer.id_to_piece(token).startswith(WORD_START):
+            word += 1
+        numbers.append(word)
+    return numbers

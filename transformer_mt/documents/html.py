@@ -1,0 +1,432 @@
+"""HTML documents and fragments: text translated; tags, attributes, comments, entities and
+whitespace outside the translated text kept byte for byte.
+
+Parser: the standard library's `html.parser`, a tokenizer kept with Python itself, tolerant of
+fragments and of what browsers accept (`<p>` without `</p>`, unquoted attributes, any case),
+which tells where each tag, text run and character reference starts. That is what keeping the
+input needs: the output is the input with the text of each unit replaced, so that the tags,
+attributes, quoting, comments, doctype and indentation come out as written. Tree builders
+(lxml, html5lib, BeautifulSoup, selectolax) give a tree to serialise again, not positions, and
+serialising changes quoting, entities and implied tags (html5lib adds `<html><head><body>`
+around a fragment); none was needed on top, so HTML needs no extra.
+
+`html.parser` never fails, so the structure is checked here, by HTML's rules for end tags an
+author may leave out (`p`, `li`, `td`, `tr`, `option`...): a document is refused, with its
+line and column, when an end tag closes nothing, closes an element other than one of those
+(crossing tags: `<b><i>x</b></i>`), an element other than those is never closed, or a `<` starts
+markup that never ends. What passes is translated with its structure unchanged, so the output
+is well-formed wherever the input was.
+
+Units (units.py): the text between two block boundaries. Inline elements (`INLINE`) are placed
+around the aligned target words; `INLINE_KEPT` elements and inline elements with
+`translate="no"` are kept as written in place of their text's translation; images, `<wbr>` and
+comments go after the word before them; every other tag (blocks, `<br>`, tables, unknown
+elements) is a boundary. `KEPT` elements and any other element with `translate="no"` are left
+alone with their whole subtree. Translated text is written with `&` and `<` escaped, and with
+any character the input wrote as a named or numeric reference (`&copy;`, `&#8212;`) written so
+again. Attribute values (`title`, `alt`) are not translated.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from typing import Literal
+
+from transformer_mt.documents.units import (
+    AlignedText,
+    DocumentError,
+    Region,
+    Translate,
+    Unit,
+    UnitBuilder,
+    attachment,
+    render,
+    translate_regions,
+)
+
+# Elements without content or end tag.
+VOID = frozenset({
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
+    "source", "track", "wbr", "basefont", "bgsound", "frame", "keygen",
+})  # fmt: skip
+# Elements whose end tag HTML lets an author leave out: the element ends where its parent ends
+# or where a start tag in IMPLIED_ENDS says.
+OPTIONAL_END = frozenset({
+    "html", "head", "body", "li", "dt", "dd", "p", "rt", "rp", "optgroup", "option",
+    "colgroup", "caption", "thead", "tbody", "tfoot", "tr", "td", "th",
+})  # fmt: skip
+# Phrasing elements whose text is translated: placed around the aligned target words.
+INLINE = frozenset({
+    "a", "abbr", "b", "bdi", "bdo", "big", "cite", "data", "del", "dfn", "em", "font", "i",
+    "ins", "label", "mark", "q", "s", "small", "span", "strike", "strong", "sub", "sup", "time",
+    "tt", "u",
+})  # fmt: skip
+# Phrasing elements kept as written (code, keyboard input, program output, variables).
+INLINE_KEPT = frozenset({"code", "kbd", "samp", "var"})
+# Phrasing elements without text, kept beside the word they touch.
+INLINE_EMPTY = frozenset({"img", "wbr"})
+# Elements left alone with their whole subtree.
+KEPT = frozenset({"script", "style", "pre", "textarea", "svg", "math"})
+
+# A start tag ends the open element on top of the stack whose end tag was left out when that
+# element's name is in IMPLIED_ENDS[tag]; most blocks end an open <p>.
+_ENDS_P = frozenset({
+    "address", "article", "aside", "blockquote", "details", "dialog", "div", "dl", "fieldset",
+    "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header",
+    "hgroup", "hr", "main", "menu", "nav", "ol", "p", "pre", "section", "table", "ul", "li",
+    "dt", "dd",
+})  # fmt: skip
+_TABLE_PARTS = frozenset({"thead", "tbody", "tfoot", "tr", "td", "th", "caption", "colgroup"})
+IMPLIED_ENDS: dict[str, frozenset[str]] = {
+    "li": frozenset({"li"}),
+    "dt": frozenset({"dt", "dd"}),
+    "dd": frozenset({"dt", "dd"}),
+    "tr": frozenset({"tr", "td", "th", "caption", "colgroup"}),
+    "td": frozenset({"td", "th"}),
+    "th": frozenset({"td", "th"}),
+    "thead": _TABLE_PARTS,
+    "tbody": _TABLE_PARTS,
+    "tfoot": _TABLE_PARTS,
+    "option": frozenset({"option"}),
+    "optgroup": frozenset({"option", "optgroup"}),
+    "rt": frozenset({"rt", "rp"}),
+    "rp": frozenset({"rt", "rp"}),
+    "body": frozenset({"head"}),
+}
+
+EventKind = Literal["start", "end", "empty", "text", "reference", "comment", "other"]
+PieceKind = Literal["text", "open", "close", "kept", "boundary"]
+# What an element's tags are to units: inline markup, kept inline markup, a kept subtree, or
+# a boundary.
+ElementRole = Literal["inline", "kept_inline", "kept", "block"]
+
+
+def translate_html(document: str, translate: Translate) -> str:
+    """`document` (a whole page or a fragment) with its text translated; see the module.
+
+    Raises:
+        DocumentError: the document does not parse (see the module), naming line and column.
+    """
+    pieces, spellings = _read(document)
+    table = {"&": "&amp;", "<": "&lt;", **spellings}
+
+    def escape(word: str) -> str:
+        return "".join(table.get(char, char) for char in word)
+
+    def write(unit: Unit, translation: AlignedText) -> str:
+        return render(unit, translation, escape)
+
+    return translate_regions(document, _regions(document, pieces), translate, write)
+
+
+def regions(document: str) -> list[Region]:
+    """The units of `document` with the characters each replaces, in order.
+
+    Raises:
+        DocumentError: the document does not parse.
+    """
+    pieces, _ = _read(document)
+    return _regions(document, pieces)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One token of `html.parser`, with the characters [start, end) of the document it is."""
+
+    kind: EventKind
+    name: str  # the tag name, lower case; "" for text, references, comments
+    start: int
+    end: int
+    line: int
+    column: int  # from 1
+    translate_no: bool = False  # a start tag with translate="no"
+
+
+@dataclass(frozen=True)
+class Piece:
+    """What a run of events is to a unit: text (decoded), an inline tag, kept markup (with the
+    text the model reads for it), or a boundary between units."""
+
+    kind: PieceKind
+    start: int
+    end: int
+    text: str = ""
+
+
+def _read(document: str) -> tuple[list[Piece], dict[str, str]]:
+    """The document's pieces, and the reference each character was first written as in its
+    translated text (`©` -> `&copy;`)."""
+    events = _tokenize(document)
+    return _Structure(document).pieces(events), _spellings(document, events)
+
+
+class _Tokenizer(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=False)  # references as events of their own
+        self.found: list[tuple[EventKind, str, bool, int, int]] = []
+
+    def _add(self, kind: EventKind, name: str = "", translate_no: bool = False) -> None:
+        line, column = self.getpos()
+        self.found.append((kind, name, translate_no, line, column))
+
+    def handle_starttag(self, tag, attrs):
+        no = any(k == "translate" and (v or "").strip().lower() == "no" for k, v in attrs)
+        self._add("empty" if tag in VOID else "start", tag, no)
+
+    def handle_startendtag(self, tag, attrs):
+        self._add("empty", tag)
+
+    def handle_endtag(self, tag):
+        self._add("end", tag)
+
+    def handle_data(self, data):
+        self._add("text")
+
+    def handle_entityref(self, name):
+        self._add("reference")
+
+    def handle_charref(self, name):
+        self._add("reference")
+
+    def handle_comment(self, data):
+        self._add("comment")
+
+    def handle_decl(self, decl):
+        self._add("other")
+
+    def handle_pi(self, data):
+        self._add("other")
+
+    def unknown_decl(self, data):
+        self._add("other")
+
+
+def _tokenize(document: str) -> list[Event]:
+    """`document` as `html.parser`'s events, with where each starts and ends.
+
+    Raises:
+        DocumentError: a `<` that starts markup never ended (`html.parser` passes it on as
+            text), or markup left unread at the end (an unclosed `<script>`).
+    """
+    parser = _Tokenizer()
+    parser.feed(document)
+    parser.close()
+    line_starts = [0]
+    for number, line in enumerate(document.split("\n")[:-1]):
+        line_starts.append(line_starts[number] + len(line) + 1)
+    starts = [line_starts[line - 1] + column for _, _, _, line, column in parser.found]
+    ends = [*starts[1:], len(document) - len(parser.rawdata)][: len(starts)]
+    events = [
+        Event(kind, name, start, end, line, column + 1, no)
+        for (kind, name, no, line, column), start, end in zip(
+            parser.found, starts, ends, strict=True
+        )
+    ]
+    for event in events:
+        after = document[event.start + 1 : event.start + 2]
+        if event.kind == "text" and document[event.start] == "<" and _starts_markup(after):
+            raise DocumentError(
+                event.line, event.column, f"markup {_quote(document, event)} never ends"
+            )
+    return events
+
+
+def _starts_markup(char: str) -> bool:
+    return char.isalpha() or char in ("/", "!", "?")
+
+
+def _quote(document: str, event: Event) -> str:
+    text = document[event.start : event.start + 20].split("\n")[0]
+    return repr(text)
+
+
+@dataclass
+class _Element:
+    name: str
+    event: Event
+    role: ElementRole
+
+
+class _Structure:
+    """Checks the nesting of the events and says what each is to a unit (`Piece`)."""
+
+    def __init__(self, document: str):
+        self.document = document
+        self.stack: list[_Element] = []
+
+    def pieces(self, events: list[Event]) -> list[Piece]:
+        pieces: list[Piece] = []
+        kept_from = None  # the start event of the kept inline element being read
+        kept_text: list[str] = []
+        for event in events:
+            hidden = self._hidden()
+            if event.kind in ("start", "empty"):
+                self._end_implied(event.name)
+            if event.kind == "start":
+                self.stack.append(_Element(event.name, event, self._role(event, hidden)))
+            closed = self._close(event) if event.kind == "end" else None
+            if hidden == "kept_inline":
+                if event.kind in ("text", "reference"):
+                    kept_text.append(self._text(event))
+                if closed is not None and closed.event is kept_from:
+                    pieces.append(Piece("kept", kept_from.start, event.end, "".join(kept_text)))
+                continue
+            if hidden == "kept":
+                continue
+            if event.kind == "start" and self.stack[-1].role == "kept_inline":
+                kept_from, kept_text = event, []
+                continue
+            pieces.append(self._piece(event, closed))
+        self._check_all_closed()
+        return pieces
+
+    def _hidden(self) -> str | None:
+        """Whether the next event lies inside a kept element, and which kind (the outermost)."""
+        for element in self.stack:
+            if element.role in ("kept", "kept_inline"):
+                return element.role
+        return None
+
+    def _role(self, event: Event, hidden: str | None) -> ElementRole:
+        name = event.name
+        if hidden is not None:
+            return "block"  # inside kept markup: only its nesting matters
+        if name in KEPT or (event.translate_no and name not in INLINE | INLINE_KEPT):
+            return "kept"
+        if name in INLINE_KEPT or (event.translate_no and name in INLINE):
+            return "kept_inline"
+        return "inline" if name in INLINE else "block"
+
+    def _piece(self, event: Event, closed: _Element | None) -> Piece:
+        kind: PieceKind = "boundary"
+        if event.kind in ("text", "reference"):
+            return Piece("text", event.start, event.end, self._text(event))
+        if event.kind == "start" and self.stack[-1].role == "inline":
+            kind = "open"
+        elif closed is not None and closed.role == "inline":
+            kind = "close"
+        elif event.kind == "comment" or (event.kind == "empty" and event.name in INLINE_EMPTY):
+            kind = "kept"
+        return Piece(kind, event.start, event.end)
+
+    def _text(self, event: Event) -> str:
+        raw = self.document[event.start : event.end]
+        return html.unescape(raw) if event.kind == "reference" else raw
+
+    def _end_implied(self, name: str) -> None:
+        """Pop the open elements a start tag `name` ends, their end tags left out."""
+        ends = IMPLIED_ENDS.get(name, frozenset()) | (
+            frozenset({"p"}) if name in _ENDS_P else frozenset()
+        )
+        while self.stack and self.stack[-1].name in ends and self.stack[-1].name in OPTIONAL_END:
+            self.stack.pop()
+
+    def _close(self, event: Event) -> _Element:
+        """Pop the element an end tag closes, and those inside it whose end tags HTML lets an
+        author leave out.
+
+        Raises:
+            DocumentError: nothing to close, or an element inside that needs its end tag.
+        """
+        names = [element.name for element in self.stack]
+        if event.name not in names:
+            raise DocumentError(
+                event.line,
+                event.column,
+                f"</{event.name}> closes nothing: no <{event.name}> is open",
+            )
+        depth = len(names) - 1 - names[::-1].index(event.name)
+        for inner in self.stack[depth + 1 :]:
+            if inner.name not in OPTIONAL_END:
+                raise DocumentError(
+                    event.line,
+                    event.column,
+                    f"</{event.name}> closes <{inner.name}> of line {inner.event.line}, column "
+                    f"{inner.event.column}, which needs its own end tag first",
+                )
+        closed = self.stack[depth]
+        del self.stack[depth:]
+        return closed
+
+    def _check_all_closed(self) -> None:
+        for element in self.stack:
+            if element.name not in OPTIONAL_END:
+                event = element.event
+                raise DocumentError(event.line, event.column, f"<{element.name}> is never closed")
+
+
+def _regions(document: str, pieces: list[Piece]) -> list[Region]:
+    """The units of `pieces`: runs between boundaries, cut again at inline tags whose partner
+    lies in another run (`<b>` around a block), each with the characters it replaces."""
+    regions: list[Region] = []
+    run: list[Piece] = []
+    for piece in [*pieces, Piece("boundary", len(document), len(document))]:
+        if piece.kind != "boundary":
+            run.append(piece)
+            continue
+        for part in _split_unmatched(run):
+            regions += _region(document, part)
+        run = []
+    return regions
+
+
+def _split_unmatched(run: list[Piece]) -> list[list[Piece]]:
+    """`run` cut at its opening tags never closed in it and closing tags never opened in it:
+    those stay where they are, outside every unit."""
+    open_at: list[int] = []
+    unmatched: set[int] = set()
+    for i, piece in enumerate(run):
+        if piece.kind == "open":
+            open_at.append(i)
+        elif piece.kind == "close":
+            if open_at:
+                open_at.pop()
+            else:
+                unmatched.add(i)
+    unmatched.update(open_at)
+    parts, part = [], []
+    for i, piece in enumerate(run):
+        if i in unmatched:
+            parts.append(part)
+            part = []
+        else:
+            part.append(piece)
+    return [*parts, part]
+
+
+def _region(document: str, run: list[Piece]) -> list[Region]:
+    if not run:
+        return []
+    builder = UnitBuilder()
+    for piece in run:
+        raw = document[piece.start : piece.end]
+        if piece.kind == "text":
+            builder.text(piece.text)
+        elif piece.kind == "open":
+            builder.open(raw, may_be_empty=True)
+        elif piece.kind == "close":
+            builder.close(raw)
+        else:
+            around = document[piece.start - 1 : piece.start], document[piece.end : piece.end + 1]
+            builder.kept(raw, piece.text, attachment(*around))
+    start, end = run[0].start, run[-1].end
+    while start < end and document[start].isspace():
+        start += 1
+    while end > start and document[end - 1].isspace():
+        end -= 1
+    return [Region(start, end, builder.build())]
+
+
+def _spellings(document: str, events: list[Event]) -> dict[str, str]:
+    """Character -> the reference it was first written as (`&copy;`, `&#8212;`); only complete
+    references (with `;`) that stand for one character."""
+    found: dict[str, str] = {}
+    for event in events:
+        raw = document[event.start : event.end]
+        if event.kind == "reference" and raw.endswith(";"):
+            char = html.unescape(raw)
+            if len(char) == 1:
+                found.setdefault(char, raw)
+    return found

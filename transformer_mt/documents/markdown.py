@@ -1,0 +1,268 @@
+"""Markdown documents: text translated; block syntax (headings, lists, block quotes, tables, code
+blocks, HTML blocks, link reference definitions) kept byte for byte, inline syntax (emphasis,
+strikethrough, links, code spans) placed around the aligned target words.
+
+Parser: markdown-it-py, CommonMark with GitHub's tables and strikethrough; kept by the
+Executable Books project, used by MyST and mdformat, and the pure-Python port of markdown-it.
+Its tokens say what is text and what is syntax, so no regular expression guesses at either.
+
+Splice, not render: mdformat renders markdown-it tokens back to Markdown, but in its own style
+(list markers and numbering, emphasis characters, escapes, wrapped lines, table padding), so a
+translated document would differ from its source everywhere. Instead each translated unit
+replaces the characters of its source text and nothing else is touched. markdown-it gives block
+tokens their lines (`map`), not inline tokens their columns, so:
+
+    1) the inline content of a block is found in its lines: each content line is the end of its
+       source line (after `>` and list markers), a heading's sits before a closing `#` run, and
+       a table row's cells are found left to right (markdown-it reads `\\|` in a cell as `|`)
+    2) the inline rules are wrapped to record the characters each consumes (`_recording`), so
+       that links (`[` and `](url "title")` or `][ref]`), code spans, images, autolinks and
+       inline HTML are copied from the source exactly; emphasis and strikethrough are their
+       delimiters, which markdown-it keeps as `Token.markup`
+
+Units (units.py): the inline content of a paragraph, heading or table cell, cut at hard line
+breaks. Emphasis, strikethrough and link text are placed around the aligned target words (a
+link's URL and title kept); code spans and autolinks are kept in place of their text's
+translation; images and inline HTML tags go after the word before them. A translated paragraph
+is written on one line. Translated words are written with Markdown's punctuation escaped where
+it could start syntax. Front matter is not recognised (CommonMark has none).
+
+markdown-it-py is optional: the `documents` extra.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from transformer_mt.documents.units import (
+    AlignedText,
+    DocumentError,
+    Region,
+    Translate,
+    Unit,
+    UnitBuilder,
+    attachment,
+    render,
+    translate_regions,
+)
+from transformer_mt.errors import TmtError
+
+INSTALL = "pip install 'transformer_mt[documents]'"
+
+_OPENS = {"em_open": "em_close", "strong_open": "strong_close", "s_open": "s_close"}
+_KEPT = {"code_inline", "image", "html_inline"}
+# Escaped in every translated word: they could start or end inline syntax.
+_SPECIAL = frozenset("\\`*_[]<|~")
+# At the start of a line: an ordered list marker (`1.`, `2)`); the others are one character.
+_ORDERED = re.compile(r"^(\d{1,9})([.)])")
+_LINE_START = frozenset("#>+-=")
+
+
+class MarkdownMissing(TmtError):
+    """markdown-it-py is not installed (the `documents` extra)."""
+
+    def __init__(self) -> None:
+        super().__init__(f"Markdown documents need markdown-it-py: {INSTALL}")
+
+
+def translate_markdown(document: str, translate: Translate) -> str:
+    """`document` with its text translated; see the module.
+
+    Raises:
+        MarkdownMissing: markdown-it-py is not installed.
+    """
+    return translate_regions(document, regions(document), translate, _write)
+
+
+def regions(document: str) -> list[Region]:
+    """Every unit of `document` with the characters of the source its translation replaces.
+
+    Raises:
+        MarkdownMissing: markdown-it-py is not installed.
+        DocumentError: a block whose text cannot be found in its lines (not expected).
+    """
+    tokens = _parser().parse(document)
+    lines = _Lines(document)
+    found: list[Region] = []
+    row_start = 0  # where the next cell of a table row is looked for
+    for i, token in enumerate(tokens):
+        if token.type == "tr_open":
+            row_start = lines.start(token.map[0])
+        if token.type != "inline" or not token.content:
+            continue
+        if tokens[i - 1].type in ("th_open", "td_open"):  # an inline token is never first
+            offsets = _cell_offsets(document, lines, token, row_start)
+            row_start = offsets[-1]
+        else:
+            offsets = _offsets(lines, token)
+        found += _inline_regions(document, token, offsets)
+    return found
+
+
+def _parser() -> Any:
+    """A CommonMark parser with tables and strikethrough whose inline rules record where their
+    tokens come from (`_recording`).
+
+    Raises:
+        MarkdownMissing: markdown-it-py is not installed.
+    """
+    try:
+        from markdown_it import MarkdownIt
+    except ImportError:
+        raise MarkdownMissing() from None
+    md = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+    ruler = md.inline.ruler
+    for name, rule in zip(ruler.get_active_rules(), ruler.getRules(""), strict=True):
+        ruler.at(name, _recording(name, rule))
+    return md
+
+
+def _recording(name: str, rule: Callable) -> Callable:
+    """Inline `rule` that also writes on each token it makes the content characters it read,
+    `meta["source"] = (start, end)`; a link's tokens also where its text ends,
+    `meta["label_end"]` (at its `]`). Tokens made by a rule inside keep that rule's."""
+
+    def recorded(state: Any, silent: bool) -> bool:
+        start, count = state.pos, len(state.tokens)
+        if not rule(state, silent):
+            return False
+        if not silent:
+            label_end = None
+            if name == "link":  # markdown-it's own search for the `]`, as its link rule does
+                label_end = state.md.helpers.parseLinkLabel(state, start, True)
+            for token in state.tokens[count:]:
+                token.meta.setdefault("source", (start, state.pos))
+                if label_end is not None:
+                    token.meta.setdefault("label_end", label_end)
+        return True
+
+    return recorded
+
+
+class _Lines:
+    """The document's lines as markdown-it numbers them (split at "\\n", a "\\r" before it no
+    part of the line)."""
+
+    def __init__(self, document: str):
+        self.document = document
+        self.starts = [0]
+        for line in document.split("\n")[:-1]:
+            self.starts.append(self.starts[-1] + len(line) + 1)
+
+    def start(self, line: int) -> int:
+        return self.starts[line]
+
+    def text(self, line: int) -> str:
+        end = self.starts[line + 1] - 1 if line + 1 < len(self.starts) else len(self.document)
+        return self.document[self.starts[line] : end].removesuffix("\r")
+
+
+def _offsets(lines: _Lines, token: Any) -> list[int]:
+    """The document position of each character of an inline token's content (and of its end):
+    content line k is the end of source line map[0] + k, its leading whitespace aside."""
+    offsets: list[int] = []
+    for k, content_line in enumerate(token.content.split("\n")):
+        number = token.map[0] + k
+        body = content_line.lstrip(" \t")
+        base = lines.start(number) + _column(lines.text(number), body, number)
+        lead = len(content_line) - len(body)
+        offsets += [base] * lead + [base + j for j in range(len(body) + 1)]
+    return offsets
+
+
+def _column(line: str, body: str, number: int) -> int:
+    if line.endswith(body):
+        return len(line) - len(body)
+    if line.rstrip().endswith(body):  # the last line, whose trailing spaces were cut
+        return len(line.rstrip()) - len(body)
+    column = line.find(body)  # a heading, before its closing `#` run
+    if column < 0:
+        raise DocumentError(number + 1, 1, f"cannot find the text {body[:30]!r} in this line")
+    return column
+
+
+def _cell_offsets(document: str, lines: _Lines, token: Any, row_start: int) -> list[int]:
+    """`_offsets` of a table cell, found after `row_start` in its row; a `|` of the content
+    was written `\\|`."""
+    number = token.map[0]
+    written = token.content.replace("|", "\\|")
+    row_end = lines.start(number) + len(lines.text(number))
+    position = document.find(written, row_start, row_end)
+    if position < 0:
+        raise DocumentError(number + 1, 1, f"cannot find the cell {written[:30]!r} in this row")
+    offsets = []
+    for char in token.content:
+        if char == "|":
+            position += 1  # its backslash
+        offsets.append(position)
+        position += 1
+    return [*offsets, position]
+
+
+def _inline_regions(document: str, token: Any, offsets: list[int]) -> list[Region]:
+    """The units of one inline token: its children cut at hard line breaks."""
+    regions, run, start = [], [], 0
+    for child in [*token.children, None]:
+        if child is not None and child.type != "hardbreak":
+            run.append(child)
+            continue
+        end = len(token.content) if child is None else child.meta["source"][0]
+        regions.append(_region(document, run, offsets, start, end))
+        if child is not None:
+            start, run = child.meta["source"][1], []
+    return regions
+
+
+def _region(document: str, run: list, offsets: list[int], start: int, end: int) -> Region:
+    def source(a: int, b: int) -> str:
+        return document[offsets[a] : offsets[b]]
+
+    builder = UnitBuilder()
+    autolink: list = []  # the tokens of an autolink being read
+    for child in run:
+        kind = child.type
+        if autolink or (kind == "link_open" and child.markup == "autolink"):
+            autolink.append(child)
+            if kind == "link_close":
+                text = "".join(c.content for c in autolink)
+                builder.kept(source(*child.meta["source"]), text)
+                autolink = []
+        elif kind in ("text", "text_special"):
+            builder.text(child.content)
+        elif kind == "softbreak":
+            builder.text(" ")
+        elif kind in _OPENS:
+            builder.open(child.markup, may_be_empty=False)
+        elif kind in _OPENS.values():
+            builder.close(child.markup)
+        elif kind == "link_open":
+            link_start = child.meta["source"][0]
+            builder.open(source(link_start, link_start + 1), may_be_empty=True)
+        elif kind == "link_close":
+            builder.close(source(child.meta["label_end"], child.meta["source"][1]))
+        elif kind in _KEPT:
+            a, b = child.meta["source"]
+            text = child.content if kind == "code_inline" else ""
+            around = document[offsets[a] - 1 : offsets[a]], document[offsets[b] : offsets[b] + 1]
+            builder.kept(source(a, b), text, attachment(*around))
+    first, last = offsets[start], offsets[end]
+    while first < last and document[first].isspace():
+        first += 1
+    while last > first and document[last - 1].isspace():
+        last -= 1
+    return Region(first, last, builder.build())
+
+
+def _write(unit: Unit, translation: AlignedText) -> str:
+    """A translated unit, escaped where its first word would start a block at a line start."""
+    text = render(unit, translation, _escape)
+    ordered = _ORDERED.match(text)
+    if ordered:
+        return f"{ordered.group(1)}\\{text[ordered.end(1) :]}"
+    return "\\" + text if text[:1] in _LINE_START else text
+
+
+def _escape(word: str) -> str:
+    return "".join("\\" + char if char in _SPECIAL else char for char in word)

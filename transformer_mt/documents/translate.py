@@ -1,0 +1,43 @@
+"""One call from a document to its translation, whatever its format: what `tmt translate
+--format html|markdown` calls, and what the server calls for its `format` field."""
+
+from __future__ import annotations
+
+from transformer_mt.documents import FORMATS
+from transformer_mt.documents.alignment import AlignedTranslator
+from transformer_mt.documents.html import translate_html
+from transformer_mt.documents.markdown import translate_markdown
+from transformer_mt.errors import SettingError
+from transformer_mt.inference.languages import Pair
+from transformer_mt.inference.translator import Translator
+
+_TRANSLATE = {"html": translate_html, "markdown": translate_markdown}
+
+
+def translate_document(
+    translator: Translator,
+    text: str,
+    format: str,
+    alignment_layer: int = -1,
+    direction: Pair | None = None,
+) -> str:
+    """`text`, a whole document in `format` (one of FORMATS), with its text translated and its
+    markup kept (docs/documents.md).
+
+    Args:
+        translator: translates the units of the document, all in one `translate` call, and
+            aligns their words; built without its own `alignment_layer`.
+        alignment_layer: the decoder layer whose cross-attention aligns words, placing inline
+            markup; negative counts from the last.
+        direction: (source, target) languages for a model with language tags; None: the
+            translator's own.
+
+    Raises:
+        SettingError: a format not in FORMATS (naming format), a layer the model lacks
+            (naming alignment_layer), a direction it has no tags for.
+        DocumentError: an HTML document that does not parse, naming line and column.
+        MarkdownMissing: Markdown without markdown-it-py installed.
+    """
+    if format not in FORMATS:
+        raise SettingError("format", format, f"choose one of {', '.join(FORMATS)}")
+    return _TRANSLATE[format](text, AlignedTranslator(translator, alignment_layer, direction))
