@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.specials import OWN_SPECIALS
+from transformer_mt.documents.units import AlignedText
 from transformer_mt.inference.languages import Languages
 from transformer_mt.inference.translator import Translation
 from transformer_mt.serve.contract import (
@@ -137,6 +138,11 @@ class FakeEngine:
                     queue.remove(job)
                     self.cancelled += 1
             job.future.cancel()
+
+    def align(self, source: str, target: str, direction) -> AlignedText:
+        """The fake's translation reverses the words: word i of n is target word n - 1 - i."""
+        n = len(source.split())
+        return AlignedText(target, tuple((i, n - 1 - i) for i in range(n)))
 
     def start(self) -> None:
         self.thread = threading.Thread(target=self._run, name="fake-engine", daemon=True)

@@ -91,7 +91,6 @@ BAD = [
     ({**GOOD, "source": "auto", "target": "xx"}, 400, "xx is not supported"),
     ({**GOOD, "source": "en", "target": "de"}, 400, "(de) is not available as a target language"),
     ({**GOOD, "format": "markdown"}, 400, "markdown format is not supported"),
-    ({**GOOD, "format": "html"}, 400, "html format is not supported"),
     ({**GOOD, "alternatives": "two"}, 400, "alternatives parameter is not a number"),
     ({**GOOD, "alternatives": True}, 400, "alternatives parameter is not a number"),
     ({**GOOD, "alternatives": 2}, 400, "alternatives parameter must be <= 1"),  # beam 2
@@ -99,6 +98,7 @@ BAD = [
     ({**GOOD, "q": "x" * 201}, 400, "Invalid request: request (201) exceeds text limit (200)"),
     ((("q", "a"), ("q", "x" * 201), ("source", "de"), ("target", "en")), 400, "(201) exceeds"),
     (b'{"q": "\\ud800", "source": "de", "target": "en"}', 400, "lone surrogate"),
+    ({**GOOD, "q": "<p>ein <b>hund</p></b>", "format": "html"}, 400, "the html does not parse"),
 ]
 
 
@@ -116,6 +116,36 @@ def test_bad_requests_get_libretranslates_error_and_nothing_else_is_affected(
     assert list(response.json()) == ["error"] and message in response.json()["error"]
     assert engine.jobs == []  # nothing was submitted
     assert_served(client)
+
+
+# Inline markup inside a block, a script and a block kept from translation.
+PAGE = (
+    '<p>ein <b>kleiner</b> hund</p><script>var x = "ein hund";</script>'
+    '<p translate="no">zwei katzen</p>'
+)
+
+
+def test_html_documents_keep_their_markup_and_their_kept_parts(client, engine):
+    body = client.post("/translate", json={**GOOD, "q": PAGE, "format": "html"}).json()
+    # The fake reverses the words and aligns them so: <b> stays on "kleiner".
+    assert body == {
+        "translatedText": '<p>hund <b>kleiner</b> ein</p><script>var x = "ein hund";</script>'
+        '<p translate="no">zwei katzen</p>'
+    }
+    assert [job.texts for job in engine.jobs] == [["ein kleiner hund"]]  # the one unit
+    many = client.post(
+        "/translate",
+        data={**GOOD, "q": ["<i>a b</i>", "<p>c</p>"], "format": "html", "alternatives": 1},
+    ).json()
+    assert many == {"translatedText": ["<i>b a</i>", "<p>c</p>"], "alternatives": [[], []]}
+
+
+@needs_lingua
+def test_html_from_auto_identifies_the_text_not_the_markup(client, engine):
+    page = "<div><p>Zwei Hunde spielen im Schnee.</p></div>"
+    body = client.post("/translate", json={**GOOD, "q": page, "format": "html", "source": "auto"})
+    assert body.json()["detectedLanguage"]["language"] == "de"
+    assert engine.jobs[-1].directions == [("de", "en")]
 
 
 @pytest.mark.parametrize(

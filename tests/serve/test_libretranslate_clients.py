@@ -1,7 +1,8 @@
 """`tmt serve` through the LibreTranslate clients people have: libretranslatepy and
 libretranslate-aio (sync and async) against a real server on a loopback port with the real
-engine, translating as the Translator does; their errors for a bad key, a limit, bad input;
-and `tmt serve --api-keys` itself, in a child process, reading its keys again on SIGHUP."""
+engine, translating texts as the Translator does and HTML as `tmt translate --format html`
+does; their errors for a bad key, a limit, bad input; and `tmt serve --api-keys` itself, in a
+child process, reading its keys again on SIGHUP."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from libretranslate_aio import (  # noqa: E402
     RateLimitError,
 )
 
+from transformer_mt.documents.translate import translate_document  # noqa: E402
 from transformer_mt.inference.translator import Translator  # noqa: E402
 from transformer_mt.langid import installed  # noqa: E402
 from transformer_mt.serve.engine import Engine, ServeLimits  # noqa: E402
@@ -107,6 +109,23 @@ def test_libretranslate_aio_translates_a_string_and_a_list(open_server, multilin
             return (await client.translate(TEXTS[1], "de", "en")).translated_text
 
     assert asyncio.run(with_the_async_client()) == want[1]
+
+
+def test_html_is_translated_as_tmt_translate_format_html_translates_it(
+    open_server, multilingual_checkpoint
+):
+    page = (
+        "<html><body><h1>Zwei <i>junge</i> Kinder</h1><p>Ein Mann fährt <b>Rad</b>. Eine "
+        'Frau liest.</p><pre>ein hund</pre><p translate="no">zwei hunde</p></body></html>'
+    )
+    translator = Translator.from_checkpoint(str(multilingual_checkpoint))
+    want = translate_document(translator, page, "html", direction=("de", "en"))
+    with LibreTranslate(open_server[0]) as client:
+        got = client.translate(page, "de", "en", format="html").translated_text
+        assert got == want
+        assert "<pre>ein hund</pre>" in got and '<p translate="no">zwei hunde</p>' in got
+        with pytest.raises(BadRequestError, match="does not parse"):
+            client.translate("<p><b>a</p></b>", "de", "en", format="html")
 
 
 @needs_lingua

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from transformer_mt.config import DecodeConfig
+from transformer_mt.documents.units import AlignedText
 from transformer_mt.errors import TmtError
 from transformer_mt.inference.languages import Languages, Pair
 
@@ -107,6 +108,11 @@ class Engine(Protocol):
 
         Called on the server's event loop: it must return at once (tokenize and queue), never
         wait for a decoding step."""
+
+    def align(self, source: str, target: str, direction: Pair) -> AlignedText:
+        """`target`, a translation of `source` in `direction`, aligned word by word (what
+        documents need to put inline markup back, serve/markup.py). Thread-safe; called off
+        the event loop: it runs the model."""
 
     def start(self) -> None:
         """Start the decoding thread."""

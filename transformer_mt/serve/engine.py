@@ -41,6 +41,8 @@ from dataclasses import dataclass
 import torch
 
 from transformer_mt.config import DecodeConfig, ModelConfig, check_one_prefix_per_text
+from transformer_mt.documents.alignment import AlignedTranslator
+from transformer_mt.documents.units import AlignedText
 from transformer_mt.errors import SettingError, TmtError, one_line
 from transformer_mt.inference.languages import Direction, Pair
 from transformer_mt.inference.sentences import SplitLines
@@ -254,6 +256,14 @@ class Engine:
         if not work:
             job.settle(job.translations(), None)
         return job
+
+    def align(self, source: str, target: str, direction: Pair) -> AlignedText:
+        """`target` as the translation of `source` aligned word by word, by the forced pass of
+        documents' `AlignedTranslator` over the engine's model, in the caller's thread (the
+        model holds no state of its own between calls, so it may run beside the decoding
+        thread)."""
+        with torch.inference_mode():
+            return AlignedTranslator(self.translator, direction=direction).align(source, target)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="tmt-decoder", daemon=True)

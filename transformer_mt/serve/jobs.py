@@ -96,10 +96,7 @@ async def start(
     """Admit the request (`admit`), identify its texts' languages if asked, and queue its
     texts: the request with its detections, and the job; or an `ApiError`."""
     admit(request, key, parsed.texts)
-    if parsed.source == AUTO:  # lingua may load its models first: off the event loop
-        detect = request.app.state.sources.detect
-        detected = await asyncio.to_thread(detect, parsed.texts, parsed.target)
-        parsed = dataclasses.replace(parsed, detected=detected)
+    parsed = await identify(request, parsed)
     engine: Engine = request.app.state.engine
     try:
         # On the event loop, not in a worker thread: submitting only tokenizes and queues, and
@@ -111,6 +108,20 @@ async def start(
     except Exception as err:  # every refusal, and an engine fault (500), as one error body
         raise failure(err, parsed) from None
     return parsed, job
+
+
+async def identify(
+    request: Request, parsed: TranslateRequest, shown: list[str] | None = None
+) -> TranslateRequest:
+    """`parsed` with each text's language identified when its source is AUTO (detection.py),
+    from `shown` (one text per text: what of it is language, an HTML document's text) or the
+    texts themselves."""
+    if parsed.source != AUTO:
+        return parsed
+    # lingua may load its models first: off the event loop
+    detect = request.app.state.sources.detect
+    detected = await asyncio.to_thread(detect, shown or parsed.texts, parsed.target)
+    return dataclasses.replace(parsed, detected=detected)
 
 
 async def finished(request: Request, parsed: TranslateRequest, job: Job) -> list[Translation]:

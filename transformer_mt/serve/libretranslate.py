@@ -10,11 +10,12 @@ which LibreTranslate itself would cut to its first text); multipart/form-data is
 Fields it does not know are ignored, as LibreTranslate ignores them.
 
 POST /translate: `q` (a string, or a list of strings), `source` (a code, or "auto": each
-text's language identified), `target`, `format` ("text"; "html" is refused until the
-documents module lands), `alternatives` (more hypotheses of the beam: at most the beam size
-less one) and `api_key`. POST /detect: `q`, `api_key`. Codes are matched as given, else
-ignoring case. Errors are LibreTranslate's: `{"error": "..."}` with its status codes and, where
-it has one, its message; a request over a size limit is its 400, not our 413.
+text's language identified), `target`, `format` ("text", or "html": each text a document
+whose markup is kept, markup.py), `alternatives` (more hypotheses of the beam: at most the
+beam size less one; none for a document) and `api_key`. POST /detect: `q`, `api_key`.
+Codes are matched as given, else ignoring case. Errors are LibreTranslate's: `{"error":
+"..."}` with its status codes and, where it has one, its message; a request over a size limit
+is its 400, not our 413.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import urllib.parse
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from transformer_mt.config import DecodeConfig
 from transformer_mt.errors import SettingError
@@ -41,13 +41,10 @@ from transformer_mt.serve.api import (
 )
 from transformer_mt.serve.contract import RequestLimits
 
-if TYPE_CHECKING:  # torch would come with it; a Translation is only read here
-    from transformer_mt.inference.translator import Translation
-
 # The fields each endpoint reads (schema.LibreTranslateBody documents those of /translate).
 TRANSLATE_FIELDS = ("q", "source", "target", "format", "alternatives", "api_key")
 DETECT_FIELDS = ("q", "api_key")
-FORMATS = ("text",)
+FORMATS = ("text", "html")
 # LibreTranslate answers with 400, 403, 429 and 500 (its clients know no others); our refusals
 # of a request too large (413) or of a language identifier not installed (501) are its 400.
 STATUS = {413: 400, 501: 400}
@@ -77,6 +74,7 @@ class LibreRequest:
     batch: bool
     alternatives: int
     api_key: str | None
+    html: bool = False  # each text an HTML document (markup.py)
 
 
 def request_fields(body: bytes, content_type: str, query: bytes) -> dict[str, object]:
@@ -131,9 +129,10 @@ def parse_translate(
         shown = printable(str(text_format), MAX_CODE_CHARS)
         raise LibreError(400, "format", f"{shown} format is not supported")
     alternatives = _alternatives(fields.get("alternatives", 0), defaults.beam_size)
-    decode = dataclasses.replace(defaults, n_best=alternatives + 1)
+    html = text_format == "html"  # a document has no alternatives (as in LibreTranslate)
+    decode = dataclasses.replace(defaults, n_best=1 if html else alternatives + 1)
     request = TranslateRequest(texts, decode, source=source, target=target)
-    return LibreRequest(request, batch, alternatives, _key(fields))
+    return LibreRequest(request, batch, alternatives, _key(fields), html)
 
 
 def parse_detect(fields: dict, limits: RequestLimits) -> tuple[list[str], str | None]:
@@ -147,25 +146,22 @@ def parse_detect(fields: dict, limits: RequestLimits) -> tuple[list[str], str | 
 
 
 def translate_json(
-    libre: LibreRequest, detected: list[Detection] | None, translations: list[Translation]
+    libre: LibreRequest, detected: list[Detection] | None, hypotheses: list[list[str]]
 ) -> dict:
-    """The POST /translate body: `translatedText`; with source auto `detectedLanguage`
-    ({"confidence": 0-100, "language"}); with alternatives asked for `alternatives` (the
-    other hypotheses, best first, without repeats, the translation itself or empty ones). A
-    list of each, one per text, when `q` was a list."""
+    """The POST /translate body from the `hypotheses` of each text (best first; one for an
+    HTML document): `translatedText`; with source auto `detectedLanguage` ({"confidence":
+    0-100, "language"}); with alternatives asked for `alternatives` (the other hypotheses,
+    without repeats, the translation itself or empty ones; none for a document). A list of
+    each, one per text, when `q` was a list."""
 
     def one_or_all(items: list) -> object:
         return items if libre.batch else items[0]
 
-    best = [t.texts[0] for t in translations]
-    body: dict[str, object] = {"translatedText": one_or_all(best)}
+    body: dict[str, object] = {"translatedText": one_or_all([h[0] for h in hypotheses])}
     if detected is not None:
         body["detectedLanguage"] = one_or_all([_detection(d) for d in detected])
     if libre.alternatives > 0:
-        others = [
-            list(dict.fromkeys(t for t in translation.texts[1:] if t and t != translation.texts[0]))
-            for translation in translations
-        ]
+        others = [list(dict.fromkeys(t for t in h[1:] if t and t != h[0])) for h in hypotheses]
         body["alternatives"] = one_or_all(others)
     return body
 

@@ -4,7 +4,8 @@
 Each parses its request with libretranslate.py and goes through the steps every translation
 endpoint shares (jobs.py: body limits, keys and limits, language identification, the engine),
 so that a LibreTranslate client and a /v1 client are translated, counted and refused alike;
-every refusal reaches the client in LibreTranslate's error body (`libre_error`).
+HTML documents go through markup.py to the same engine. Every refusal reaches the client in
+LibreTranslate's error body (`libre_error`).
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import asyncio
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from transformer_mt.serve import jobs, schema
-from transformer_mt.serve.api import ApiError
+from transformer_mt.documents.units import DocumentError
+from transformer_mt.serve import jobs, markup, schema
+from transformer_mt.serve.api import AUTO, ApiError, TranslateRequest
 from transformer_mt.serve.contract import Engine
 from transformer_mt.serve.libretranslate import (
+    LibreError,
     detect_json,
     languages_json,
     libre_error,
@@ -81,17 +84,21 @@ def add_routes(app: FastAPI) -> None:
 
 async def translate(request: Request) -> JSONResponse:
     """LibreTranslate's /translate: one text or a list, from `source` (or auto) into
-    `target`, with alternatives."""
+    `target`, with alternatives; or HTML documents, their markup kept."""
     engine: Engine = request.app.state.engine
     try:
         fields = await _fields(request)
         libre = parse_translate(fields, engine.defaults, request.app.state.limits, engine.languages)
         key = jobs.request_key(request, libre.api_key)
-        parsed, job = await jobs.start(request, libre.request, key)
-        translations = await jobs.finished(request, parsed, job)
+        if libre.html:
+            parsed, hypotheses = await _documents(request, libre.request, key)
+        else:
+            parsed, job = await jobs.start(request, libre.request, key)
+            translations = await jobs.finished(request, parsed, job)
+            hypotheses = [t.texts for t in translations]
     except ApiError as err:
         raise libre_error(err) from None
-    return JSONResponse(translate_json(libre, parsed.detected, translations))
+    return JSONResponse(translate_json(libre, parsed.detected, hypotheses))
 
 
 async def languages(request: Request) -> JSONResponse:
@@ -111,6 +118,34 @@ async def detect(request: Request) -> JSONResponse:
     except ApiError as err:
         raise libre_error(err) from None
     return JSONResponse(detect_json(detections))
+
+
+async def _documents(
+    request: Request, parsed: TranslateRequest, key: str | None
+) -> tuple[TranslateRequest, list[list[str]]]:
+    """`parsed`'s texts as HTML documents (markup.py), each translated as the one hypothesis
+    of its text; with source auto their text is identified, not their markup."""
+    engine: Engine = request.app.state.engine
+    jobs.admit(request, key, parsed.texts)
+    try:
+        shown = None
+        if parsed.source == AUTO:
+            shown = [markup.plain_text(document) for document in parsed.texts]
+        parsed = await jobs.identify(request, parsed, shown)
+        documents = await asyncio.to_thread(
+            markup.translate_documents,
+            engine,
+            parsed.texts,
+            parsed.decode,
+            parsed.directions(),
+        )
+    except DocumentError as err:
+        raise LibreError(400, "q", f"Invalid request: the html does not parse ({err})") from None
+    except ApiError:
+        raise
+    except Exception as err:  # the engine's refusals, and its faults (500), as error bodies
+        raise jobs.failure(err, parsed) from None
+    return parsed, [[document] for document in documents]
 
 
 async def _fields(request: Request) -> dict:

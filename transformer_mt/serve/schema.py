@@ -140,9 +140,14 @@ class LibreTranslateBody(BaseModel):
         examples=["de", "auto"],
     )
     target: str = Field(description="The language to translate into.", examples=["en"])
-    format: str = Field("text", description='"text"; "html" is not supported yet.')
+    format: str = Field(
+        "text", description='"text", or "html": each text a document whose markup is kept.'
+    )
     alternatives: int = Field(
-        0, ge=0, description="Other hypotheses of the beam to return: at most its size less one."
+        0,
+        ge=0,
+        description="Other hypotheses of the beam to return: at most its size less one "
+        "(none for html).",
     )
     api_key: str | None = Field(
         None, description="Where the server requires keys (also: Authorization: Bearer)."
