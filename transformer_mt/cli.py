@@ -16,6 +16,7 @@ from typing import BinaryIO, TextIO
 
 from transformer_mt import __version__
 from transformer_mt.config import PrefixCountError, check_one_prefix_per_text, decode_field_types
+from transformer_mt.documents import FORMATS
 from transformer_mt.errors import MachineError, SettingError, TmtError
 from transformer_mt.files import MACHINE_ERRNOS
 from transformer_mt.progress import PROGRESS_SECONDS
@@ -24,8 +25,10 @@ from transformer_mt.progress import PROGRESS_SECONDS
 FLAGS = {
     "alignment_layer": "--alignment-layer",
     "allowed_hosts": "--allowed-hosts",
+    "api_keys": "--api-keys",
     "block_size": "--block-size",
     "cache_entries": "--cache-entries",
+    "char_limit": "--char-limit",
     "cors_origins": "--cors-origins",
     "device": "--device",
     "head": "--head",
@@ -38,6 +41,7 @@ FLAGS = {
     "max_queue": "--max-queue",
     "port": "--port",
     "quantize": "--quantize",
+    "req_limit": "--req-limit",
     "src": "--src",
     "src_lang": "--src-lang",
     "tgt_lang": "--tgt-lang",
@@ -73,6 +77,13 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--checkpoint", required=True, help="e.g. runs/X/checkpoints/best.pt")
     p.add_argument("--input", default="-", help="source text, one sentence a line (- = stdin)")
     p.add_argument("--output", default="-", help="where translations go (- = stdout)")
+    p.add_argument(
+        "--format",
+        default="text",
+        choices=["text", *FORMATS],
+        help="text: a translation per line; html, markdown: the input is one document, its "
+        "markup kept (docs/documents.md)",
+    )
     kinds = decode_field_types(DECODE_FLAGS)
     for name, (flag, text) in DECODE_FLAGS.items():
         metavar = flag.removeprefix("--").replace("-", "_").upper()
@@ -120,7 +131,8 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
         "--alignment-layer",
         type=int,
         default=-1,
-        help="decoder layer whose cross-attention aligns (default -1: the last)",
+        help="decoder layer whose cross-attention aligns (default -1: the last); also places "
+        "a document's inline markup",
     )
     p.set_defaults(handler=_run_translate)
 
@@ -151,6 +163,8 @@ def _run_translate(args: argparse.Namespace) -> int:
     from transformer_mt.machine import keep_freed_memory
 
     _check_translate_args(args)
+    if args.format != "text":
+        return _translate_document(args)
     keep_freed_memory()
     references = _read_references(args.ref)
     prefixes = None if args.prefix is None else read_lines(args.prefix)
@@ -220,6 +234,47 @@ def _run_translate(args: argparse.Namespace) -> int:
 
         for score in corpus_scores(best, references, ["bleu", "chrf"]):
             print(score.string, file=sys.stderr)
+    return 0
+
+
+def _translate_document(args: argparse.Namespace) -> int:
+    """`tmt translate --format html|markdown`: the whole input is one document."""
+    from transformer_mt.documents.translate import translate_document
+    from transformer_mt.documents.units import DocumentError
+    from transformer_mt.files import decode_document
+    from transformer_mt.inference.translator import Translator
+
+    line_flags = {"--ref": args.ref, "--prefix": args.prefix, "--alignments": args.alignments}
+    line_flags["--nbest"] = args.n_best not in (None, 1)
+    for flag, given in line_flags.items():
+        if given:
+            raise TmtError(f"{flag}: for --format text only (a document is not one per line)")
+    if args.device == "cpu":
+        _set_cpu_threads()
+    name = "<stdin>" if args.input == "-" else args.input
+    with contextlib.ExitStack() as stack:
+        text = decode_document(_open_in(args.input, stack).read(), name)
+        translator = Translator.from_checkpoint(
+            args.checkpoint,
+            args.device,
+            args.quantize,
+            None,  # documents align by themselves (documents/alignment.py)
+            args.src_lang,
+            args.tgt_lang,
+            **_decode_changes(args),
+        )
+        try:
+            translated = translate_document(translator, text, args.format, args.alignment_layer)
+        except DocumentError as err:
+            raise TmtError(f"{name}:{err.line}:{err.column}: {err.reason}") from None
+        _open_out(args.output, stack).write(translated)
+    if translator.truncated_lines:
+        print(
+            f"warning: {translator.truncated_lines} block(s) longer than the model's "
+            f"{translator.max_src_tokens} source tokens were truncated",
+            file=sys.stderr,
+        )
+    print(f"translated {name} ({args.format})", file=sys.stderr)
     return 0
 
 
@@ -554,6 +609,20 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-client-connections", type=int, help="connections open at once from one address"
     )
+    # API keys and limits (serve/quotas.py), for /v1 and the LibreTranslate endpoints alike.
+    p.add_argument(
+        "--api-keys",
+        metavar="FILE",
+        help="require a key of FILE ('KEY REQUESTS/MIN CHARACTERS/MIN' lines, - for no limit); "
+        "read again when it changes or on SIGHUP",
+    )
+    p.add_argument(
+        "--req-limit",
+        type=int,
+        metavar="N",
+        help="requests per minute from one client address (a request of n texts counts n)",
+    )
+    p.add_argument("--char-limit", type=int, metavar="N", help="characters per text")
     p.set_defaults(handler=_run_serve)
 
 
@@ -572,6 +641,9 @@ def _run_serve(args: argparse.Namespace) -> int:
         max_client_connections=args.max_client_connections,
         allowed_hosts=tuple(args.allowed_hosts),
         cors_origins=tuple(args.cors_origins),
+        api_keys=args.api_keys,
+        req_limit=args.req_limit,
+        char_limit=args.char_limit,
     )
     keep_freed_memory()
     if args.device == "cpu":

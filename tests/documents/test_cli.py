@@ -1,0 +1,107 @@
+"""`tmt translate --format html|markdown`: a document in, the translated document out; text
+as before; one-line errors."""
+
+import pytest
+
+from transformer_mt.cli import main
+from transformer_mt.documents.translate import translate_document
+
+from .test_html import PAGE
+
+
+@pytest.fixture(autouse=True)
+def _fixed_threads(monkeypatch):
+    """No note on busy cores in the stderr these tests read (see tests/inference)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+
+
+def run(checkpoint, *args):
+    return main(["translate", "--checkpoint", str(checkpoint), "--beam-size", "1", *args])
+
+
+def last_error(capsys) -> str:
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_an_html_page_is_translated_as_the_library_translates_it(
+    reversing_checkpoint, translator, tmp_path
+):
+    out = tmp_path / "out.html"
+    assert (
+        run(reversing_checkpoint, "--format", "html", "--input", str(PAGE), "--output", str(out))
+        == 0
+    )
+    expected = translate_document(translator, PAGE.read_text(encoding="utf-8"), "html")
+    assert out.read_text(encoding="utf-8") == expected
+
+
+def test_format_text_is_the_line_translation_byte_for_byte(reversing_checkpoint, tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("ein mann fährt rad\n\n<b>zwei</b> hunde\n", encoding="utf-8")
+    plain, text = tmp_path / "plain.txt", tmp_path / "text.txt"
+    assert run(reversing_checkpoint, "--input", str(source), "--output", str(plain)) == 0
+    assert (
+        run(reversing_checkpoint, "--format", "text", "--input", str(source), "--output", str(text))
+        == 0
+    )
+    assert text.read_bytes() == plain.read_bytes() and len(plain.read_bytes().split(b"\n")) == 4
+
+
+def test_an_unknown_format_is_refused_by_name(reversing_checkpoint, capsys):
+    with pytest.raises(SystemExit) as caught:
+        run(reversing_checkpoint, "--format", "pdf")
+    assert caught.value.code == 2
+    assert "invalid choice: 'pdf'" in capsys.readouterr().err
+
+
+def test_an_html_document_that_does_not_parse_is_one_line(reversing_checkpoint, tmp_path, capsys):
+    page = tmp_path / "page.html"
+    page.write_text("<p>ein\n<b>mann</p>", encoding="utf-8")
+    assert run(reversing_checkpoint, "--format", "html", "--input", str(page)) == 2
+    assert last_error(capsys) == (
+        f"error: {page}:2:8: </p> closes <b> of line 2, column 1, which needs its own end tag first"
+    )
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--alignments"],
+            "error: --alignments: for --format text only (a document is not one per line)",
+        ),
+        (
+            ["--nbest", "2"],
+            "error: --nbest: for --format text only (a document is not one per line)",
+        ),
+        (
+            ["--alignment-layer", "4"],
+            "error: --alignment-layer 4: the model has 1 decoder layer(s)",
+        ),
+    ],
+)
+def test_settings_a_document_cannot_take_are_named(
+    reversing_checkpoint, tmp_path, capsys, args, message
+):
+    page = tmp_path / "page.md"
+    page.write_text("ein *mann*\n", encoding="utf-8")
+    assert run(reversing_checkpoint, "--format", "markdown", "--input", str(page), *args) == 2
+    assert last_error(capsys).startswith(message)
+
+
+def test_a_document_that_is_not_utf8_names_its_line(reversing_checkpoint, tmp_path, capsys):
+    page = tmp_path / "page.html"
+    page.write_bytes(b"<p>ein mann</p>\n<p>\xff</p>\n")
+    assert run(reversing_checkpoint, "--format", "html", "--input", str(page)) == 2
+    assert last_error(capsys) == f"error: {page}:2: not valid UTF-8 (byte 0xff at column 4)"
+
+
+def test_a_byte_order_mark_is_no_part_of_the_document(reversing_checkpoint, tmp_path):
+    page, with_bom = tmp_path / "page.md", tmp_path / "bom.md"
+    page.write_text("# ein mann\n", encoding="utf-8")
+    with_bom.write_text("\ufeff# ein mann\n", encoding="utf-8")
+    outs = [tmp_path / "1.md", tmp_path / "2.md"]
+    for source, out in zip([page, with_bom], outs, strict=True):
+        args = ["--format", "markdown", "--input", str(source), "--output", str(out)]
+        assert run(reversing_checkpoint, *args) == 0
+    assert outs[0].read_bytes() == outs[1].read_bytes() and outs[0].read_text().startswith("# ")
