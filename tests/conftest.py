@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from transformer_mt.artifacts import load_for_inference
 from transformer_mt.config import (
     DataConfig,
     ExperimentConfig,
@@ -14,7 +15,7 @@ from transformer_mt.config import (
     config_to_dict,
 )
 from transformer_mt.data.specials import own_specials
-from transformer_mt.data.tokenizer import PAD_ID
+from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from transformer_mt.data.tokenizer_training import train_tokenizers
 from transformer_mt.model import build_model
 
@@ -115,6 +116,41 @@ def save_tiny_checkpoint(
     path = directory / "model.pt"
     torch.save(state, path)
     return path
+
+
+def fit_tiny_checkpoint(
+    path: Path, pairs: list[tuple[list[int], list[int]]], lr: float, steps: int, out: Path
+) -> Path:
+    """The checkpoint at `path` after `steps` full-batch Adam steps on `pairs` (source ids,
+    target ids, without specials), saved as `out`: a few seconds that make a tiny model write
+    several words and end its hypotheses in EOS at different lengths."""
+    state = torch.load(path, weights_only=True)
+    model = load_for_inference(path).model
+    src = pad_rows([[*s, EOS_ID] for s, _ in pairs])
+    tgt_in, tgt_out = (
+        pad_rows([[BOS_ID, *t] for _, t in pairs]),
+        pad_rows([[*t, EOS_ID] for _, t in pairs]),
+    )
+    torch.manual_seed(0)
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    for _ in range(steps):
+        logits = model(src, tgt_in)
+        loss = torch.nn.functional.cross_entropy(
+            logits.transpose(1, 2), tgt_out, ignore_index=PAD_ID
+        )
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    state["model"] = model.state_dict()
+    torch.save(state, out)
+    return out
+
+
+def pad_rows(rows: list[list[int]]) -> torch.Tensor:
+    """(B, L) long: `rows` right-padded with PAD_ID."""
+    width = max(map(len, rows))
+    return torch.tensor([row + [PAD_ID] * (width - len(row)) for row in rows])
 
 
 def make_run_dir(root: Path) -> Path:

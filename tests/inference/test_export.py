@@ -17,7 +17,7 @@ from transformer_mt.inference.export_ct2 import check_ct2_compatible, export_ctr
 from transformer_mt.model import build_model
 from transformer_mt.search import SearchOptions, max_output_lengths, search
 
-from ..conftest import WORDS
+from ..conftest import WORDS, fit_tiny_checkpoint
 
 
 def test_hf_export_matches_logits_and_tokenization(checkpoint, tmp_path):
@@ -177,35 +177,14 @@ def trained_checkpoint(checkpoint, tmp_path_factory, request):
     """
     directory = tmp_path_factory.mktemp("trained")
     variant, _ = variant_checkpoint(checkpoint, directory / "variant.pt", request.param)
-    state = torch.load(variant, weights_only=True)
-    bundle = load_for_inference(variant)
-    model, tokenizer = bundle.model, bundle.src_tokenizer
+    tokenizer = load_for_inference(variant).src_tokenizer
     texts = [" ".join(WORDS[i : i + 3 + i % 3]) for i in range(len(WORDS))]
-    src = _pad([tokenizer.encode(t) + [EOS_ID] for t in texts])
-    tgt = [tokenizer.encode(t)[::-1] for t in texts]
-    tgt_in, tgt_out = _pad([[BOS_ID, *t] for t in tgt]), _pad([[*t, EOS_ID] for t in tgt])
-    torch.manual_seed(0)
-    model.train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-2)
-    for _ in range(60):
-        logits = model(src, tgt_in)
-        loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), tgt_out, ignore_index=0)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    state["model"] = model.state_dict()
-    path = directory / "model.pt"
-    torch.save(state, path)
-    return path
+    pairs = [(tokenizer.encode(t), tokenizer.encode(t)[::-1]) for t in texts]
+    return fit_tiny_checkpoint(variant, pairs, 3e-2, 60, directory / "model.pt")
 
 
 def _ids(tokenizer) -> dict[str, int]:
     return {tokenizer.id_to_piece(i): i for i in range(tokenizer.vocab_size)}
-
-
-def _pad(rows: list[list[int]]) -> torch.Tensor:
-    width = max(map(len, rows))
-    return torch.tensor([row + [0] * (width - len(row)) for row in rows])
 
 
 @pytest.fixture(scope="module")
