@@ -49,6 +49,11 @@ def test_a_model_without_tags_translates_its_trained_direction_only(checkpoint):
         SettingError, match="the model does not translate en->de; it translates de->en$"
     ):
         languages.check("en", "de")
+    # Asked for another language, it refuses (as the server does) instead of translating
+    # into its own; its own languages given explicitly are fine.
+    with pytest.raises(SettingError, match="tgt_lang=fr: the model has no such language"):
+        Translator.from_checkpoint(str(checkpoint), tgt_lang="fr")
+    assert Translator.from_checkpoint(str(checkpoint), src_lang="de", tgt_lang="en")
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])

@@ -230,7 +230,7 @@ class Translator:
         elif device.type == "cpu":
             pack_where_it_pays(model)
         decode = dataclasses.replace(bundle.config.decode, **decode_changes)
-        return cls(
+        translator = cls(
             model,
             bundle.src_tokenizer,
             bundle.tgt_tokenizer,
@@ -245,6 +245,11 @@ class Translator:
             split_sentences,
             src_lang or bundle.config.data.src_lang,
         )
+        # A model without tags is not told languages: asked for another one, it would
+        # translate into its own silently. As the server does, refuse.
+        if not bundle.specials.language_tags:
+            translator.languages.check(*translator.languages.default)
+        return translator
 
     @property
     def source_prefix(self) -> list[int]:
