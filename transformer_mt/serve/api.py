@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from transformer_mt import documents
 from transformer_mt.config import (
     ConfigError,
     DecodeConfig,
@@ -40,7 +41,10 @@ if TYPE_CHECKING:  # torch would come with it; a Translation is only read here
 DECODE_FIELDS: dict[str, type] = decode_field_types(
     ("beam_size", "length_penalty", "max_len_a", "max_len_b", "n_best")
 )
-KEYS = ("text", "prefix", "source", "target", *DECODE_FIELDS)
+KEYS = ("text", "prefix", "source", "target", "format", *DECODE_FIELDS)
+# The body's `format`: plain text, or a document whose markup is kept (markup.py).
+TEXT = "text"
+FORMATS = (TEXT, *documents.FORMATS)
 # The body's `source` that asks the server to identify each text's language (detection.py).
 AUTO = "auto"
 # The body keys that name the languages a library call names src_lang and tgt_lang.
@@ -76,7 +80,8 @@ class TranslateRequest:
     """A checked request: `prefixes` is None or one prefix per text; `decode_keys` are the
     decode settings the body set (the others are the engine's defaults); `source` and
     `target` the languages, the engine's default direction filling what the body left out,
-    `source` AUTO until `detected` (one `Detection` per text, detection.py) is filled in."""
+    `source` AUTO until `detected` (one `Detection` per text, detection.py) is filled in;
+    `format` one of FORMATS: TEXT, or each text a document of that format (markup.py)."""
 
     texts: list[str]
     decode: DecodeConfig
@@ -85,6 +90,7 @@ class TranslateRequest:
     source: str | None = None
     target: str | None = None
     detected: list[Detection] | None = None
+    format: str = TEXT
 
     def directions(self) -> list[Pair]:
         """The (source, target) of each text: the detected source with AUTO."""
@@ -121,7 +127,29 @@ def parse_request(
     source, target = request_languages(data, languages)
     decode_keys = tuple(name for name in DECODE_FIELDS if name in data)
     decode = decode_settings(data, defaults)
-    return TranslateRequest(texts, decode, prefixes, decode_keys, source, target)
+    text_format = _format(data, prefixes)
+    if text_format != TEXT:  # whatever the checkpoint's default
+        decode = dataclasses.replace(decode, n_best=1)
+    return TranslateRequest(
+        texts, decode, prefixes, decode_keys, source, target, format=text_format
+    )
+
+
+def _format(data: dict, prefixes: list[str] | None) -> str:
+    """The body's `format` (default TEXT). A document is translated unit by unit, so it has
+    no prefix and one hypothesis: `prefix` and `n_best` > 1 are refused with it."""
+    value = data.get("format", TEXT)
+    choices = ", ".join(FORMATS)
+    if not isinstance(value, str):
+        raise ApiError(400, "format", f"format: expected one of {choices}, got {_kind(value)}")
+    if value not in FORMATS:
+        shown = printable(value, MAX_CODE_CHARS)
+        raise ApiError(400, "format", f"format={shown}: choose one of {choices}")
+    if value != TEXT and prefixes is not None:
+        raise ApiError(400, "prefix", f"prefix: for format {TEXT} only, not {value}")
+    if value != TEXT and data.get("n_best", 1) > 1:
+        raise ApiError(400, "n_best", f"n_best: a {value} document has one translation")
+    return value
 
 
 def request_languages(data: dict, languages: Languages) -> Pair:
@@ -238,6 +266,19 @@ def translations_json(
                 {"text": text, "score": score}
                 for text, score in zip(translation.texts, translation.scores, strict=True)
             ]
+        if detected is not None:
+            item["detected"] = {"language": detected[i].code, "confidence": detected[i].confidence}
+        found.append(item)
+    return found
+
+
+def documents_json(documents: list[str], detected: list[Detection] | None = None) -> list[dict]:
+    """The response's "translations" for documents (format html or markdown): each
+    document's translation as "text", without a score (its units are searched apart), and
+    with `detected` the language identified from its text ("detected")."""
+    found = []
+    for i, document in enumerate(documents):
+        item: dict[str, object] = {"text": document}
         if detected is not None:
             item["detected"] = {"language": detected[i].code, "confidence": detected[i].confidence}
         found.append(item)

@@ -20,7 +20,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
@@ -31,10 +31,13 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from transformer_mt import __version__
+from transformer_mt.documents.units import DocumentError
 from transformer_mt.serve import jobs, libretranslate_routes, schema
 from transformer_mt.serve.api import (
+    TEXT,
     ApiError,
     TranslateRequest,
+    documents_json,
     languages_json,
     parse_request,
     printable,
@@ -152,7 +155,10 @@ def drain(app: FastAPI) -> None:
 async def translate(request: Request) -> JSONResponse:
     """Translate one text or a list of texts; the result lists one translation per text."""
     started = time.perf_counter()
-    parsed, job = await _submit(request)
+    parsed = await _parse(request)
+    if parsed.format != TEXT:
+        return JSONResponse(await _documents_json(request, parsed, started))
+    parsed, job = await jobs.start(request, parsed, jobs.request_key(request))
     translations = await jobs.finished(request, parsed, job)
     return JSONResponse(_result_json(parsed, job, translations, started))
 
@@ -160,17 +166,23 @@ async def translate(request: Request) -> JSONResponse:
 async def translate_stream(request: Request) -> StreamingResponse:
     """As /v1/translate, as server-sent events: with beam size 1 `token` events ({"index",
     "text"}: the text so far) as the tokens are decided, then `result` (the /v1/translate
-    body) or `error` (an error body), then `done`."""
+    body) or `error` (an error body), then `done`. Documents have no token events: their
+    `result` comes once they are translated (a refusal before that: an error response)."""
     started = time.perf_counter()
     loop = asyncio.get_running_loop()
     events: asyncio.Queue = asyncio.Queue()
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    parsed = await _parse(request)
+    if parsed.format != TEXT:
+        result = await _documents_json(request, parsed, started)
+        body = iter([_event("result", result), _event("done", {})])
+        return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 
     def on_token(index: int, text: str) -> None:
         jobs.call_in_loop(loop, events.put_nowait, (index, text))
 
-    parsed, job = await _submit(request, on_token)
+    parsed, job = await jobs.start(request, parsed, jobs.request_key(request), on_token)
     jobs.when_done(job.future, lambda: events.put_nowait(_FINISHED))
-    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(
         _events(parsed, job, events, started), media_type="text/event-stream", headers=headers
     )
@@ -202,14 +214,26 @@ async def index(request: Request) -> HTMLResponse:
     return HTMLResponse(request.app.state.page)
 
 
-async def _submit(
-    request: Request, on_token: Callable[[int, str], None] | None = None
-) -> tuple[TranslateRequest, Job]:
-    """Read and parse the body, then start its job (jobs.py): the job, or an `ApiError`."""
+async def _parse(request: Request) -> TranslateRequest:
+    """Read and parse the body (jobs.py, api.py): the request, or an `ApiError`."""
     engine: Engine = request.app.state.engine
     body = await jobs.request_body(request)
-    parsed = parse_request(body, engine.defaults, request.app.state.limits, engine.languages)
-    return await jobs.start(request, parsed, jobs.request_key(request), on_token)
+    return parse_request(body, engine.defaults, request.app.state.limits, engine.languages)
+
+
+async def _documents_json(request: Request, parsed: TranslateRequest, started: float) -> dict:
+    """The response body of a request for documents (`format` html or markdown), translated
+    through markup.py as LibreTranslate's html is (jobs.py)."""
+    try:
+        parsed, documents = await jobs.translate_documents(
+            request, parsed, jobs.request_key(request)
+        )
+    except DocumentError as err:
+        raise ApiError(400, "text", f"text: not {parsed.format} that parses ({err})") from None
+    return {
+        "translations": documents_json(documents, parsed.detected),
+        "timing": {"total_ms": round(1000 * (time.perf_counter() - started), 3)},
+    }
 
 
 async def _events(

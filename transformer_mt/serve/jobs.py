@@ -6,7 +6,8 @@ counts the request against its key and limits (quotas.py), identifies its texts'
 when asked (`source: "auto"`, detection.py, in a worker thread), and submits it to the engine
 (`submit` only queues); `finished` waits for the job's future without blocking the event
 loop, so that one process serves many concurrent clients while the engine's thread decodes,
-and cancels the job when its client disconnects first. Every refusal is an `ApiError`, which
+and cancels the job when its client disconnects first. `translate_documents` does the same
+for documents (`format` html or markdown, markup.py). Every refusal is an `ApiError`, which
 each API renders in its own error body.
 """
 
@@ -22,6 +23,9 @@ from typing import TYPE_CHECKING
 
 from starlette.requests import ClientDisconnect, Request
 
+from transformer_mt.documents.markdown import MarkdownMissing
+from transformer_mt.documents.units import DocumentError
+from transformer_mt.serve import markup
 from transformer_mt.serve.api import (
     AUTO,
     ApiError,
@@ -108,6 +112,41 @@ async def start(
     except Exception as err:  # every refusal, and an engine fault (500), as one error body
         raise failure(err, parsed) from None
     return parsed, job
+
+
+async def translate_documents(
+    request: Request, parsed: TranslateRequest, key: str | None
+) -> tuple[TranslateRequest, list[str]]:
+    """Admit the request (`admit`), identify the language of each document's text (not of
+    its markup) if asked, and translate its documents in a worker thread (markup.py): the
+    request with its detections, and one translated document per text. The engine's work
+    is not cancelled when the client leaves.
+
+    Raises:
+        ApiError: a refusal (501 naming format for Markdown without markdown-it-py).
+        DocumentError: a document that does not parse, which each API words its own way.
+    """
+    admit(request, key, parsed.texts)
+    try:
+        shown = None
+        if parsed.source == AUTO:
+            shown = [markup.plain_text(text, parsed.format) for text in parsed.texts]
+        parsed = await identify(request, parsed, shown)
+        documents = await asyncio.to_thread(
+            markup.translate_documents,
+            request.app.state.engine,
+            parsed.texts,
+            parsed.format,
+            parsed.decode,
+            parsed.directions(),
+        )
+    except MarkdownMissing as err:
+        raise ApiError(501, "format", str(err)) from None
+    except (ApiError, DocumentError):
+        raise
+    except Exception as err:  # the engine's refusals, and its faults (500), as error bodies
+        raise failure(err, parsed) from None
+    return parsed, documents
 
 
 async def identify(

@@ -74,7 +74,6 @@ class LibreRequest:
     batch: bool
     alternatives: int
     api_key: str | None
-    html: bool = False  # each text an HTML document (markup.py)
 
 
 def request_fields(body: bytes, content_type: str, query: bytes) -> dict[str, object]:
@@ -131,8 +130,8 @@ def parse_translate(
     alternatives = _alternatives(fields.get("alternatives", 0), defaults.beam_size)
     html = text_format == "html"  # a document has no alternatives (as in LibreTranslate)
     decode = dataclasses.replace(defaults, n_best=1 if html else alternatives + 1)
-    request = TranslateRequest(texts, decode, source=source, target=target)
-    return LibreRequest(request, batch, alternatives, _key(fields), html)
+    request = TranslateRequest(texts, decode, source=source, target=target, format=text_format)
+    return LibreRequest(request, batch, alternatives, _key(fields))
 
 
 def parse_detect(fields: dict, limits: RequestLimits) -> tuple[list[str], str | None]:

@@ -4,8 +4,8 @@
 Each parses its request with libretranslate.py and goes through the steps every translation
 endpoint shares (jobs.py: body limits, keys and limits, language identification, the engine),
 so that a LibreTranslate client and a /v1 client are translated, counted and refused alike;
-HTML documents go through markup.py to the same engine. Every refusal reaches the client in
-LibreTranslate's error body (`libre_error`).
+HTML documents go through markup.py to the same engine, as /v1's do. Every refusal reaches
+the client in LibreTranslate's error body (`libre_error`).
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from transformer_mt.documents.units import DocumentError
-from transformer_mt.serve import jobs, markup, schema
-from transformer_mt.serve.api import AUTO, ApiError, TranslateRequest
+from transformer_mt.serve import jobs, schema
+from transformer_mt.serve.api import TEXT, ApiError, TranslateRequest
 from transformer_mt.serve.contract import Engine
 from transformer_mt.serve.libretranslate import (
     LibreError,
+    LibreRequest,
     detect_json,
     languages_json,
     libre_error,
@@ -90,8 +91,8 @@ async def translate(request: Request) -> JSONResponse:
         fields = await _fields(request)
         libre = parse_translate(fields, engine.defaults, request.app.state.limits, engine.languages)
         key = jobs.request_key(request, libre.api_key)
-        if libre.html:
-            parsed, hypotheses = await _documents(request, libre.request, key)
+        if libre.request.format != TEXT:
+            parsed, hypotheses = await _documents(request, libre, key)
         else:
             parsed, job = await jobs.start(request, libre.request, key)
             translations = await jobs.finished(request, parsed, job)
@@ -121,30 +122,14 @@ async def detect(request: Request) -> JSONResponse:
 
 
 async def _documents(
-    request: Request, parsed: TranslateRequest, key: str | None
+    request: Request, libre: LibreRequest, key: str | None
 ) -> tuple[TranslateRequest, list[list[str]]]:
-    """`parsed`'s texts as HTML documents (markup.py), each translated as the one hypothesis
-    of its text; with source auto their text is identified, not their markup."""
-    engine: Engine = request.app.state.engine
-    jobs.admit(request, key, parsed.texts)
+    """The HTML documents of `libre` translated (jobs.py), each the one hypothesis of its
+    text; one that does not parse is LibreTranslate's 400."""
     try:
-        shown = None
-        if parsed.source == AUTO:
-            shown = [markup.plain_text(document) for document in parsed.texts]
-        parsed = await jobs.identify(request, parsed, shown)
-        documents = await asyncio.to_thread(
-            markup.translate_documents,
-            engine,
-            parsed.texts,
-            parsed.decode,
-            parsed.directions(),
-        )
+        parsed, documents = await jobs.translate_documents(request, libre.request, key)
     except DocumentError as err:
         raise LibreError(400, "q", f"Invalid request: the html does not parse ({err})") from None
-    except ApiError:
-        raise
-    except Exception as err:  # the engine's refusals, and its faults (500), as error bodies
-        raise jobs.failure(err, parsed) from None
     return parsed, [[document] for document in documents]
 
 

@@ -1,10 +1,11 @@
-"""HTML texts (LibreTranslate's `format: "html"`): each text a document whose text is
-translated and whose markup is kept, by documents/html.py (what is translated and kept, and
-how inline markup finds its words: docs/documents.md).
+"""Documents sent to the server (`format: "html"` or `"markdown"` in /v1/translate, `"html"` in
+LibreTranslate's /translate): each text a document whose text is translated and whose markup
+is kept, by documents/html.py or documents/markdown.py (what is translated and kept, and how
+inline markup finds its words: docs/documents.md).
 
 `documents.translate_document` translates with a `Translator`; the server translates through
 its engine, so that documents share its batches, caches and queue with every other request.
-So this module hands documents/html.py the engine as its `units.Translate`: a document's units
+So this module hands documents/ the engine as its `units.Translate`: a document's units
 (the text between block boundaries) go to the engine as jobs of at most the engine's texts per
 request, and each translation is aligned to its unit by `Engine.align` (the forced pass
 `translate_document` makes). It runs in a worker thread, waiting for the jobs: a client that
@@ -13,39 +14,52 @@ leaves does not cancel them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from transformer_mt.config import DecodeConfig
-from transformer_mt.documents.html import regions, translate_html
-from transformer_mt.documents.units import AlignedText, Translate
+from transformer_mt.documents import html, markdown
+from transformer_mt.documents.units import AlignedText, Region, Translate
 from transformer_mt.inference.languages import Pair
 from transformer_mt.serve.contract import Engine
 
+# Each format of documents.FORMATS: (translate a document, find its units).
+_FORMATS: dict[str, tuple[Callable[[str, Translate], str], Callable[[str], list[Region]]]] = {
+    "html": (html.translate_html, html.regions),
+    "markdown": (markdown.translate_markdown, markdown.regions),
+}
+
 
 def translate_documents(
-    engine: Engine, documents: Sequence[str], decode: DecodeConfig, directions: Sequence[Pair]
+    engine: Engine,
+    documents: Sequence[str],
+    text_format: str,
+    decode: DecodeConfig,
+    directions: Sequence[Pair],
 ) -> list[str]:
-    """Each of `documents` translated in its direction, markup kept. Blocks: call it off the
-    event loop.
+    """Each of `documents`, in `text_format` (one of documents.FORMATS), translated in its
+    direction, markup kept. Blocks: call it off the event loop.
 
     Raises:
         DocumentError: a document that does not parse, naming line and column.
+        MarkdownMissing: Markdown without markdown-it-py installed.
         TmtError: a refusal of the engine's (a full queue, a direction, a setting).
     """
+    translate = _FORMATS[text_format][0]
     return [
-        translate_html(document, _units(engine, decode, direction))
+        translate(document, _units(engine, decode, direction))
         for document, direction in zip(documents, directions, strict=True)
     ]
 
 
-def plain_text(document: str) -> str:
-    """The text of `document` that would be translated, its units joined by newlines: what
-    `source: "auto"` identifies the language of.
+def plain_text(document: str, text_format: str) -> str:
+    """The text of `document` (in `text_format`) that would be translated, its units joined
+    by newlines: what `source: "auto"` identifies the language of.
 
     Raises:
         DocumentError: the document does not parse.
+        MarkdownMissing: Markdown without markdown-it-py installed.
     """
-    units = [region.unit for region in regions(document)]
+    units = [region.unit for region in _FORMATS[text_format][1](document)]
     return "\n".join(unit.text for unit in units if unit.translatable)
 
 

@@ -8,6 +8,8 @@ tests keep `TranslateBody`'s fields equal to the keys api.py accepts, and
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 _DEFAULT = "Default: the checkpoint's decode setting."
@@ -42,6 +44,13 @@ class TranslateBody(BaseModel):
         "the server's default target.",
         examples=["en"],
     )
+    format: Literal["text", "html", "markdown"] = Field(
+        "text",
+        description='"text", or each text a document whose text is translated and whose '
+        'markup is kept: "html" (a page or a fragment) or "markdown", as `tmt translate '
+        "--format` does. A document has one translation, no score, no prefix and no token "
+        "events.",
+    )
     beam_size: int | None = Field(None, ge=1, description=f"1: greedy. {_DEFAULT}")
     length_penalty: float | None = Field(None, description=f"GNMT alpha. {_DEFAULT}")
     max_len_a: float | None = Field(
@@ -71,7 +80,11 @@ class Detected(BaseModel):
 
 class TranslationItem(BaseModel):
     text: str = Field(description="The best translation.")
-    score: float
+    score: float | None = Field(
+        None,
+        description="Absent for a document (format html or markdown): its units are "
+        "searched apart.",
+    )
     nbest: list[Hypothesis] | None = Field(
         None, description="Present only with n_best > 1: the n-best list, best first."
     )
