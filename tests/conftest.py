@@ -22,11 +22,6 @@ from transformer_mt.model import build_model
 
 def pytest_addoption(parser):
     parser.addoption("--runslow", action="store_true", help="run tests marked slow")
-    parser.addoption(
-        "--screenshot",
-        metavar="PNG",
-        help="tests/serve/test_browser.py: also save the web page after translating to PNG",
-    )
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,17 +1,18 @@
-"""The web page in headless Chromium, as a person uses it: two sentences typed into the page
-and translated show what POST /v1/translate returns for them, and the metrics panel fills
-from /metrics. Real server, real engine, Debian's chromium and chromium-driver driven by
-selenium over WebDriver (the driver ships with the browser, so their versions match; nothing
-is downloaded). Skipped where any of them is absent: `make test-browser` installs them.
-
-`--screenshot PNG` also saves the page after translating (docs/serving-page.png).
+"""The web page in headless Chromium, as a person uses it (tests/serve/browser.py): what the
+page shows for sentences, a paragraph and an HTML snippet equals what POST /v1/translate
+returns for the same request; it lists a multilingual model's languages (zero-shot targets
+marked), shows the language it detected, sends the API key typed into it, and its metrics
+panel fills from /metrics. Real servers, real engines, tiny untrained models. Skipped where
+selenium, chromium or chromium-driver is absent: `make test-browser` installs them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,26 +21,20 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 pytest.importorskip("prometheus_client")
 
+from tests.serve.browser import Page, Shown, chromium, missing  # noqa: E402
+from transformer_mt.langid import installed  # noqa: E402
 from transformer_mt.serve.engine import Engine, ServeLimits  # noqa: E402
+from transformer_mt.serve.http_settings import HttpSettings  # noqa: E402
 from transformer_mt.serve.server import start_in_thread  # noqa: E402
 
-# Without selenium or the browser the `browser` fixture skips the test: a module skipped as a
-# whole would leave pytest with no test run (exit status 5), which `make test-browser` runs alone.
-try:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-except ImportError:
-    webdriver = None
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 KV_BLOCKS = 500
 # Words the tiny test tokenizer knows (tests/conftest.py WORDS).
 SENTENCES = ["ein mann fährt rad", "zwei hunde spielen im schnee"]
-VIEWPORT = {"width": 1000, "height": 700, "deviceScaleFactor": 1, "mobile": False}
-WAIT_SECONDS = 15  # a translation by the tiny model takes milliseconds; a metrics poll 2 s
+# Three sentences on one line: the server splits them (capitals, so that the splitter sees
+# sentence starts in any language).
+PARAGRAPH = "Ein Mann fährt Rad. Zwei Hunde spielen im Schnee. Eine Frau liest das Buch."
+SNIPPET = '<p>ein <b>mann</b> fährt <a href="#rad">rad</a>. zwei <i>hunde</i> spielen.</p>'
+KEY = "page-key-0123456789abcdef"
 PANEL = {
     "m-queue": r"\d+ sentences",
     "m-running": r"\d+ sentences, \d+ hypotheses",
@@ -49,77 +44,132 @@ PANEL = {
 }
 
 
+@contextlib.contextmanager
+def serve(checkpoint: Path, settings: HttpSettings | None = None) -> Iterator[str]:
+    """A real server of `checkpoint` in a thread: its base URL."""
+    engine = Engine.from_checkpoint(str(checkpoint), limits=ServeLimits(kv_blocks=KV_BLOCKS))
+    base, stop = start_in_thread(engine, settings=settings)
+    try:
+        yield base
+    finally:
+        stop(drain=False)
+
+
 @pytest.fixture(scope="module")
 def url(checkpoint):
-    engine = Engine.from_checkpoint(str(checkpoint), limits=ServeLimits(kv_blocks=KV_BLOCKS))
-    base, stop = start_in_thread(engine)
-    yield base
-    stop(drain=False)
+    with serve(checkpoint) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
-def browser():
-    if webdriver is None:
-        pytest.skip("needs selenium (pip install -e '.[dev]')")
-    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        pytest.skip(
-            f"needs Debian's chromium and chromium-driver ({CHROMIUM}, {CHROMEDRIVER}); "
-            "`make test-browser` installs them"
-        )
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    # As root (CI) Chromium runs only without its sandbox; containers have a small /dev/shm.
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    try:
-        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", VIEWPORT)
-        yield driver
-    finally:
-        driver.quit()
+def multilingual_url(multilingual_checkpoint):
+    with serve(multilingual_checkpoint) as base:
+        yield base
 
 
-def api_translations(url: str, body: dict) -> list[dict]:
-    request = urllib.request.Request(
-        f"{url}/v1/translate", json.dumps(body).encode(), {"Content-Type": "application/json"}
-    )
+@pytest.fixture(scope="module")
+def driver():
+    if reason := missing():
+        pytest.skip(reason)
+    with chromium() as browser:
+        yield browser
+
+
+def api_translations(url: str, body: dict, key: str | None = None) -> list[Shown]:
+    """What POST /v1/translate returns for `body`, as the page would show it."""
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    request = urllib.request.Request(f"{url}/v1/translate", json.dumps(body).encode(), headers)
     with urllib.request.urlopen(request, timeout=30) as response:
-        return json.load(response)["translations"]
+        found = json.load(response)["translations"]
+    return [
+        Shown(t["text"], t.get("score"), t["detected"]["language"] if "detected" in t else None)
+        for t in found
+    ]
 
 
-def text(browser, element_id: str) -> str:
-    return browser.find_element(By.ID, element_id).text
+def assert_shown(page: Page, expected: list[Shown]) -> None:
+    shown = page.shown()
+    assert [s.text for s in shown] == [e.text for e in expected]
+    assert [s.detected for s in shown] == [e.detected for e in expected]
+    for s, e in zip(shown, expected, strict=True):
+        assert (s.score is None) == (e.score is None)
+        if e.score is not None:
+            assert s.score == pytest.approx(e.score, abs=1e-3)
 
 
-def shown_translations(browser) -> list[tuple[str, float]]:
-    """(text, score) of each item of the page's result list."""
-    shown = []
-    for item in browser.find_elements(By.CSS_SELECTOR, "#result li"):
-        score = item.find_element(By.CLASS_NAME, "score").text
-        shown.append((item.text.removesuffix(score).rstrip(), float(score.strip("()"))))
-    return shown
-
-
-def test_page_translates_as_the_api_does_and_shows_metrics(browser, url, request):
-    browser.get(f"{url}/")
-    wait = WebDriverWait(browser, WAIT_SECONDS)
-    browser.find_element(By.ID, "source").send_keys("\n".join(SENTENCES))
-    beam_size = int(browser.find_element(By.ID, "beam").get_attribute("value"))
-    browser.find_element(By.ID, "translate").click()
-    wait.until(lambda _: text(browser, "timing") not in ("", "translating..."))
-    assert re.fullmatch(r"\d+ ms", text(browser, "timing"))  # else the error it shows
-
-    expected = api_translations(url, {"text": SENTENCES, "beam_size": beam_size})
-    shown = shown_translations(browser)
-    assert [text for text, _ in shown] == [t["text"] for t in expected]
-    assert [score for _, score in shown] == pytest.approx([t["score"] for t in expected], abs=1e-3)
-    assert browser.find_element(By.ID, "translate").is_enabled()
+def test_page_translates_as_the_api_does_and_shows_metrics(driver, url):
+    page = Page(driver, url)
+    assert not page.element("choose").is_displayed()  # one direction: nothing to choose
+    beam_size = int(page.element("beam").get_attribute("value"))
+    assert re.fullmatch(r"\d+ ms", page.translate("\n".join(SENTENCES)))  # else its error
+    assert_shown(page, api_translations(url, {"text": SENTENCES, "beam_size": beam_size}))
+    assert page.element("translate").is_enabled()
 
     # A poll after the translation: the tokens it generated in the last seconds are counted.
-    wait.until(lambda _: text(browser, "m-speed") != "-" and float(text(browser, "m-speed")) > 0)
+    page.wait.until(lambda _: page.text("m-speed") != "-" and float(page.text("m-speed")) > 0)
     for element, pattern in PANEL.items():
-        assert re.fullmatch(pattern, text(browser, element)), element
-    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
-    assert errors == []
-    if path := request.config.getoption("--screenshot"):
-        browser.save_screenshot(path)
+        assert re.fullmatch(pattern, page.text(element)), element
+    assert page.severe_errors() == []
+
+
+def test_page_lists_a_multilingual_models_languages_marking_zero_shot(driver, multilingual_url):
+    # tests/conftest.py MULTILINGUAL: de<->en, fr<->en, de->en the default.
+    page = Page(driver, multilingual_url)
+    assert page.element("choose").is_displayed()
+    sources = [value for value, _ in page.options("src-lang")]
+    assert sources == (["auto"] if installed() else []) + ["de", "en", "fr"]
+    assert page.element("src-lang").get_attribute("value") == "de"
+    assert page.options("tgt-lang") == [("en", "English (en)"), ("fr", "French (fr), zero-shot")]
+    page.choose(source="en")
+    assert page.options("tgt-lang") == [("de", "German (de)"), ("fr", "French (fr)")]
+    assert page.severe_errors() == []
+
+
+def test_page_translates_a_paragraph_into_the_chosen_target(driver, multilingual_url):
+    page = Page(driver, multilingual_url)
+    page.choose(source="en", target="fr")
+    assert re.fullmatch(r"\d+ ms", page.translate(PARAGRAPH))
+    body = {"text": [PARAGRAPH], "source": "en", "target": "fr", "beam_size": 1}
+    assert_shown(page, api_translations(multilingual_url, body))
+    assert page.severe_errors() == []
+
+
+def tags(html: str) -> list[str]:
+    return sorted(re.findall(r"</?\w+[^>]*>", html))
+
+
+def test_page_translates_an_html_snippet_keeping_its_tags(driver, multilingual_url):
+    page = Page(driver, multilingual_url)
+    page.choose(source="de", target="en", fmt="html")
+    assert re.fullmatch(r"\d+ ms", page.translate(SNIPPET))
+    body = {"text": [SNIPPET], "format": "html", "source": "de", "target": "en", "beam_size": 1}
+    expected = api_translations(multilingual_url, body)
+    assert_shown(page, expected)
+    assert expected[0].score is None and tags(expected[0].text) == tags(SNIPPET)
+    preview = page.element("preview")
+    assert preview.is_displayed() and preview.get_attribute("srcdoc") == expected[0].text
+    assert page.severe_errors() == []
+
+
+@pytest.mark.skipif(not installed(), reason="lingua (the langid extra)")
+def test_page_shows_the_language_it_detected(driver, multilingual_url):
+    page = Page(driver, multilingual_url)
+    page.choose(source="auto", target="en")
+    assert re.fullmatch(r"\d+ ms", page.translate("Zwei Hunde spielen im Schnee."))
+    body = {"text": ["Zwei Hunde spielen im Schnee."], "source": "auto", "target": "en"}
+    expected = api_translations(multilingual_url, {**body, "beam_size": 1})
+    assert expected[0].detected == "de"
+    assert_shown(page, expected)
+
+
+def test_page_sends_the_key_typed_into_it(driver, checkpoint, tmp_path):
+    keys = tmp_path / "keys.txt"
+    keys.write_text(f"{KEY} - -\n")
+    with serve(checkpoint, HttpSettings(api_keys=str(keys))) as keyed_url:
+        page = Page(driver, keyed_url)
+        assert page.translate(SENTENCES[0]).startswith("403")
+        assert re.fullmatch(r"\d+ ms", page.translate(SENTENCES[0], key=KEY))
+        body = {"text": [SENTENCES[0]], "beam_size": 1}
+        assert_shown(page, api_translations(keyed_url, body, key=KEY))

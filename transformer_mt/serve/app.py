@@ -73,7 +73,7 @@ _TRANSLATE_DOCS = {
             (408, "The body did not arrive in time"),
             (413, "Too many texts, a text too long, a body too large, or over a minute's limit"),
             (429, "The queue is full, or over a limit; retry after Retry-After seconds"),
-            (501, "source auto, and no language identifier installed (the langid extra)"),
+            (501, "source auto without lingua, or markdown without markdown-it-py installed"),
             (503, "The server is shutting down; Retry-After says when to retry"),
         )
     },
