@@ -36,6 +36,7 @@ OUT = REPO / "docs" / "dev" / "imports.png"
 RULES = {
     "importing": ("training", "search", "serve", "cli"),
     "documents": ("training", "serve", "cli"),
+    "distill": ("training", "serve", "cli"),
     "inference": ("training", "cli"),
     "serve": ("training", "cli"),
     "artifacts": ("training", "inference", "search", "cli"),

@@ -1,4 +1,4 @@
-"""Command line: `tmt {train,translate,evaluate,average,plot,import,export,attention,serve}`.
+"""Command line: tmt {train,translate,evaluate,average,plot,import,export,distill,attention,serve}.
 
 Handlers stay thin: parse, load, call the library. Errors a user can fix (`TmtError`) print one
 line on stderr and exit with status 2; results go to stdout, logs and progress to stderr. This
@@ -29,6 +29,7 @@ FLAGS = {
     "block_size": "--block-size",
     "cache_entries": "--cache-entries",
     "char_limit": "--char-limit",
+    "chunk_lines": "--chunk-lines",
     "cors_origins": "--cors-origins",
     "device": "--device",
     "head": "--head",
@@ -38,7 +39,9 @@ FLAGS = {
     "max_batch_tokens": "--max-batch-tokens",
     "max_client_connections": "--max-client-connections",
     "max_connections": "--max-connections",
+    "max_length_ratio": "--max-length-ratio",
     "max_queue": "--max-queue",
+    "max_source_chrf": "--max-source-chrf",
     "port": "--port",
     "quantize": "--quantize",
     "req_limit": "--req-limit",
@@ -526,6 +529,72 @@ def _run_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_distill(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "distill",
+        help="translate a config's training corpus with a teacher checkpoint into a corpus "
+        "for a student (resumable: run it again to go on)",
+    )
+    p.add_argument(
+        "--checkpoint", required=True, help="the teacher, e.g. runs/X/checkpoints/best.pt"
+    )
+    p.add_argument("--config", required=True, help="YAML whose data.train is translated")
+    p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="config overrides")
+    p.add_argument(
+        "--run-dir",
+        required=True,
+        help="manifest, chunks of translations and log; the same command resumes there",
+    )
+    p.add_argument("--out", help="corpus prefix written: OUT.SRC, OUT.TGT (default RUN_DIR/train)")
+    p.add_argument(
+        "--chunk-lines",
+        type=int,
+        help="lines translated and written together (default 2000); a kill loses one chunk",
+    )
+    kinds = decode_field_types(DECODE_FLAGS)
+    for name, (flag, text) in DECODE_FLAGS.items():
+        if name != "n_best":  # the corpus holds the best translation
+            metavar = flag.removeprefix("--").replace("-", "_").upper()
+            p.add_argument(flag, dest=name, type=kinds[name], metavar=metavar, help=text)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--quantize", choices=["int8"], help="dynamic int8 linear layers (CPU)")
+    p.add_argument(
+        "--no-filter",
+        dest="filter",
+        action="store_false",
+        help="keep every pair (default: drop empty translations, copies and length outliers)",
+    )
+    p.add_argument("--max-length-ratio", type=float, help="longer/shorter side in characters")
+    p.add_argument("--max-source-chrf", type=float, help="chrF against the source of a copy")
+    p.set_defaults(handler=_run_distill)
+
+
+def _run_distill(args: argparse.Namespace) -> int:
+    from transformer_mt.config import load_config
+    from transformer_mt.distill.filtering import FilterRules
+    from transformer_mt.distill.job import TeacherSettings, distill
+
+    cfg = load_config(args.config, args.set)
+    limits = {"max_length_ratio": args.max_length_ratio, "max_source_chrf": args.max_source_chrf}
+    rules = FilterRules(**{name: value for name, value in limits.items() if value is not None})
+    if not args.filter and any(value is not None for value in limits.values()):
+        raise TmtError("--no-filter: keeps every pair; drop --max-length-ratio/--max-source-chrf")
+    decode = {name: getattr(args, name) for name in DECODE_FLAGS if name != "n_best"}
+    chunk = {} if args.chunk_lines is None else {"chunk_lines": args.chunk_lines}
+    settings = TeacherSettings(
+        device=args.device,
+        quantize=args.quantize,
+        decode={name: value for name, value in decode.items() if value is not None},
+        **chunk,
+    )
+    if args.device == "cpu":
+        _set_cpu_threads()
+    distill(
+        args.checkpoint, cfg.data, args.run_dir, args.out, settings, rules if args.filter else None
+    )
+    return 0
+
+
 def _add_import(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "import", help="make a checkpoint of a public model (OPUS-MT, NLLB / M2M100)"
@@ -676,6 +745,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_plot,
         _add_import,
         _add_export,
+        _add_distill,
         _add_attention,
         _add_serve,
     ):
