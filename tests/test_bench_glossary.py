@@ -58,7 +58,7 @@ def test_rows_and_table(bench_glossary, checkpoint, tmp_path):
     bench_glossary.add_arguments(parser)
     args = parser.parse_args(
         ["--checkpoint", str(checkpoint), "--data", str(tmp_path), "--min-count", "3"]
-        + ["--batch-size", "2", "--beam-size", "2"]
+        + ["--batch-size", "2", "--beam-size", "2", "--repeats", "1"]
     )
     rows = bench_glossary.run(args)
     assert rows[0]["pairs"] == 5
