@@ -30,8 +30,9 @@ class FilterRules:
     # a median of 1.17; 2 drops 15 of their 29,000 references, misaligned ones among them.
     max_length_ratio: float = 2.0
     # chrF (0-100) of the translation against its own source above which it is a copy: an
-    # untranslated source scores 100, while names and numbers shared by a real translation
-    # keep it far lower. A translation equal to the source is a copy whatever this says.
+    # untranslated source scores 100, the teacher's de->en translations of Multi30k train 62
+    # at most (names), their references 60. A translation equal to its source is a copy
+    # whatever this says.
     max_source_chrf: float = 80.0
 
     def validate(self) -> None:
