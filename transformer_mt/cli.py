@@ -119,6 +119,13 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--progress", action="store_true", help="progress bar even when not a tty")
     p.add_argument(
+        "--report",
+        metavar="FILE",
+        help="check each sentence for dropped content and write a JSON line per input line: "
+        "flags, scores, whether retried and cleared; a flagged line of several sentences "
+        "(--no-split) is translated again sentence by sentence (docs/checks.md)",
+    )
+    p.add_argument(
         "--no-split",
         dest="split_sentences",
         action="store_false",
@@ -197,6 +204,7 @@ def _run_translate(args: argparse.Namespace) -> int:
             **_decode_changes(args),
         )
         out = _open_out(args.output, stack)
+        report = None if args.report is None else _open_out(args.report, stack)
         bar = args.progress or (sys.stderr.isatty() and not interactive)
         # Without a terminal (a log file, a batch job): a plain progress line now and then.
         plain = None if interactive or sys.stderr.isatty() else PROGRESS_SECONDS
@@ -216,6 +224,7 @@ def _run_translate(args: argparse.Namespace) -> int:
                 prefixes,
                 constraints,
                 glossary,
+                report,
             )
         except ConstraintsError as err:
             raise TmtError(f"{name}:{err.line + 1}: {err.reason}") from None
@@ -248,6 +257,7 @@ def _translate_document(args: argparse.Namespace) -> int:
     from transformer_mt.inference.translator import Translator
 
     line_flags = {"--ref": args.ref, "--prefix": args.prefix, "--alignments": args.alignments}
+    line_flags["--report"] = args.report
     line_flags["--nbest"] = args.n_best not in (None, 1)
     for flag, given in line_flags.items():
         if given:
@@ -282,25 +292,41 @@ def _translate_document(args: argparse.Namespace) -> int:
 
 
 def _check_translate_args(args: argparse.Namespace) -> None:
-    """Refuse, before any work, an output that would overwrite an input, non-numbers, and
-    alignments of an n-best list."""
+    """Refuse, before any work, an output (or report) that would overwrite an input,
+    non-numbers, alignments of an n-best list, and a report of lines it cannot retry."""
     from transformer_mt.files import check_output
 
     if args.alignments and args.n_best is not None and args.n_best > 1:
         raise TmtError(
             f"--nbest {args.n_best}: --alignments aligns the 1-best translation: drop --nbest"
         )
+    if args.report is not None and args.format == "text":
+        for flag, given in (
+            ("--prefix", args.prefix),
+            ("--constraints", args.constraints),
+            ("--alignments", args.alignments),
+        ):
+            if given:
+                raise TmtError(
+                    f"--report: retries flagged lines cut at their sentence ends, which "
+                    f"cannot keep {flag}; drop one of them"
+                )
 
+    inputs = [
+        (args.checkpoint, "--checkpoint"),
+        (args.ref, "--ref file"),
+        (args.prefix, "--prefix file"),
+        (args.glossary, "--glossary file"),
+        (args.constraints, "--constraints file"),
+        (None if args.input == "-" else args.input, "--input file"),
+    ]
     if args.output != "-":
-        inputs = [
-            (args.checkpoint, "--checkpoint"),
-            (args.ref, "--ref file"),
-            (args.prefix, "--prefix file"),
-            (args.glossary, "--glossary file"),
-            (args.constraints, "--constraints file"),
-            (None if args.input == "-" else args.input, "--input file"),
-        ]
         check_output(args.output, inputs)
+    if args.report == "-":
+        raise TmtError("--report -: give a file name (stdout carries the translations)")
+    if args.report is not None:
+        written = [(None if args.output == "-" else args.output, "--output file")]
+        check_output(args.report, [*inputs, *written])
     if args.length_penalty is not None and not math.isfinite(args.length_penalty):
         raise TmtError(
             f"--length-penalty {args.length_penalty}: must be a finite number (e.g. 0.6 or 1.0)"

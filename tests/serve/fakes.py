@@ -6,7 +6,7 @@ each step sleeps `step_seconds`. Greedy jobs (beam size 1) report each step's te
 `on_token`. A job holding the text FAIL fails with a RuntimeError (an engine fault), one
 holding DIE kills the decoding thread (`failure` says why, later submits raise); a submit
 beyond `max_queue` sentences in the engine raises QueueFull. Texts seen before count as hits
-of a "translation" cache.
+of a "translation" cache. Its dropped-content check flags a text holding DROP (`check`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.specials import OWN_SPECIALS
 from transformer_mt.documents.units import AlignedText
+from transformer_mt.inference.checked import CheckedLine, SentenceReport
+from transformer_mt.inference.dropped import Scores
 from transformer_mt.inference.languages import Languages
 from transformer_mt.inference.translator import Translation
 from transformer_mt.serve.contract import (
@@ -31,6 +33,7 @@ from transformer_mt.serve.contract import (
 
 FAIL = "FAIL"
 DIE = "DIE"
+DROP = "DROP"
 RETRY_AFTER = 1.5
 KV_BLOCKS = 64
 
@@ -143,6 +146,16 @@ class FakeEngine:
         """The fake's translation reverses the words: word i of n is target word n - 1 - i."""
         n = len(source.split())
         return AlignedText(target, tuple((i, n - 1 - i) for i in range(n)))
+
+    def check(self, job: FakeJob) -> list[CheckedLine]:
+        """Each text one sentence; a text holding DROP is flagged for its coverage."""
+        checked = []
+        for text, translation in zip(job.texts, job.future.result(), strict=True):
+            dropped = DROP in text.split()
+            scores = Scores(0.2 if dropped else 1.0, 1.0, 0.0, empty=False, copy=False)
+            report = SentenceReport(text, ("coverage",) if dropped else (), scores)
+            checked.append(CheckedLine(translation, (report,) if text.strip() else ()))
+        return checked
 
     def start(self) -> None:
         self.thread = threading.Thread(target=self._run, name="fake-engine", daemon=True)

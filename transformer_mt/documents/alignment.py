@@ -67,7 +67,8 @@ class AlignedTranslator:
         """`target` as the translation of `source`, aligned word by word."""
         translator, direction = self.translator, self.direction
         source_tags, target_tags = len(direction.source_prefix), len(direction.target_prefix)
-        src_ids = self._source_ids(source)
+        # `translate` counted what it truncated or untagged, and the CLI reports those counts.
+        src_ids = translator.source_ids(source, direction, count=False)
         tgt_ids = translator.prefix_ids(target, direction)
         if not src_ids or len(tgt_ids) == target_tags:
             return AlignedText(target, ())
@@ -85,15 +86,6 @@ class AlignedTranslator:
         tgt_words = word_numbers(translator.tgt_tokenizer, tgt_ids[target_tags:])
         links = {(src_words[s], tgt_words[t]) for s, t in pairs}
         return AlignedText(target, tuple(sorted(links)))
-
-    def _source_ids(self, source: str) -> list[int]:
-        """`Translator.source_ids` without counting the unit twice: `translate` counted what it
-        truncated or untagged, and the CLI reports those counts."""
-        translator = self.translator
-        counts = translator.truncated_lines, translator.tagged_lines
-        ids = translator.source_ids(source, self.direction)
-        translator.truncated_lines, translator.tagged_lines = counts
-        return ids
 
 
 def word_numbers(tokenizer: Tokenizer, ids: Sequence[int]) -> list[int]:

@@ -5,6 +5,9 @@
                        BLEU, `tmt attention` and scripts/run_experiment.py call
     sentences.py       a line cut into sentences and joined back, whitespace kept verbatim
     paragraphs.py      BLEU on test sentences joined n to a line
+    cross_attention.py cross-attention of forced passes in batches; word alignment from it
+    dropped.py         the dropped-content check: flags on a sentence's translation
+    checked.py         translations checked, flagged sentences retried in parts, reports
     glossary.py        glossary and constraints files; source terms found in a sentence
     constrained.py     target phrases as ids, what cannot fit, the beam each sentence needs
     stream.py          lines in, lines out for `tmt translate`: UTF-8 input, n-best format,

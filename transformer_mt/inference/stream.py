@@ -8,9 +8,12 @@ with the line number); lines translated so far are counted by `progress.Progress
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TextIO
 
+from transformer_mt.errors import TmtError
+from transformer_mt.inference.checked import translate_checked
 from transformer_mt.inference.constrained import ConstraintsError
 from transformer_mt.inference.glossary import Glossary
 from transformer_mt.inference.translator import Translation, Translator
@@ -48,6 +51,7 @@ def translate_stream(
     prefixes: Sequence[str] | None = None,
     constraints: Sequence[Sequence[str]] | None = None,
     glossary: Glossary | None = None,
+    report_out: TextIO | None = None,
 ) -> int:
     """Translate `lines` in chunks of `chunk_lines`, writing (and flushing) each chunk.
 
@@ -62,21 +66,37 @@ def translate_stream(
         prefixes: one target prefix per line that its translation must start with.
         constraints: one list of target phrases per line that its translation contains.
         glossary: terms whose targets the translation of a sentence holding them contains.
+        report_out: check every sentence for dropped content, retry the flagged ones that
+            cut (`checked.translate_checked`) and write one JSON line per input line here
+            (`CheckedLine.to_json`, lines numbered from 1); not with prefixes or constraints.
 
     Raises:
         ConstraintsError: a line whose constraints cannot fit, numbered among all `lines`.
+        TmtError: a report asked for with prefixes or constraints.
     """
+    if report_out is not None and (prefixes is not None or constraints is not None):
+        raise TmtError(
+            "a dropped-content report retries lines cut at their sentence ends, which cannot "
+            "keep a line's prefix or constraints: check lines without them"
+        )
     count = 0
     report = ProgressReport(total, TRANSLATED, progress, report_every_s)
     for chunk in _chunks(lines, chunk_lines):
         forced = None if prefixes is None else prefixes[count : count + len(chunk)]
         phrases = None if constraints is None else constraints[count : count + len(chunk)]
-        try:
-            translations = translator.translate(
-                chunk, report.update, forced, constraints=phrases, glossary=glossary
-            )
-        except ConstraintsError as err:
-            raise err.shifted(count) from None
+        if report_out is not None:
+            checked = translate_checked(translator, chunk, report.update, glossary)
+            translations = [line.translation for line in checked]
+            for number, line in enumerate(checked, start=count + 1):
+                print(json.dumps(line.to_json(number), ensure_ascii=False), file=report_out)
+            report_out.flush()
+        else:
+            try:
+                translations = translator.translate(
+                    chunk, report.update, forced, constraints=phrases, glossary=glossary
+                )
+            except ConstraintsError as err:
+                raise err.shifted(count) from None
         for translation in translations:
             print(format_translation(translation, count, translator.decode.n_best), file=out)
             if collect is not None:

@@ -55,6 +55,7 @@ from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.inference.constrained import beam_groups, phrase_ids
+from transformer_mt.inference.cross_attention import best_sources, cross_attention
 from transformer_mt.inference.glossary import Glossary
 from transformer_mt.inference.languages import Direction, Languages, Pair
 from transformer_mt.inference.packed import pack_where_it_pays
@@ -319,23 +320,38 @@ class Translator:
         if directions is not None:
             resolved = [self.direction(*pair) for pair in directions]
         split = self.split(lines, resolved, prefixes, constraints)
+        found = self.translate_sentences(split, resolved, on_batch, prefixes, constraints, glossary)
+        return [
+            Translation.joined(segments, parts)
+            for segments, parts in zip(split.lines, split.regroup(found), strict=True)
+        ]
+
+    def translate_sentences(
+        self,
+        split: SplitLines,
+        directions: Sequence[Direction],
+        on_batch: Callable[[int], None] | None = None,
+        prefixes: Sequence[str] | None = None,
+        constraints: Sequence[Sequence[str]] | None = None,
+        glossary: Glossary | None = None,
+    ) -> list[Translation]:
+        """`translate` of lines already cut into sentences (`split`, as `split` cuts them):
+        one translation per sentence of `split.sentences`, not joined back. `directions` (one
+        resolved `Direction` per line), `prefixes` and `constraints` are per line, their counts
+        checked by the caller (`translate` checks its own)."""
         owners = split.owners
         phrases = [list(constraints[line]) if constraints else [] for line in owners]
         if glossary is not None:
             terms = [glossary.targets(text) for text in split.sentences]
             phrases = [mine + theirs for mine, theirs in zip(phrases, terms, strict=True)]
-        found = self._translate_sentences(
+        return self._translate_sentences(
             split.sentences,
-            [resolved[line] for line in owners],
+            [directions[line] for line in owners],
             None if prefixes is None else [prefixes[line] for line in owners],
             owners,
             on_batch,
             phrases if any(phrases) else None,
         )
-        return [
-            Translation.joined(segments, parts)
-            for segments, parts in zip(split.lines, split.regroup(found), strict=True)
-        ]
 
     def split(
         self,
@@ -352,7 +368,7 @@ class Translator:
         constraints = constraints or [[]] * len(lines)
         return SplitLines(
             tuple(
-                split_line(line, direction.src_lang or self.split_lang)
+                split_line(line, self.sentence_language(direction))
                 if splitting and not prefix.strip() and not any(p.strip() for p in phrases)
                 else Segments.whole(line)
                 for line, direction, prefix, phrases in zip(
@@ -360,6 +376,11 @@ class Translator:
                 )
             )
         )
+
+    def sentence_language(self, direction: Direction) -> str | None:
+        """The language whose sentence rules split a line of `direction`: its source
+        language, else `split_lang` (`sentences.split_line`)."""
+        return direction.src_lang or self.split_lang
 
     def _translate_sentences(
         self,
@@ -423,25 +444,29 @@ class Translator:
             translations.append(translation)
         return translations
 
-    def source_ids(self, line: str, direction: Direction | None = None) -> list[int]:
+    def source_ids(
+        self, line: str, direction: Direction | None = None, count: bool = True
+    ) -> list[int]:
         """The subword ids of one line, after the language tags of `direction` (None: the
         default), cut to the position table; [] for a line with nothing to translate.
 
-        A language tag in the text (`>>fra<<` typed by a user) is taken out and counted: the
-        language comes from the direction alone, never switched by what a line holds.
+        A language tag in the text (`>>fra<<` typed by a user) is taken out and, with `count`,
+        counted (`tagged_lines`), as is a line cut (`truncated_lines`): the language comes from
+        the direction alone, never switched by what a line holds. A line read again after its
+        translation (alignments, checks) is not counted twice: `count` False.
         """
         direction = direction or self.default
         if not line.strip():
             return []
         ids = self.src_tokenizer.encode(line)
         if self._typed_tags and not self._typed_tags.isdisjoint(ids):
-            self.tagged_lines += 1
+            self.tagged_lines += 1 if count else 0
             ids = [i for i in ids if i not in self._typed_tags]
         if not ids:
             return []
         room = self._room - len(direction.source_prefix)
         if len(ids) > room:
-            self.truncated_lines += 1
+            self.truncated_lines += 1 if count else 0
             ids = ids[:room]
         return [*direction.source_prefix, *ids]
 
@@ -526,12 +551,9 @@ def alignment_pairs(
     source_tags: int = 0,
     target_tags: int = 0,
 ) -> list[tuple[int, int]]:
-    """Subword alignment of one sentence pair from cross-attention (plain-math path).
-
-    Target token j is produced by decoder query j (input `bos` + tgt_ids[:j]); it aligns to the
-    source subword with the largest weight of decoder layer `layer`'s cross-attention,
-    averaged over heads. The appended source EOS is never chosen (unless it is all there is),
-    nor are language tags, which are fed to the model but are not words of either side.
+    """Subword alignment of one sentence pair from decoder layer `layer`'s cross-attention
+    (`cross_attention.best_sources`): language tags are fed to the model but are not words of
+    either side.
 
     Args:
         src_ids: (S,) `source_tags` language tags, the real source tokens, then EOS; no
@@ -544,12 +566,8 @@ def alignment_pairs(
     """
     if len(tgt_ids) <= target_tags:
         return []
-    tgt_in = torch.tensor([[bos, *tgt_ids[:-1]]], device=src_ids.device)  # (1, T)
-    with torch.no_grad():
-        cross = model.attention_maps(src_ids[None], tgt_in).cross[layer]  # (1, H, T, S)
-    n_words = max(src_ids.numel() - 1, source_tags + 1)  # up to the EOS
-    best = cross[0].mean(0)[target_tags:, source_tags:n_words].argmax(-1)  # (T',)
-    return [(int(s), t) for t, s in enumerate(best.tolist())]
+    (weights,) = cross_attention(model, [src_ids.tolist()], [tgt_ids], layer, bos)
+    return best_sources(weights, source_tags, target_tags)
 
 
 def _tagged(code: str, specials: SpecialTokens) -> str | None:

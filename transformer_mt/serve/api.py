@@ -33,6 +33,7 @@ from transformer_mt.langid import Detection, installed
 from transformer_mt.serve.contract import QueueFull, RequestLimits, RequestTooLarge, ShuttingDown
 
 if TYPE_CHECKING:  # torch would come with it; a Translation is only read here
+    from transformer_mt.inference.checked import CheckedLine
     from transformer_mt.inference.translator import Translation
 
 # Decode settings a request may change, with the JSON type each takes: DecodeConfig's type of
@@ -41,7 +42,7 @@ if TYPE_CHECKING:  # torch would come with it; a Translation is only read here
 DECODE_FIELDS: dict[str, type] = decode_field_types(
     ("beam_size", "length_penalty", "max_len_a", "max_len_b", "n_best")
 )
-KEYS = ("text", "prefix", "source", "target", "format", *DECODE_FIELDS)
+KEYS = ("text", "prefix", "source", "target", "format", *DECODE_FIELDS, "report")
 # The body's `format`: plain text, or a document whose markup is kept (markup.py).
 TEXT = "text"
 FORMATS = (TEXT, *documents.FORMATS)
@@ -81,7 +82,8 @@ class TranslateRequest:
     decode settings the body set (the others are the engine's defaults); `source` and
     `target` the languages, the engine's default direction filling what the body left out,
     `source` AUTO until `detected` (one `Detection` per text, detection.py) is filled in;
-    `format` one of FORMATS: TEXT, or each text a document of that format (markup.py)."""
+    `format` one of FORMATS: TEXT, or each text a document of that format (markup.py);
+    `report`: check the translations for dropped content (`Engine.check`)."""
 
     texts: list[str]
     decode: DecodeConfig
@@ -91,6 +93,7 @@ class TranslateRequest:
     target: str | None = None
     detected: list[Detection] | None = None
     format: str = TEXT
+    report: bool = False
 
     def directions(self) -> list[Pair]:
         """The (source, target) of each text: the detected source with AUTO."""
@@ -130,9 +133,21 @@ def parse_request(
     text_format = _format(data, prefixes)
     if text_format != TEXT:  # whatever the checkpoint's default
         decode = dataclasses.replace(decode, n_best=1)
+    report = _report(data, text_format)
     return TranslateRequest(
-        texts, decode, prefixes, decode_keys, source, target, format=text_format
+        texts, decode, prefixes, decode_keys, source, target, format=text_format, report=report
     )
+
+
+def _report(data: dict, text_format: str) -> bool:
+    """The body's `report` (default false); a document is not checked (its units go another
+    way, markup.py): refused with a format other than TEXT."""
+    value = data.get("report", False)
+    if not isinstance(value, bool):
+        raise ApiError(400, "report", f"report: expected true or false, got {_kind(value)}")
+    if value and text_format != TEXT:
+        raise ApiError(400, "report", f"report: for format {TEXT} only, not {text_format}")
+    return value
 
 
 def _format(data: dict, prefixes: list[str] | None) -> str:
@@ -253,11 +268,16 @@ def max_body_bytes(limits: RequestLimits) -> int:
 
 
 def translations_json(
-    translations: list[Translation], n_best: int, detected: list[Detection] | None = None
+    translations: list[Translation],
+    n_best: int,
+    detected: list[Detection] | None = None,
+    checks: list[CheckedLine] | None = None,
 ) -> list[dict]:
     """The response's "translations": best text and score, with n_best > 1 the n-best list
-    ("nbest": [{"text", "score"}, ...], best first), and with `detected` (source AUTO) the
-    language each text was translated from ("detected": {"language", "confidence"})."""
+    ("nbest": [{"text", "score"}, ...], best first), with `detected` (source AUTO) the
+    language each text was translated from ("detected": {"language", "confidence"}), and
+    with `checks` (report) its sentences' dropped-content reports ("checks": [{"source",
+    "flags", "scores", "retried", "cleared"}, ...], `SentenceReport.to_json`)."""
     found = []
     for i, translation in enumerate(translations):
         item = {"text": translation.texts[0], "score": translation.scores[0]}
@@ -268,6 +288,8 @@ def translations_json(
             ]
         if detected is not None:
             item["detected"] = {"language": detected[i].code, "confidence": detected[i].confidence}
+        if checks is not None:
+            item["checks"] = [sentence.to_json() for sentence in checks[i].sentences]
         found.append(item)
     return found
 

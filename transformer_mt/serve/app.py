@@ -51,6 +51,7 @@ from transformer_mt.serve.metrics import Metrics
 from transformer_mt.serve.quotas import Quotas, text_limits
 
 if TYPE_CHECKING:  # torch would come with it; a Translation is only read here
+    from transformer_mt.inference.checked import CheckedLine
     from transformer_mt.inference.translator import Translation
 
 logger = logging.getLogger("transformer_mt.serve")
@@ -160,7 +161,10 @@ async def translate(request: Request) -> JSONResponse:
         return JSONResponse(await _documents_json(request, parsed, started))
     parsed, job = await jobs.start(request, parsed, jobs.request_key(request))
     translations = await jobs.finished(request, parsed, job)
-    return JSONResponse(_result_json(parsed, job, translations, started))
+    checks = None
+    if parsed.report:
+        checks = await jobs.checked(request.app.state.engine, parsed, job)
+    return JSONResponse(_result_json(parsed, job, translations, started, checks))
 
 
 async def translate_stream(request: Request) -> StreamingResponse:
@@ -184,7 +188,9 @@ async def translate_stream(request: Request) -> StreamingResponse:
     parsed, job = await jobs.start(request, parsed, jobs.request_key(request), on_token)
     jobs.when_done(job.future, lambda: events.put_nowait(_FINISHED))
     return StreamingResponse(
-        _events(parsed, job, events, started), media_type="text/event-stream", headers=headers
+        _events(request.app.state.engine, parsed, job, events, started),
+        media_type="text/event-stream",
+        headers=headers,
     )
 
 
@@ -237,7 +243,7 @@ async def _documents_json(request: Request, parsed: TranslateRequest, started: f
 
 
 async def _events(
-    parsed: TranslateRequest, job: Job, events: asyncio.Queue, started: float
+    engine: Engine, parsed: TranslateRequest, job: Job, events: asyncio.Queue, started: float
 ) -> AsyncIterator[str]:
     # Starlette cancels this generator when the client disconnects: `finally` frees the job.
     try:
@@ -246,7 +252,8 @@ async def _events(
             yield _event("token", {"index": index, "text": text})
         try:
             translations = jobs.outcome(parsed, job)
-            yield _event("result", _result_json(parsed, job, translations, started))
+            checks = await jobs.checked(engine, parsed, job) if parsed.report else None
+            yield _event("result", _result_json(parsed, job, translations, started, checks))
         except ApiError as err:
             yield _event("error", err.body())
         yield _event("done", {})
@@ -256,16 +263,19 @@ async def _events(
 
 
 def _result_json(
-    parsed: TranslateRequest, job: Job, translations: list[Translation], started: float
+    parsed: TranslateRequest,
+    job: Job,
+    translations: list[Translation],
+    started: float,
+    checks: list[CheckedLine] | None = None,
 ) -> dict:
-    """The response body of a finished job."""
+    """The response body of a finished job; with `checks` (report), each text's sentences'
+    reports come with its translation."""
     timing = {"total_ms": round(1000 * (time.perf_counter() - started), 3)}
     if job.queue_seconds is not None:
         timing["queue_ms"] = round(1000 * job.queue_seconds, 3)
-    return {
-        "translations": translations_json(translations, parsed.decode.n_best, parsed.detected),
-        "timing": timing,
-    }
+    found = translations_json(translations, parsed.decode.n_best, parsed.detected, checks)
+    return {"translations": found, "timing": timing}
 
 
 def _event(name: str, data: dict) -> str:

@@ -11,12 +11,15 @@ from __future__ import annotations
 import concurrent.futures
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from transformer_mt.config import DecodeConfig
 from transformer_mt.documents.units import AlignedText
 from transformer_mt.errors import TmtError
 from transformer_mt.inference.languages import Languages, Pair
+
+if TYPE_CHECKING:  # torch would come with it; a CheckedLine is only passed on here
+    from transformer_mt.inference.checked import CheckedLine
 
 # on_token(sentence_index, text_so_far): greedy text of one sentence as its tokens are decided.
 TokenCallback = Callable[[int, str], None]
@@ -113,6 +116,11 @@ class Engine(Protocol):
         """`target`, a translation of `source` in `direction`, aligned word by word (what
         documents need to put inline markup back, serve/markup.py). Thread-safe; called off
         the event loop: it runs the model."""
+
+    def check(self, job: Job) -> list[CheckedLine]:
+        """The dropped-content check of a finished `job` (inference/checked.py): per text its
+        translation (the job's: nothing is retried) and its sentences' reports. Thread-safe;
+        called off the event loop: it runs the model."""
 
     def start(self) -> None:
         """Start the decoding thread."""

@@ -8,7 +8,8 @@ and source-token budgets allow, encodes them (or takes their encoder output from
 cache), and steps the `ContinuousBatch`. A request is answered when its last sentence
 finishes, its sentences' translations joined back into one per text; an exact repeat of a
 sentence (same text, same options, same direction) is answered from the translation cache
-without decoding.
+without decoding. Asked for a report, the server has a finished job checked for dropped
+content (`check`), outside the decoding thread.
 
 Sentences of every direction share the batch: a direction is only ids in front of the source
 and of the forced target (`Translator.direction`), so the encoder cache (keyed by the source's
@@ -44,6 +45,7 @@ from transformer_mt.config import DecodeConfig, ModelConfig, check_one_prefix_pe
 from transformer_mt.documents.alignment import AlignedTranslator
 from transformer_mt.documents.units import AlignedText
 from transformer_mt.errors import SettingError, TmtError, one_line
+from transformer_mt.inference.checked import CheckedLine, check_sentences, checked_lines
 from transformer_mt.inference.languages import Direction, Pair
 from transformer_mt.inference.sentences import SplitLines
 from transformer_mt.inference.translator import Translation, Translator
@@ -93,14 +95,20 @@ class ServeLimits:
 
 class Job:
     """One request: its future (list[Translation], one per text in input order) and its
-    cancellation. Its texts are searched as the sentences of `split` (texts.py); `results`
-    holds one translation per sentence, joined back into texts when the last is in."""
+    cancellation. Its texts are searched as the sentences of `split` (texts.py), each text in
+    its `directions`; `results` holds one translation per sentence, joined back into texts
+    when the last is in."""
 
     def __init__(
-        self, engine: Engine, split: SplitLines, on_token: Callable[[int, str], None] | None
+        self,
+        engine: Engine,
+        split: SplitLines,
+        on_token: Callable[[int, str], None] | None,
+        directions: Sequence[Direction],
     ):
         self.future: concurrent.futures.Future = concurrent.futures.Future()
         self.split = split
+        self.directions = directions
         self.results: list[Translation | None] = [None] * len(split.sentences)
         self.pending = 0
         self.on_token = on_token
@@ -239,7 +247,7 @@ class Engine:
             raise RequestTooLarge(
                 f"{len(split.sentences)} sentences; the queue holds {self.limits.max_queue}"
             )
-        job = Job(self, split, on_token)
+        job = Job(self, split, on_token, resolved)
         prepared = (
             self._prepare(job, i, sentence, decode, forced[line], resolved[line])
             for i, (sentence, line) in enumerate(zip(split.sentences, split.owners, strict=True))
@@ -264,6 +272,19 @@ class Engine:
         thread)."""
         with torch.inference_mode():
             return AlignedTranslator(self.translator, direction=direction).align(source, target)
+
+    def check(self, job: Job) -> list[CheckedLine]:
+        """The dropped-content check of finished `job` (inference/checked.py): its texts'
+        sentences checked by forced passes of the engine's model in the caller's thread (as
+        `align`). Not retried: every text was translated sentence by sentence (texts.py), so
+        a flagged sentence has no sentence end to be cut at. One `CheckedLine` per text."""
+        split = job.split
+        directions = [job.directions[line] for line in split.owners]
+        with torch.inference_mode():
+            results = check_sentences(
+                self.translator, split.sentences, directions, job.results, None
+            )
+        return checked_lines(split, results)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="tmt-decoder", daemon=True)

@@ -38,6 +38,7 @@ from transformer_mt.serve.contract import Engine, Job, ShuttingDown, TokenCallba
 from transformer_mt.serve.quotas import bearer_key
 
 if TYPE_CHECKING:  # torch would come with it; a Translation is only passed on here
+    from transformer_mt.inference.checked import CheckedLine
     from transformer_mt.inference.translator import Translation
 
 logger = logging.getLogger("transformer_mt.serve")
@@ -180,6 +181,15 @@ async def finished(request: Request, parsed: TranslateRequest, job: Job) -> list
     if waiting not in done:
         raise ApiError(CLIENT_GONE, None, "the client disconnected before the result")
     return outcome(parsed, job)
+
+
+async def checked(engine: Engine, parsed: TranslateRequest, job: Job) -> list[CheckedLine]:
+    """The dropped-content check of finished `job` (`Engine.check`), in a worker thread: it
+    runs the model; a failure as its `ApiError`."""
+    try:
+        return await asyncio.to_thread(engine.check, job)
+    except Exception as err:  # an engine fault (500)
+        raise failure(err, parsed) from None
 
 
 def outcome(parsed: TranslateRequest, job: Job) -> list[Translation]:

@@ -62,6 +62,13 @@ class TranslateBody(BaseModel):
     n_best: int | None = Field(
         None, ge=1, description=f"Hypotheses per text, <= beam_size. {_DEFAULT}"
     )
+    report: bool = Field(
+        False,
+        description="Check each sentence's translation for dropped content (coverage of "
+        "the source by cross-attention, length ratio, a copy of the source, an empty "
+        "output) and return each text's `checks` (docs/checks.md); the translations are "
+        "the same. Format text only.",
+    )
 
 
 class Hypothesis(BaseModel):
@@ -78,6 +85,27 @@ class Detected(BaseModel):
     )
 
 
+class CheckScores(BaseModel):
+    coverage: float = Field(description="Share of source subwords a target word aligns to.")
+    length_ratio: float = Field(description="Target subwords / source subwords.")
+    source_chrf: float = Field(description="chrF (0-100) of the translation against its source.")
+
+
+class SentenceCheck(BaseModel):
+    source: str = Field(description="The sentence checked.")
+    flags: list[Literal["empty", "copy", "length", "coverage"]] = Field(
+        description="What fired; empty: the translation passed."
+    )
+    scores: CheckScores
+    retried: bool = Field(
+        description="Flagged and translated again cut at its sentence ends: never here, as "
+        "the server translates sentence by sentence (tmt translate --no-split --report does)."
+    )
+    cleared: bool | None = Field(
+        description="Whether each sentence of the retry passes the check; null: no retry."
+    )
+
+
 class TranslationItem(BaseModel):
     text: str = Field(description="The best translation.")
     score: float | None = Field(
@@ -90,6 +118,11 @@ class TranslationItem(BaseModel):
     )
     detected: Detected | None = Field(
         None, description='Present only with source "auto": the language identified.'
+    )
+    checks: list[SentenceCheck] | None = Field(
+        None,
+        description="Present only with report: the dropped-content check of each of the "
+        "text's sentences, in order (none for a blank text).",
     )
 
 
