@@ -12,20 +12,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import make_run_dir
+from tests.conftest import make_run_dir, without_notes
 from transformer_mt.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = "ein mann fährt rad\ndas buch\n"
 
 
-def _without_notes(err: str) -> str:
-    """stderr without the `note:` line a busy machine adds (threads left to the command)."""
-    return "".join(line for line in err.splitlines(True) if not line.startswith("note: "))
-
-
 def one_error_line(capsys) -> str:
-    err = _without_notes(capsys.readouterr().err)
+    err = without_notes(capsys.readouterr().err)
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
     return err
 
@@ -157,7 +152,7 @@ def _tmt(args: str, **kwargs) -> subprocess.CompletedProcess:
 def test_translate_with_stdin_or_stdout_closed_is_one_line(checkpoint, redirect, message):
     result = _tmt(f"translate --checkpoint {checkpoint} --beam-size 1 {redirect}", input="x\n")
     assert result.returncode == 2, result.stderr
-    lines = _without_notes(result.stderr).strip().splitlines()
+    lines = without_notes(result.stderr).strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {message}"), result.stderr
 
 
