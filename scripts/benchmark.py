@@ -1,7 +1,7 @@
 """One entry point for the benchmarks: matmul, training, translation, data, attention, threads,
 serving, trained model variants, streamed training, translation cost growth, the compiled
 decoding step, offline language identifiers, sentence splitters, joined-sentence paragraphs,
-glossaries, the dropped-content check.
+glossaries, the dropped-content check, fast students (BLEU against speed, ours and CTranslate2).
 
     python scripts/benchmark.py matmul [--dtypes fp32 bf16]
     python scripts/benchmark.py train [--sizes quickstart base]
@@ -20,6 +20,7 @@ glossaries, the dropped-content check.
     python scripts/benchmark.py paragraphs --checkpoint CKPT [--joins 1 2 4 8]
     python scripts/benchmark.py glossary --checkpoint CKPT [--batch-size 64] [--beam-size 5]
     python scripts/benchmark.py dropped --checkpoint CKPT [--joins 2 3 4] [--batch-size 64]
+    python scripts/benchmark.py students --checkpoints NAME=CKPT [...] [--limit N] [--plot PNG]
 
 Each subcommand is a `bench_<name>.py` module with `add_arguments(parser)` and
 `run(args) -> list[dict]`, runnable on its own too. Here every result becomes one JSON line on
@@ -58,6 +59,7 @@ BENCHMARKS = {
     "paragraphs": "bench_paragraphs",
     "glossary": "bench_glossary",
     "dropped": "bench_dropped",
+    "students": "bench_students",
 }
 
 
