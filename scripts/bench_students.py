@@ -1,13 +1,14 @@
 """Fast students: BLEU, chrF and sentences/s of checkpoints through our translator and
 CTranslate2, each in float32 and int8: the fast students' table and plot (docs/distillation.md).
 
-    python scripts/bench_students.py --checkpoints NAME=CKPT [NAME=CKPT ...]
+    python scripts/bench_students.py --checkpoints NAME=CKPT[@BEAM] [NAME=CKPT[@BEAM] ...]
         [--data data/multi30k] [--batch-size 64] [--repeats 2] [--limit N]
         [--systems ours ours-int8 ct2 ct2-int8] [--length-norm average|checkpoint]
         [--max-len N] [--outputs DIR] [--plot PNG] [--threads 1]
 
-For each checkpoint, Multi30k test2016 (--data/test2016.SRC, references test2016.TGT; the
-first --limit lines) is translated by four systems:
+For each checkpoint (`@BEAM`: at that beam size instead of its config's, e.g. `@1`, greedy,
+the usual search of a distilled student), Multi30k test2016 (--data/test2016.SRC, references
+test2016.TGT; the first --limit lines) is translated by four systems:
 
 - `ours`: `Translator.from_checkpoint`, float32, as `tmt translate` loads it (packed layers
   unless slower);
@@ -93,7 +94,11 @@ Translate = Callable[[list[str]], list[str]]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--checkpoints", nargs="+", required=True, metavar="NAME=CKPT", help="the first: baseline"
+        "--checkpoints",
+        nargs="+",
+        required=True,
+        metavar="NAME=CKPT[@BEAM]",
+        help="the first: baseline; @BEAM: that beam size",
     )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder of test2016")
     parser.add_argument("--src-lang", default="de")
@@ -116,15 +121,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", type=Path, help="PNG of BLEU against sentences/s")
 
 
-def parse_checkpoints(specs: list[str]) -> list[tuple[str, Path]]:
-    """NAME=PATH pairs, names unique (they label rows, files and points)."""
+def parse_checkpoints(specs: list[str]) -> list[tuple[str, Path, int | None]]:
+    """(NAME, PATH, beam size or None) of each NAME=PATH[@BEAM], names unique (they label
+    rows, files and points)."""
     pairs = []
     for spec in specs:
         name, sep, path = spec.partition("=")
-        if not sep or not name or not path:
-            raise SystemExit(f"--checkpoints {spec!r}: give NAME=PATH")
-        pairs.append((name, Path(path)))
-    names = [name for name, _ in pairs]
+        path, at, beam = path.rpartition("@") if "@" in path else (path, "", "")
+        if not sep or not name or not path or (at and not beam.isdigit()) or beam == "0":
+            raise SystemExit(f"--checkpoints {spec!r}: give NAME=PATH or NAME=PATH@BEAM")
+        pairs.append((name, Path(path), int(beam) if beam else None))
+    names = [name for name, _, _ in pairs]
     if len(set(names)) != len(names):
         raise SystemExit(f"--checkpoints: names must differ, got {' '.join(names)}")
     return pairs
@@ -143,9 +150,12 @@ def run(args: argparse.Namespace) -> list[dict]:
     ]
     machine = machine_info()
     rows = []
-    for name, path in parse_checkpoints(args.checkpoints):
+    for name, path, beam in parse_checkpoints(args.checkpoints):
         bundle = load_for_inference(str(path), torch.device("cpu"))
-        decode = search_settings(bundle.config.decode, bundle, sources, args)
+        configured = bundle.config.decode
+        if beam is not None:
+            configured = dataclasses.replace(configured, beam_size=beam)
+        decode = search_settings(configured, bundle, sources, args)
         translates, skipped = systems(path, bundle, decode, args.systems)
         measured = measure_in_turns(translates, chunks, args.repeats)
         for system in args.systems:
@@ -299,14 +309,15 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
     if not results:
         return
     first = results[0]["name"]
-    headers = ["model", "system", "parameters", "BLEU", "chrF", "sentences/s", f"vs {first}"]
+    headers = ["model", "system", "parameters", "beam", "BLEU", "chrF", "sentences/s"]
     rows = [
-        [r["name"], SYSTEMS[r["system"]], f"{r['parameters'] / 1e6:.2f}M", r["bleu"], r["chrf"]]
-        + [r["sent_per_s"], "-" if r["speed_vs_first"] is None else f"{r['speed_vs_first']:.2f}x"]
+        [r["name"], SYSTEMS[r["system"]], f"{r['parameters'] / 1e6:.2f}M", r["beam_size"]]
+        + [r["bleu"], r["chrf"], r["sent_per_s"]]
+        + ["-" if r["speed_vs_first"] is None else f"{r['speed_vs_first']:.2f}x"]
         for r in results
         if "skipped" not in r
     ]
-    print_markdown_table(headers, "llrrrrr", rows, file)
+    print_markdown_table([*headers, f"vs {first}"], "llrrrrrr", rows, file)
     for r in results:
         if "skipped" in r:
             print(f"skipped: {r['name']}, {SYSTEMS[r['system']]}: {r['skipped']}", file=file)
@@ -315,7 +326,8 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
     sentences = f"{r['sentences']} sentences" if "sentences" in r else "no rows measured"
     norm = "log P/|y|" if r["length_norm"] == "average" else "the checkpoint's length norm"
     print(
-        f"test2016, {sentences}, batches of {r['batch_size']}, beam as configured, {norm}, "
+        f"test2016, {sentences}, batches of {r['batch_size']}, beam as configured (or @BEAM), "
+        f"{norm}, "
         f"max length {r['max_len']}, best of {r.get('repeats', '-')} pass(es); " + table_footer(r),
         file=file,
     )

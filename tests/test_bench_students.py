@@ -73,7 +73,7 @@ def test_rows_scores_table_and_plot(
     rows, table = run_benchmark(
         benchmark,
         capsys,
-        "--checkpoints", f"copy={copying_checkpoint}", f"random={checkpoint}",
+        "--checkpoints", f"copy={copying_checkpoint}", f"random={checkpoint}@1",
         "--data", str(data), "--limit", "5", "--batch-size", "2", "--repeats", "1",
         "--outputs", str(outputs), "--plot", str(png),
     )  # fmt: skip
@@ -87,20 +87,22 @@ def test_rows_scores_table_and_plot(
         assert len(hypotheses) == 5
         assert r["bleu"] == round(sacrebleu.corpus_bleu(hypotheses, [references]).score, 2)
         assert r["chrf"] == round(sacrebleu.corpus_chrf(hypotheses, [references]).score, 2)
-        assert r["length_norm"] == "average" and r["beam_size"] == 5
+        assert r["length_norm"] == "average"
+        assert r["beam_size"] == (5 if r["name"] == "copy" else 1)  # the config's, or @1
     copy = {r["system"]: r for r in rows if r["name"] == "copy"}
     assert copy["ours"]["bleu"] > 0 and copy["ours"]["parameters"] > 0
     assert all(r["speed_vs_first"] == 1.0 for r in copy.values())
     # Equal settings: CTranslate2 float32 writes our float32 translations.
     assert (outputs / "copy.ours.en").read_text() == (outputs / "copy.ct2.en").read_text()
-    assert table[1].startswith("| model | system | parameters | BLEU | chrF | sentences/s |")
+    assert table[1].startswith("| model | system | parameters | beam | BLEU | chrF | sentences/s |")
     assert table[1].endswith("| vs copy |")
     body = [line for line in table if line.startswith("| ")][1:]
     assert len(body) == 8
-    assert body[0].startswith(f"| copy | ours float32 | {copy['ours']['parameters'] / 1e6:.2f}M |")
+    params = f"{copy['ours']['parameters'] / 1e6:.2f}M"
+    assert body[0].startswith(f"| copy | ours float32 | {params} | 5 |")
     assert body[0].endswith(f"| {copy['ours']['bleu']} | {copy['ours']['chrf']} | "
                             f"{copy['ours']['sent_per_s']} | 1.00x |")  # fmt: skip
-    assert body[6].startswith("| random | CTranslate2 float32 |")
+    assert body[6].startswith("| random | CTranslate2 float32 |") and "| 1 |" in body[6]
     assert table[-1].startswith("test2016, 5 sentences, batches of 2, beam as configured")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
