@@ -15,7 +15,7 @@ if [[ ${1:-} == --fetch-wheels ]]; then  # pure Python; multiprocess has one whe
   for version in 3.12 3.13; do  # the GPU image's python was 3.12 when last seen
     "$py" -m pip download --no-deps --only-binary=:all: --python-version "$version" \
       --platform manylinux2014_x86_64 -d "$WHEELS" \
-      datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 || exit 1
+      datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 sentencex==1.0.32 || exit 1
   done
   exit 0
 fi
@@ -42,7 +42,7 @@ if [[ -z $PY ]]; then
 fi
 # The checkout, uninstalled: an editable install would need setuptools from a registry.
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-NEEDED="import datasets, sentencepiece, sacrebleu, yaml, tqdm, pytest, transformers"
+NEEDED="import datasets, sentencepiece, sacrebleu, yaml, tqdm, sentencex, pytest, transformers"
 if ! "$PY" -c "$NEEDED" 2>>"$ENV"; then
   if compgen -G "$WHEELS/*.whl" >/dev/null; then
     for wheel in "$WHEELS"/*.whl; do  # one by one: pip refuses another Python's wheel
