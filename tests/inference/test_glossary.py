@@ -37,6 +37,19 @@ def test_ignore_case_finds_any_case_and_keeps_do_not_translate_as_written(tmp_pa
     assert glossary.targets("Der HUND mag das iPhone") == ["dog", "iPhone"]
 
 
+def test_a_case_re_folds_but_casefold_does_not_is_still_named():
+    # re matches the dotless i of "kırmızı" with "I"; casefold() keeps "ı" apart from "i".
+    glossary = Glossary.of_pairs([("kırmızı", "red"), ("araba", "car")], ignore_case=True)
+    assert glossary.targets("KIRMIZI ARABA") == ["red", "car"]
+
+
+def test_a_thousand_terms_are_found_as_one_by_one():
+    words = [f"w{i}x" for i in range(1000)]
+    glossary = Glossary.of_pairs([(w, w.upper()) for w in words] + [("w7x w8x", "both")])
+    text = "w7x w8x und w999x, w12xy w5x"
+    assert glossary.targets(text) == ["both", "W999X", "W5X"]
+
+
 def test_the_same_term_twice_with_the_same_target_is_kept_once(tmp_path):
     path = glossary_file(tmp_path, "\ufeffHaus\thouse\nHaus\thouse\n  Baum \t tree\n")
     glossary = Glossary.load(path)

@@ -75,6 +75,8 @@ class FakeJob:
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
     queue_seconds: float | None = None
     steps: int = 0
+    constraints: list | None = None
+    glossaries: list | None = None
 
     def cancel(self) -> None:
         self.engine.cancel(self)
@@ -112,6 +114,8 @@ class FakeEngine:
         prefixes: list[str] | None = None,
         on_token: TokenCallback | None = None,
         directions: list | None = None,
+        constraints: list | None = None,
+        glossaries: list | None = None,
     ) -> FakeJob:
         decode.validate()
         with self.lock:
@@ -125,7 +129,16 @@ class FakeEngine:
             if held + len(texts) > self.limits.max_queue:
                 raise QueueFull(f"{held} sentences queued", retry_after=RETRY_AFTER)
             greedy = decode.beam_size == 1
-            job = FakeJob(texts, decode, prefixes, on_token if greedy else None, directions, self)
+            job = FakeJob(
+                texts,
+                decode,
+                prefixes,
+                on_token if greedy else None,
+                directions,
+                self,
+                constraints=constraints,
+                glossaries=glossaries,
+            )
             self.waiting.append(job)
             self.jobs.append(job)
             for text in texts:

@@ -56,7 +56,7 @@ from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.inference.constrained import beam_groups, phrase_ids
 from transformer_mt.inference.cross_attention import best_sources, cross_attention
-from transformer_mt.inference.glossary import Glossary
+from transformer_mt.inference.glossary import Glossary, sentence_phrases
 from transformer_mt.inference.languages import Direction, Languages, Pair
 from transformer_mt.inference.packed import pack_where_it_pays
 from transformer_mt.inference.quantize import QUANTIZE_OPTIONS, int8_cache_dtype, quantize_int8
@@ -340,10 +340,8 @@ class Translator:
         resolved `Direction` per line), `prefixes` and `constraints` are per line, their counts
         checked by the caller (`translate` checks its own)."""
         owners = split.owners
-        phrases = [list(constraints[line]) if constraints else [] for line in owners]
-        if glossary is not None:
-            terms = [glossary.targets(text) for text in split.sentences]
-            phrases = [mine + theirs for mine, theirs in zip(phrases, terms, strict=True)]
+        glossaries = None if glossary is None else [glossary] * len(split.lines)
+        phrases = sentence_phrases(split.sentences, owners, constraints, glossaries)
         return self._translate_sentences(
             split.sentences,
             [directions[line] for line in owners],

@@ -156,6 +156,15 @@ class Constraints:
         """(M,) long: constraints of sentences[m] left unmet by the states matched[m] (M, C)."""
         return (matched != self.lengths[sentences]).sum(dim=1)
 
+    def read(self, sentence: int, tokens: Sequence[int]) -> None:
+        """Move the rows of sentence `sentence` through `tokens`, as though each row had
+        generated them: a forced prefix whose decoding a server takes from its prefix cache."""
+        k = self.beam_size
+        rows = torch.arange(self.matched.shape[0], device=self.matched.device).view(-1, k)
+        for token in tokens:
+            after = self.step(rows, torch.full_like(rows, token))  # (N, K, C)
+            self.matched[sentence * k : (sentence + 1) * k] = after[sentence]
+
     def keep(self, sentences: Tensor, rows: Tensor) -> None:
         """Keep sentences `sentences` (N',) and rows `rows` (N' * K,), in that order."""
         self.phrases = self.phrases[sentences]

@@ -30,10 +30,23 @@ from transformer_mt.config import (
 from transformer_mt.errors import SettingError, TmtError, one_line
 from transformer_mt.inference.languages import Languages, Pair
 from transformer_mt.langid import Detection, installed
-from transformer_mt.serve.contract import QueueFull, RequestLimits, RequestTooLarge, ShuttingDown
+from transformer_mt.serve.contract import (
+    QueueFull,
+    RequestLimits,
+    RequestTooLarge,
+    ShuttingDown,
+    TextRefused,
+)
+from transformer_mt.serve.terms import (
+    TermsError,
+    ignore_case_flag,
+    request_constraints,
+    request_glossaries,
+)
 
 if TYPE_CHECKING:  # torch would come with it; a Translation is only read here
     from transformer_mt.inference.checked import CheckedLine
+    from transformer_mt.inference.glossary import Glossary
     from transformer_mt.inference.translator import Translation
 
 # Decode settings a request may change, with the JSON type each takes: DecodeConfig's type of
@@ -42,7 +55,8 @@ if TYPE_CHECKING:  # torch would come with it; a Translation is only read here
 DECODE_FIELDS: dict[str, type] = decode_field_types(
     ("beam_size", "length_penalty", "max_len_a", "max_len_b", "n_best")
 )
-KEYS = ("text", "prefix", "source", "target", "format", *DECODE_FIELDS, "report")
+TERMS_KEYS = ("glossary", "glossary_ignore_case", "constraints")  # terms.py
+KEYS = ("text", "prefix", "source", "target", "format", *DECODE_FIELDS, "report", *TERMS_KEYS)
 # The body's `format`: plain text, or a document whose markup is kept (markup.py).
 TEXT = "text"
 FORMATS = (TEXT, *documents.FORMATS)
@@ -83,7 +97,8 @@ class TranslateRequest:
     `target` the languages, the engine's default direction filling what the body left out,
     `source` AUTO until `detected` (one `Detection` per text, detection.py) is filled in;
     `format` one of FORMATS: TEXT, or each text a document of that format (markup.py);
-    `report`: check the translations for dropped content (`Engine.check`)."""
+    `report`: check the translations for dropped content (`Engine.check`); `constraints`
+    and `glossaries` None or one per text (terms.py)."""
 
     texts: list[str]
     decode: DecodeConfig
@@ -94,6 +109,8 @@ class TranslateRequest:
     detected: list[Detection] | None = None
     format: str = TEXT
     report: bool = False
+    constraints: list[list[str]] | None = None
+    glossaries: list[Glossary | None] | None = None
 
     def directions(self) -> list[Pair]:
         """The (source, target) of each text: the detected source with AUTO."""
@@ -134,9 +151,36 @@ def parse_request(
     if text_format != TEXT:  # whatever the checkpoint's default
         decode = dataclasses.replace(decode, n_best=1)
     report = _report(data, text_format)
+    constraints, glossaries = _terms(data, len(texts), text_format)
     return TranslateRequest(
-        texts, decode, prefixes, decode_keys, source, target, format=text_format, report=report
+        texts,
+        decode,
+        prefixes,
+        decode_keys,
+        source,
+        target,
+        format=text_format,
+        report=report,
+        constraints=constraints,
+        glossaries=glossaries,
     )
+
+
+def _terms(
+    data: dict, n_texts: int, text_format: str
+) -> tuple[list[list[str]] | None, list[Glossary | None] | None]:
+    """The body's constraints and glossaries, one per text (terms.py); for format TEXT only
+    (a document is translated unit by unit, markup.py)."""
+    try:
+        ignore_case = ignore_case_flag(data.get("glossary_ignore_case", False))
+        constraints = request_constraints(data.get("constraints", []), n_texts)
+        glossaries = request_glossaries(data.get("glossary", []), n_texts, ignore_case)
+    except TermsError as err:
+        raise ApiError(err.status, err.field, str(err)) from None
+    for field, given in (("constraints", constraints), ("glossary", glossaries)):
+        if given is not None and text_format != TEXT:
+            raise ApiError(400, field, f"{field}: for format {TEXT} only, not {text_format}")
+    return constraints, glossaries
 
 
 def _report(data: dict, text_format: str) -> bool:
@@ -246,6 +290,8 @@ def engine_error(err: BaseException, given: list[str]) -> ApiError:
         return ApiError(503, None, str(err), retry_after=RETRY_AFTER_SHUTDOWN_SECONDS)
     if isinstance(err, PrefixCountError):
         return prefix_count_error(err)
+    if isinstance(err, TextRefused):
+        return ApiError(400, err.field, str(err))
     if isinstance(err, (ConfigError, SettingError)):
         return setting_error(err, given)
     if isinstance(err, TmtError):

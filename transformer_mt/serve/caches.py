@@ -4,7 +4,7 @@ key of the translation cache."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Generic, TypeVar
 
 from transformer_mt.config import DecodeConfig
@@ -13,13 +13,19 @@ from transformer_mt.inference.languages import Direction
 V = TypeVar("V")
 
 
-def translation_key(text: str, prefix: str, direction: Direction, decode: DecodeConfig) -> tuple:
+def translation_key(
+    text: str,
+    prefix: str,
+    direction: Direction,
+    decode: DecodeConfig,
+    constraints: Sequence[str] = (),
+) -> tuple:
     """The translation cache's key: the text, its forced prefix, the language tags of its
     direction (so that two targets never share an entry, while directions a model is told
-    alike do) and every decode setting that can change the translation
-    (`DecodeConfig.output_settings`)."""
+    alike do), every decode setting that can change the translation
+    (`DecodeConfig.output_settings`) and the target phrases it must contain."""
     tags = (direction.source_prefix, direction.target_prefix)
-    return (text, prefix, *tags, *decode.output_settings())
+    return (text, prefix, *tags, *decode.output_settings(), tuple(constraints))
 
 
 class LruCache(Generic[V]):

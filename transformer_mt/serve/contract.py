@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 from transformer_mt.config import DecodeConfig
 from transformer_mt.documents.units import AlignedText
 from transformer_mt.errors import TmtError
+from transformer_mt.inference.glossary import Glossary
 from transformer_mt.inference.languages import Languages, Pair
 
 if TYPE_CHECKING:  # torch would come with it; a CheckedLine is only passed on here
@@ -40,6 +41,16 @@ class RequestTooLarge(TmtError):
 
 class ShuttingDown(TmtError):
     """The engine is stopping and admits no new work (HTTP 503 with a Retry-After header)."""
+
+
+class TextRefused(TmtError):
+    """One text of a request cannot be translated as asked: its constraints (its own, or its
+    glossary's terms) cannot all be met (HTTP 400). `text` is its index in the request,
+    `field` the request key its constraints came from."""
+
+    def __init__(self, text: int, field: str, reason: str):
+        super().__init__(f"text[{text}]: {reason}")
+        self.text, self.field, self.reason = text, field, reason
 
 
 @dataclass(frozen=True)
@@ -103,11 +114,15 @@ class Engine(Protocol):
         prefixes: list[str] | None = None,
         on_token: TokenCallback | None = None,
         directions: list[Pair] | None = None,
+        constraints: list[list[str]] | None = None,
+        glossaries: list[Glossary | None] | None = None,
     ) -> Job:
-        """Queue `texts`; raises QueueFull, RequestTooLarge, ShuttingDown, or a TmtError
-        naming a decode setting or a language it refuses. `on_token` is called with beam
-        size 1 only. `directions`: one (source, target) of `languages.directions` per text
-        (None: `languages.default` for every text).
+        """Queue `texts`; raises QueueFull, RequestTooLarge, ShuttingDown, TextRefused, or a
+        TmtError naming a decode setting or a language it refuses. `on_token` is called with
+        beam size 1 only. `directions`: one (source, target) of `languages.directions` per
+        text (None: `languages.default` for every text). `constraints`: one list of target
+        phrases per text, and `glossaries` one glossary (or None) per text, whose target terms
+        found in a sentence are that sentence's constraints (`glossary.sentence_phrases`).
 
         Called on the server's event loop: it must return at once (tokenize and queue), never
         wait for a decoding step."""

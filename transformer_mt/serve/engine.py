@@ -11,6 +11,14 @@ sentence (same text, same options, same direction) is answered from the translat
 without decoding. Asked for a report, the server has a finished job checked for dropped
 content (`check`), outside the decoding thread.
 
+Constraints (a text's own target phrases, and the target terms of its glossary that each of
+its sentences holds: `glossary.sentence_phrases`, as `Translator.translate` finds them) are
+encoded and fitted by the Translator's own rule (`constraint_ids`) when the request is
+submitted, so that one that cannot be met refuses the request (`TextRefused`) before anything
+is queued. They travel with the sentence into its lane's `BeamState` (scheduler.py): a sentence
+with C of them is searched with a beam of at least C + 1 and a max_len that holds them, as
+`Translator.search_batches` searches it, and admission reserves the KV blocks of both.
+
 Sentences of every direction share the batch: a direction is only ids in front of the source
 and of the forced target (`Translator.direction`), so the encoder cache (keyed by the source's
 ids), the prefix cache (by the source's ids, then the target's) and the translation cache
@@ -31,6 +39,7 @@ fails, and new ones are refused (the server answers /health with 503 and exits).
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
 import math
 import threading
@@ -46,14 +55,16 @@ from transformer_mt.documents.alignment import AlignedTranslator
 from transformer_mt.documents.units import AlignedText
 from transformer_mt.errors import SettingError, TmtError, one_line
 from transformer_mt.inference.checked import CheckedLine, check_sentences, checked_lines
+from transformer_mt.inference.constrained import ConstraintsError
+from transformer_mt.inference.glossary import Glossary, sentence_phrases
 from transformer_mt.inference.languages import Direction, Pair
 from transformer_mt.inference.sentences import SplitLines
 from transformer_mt.inference.translator import Translation, Translator
-from transformer_mt.search import max_output_lengths
+from transformer_mt.search import constrained_beam_size, max_output_lengths
 from transformer_mt.search.results import ranked_results
 from transformer_mt.serve.admission import Admission, Work
 from transformer_mt.serve.caches import LruCache, translation_key
-from transformer_mt.serve.contract import EngineStats, RequestTooLarge, ShuttingDown
+from transformer_mt.serve.contract import EngineStats, RequestTooLarge, ShuttingDown, TextRefused
 from transformer_mt.serve.paged import BlockPool
 from transformer_mt.serve.prefix_cache import PrefixTree
 from transformer_mt.serve.scheduler import ContinuousBatch, Sentence, source_positions
@@ -227,9 +238,12 @@ class Engine:
         prefixes: Sequence[str] | None = None,
         on_token: Callable[[int, str], None] | None = None,
         directions: Sequence[Pair] | None = None,
+        constraints: Sequence[Sequence[str]] | None = None,
+        glossaries: Sequence[Glossary | None] | None = None,
     ) -> Job:
         """Queue `texts` for translation with `decode`, each in its direction (None: the
-        default); see the module docstring and `contract.Engine.submit`."""
+        default), with its constraints and its glossary's terms; see the module docstring
+        and `contract.Engine.submit`."""
         decode.validate()
         if decode.sampling:
             raise SettingError("sampling", True, "the server searches (greedy or beam)")
@@ -240,18 +254,26 @@ class Engine:
                 f"the server takes at most {self.limits.max_beam_size}",
             )
         self._check_size(texts, prefixes)
+        for name, given in (("constraints", constraints), ("glossaries", glossaries)):
+            if given is not None and len(given) != len(texts):
+                raise TmtError(f"{len(given)} {name} for {len(texts)} texts; give one each")
         resolved = self._directions(directions, len(texts))
         forced = prefixes or [""] * len(texts)
-        split = split_texts(self.translator, texts, resolved, forced)
+        split = split_texts(self.translator, texts, resolved, forced, constraints)
         if len(split.sentences) > self.limits.max_queue:
             raise RequestTooLarge(
                 f"{len(split.sentences)} sentences; the queue holds {self.limits.max_queue}"
             )
+        phrases = sentence_phrases(split.sentences, split.owners, constraints, glossaries)
         job = Job(self, split, on_token, resolved)
-        prepared = (
-            self._prepare(job, i, sentence, decode, forced[line], resolved[line])
-            for i, (sentence, line) in enumerate(zip(split.sentences, split.owners, strict=True))
-        )
+        try:
+            prepared = [
+                self._prepare(job, i, decode, forced[line], resolved[line], phrases[i])
+                for i, line in enumerate(split.owners)
+            ]
+        except ConstraintsError as err:
+            own = constraints is not None and any(p.strip() for p in constraints[err.line])
+            raise TextRefused(err.line, "constraints" if own else "glossary", err.reason) from None
         work = [w for w in prepared if w is not None]
         with self._cond:
             if self.failure is not None:
@@ -366,14 +388,19 @@ class Engine:
         self,
         job: Job,
         index: int,
-        text: str,
         decode: DecodeConfig,
         prefix: str,
         direction: Direction,
+        phrases: Sequence[str],
     ) -> Work | None:
-        """The work for one sentence, or None when it is answered at once (blank, or
-        cached)."""
-        key = translation_key(text, prefix, direction, decode)
+        """The work for sentence `index` of `job`, or None when it is answered at once (blank,
+        or cached).
+
+        Raises:
+            ConstraintsError: its `phrases` cannot all be met, naming its text as the line.
+        """
+        text = job.split.sentences[index]
+        key = translation_key(text, prefix, direction, decode, phrases)
         with self._cond:
             cached = self.translations.get(key)
         if cached is not None:
@@ -386,12 +413,42 @@ class Engine:
         mask = torch.ones(1, 1, 1, source_positions(src), dtype=torch.bool)
         cap = self.translator.options.max_len_cap
         max_len = int(max_output_lengths(mask, decode, cap)[0])
+        forced = self.translator.prefix_ids(prefix, direction)
+        line = job.split.owners[index]
+        constraints = self.translator.constraint_ids(phrases, len(forced), line)
+        if constraints:
+            decode, max_len = self._constrained(decode, max_len, len(forced), constraints, line)
         with self._cond:
             self._next_key += 1
             sentence_key = self._next_key
-        forced = self.translator.prefix_ids(prefix, direction)
-        sentence = Sentence(sentence_key, src, decode, max_len, forced)
+        sentence = Sentence(sentence_key, src, decode, max_len, forced, constraints)
         return Work(sentence, job, index, key, direction)
+
+    def _constrained(
+        self,
+        decode: DecodeConfig,
+        max_len: int,
+        prefix_len: int,
+        constraints: list[list[int]],
+        line: int,
+    ) -> tuple[DecodeConfig, int]:
+        """The search settings and max_len of a sentence with `constraints`, as
+        `Translator.search_batches` and `BeamState.start` decide them: a beam of at least one
+        more than it has constraints (`constrained_beam_size`), and room for its prefix, their
+        tokens and one more. Admission reserves the KV blocks of both.
+
+        Raises:
+            ConstraintsError: a beam wider than the server takes (`ServeLimits.max_beam_size`).
+        """
+        beam_size = constrained_beam_size(decode.beam_size, len(constraints))
+        if beam_size > self.limits.max_beam_size:
+            raise ConstraintsError(
+                line,
+                f"its {len(constraints)} constraints need a beam of {beam_size}; the server "
+                f"takes at most {self.limits.max_beam_size}",
+            )
+        needed = prefix_len + sum(map(len, constraints)) + 1
+        return dataclasses.replace(decode, beam_size=beam_size), max(max_len, needed)
 
     def _cancel(self, job: Job) -> None:
         if job.future.cancel():  # False: answered already

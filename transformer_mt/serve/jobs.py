@@ -108,7 +108,13 @@ async def start(
         # while the decoding thread holds the GIL each hand-over between threads costs up to a
         # switch interval, which a request would pay twice more.
         job = engine.submit(
-            parsed.texts, parsed.decode, parsed.prefixes, on_token, parsed.directions()
+            parsed.texts,
+            parsed.decode,
+            parsed.prefixes,
+            on_token,
+            parsed.directions(),
+            parsed.constraints,
+            parsed.glossaries,
         )
     except Exception as err:  # every refusal, and an engine fault (500), as one error body
         raise failure(err, parsed) from None

@@ -12,7 +12,10 @@ Fields it does not know are ignored, as LibreTranslate ignores them.
 POST /translate: `q` (a string, or a list of strings), `source` (a code, or "auto": each
 text's language identified), `target`, `format` ("text", or "html": each text a document
 whose markup is kept, markup.py), `alternatives` (more hypotheses of the beam: at most the
-beam size less one; none for a document) and `api_key`. POST /detect: `q`, `api_key`.
+beam size less one; none for a document) and `api_key`; and our own `glossary`, which
+LibreTranslate lacks: a list of {"source", "target"} entries for every text (in a form, that
+list as JSON text), whose terms each sentence holds are its constraints (terms.py). POST
+/detect: `q`, `api_key`.
 Codes are matched as given, else ignoring case. Errors are LibreTranslate's: `{"error":
 "..."}` with its status codes and, where it has one, its message; a request over a size limit
 is its 400, not our 413.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import urllib.parse
 from collections import defaultdict
 from collections.abc import Sequence
@@ -29,6 +33,7 @@ from dataclasses import dataclass
 
 from transformer_mt.config import DecodeConfig
 from transformer_mt.errors import SettingError
+from transformer_mt.inference.glossary import Glossary
 from transformer_mt.inference.languages import Languages
 from transformer_mt.langid import Detection, language_name
 from transformer_mt.serve.api import (
@@ -40,9 +45,10 @@ from transformer_mt.serve.api import (
     printable,
 )
 from transformer_mt.serve.contract import RequestLimits
+from transformer_mt.serve.terms import TermsError, request_glossaries
 
 # The fields each endpoint reads (schema.LibreTranslateBody documents those of /translate).
-TRANSLATE_FIELDS = ("q", "source", "target", "format", "alternatives", "api_key")
+TRANSLATE_FIELDS = ("q", "source", "target", "format", "alternatives", "api_key", "glossary")
 DETECT_FIELDS = ("q", "api_key")
 FORMATS = ("text", "html")
 # LibreTranslate answers with 400, 403, 429 and 500 (its clients know no others); our refusals
@@ -130,7 +136,10 @@ def parse_translate(
     alternatives = _alternatives(fields.get("alternatives", 0), defaults.beam_size)
     html = text_format == "html"  # a document has no alternatives (as in LibreTranslate)
     decode = dataclasses.replace(defaults, n_best=1 if html else alternatives + 1)
-    request = TranslateRequest(texts, decode, source=source, target=target, format=text_format)
+    glossaries = _glossaries(fields.get("glossary"), len(texts), html)
+    request = TranslateRequest(
+        texts, decode, source=source, target=target, format=text_format, glossaries=glossaries
+    )
     return LibreRequest(request, batch, alternatives, _key(fields))
 
 
@@ -275,6 +284,25 @@ def _alternatives(value: object, beam_size: int) -> int:
             400, "alternatives", f"Invalid request: alternatives parameter must be <= {most}"
         )
     return max(0, number)
+
+
+def _glossaries(value: object, n_texts: int, html: bool) -> list[Glossary | None] | None:
+    """Our `glossary` field (None: not given), for text only; a form's is JSON text."""
+    if value is None or value == "":
+        return None
+    if html:
+        raise LibreError(400, "glossary", "Invalid request: glossary is for format text only")
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as err:
+            raise LibreError(
+                400, "glossary", f"Invalid request: glossary is not JSON ({err.msg})"
+            ) from None
+    try:
+        return request_glossaries(value, n_texts)
+    except TermsError as err:
+        raise LibreError(400, err.field, f"Invalid request: {err}") from None
 
 
 def _key(fields: dict) -> str | None:

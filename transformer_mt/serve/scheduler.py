@@ -4,7 +4,9 @@ Every decoder step runs one batch over the live hypotheses of every admitted sen
 whatever step each one is (Yu et al. 2022, Orca): new sentences join between steps, finished
 ones leave at once and their KV blocks go back to the pool. The search rules are search's own
 (`beam_step`): sentences with the same output settings (`lane_key`) form a lane, one
-`BeamState`; greedy search runs in lanes of beam size 1. Encoder memory and cross-attention
+`BeamState`; greedy search runs in lanes of beam size 1. A sentence's lexical constraints
+travel in its lane's `BeamState` (search/constraints.py), so sentences with and without them
+share a lane and a step. Encoder memory and cross-attention
 keys and values are held once per source sentence, in the slots of `SourceSlots`; a decoding
 step is told each row's slot (the model's `sources` argument), never given per-beam copies.
 
@@ -39,6 +41,9 @@ class Sentence:
     decode: DecodeConfig
     max_len: int  # max_len(x), capped at the position table
     prefix: list[int]
+    # Target phrases (ids) its translations must contain (`Translator.constraint_ids`);
+    # `decode.beam_size` and `max_len` already leave them room.
+    constraints: list[list[int]] = field(default_factory=list)
     memory: Tensor | None = None  # (S, D) encoder output
     cross: list[tuple[Tensor, Tensor]] | None = None  # per layer (Hkv, S, Dh) keys, values
     reserved_blocks: int = 0  # KV blocks held back for it until it leaves
@@ -145,6 +150,8 @@ class ContinuousBatch:
             torch.tensor([s.key for s in group], device=self.device),
             group[0].decode.beam_size,
             [s.prefix for s in group],
+            [s.constraints for s in group],
+            self.ids,
         )
         reused = [(n, s) for n, s in enumerate(group) if s.reused is not None]
         if reused:
@@ -156,6 +163,8 @@ class ContinuousBatch:
                 state.steps[n] = length
                 state.scores[n, 0] = sentence.reused.log_probs[-1]
                 sentence.prefix_log_probs = list(sentence.reused.log_probs)
+                if state.constraints is not None:  # the cached tokens count towards them
+                    state.constraints.read(n, sentence.prefix[:length])
         return state
 
     def step(self) -> tuple[list[Sentence], dict[int, list[int]]]:

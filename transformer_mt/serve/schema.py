@@ -15,6 +15,13 @@ from pydantic import BaseModel, ConfigDict, Field
 _DEFAULT = "Default: the checkpoint's decode setting."
 
 
+class GlossaryEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field(description="A source term, a word or a short phrase.")
+    target: str = Field(description="Its translation (equal to source: do not translate).")
+
+
 class TranslateBody(BaseModel):
     """POST /v1/translate and /v1/translate/stream."""
 
@@ -68,6 +75,25 @@ class TranslateBody(BaseModel):
         "the source by cross-attention, length ratio, a copy of the source, an empty "
         "output) and return each text's `checks` (docs/checks.md); the translations are "
         "the same. Format text only.",
+    )
+    glossary: list[GlossaryEntry] | list[list[GlossaryEntry] | None] | None = Field(
+        None,
+        description="Terms the translations must use: a list of {source, target} entries for "
+        "every text, or one such list (or null) per text. The target terms of the source "
+        "terms each sentence holds (at word boundaries, the longest first) are that "
+        "sentence's constraints, as with `tmt translate --glossary`; a target equal to its "
+        "source keeps the source as written. Format text only (docs/glossaries.md).",
+        examples=[[{"source": "Hund", "target": "puppy"}]],
+    )
+    glossary_ignore_case: bool = Field(
+        False, description="Find the glossary's source terms whatever their case."
+    )
+    constraints: list[str] | list[list[str] | None] | None = Field(
+        None,
+        description="Target phrases each translation must contain: one list for every "
+        "text, or one list (or null) per text. A text with phrases of its own is searched "
+        "whole, not sentence by sentence. Format text only.",
+        examples=[["a bicycle"]],
     )
 
 
@@ -197,6 +223,12 @@ class LibreTranslateBody(BaseModel):
     )
     api_key: str | None = Field(
         None, description="Where the server requires keys (also: Authorization: Bearer)."
+    )
+    glossary: list[GlossaryEntry] | str | None = Field(
+        None,
+        description="Our extension, not LibreTranslate's: {source, target} entries whose "
+        "target terms must appear where a sentence holds the source term (in a form: the "
+        "list as JSON text). Format text only.",
     )
 
 

@@ -12,8 +12,8 @@ A text may hold line breaks where a line of `tmt translate` cannot (a LibreTrans
 sends a textarea's paragraphs as one text). Each of its lines is split as `tmt translate`
 splits that line, and the line breaks (`\\n`, `\\r\\n`, `\\r`) go back verbatim, between the
 translations of the lines around them; a blank line stays blank. A text with a forced prefix
-is one sentence, line breaks and all: the prefix starts the text's translation, as the
-Translator keeps a line with a prefix whole.
+or constraints of its own is one sentence, line breaks and all: the prefix starts the text's
+translation and the constraints belong to the text, as the Translator keeps such a line whole.
 """
 
 from __future__ import annotations
@@ -33,13 +33,19 @@ def split_texts(
     texts: Sequence[str],
     directions: Sequence[Direction],
     prefixes: Sequence[str],
+    constraints: Sequence[Sequence[str]] | None = None,
 ) -> SplitLines:
     """The sentences of `texts` (one `Segments` per text), each split by the rules of its
-    direction's source language (see the module)."""
+    direction's source language; whole with a prefix or constraints (see the module)."""
+    constraints = constraints or [[]] * len(texts)
     return SplitLines(
         tuple(
-            Segments.whole(text) if prefix.strip() else _text_segments(translator, text, direction)
-            for text, direction, prefix in zip(texts, directions, prefixes, strict=True)
+            Segments.whole(text)
+            if prefix.strip() or any(p.strip() for p in phrases)
+            else _text_segments(translator, text, direction)
+            for text, direction, prefix, phrases in zip(
+                texts, directions, prefixes, constraints, strict=True
+            )
         )
     )
 
