@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from transformer_mt.errors import SettingError
 from transformer_mt.evaluation import build_metric
+from transformer_mt.inference.dropped import MAX_SOURCE_CHRF, SourceCopy
 
 # The rules in the order they are tried: a pair breaking several counts under the first.
 RULES = ("empty", "copy", "length_ratio")
@@ -29,11 +30,11 @@ class FilterRules:
     # not subwords, so that the rule needs no tokenizer. Multi30k's de->en training pairs have
     # a median of 1.17; 2 drops 15 of their 29,000 references, misaligned ones among them.
     max_length_ratio: float = 2.0
-    # chrF (0-100) of the translation against its own source above which it is a copy: an
-    # untranslated source scores 100, the teacher's de->en translations of Multi30k train 62
-    # at most (names), their references 60. A translation equal to its source is a copy
+    # chrF (0-100) of the translation against its own source above which it is a copy
+    # (`SourceCopy`, the dropped-content check's rule): the teacher's de->en translations of
+    # Multi30k train score 62 at most (names). A translation equal to its source is a copy
     # whatever this says.
-    max_source_chrf: float = 80.0
+    max_source_chrf: float = MAX_SOURCE_CHRF
 
     def validate(self) -> None:
         """Raises SettingError for a threshold that cannot be met or cannot drop anything
@@ -89,9 +90,7 @@ class TeacherFilter:
     def _broken_rule(self, rules: FilterRules, source: str, translation: str) -> str | None:
         if not source or not translation:
             return "empty"
-        if translation == source:
-            return "copy"
-        if self._chrf.sentence_score(translation, [source]).score > rules.max_source_chrf:
+        if SourceCopy.measure(self._chrf, source, translation).is_copy(rules.max_source_chrf):
             return "copy"
         longer, shorter = sorted((len(source), len(translation)), reverse=True)
         if longer > rules.max_length_ratio * shorter:

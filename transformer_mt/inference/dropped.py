@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sacrebleu.metrics.base import Metric
 from torch import Tensor
 
 from transformer_mt.evaluation import build_metric
@@ -37,6 +38,34 @@ from transformer_mt.inference.translator import Translator
 
 # The flags in the order a report lists them.
 FLAGS = ("empty", "copy", "length", "coverage")
+
+# chrF (0-100) of a translation against its own source above which it is a copy: an
+# untranslated source scores 100, translations sharing names with their source stay near 60
+# (valid2016's highest 58.9, a sentence ending in "New York City"; a teacher's de->en
+# translations of Multi30k train 62 at most, their references 60). The default of this check's
+# threshold and of the filter of a teacher's translations.
+MAX_SOURCE_CHRF = 80.0
+
+
+@dataclass(frozen=True)
+class SourceCopy:
+    """How far a translation repeats its source: the copy rule, which this check and the
+    filter of a teacher's translations (distill/filtering.py) both apply. A model that gave
+    up writes its input back, whole or with a word changed."""
+
+    equal: bool  # the translation has text and is the source (both stripped)
+    source_chrf: float  # 0-100, of the translation against its source; 0 for no text
+
+    @classmethod
+    def measure(cls, chrf: Metric, source: str, translation: str) -> SourceCopy:
+        """`chrf` is `build_metric("chrf")`, built once by the caller for all its sentences."""
+        text, source = translation.strip(), source.strip()
+        score = chrf.sentence_score(text, [source]).score if text else 0.0
+        return cls(equal=bool(text) and text == source, source_chrf=score)
+
+    def is_copy(self, max_source_chrf: float) -> bool:
+        """The translation is its source, or its chrF against the source is above the bound."""
+        return self.equal or self.source_chrf > max_source_chrf
 
 
 @dataclass(frozen=True)
@@ -53,9 +82,8 @@ class Thresholds:
     # ... and above this: a translation running on (a repetition loop). No single sentence's
     # translation is above 2.0, and 0.1% of the training references are above 1.89.
     max_length_ratio: float = 2.0
-    # chrF against the source above this flags: an untranslated source scores 100; the
-    # highest of the valid2016 translations is 58.9 (a sentence ending in "New York City").
-    max_source_chrf: float = 80.0
+    # chrF against the source above this flags (`SourceCopy`, `MAX_SOURCE_CHRF`).
+    max_source_chrf: float = MAX_SOURCE_CHRF
 
 
 DEFAULT_THRESHOLDS = Thresholds()
@@ -69,13 +97,13 @@ class Scores:
     length_ratio: float  # target subwords / source subwords
     source_chrf: float  # 0-100
     empty: bool
-    copy: bool  # the translation is the source, or source_chrf above the threshold
+    copy: bool  # the translation is the source (`SourceCopy.equal`)
 
     def flags(self, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> tuple[str, ...]:
         """The flags that fire, in FLAGS order; () for a translation that passes."""
         fired = {
             "empty": self.empty,
-            "copy": self.copy or self.source_chrf > thresholds.max_source_chrf,
+            "copy": SourceCopy(self.copy, self.source_chrf).is_copy(thresholds.max_source_chrf),
             "length": not (
                 thresholds.min_length_ratio <= self.length_ratio <= thresholds.max_length_ratio
             ),
@@ -125,14 +153,14 @@ def sentence_scores(
         n_source = len(src) - source_tags - 1  # the EOS is no word
         n_target = len(tgt) - target_tags
         pairs = best_sources(weight, source_tags, target_tags) if n_target else []
-        text = target.strip()
+        copied = SourceCopy.measure(chrf, source, target)
         found.append(
             Scores(
                 coverage=coverage(pairs, n_source),
                 length_ratio=n_target / max(1, n_source),
-                source_chrf=chrf.sentence_score(text, [source.strip()]).score if text else 0.0,
-                empty=not text,
-                copy=bool(text) and text == source.strip(),
+                source_chrf=copied.source_chrf,
+                empty=not target.strip(),
+                copy=copied.equal,
             )
         )
     return found
