@@ -27,8 +27,6 @@ construction took and the size of its installed files (its wheel's, not its depe
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import os
 import sys
 import time
@@ -40,13 +38,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout, uninstalled
 
-from bench_machine import (  # noqa: E402
-    install_mb,
-    load_average,
-    package_version,
-    print_markdown_table,
-    run_standalone,
-)
+from bench_libraries import library_fields, print_footer, share, time_per_line  # noqa: E402
+from bench_machine import load_average, print_markdown_table, run_standalone  # noqa: E402
 
 from transformer_mt.files import read_lines  # noqa: E402
 
@@ -167,19 +160,15 @@ class Tally:
         return {
             "lines": self.lines,
             "correct": self.correct,
-            "accuracy": _share(self.correct, self.lines),
+            "accuracy": share(self.correct, self.lines),
             "short_lines": self.short_lines,
             "short_correct": self.short_correct,
-            "short_accuracy": _share(self.short_correct, self.short_lines),
+            "short_accuracy": share(self.short_correct, self.short_lines),
             "long_lines": long_lines,
             "long_correct": long_correct,
-            "long_accuracy": _share(long_correct, long_lines),
+            "long_accuracy": share(long_correct, long_lines),
             "confusion": dict(self.confusion.most_common()),
         }
-
-
-def _share(part: int, whole: int) -> float | None:
-    return round(part / whole, 4) if whole else None
 
 
 def run(args: argparse.Namespace) -> list[dict]:
@@ -192,23 +181,20 @@ def run(args: argparse.Namespace) -> list[dict]:
     results: list[dict] = []
     for name in args.identifiers:
         identifier = IDENTIFIERS[name]
-        if importlib.util.find_spec(identifier.module) is None:
-            note = f"not installed (pip install {identifier.distribution})"
-            print(f"langid: skipping {name}: {note}", file=sys.stderr)
-            results.append({"bench": "langid", "identifier": name, "skipped": note})
+        # imported by library_fields: the first of two settings pays no more for it
+        fields = library_fields(
+            "langid", "identifier", name, identifier.module, identifier.distribution
+        )
+        if "skipped" in fields:
+            results.append(fields)
             continue
-        importlib.import_module(identifier.module)  # so that the first of two settings pays no more
         rss_before, start = _resident_mib(), time.perf_counter()
         identify, known = identifier.build(args.langs if identifier.restricted else None)
         common = {
-            "bench": "langid",
-            "identifier": name,
-            "package": package_version(identifier.distribution),
+            **fields,
             "languages": known,
             "load_s": round(time.perf_counter() - start, 3),
             "load_mib": _difference(_resident_mib(), rss_before),
-            "install_mb": install_mb(identifier.distribution),
-            "cpus": len(os.sched_getaffinity(0)),  # the cores it may run on: 1 when pinned
         }
         for split in args.splits:
             split_texts = {lang: texts[split, lang] for lang in args.langs}
@@ -231,7 +217,7 @@ def measure(
     """
     rows, pooled, pooled_s = [], Tally(), 0.0
     for lang, lines in texts.items():
-        labels, seconds = _label(identify, lines, repeats)
+        labels, seconds = time_per_line(identify, lines, repeats)
         tally = Tally()
         tally.add(lang, lines, labels, short_words)
         pooled.merge(tally)
@@ -242,16 +228,6 @@ def measure(
     for row in rows:
         row.update(short_words=short_words, load=load_average())
     return rows
-
-
-def _label(identify: Identify, lines: list[str], repeats: int) -> tuple[list, float]:
-    """The labels of the first pass and the best wall time of `repeats` passes."""
-    best, labels = float("inf"), []
-    for _ in range(max(repeats, 1)):
-        start = time.perf_counter()
-        labels = [identify(line) for line in lines]
-        best = min(best, time.perf_counter() - start)
-    return labels, best
 
 
 def _ms(seconds: float, lines: int) -> float | None:
@@ -309,12 +285,7 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
             if row["lang"] != "all"
         ]
         print_markdown_table(headers, "lllrrrl", rows, file)
-    for row in results:
-        if "skipped" in row:
-            print(f"{row['identifier']}: skipped, {row['skipped']}", file=file)
-    packages = sorted({row["package"] for row in measured})
-    cpus = sorted({row["cpus"] for row in measured})
-    print(f"one line per call, {'/'.join(map(str, cpus))} cores; " + ", ".join(packages), file=file)
+    print_footer(results, "identifier", file)
 
 
 def main() -> None:

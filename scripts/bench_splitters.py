@@ -30,12 +30,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
-import importlib.util
 import itertools
-import os
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,13 +39,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout, uninstalled
 
-from bench_machine import (  # noqa: E402
-    install_mb,
-    load_average,
-    package_version,
-    print_markdown_table,
-    run_standalone,
-)
+from bench_libraries import library_fields, print_footer, share, time_per_line  # noqa: E402
+from bench_machine import load_average, print_markdown_table, run_standalone  # noqa: E402
 
 from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.inference.paragraphs import sentence_groups  # noqa: E402
@@ -188,11 +179,11 @@ class Tally:
     def as_row(self) -> dict:
         return {
             **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)},
-            "exact_share": _share(self.exact, self.lines),
-            "marked_exact_share": _share(self.marked_exact, self.marked_lines),
-            "precision": _share(self.right, self.found),
-            "recall": _share(self.right, self.boundaries),
-            "marked_recall": _share(self.marked_right, self.marked),
+            "exact_share": share(self.exact, self.lines),
+            "marked_exact_share": share(self.marked_exact, self.marked_lines),
+            "precision": share(self.right, self.found),
+            "recall": share(self.right, self.boundaries),
+            "marked_recall": share(self.marked_right, self.marked),
         }
 
 
@@ -207,10 +198,6 @@ def _boundaries(pieces: list[str], only_marked: bool = False) -> set[int]:
     }
 
 
-def _share(part: int, whole: int) -> float | None:
-    return round(part / whole, 4) if whole else None
-
-
 def measure(
     split: Split, sentences: list[str], joins: list[int], separator: str, repeats: int
 ) -> list[tuple[Tally, float]]:
@@ -220,11 +207,7 @@ def measure(
     for n in joins:
         groups = sentence_groups(sentences, n)
         lines = [separator.join(group) for group in groups]
-        best, pieces = float("inf"), []
-        for _ in range(max(repeats, 1)):
-            start = time.perf_counter()
-            pieces = [split(line) for line in lines]
-            best = min(best, time.perf_counter() - start)
+        pieces, best = time_per_line(split, lines, repeats)
         tally = Tally()
         for group, line_pieces in zip(groups, pieces, strict=True):
             tally.add(group, line_pieces)
@@ -254,21 +237,14 @@ def run(args: argparse.Namespace) -> list[dict]:
     results: list[dict] = []
     for name in args.splitters:
         splitter = SPLITTERS[name]
-        if importlib.util.find_spec(splitter.module) is None:
-            note = f"not installed (pip install {splitter.distribution})"
-            print(f"splitters: skipping {name}: {note}", file=sys.stderr)
-            results.append({"bench": "splitters", "splitter": name, "skipped": note})
+        fields = library_fields(
+            "splitters", "splitter", name, splitter.module, splitter.distribution
+        )
+        if "skipped" in fields:
+            results.append(fields)
             continue
-        importlib.import_module(splitter.module)
         known = None if splitter.languages is None else splitter.languages()
-        common = {
-            "bench": "splitters",
-            "splitter": name,
-            "package": package_version(splitter.distribution),
-            "install_mb": install_mb(splitter.distribution),
-            "cpus": len(os.sched_getaffinity(0)),  # the cores it may run on: 1 when pinned
-            "split": args.split,
-        }
+        common = {**fields, "split": args.split}
         pooled = {n: (Tally(), 0.0) for n in args.joins}
         for lang, (sentences, separator) in corpora.items():
             rules = lang if known is None or lang in known else "en"
@@ -339,12 +315,7 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
         for name, lang in itertools.product(splitters, langs):
             if by_key[name, lang, last]["first_wrong"]:
                 print(f"{name} {lang}: {by_key[name, lang, last]['first_wrong']}", file=file)
-    for row in results:
-        if "skipped" in row:
-            print(f"{row['splitter']}: skipped, {row['skipped']}", file=file)
-    packages = sorted({row["package"] for row in measured})
-    cpus = sorted({row["cpus"] for row in measured})
-    print(f"one line per call, {'/'.join(map(str, cpus))} cores; " + ", ".join(packages), file=file)
+    print_footer(results, "splitter", file)
 
 
 def main() -> None:
