@@ -3,22 +3,18 @@ recall, and the rows and tables on the tiny checkpoint."""
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import io
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.benches import bench_args, import_bench, source_and_reference
 
 SOURCES = ["Ein mann fährt rad.", "Zwei hunde spielen.", "Eine frau liest.", "Das buch."] * 3
 
 
 @pytest.fixture
 def bench_dropped(monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO / "scripts"))  # as benchmark.py imports its modules
-    return importlib.import_module("bench_dropped")
+    return import_bench(monkeypatch, "bench_dropped")
 
 
 def test_a_line_dropped_content_when_short_or_missing_a_sentences_words(bench_dropped):
@@ -37,14 +33,10 @@ def test_precision_and_recall_count_hits_false_alarms_and_misses(bench_dropped):
 
 
 def test_rows_and_tables(bench_dropped, checkpoint, tmp_path):
-    (tmp_path / "src").write_text("\n".join(SOURCES) + "\n")
-    (tmp_path / "ref").write_text("\n".join(s.upper() for s in SOURCES) + "\n")
-    parser = argparse.ArgumentParser()
-    bench_dropped.add_arguments(parser)
-    args = parser.parse_args(
-        ["--checkpoint", str(checkpoint), "--src", str(tmp_path / "src")]
-        + ["--ref", str(tmp_path / "ref"), "--joins", "2", "3", "--beam-size", "1"]
-        + ["--batch-size", "4"]
+    args = bench_args(
+        bench_dropped,
+        ["--checkpoint", str(checkpoint), *source_and_reference(tmp_path, SOURCES)]
+        + ["--joins", "2", "3", "--beam-size", "1", "--batch-size", "4"],
     )
     rows = bench_dropped.run(args)
     kinds = [row["kind"] for row in rows]

@@ -3,14 +3,11 @@ rows without and with the glossary on the tiny checkpoint."""
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import io
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.benches import bench_args, import_bench
 
 # German nouns capitalised; "Das" starts each sentence, so it is no noun. Targets spelled with
 # the letters of the tiny checkpoint's vocabulary; no noun of the synonym control.
@@ -30,8 +27,7 @@ TEST = [
 
 @pytest.fixture
 def bench_glossary(monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO / "scripts"))  # as benchmark.py imports its modules
-    return importlib.import_module("bench_glossary")
+    return import_bench(monkeypatch, "bench_glossary")
 
 
 def test_terms_are_mutually_best_nouns_by_dice(bench_glossary):
@@ -54,11 +50,10 @@ def test_rows_and_table(bench_glossary, checkpoint, tmp_path):
     for split, pairs in (("train", TRAIN), ("test2016", TEST)):
         for side, lang in enumerate(("de", "en")):
             (tmp_path / f"{split}.{lang}").write_text("\n".join(p[side] for p in pairs) + "\n")
-    parser = argparse.ArgumentParser()
-    bench_glossary.add_arguments(parser)
-    args = parser.parse_args(
+    args = bench_args(
+        bench_glossary,
         ["--checkpoint", str(checkpoint), "--data", str(tmp_path), "--min-count", "3"]
-        + ["--batch-size", "2", "--beam-size", "2", "--repeats", "1"]
+        + ["--batch-size", "2", "--beam-size", "2", "--repeats", "1"],
     )
     rows = bench_glossary.run(args)
     assert rows[0]["pairs"] == 5

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import io
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.benches import bench_args, import_bench
 
 # A stub identifier: the label is the line's first word, "none" gives no answer.
 LINES = {
@@ -25,8 +22,7 @@ def stub_identify(text: str) -> str | None:
 
 @pytest.fixture
 def bench_langid(monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO / "scripts"))  # as benchmark.py imports its modules
-    return importlib.import_module("bench_langid")
+    return import_bench(monkeypatch, "bench_langid")
 
 
 def test_accuracy_confusion_and_short_lines(bench_langid):
@@ -67,11 +63,10 @@ def test_rows_and_table_with_a_missing_identifier(bench_langid, tmp_path, monkey
     monkeypatch.setitem(bench_langid.IDENTIFIERS, "stub", Identifier("json", "pytest", build, True))
     missing = Identifier("no_such_identifier_module", "no-such-identifier", build, True)
     monkeypatch.setitem(bench_langid.IDENTIFIERS, "missing", missing)
-    parser = argparse.ArgumentParser()
-    bench_langid.add_arguments(parser)
-    args = parser.parse_args(
+    args = bench_args(
+        bench_langid,
         ["--data", str(tmp_path), "--langs", "en", "de", "--short-words", "3", "--repeats", "1"]
-        + ["--identifiers", "missing", "stub"]
+        + ["--identifiers", "missing", "stub"],
     )
     rows = bench_langid.run(args)
     assert rows[0] == {

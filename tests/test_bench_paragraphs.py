@@ -3,32 +3,25 @@ like-for-like baseline, on the tiny checkpoint."""
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import io
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.benches import bench_args, import_bench, source_and_reference
 
 SOURCES = ["Ein mann fährt rad.", "Zwei hunde spielen.", "Eine frau liest.", "Das buch."]
 
 
 @pytest.fixture
 def bench_paragraphs(monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO / "scripts"))  # as benchmark.py imports its modules
-    return importlib.import_module("bench_paragraphs")
+    return import_bench(monkeypatch, "bench_paragraphs")
 
 
 def test_rows_and_table(bench_paragraphs, checkpoint, tmp_path):
-    (tmp_path / "src").write_text("\n".join(SOURCES) + "\n")
-    (tmp_path / "ref").write_text("\n".join(s.upper() for s in SOURCES) + "\n")
-    parser = argparse.ArgumentParser()
-    bench_paragraphs.add_arguments(parser)
-    args = parser.parse_args(
-        ["--checkpoint", str(checkpoint), "--src", str(tmp_path / "src")]
-        + ["--ref", str(tmp_path / "ref"), "--joins", "1", "2", "--beam-size", "1"]
+    args = bench_args(
+        bench_paragraphs,
+        ["--checkpoint", str(checkpoint), *source_and_reference(tmp_path, SOURCES)]
+        + ["--joins", "1", "2", "--beam-size", "1"],
     )
     rows = bench_paragraphs.run(args)
     assert [(row["join"], row["split"], row["lines"]) for row in rows] == [

@@ -3,14 +3,11 @@ stub splitter."""
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import io
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.benches import bench_args, import_bench
 
 # Captions as Multi30k has them: one lacks its final mark, one holds an abbreviation.
 SENTENCES = ["A dog runs.", "Two men wearing hats", "Mr. Smith sits.", "A cat sleeps!"]
@@ -28,8 +25,7 @@ def stub_split(text: str) -> list[str]:
 
 @pytest.fixture
 def bench_splitters(monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO / "scripts"))  # as benchmark.py imports its modules
-    return importlib.import_module("bench_splitters")
+    return import_bench(monkeypatch, "bench_splitters")
 
 
 def test_exact_lines_marked_lines_and_boundaries(bench_splitters):
@@ -65,11 +61,10 @@ def test_rows_and_table_with_a_missing_splitter(bench_splitters, tmp_path, monke
     monkeypatch.setitem(bench_splitters.SPLITTERS, "stub", stub)
     missing = Splitter("no_such_splitter_module", "no-such-splitter", lambda lang: stub_split)
     monkeypatch.setitem(bench_splitters.SPLITTERS, "missing", missing)
-    parser = argparse.ArgumentParser()
-    bench_splitters.add_arguments(parser)
-    args = parser.parse_args(
+    args = bench_args(
+        bench_splitters,
         ["--data", str(tmp_path), "--langs", "en", "de", "--joins", "1", "2", "--repeats", "1"]
-        + ["--splitters", "missing", "stub"]
+        + ["--splitters", "missing", "stub"],
     )
     rows = bench_splitters.run(args)
     assert rows[0] == {
