@@ -22,6 +22,7 @@ pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from tests.conftest import MULTILINGUAL, WORDS  # noqa: E402
+from tests.serve.loopback import serving  # noqa: E402
 from tests.serve.test_served import post, stream  # noqa: E402
 from transformer_mt.cli import main  # noqa: E402
 from transformer_mt.config import DecodeConfig  # noqa: E402
@@ -34,7 +35,6 @@ from transformer_mt.serve import api, schema  # noqa: E402
 from transformer_mt.serve.app import create_app  # noqa: E402
 from transformer_mt.serve.caches import translation_key  # noqa: E402
 from transformer_mt.serve.engine import Engine, ServeLimits  # noqa: E402
-from transformer_mt.serve.server import start_in_thread  # noqa: E402
 
 needs_lingua = pytest.mark.skipif(not installed(), reason="lingua (the langid extra)")
 DIRECTIONS = [*MULTILINGUAL, ("de", "fr"), ("fr", "de")]  # trained, then zero-shot
@@ -136,19 +136,13 @@ def test_a_model_without_tags_serves_its_own_direction_only(checkpoint):
 
 @pytest.fixture(scope="module")
 def served(multilingual_checkpoint):
-    engine = Engine.from_checkpoint(
-        str(multilingual_checkpoint), limits=ServeLimits(kv_blocks=2000)
-    )
-    url, stop = start_in_thread(engine)
-    yield url, engine
-    stop(drain=False)
+    yield from serving(multilingual_checkpoint, ServeLimits(kv_blocks=2000))
 
 
 @pytest.fixture(scope="module")
 def served_without_tags(checkpoint):
-    url, stop = start_in_thread(Engine.from_checkpoint(str(checkpoint)))
-    yield url
-    stop(drain=False)
+    for url, _ in serving(checkpoint, ServeLimits()):
+        yield url
 
 
 def translate(url: str, **body) -> dict:

@@ -33,6 +33,7 @@ from libretranslate_aio import (  # noqa: E402
     RateLimitError,
 )
 
+from tests.serve.loopback import serving  # noqa: E402
 from transformer_mt.documents.translate import translate_document  # noqa: E402
 from transformer_mt.inference.translator import Translator  # noqa: E402
 from transformer_mt.langid import installed  # noqa: E402
@@ -55,12 +56,7 @@ def translations(checkpoint: Path, texts: list[str], src: str, tgt: str, **decod
 @pytest.fixture(scope="module")
 def open_server(multilingual_checkpoint):
     """A server without keys: (url, engine)."""
-    engine = Engine.from_checkpoint(
-        str(multilingual_checkpoint), limits=ServeLimits(kv_blocks=2048)
-    )
-    url, stop = start_in_thread(engine)
-    yield url, engine
-    stop(drain=False)
+    yield from serving(multilingual_checkpoint, ServeLimits(kv_blocks=2048))
 
 
 @pytest.fixture(scope="module")

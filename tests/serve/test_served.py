@@ -17,9 +17,9 @@ pytest.importorskip("uvicorn")
 pytest.importorskip("prometheus_client")
 
 from tests.conftest import WORDS  # noqa: E402
+from tests.serve.loopback import serving  # noqa: E402
 from transformer_mt.cli import main  # noqa: E402
-from transformer_mt.serve.engine import Engine, ServeLimits  # noqa: E402
-from transformer_mt.serve.server import start_in_thread  # noqa: E402
+from transformer_mt.serve.engine import ServeLimits  # noqa: E402
 
 # (beam size, n-best, with prefixes)
 OPTIONS = [(1, 1, False), (5, 1, False), (5, 3, False), (5, 1, True), (1, 1, True)]
@@ -36,10 +36,7 @@ def post(url: str, body: bytes) -> tuple[int, dict]:
 
 @pytest.fixture(scope="module")
 def served(checkpoint):
-    engine = Engine.from_checkpoint(str(checkpoint), limits=ServeLimits(kv_blocks=2000))
-    url, stop = start_in_thread(engine)
-    yield url, engine
-    stop(drain=False)
+    yield from serving(checkpoint, ServeLimits(kv_blocks=2000))
 
 
 def texts_and_prefixes(n: int, seed: int) -> tuple[list[str], list[str]]:
