@@ -14,10 +14,11 @@ pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from tests.serve.fakes import DROP, fake_translation  # noqa: E402
+from tests.serve.real_engine import running  # noqa: E402
 from transformer_mt.inference.checked import translate_checked  # noqa: E402
 from transformer_mt.inference.translator import Translator  # noqa: E402
 from transformer_mt.serve.app import create_app  # noqa: E402
-from transformer_mt.serve.engine import Engine, ServeLimits  # noqa: E402
+from transformer_mt.serve.engine import ServeLimits  # noqa: E402
 
 BASE_URL = "http://127.0.0.1:8000"
 
@@ -83,10 +84,7 @@ def test_a_report_the_request_cannot_have_is_a_400_naming_it(client, engine, bod
 
 @pytest.fixture(scope="module")
 def real_engine(checkpoint):
-    engine = Engine.from_checkpoint(str(checkpoint), limits=ServeLimits(kv_blocks=512))
-    engine.start()
-    yield engine
-    engine.stop(drain=False)
+    yield from running(checkpoint, ServeLimits(kv_blocks=512))
 
 
 # A text of two sentences, one of two lines, a blank one; the untrained tiny model's

@@ -18,6 +18,7 @@ pytest.importorskip("httpx")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
+from tests.serve.real_engine import running  # noqa: E402
 from transformer_mt.config import DecodeConfig  # noqa: E402
 from transformer_mt.inference.glossary import MAX_TERM_CHARS, Glossary  # noqa: E402
 from transformer_mt.inference.languages import Direction  # noqa: E402
@@ -64,12 +65,7 @@ def has_word(text: str, phrase: str) -> bool:
 
 @pytest.fixture(scope="module")
 def engine(checkpoint):
-    engine = Engine.from_checkpoint(
-        str(checkpoint), limits=ServeLimits(kv_blocks=1024, block_size=4)
-    )
-    engine.start()
-    yield engine
-    engine.stop(drain=False)
+    yield from running(checkpoint, ServeLimits(kv_blocks=1024, block_size=4))
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from tests.conftest import MULTILINGUAL, WORDS  # noqa: E402
-from tests.serve.loopback import serving  # noqa: E402
+from tests.serve.real_engine import serving  # noqa: E402
 from tests.serve.test_served import post, stream  # noqa: E402
 from transformer_mt.cli import main  # noqa: E402
 from transformer_mt.config import DecodeConfig  # noqa: E402

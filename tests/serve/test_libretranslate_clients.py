@@ -33,7 +33,7 @@ from libretranslate_aio import (  # noqa: E402
     RateLimitError,
 )
 
-from tests.serve.loopback import serving  # noqa: E402
+from tests.serve.real_engine import serving  # noqa: E402
 from transformer_mt.documents.translate import translate_document  # noqa: E402
 from transformer_mt.inference.translator import Translator  # noqa: E402
 from transformer_mt.langid import installed  # noqa: E402

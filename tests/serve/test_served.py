@@ -17,7 +17,7 @@ pytest.importorskip("uvicorn")
 pytest.importorskip("prometheus_client")
 
 from tests.conftest import WORDS  # noqa: E402
-from tests.serve.loopback import serving  # noqa: E402
+from tests.serve.real_engine import serving  # noqa: E402
 from transformer_mt.cli import main  # noqa: E402
 from transformer_mt.serve.engine import ServeLimits  # noqa: E402
 

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from tests.serve.real_engine import running
 from transformer_mt.inference.translator import Translator
 from transformer_mt.serve.engine import Engine, ServeLimits
 
@@ -18,10 +19,7 @@ THREE = "Ein mann fährt rad.  Zwei hunde spielen im schnee! Eine frau liest das
 
 @pytest.fixture(scope="module")
 def engine(checkpoint):
-    engine = Engine.from_checkpoint(str(checkpoint), limits=ServeLimits(kv_blocks=512))
-    engine.start()
-    yield engine
-    engine.stop(drain=False)
+    yield from running(checkpoint, ServeLimits(kv_blocks=512))
 
 
 @pytest.fixture(scope="module")
