@@ -32,7 +32,6 @@ and translated whole, what its retry wins back, and what the check costs.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 import time
@@ -43,8 +42,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout, uninstalled
 
-import torch  # noqa: E402
-from bench_machine import load_average, print_markdown_table, run_standalone  # noqa: E402
+from bench_machine import (  # noqa: E402
+    conditions_text,
+    print_markdown_table,
+    run_conditions,
+    run_standalone,
+)
 
 from transformer_mt.evaluation import corpus_scores  # noqa: E402
 from transformer_mt.files import read_lines  # noqa: E402
@@ -261,9 +264,7 @@ def run(args: argparse.Namespace) -> list[dict]:
         "beam_size": whole.decode.beam_size,
         "batch_size": args.batch_size,
         "items": len(items),
-        "threads": torch.get_num_threads(),
-        "cpus": len(os.sched_getaffinity(0)),
-        "load": load_average(),
+        **run_conditions(),
     }
     return [row | settings for row in rows]
 
@@ -301,8 +302,7 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
     last = results[-1]
     print(
         f"{last['checkpoint']}, {last['src']}, beam {last['beam_size']}, batches of "
-        f"{last['batch_size']} sentences, {last['threads']} thread(s), {last['cpus']} core(s), "
-        f"load {last['load']}; {last['items']} items checked",
+        f"{last['batch_size']} sentences, {conditions_text(last)}; {last['items']} items checked",
         file=file,
     )
 

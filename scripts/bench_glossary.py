@@ -37,7 +37,6 @@ Built without looking at any model output:
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 import time
@@ -48,8 +47,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout, uninstalled
 
-import torch  # noqa: E402
-from bench_machine import load_average, print_markdown_table, run_standalone  # noqa: E402
+from bench_machine import (  # noqa: E402
+    conditions_text,
+    print_markdown_table,
+    run_conditions,
+    run_standalone,
+)
 
 from transformer_mt.evaluation import corpus_scores  # noqa: E402
 from transformer_mt.files import read_lines  # noqa: E402
@@ -198,9 +201,7 @@ def compare(
             "beam_size": translator.decode.beam_size,
             "batch_size": batch_size,
             "repeats": repeats,
-            "threads": torch.get_num_threads(),
-            "cpus": len(os.sched_getaffinity(0)),
-            "load": load_average(),
+            **run_conditions(),
         }
         print(row, file=sys.stderr, flush=True)  # progress: a run takes minutes
         rows.append(row)
@@ -270,8 +271,7 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
     last = results[-1]
     print(
         f"{last['checkpoint']}, beam {last['beam_size']}, batches of {last['batch_size']} "
-        f"sentences, best of {last['repeats']} pass(es), {last['threads']} thread(s), "
-        f"{last['cpus']} core(s), load {last['load']}",
+        f"sentences, best of {last['repeats']} pass(es), {conditions_text(last)}",
         file=file,
     )
 

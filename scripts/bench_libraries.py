@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 import sys
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from bench_machine import install_mb, package_version
+from bench_machine import install_mb, package_version, usable_cores
 
 T = TypeVar("T")
 
@@ -35,7 +34,7 @@ def library_fields(bench: str, role: str, name: str, module: str, distribution: 
         role: name,
         "package": package_version(distribution),
         "install_mb": install_mb(distribution),
-        "cpus": len(os.sched_getaffinity(0)),  # the cores it may run on: 1 when pinned
+        "cpus": usable_cores(),
     }
 
 

@@ -36,6 +36,23 @@ def load_average() -> float:
     return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else float("nan")
 
 
+def usable_cores() -> int:
+    """The cores this process may run on: 1 when pinned (`taskset -c 1`), which is how the
+    benchmarks that time one call at a time are meant to run."""
+    return len(os.sched_getaffinity(0))
+
+
+def run_conditions() -> dict:
+    """What a CPU timing taken now depends on beside the code: torch's threads, the usable
+    cores and the 1-minute load; fields of each row of the benchmarks that translate."""
+    return {"threads": torch.get_num_threads(), "cpus": usable_cores(), "load": load_average()}
+
+
+def conditions_text(row: dict) -> str:
+    """A row's `run_conditions` as the line under its table says them."""
+    return f"{row['threads']} thread(s), {row['cpus']} core(s), load {row['load']}"
+
+
 def machine_info() -> dict:
     """CPU, cores, torch threads, versions and current load, as one JSON-serialisable dict."""
     info = {

@@ -20,7 +20,6 @@ the joined lines in source subwords.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -28,7 +27,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout, uninstalled
 
-from bench_machine import load_average, print_markdown_table, run_standalone  # noqa: E402
+from bench_machine import (  # noqa: E402
+    load_average,
+    print_markdown_table,
+    run_standalone,
+    usable_cores,
+)
 
 from transformer_mt.evaluation import corpus_scores  # noqa: E402
 from transformer_mt.files import read_lines  # noqa: E402
@@ -69,7 +73,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                 "lines": len(sources) // n,
                 "seconds": round(time.perf_counter() - start, 1),
                 "beam_size": translator.decode.beam_size,
-                "cpus": len(os.sched_getaffinity(0)),
+                "cpus": usable_cores(),
                 "load": load_average(),
             }
             if single:
