@@ -208,6 +208,19 @@ def compare(
     return rows
 
 
+def with_terms(
+    sources: Sequence[str], references: Sequence[str], wanted: Sequence[Sequence[str]]
+) -> tuple[list[str], list[str], list[Sequence[str]]]:
+    """The sentences of `sources` that have terms in `wanted`: theirs, their references and
+    their terms."""
+    chosen = [i for i, terms in enumerate(wanted) if terms]
+    return (
+        [sources[i] for i in chosen],
+        [references[i] for i in chosen],
+        [wanted[i] for i in chosen],
+    )
+
+
 def run(args: argparse.Namespace) -> list[dict]:
     """Rows: the extracted terms, then without / with the glossary on the terminology set,
     all of test2016 and the synonym control."""
@@ -226,30 +239,16 @@ def run(args: argparse.Namespace) -> list[dict]:
     )
     rows = [{"bench": "glossary", "set": "extracted", "pairs": len(terms), "first": terms[:20]}]
     wanted = term_sets(glossary, sources, references)
-    chosen = [i for i, ts in enumerate(wanted) if ts]
-    rows += compare(
-        translator,
-        "terms",
-        [sources[i] for i in chosen],
-        [references[i] for i in chosen],
-        [wanted[i] for i in chosen],
-        args.batch_size,
-        args.repeats,
-    )
-    rows += compare(
-        translator, "test2016", sources, references, wanted, args.batch_size, args.repeats
-    )
     asked = term_sets(Glossary.of_pairs(SYNONYMS.items(), origin="synonyms"), sources, None)
-    chosen = [i for i, ts in enumerate(asked) if ts]
-    rows += compare(
-        translator,
-        "synonyms",
-        [sources[i] for i in chosen],
-        [references[i] for i in chosen],
-        [asked[i] for i in chosen],
-        args.batch_size,
-        args.repeats,
-    )
+    sets = [
+        ("terms", *with_terms(sources, references, wanted)),
+        ("test2016", sources, references, wanted),
+        ("synonyms", *with_terms(sources, references, asked)),
+    ]
+    for name, set_sources, set_references, set_terms in sets:
+        rows += compare(
+            translator, name, set_sources, set_references, set_terms, args.batch_size, args.repeats
+        )
     for row in rows[1:]:
         row["checkpoint"] = str(args.checkpoint)
     return rows
