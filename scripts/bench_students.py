@@ -334,7 +334,9 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    """BLEU against sentences/s (log scale): a marker per system, a label per model."""
+    """BLEU against sentences/s (log scale): a colour per model, joined by a line through its
+    systems, and a marker per system, each in a legend of its own (labels beside the points
+    overlap where models are close)."""
     try:
         import matplotlib
     except ImportError:
@@ -346,32 +348,51 @@ def plot(rows: list[dict], path: Path) -> None:
         return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    figure, ax = plt.subplots(figsize=(7, 4.5))
+    figure, ax = plt.subplots(figsize=(8, 5))
     measured = [r for r in rows if "skipped" not in r]
-    for system, label in SYSTEMS.items():
-        mine = [r for r in measured if r["system"] == system]
-        if not mine:
-            continue
-        speeds, bleus = [r["sent_per_s"] for r in mine], [r["bleu"] for r in mine]
-        ax.plot(speeds, bleus, MARKERS[system], label=label, markersize=7)
+    names = list(dict.fromkeys(r["name"] for r in measured))
+    colours = plt.get_cmap("tab10")
+    model_handles = []
+    for k, name in enumerate(names):
+        mine = sorted((r for r in measured if r["name"] == name), key=lambda r: r["sent_per_s"])
+        colour = colours(k % 10)
+        ax.plot([r["sent_per_s"] for r in mine], [r["bleu"] for r in mine], "-", color=colour,
+                alpha=0.35, linewidth=1)  # fmt: skip
         for r in mine:
-            ax.annotate(r["name"], (r["sent_per_s"], r["bleu"]), xytext=(4, 4),
-                        textcoords="offset points", fontsize=8)  # fmt: skip
+            ax.plot(r["sent_per_s"], r["bleu"], MARKERS[r["system"]], color=colour, markersize=7)
+        model_handles.append(Line2D([], [], color=colour, marker="o", linestyle="-", label=name))
+    system_handles = [
+        Line2D([], [], color="black", marker=MARKERS[system], linestyle="", label=label)
+        for system, label in SYSTEMS.items()
+        if any(r["system"] == system for r in measured)
+    ]
     ax.set(xscale="log", xlabel="sentences/s (log scale)", ylabel="BLEU")
-    plain = FuncFormatter(lambda value, _: f"{value:g}")  # 120, not 1.2x10^2
-    ax.xaxis.set_major_formatter(plain)
-    ax.xaxis.set_minor_formatter(plain)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))  # 100, not 10^2
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xticks([t for t in (100, 200, 300, 500, 1000, 2000) if _within(t, measured)])
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    models = ax.legend(handles=model_handles, title="model", fontsize=7, title_fontsize=8,
+                       loc="upper left", bbox_to_anchor=(1.01, 1.0))  # fmt: skip
+    ax.add_artist(models)
+    ax.legend(handles=system_handles, title="system", fontsize=7, title_fontsize=8,
+              loc="lower left", bbox_to_anchor=(1.01, 0.0))  # fmt: skip
     if measured:
         ax.set_title(f"test2016, batch {measured[0]['batch_size']}; {table_footer(measured[0])}",
                      fontsize=7)  # fmt: skip
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
+    # bbox "tight" takes in the legends outside the axes; the added one must be named.
+    figure.savefig(path, dpi=120, bbox_inches="tight", bbox_extra_artists=[models])
     plt.close(figure)
+
+
+def _within(tick: float, rows: list[dict]) -> bool:
+    """Whether `tick` lies in the speeds plotted, with a margin of half a tick."""
+    speeds = [r["sent_per_s"] for r in rows] or [tick]
+    return min(speeds) / 1.5 <= tick <= max(speeds) * 1.5
 
 
 def main() -> None:
