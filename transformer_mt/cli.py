@@ -228,18 +228,7 @@ def _run_translate(args: argparse.Namespace) -> int:
             )
         except ConstraintsError as err:
             raise TmtError(f"{name}:{err.line + 1}: {err.reason}") from None
-    if translator.truncated_lines:
-        print(
-            f"warning: {translator.truncated_lines} line(s) longer than the model's "
-            f"{translator.max_src_tokens} source tokens were truncated",
-            file=sys.stderr,
-        )
-    if translator.tagged_lines:
-        print(
-            f"warning: {translator.tagged_lines} line(s) held a language tag, taken out: the "
-            "language comes from --tgt-lang / --src-lang only",
-            file=sys.stderr,
-        )
+    _print_input_warnings(translator)
     print(f"translated {count} line(s)", file=sys.stderr)
     if references is not None:
         from transformer_mt.evaluation import corpus_scores
@@ -247,6 +236,23 @@ def _run_translate(args: argparse.Namespace) -> int:
         for score in corpus_scores(best, references, ["bleu", "chrf"]):
             print(score.string, file=sys.stderr)
     return 0
+
+
+def _print_input_warnings(translator, unit: str = "line") -> None:
+    """What the translator changed in the input (truncated lines or document blocks, language
+    tags taken out), counted on stderr once the output is written."""
+    if translator.truncated_lines:
+        print(
+            f"warning: {translator.truncated_lines} {unit}(s) longer than the model's "
+            f"{translator.max_src_tokens} source tokens were truncated",
+            file=sys.stderr,
+        )
+    if translator.tagged_lines:
+        print(
+            f"warning: {translator.tagged_lines} {unit}(s) held a language tag, taken out: the "
+            "language comes from --tgt-lang / --src-lang only",
+            file=sys.stderr,
+        )
 
 
 def _translate_document(args: argparse.Namespace) -> int:
@@ -281,12 +287,7 @@ def _translate_document(args: argparse.Namespace) -> int:
         except DocumentError as err:
             raise TmtError(f"{name}:{err.line}:{err.column}: {err.reason}") from None
         _open_out(args.output, stack).write(translated)
-    if translator.truncated_lines:
-        print(
-            f"warning: {translator.truncated_lines} block(s) longer than the model's "
-            f"{translator.max_src_tokens} source tokens were truncated",
-            file=sys.stderr,
-        )
+    _print_input_warnings(translator, "block")
     print(f"translated {name} ({args.format})", file=sys.stderr)
     return 0
 
