@@ -20,6 +20,7 @@ from transformer_mt.documents import FORMATS
 from transformer_mt.errors import MachineError, SettingError, TmtError
 from transformer_mt.files import MACHINE_ERRNOS
 from transformer_mt.progress import PROGRESS_SECONDS
+from transformer_mt.shortlist.lexicon import ShortlistSettings
 
 # Library arguments set by a flag of the same meaning in every subcommand that has it.
 FLAGS = {
@@ -42,9 +43,12 @@ FLAGS = {
     "max_length_ratio": "--max-length-ratio",
     "max_queue": "--max-queue",
     "max_source_chrf": "--max-source-chrf",
+    "min_prob": "--min-prob",
+    "per_source": "--per-source",
     "port": "--port",
     "quantize": "--quantize",
     "req_limit": "--req-limit",
+    "shortlist": "--shortlist",
     "src": "--src",
     "src_lang": "--src-lang",
     "tgt_lang": "--tgt-lang",
@@ -93,6 +97,12 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
         p.add_argument(flag, dest=name, type=kinds[name], metavar=metavar, help=text)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--quantize", choices=["int8"], help="dynamic int8 linear layers (CPU)")
+    p.add_argument(
+        "--shortlist",
+        metavar="FILE",
+        help="vocabulary map from `tmt shortlist`: each batch scores only the target pieces "
+        "listed for its source pieces (faster; docs/distillation.md)",
+    )
     _add_language_flags(p)
     p.add_argument("--ref", help="reference file: print BLEU and chrF on stderr at the end")
     p.add_argument(
@@ -201,6 +211,7 @@ def _run_translate(args: argparse.Namespace) -> int:
             args.src_lang,
             args.tgt_lang,
             args.split_sentences,
+            args.shortlist,
             **_decode_changes(args),
         )
         out = _open_out(args.output, stack)
@@ -280,6 +291,7 @@ def _translate_document(args: argparse.Namespace) -> int:
             None,  # documents align by themselves (documents/alignment.py)
             args.src_lang,
             args.tgt_lang,
+            shortlist=args.shortlist,
             **_decode_changes(args),
         )
         try:
@@ -545,13 +557,19 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--format", required=True, choices=["hf", "ctranslate2"])
     p.add_argument("--quantize", choices=["int8", "int8_float32", "int16"], help="ctranslate2 only")
+    p.add_argument(
+        "--shortlist",
+        metavar="FILE",
+        help="ctranslate2 only: include this vocabulary map (`tmt shortlist`) as vmap.txt, "
+        "used by translate_batch(..., use_vmap=True)",
+    )
     p.set_defaults(handler=_run_export)
 
 
 def _run_export(args: argparse.Namespace) -> int:
     from transformer_mt.inference.export import export
 
-    out = export(args.checkpoint, args.out_dir, args.format, args.quantize)
+    out = export(args.checkpoint, args.out_dir, args.format, args.quantize, args.shortlist)
     print(f"wrote {args.format} model to {out}", file=sys.stderr)
     return 0
 
@@ -619,6 +637,55 @@ def _run_distill(args: argparse.Namespace) -> int:
     distill(
         args.checkpoint, cfg.data, args.run_dir, args.out, settings, rules if args.filter else None
     )
+    return 0
+
+
+def _add_shortlist(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "shortlist",
+        help="learn which target pieces each source piece may produce (IBM Model 1 on a "
+        "corpus), for faster translation with --shortlist",
+    )
+    p.add_argument("--checkpoint", required=True, help="the model the shortlist is for")
+    p.add_argument("--out", required=True, help="vocabulary map file to write (CTranslate2's)")
+    p.add_argument(
+        "--config", help="YAML whose data.train is learnt from (default: the checkpoint's)"
+    )
+    p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="config overrides")
+    defaults = ShortlistSettings()
+    p.add_argument(
+        "--per-source",
+        type=int,
+        default=defaults.per_source,
+        help=f"target pieces listed per source piece (default {defaults.per_source})",
+    )
+    p.add_argument(
+        "--min-prob",
+        type=float,
+        default=defaults.min_prob,
+        help=f"a listed piece's least p(target | source) (default {defaults.min_prob:g})",
+    )
+    p.add_argument(
+        "--frequent",
+        type=int,
+        default=defaults.frequent,
+        help=f"most frequent target pieces, allowed everywhere (default {defaults.frequent})",
+    )
+    p.set_defaults(handler=_run_shortlist)
+
+
+def _run_shortlist(args: argparse.Namespace) -> int:
+    from transformer_mt.config import load_config
+    from transformer_mt.shortlist.build import build_shortlist
+
+    data = None
+    if args.config is not None:
+        data = load_config(args.config, args.set).data
+    elif args.set:
+        raise TmtError("--set: overrides --config; give --config too")
+    settings = ShortlistSettings(args.per_source, args.frequent, args.min_prob)
+    report = build_shortlist(args.checkpoint, args.out, data, settings)
+    print(f"shortlist: {report}; wrote {args.out}", file=sys.stderr)
     return 0
 
 
@@ -773,6 +840,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_import,
         _add_export,
         _add_distill,
+        _add_shortlist,
         _add_attention,
         _add_serve,
     ):

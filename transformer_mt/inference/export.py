@@ -244,10 +244,19 @@ def _check_numbering(theirs: dict[str, int], ours: dict[str, int]) -> None:
             )
 
 
-def export(checkpoint: str | Path, out_dir: str | Path, fmt: str, quantize: str | None) -> Path:
-    """Dispatch on `fmt` (one of FORMATS); `quantize` is CTranslate2's weight type."""
+def export(
+    checkpoint: str | Path,
+    out_dir: str | Path,
+    fmt: str,
+    quantize: str | None,
+    shortlist: str | Path | None = None,
+) -> Path:
+    """Dispatch on `fmt` (one of FORMATS); `quantize` is CTranslate2's weight type and
+    `shortlist` its vocabulary map."""
     if fmt == "hf":
         if quantize:
             raise SettingError("quantize", quantize, "applies to format ctranslate2 only")
+        if shortlist:
+            raise SettingError("shortlist", shortlist, "applies to format ctranslate2 only")
         return export_hf(checkpoint, out_dir)
-    return export_ctranslate2(checkpoint, out_dir, quantize)
+    return export_ctranslate2(checkpoint, out_dir, quantize, shortlist)

@@ -73,6 +73,7 @@ from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import output_folder
 from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.model.rope import RotaryEmbedding
+from transformer_mt.shortlist.select import Shortlist
 
 # ModelConfig.activation -> CTranslate2's Activation: F.gelu is the exact erf GELU, swish is
 # F.silu (x * sigmoid(x)), which CTranslate2 calls SWISH; swiglu is SWISH with ffn_glu.
@@ -295,12 +296,17 @@ def build_spec(
 
 
 def export_ctranslate2(
-    checkpoint: str | Path, out_dir: str | Path, quantize: str | None = None
+    checkpoint: str | Path,
+    out_dir: str | Path,
+    quantize: str | None = None,
+    shortlist: str | Path | None = None,
 ) -> Path:
     """Write a CTranslate2 model directory, with source.spm / target.spm beside it.
 
     Args:
         quantize: CTranslate2 weight type, e.g. "int8"; None keeps float32.
+        shortlist: a vocabulary map (`tmt shortlist`), checked against the model and saved
+            as the model's vmap.txt (`translate_batch(..., use_vmap=True)` reads it).
 
     Raises:
         TmtError: ctranslate2 is missing, the quantization type is unknown to it, the model uses
@@ -318,6 +324,10 @@ def export_ctranslate2(
     bundle = load_for_inference(checkpoint)
     with torch.no_grad():
         spec = build_spec(bundle.model, bundle.src_tokenizer, bundle.tgt_tokenizer, bundle.specials)
+    if shortlist is not None:
+        output = bundle.model.output_projection
+        Shortlist.load(shortlist, bundle.src_tokenizer, bundle.tgt_tokenizer, output.weight, None)
+        spec.register_vocabulary_mapping(str(shortlist))
     spec.optimize(quantization=quantize)
     with output_folder(out_dir) as tmp:
         spec.save(str(tmp))

@@ -44,6 +44,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -64,6 +65,7 @@ from transformer_mt.inference.sentences import Segments, SplitLines, split_line
 from transformer_mt.machine import resolve_device
 from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.search import SearchOptions, SearchResult, SpecialIds, search
+from transformer_mt.shortlist.select import Shortlist
 
 # The decode changes that make any settings a greedy search with the same length limits
 # (validation and attention maps: one cheap, deterministic hypothesis).
@@ -79,15 +81,19 @@ def search_options(
     model: Seq2SeqTransformer,
     specials: SpecialTokens = OWN_SPECIALS,
     cache_dtype: torch.dtype | None = None,
+    shortlist: Shortlist | None = None,
 ) -> SearchOptions:
     """How every translation search of `model` runs: with its special ids, decoding capped at
     its position table (a hypothesis never needs a position the model lacks), keys and values
-    of the decoding cache stored in `cache_dtype` (None: the dtype they are computed in)."""
+    of the decoding cache stored in `cache_dtype` (None: the dtype they are computed in),
+    scoring only the target ids of `shortlist` (None: all)."""
     new_cache = None
     if cache_dtype is not None:
         new_cache = functools.partial(model.decoder.new_cache, dtype=cache_dtype)
     ids = SpecialIds(specials.pad, specials.bos, specials.eos, specials.never)
-    return SearchOptions(ids=ids, max_len_cap=model.cfg.max_positions, new_cache=new_cache)
+    return SearchOptions(
+        ids=ids, max_len_cap=model.cfg.max_positions, new_cache=new_cache, vocabulary=shortlist
+    )
 
 
 @dataclass
@@ -159,6 +165,7 @@ class Translator:
         directions: Sequence[Pair] = (),
         split_sentences: bool = True,
         split_lang: str | None = None,
+        shortlist: Shortlist | None = None,
     ):
         decode.validate()
         if alignment_layer is not None:
@@ -175,7 +182,7 @@ class Translator:
         self.alignment_layer = alignment_layer
         self.cache_dtype = cache_dtype
         self.specials = specials
-        self.options = search_options(model, specials, cache_dtype)
+        self.options = search_options(model, specials, cache_dtype, shortlist)
         self.split_sentences = split_sentences
         self.split_lang = split_lang or src_lang
         self._trained, self._asked = tuple(directions), (src_lang, tgt_lang)
@@ -202,6 +209,7 @@ class Translator:
         src_lang: str | None = None,
         tgt_lang: str | None = None,
         split_sentences: bool = True,
+        shortlist: str | Path | None = None,
         **decode_changes: object,
     ) -> Translator:
         """Load `path`; `decode_changes` override the checkpoint's decode section.
@@ -214,10 +222,24 @@ class Translator:
                 the model has tags for them.
             split_sentences: see the class; lines are split by the rules of src_lang, else
                 of the checkpoint's source language.
+            shortlist: a vocabulary map file (`tmt shortlist`): each batch scores only the
+                target ids listed for its source ids (float32 rows of the projection, also
+                with int8 layers); None: the whole vocabulary.
         """
         device = resolve_device(device)
         bundle = load_for_inference(path, device)
         model, cache_dtype = bundle.model, None
+        listed = None
+        if shortlist is not None:  # the float rows, before packing or int8 replaces them
+            output = model.output_projection
+            listed = Shortlist.load(
+                shortlist,
+                bundle.src_tokenizer,
+                bundle.tgt_tokenizer,
+                output.weight.detach(),
+                None if output.bias is None else output.bias.detach(),
+                (bundle.specials.unk,),
+            )
         if quantize is not None:
             if quantize not in QUANTIZE_OPTIONS:
                 raise SettingError(
@@ -245,6 +267,7 @@ class Translator:
             bundle.config.data.directions(),
             split_sentences,
             src_lang or bundle.config.data.src_lang,
+            listed,
         )
         # A model without tags is not told languages: asked for another one, it would
         # translate into its own silently. As the server does, refuse.

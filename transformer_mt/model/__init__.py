@@ -4,6 +4,7 @@ from transformer_mt.model.attention import MultiHeadAttention, causal_mask, padd
 from transformer_mt.model.kv_cache import KVCache
 from transformer_mt.model.latent import LatentAttention
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer, FeedForward, LayerCache
+from transformer_mt.model.output_subset import OutputSubset
 from transformer_mt.model.patterns import AttentionPattern
 from transformer_mt.model.rope import RotaryEmbedding
 from transformer_mt.model.transformer import (
@@ -24,6 +25,7 @@ __all__ = [
     "LatentAttention",
     "LayerCache",
     "MultiHeadAttention",
+    "OutputSubset",
     "RotaryEmbedding",
     "Seq2SeqTransformer",
     "build_model",

@@ -19,6 +19,7 @@ from transformer_mt.config import ModelConfig
 from transformer_mt.model.attention import AttentionKernel, attention, causal_mask, padding_mask
 from transformer_mt.model.embeddings import Embedder, build_positions
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer, LayerCache, SourceRows
+from transformer_mt.model.output_subset import OutputSubset
 from transformer_mt.model.patterns import AttentionPattern
 from transformer_mt.model.relative import build_position_bias
 
@@ -331,6 +332,7 @@ class Seq2SeqTransformer(nn.Module):
         src_mask: Tensor,
         sources: SourceRows | Tensor,
         cache: DecoderCache | None,
+        vocab: OutputSubset | None = None,
     ) -> tuple[Tensor, DecoderCache]:
         """One incremental decoding step.
 
@@ -346,6 +348,8 @@ class Seq2SeqTransformer(nn.Module):
                 layout reads the index's values, which stops `torch.compile`'s graph.
             cache: None on the first step (or an empty `decoder.new_cache(...)`, e.g. one
                 storing keys and values in a narrower dtype).
+            vocab: score only these target ids (a shortlist), the others at -inf; None:
+                the whole vocabulary.
 
         Returns:
             log_probs (B, V) float32 for the next token, and the updated cache.
@@ -355,6 +359,8 @@ class Seq2SeqTransformer(nn.Module):
         if isinstance(sources, Tensor):
             sources = self.source_rows(sources, src_mask.size(0))
         hidden = self.decoder(tgt_ids[:, None], memory, src_mask, cache, sources)  # (B, 1, D)
+        if vocab is not None:
+            return vocab.log_probs(hidden[:, -1]), cache
         logits = self.output_projection(hidden[:, -1]).float()  # (B, V)
         # In place unless a gradient is wanted: a second (B, V) tensor (10 MB at 320 rows of
         # 8,000) made a beam-5 step 1-2% slower (docs/results.md).

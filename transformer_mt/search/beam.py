@@ -21,7 +21,13 @@ from transformer_mt.search.results import (
     collect_finished,
     ranked_results,
 )
-from transformer_mt.search.rows import ModelRows, drop_done, next_log_probs, start_rows
+from transformer_mt.search.rows import (
+    ModelRows,
+    decode_rows,
+    drop_done,
+    next_log_probs,
+    start_rows,
+)
 from transformer_mt.search.topk import top_k
 
 
@@ -95,9 +101,7 @@ def _first_log_probs(
     k = state.beam_size
     last = state.last_tokens(bos_id)[::k]  # (N,)
     rows.read_from(rows.sources[::k])  # (N,): the rows decoded, each its sentence's source
-    log_probs, rows.cache = model.decode_step(
-        last, rows.memory, rows.src_mask, rows.laid_out(model), rows.cache
-    )
+    log_probs, rows.cache = decode_rows(model, last, rows)
     return log_probs if k == 1 else log_probs.repeat_interleave(k, dim=0)
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+from torch import Tensor
 
 from transformer_mt.search.protocol import ReorderableCache
 
@@ -40,6 +41,10 @@ class SearchOptions:
     # Sampling draws from it (a seeded one makes the draws reproducible); None: torch's global
     # generator. Greedy and beam search draw nothing.
     generator: torch.Generator | None = None
+    # Which target ids a batch may produce (a shortlist): (src_ids (B, S), ids that must stay
+    # (M,) long: EOS, forced prefixes, constraints) -> what `decode_step` takes as `vocab`,
+    # asked once per batch; None: the whole vocabulary.
+    vocabulary: Callable[[Tensor, Tensor], object] | None = None
 
 
 DEFAULT_OPTIONS = SearchOptions()

@@ -39,11 +39,14 @@ class DecodingModel(Protocol):
         src_mask: Tensor,
         sources: object,
         cache: ReorderableCache | None,
+        vocab: object | None = None,
     ) -> tuple[Tensor, ReorderableCache]:
         """tgt_ids (R,) last token per row, memory (N, S, D) and src_mask (N, 1, 1, S) one row
         per source, sources what `source_rows` returned for the rows, cache (None on the
-        first step) -> log_probs (R, V) of the next token, a tensor of the caller's own (beam
-        search overwrites it), and the updated cache.
+        first step), vocab what `SearchOptions.vocabulary` returned for the batch (only
+        passed when one is set: the ids to score, -inf for the others) -> log_probs (R, V)
+        of the next token, a tensor of the caller's own (beam search overwrites it), and the
+        updated cache.
 
         The model may compute what it needs of a source once, on the first step, and keep it
         in the cache: a reorder that keeps every row inside its source leaves the cache's

@@ -29,6 +29,8 @@ class ModelRows:
     cache: ReorderableCache | None
     # `sources` as the model reads it (`DecodingModel.source_rows`); None: not asked yet.
     layout: object | None = None
+    # The target ids the batch may produce (`SearchOptions.vocabulary`); None: all of them.
+    vocab: object | None = None
 
     def read_from(self, sources: Tensor) -> None:
         """The rows now read `sources` (R,) long; the model lays them out at the next step."""
@@ -73,16 +75,41 @@ def start_rows(
         sources=torch.arange(batch_size, device=src_ids.device).repeat_interleave(copies),
         cache=None if options.new_cache is None else options.new_cache(),
     )
+    if options.vocabulary is not None:
+        rows.vocab = options.vocabulary(src_ids, _needed_ids(options, prefixes, constraints))
     return state, rows
+
+
+def _needed_ids(
+    options: SearchOptions,
+    prefixes: Sequence[Sequence[int]] | None,
+    constraints: Sequence[Phrases] | None,
+) -> Tensor:
+    """The target ids a shortlist must keep: EOS, and every id of the forced prefixes and the
+    constraints (a hypothesis has to be able to produce them)."""
+    ids = {options.ids.eos}
+    for prefix in prefixes or ():
+        ids.update(prefix)
+    for phrases in constraints or ():
+        for phrase in phrases:
+            ids.update(phrase)
+    return torch.tensor(sorted(ids), dtype=torch.long)
+
+
+def decode_rows(
+    model: DecodingModel, last: Tensor, rows: ModelRows
+) -> tuple[Tensor, ReorderableCache]:
+    """`model.decode_step` on `rows` for last tokens `last`, with the batch's shortlist."""
+    layout = rows.laid_out(model)
+    if rows.vocab is None:
+        return model.decode_step(last, rows.memory, rows.src_mask, layout, rows.cache)
+    return model.decode_step(last, rows.memory, rows.src_mask, layout, rows.cache, rows.vocab)
 
 
 def next_log_probs(model: DecodingModel, state: BeamState, rows: ModelRows, bos_id: int) -> Tensor:
     """Run one decoder step on every row: the model's (R, V) log-probs, forbidden tokens not
     yet removed (callers apply `BeamState.forbid`)."""
-    last = state.last_tokens(bos_id)  # (R,)
-    log_probs, rows.cache = model.decode_step(
-        last, rows.memory, rows.src_mask, rows.laid_out(model), rows.cache
-    )
+    log_probs, rows.cache = decode_rows(model, state.last_tokens(bos_id), rows)  # (R,) tokens
     return log_probs
 
 

@@ -1,0 +1,109 @@
+"""Search with a shortlist: the same search as the full projection masked to the batch's ids
+(the slow twin), the full vocabulary as a shortlist changes nothing, and the ids a search must
+produce (EOS, a forced prefix, constraints) stay allowed."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from transformer_mt.artifacts import load_for_inference
+from transformer_mt.data.tokenizer import EOS_ID
+from transformer_mt.errors import TmtError
+from transformer_mt.inference.translator import Translator
+from transformer_mt.search import SearchOptions, search
+from transformer_mt.shortlist.select import Shortlist
+from transformer_mt.shortlist.vmap import write_vmap
+
+from ..conftest import pad_rows
+from .conftest import target_pieces, write_always
+
+SENTENCES = ["ein mann fährt rad", "das buch und der hund", "hund", "kinder spielen im park"]
+
+
+class MaskedTwin:
+    """The model with its full projection's log-probs renormalised over `ids`: what a
+    shortlist's search must equal, computed the slow way."""
+
+    def __init__(self, model, ids: torch.Tensor):
+        self.model, self.ids = model, ids
+        self.encode, self.source_rows = model.encode, model.source_rows
+
+    def decode_step(self, *args):
+        log_probs, cache = self.model.decode_step(*args)
+        mask = torch.full_like(log_probs, float("-inf"))
+        mask[:, self.ids] = 0.0
+        return torch.log_softmax(log_probs + mask, dim=-1), cache
+
+
+def _batch(bundle):
+    src_ids = pad_rows([bundle.src_tokenizer.encode(s) + [EOS_ID] for s in SENTENCES])
+    return src_ids, bundle.model.src_mask(src_ids)
+
+
+def _shortlist(bundle, per_source: int) -> Shortlist:
+    """Each source id lists the `per_source` target ids after it (a deterministic subset)."""
+    vocab = bundle.tgt_tokenizer.vocab_size
+    table = (torch.arange(vocab)[:, None] + torch.arange(1, per_source + 1)) % vocab
+    output = bundle.model.output_projection
+    return Shortlist(table, torch.tensor([5, 6]), output.weight.detach(), None)
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_search_with_a_shortlist_equals_the_masked_full_projection(reversing_checkpoint, beam_size):
+    bundle = load_for_inference(reversing_checkpoint)
+    decode = dataclasses.replace(bundle.config.decode, beam_size=beam_size, n_best=beam_size)
+    src_ids, src_mask = _batch(bundle)
+    shortlist = _shortlist(bundle, per_source=4)
+    needed = torch.tensor([EOS_ID])
+    ids = shortlist.candidates(src_ids, needed)
+    assert 10 < len(ids) < bundle.tgt_tokenizer.vocab_size  # a real restriction
+    fast = search(bundle.model, src_ids, src_mask, decode, SearchOptions(vocabulary=shortlist))
+    slow = search(MaskedTwin(bundle.model, ids), src_ids, src_mask, decode, SearchOptions())
+    for mine, twin in zip(fast, slow, strict=True):
+        assert [h.tokens for h in mine.hypotheses] == [h.tokens for h in twin.hypotheses]
+        for a, b in zip(mine.hypotheses, twin.hypotheses, strict=True):
+            assert a.score == pytest.approx(b.score, abs=1e-5)
+            assert set(a.tokens) <= set(ids.tolist())
+
+
+@pytest.mark.parametrize("quantize", [None, "int8"])
+def test_the_whole_vocabulary_as_a_shortlist_changes_no_translation(
+    reversing_checkpoint, tmp_path, quantize
+):
+    """In float32 to the score; with int8 layers the shortlist scores with the projection's
+    float32 rows (its int8 copy cannot be cut by rows), so scores move by the rounding."""
+    path = write_always(tmp_path / "all.vmap", target_pieces(reversing_checkpoint))
+    load = dict(beam_size=3, n_best=3, split_sentences=False, quantize=quantize)
+    plain = Translator.from_checkpoint(str(reversing_checkpoint), **load)
+    listed = Translator.from_checkpoint(str(reversing_checkpoint), shortlist=path, **load)
+    for a, b in zip(plain.translate(SENTENCES), listed.translate(SENTENCES), strict=True):
+        assert a.texts == b.texts
+        assert a.scores == pytest.approx(b.scores, abs=1e-5 if quantize is None else 0.05)
+
+
+def test_a_forced_prefix_and_constraints_outside_the_list_are_still_produced(
+    reversing_checkpoint,
+):
+    bundle = load_for_inference(reversing_checkpoint)
+    decode = dataclasses.replace(bundle.config.decode, beam_size=2)
+    src_ids, src_mask = _batch(bundle)
+    shortlist = _shortlist(bundle, per_source=1)
+    listed = set(shortlist.candidates(src_ids, torch.tensor([EOS_ID])).tolist())
+    outside = [i for i in range(4, bundle.tgt_tokenizer.vocab_size) if i not in listed]
+    prefix, phrase = outside[0], outside[1]
+    options = SearchOptions(vocabulary=shortlist)
+    n = len(SENTENCES)
+    found = search(bundle.model, src_ids, src_mask, decode, options, [[prefix]] * n)
+    assert all(r.best.tokens[0] == prefix for r in found)
+    found = search(bundle.model, src_ids, src_mask, decode, options, None, [[[phrase]]] * n)
+    assert all(phrase in r.best.tokens for r in found)
+
+
+def test_a_shortlist_of_another_model_is_named_by_file_line_and_piece(
+    reversing_checkpoint, tmp_path
+):
+    path = tmp_path / "other.vmap"
+    write_vmap(path, [], {"▁Zeppelinfahrt": ["▁airship"]})
+    with pytest.raises(TmtError, match=rf"^{path}, line 2: source piece '▁Zeppelinfahrt' is not"):
+        Translator.from_checkpoint(str(reversing_checkpoint), shortlist=path)

@@ -1,0 +1,34 @@
+"""The vocabulary map file: written and read back, bad lines named."""
+
+import re
+
+import pytest
+
+from transformer_mt.errors import TmtError
+from transformer_mt.shortlist.vmap import Entry, read_vmap, write_vmap
+
+
+def test_round_trip_keeps_order_and_the_always_line(tmp_path):
+    path = tmp_path / "v.txt"
+    write_vmap(path, ["▁the", "."], {"▁Hund": ["▁dog", "▁dogs"], "▁Katze": ["▁cat"]})
+    assert path.read_text() == "\t▁the .\n▁Hund\t▁dog ▁dogs\n▁Katze\t▁cat\n"
+    assert read_vmap(path) == [
+        Entry(1, "", ("▁the", ".")),
+        Entry(2, "▁Hund", ("▁dog", "▁dogs")),
+        Entry(3, "▁Katze", ("▁cat",)),
+    ]
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("\ta\nb c\n", "line 2: no tab"),
+        ("a b\tc\n", "line 1: one source piece, a tab"),
+        ("a\tb\na\tc\n", "line 2: source piece 'a' again (first on line 1)"),
+    ],
+)
+def test_bad_lines_are_named_by_file_and_line(tmp_path, text, message):
+    path = tmp_path / "v.txt"
+    path.write_text(text)
+    with pytest.raises(TmtError, match="^" + re.escape(f"{path}, {message}")):
+        read_vmap(path)

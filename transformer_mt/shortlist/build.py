@@ -1,0 +1,85 @@
+"""Make a shortlist for a checkpoint from a parallel corpus: both sides through the
+checkpoint's own tokenizers, IBM Model 1 (`lexicon`), the likeliest target pieces of each
+source piece and the most frequent target pieces, written as a vocabulary map (`vmap`).
+
+The corpus is the one the model learnt from (for a student: the teacher's translations, which
+is what the student imitates); its own config's `data.train` by default.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from transformer_mt.artifacts import load_checkpoint
+from transformer_mt.config import DataConfig, config_from_dict
+from transformer_mt.data.dataset import check_sources, describe_train, stream_pairs
+from transformer_mt.files import check_output
+from transformer_mt.shortlist.lexicon import DEFAULT_SETTINGS, ShortlistSettings, frequent, model1
+from transformer_mt.shortlist.vmap import write_vmap
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ShortlistReport:
+    pairs: int
+    sources: int  # source pieces with a list
+    mean_list: float  # target pieces per listed source piece
+    seconds: float
+
+    def __str__(self) -> str:
+        return (
+            f"{self.pairs} pairs, {self.sources} source pieces listed with {self.mean_list:.1f} "
+            f"target pieces each on average, in {self.seconds:.1f} s"
+        )
+
+
+def build_shortlist(
+    checkpoint: str | Path,
+    out: str | Path,
+    data: DataConfig | None = None,
+    settings: ShortlistSettings = DEFAULT_SETTINGS,
+) -> ShortlistReport:
+    """Write the shortlist of `checkpoint` learnt from `data.train` (default: the checkpoint's
+    own) to `out`.
+
+    Raises:
+        TmtError: an unreadable checkpoint or corpus, an output over an input.
+    """
+    settings.validate()
+    stored = load_checkpoint(checkpoint, map_location="cpu")
+    config = config_from_dict(stored.config, source=f"{checkpoint} (stored config)")
+    data = data or config.data
+    check_sources(data, ("train",))
+    check_output(out, [(checkpoint, "the checkpoint")])
+    src_tokenizer, tgt_tokenizer = stored.unpack_tokenizers(checkpoint)
+    start = time.perf_counter()
+    sources, targets = [], []
+    for src, tgt, _ in stream_pairs(data, "train"):
+        sources.append(src)
+        targets.append(tgt)
+    log.info("shortlist: %d pairs read from %s", len(sources), describe_train(data))
+    src_ids = src_tokenizer.encode_batch(sources)
+    tgt_ids = tgt_tokenizer.encode_batch(targets)
+    lexicon = model1(zip(src_ids, tgt_ids, strict=True), settings.iterations)
+    lists = lexicon.best(settings.per_source, settings.min_prob)
+    always = frequent(tgt_ids, settings.frequent)
+    write_vmap(
+        out,
+        [tgt_tokenizer.id_to_piece(i) for i in always],
+        {
+            src_tokenizer.id_to_piece(s): [tgt_tokenizer.id_to_piece(t) for t in lists[s]]
+            for s in sorted(lists)
+        },
+    )
+    report = ShortlistReport(
+        pairs=len(sources),
+        sources=len(lists),
+        mean_list=sum(map(len, lists.values())) / max(len(lists), 1),
+        seconds=time.perf_counter() - start,
+    )
+    log.info("shortlist: %s; wrote %s", report, out)
+    return report

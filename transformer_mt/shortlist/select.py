@@ -1,0 +1,92 @@
+"""The shortlist at search time: the target ids one batch of sources may produce, and the
+output projection restricted to them (`model.OutputSubset`).
+
+A batch's ids are those listed for any of its source ids, plus the ids every batch may
+produce, plus the ids the search must be able to produce (EOS, forced prefixes, constraints).
+One set per batch, as CTranslate2 and Marian do: a set per sentence would need a different
+product per row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from transformer_mt.data.tokenizer import Tokenizer
+from transformer_mt.errors import TmtError
+from transformer_mt.model import OutputSubset
+from transformer_mt.shortlist.vmap import Entry, read_vmap
+
+
+class Shortlist:
+    """Target ids per source id, and the projection rows (float) that score them.
+
+    Args:
+        table: (Vs, k) long, the target ids of each source id, right-padded with -1.
+        always: (A,) long, ids every batch may produce.
+        weight: (V, D) the full output projection; bias (V,) or None.
+    """
+
+    def __init__(self, table: Tensor, always: Tensor, weight: Tensor, bias: Tensor | None):
+        self.table, self.always = table.to(weight.device), always.to(weight.device)
+        self.weight, self.bias = weight, bias
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        src_tokenizer: Tokenizer,
+        tgt_tokenizer: Tokenizer,
+        weight: Tensor,
+        bias: Tensor | None,
+        fixed: Sequence[int] = (),
+    ) -> Shortlist:
+        """Read a vocabulary map file (`vmap`) for a model with these tokenizers; `fixed`:
+        ids every batch may produce besides the file's (the unknown piece's, as CTranslate2
+        keeps it).
+
+        Raises:
+            TmtError: as `read_vmap`, or a piece neither tokenizer knows (naming file, line
+                and piece: a shortlist made for another model).
+        """
+        entries = read_vmap(path)
+        rows: dict[int, list[int]] = {}
+        always: list[int] = list(fixed)
+        for entry in entries:
+            source = (
+                _id(src_tokenizer, entry.source, path, entry, "source") if entry.source else None
+            )
+            targets = [_id(tgt_tokenizer, piece, path, entry, "target") for piece in entry.targets]
+            if source is None:
+                always += targets
+            else:
+                rows[source] = targets
+        width = max((len(targets) for targets in rows.values()), default=0)
+        table = torch.full((src_tokenizer.vocab_size, max(width, 1)), -1, dtype=torch.long)
+        for source, targets in rows.items():
+            table[source, : len(targets)] = torch.tensor(targets, dtype=torch.long)
+        return cls(table, torch.tensor(always, dtype=torch.long), weight, bias)
+
+    def candidates(self, src_ids: Tensor, needed: Tensor) -> Tensor:
+        """The sorted target ids a batch `src_ids` (B, S) may produce, with `needed` (M,)."""
+        listed = self.table[src_ids.reshape(-1)].reshape(-1)
+        ids = torch.cat([listed[listed >= 0], self.always, needed.to(listed.device)])
+        return torch.unique(ids)
+
+    def __call__(self, src_ids: Tensor, needed: Tensor) -> OutputSubset:
+        """`SearchOptions.vocabulary`: the projection restricted to the batch's candidates."""
+        return OutputSubset.of(self.candidates(src_ids, needed), self.weight, self.bias)
+
+
+def _id(tokenizer: Tokenizer, piece: str, path: str | Path, entry: Entry, side: str) -> int:
+    """The id of `piece` in `tokenizer`, or an error naming where the file has it."""
+    token = tokenizer.piece_id(piece)
+    if tokenizer.id_to_piece(token) != piece:
+        raise TmtError(
+            f"{path}, line {entry.line}: {side} piece {piece!r} is not in the model's "
+            f"{side} vocabulary (a shortlist made for another model?)"
+        )
+    return token
