@@ -2,7 +2,8 @@
 CTranslate2, each in float32 and int8: the fast students' table and plot (docs/distillation.md).
 
     python scripts/bench_students.py --checkpoints NAME=CKPT[@BEAM] [NAME=CKPT[@BEAM] ...]
-        [--data data/multi30k] [--batch-size 64] [--repeats 2] [--limit N]
+        [--shortlists NAME=VMAP ...] [--data data/multi30k] [--batch-size 64] [--repeats 2]
+        [--limit N]
         [--systems ours ours-int8 ct2 ct2-int8] [--length-norm average|checkpoint]
         [--max-len N] [--outputs DIR] [--plot PNG] [--threads 1]
 
@@ -35,6 +36,10 @@ own `length_norm` and `length_penalty` are used only with `--length-norm checkpo
 also keeps its per-sentence max length rule: our rows are then what `tmt translate` gives,
 and the CTranslate2 rows are skipped with a note, as are those of a model CTranslate2 cannot
 express (the exporter's refusal) or of one with language tags.
+
+`--shortlists NAME=VMAP`: the checkpoint named NAME searches with that shortlist (`tmt
+shortlist`) in every system: ours through `Translator.from_checkpoint(shortlist=...)`,
+CTranslate2 with the file as the model's vocabulary map and `use_vmap=True`.
 
 BLEU and chrF are sacrebleu's (`evaluation.corpus_scores`, detokenised output against the
 references); parameters are the float32 model's. `--outputs DIR` writes each row's
@@ -100,6 +105,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME=CKPT[@BEAM]",
         help="the first: baseline; @BEAM: that beam size",
     )
+    parser.add_argument(
+        "--shortlists",
+        nargs="+",
+        default=[],
+        metavar="NAME=VMAP",
+        help="the checkpoint NAME searches with this shortlist in every system",
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder of test2016")
     parser.add_argument("--src-lang", default="de")
     parser.add_argument("--tgt-lang", default="en")
@@ -137,6 +149,17 @@ def parse_checkpoints(specs: list[str]) -> list[tuple[str, Path, int | None]]:
     return pairs
 
 
+def parse_shortlists(specs: list[str], names: list[str]) -> dict[str, Path]:
+    """NAME -> shortlist file of each NAME=VMAP, NAME one of the checkpoints' `names`."""
+    shortlists = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not path or name not in names:
+            raise SystemExit(f"--shortlists {spec!r}: give NAME=VMAP, NAME one of {names}")
+        shortlists[name] = Path(path)
+    return shortlists
+
+
 def run(args: argparse.Namespace) -> list[dict]:
     """One row per (checkpoint, system): measured, or skipped with the reason."""
     torch.set_num_threads(args.threads)
@@ -150,13 +173,16 @@ def run(args: argparse.Namespace) -> list[dict]:
     ]
     machine = machine_info()
     rows = []
-    for name, path, beam in parse_checkpoints(args.checkpoints):
+    checkpoints = parse_checkpoints(args.checkpoints)
+    shortlists = parse_shortlists(args.shortlists, [name for name, _, _ in checkpoints])
+    for name, path, beam in checkpoints:
         bundle = load_for_inference(str(path), torch.device("cpu"))
         configured = bundle.config.decode
         if beam is not None:
             configured = dataclasses.replace(configured, beam_size=beam)
         decode = search_settings(configured, bundle, sources, args)
-        translates, skipped = systems(path, bundle, decode, args.systems)
+        shortlist = shortlists.get(name)
+        translates, skipped = systems(path, bundle, decode, args.systems, shortlist)
         measured = measure_in_turns(translates, chunks, args.repeats)
         for system in args.systems:
             row = {"bench": "students", "name": name, "system": system, "checkpoint": str(path)}
@@ -171,6 +197,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                 row.update(measured_row(speed, hypotheses, references))
                 write_outputs(args.outputs, f"{name}.{system}.{args.tgt_lang}", hypotheses)
             row.update(settings_row(bundle, decode, args.batch_size), **machine)
+            row["shortlist"] = None if shortlist is None else str(shortlist)
             print(json.dumps(row), file=sys.stderr, flush=True)  # progress
             rows.append(row)
     add_relative_speed(rows)
@@ -211,10 +238,14 @@ def ct2_refusal(decode: DecodeConfig, specials: SpecialTokens) -> str | None:
 
 
 def systems(
-    path: Path, bundle: InferenceBundle, decode: DecodeConfig, names: list[str]
+    path: Path,
+    bundle: InferenceBundle,
+    decode: DecodeConfig,
+    names: list[str],
+    shortlist: Path | None = None,
 ) -> tuple[dict[str, Translate], dict[str, str]]:
-    """The translate function of each system in `names` that can run, and the reason for
-    each that cannot."""
+    """The translate function of each system in `names` that can run (with `shortlist`, a
+    vocabulary map file, or none), and the reason for each that cannot."""
     translates: dict[str, Translate] = {}
     skipped: dict[str, str] = {}
     changes = {f.name: getattr(decode, f.name) for f in dataclasses.fields(decode)}
@@ -223,7 +254,11 @@ def systems(
             if name in ("ours", "ours-int8"):
                 quantize = "int8" if name == "ours-int8" else None
                 translator = Translator.from_checkpoint(
-                    str(path), quantize=quantize, split_sentences=False, **changes
+                    str(path),
+                    quantize=quantize,
+                    split_sentences=False,
+                    shortlist=shortlist,
+                    **changes,
                 )
                 translates[name] = _ours(translator)
             else:
@@ -231,8 +266,9 @@ def systems(
                 if refusal is not None:
                     raise TmtError(refusal)
                 model, src, tgt = bundle.model, bundle.src_tokenizer, bundle.tgt_tokenizer
-                engine = _ct2_translator(model, src, tgt, name, torch.device("cpu"))
-                translates[name] = _ct2_text(engine, src, tgt, decode)
+                cpu = torch.device("cpu")
+                engine = _ct2_translator(model, src, tgt, name, cpu, shortlist)
+                translates[name] = _ct2_text(engine, src, tgt, decode, shortlist is not None)
         except (ImportError, TmtError, RuntimeError, ValueError) as err:
             skipped[name] = str(err)
     return translates, skipped
@@ -245,11 +281,14 @@ def _ours(translator: Translator) -> Translate:
     return translate
 
 
-def _ct2_text(engine, src: Tokenizer, tgt: Tokenizer, decode: DecodeConfig) -> Translate:
+def _ct2_text(
+    engine, src: Tokenizer, tgt: Tokenizer, decode: DecodeConfig, use_vmap: bool = False
+) -> Translate:
     """bench_translate's CTranslate2 search (`_ct2`) with text in and out: SentencePiece
-    encoding, EOS and padding as our batches have them, decoding of the best hypothesis."""
+    encoding, EOS and padding as our batches have them, decoding of the best hypothesis;
+    `use_vmap`: with the model's vocabulary map."""
     settings = argparse.Namespace(fixed_length=None, max_len=decode.max_len_b)
-    search_ids = _ct2(engine, src, tgt, decode.beam_size, settings)
+    search_ids = _ct2(engine, src, tgt, decode.beam_size, settings, use_vmap)
 
     def translate(lines: list[str]) -> list[str]:
         rows = [torch.tensor(src.encode(line) + [EOS_ID]) for line in lines]

@@ -256,15 +256,19 @@ def _ct2_translator(
     tgt_tokenizer: Tokenizer,
     system: str,
     device: torch.device,
+    vmap: Path | None = None,
 ):
     """Our weights as a float32 CTranslate2 model in a temporary folder, loaded with the
-    compute type `system` names (ct2: float32, ct2-int8: int8)."""
+    compute type `system` names (ct2: float32, ct2-int8: int8); `vmap`: its vocabulary map
+    (a shortlist, used when the search asks with use_vmap)."""
     import ctranslate2
 
     from transformer_mt.inference.export_ct2 import build_spec
 
     with torch.no_grad():
         spec = build_spec(model, src_tokenizer, tgt_tokenizer)
+    if vmap is not None:
+        spec.register_vocabulary_mapping(str(vmap))
     spec.optimize()
     with tempfile.TemporaryDirectory() as folder:
         spec.save(folder)
@@ -318,7 +322,14 @@ def _hf(hf_model, beam_size: int, args: argparse.Namespace):
     return translate
 
 
-def _ct2(translator, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, beam_size: int, args):
+def _ct2(
+    translator,
+    src_tokenizer: Tokenizer,
+    tgt_tokenizer: Tokenizer,
+    beam_size: int,
+    args,
+    use_vmap: bool = False,
+):
     cfg = decode_config(beam_size, args)
     pieces = [src_tokenizer.id_to_piece(i) for i in range(src_tokenizer.vocab_size)]
     ids = {tgt_tokenizer.id_to_piece(i): i for i in range(tgt_tokenizer.vocab_size)}
@@ -335,6 +346,7 @@ def _ct2(translator, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, beam_si
             min_decoding_length=cfg.min_len,
             suppress_sequences=never,
             return_end_token=True,
+            use_vmap=use_vmap,
         )
         return [[ids[p] for p in result.hypotheses[0]] for result in found]
 

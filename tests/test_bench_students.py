@@ -136,3 +136,26 @@ def test_checkpoint_settings_skip_ctranslate2_with_a_note(
     assert len([line for line in lines if line.startswith("| copy |")]) == 1
     assert lines[3].startswith("skipped: copy, CTranslate2 float32: length_norm gnmt")
     assert "the checkpoint's length norm, max length 1.5|x|+10" in lines[4]
+
+
+def test_a_shortlist_applies_to_every_system_of_its_checkpoint(
+    bench_students, copying_checkpoint, data, tmp_path
+):
+    """Each source piece lists itself (the copy task's translation): ours and CTranslate2
+    (use_vmap) search the same restricted vocabulary and write the same translations."""
+    from transformer_mt.shortlist.vmap import write_vmap
+
+    tokenizer = load_for_inference(copying_checkpoint).src_tokenizer
+    pieces = [tokenizer.id_to_piece(i) for i in range(4, tokenizer.vocab_size)]
+    vmap = tmp_path / "identity.vmap"
+    write_vmap(vmap, [], {piece: [piece] for piece in pieces})
+    parser = argparse.ArgumentParser()
+    bench_students.add_arguments(parser)
+    argv = ["--checkpoints", f"copy={copying_checkpoint}@2", "--data", str(data)]
+    argv += ["--systems", "ours", "ct2", "--repeats", "1", "--outputs", str(tmp_path / "out")]
+    rows = bench_students.run(parser.parse_args([*argv, "--shortlists", f"copy={vmap}"]))
+    assert [r["shortlist"] for r in rows] == [str(vmap)] * 2
+    ours, ct2 = ((tmp_path / "out" / f"copy.{s}.en").read_text() for s in ("ours", "ct2"))
+    assert ours == ct2 and len(ours.splitlines()) == len(LINES)
+    with pytest.raises(SystemExit, match="--shortlists 'other=x': give NAME=VMAP"):
+        bench_students.run(parser.parse_args([*argv, "--shortlists", "other=x"]))
