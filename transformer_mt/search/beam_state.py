@@ -12,6 +12,7 @@ from torch import Tensor
 from transformer_mt.config import check_one_prefix_per_text
 from transformer_mt.errors import SettingError
 from transformer_mt.search.constraints import Constraints, Phrases
+from transformer_mt.search.lengths import least_max_len
 from transformer_mt.search.options import OWN_IDS, SpecialIds
 
 
@@ -60,7 +61,6 @@ class BeamState:
         prefix, prefix_lens = _pad_prefixes(prefixes, n, device)
         scores = torch.zeros(n, beam_size, device=device)
         scores[:, 1:] = -INF
-        needed = prefix_lens + 1
         if constraints is not None and len(constraints) != n:
             raise SettingError(
                 "constraints", len(constraints), f"need one list of phrases per text ({n})"
@@ -68,8 +68,9 @@ class BeamState:
         if constraints is not None:
             forbidden = (ids.eos, *ids.never)
             constraints = Constraints.start(constraints, beam_size, forbidden, device)
-        if constraints is not None:  # None also when no sentence has a phrase
-            needed = needed + constraints.tokens_needed()
+        # `constraints` is None also when no sentence has a phrase.
+        tokens = 0 if constraints is None else constraints.tokens_needed()
+        needed = least_max_len(prefix_lens, tokens)
         return cls(
             tokens=torch.empty(n * beam_size, 0, dtype=torch.long, device=device),
             scores=scores,

@@ -1,13 +1,17 @@
 """The two length formulas of `DecodeConfig` (definitions: search/__init__): the length
 penalty lp(|y|) that scores divide by, and max_len(x), the most tokens a hypothesis may
-generate."""
+generate; and the least max_len that a forced prefix and constraints need."""
 
 from __future__ import annotations
+
+from typing import TypeVar
 
 import torch
 from torch import Tensor
 
 from transformer_mt.config import DecodeConfig
+
+T = TypeVar("T", int, Tensor)
 
 
 def length_penalty(length: int, cfg: DecodeConfig) -> float:
@@ -33,3 +37,13 @@ def max_output_lengths(src_mask: Tensor, cfg: DecodeConfig, cap: int | None = No
     # float64, as Python computes the same formula, so that x.5-style bounds floor alike.
     limits = torch.floor(src_lens.double() * cfg.max_len_a + cfg.max_len_b)
     return limits.long().clamp(min=1, max=cap)
+
+
+def least_max_len(prefix_len: T, constraint_tokens: T | int) -> T:
+    """The max_len a sentence needs at least, whatever max_len(x) says: room for its forced
+    prefix (`prefix_len` tokens), its constraints' tokens (`constraint_tokens` in all) and one
+    more (EOS, or the first token after the prefix), so that a prefix is never cut and every
+    constraint can be met. Ints or (N,) long tensors alike: the search raises its max_lens
+    with it, and the server reserves a sentence's cache blocks by it before the search.
+    """
+    return prefix_len + constraint_tokens + 1

@@ -61,6 +61,7 @@ from transformer_mt.inference.languages import Direction, Pair
 from transformer_mt.inference.sentences import SplitLines
 from transformer_mt.inference.translator import Translation, Translator
 from transformer_mt.search import constrained_beam_size, max_output_lengths
+from transformer_mt.search.lengths import least_max_len
 from transformer_mt.search.results import ranked_results
 from transformer_mt.serve.admission import Admission, Work
 from transformer_mt.serve.caches import LruCache, translation_key
@@ -435,7 +436,7 @@ class Engine:
         """The search settings and max_len of a sentence with `constraints`, as
         `Translator.search_batches` and `BeamState.start` decide them: a beam of at least one
         more than it has constraints (`constrained_beam_size`), and room for its prefix, their
-        tokens and one more. Admission reserves the KV blocks of both.
+        tokens and one more (`least_max_len`). Admission reserves the KV blocks of both.
 
         Raises:
             ConstraintsError: a beam wider than the server takes (`ServeLimits.max_beam_size`).
@@ -447,7 +448,7 @@ class Engine:
                 f"its {len(constraints)} constraints need a beam of {beam_size}; the server "
                 f"takes at most {self.limits.max_beam_size}",
             )
-        needed = prefix_len + sum(map(len, constraints)) + 1
+        needed = least_max_len(prefix_len, sum(map(len, constraints)))
         return dataclasses.replace(decode, beam_size=beam_size), max(max_len, needed)
 
     def _cancel(self, job: Job) -> None:
