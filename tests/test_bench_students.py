@@ -142,7 +142,8 @@ def test_a_shortlist_applies_to_every_system_of_its_checkpoint(
     bench_students, copying_checkpoint, data, tmp_path
 ):
     """Each source piece lists itself (the copy task's translation): ours and CTranslate2
-    (use_vmap) search the same restricted vocabulary and write the same translations."""
+    (use_vmap) search the same restricted vocabulary and write the same translations, batches
+    of one sentence (CTranslate2 keeps one set per batch, ours one per sentence)."""
     from transformer_mt.shortlist.vmap import write_vmap
 
     tokenizer = load_for_inference(copying_checkpoint).src_tokenizer
@@ -152,7 +153,8 @@ def test_a_shortlist_applies_to_every_system_of_its_checkpoint(
     parser = argparse.ArgumentParser()
     bench_students.add_arguments(parser)
     argv = ["--checkpoints", f"copy={copying_checkpoint}@2", "--data", str(data)]
-    argv += ["--systems", "ours", "ct2", "--repeats", "1", "--outputs", str(tmp_path / "out")]
+    argv += ["--systems", "ours", "ct2", "--repeats", "1", "--batch-size", "1"]
+    argv += ["--outputs", str(tmp_path / "out")]
     rows = bench_students.run(parser.parse_args([*argv, "--shortlists", f"copy={vmap}"]))
     assert [r["shortlist"] for r in rows] == [str(vmap)] * 2
     ours, ct2 = ((tmp_path / "out" / f"copy.{s}.en").read_text() for s in ("ours", "ct2"))

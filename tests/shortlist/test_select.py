@@ -1,6 +1,7 @@
-"""Search with a shortlist: the same search as the full projection masked to the batch's ids
-(the slow twin), the full vocabulary as a shortlist changes nothing, and the ids a search must
-produce (EOS, a forced prefix, constraints) stay allowed."""
+"""Search with a shortlist: a batch searches as each of its sentences alone through the full
+projection masked to that sentence's ids (the slow twin), the full vocabulary as a shortlist
+changes nothing, and the ids a search must produce (EOS, a forced prefix, constraints) stay
+allowed."""
 
 import dataclasses
 
@@ -50,17 +51,24 @@ def _shortlist(bundle, per_source: int) -> Shortlist:
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])
-def test_search_with_a_shortlist_equals_the_masked_full_projection(reversing_checkpoint, beam_size):
+def test_a_batch_with_a_shortlist_searches_as_each_sentence_alone_masked(
+    reversing_checkpoint, beam_size
+):
+    """The union of the batch's ids is scored, each sentence renormalised over its own: the
+    result is each sentence's search alone through the full projection masked to its ids."""
     bundle = load_for_inference(reversing_checkpoint)
     decode = dataclasses.replace(bundle.config.decode, beam_size=beam_size, n_best=beam_size)
     src_ids, src_mask = _batch(bundle)
     shortlist = _shortlist(bundle, per_source=4)
-    needed = torch.tensor([EOS_ID])
-    ids = shortlist.candidates(src_ids, needed)
-    assert 10 < len(ids) < bundle.tgt_tokenizer.vocab_size  # a real restriction
+    allowed = shortlist.allowed(src_ids, [[EOS_ID]] * len(SENTENCES))
+    vocab = bundle.tgt_tokenizer.vocab_size
+    assert all(10 < row.sum() < vocab for row in allowed)  # real restrictions
+    assert len({tuple(row.tolist()) for row in allowed}) == len(SENTENCES)  # all different
     fast = search(bundle.model, src_ids, src_mask, decode, SearchOptions(vocabulary=shortlist))
-    slow = search(MaskedTwin(bundle.model, ids), src_ids, src_mask, decode, SearchOptions())
-    for mine, twin in zip(fast, slow, strict=True):
+    for i, mine in enumerate(fast):
+        ids = allowed[i].nonzero().squeeze(1)
+        one, one_mask = src_ids[i : i + 1], src_mask[i : i + 1]
+        (twin,) = search(MaskedTwin(bundle.model, ids), one, one_mask, decode, SearchOptions())
         assert [h.tokens for h in mine.hypotheses] == [h.tokens for h in twin.hypotheses]
         for a, b in zip(mine.hypotheses, twin.hypotheses, strict=True):
             assert a.score == pytest.approx(b.score, abs=1e-5)
@@ -89,7 +97,7 @@ def test_a_forced_prefix_and_constraints_outside_the_list_are_still_produced(
     decode = dataclasses.replace(bundle.config.decode, beam_size=2)
     src_ids, src_mask = _batch(bundle)
     shortlist = _shortlist(bundle, per_source=1)
-    listed = set(shortlist.candidates(src_ids, torch.tensor([EOS_ID])).tolist())
+    listed = set(shortlist.allowed(src_ids, [[EOS_ID]] * 4).any(dim=0).nonzero()[:, 0].tolist())
     outside = [i for i in range(4, bundle.tgt_tokenizer.vocab_size) if i not in listed]
     prefix, phrase = outside[0], outside[1]
     options = SearchOptions(vocabulary=shortlist)

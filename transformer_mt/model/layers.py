@@ -233,6 +233,11 @@ class SourceRows:
         rank[order] = torch.arange(rows, device=sources.device) - starts[sources[order]]
         return cls(group, sources * group + rank)
 
+    def source_of_rows(self, rows: int, device: torch.device) -> Tensor:
+        """(rows,) long: the source each of the `rows` rows reads."""
+        slots = torch.arange(rows, device=device) if self.slots is None else self.slots
+        return slots // self.group
+
 
 @dataclass
 class LayerCache:

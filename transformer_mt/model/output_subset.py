@@ -1,11 +1,13 @@
 """The output projection restricted to some target ids (a shortlist, vocabulary selection):
-at a search step only those ids are scored, the others get log-probability -inf.
+at a search step each row scores only the ids its source may produce, the others get
+log-probability -inf.
 
-Most of a small decoder's step goes to the projection onto the whole vocabulary (a quarter
-to a fifth of it at 8,000 ids and d_model 192-256, docs/distillation.md); a batch of source
-sentences can only produce a few hundred of those ids in practice, so scoring those alone does
-the same search on a much smaller product. Which ids a batch may produce is the shortlist's
-question (`transformer_mt.shortlist`), not the model's.
+Most of a small decoder's step goes to the projection onto the whole vocabulary (a fifth to a
+quarter of it at 8,000 ids and d_model 192-256, docs/distillation.md), while a batch of source
+sentences can produce a few hundred or thousand of those ids. One product scores the union of
+the batch's ids; each row is then normalised over its own source's ids, so that a sentence's
+translation does not depend on the sentences it shares a batch with. Which ids a source may
+produce is the shortlist's question (`transformer_mt.shortlist`), not the model's.
 """
 
 from __future__ import annotations
@@ -19,23 +21,36 @@ from torch import Tensor
 
 @dataclass(frozen=True)
 class OutputSubset:
-    """The output projection's rows for target ids `ids` (V',) long, sorted and unique."""
+    """The output projection's rows for target ids `ids` (V',) long, sorted and unique, and
+    which of them each source may produce."""
 
     ids: Tensor
     weight: Tensor  # (V', D) the projection's rows for `ids`
     bias: Tensor | None  # (V',) or None
+    allowed: Tensor  # (N, V') bool: the ids of each source, among `ids`
     vocab_size: int  # V: the width of the log-probs handed to search
 
     @classmethod
-    def of(cls, ids: Tensor, weight: Tensor, bias: Tensor | None) -> OutputSubset:
-        """The rows `ids` of a full projection `weight` (V, D) and `bias` (V,) or None,
-        copied once so that every step reads them contiguously."""
+    def of(cls, allowed: Tensor, weight: Tensor, bias: Tensor | None) -> OutputSubset:
+        """From `allowed` (N, V) bool, the ids each source may produce, and the full projection
+        `weight` (V, D) and `bias` (V,) or None: their rows for the union of the ids, copied
+        once so that every step reads them contiguously."""
+        ids = allowed.any(dim=0).nonzero().squeeze(1)
         rows = weight.index_select(0, ids).contiguous()
-        return cls(ids, rows, None if bias is None else bias.index_select(0, ids), weight.size(0))
+        bias = None if bias is None else bias.index_select(0, ids)
+        return cls(ids, rows, bias, allowed[:, ids], weight.size(0))
 
-    def log_probs(self, hidden: Tensor) -> Tensor:
-        """hidden (B, D) -> (B, V) float32 log-probs normalised over `ids`, -inf elsewhere:
-        the full projection's log-probs with every other id's logit at -inf."""
+    def keep(self, sources: Tensor) -> OutputSubset:
+        """The sources `sources` (N',) long only, in that order (search drops finished ones)."""
+        return OutputSubset(
+            self.ids, self.weight, self.bias, self.allowed[sources], self.vocab_size
+        )
+
+    def log_probs(self, hidden: Tensor, sources: Tensor) -> Tensor:
+        """hidden (B, D) and the source of each row `sources` (B,) long -> (B, V) float32
+        log-probs normalised over the row's source's ids, -inf elsewhere: the full projection's
+        log-probs with every other id's logit at -inf."""
         logits = F.linear(hidden, self.weight.to(hidden.dtype), self.bias).float()
+        logits.masked_fill_(~self.allowed[sources], float("-inf"))
         out = logits.new_full((hidden.size(0), self.vocab_size), float("-inf"))
         return out.index_copy_(1, self.ids, torch.log_softmax(logits, dim=-1))

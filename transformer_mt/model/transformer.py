@@ -348,8 +348,8 @@ class Seq2SeqTransformer(nn.Module):
                 layout reads the index's values, which stops `torch.compile`'s graph.
             cache: None on the first step (or an empty `decoder.new_cache(...)`, e.g. one
                 storing keys and values in a narrower dtype).
-            vocab: score only these target ids (a shortlist), the others at -inf; None:
-                the whole vocabulary.
+            vocab: each row scores only its source's target ids (a shortlist), the others at
+                -inf; None: the whole vocabulary.
 
         Returns:
             log_probs (B, V) float32 for the next token, and the updated cache.
@@ -360,7 +360,8 @@ class Seq2SeqTransformer(nn.Module):
             sources = self.source_rows(sources, src_mask.size(0))
         hidden = self.decoder(tgt_ids[:, None], memory, src_mask, cache, sources)  # (B, 1, D)
         if vocab is not None:
-            return vocab.log_probs(hidden[:, -1]), cache
+            rows = sources.source_of_rows(tgt_ids.size(0), tgt_ids.device)
+            return vocab.log_probs(hidden[:, -1], rows), cache
         logits = self.output_projection(hidden[:, -1]).float()  # (B, V)
         # In place unless a gradient is wanted: a second (B, V) tensor (10 MB at 320 rows of
         # 8,000) made a beam-5 step 1-2% slower (docs/results.md).

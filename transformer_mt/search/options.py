@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from transformer_mt.search.protocol import ReorderableCache
+from transformer_mt.search.protocol import ReorderableCache, SourceVocabulary
 
 # The special ids of the models this toolkit trains (data/tokenizer.py), repeated here rather
 # than imported so that search depends on the decoding protocol only; a model with others
@@ -41,10 +41,10 @@ class SearchOptions:
     # Sampling draws from it (a seeded one makes the draws reproducible); None: torch's global
     # generator. Greedy and beam search draw nothing.
     generator: torch.Generator | None = None
-    # Which target ids a batch may produce (a shortlist): (src_ids (B, S), ids that must stay
-    # (M,) long: EOS, forced prefixes, constraints) -> what `decode_step` takes as `vocab`,
-    # asked once per batch; None: the whole vocabulary.
-    vocabulary: Callable[[Tensor, Tensor], object] | None = None
+    # Which target ids each sentence may produce (a shortlist), asked once per batch:
+    # (src_ids (B, S), per sentence the ids that must stay: EOS, its forced prefix, its
+    # constraints) -> what `decode_step` takes as `vocab`; None: the whole vocabulary.
+    vocabulary: Callable[[Tensor, list[list[int]]], SourceVocabulary] | None = None
 
 
 DEFAULT_OPTIONS = SearchOptions()

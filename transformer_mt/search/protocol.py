@@ -18,6 +18,15 @@ class ReorderableCache(Protocol):
         ...
 
 
+class SourceVocabulary(Protocol):
+    """The target ids each source of a batch may produce (a shortlist), for `decode_step`;
+    search only keeps it aligned with the sources, as it does the memory."""
+
+    def keep(self, sources: Tensor) -> SourceVocabulary:
+        """Keep the sources `sources` (N',) long, in that order."""
+        ...
+
+
 class DecodingModel(Protocol):
     """What search needs from a model (`Seq2SeqTransformer` or a fake one in tests)."""
 
@@ -39,14 +48,14 @@ class DecodingModel(Protocol):
         src_mask: Tensor,
         sources: object,
         cache: ReorderableCache | None,
-        vocab: object | None = None,
+        vocab: SourceVocabulary | None = None,
     ) -> tuple[Tensor, ReorderableCache]:
         """tgt_ids (R,) last token per row, memory (N, S, D) and src_mask (N, 1, 1, S) one row
         per source, sources what `source_rows` returned for the rows, cache (None on the
-        first step), vocab what `SearchOptions.vocabulary` returned for the batch (only
-        passed when one is set: the ids to score, -inf for the others) -> log_probs (R, V)
-        of the next token, a tensor of the caller's own (beam search overwrites it), and the
-        updated cache.
+        first step), vocab what `SearchOptions.vocabulary` returned for the batch (passed
+        only when one is set: each row scores its source's ids, -inf the others) ->
+        log_probs (R, V) of the next token, a tensor of the caller's own (beam search
+        overwrites it), and the updated cache.
 
         The model may compute what it needs of a source once, on the first step, and keep it
         in the cache: a reorder that keeps every row inside its source leaves the cache's

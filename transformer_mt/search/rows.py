@@ -15,7 +15,7 @@ from transformer_mt.search.beam_state import BeamState
 from transformer_mt.search.constraints import Phrases
 from transformer_mt.search.lengths import max_output_lengths
 from transformer_mt.search.options import SearchOptions
-from transformer_mt.search.protocol import DecodingModel, ReorderableCache
+from transformer_mt.search.protocol import DecodingModel, ReorderableCache, SourceVocabulary
 
 
 @dataclass
@@ -29,8 +29,9 @@ class ModelRows:
     cache: ReorderableCache | None
     # `sources` as the model reads it (`DecodingModel.source_rows`); None: not asked yet.
     layout: object | None = None
-    # The target ids the batch may produce (`SearchOptions.vocabulary`); None: all of them.
-    vocab: object | None = None
+    # With a shortlist, the ids each source may produce (`SearchOptions.vocabulary`), kept
+    # aligned with `memory`; None: all of them.
+    vocab: SourceVocabulary | None = None
 
     def read_from(self, sources: Tensor) -> None:
         """The rows now read `sources` (R,) long; the model lays them out at the next step."""
@@ -59,6 +60,15 @@ def start_rows(
     batch_size = src_ids.shape[0]
     memory = model.encode(src_ids, src_mask)  # (B, S, D)
     copies = samples * beam_size
+    rows = ModelRows(
+        memory=memory,
+        src_mask=src_mask,
+        sources=torch.arange(batch_size, device=src_ids.device).repeat_interleave(copies),
+        cache=None if options.new_cache is None else options.new_cache(),
+    )
+    if options.vocabulary is not None:
+        needed = _needed_ids(options, batch_size, prefixes, constraints)
+        rows.vocab = options.vocabulary(src_ids, needed)
     if prefixes is not None:
         prefixes = [p for p in prefixes for _ in range(samples)]
     state = BeamState.start(
@@ -69,31 +79,24 @@ def start_rows(
         constraints,
         options.ids,
     )
-    rows = ModelRows(
-        memory=memory,
-        src_mask=src_mask,
-        sources=torch.arange(batch_size, device=src_ids.device).repeat_interleave(copies),
-        cache=None if options.new_cache is None else options.new_cache(),
-    )
-    if options.vocabulary is not None:
-        rows.vocab = options.vocabulary(src_ids, _needed_ids(options, prefixes, constraints))
     return state, rows
 
 
 def _needed_ids(
     options: SearchOptions,
+    batch_size: int,
     prefixes: Sequence[Sequence[int]] | None,
     constraints: Sequence[Phrases] | None,
-) -> Tensor:
-    """The target ids a shortlist must keep: EOS, and every id of the forced prefixes and the
-    constraints (a hypothesis has to be able to produce them)."""
-    ids = {options.ids.eos}
-    for prefix in prefixes or ():
-        ids.update(prefix)
-    for phrases in constraints or ():
+) -> list[list[int]]:
+    """Per sentence, the target ids a shortlist must keep: EOS, and the ids of its forced
+    prefix and its constraints (its hypotheses have to be able to produce them)."""
+    needed = [[options.ids.eos] for _ in range(batch_size)]
+    for ids, prefix in zip(needed, prefixes or (), strict=False):
+        ids.extend(prefix)
+    for ids, phrases in zip(needed, constraints or (), strict=False):
         for phrase in phrases:
-            ids.update(phrase)
-    return torch.tensor(sorted(ids), dtype=torch.long)
+            ids.extend(phrase)
+    return needed
 
 
 def decode_rows(
@@ -144,6 +147,8 @@ def drop_done(
         rows.read_from(sources)
         rows.memory = rows.memory[kept_sources]
         rows.src_mask = rows.src_mask[kept_sources]
+        if rows.vocab is not None:
+            rows.vocab = rows.vocab.keep(kept_sources)
     elif regrouped and beam_rows is not None:
         rows.read_from(rows.sources[beam_rows])
     if beam_rows is not None and rows.cache is not None:
