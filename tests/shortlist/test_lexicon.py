@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from transformer_mt.errors import SettingError
+from transformer_mt.shortlist.build import other_case, widen
 from transformer_mt.shortlist.lexicon import ShortlistSettings, frequent, model1
 
 # Source 1 ("der") always with target 5 ("the"); content words 10, 11, 12 with 20, 21, 22.
@@ -55,3 +56,20 @@ def test_settings_are_checked():
         ShortlistSettings(per_source=-1).validate()
     with pytest.raises(SettingError, match="min_prob=2"):
         ShortlistSettings(min_prob=2.0).validate()
+
+
+def test_widen_adds_the_other_case_and_the_piece_itself_where_the_vocabulary_has_them():
+    vocabulary = {"▁man", "▁Man", "▁men", "▁Berlin", "s"}
+    lists = {"▁Mann": ["▁man", "▁men"], "▁Berlin": [], "▁xyz": [], "s": ["s"]}
+    assert widen(lists, vocabulary) == {
+        "▁Mann": ["▁man", "▁men", "▁Man"],  # no "▁Men", no "▁Mann" in the target vocabulary
+        "▁Berlin": ["▁Berlin"],  # copied: names and numbers
+        "s": ["s"],  # no "S"
+    }
+    assert [other_case(p) for p in ("▁man", "Man", "ing", "▁", "")] == [
+        "▁Man",
+        "man",
+        "Ing",
+        "▁",
+        "",
+    ]

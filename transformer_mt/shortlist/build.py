@@ -65,16 +65,17 @@ def build_shortlist(
     src_ids = src_tokenizer.encode_batch(sources)
     tgt_ids = tgt_tokenizer.encode_batch(targets)
     lexicon = model1(zip(src_ids, tgt_ids, strict=True), settings.iterations)
-    lists = lexicon.best(settings.per_source, settings.min_prob)
-    always = frequent(tgt_ids, settings.frequent)
-    write_vmap(
-        out,
-        [tgt_tokenizer.id_to_piece(i) for i in always],
+    best = lexicon.best(settings.per_source, settings.min_prob)
+    seen = sorted({token for ids in src_ids for token in ids})
+    lists = widen(
         {
-            src_tokenizer.id_to_piece(s): [tgt_tokenizer.id_to_piece(t) for t in lists[s]]
-            for s in sorted(lists)
+            src_tokenizer.id_to_piece(s): [tgt_tokenizer.id_to_piece(t) for t in best.get(s, [])]
+            for s in seen
         },
+        {tgt_tokenizer.id_to_piece(i) for i in range(tgt_tokenizer.vocab_size)},
     )
+    always = frequent(tgt_ids, settings.frequent)
+    write_vmap(out, [tgt_tokenizer.id_to_piece(i) for i in always], lists)
     report = ShortlistReport(
         pairs=len(sources),
         sources=len(lists),
@@ -83,3 +84,28 @@ def build_shortlist(
     )
     log.info("shortlist: %s; wrote %s", report, out)
     return report
+
+
+def widen(lists: dict[str, list[str]], target_pieces: set[str]) -> dict[str, list[str]]:
+    """Each source piece's list with the other case of each listed piece ("▁man": "▁Man") and
+    the source piece itself, where the target vocabulary has them; empty lists dropped.
+
+    Of the small student's valid2016 translations, 28% held a piece its sentence's lists
+    lacked, mostly a word capitalised at the start of a sentence that the corpus has in lower
+    case more often ("▁Man", "▁Woman", "▁Dog"); the piece itself covers names and numbers,
+    which a translation copies.
+    """
+    widened = {}
+    for source, targets in lists.items():
+        pieces = [*targets, *map(other_case, targets), source]
+        kept = [piece for piece in dict.fromkeys(pieces) if piece in target_pieces]
+        if kept:
+            widened[source] = kept
+    return widened
+
+
+def other_case(piece: str) -> str:
+    """`piece` with its first letter (after a word-start mark) in the other case."""
+    start = 1 if piece.startswith("\u2581") else 0
+    head = piece[start : start + 1]
+    return piece[:start] + head.swapcase() + piece[start + 1 :]
