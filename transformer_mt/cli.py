@@ -744,6 +744,12 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--quantize", choices=["int8"], help="dynamic int8 linear layers (CPU)")
+    p.add_argument(
+        "--shortlist",
+        metavar="FILE",
+        help="vocabulary map from `tmt shortlist`: each sentence scores only its listed "
+        "target pieces, as with tmt translate --shortlist",
+    )
     _add_language_flags(p)
     # The engine's limits; each defaults to the engine's own value.
     p.add_argument("--max-batch-tokens", type=int, help="tokens decoded together in one step")
@@ -820,7 +826,13 @@ def _run_serve(args: argparse.Namespace) -> int:
     }
     limits = ServeLimits(**{name: value for name, value in given.items() if value is not None})
     engine = Engine.from_checkpoint(
-        args.checkpoint, args.device, args.quantize, limits, args.src_lang, args.tgt_lang
+        args.checkpoint,
+        args.device,
+        args.quantize,
+        limits,
+        args.src_lang,
+        args.tgt_lang,
+        args.shortlist,
     )
     print(engine.describe(), file=sys.stderr)
     serve(engine, args.host, args.port, settings=http)

@@ -29,9 +29,11 @@ class StandInEngine:
     built: list[tuple] = []
 
     @classmethod
-    def from_checkpoint(cls, path, device, quantize, limits, src_lang=None, tgt_lang=None):
+    def from_checkpoint(
+        cls, path, device, quantize, limits, src_lang=None, tgt_lang=None, shortlist=None
+    ):
         engine = cls()
-        cls.built.append((path, device, quantize, limits, src_lang, tgt_lang))
+        cls.built.append((path, device, quantize, limits, src_lang, tgt_lang, shortlist))
         return engine
 
     def describe(self) -> str:
@@ -58,8 +60,9 @@ def served(monkeypatch):
 def test_serve_passes_the_flags_to_the_engine_and_the_server(served):
     argv = ["serve", "--checkpoint", "best.pt", "--port", "9000", "--max-queue", "32"]
     assert cli.main([*argv, "--kv-blocks", "512", "--block-size", "8", "--quantize", "int8"]) == 0
-    ((path, device, quantize, limits, src_lang, tgt_lang),) = StandInEngine.built
+    ((path, device, quantize, limits, src_lang, tgt_lang, shortlist),) = StandInEngine.built
     assert (path, device, quantize, src_lang, tgt_lang) == ("best.pt", "cpu", "int8", None, None)
+    assert shortlist is None
 
     assert limits == StandInLimits(max_queue=32, kv_blocks=512, block_size=8)
     (((engine, host, port), kwargs),) = served
@@ -67,7 +70,10 @@ def test_serve_passes_the_flags_to_the_engine_and_the_server(served):
     assert kwargs == {"settings": HttpSettings()}
     StandInEngine.built.clear()
     assert cli.main([*argv, "--src-lang", "deu_Latn", "--tgt-lang", "fra_Latn"]) == 0
-    assert StandInEngine.built[0][4:] == ("deu_Latn", "fra_Latn")
+    assert StandInEngine.built[0][4:6] == ("deu_Latn", "fra_Latn")
+    StandInEngine.built.clear()
+    assert cli.main([*argv, "--shortlist", "list.vmap"]) == 0
+    assert StandInEngine.built[0][6] == "list.vmap"
 
 
 def test_serve_leaves_unset_limits_to_the_engine(served):

@@ -88,15 +88,21 @@ def _needed_ids(
     prefixes: Sequence[Sequence[int]] | None,
     constraints: Sequence[Phrases] | None,
 ) -> list[list[int]]:
-    """Per sentence, the target ids a shortlist must keep: EOS, and the ids of its forced
-    prefix and its constraints (its hypotheses have to be able to produce them)."""
-    needed = [[options.ids.eos] for _ in range(batch_size)]
-    for ids, prefix in zip(needed, prefixes or (), strict=False):
-        ids.extend(prefix)
-    for ids, phrases in zip(needed, constraints or (), strict=False):
-        for phrase in phrases:
-            ids.extend(phrase)
-    return needed
+    """`shortlist_needs` of each sentence of a batch."""
+    return [
+        shortlist_needs(
+            options.ids.eos,
+            prefixes[n] if prefixes is not None else (),
+            constraints[n] if constraints is not None else (),
+        )
+        for n in range(batch_size)
+    ]
+
+
+def shortlist_needs(eos: int, prefix: Sequence[int], constraints: Phrases) -> list[int]:
+    """The target ids a sentence's shortlist must keep: EOS, and the ids of its forced prefix
+    and its constraints (its hypotheses have to be able to produce them)."""
+    return [eos, *prefix, *(token for phrase in constraints for token in phrase)]
 
 
 def decode_rows(

@@ -207,16 +207,18 @@ class Engine:
         limits: ServeLimits = ServeLimits(),
         src_lang: str | None = None,
         tgt_lang: str | None = None,
+        shortlist: str | None = None,
     ) -> Engine:
         """The engine of checkpoint `path`; a request that names no languages is translated
-        from `src_lang` into `tgt_lang` (None: the checkpoint's data languages).
+        from `src_lang` into `tgt_lang` (None: the checkpoint's data languages); `shortlist`:
+        a vocabulary map file (`Translator.from_checkpoint`).
 
         Raises:
             SettingError: naming src_lang or tgt_lang, a direction the model does not offer
                 (`Languages.check`).
         """
         translator = Translator.from_checkpoint(
-            path, device, quantize, src_lang=src_lang, tgt_lang=tgt_lang
+            path, device, quantize, src_lang=src_lang, tgt_lang=tgt_lang, shortlist=shortlist
         )
         return cls(translator, limits)
 
@@ -613,6 +615,7 @@ class Engine:
             self.prefixes,
             0 if _one_view(translator.model.cfg) else self.limits.group_rows,
             translator.options.ids,
+            translator.options.vocabulary,
         )
 
 

@@ -17,7 +17,7 @@ Sources (cross-attention rows) sit in the slots of `SourceSlots`, in no particul
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -28,6 +28,8 @@ from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.search import Hypothesis, SpecialIds, beam_step
 from transformer_mt.search.beam_state import BeamState
 from transformer_mt.search.options import OWN_IDS
+from transformer_mt.search.protocol import SourceVocabulary
+from transformer_mt.search.rows import shortlist_needs
 from transformer_mt.serve.paged import BlockPool, PagedDecoderCache
 from transformer_mt.serve.prefix_cache import PrefixMatch, PrefixTree
 
@@ -85,8 +87,13 @@ class ContinuousBatch:
         prefixes: PrefixTree | None = None,
         group_rows: int = 0,
         ids: SpecialIds = OWN_IDS,
+        vocabulary: Callable[[Tensor, list[list[int]]], SourceVocabulary] | None = None,
     ):
         self.model = model
+        # A shortlist (`SearchOptions.vocabulary`): each source's ids, asked per change of
+        # sources, so that a sentence searches its own ids as in `Translator.translate`.
+        self.vocabulary = vocabulary
+        self._vocab: SourceVocabulary | None = None
         self.prefixes = prefixes
         self.pool = pool
         self.ids = ids
@@ -178,9 +185,11 @@ class ContinuousBatch:
             self._lay_out_sources()
         tokens = torch.cat([lane.state.last_tokens(self.ids.bos) for lane in self.lanes.values()])
         sources = self._sources
-        log_probs, _ = self.model.decode_step(
-            tokens, sources.memory, sources.mask, self._row_sources, self.cache
-        )
+        step = (tokens, sources.memory, sources.mask, self._row_sources, self.cache)
+        if self._vocab is None:
+            log_probs, _ = self.model.decode_step(*step)
+        else:
+            log_probs, _ = self.model.decode_step(*step, self._vocab)
         done_sentences, rows, offset = [], [], 0
         for lane in self.lanes.values():
             n_rows = lane.state.tokens.shape[0]
@@ -274,6 +283,23 @@ class ContinuousBatch:
         slots = [slot_of[s.key] for s in sentences for _ in range(s.decode.beam_size)]
         slots = torch.tensor(slots, dtype=torch.long, device=self.device)
         self._row_sources = self.model.source_rows(slots, self._sources.memory.size(0))
+        if self.vocabulary is not None:
+            self._vocab = self._slot_vocabulary(sentences)
+
+    def _slot_vocabulary(self, sentences: list[Sentence]) -> SourceVocabulary:
+        """The shortlist of every slot: its sentence's ids (an empty slot: a sentence of no
+        source tokens, read by no row)."""
+        n_slots = self._sources.memory.size(0)
+        src, needed = [[] for _ in range(n_slots)], [[self.ids.eos] for _ in range(n_slots)]
+        for sentence in sentences:
+            slot = self._sources.slot_of[sentence.key]
+            src[slot] = sentence.src_ids
+            needed[slot] = shortlist_needs(self.ids.eos, sentence.prefix, sentence.constraints)
+        width = max(1, max(map(len, src)))
+        src_ids = torch.full((n_slots, width), self.ids.pad, dtype=torch.long)
+        for slot, ids in enumerate(src):
+            src_ids[slot, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+        return self.vocabulary(src_ids.to(self.device), needed)
 
     def _greedy_tokens(self) -> dict[int, list[int]]:
         """Each live greedy sentence's tokens so far."""
