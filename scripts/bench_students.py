@@ -9,7 +9,8 @@ CTranslate2, each in float32 and int8: the fast students' table and plot (docs/d
 
 For each checkpoint (`@BEAM`: at that beam size instead of its config's, e.g. `@1`, greedy,
 the usual search of a distilled student), Multi30k test2016 (--data/test2016.SRC, references
-test2016.TGT; the first --limit lines) is translated by four systems:
+test2016.TGT; --split valid for valid2016, which choices are tuned on; the first --limit lines)
+is translated by four systems:
 
 - `ours`: `Translator.from_checkpoint`, float32, as `tmt translate` loads it (packed layers
   unless slower);
@@ -113,6 +114,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the checkpoint NAME searches with this shortlist in every system",
     )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder of test2016")
+    parser.add_argument("--split", default="test2016", help="file prefix in --data")
     parser.add_argument("--src-lang", default="de")
     parser.add_argument("--tgt-lang", default="en")
     parser.add_argument("--limit", type=int, help="the first N test sentences (default: all)")
@@ -164,8 +166,8 @@ def run(args: argparse.Namespace) -> list[dict]:
     """One row per (checkpoint, system): measured, or skipped with the reason."""
     torch.set_num_threads(args.threads)
     keep_freed_memory()  # as `tmt translate` does
-    sources = read_lines(args.data / f"test2016.{args.src_lang}")[: args.limit]
-    references = read_lines(args.data / f"test2016.{args.tgt_lang}")[: args.limit]
+    sources = read_lines(args.data / f"{args.split}.{args.src_lang}")[: args.limit]
+    references = read_lines(args.data / f"{args.split}.{args.tgt_lang}")[: args.limit]
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     chunks = [
         [sources[i] for i in order[start : start + args.batch_size]]
@@ -198,6 +200,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                 write_outputs(args.outputs, f"{name}.{system}.{args.tgt_lang}", hypotheses)
             row.update(settings_row(bundle, decode, args.batch_size), **machine)
             row["shortlist"] = None if shortlist is None else str(shortlist)
+            row["split"] = args.split
             print(json.dumps(row), file=sys.stderr, flush=True)  # progress
             rows.append(row)
     add_relative_speed(rows)
@@ -365,7 +368,8 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
     sentences = f"{r['sentences']} sentences" if "sentences" in r else "no rows measured"
     norm = "log P/|y|" if r["length_norm"] == "average" else "the checkpoint's length norm"
     print(
-        f"test2016, {sentences}, batches of {r['batch_size']}, beam as configured (or @BEAM), "
+        f"{r.get('split', 'test2016')}, {sentences}, batches of {r['batch_size']}, "
+        "beam as configured (or @BEAM), "
         f"{norm}, "
         f"max length {r['max_len']}, best of {r.get('repeats', '-')} pass(es); " + table_footer(r),
         file=file,
@@ -419,7 +423,8 @@ def plot(rows: list[dict], path: Path) -> None:
     ax.legend(handles=system_handles, title="system", fontsize=7, title_fontsize=8,
               loc="lower left", bbox_to_anchor=(1.01, 0.0))  # fmt: skip
     if measured:
-        ax.set_title(f"test2016, batch {measured[0]['batch_size']}; {table_footer(measured[0])}",
+        r = measured[0]
+        ax.set_title(f"{r.get('split', 'test2016')}, batch {r['batch_size']}; {table_footer(r)}",
                      fontsize=7)  # fmt: skip
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

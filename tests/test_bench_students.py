@@ -152,11 +152,14 @@ def test_a_shortlist_applies_to_every_system_of_its_checkpoint(
     write_vmap(vmap, [], {piece: [piece] for piece in pieces})
     parser = argparse.ArgumentParser()
     bench_students.add_arguments(parser)
+    for lang in ("de", "en"):  # --split: another file prefix of --data
+        (data / f"test2016.{lang}").rename(data / f"valid.{lang}")
     argv = ["--checkpoints", f"copy={copying_checkpoint}@2", "--data", str(data)]
+    argv += ["--split", "valid"]
     argv += ["--systems", "ours", "ct2", "--repeats", "1", "--batch-size", "1"]
     argv += ["--outputs", str(tmp_path / "out")]
     rows = bench_students.run(parser.parse_args([*argv, "--shortlists", f"copy={vmap}"]))
-    assert [r["shortlist"] for r in rows] == [str(vmap)] * 2
+    assert [(r["shortlist"], r["split"]) for r in rows] == [(str(vmap), "valid")] * 2
     ours, ct2 = ((tmp_path / "out" / f"copy.{s}.en").read_text() for s in ("ours", "ct2"))
     assert ours == ct2 and len(ours.splitlines()) == len(LINES)
     with pytest.raises(SystemExit, match="--shortlists 'other=x': give NAME=VMAP"):
