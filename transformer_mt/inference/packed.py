@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
@@ -62,6 +63,18 @@ class PackedLinear(nn.Module):
         flat = x.reshape(-1, self.in_features)
         out = torch.ops.mkldnn._linear_pointwise(flat, self.packed, self.bias, self.post_op, [], "")
         return out.view(*x.shape[:-1], self.out_features)
+
+
+def packed_product(rows: Tensor, bias: Tensor | None) -> Callable[[Tensor], Tensor]:
+    """`model.output_subset.Product` through oneDNN: `rows` packed once (a shortlist's rows of
+    a batch, ~1-2 ms for 2,000 x 192), each step's product then 2.3x `F.linear`'s (0.39 against
+    0.91 ms at 128 rows, Zen 5 EPYC, one thread)."""
+    packed = torch.ops.mkldnn._reorder_linear_weight(rows, ROWS_HINT)
+
+    def project(x: Tensor) -> Tensor:
+        return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+    return project
 
 
 def packing_available() -> bool:

@@ -59,7 +59,7 @@ from transformer_mt.inference.constrained import beam_groups, phrase_ids
 from transformer_mt.inference.cross_attention import best_sources, cross_attention
 from transformer_mt.inference.glossary import Glossary, sentence_phrases
 from transformer_mt.inference.languages import Direction, Languages, Pair
-from transformer_mt.inference.packed import pack_where_it_pays
+from transformer_mt.inference.packed import pack_where_it_pays, packed_product, packing_available
 from transformer_mt.inference.quantize import QUANTIZE_OPTIONS, int8_cache_dtype, quantize_int8
 from transformer_mt.inference.sentences import Segments, SplitLines, split_line
 from transformer_mt.machine import resolve_device
@@ -239,6 +239,7 @@ class Translator:
                 output.weight.detach(),
                 None if output.bias is None else output.bias.detach(),
                 (bundle.specials.unk,),
+                packed_product if device.type == "cpu" and packing_available() else None,
             )
         if quantize is not None:
             if quantize not in QUANTIZE_OPTIONS:

@@ -20,6 +20,7 @@ from torch import Tensor
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.model import OutputSubset
+from transformer_mt.model.output_subset import Product
 from transformer_mt.shortlist.vmap import Entry, read_vmap
 
 
@@ -32,9 +33,16 @@ class Shortlist:
         weight: (V, D) the full output projection; bias (V,) or None.
     """
 
-    def __init__(self, table: Tensor, always: Tensor, weight: Tensor, bias: Tensor | None):
+    def __init__(
+        self,
+        table: Tensor,
+        always: Tensor,
+        weight: Tensor,
+        bias: Tensor | None,
+        product: Product | None = None,
+    ):
         self.table, self.always = table.to(weight.device), always.to(weight.device)
-        self.weight, self.bias = weight, bias
+        self.weight, self.bias, self.product = weight, bias, product
 
     @classmethod
     def load(
@@ -45,10 +53,11 @@ class Shortlist:
         weight: Tensor,
         bias: Tensor | None,
         fixed: Sequence[int] = (),
+        product: Product | None = None,
     ) -> Shortlist:
         """Read a vocabulary map file (`vmap`) for a model with these tokenizers; `fixed`:
         ids every batch may produce besides the file's (the unknown piece's, as CTranslate2
-        keeps it).
+        keeps it); `product`: how a batch's rows are multiplied (`OutputSubset.of`).
 
         Raises:
             TmtError: as `read_vmap`, or a piece neither tokenizer knows (naming file, line
@@ -70,7 +79,7 @@ class Shortlist:
         table = torch.full((src_tokenizer.vocab_size, max(width, 1)), -1, dtype=torch.long)
         for source, targets in rows.items():
             table[source, : len(targets)] = torch.tensor(targets, dtype=torch.long)
-        return cls(table, torch.tensor(always, dtype=torch.long), weight, bias)
+        return cls(table, torch.tensor(always, dtype=torch.long), weight, bias, product)
 
     def allowed(self, src_ids: Tensor, needed: Sequence[Sequence[int]]) -> Tensor:
         """(B, V) bool: the target ids each sentence of `src_ids` (B, S) may produce: those
@@ -88,7 +97,7 @@ class Shortlist:
     def __call__(self, src_ids: Tensor, needed: Sequence[Sequence[int]]) -> OutputSubset:
         """`SearchOptions.vocabulary`: the projection restricted to the batch's ids, and the
         ids of each sentence."""
-        return OutputSubset.of(self.allowed(src_ids, needed), self.weight, self.bias)
+        return OutputSubset.of(self.allowed(src_ids, needed), self.weight, self.bias, self.product)
 
 
 def _id(tokenizer: Tokenizer, piece: str, path: str | Path, entry: Entry, side: str) -> int:
