@@ -222,7 +222,7 @@ class Translator:
                 the model has tags for them.
             split_sentences: see the class; lines are split by the rules of src_lang, else
                 of the checkpoint's source language.
-            shortlist: a vocabulary map file (`tmt shortlist`): each batch scores only the
+            shortlist: a vocabulary map file (`tmt shortlist`): each sentence scores only the
                 target ids listed for its source ids (float32 rows of the projection, also
                 with int8 layers); None: the whole vocabulary.
         """

@@ -2,8 +2,8 @@
 at a search step each row scores only the ids its source may produce, the others get
 log-probability -inf.
 
-Most of a small decoder's step goes to the projection onto the whole vocabulary (a fifth to a
-quarter of it at 8,000 ids and d_model 192-256, docs/distillation.md), while a batch of source
+A small model's search step spends about a fifth of its time on the projection onto the whole
+vocabulary (8,000 ids at d_model 192-256, docs/distillation.md), while a batch of source
 sentences can produce a few hundred or thousand of those ids. One product scores the union of
 the batch's ids; each row is then normalised over its own source's ids, so that a sentence's
 translation does not depend on the sentences it shares a batch with. Which ids a source may

@@ -108,11 +108,12 @@ def shortlist_needs(eos: int, prefix: Sequence[int], constraints: Phrases) -> li
 def decode_rows(
     model: DecodingModel, last: Tensor, rows: ModelRows
 ) -> tuple[Tensor, ReorderableCache]:
-    """`model.decode_step` on `rows` for last tokens `last`, with the batch's shortlist."""
-    layout = rows.laid_out(model)
-    if rows.vocab is None:
-        return model.decode_step(last, rows.memory, rows.src_mask, layout, rows.cache)
-    return model.decode_step(last, rows.memory, rows.src_mask, layout, rows.cache, rows.vocab)
+    """`model.decode_step` on `rows` for last tokens `last`, with the batch's shortlist (the
+    argument is left out without one: models need not take it then)."""
+    vocab = () if rows.vocab is None else (rows.vocab,)
+    return model.decode_step(
+        last, rows.memory, rows.src_mask, rows.laid_out(model), rows.cache, *vocab
+    )
 
 
 def next_log_probs(model: DecodingModel, state: BeamState, rows: ModelRows, bos_id: int) -> Tensor:

@@ -185,11 +185,10 @@ class ContinuousBatch:
             self._lay_out_sources()
         tokens = torch.cat([lane.state.last_tokens(self.ids.bos) for lane in self.lanes.values()])
         sources = self._sources
-        step = (tokens, sources.memory, sources.mask, self._row_sources, self.cache)
-        if self._vocab is None:
-            log_probs, _ = self.model.decode_step(*step)
-        else:
-            log_probs, _ = self.model.decode_step(*step, self._vocab)
+        vocab = () if self._vocab is None else (self._vocab,)
+        log_probs, _ = self.model.decode_step(
+            tokens, sources.memory, sources.mask, self._row_sources, self.cache, *vocab
+        )
         done_sentences, rows, offset = [], [], 0
         for lane in self.lanes.values():
             n_rows = lane.state.tokens.shape[0]

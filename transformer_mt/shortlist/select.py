@@ -29,7 +29,7 @@ class Shortlist:
 
     Args:
         table: (Vs, k) long, the target ids of each source id, right-padded with -1.
-        always: (A,) long, ids every batch may produce.
+        always: (A,) long, ids every sentence may produce.
         weight: (V, D) the full output projection; bias (V,) or None.
     """
 
@@ -56,7 +56,7 @@ class Shortlist:
         product: Product | None = None,
     ) -> Shortlist:
         """Read a vocabulary map file (`vmap`) for a model with these tokenizers; `fixed`:
-        ids every batch may produce besides the file's (the unknown piece's, as CTranslate2
+        ids every sentence may produce besides the file's (the unknown piece's, as CTranslate2
         keeps it); `product`: how a batch's rows are multiplied (`OutputSubset.of`).
 
         Raises:
