@@ -2,7 +2,7 @@
 
     python scripts/benchmark.py serve --checkpoint CKPT [--sentences 400] [--clients 32]
         [--rates 2 8 0] [--systems ours one-at-a-time ct2] [--beam-size 5] [--threads 1]
-        [--server-core 1] [--max-seconds 120]
+        [--server-core 1] [--max-seconds 120] [--shortlist VMAP]
 
 Every server runs in its own process on `--server-core` with `--threads` torch threads, behind
 the same HTTP layer (`transformer_mt.serve.app`); the clients run in this process on the other
@@ -64,6 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rates", type=float, nargs="+", default=[2.0, 8.0, 0.0])
     parser.add_argument("--systems", nargs="+", default=SYSTEMS, choices=SYSTEMS)
     parser.add_argument("--beam-size", type=int, default=5)
+    parser.add_argument(
+        "--shortlist", help="vocabulary map (`tmt shortlist`) for ours, one-at-a-time, offline"
+    )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--server-core", type=int, default=1)
     parser.add_argument("--max-seconds", type=float, default=120.0)
@@ -84,6 +87,8 @@ def _at_least_one(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> list[dict]:
+    if args.shortlist and "ct2" in args.systems:
+        raise SystemExit("--shortlist: for ours and one-at-a-time; leave ct2 out of --systems")
     sentences = [line for line in read_lines(args.input) if line.strip()][: args.sentences]
     offline = _offline(args, sentences)
     rows = [offline["row"], offline["single"]]
@@ -92,7 +97,7 @@ def run(args: argparse.Namespace) -> list[dict]:
         with _server(args, system) as url:
             for rate in args.rates:
                 row = _load(url, sentences, args, rate)
-                row.update(system=system, beam_size=args.beam_size)
+                row.update(system=system, beam_size=args.beam_size, shortlist=args.shortlist)
                 served = row.pop("translations")
                 same = [served[i] == expected[i] for i in served]
                 row["agreement"] = round(sum(same) / max(len(same), 1), 4)
@@ -138,6 +143,7 @@ def _server_flags(args: argparse.Namespace) -> list[str]:
         "--threads", str(args.threads), "--block-size", str(args.block_size),
         "--input", str(args.input), "--sentences", str(args.sentences),
         "--single", str(args.single),
+        *(["--shortlist", args.shortlist] if args.shortlist else []),
     ]  # fmt: skip
 
 
@@ -179,7 +185,9 @@ def _engine(args: argparse.Namespace):
 
     if args.serve == "ct2":
         return Ct2Engine(args)
-    translator = Translator.from_checkpoint(args.checkpoint, beam_size=args.beam_size)
+    translator = Translator.from_checkpoint(
+        args.checkpoint, beam_size=args.beam_size, shortlist=args.shortlist
+    )
     one = args.serve == "one-at-a-time"
     limits = ServeLimits(
         block_size=args.block_size, cache_entries=0, max_batch_tokens=1 if one else None
@@ -268,7 +276,9 @@ def _measure_offline(args: argparse.Namespace) -> dict:
     from transformer_mt.inference.translator import Translator
 
     sentences = [line for line in read_lines(args.input) if line.strip()][: args.sentences]
-    translator = Translator.from_checkpoint(args.checkpoint, beam_size=args.beam_size)
+    translator = Translator.from_checkpoint(
+        args.checkpoint, beam_size=args.beam_size, shortlist=args.shortlist
+    )
     translator.translate(sentences[:16])  # warm-up
     start = time.perf_counter()
     translations = translator.translate(sentences)
