@@ -100,7 +100,7 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--shortlist",
         metavar="FILE",
-        help="vocabulary map from `tmt shortlist`: each batch scores only the target pieces "
+        help="vocabulary map from `tmt shortlist`: each sentence scores only the target pieces "
         "listed for its source pieces (faster; docs/distillation.md)",
     )
     _add_language_flags(p)
