@@ -1,5 +1,9 @@
-"""Shared test settings: seeded, CPU, float32; `slow` tests run only with --runslow."""
+"""Shared test settings: seeded, CPU, float32; `slow` tests run only with --runslow; kernel
+choices timed once for the whole session (in a folder of its own, never the user's)."""
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,6 +26,18 @@ from transformer_mt.model import build_model
 
 def pytest_addoption(parser):
     parser.addoption("--runslow", action="store_true", help="run tests marked slow")
+
+
+def pytest_configure(config):
+    """Kernel choices (`timed_choices`) kept in a session folder, also for the CLI run in
+    subprocesses: every model of one kind then runs the same kernels in every test, however
+    busy the machine is while one of them loads."""
+    config.kernel_cache = tempfile.mkdtemp(prefix="tmt-kernel-choices-")
+    os.environ["TMT_CACHE_DIR"] = config.kernel_cache
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(getattr(config, "kernel_cache", ""), ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):

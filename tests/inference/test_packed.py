@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from transformer_mt.artifacts import load_for_inference
+from transformer_mt.inference import packed
 from transformer_mt.inference.packed import (
     PACKING_SPEEDUP,
     PackedLinear,
@@ -17,6 +18,7 @@ from transformer_mt.inference.packed import (
 )
 from transformer_mt.inference.translator import Translator
 from transformer_mt.model.layers import FeedForward
+from transformer_mt.timed_choices import TimedChoices
 
 pytestmark = pytest.mark.skipif(not packing_available(), reason="torch built without oneDNN")
 
@@ -94,10 +96,18 @@ def test_pack_linears_packs_only_the_kinds_asked_for(checkpoint):
     assert _kinds(model, PackedLinear) == {chosen}
 
 
-def test_pack_where_it_pays_times_every_kind_of_the_model(checkpoint):
+def test_pack_where_it_pays_times_every_kind_of_the_model(checkpoint, monkeypatch):
     model = load_for_inference(str(checkpoint), torch.device("cpu")).model
     kinds = _kinds(model, nn.Linear)
     assert (16, 32, True) in kinds and (16, 32, False) not in kinds  # fc1 is timed with relu
-    speedups = pack_where_it_pays(model)
+    speedups = {}
+
+    def timed(layer, relu=False):
+        speedups[(layer.in_features, layer.out_features, relu)] = packing_pays(layer, 2, relu)
+        return speedups[(layer.in_features, layer.out_features, relu)]
+
+    monkeypatch.setattr(packed, "packing_pays", timed)
+    paying = pack_where_it_pays(model, TimedChoices(None, {}))
     assert set(speedups) == kinds and all(s > 0.0 for s in speedups.values())
-    assert _kinds(model, PackedLinear) == {k for k, s in speedups.items() if s >= PACKING_SPEEDUP}
+    assert paying == {k for k, s in speedups.items() if s >= PACKING_SPEEDUP}
+    assert _kinds(model, PackedLinear) == paying

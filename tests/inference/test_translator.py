@@ -30,6 +30,7 @@ from transformer_mt.inference.stream import format_translation, translate_stream
 from transformer_mt.inference.translator import Translator
 from transformer_mt.machine import Choice
 from transformer_mt.model.layers import FeedForward
+from transformer_mt.timed_choices import TimedChoices
 
 from ..conftest import WORDS
 
@@ -157,7 +158,7 @@ def test_int8_feed_forward_applies_relu_inside_its_product_as_the_unfused_layers
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         unfused = quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)  # the slow twin
-    fused = quantize_int8(model)
+    fused = quantize_int8(model, TimedChoices(None, {}))
     ffns = [m for m in fused.modules() if isinstance(m, FeedForward)]
     assert ffns and all(isinstance(f.fc1, Int8Linear) and f.fc1.relu for f in ffns)
     assert all(isinstance(f.fc2, Int8Linear) and not f.fc2.relu for f in ffns)
@@ -200,7 +201,7 @@ def test_int8_packs_each_kind_of_layer_for_the_engine_timed_fastest(checkpoint, 
         return "onednn" if wide else torch.backends.quantized.engine
 
     monkeypatch.setattr(quantize, "fastest_engine", vocabulary_on_onednn)
-    int8 = quantize_int8(model)
+    int8 = quantize_int8(model, TimedChoices(None, {}))
     layers = [m for m in int8.modules() if isinstance(m, Int8Linear)]
     assert len(asked) == len(set(asked)) < len(layers)  # each kind timed once
     assert {m.engine for m in layers if m.out_features == vocab} == {"onednn"}

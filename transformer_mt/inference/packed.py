@@ -7,11 +7,11 @@ freezing uses), computes the same products; on 2-core AMD EPYCs with AVX-512 it 
 decoding shapes 1.0-2.5x faster (the vocabulary projection most), on an AVX2-only one the
 vocabulary projection 1.3-1.5x and the feed-forward one about as fast (docs/benchmarks.md,
 docs/results.md). Which of the two is faster depends on the CPU, its BLAS and the shape, so
-`packing_pays` times both on this machine for each shape of the model, and `pack_linears` is
-applied to the layers whose shape is not slower packed. The model's own `nn.Linear` is the
-slow twin the tests compare against. The first layer of a ReLU feed-forward network is packed
-with the ReLU applied inside the product (`FeedForward.fuse_relu`), timed against the layer
-and a separate ReLU.
+`packing_pays` times both for each shape of the model, once per machine (`timed_choices`), and
+`pack_linears` is applied to the layers whose shape is not slower packed. The model's own
+`nn.Linear` is the slow twin the tests compare against. The first layer of a ReLU feed-forward
+network is packed with the ReLU applied inside the product (`FeedForward.fuse_relu`), timed
+against the layer and a separate ReLU.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from transformer_mt import timed_choices
 from transformer_mt.model.layers import FeedForward
+from transformer_mt.timed_choices import TimedChoices
 
 log = logging.getLogger(__name__)
 
@@ -143,24 +145,45 @@ def pack_linears(model: nn.Module, kinds: set[Kind] | None = None) -> int:
     return replaced
 
 
-def pack_where_it_pays(model: nn.Module) -> dict[Kind, float]:
-    """Pack the linear layers of `model` whose `Kind` `packing_pays` at least PACKING_SPEEDUP;
-    returns the speed-up measured per kind.
+def pack_where_it_pays(model: nn.Module, choices: TimedChoices | None = None) -> set[Kind]:
+    """Pack the linear layers of `model` whose `Kind` runs faster packed on this machine;
+    returns the kinds packed.
 
-    Each kind is timed on its own: which library wins depends on the shape as well as the
-    CPU (on an AVX2-only AMD EPYC, oneDNN ran the vocabulary projection 1.5x faster and the
-    feed-forward one no faster than MKL)."""
+    Each kind is timed on its own (`packing_pays`): which library wins depends on the shape
+    as well as the CPU (on an AVX2-only AMD EPYC, oneDNN ran the vocabulary projection 1.5x
+    faster and the feed-forward one no faster than MKL). The two round differently, so the
+    answer is timed once per machine and kept (`choices`, by default
+    `timed_choices.machine_choices()`): a busy core at one load must not change the numbers.
+    """
+    choices = choices or timed_choices.machine_choices()
     layers = {kind: child for _, _, child, kind in reversed(_packable(model))}
-    speedups = {kind: packing_pays(layers[kind], relu=kind[2]) for kind in sorted(layers)}
-    paying = {kind for kind, speedup in speedups.items() if speedup >= PACKING_SPEEDUP}
+    paying = {
+        kind
+        for kind in sorted(layers)
+        if choices.choose(
+            f"float32 linear {kind_label(kind)}",
+            lambda kind=kind: (
+                "packed" if _speedup(layers[kind], kind) >= PACKING_SPEEDUP else "plain"
+            ),
+            ("packed", "plain"),
+        )
+        == "packed"
+    }
     if paying:
         n_packed = pack_linears(model, paying)
         log.info(
             "linear layers: %d through oneDNN with packed weights (%s)",
             n_packed,
-            ", ".join(f"{kind_label(kind)} {speedups[kind]:.1f}x" for kind in sorted(paying)),
+            ", ".join(kind_label(kind) for kind in sorted(paying)),
         )
-    return speedups
+    return paying
+
+
+def _speedup(layer: nn.Linear, kind: Kind) -> float:
+    """`packing_pays` for a layer of `kind`, logged: the answer is kept for the machine."""
+    speedup = packing_pays(layer, relu=kind[2])
+    log.info("timed %s: %.2fx packed", kind_label(kind), speedup)
+    return speedup
 
 
 def best_times(runs: list, repeats: int) -> list[float]:

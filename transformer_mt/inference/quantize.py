@@ -15,16 +15,18 @@ from torch.ao.nn.intrinsic.quantized.dynamic import LinearReLU as QuantizedLinea
 from torch.ao.nn.quantized.dynamic import Linear as QuantizedLinear
 from torch.ao.quantization import quantize_dynamic
 
+from transformer_mt import timed_choices
 from transformer_mt.inference.packed import Kind, best_times, kind_label, timing_input
 from transformer_mt.machine import cpu_has, native_bf16
 from transformer_mt.model.layers import FeedForward
+from transformer_mt.timed_choices import TimedChoices
 
 log = logging.getLogger(__name__)
 
 QUANTIZE_OPTIONS = ("int8",)
 
 
-def quantize_int8(model: nn.Module) -> nn.Module:
+def quantize_int8(model: nn.Module, choices: TimedChoices | None = None) -> nn.Module:
     """A copy of `model` whose nn.Linear layers run with int8 weights and int8 activations.
 
     Dynamic quantisation: weights are quantised once (symmetric, one scale per matrix) and
@@ -44,6 +46,9 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     The GEMM library is the one a layer's weights are packed for (the engine in force when the
     model runs does not matter), chosen per kind of layer by `fastest_engine`: torch's default
     (fbgemm's kernels on x86) or oneDNN, whichever ran that product faster on this machine.
+    The two round differently, so the choice is timed once per machine and kept (`choices`, by
+    default `timed_choices.machine_choices()`): a busy core at one load must not change the
+    translations.
     oneDNN uses a CPU's AMX int8 tiles (beam 5, batch 64, one core of an Intel Xeon: 1.45x
     fp32 with it throughout, 1.21x with torch's default); on a Zen 4 EPYC with VNNI it ran the
     vocabulary projection faster (3.4 against 4.8 ms at 320 rows) and the small products slower.
@@ -54,11 +59,16 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     for ffn in fused.modules():
         if isinstance(ffn, FeedForward) and ffn.can_fuse_relu:
             ffn.fuse_relu(LinearReLU(ffn.fc1, nn.ReLU()))
+    choices = choices or timed_choices.machine_choices()
     engines: dict[Kind, str] = {}
     for parent, name, layer in _float_layers(fused):
         kind = _kind(layer)
         if kind not in engines:
-            engines[kind] = fastest_engine(layer)
+            engines[kind] = choices.choose(
+                f"int8 engine {kind_label(kind)}",
+                lambda layer=layer: fastest_engine(layer),
+                int8_engines(),
+            )
         setattr(parent, name, Int8Linear(_quantized(layer, engines[kind]), engines[kind]))
     log.info(
         "int8 linear layers: %s",
