@@ -114,6 +114,14 @@ class Page:
         return [entry for entry in self.driver.get_log("browser") if entry["level"] == "SEVERE"]
 
 
+def drawn_text(driver: webdriver.Chrome, address: str, selector: str) -> str:
+    """The text of the page at `address` once its scripts have drawn an element matching the
+    CSS `selector` (a page drawn by scripts: the API pages at /docs and /redoc)."""
+    driver.get(address)
+    WebDriverWait(driver, WAIT_SECONDS).until(lambda d: d.find_elements(By.CSS_SELECTOR, selector))
+    return driver.find_element(By.TAG_NAME, "body").text
+
+
 def _shown(item) -> Shown:
     def part(name: str) -> str | None:
         found = item.find_elements(By.CLASS_NAME, name)

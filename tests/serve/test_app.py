@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import typing
 
 import pytest
@@ -262,6 +263,40 @@ def test_the_page_has_its_controls_and_no_outside_urls(client):
         assert f'id="{element}"' in response.text
     assert "http://" not in response.text and "https://" not in response.text
     assert "metrics" in response.text and "v1/translate" in response.text
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_the_page_starts_with_the_checkpoints_beam_size(beam_size):
+    """As `tmt translate` and the API, which take the checkpoint's decode settings."""
+    engine = FakeEngine(defaults=DecodeConfig(beam_size=beam_size, n_best=1))
+    page = TestClient(create_app(engine), base_url=BASE_URL).get("/").text
+    (field,) = re.findall(r'<input id="beam"[^>]*>', page)
+    assert f'value="{beam_size}"' in field and "{{" not in page
+
+
+def test_the_api_page_loads_everything_from_this_server(client):
+    """Served offline: no CDN script, style or icon; every address the page names (its
+    assets, the schema) answers here. No ReDoc page: it loads its maker's logo from the
+    internet."""
+    page = client.get("/docs")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "http://" not in page.text and "https://" not in page.text and "//cdn" not in page.text
+    local = set(re.findall(r"""(?:src|href|url:)\s*=?\s*["'](/[^"']*)["']""", page.text))
+    assert "/openapi.json" in local and any(name.endswith(".js") for name in local)
+    for address in local:
+        assert client.get(address).status_code == 200, address
+    assert client.get("/redoc").status_code == 404
+
+
+def test_every_reference_of_the_openapi_document_resolves(client):
+    """Request bodies nest models (a glossary's entries): each reference names a schema of
+    the document itself."""
+    text = client.get("/openapi.json").text
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    references = re.findall(r'"\$ref":\s*"([^"]+)"', text)
+    assert references and "$defs" not in text
+    for reference in references:
+        assert reference.removeprefix("#/components/schemas/") in schemas, reference
 
 
 def test_a_prefix_count_refused_by_the_engine_names_the_prefix_field():

@@ -2,7 +2,8 @@
 page shows for sentences, a paragraph and an HTML snippet equals what POST /v1/translate
 returns for the same request; it lists a multilingual model's languages (zero-shot targets
 marked), shows the language it detected, sends the API key typed into it, and its metrics
-panel fills from /metrics. Real servers, real engines, tiny untrained models. Skipped where
+panel fills from /metrics; the API page at /docs draws the API from the server's own copy of
+its script. Real servers, real engines, tiny untrained models. Skipped where
 selenium, chromium or chromium-driver is absent: `make test-browser` installs them.
 """
 
@@ -21,7 +22,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 pytest.importorskip("prometheus_client")
 
-from tests.serve.browser import Page, Shown, chromium, missing  # noqa: E402
+from tests.serve.browser import Page, Shown, chromium, drawn_text, missing  # noqa: E402
 from transformer_mt.langid import installed  # noqa: E402
 from transformer_mt.serve.engine import Engine, ServeLimits  # noqa: E402
 from transformer_mt.serve.http_settings import HttpSettings  # noqa: E402
@@ -102,9 +103,10 @@ def assert_shown(page: Page, expected: list[Shown]) -> None:
 def test_page_translates_as_the_api_does_and_shows_metrics(driver, url):
     page = Page(driver, url)
     assert not page.element("choose").is_displayed()  # one direction: nothing to choose
-    beam_size = int(page.element("beam").get_attribute("value"))
+    # The checkpoint's beam size (tests/conftest.py: DecodeConfig's), as the API's default.
+    assert page.element("beam").get_attribute("value") == "5"
     assert re.fullmatch(r"\d+ ms", page.translate("\n".join(SENTENCES)))  # else its error
-    assert_shown(page, api_translations(url, {"text": SENTENCES, "beam_size": beam_size}))
+    assert_shown(page, api_translations(url, {"text": SENTENCES}))
     assert page.element("translate").is_enabled()
 
     # A poll after the translation: the tokens it generated in the last seconds are counted.
@@ -131,7 +133,7 @@ def test_page_translates_a_paragraph_into_the_chosen_target(driver, multilingual
     page = Page(driver, multilingual_url)
     page.choose(source="en", target="fr")
     assert re.fullmatch(r"\d+ ms", page.translate(PARAGRAPH))
-    body = {"text": [PARAGRAPH], "source": "en", "target": "fr", "beam_size": 1}
+    body = {"text": [PARAGRAPH], "source": "en", "target": "fr"}
     assert_shown(page, api_translations(multilingual_url, body))
     assert page.severe_errors() == []
 
@@ -144,7 +146,7 @@ def test_page_translates_an_html_snippet_keeping_its_tags(driver, multilingual_u
     page = Page(driver, multilingual_url)
     page.choose(source="de", target="en", fmt="html")
     assert re.fullmatch(r"\d+ ms", page.translate(SNIPPET))
-    body = {"text": [SNIPPET], "format": "html", "source": "de", "target": "en", "beam_size": 1}
+    body = {"text": [SNIPPET], "format": "html", "source": "de", "target": "en"}
     expected = api_translations(multilingual_url, body)
     assert_shown(page, expected)
     assert expected[0].score is None and tags(expected[0].text) == tags(SNIPPET)
@@ -159,7 +161,7 @@ def test_page_shows_the_language_it_detected(driver, multilingual_url):
     page.choose(source="auto", target="en")
     assert re.fullmatch(r"\d+ ms", page.translate("Zwei Hunde spielen im Schnee."))
     body = {"text": ["Zwei Hunde spielen im Schnee."], "source": "auto", "target": "en"}
-    expected = api_translations(multilingual_url, {**body, "beam_size": 1})
+    expected = api_translations(multilingual_url, body)
     assert expected[0].detected == "de"
     assert_shown(page, expected)
 
@@ -171,5 +173,13 @@ def test_page_sends_the_key_typed_into_it(driver, checkpoint, tmp_path):
         page = Page(driver, keyed_url)
         assert page.translate(SENTENCES[0]).startswith("403")
         assert re.fullmatch(r"\d+ ms", page.translate(SENTENCES[0], key=KEY))
-        body = {"text": [SENTENCES[0]], "beam_size": 1}
+        body = {"text": [SENTENCES[0]]}
         assert_shown(page, api_translations(keyed_url, body, key=KEY))
+
+
+def test_the_api_page_shows_the_api_without_the_internet(driver, url):
+    """Nothing outside the server is reachable here (nor in CI): a script from a CDN would
+    leave the page blank, and any load from outside would be a console error."""
+    driver.get_log("browser")  # the earlier pages' entries
+    assert "/v1/translate" in drawn_text(driver, f"{url}/docs", ".opblock-summary-path")
+    assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []

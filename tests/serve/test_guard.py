@@ -4,7 +4,10 @@ engine."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
+import socket
 
 import pytest
 
@@ -14,11 +17,12 @@ pytest.importorskip("httpx")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from tests.serve.fakes import DIE, fake_translation  # noqa: E402
+from tests.serve.fakes import DIE, FakeEngine, fake_translation  # noqa: E402
 from transformer_mt.errors import SettingError  # noqa: E402
 from transformer_mt.serve.app import create_app  # noqa: E402
-from transformer_mt.serve.guard import HostRule  # noqa: E402
+from transformer_mt.serve.guard import HostRule, RequestGuard  # noqa: E402
 from transformer_mt.serve.http_settings import HttpSettings  # noqa: E402
+from transformer_mt.serve.server import start_in_thread  # noqa: E402
 
 GOOD = {"text": "ein kleiner hund"}
 
@@ -136,3 +140,113 @@ def test_health_says_when_the_engine_has_died(engine):
     assert client.get("/health").status_code == 503
     assert client.get("/health").json() == {"status": "engine stopped"}
     assert client.post("/v1/translate", json=GOOD).status_code == 503
+
+
+def guard_answer(headers: list[tuple[bytes, bytes]], settings=None, http_version="1.1"):
+    """RequestGuard's refusal of a GET /health with `headers`, as (status, error body); None
+    when it passes the request on. At the ASGI level, so that headers an HTTP server would
+    refuse first (two Hosts, for h11) reach the guard as another server may pass them on."""
+    passed, sent = [], []
+
+    async def app(scope, receive, send):
+        passed.append(scope)
+
+    async def send(message):
+        sent.append(message)
+
+    async def receive():
+        return {"type": "http.request", "body": b""}
+
+    settings = settings if settings is not None else HttpSettings()
+    guard = RequestGuard(app, HostRule.for_listener("127.0.0.1", settings.allowed_hosts), settings)
+    scope = {
+        "type": "http",
+        "http_version": http_version,
+        "method": "GET",
+        "scheme": "http",
+        "path": "/health",
+        "raw_path": b"/health",
+        "query_string": b"",
+        "headers": headers,
+    }
+    asyncio.run(guard(scope, receive, send))
+    if passed:
+        return None
+    return sent[0]["status"], json.loads(sent[1]["body"])["error"]
+
+
+@pytest.mark.parametrize(
+    ("headers", "message"),
+    [
+        ([], "Host: missing"),
+        ([(b"host", b"")], "Host: empty"),
+        ([(b"host", b" \t ")], "Host: empty"),
+        ([(b"host", b"127.0.0.1"), (b"host", b"127.0.0.1")], "Host: given 2 times"),
+        ([(b"host", b"evil.example"), (b"host", b"127.0.0.1")], "Host: given 2 times"),
+        ([(b"host", b"127.0.0.1"), (b"host", b"")], "Host: given 2 times"),
+        ([(b"host", b"127.0.0.1 evil.example")], "not a host[:port]"),
+        ([(b"host", b"127.0.0.1:x")], "not a host[:port]"),
+        ([(b"host", b"127.0.0.1:80:80")], "not a host[:port]"),
+        ([(b"host", b"evil.example@127.0.0.1")], "not a host[:port]"),
+        ([(b"host", b"[::1")], "not a host[:port]"),
+        ([(b"host", b"127.0.0.1/x")], "not a host[:port]"),
+    ],
+)
+def test_a_host_header_missing_empty_repeated_or_malformed_is_refused(headers, message):
+    """Whatever the Host rule: with --allowed-hosts '*' too, a request names one host."""
+    for settings in (HttpSettings(), HttpSettings(allowed_hosts=("*",))):
+        for version in ("1.0", "1.1"):
+            status, error = guard_answer(headers, settings, version)
+            assert (status, error["field"]) == (400, "Host")
+            assert message in error["message"], error
+
+
+@pytest.mark.parametrize(
+    "host", [b"127.0.0.1", b" 127.0.0.1 ", b"127.0.0.1:", b"127.0.0.1:8000", b"LOCALHOST.:80"]
+)
+def test_one_host_the_server_answers_passes_with_either_http_version(host):
+    for version in ("1.0", "1.1"):
+        assert guard_answer([(b"host", host)], http_version=version) is None
+
+
+def test_two_origin_headers_are_refused_even_when_one_is_allowed():
+    own = (b"origin", b"http://127.0.0.1")
+    assert guard_answer([(b"host", b"127.0.0.1"), own]) is None
+    for origins in ([own, (b"origin", b"http://evil.example")], [own, own]):
+        status, error = guard_answer([(b"host", b"127.0.0.1"), *origins])
+        assert (status, error["field"]) == (400, "Origin")
+        assert "given 2 times" in error["message"]
+
+
+def exchange(url: str, request: bytes) -> tuple[int, dict]:
+    """Send `request` as raw bytes; the status and JSON body of the answer (the server closes
+    the connection after it: the request says HTTP/1.0 or Connection: close)."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(request)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
+
+
+def test_a_real_server_refuses_http_1_0_without_host_and_empty_hosts_and_keeps_serving():
+    engine = FakeEngine()
+    url, stop = start_in_thread(engine)
+    try:
+        refused = (
+            b"GET /health HTTP/1.0\r\n\r\n",
+            b'POST /v1/translate HTTP/1.0\r\nContent-Length: 13\r\n\r\n{"text": "a"}',
+            b"GET /health HTTP/1.1\r\nHost:\r\nConnection: close\r\n\r\n",
+            b"GET /health HTTP/1.1\r\nHost:  \t \r\nConnection: close\r\n\r\n",
+            b"GET /health HTTP/1.0\r\nHost: 127.0.0.1:x\r\n\r\n",
+        )
+        for request in refused:
+            status, body = exchange(url, request)
+            assert status == 400 and body["error"]["field"] == "Host", request
+        assert not engine.jobs
+        served = b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"
+        assert exchange(url, served) == (200, {"status": "ok"})
+    finally:
+        stop(drain=False)

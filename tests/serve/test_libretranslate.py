@@ -14,9 +14,13 @@ pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from tests.serve.fakes import LIMITS, fake_translation  # noqa: E402
-from transformer_mt.langid import installed  # noqa: E402
+from transformer_mt import langid  # noqa: E402
+from transformer_mt.data.specials import OWN_SPECIALS  # noqa: E402
+from transformer_mt.inference.languages import Languages  # noqa: E402
+from transformer_mt.langid import LinguaMissing, installed  # noqa: E402
 from transformer_mt.serve import libretranslate, schema  # noqa: E402
 from transformer_mt.serve.app import create_app  # noqa: E402
+from transformer_mt.serve.libretranslate import LibreError, request_fields  # noqa: E402
 
 BASE_URL = "http://127.0.0.1:8000"
 GOOD = {"q": "ein kleiner hund", "source": "de", "target": "en"}
@@ -49,6 +53,36 @@ def test_a_form_reads_as_json_does_and_a_repeated_q_is_a_list(client):
     assert many == {"translatedText": [fake_translation(t) for t in texts]}
     query = client.post("/translate?source=de&target=en", data={"q": "ein hund"}).json()
     assert query == {"translatedText": fake_translation("ein hund")}
+
+
+FORM_TYPE = "application/x-www-form-urlencoded"
+
+
+def test_the_query_string_is_read_with_any_body_and_the_body_wins_a_field_in_both():
+    query = b"api_key=from-query&source=de&q=query+text"
+    from_json = request_fields(b'{"q": "json text", "target": "en"}', "application/json", query)
+    assert from_json == {"api_key": "from-query", "source": "de", "q": "json text", "target": "en"}
+    from_form = request_fields(b"q=a&q=b&api_key=from-form", FORM_TYPE, query)
+    assert from_form == {"api_key": "from-form", "source": "de", "q": ["a", "b"]}  # not merged
+    # A JSON null is a field not given; an empty JSON body, or none, gives no fields.
+    assert request_fields(b'{"api_key": null}', "application/json", query)["api_key"] == (
+        "from-query"
+    )
+    assert request_fields(b"", "application/json", query) == request_fields(b"", "", query)
+    with pytest.raises(LibreError, match="the query string is not UTF-8"):
+        request_fields(b"{}", "application/json", b"q=%FF")
+
+
+def test_fields_from_the_query_string_serve_json_form_and_empty_bodies_alike(client):
+    expected = {"translatedText": fake_translation(GOOD["q"])}
+    query = urlencode({"source": "de", "target": "en"})
+    assert client.post(f"/translate?{query}", json={"q": GOOD["q"]}).json() == expected
+    assert client.post(f"/translate?{query}", data={"q": GOOD["q"]}).json() == expected
+    assert client.post(f"/translate?{urlencode(GOOD)}").json() == expected
+    assert client.post(f"/translate?{urlencode(GOOD)}", headers=JSON).json() == expected
+    # The body's source wins over the query string's; neither is a list of both.
+    assert client.post("/translate?source=xx", json=GOOD).json() == expected
+    assert client.post("/translate?source=xx", data=GOOD).json() == expected
 
 
 def test_alternatives_are_the_other_hypotheses_of_the_beam_without_the_translation(client, engine):
@@ -186,6 +220,51 @@ def test_detect_answers_a_list_of_languages_with_confidence_out_of_100(client):
     missing = client.post("/detect", data={})
     assert missing.status_code == 400
     assert missing.json() == {"error": "Invalid request: missing q parameter"}
+
+
+@needs_lingua
+def test_detect_names_no_language_for_a_text_in_none_of_the_models(client, engine):
+    """A de->en model: French is not German, whatever the model translates."""
+    french = "Bonjour, comment allez-vous aujourd'hui ?"
+    assert client.post("/detect", data={"q": french}).json() == []
+    assert client.post("/detect", data={"q": "12345 !"}).json() == []
+    mixed = client.post("/detect", json={"q": [french, "Zwei Hunde spielen im Schnee."]}).json()
+    assert mixed == [{"confidence": pytest.approx(100.0), "language": "de"}]
+    # source auto translates it all the same, from the one source it can be (confidence 0).
+    auto = client.post("/translate", json={**GOOD, "q": french, "source": "auto"}).json()
+    assert auto["detectedLanguage"] == {"confidence": 0.0, "language": "de"}
+    assert engine.jobs[-1].directions == [("de", "en")]
+
+
+@needs_lingua
+def test_detect_tells_the_languages_of_a_model_with_several_sources(engine):
+    engine.languages = Languages.of(OWN_SPECIALS, [("de", "en"), ("fr", "en")])
+    client = TestClient(create_app(engine), base_url=BASE_URL)
+    french = client.post("/detect", data={"q": "Deux chiens jouent dans la neige."}).json()
+    assert french[0]["language"] == "fr" and french[0]["confidence"] > 50
+
+
+def test_detect_without_lingua_says_that_detection_is_unavailable(client, monkeypatch):
+    def missing():
+        raise LinguaMissing("language identification needs lingua-language-detector")
+
+    monkeypatch.setattr(langid, "_import_lingua", missing)
+    response = client.post("/detect", data={"q": "Zwei Hunde spielen im Schnee."})
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "language detection is unavailable: language identification needs "
+        "lingua-language-detector"
+    }
+    assert_served(client)
+
+
+@needs_lingua
+def test_detect_for_a_model_of_no_language_lingua_knows_is_unavailable(engine):
+    engine.languages = Languages.of(OWN_SPECIALS, [("xx", "en")])
+    client = TestClient(create_app(engine), base_url=BASE_URL)
+    response = client.post("/detect", data={"q": "Zwei Hunde spielen im Schnee."})
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("language detection is unavailable: lingua")
 
 
 def test_the_openapi_body_has_the_fields_the_parser_reads(client):

@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from tests.serve.fakes import fake_translation  # noqa: E402
 from transformer_mt.errors import SettingError  # noqa: E402
+from transformer_mt.langid import installed  # noqa: E402
 from transformer_mt.serve import keys, quotas  # noqa: E402
 from transformer_mt.serve.app import create_app  # noqa: E402
 from transformer_mt.serve.http_settings import HttpSettings  # noqa: E402
@@ -169,6 +170,39 @@ def test_a_key_in_the_header_or_the_field_is_served(keyed):
     lt = keyed.post("/translate", data={**LT, "api_key": FREE})
     assert lt.json() == {"translatedText": fake_translation(LT["q"])}
     assert keyed.post("/translate", json=LT, headers=bearer(FREE)).status_code == 200
+
+
+DETECT = pytest.param(
+    "/detect",
+    {"q": "ein hund"},
+    marks=pytest.mark.skipif(not installed(), reason="lingua (the langid extra)"),
+)
+
+
+@pytest.mark.parametrize(("path", "fields"), [("/translate", LT), DETECT])
+def test_a_key_in_the_query_string_is_read_with_a_json_a_form_or_no_body(keyed, path, fields):
+    for body in ({"json": fields}, {"data": fields}):
+        response = keyed.post(f"{path}?api_key={FREE}", **body)
+        assert response.status_code == 200, response.text
+    query = "&".join(f"{name}={value}" for name, value in fields.items())
+    assert keyed.post(f"{path}?{query}&api_key={FREE}").status_code == 200
+    # A key in the body is the key, a key in the query string aside; a null one is none.
+    unknown = "nobody-has-this-key-00"
+    wrong = keyed.post(f"{path}?api_key={FREE}", json={**fields, "api_key": unknown})
+    assert (wrong.status_code, wrong.json()) == (403, {"error": "Invalid API key"})
+    assert keyed.post(f"{path}?api_key={unknown}", data={**fields, "api_key": FREE}).is_success
+    assert keyed.post(f"{path}?api_key={FREE}", json={**fields, "api_key": None}).is_success
+    # The field before the Authorization header.
+    header = keyed.post(path, json={**fields, "api_key": unknown}, headers=bearer(FREE))
+    assert header.status_code == 403
+
+
+def test_a_key_that_is_not_one_string_is_refused_naming_the_field(keyed, engine):
+    for body in ({"json": {**LT, "api_key": 12345}}, {"data": {**LT, "api_key": [FREE, TWO]}}):
+        response = keyed.post("/translate", **body)
+        assert response.status_code == 400
+        assert response.json() == {"error": "Invalid request: api_key parameter must be a string"}
+    assert engine.jobs == []
 
 
 def test_over_a_keys_requests_429_with_retry_after_and_one_count_for_both_apis(keyed, engine):

@@ -6,7 +6,8 @@ libretranslate.py and libretranslate_routes.py LibreTranslate's API beside it, j
 steps both share, keys.py and quotas.py the API keys and rate limits, detection.py
 identifies the language of texts sent with `source: "auto"`, server.py runs it under uvicorn
 with a draining shutdown, and engine.py decodes (each text sentence by sentence, texts.py).
-Only this package imports the `serve` extra (fastapi, uvicorn, prometheus_client, limits),
+Only this package imports the `serve` extra (fastapi, uvicorn, prometheus_client, limits,
+fastapi_offline),
 and importing the package itself imports none of them, so that `missing_dependencies` can
 say what to install.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 import importlib.util
 
 # The import names of the `serve` extra (pyproject.toml).
-EXTRA_MODULES = ("fastapi", "uvicorn", "prometheus_client", "limits")
+EXTRA_MODULES = ("fastapi", "uvicorn", "prometheus_client", "limits", "fastapi_offline")
 
 
 def missing_dependencies() -> list[str]:

@@ -25,12 +25,14 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from transformer_mt import __version__
+from transformer_mt.config import DecodeConfig
 from transformer_mt.documents.units import DocumentError
 from transformer_mt.serve import jobs, libretranslate_routes, schema
 from transformer_mt.serve.api import (
@@ -58,12 +60,17 @@ logger = logging.getLogger("transformer_mt.serve")
 
 # Queued after a job's last token event: the job has finished (or failed, or was cancelled).
 _FINISHED = object()
+# Where static/index.html holds its beam size field's starting value (`page_html`); a page
+# shown without the server (the mark left in) starts with an empty field, the server's default.
+BEAM_SIZE_MARK = "{{beam_size}}"
 
 _TRANSLATE_DOCS = {
     "openapi_extra": {
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": schema.TranslateBody.model_json_schema()}},
+            "content": {
+                "application/json": {"schema": schema.request_schema(schema.TranslateBody)}
+            },
         }
     },
     "responses": {
@@ -88,7 +95,7 @@ def create_app(
     for a server listening on `listen_host` (the Host names it answers derive from it);
     `settings` None: the defaults of `HttpSettings`."""
     settings = settings if settings is not None else HttpSettings()
-    app = FastAPI(
+    app = _fastapi(
         title="transformer_mt",
         version=__version__,
         summary="Neural machine translation over HTTP (tmt serve)",
@@ -102,8 +109,7 @@ def create_app(
     app.state.draining = False
     app.state.metrics = Metrics(engine)
     app.state.sources = SourceDetector(engine.languages)
-    page = importlib.resources.files("transformer_mt.serve") / "static" / "index.html"
-    app.state.page = page.read_text(encoding="utf-8")
+    app.state.page = page_html(engine.defaults)
     app.add_api_route(
         "/v1/translate",
         translate,
@@ -144,6 +150,23 @@ def create_app(
     app.add_middleware(RequestGuard, hosts=hosts, settings=settings)
     app.add_middleware(RequestLog, metrics=app.state.metrics, paths=paths)
     return app
+
+
+def _fastapi(**fields: object) -> FastAPI:
+    """The application object; `fields` are FastAPI's. Its API page, /docs, loads its script,
+    style and icon from this server (fastapi-offline's packaged copies under
+    /static-offline-docs), not from a CDN: FastAPI's own page is blank without the internet.
+    There is no /redoc: ReDoc always loads its maker's logo from the internet."""
+    # The online validator badge would send the schema's address to validator.swagger.io.
+    return FastAPIOffline(redoc_url=None, swagger_ui_parameters={"validatorUrl": None}, **fields)
+
+
+def page_html(defaults: DecodeConfig) -> str:
+    """The web page, its beam size field set to the checkpoint's (`defaults`), so that the
+    page translates as the CLI and the API do unless its user changes it."""
+    page = importlib.resources.files("transformer_mt.serve") / "static" / "index.html"
+    html = page.read_text(encoding="utf-8")
+    return html.replace(BEAM_SIZE_MARK, str(defaults.beam_size))
 
 
 def drain(app: FastAPI) -> None:

@@ -5,9 +5,13 @@ asked to translate into the request's target from (`Languages.sources`); for Lib
 The identifier is `langid.LanguageIdentifier` (lingua, restricted to those languages: the
 choice measured best on Multi30k's short captions, docs/results.md). One is built per set of
 candidates on the first request that needs it (lingua then loads its models: about a second
-for four languages, off the event loop) and kept. A text lingua cannot place (digits,
-punctuation) is translated from the server's default source when the model translates that
-into the target, else from the first candidate, and reported with confidence 0.
+for four languages, off the event loop) and kept. A text to translate that lingua cannot place
+among the candidates (digits, punctuation, or a language the model lacks: restricted to one
+language, lingua answers only whether a text is in it) is translated from the server's
+default source when the model translates that into the target, else from the first
+candidate, and reported with confidence 0. /detect translates nothing, so it reports no
+language for such a text: naming the default source would send a client that routes on the
+answer to a model of the wrong language.
 """
 
 from __future__ import annotations
@@ -30,23 +34,16 @@ class SourceDetector:
 
     def detect(self, texts: list[str], target: str | None) -> list[Detection]:
         """The source language of each text (a code the model translates into `target`
-        from) and lingua's confidence in it.
+        from) and lingua's confidence in it; a text lingua cannot place: the fallback
+        source with confidence 0.
 
         Raises:
             ApiError: 501 (field source) without lingua installed; 400 (field source) when
                 lingua knows none of the candidate languages.
         """
         sources = self.languages.sources(target)
-        return self._detect(texts, sources, f"translated into {target}")
-
-    def detect_any(self, texts: list[str]) -> list[Detection]:
-        """As `detect`, among every language the model translates from (LibreTranslate's
-        /detect, which names no target)."""
-        sources = tuple(sorted({s for s, _ in self.languages.directions if s is not None}))
-        return self._detect(texts, sources, "the model translates from")
-
-    def _detect(self, texts: list[str], sources: tuple[str, ...], what: str) -> list[Detection]:
-        identifier = self._identifier(sources, what)
+        what = f"translated into {target}"
+        identifier = self._identifier(sources, "source", "source=auto", what, "; name the source")
         default = self.languages.default[0]
         fallback = default if default in sources else identifier.codes[0]
         return [
@@ -54,20 +51,38 @@ class SourceDetector:
             for found in identifier.detect(texts)
         ]
 
-    def _identifier(self, sources: tuple[str, ...], what: str) -> LanguageIdentifier:
+    def detect_any(self, texts: list[str]) -> list[Detection]:
+        """The language of each text among every language the model translates from
+        (LibreTranslate's /detect, which names no target); code None for a text lingua places
+        in none of them.
+
+        Raises:
+            ApiError: 501 (field q) without lingua installed, 400 (field q) when lingua knows
+                none of the model's source languages: detection is unavailable.
+        """
+        sources = tuple(sorted({s for s, _ in self.languages.directions if s is not None}))
+        refusal, what = "language detection is unavailable", "the model translates from"
+        return self._identifier(sources, "q", refusal, what).detect(texts)
+
+    def _identifier(
+        self, sources: tuple[str, ...], field: str, refusal: str, what: str, hint: str = ""
+    ) -> LanguageIdentifier:
+        """The identifier among `sources` (the languages `what`), built on first use; when
+        there can be none, an ApiError naming `field` whose message starts with `refusal`
+        and ends with `hint`."""
         with self._lock:
             found = self._identifiers.get(sources)
             if found is None:
                 try:
                     codes = langid.known(sources)
                 except LinguaMissing as err:
-                    raise ApiError(501, "source", f"source=auto: {err}") from None
+                    raise ApiError(501, field, f"{refusal}: {err}") from None
                 if not codes:
                     raise ApiError(
                         400,
-                        "source",
-                        f"source=auto: lingua identifies none of the languages {what} "
-                        f"({', '.join(sources)}); name the source",
+                        field,
+                        f"{refusal}: lingua identifies none of the languages {what} "
+                        f"({', '.join(sources)}){hint}",
                     )
                 found = self._identifiers[sources] = LanguageIdentifier(codes)
             return found

@@ -8,6 +8,12 @@ Host names the server listens on or was given (`HostRule`), and refuses a reques
 Origin is neither the server's own nor one of `HttpSettings.cors_origins` (browsers send
 Origin with every cross-origin request they let a page make, and with every POST).
 
+A request must carry exactly one Host header holding `host[:port]`, HTTP/1.0 too: a request
+without one (which h11 lets through for HTTP/1.0), with an empty one, or with two (an ASGI
+server other than uvicorn may pass both on, and this module must not pick one to trust) is
+refused before any Host rule is asked, as RFC 9112 section 3.2 asks of HTTP/1.1. Origin,
+which a browser sends at most once, is refused when given twice for the same reason.
+
 Starlette's TrustedHostMiddleware checks Host only, with a plain-text refusal and without
 the any-address rule of a wildcard listener; this module answers in the API's error body.
 """
@@ -16,11 +22,17 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 import socket
 from dataclasses import dataclass
 
 from transformer_mt.serve.api import ApiError, printable
 from transformer_mt.serve.http_settings import HttpSettings
+
+# A Host header's value (RFC 3986 authority without userinfo): a bracketed IPv6 address or a
+# name or IPv4 address of unreserved, percent-encoded and sub-delimiter characters, then an
+# optional port of digits.
+_HOST_VALUE = re.compile(r"(\[[0-9A-Za-z:.%_~-]+\]|[0-9A-Za-z._~%!$&'()*+,;=-]+)(?::[0-9]*)?")
 
 
 @dataclass(frozen=True)
@@ -59,8 +71,9 @@ class HostRule:
 class RequestGuard:
     """ASGI middleware: 431 for more headers than `max_headers` or a head larger than
     `max_header_bytes` (h11 bounds only a head still arriving, not one that came whole), 400
-    for a Host the server does not answer, 403 for a cross-origin request from an origin not
-    allowed."""
+    for a Host header missing, repeated, empty or not `host[:port]`, or naming a host the
+    server does not answer, 400 for a repeated Origin, 403 for a cross-origin request from an
+    origin not allowed."""
 
     def __init__(self, app, hosts: HostRule, settings: HttpSettings):
         self.app, self.hosts, self.settings = app, hosts, settings
@@ -84,31 +97,61 @@ class RequestGuard:
         if size > self.settings.max_header_bytes:
             most = self.settings.max_header_bytes
             return ApiError(431, None, f"request head: {size} bytes; at most {most}")
-        values = {name: value for name, value in headers if name in (b"host", b"origin")}
-        host = values.get(b"host", b"").decode("latin-1")
-        if host and not self.hosts.allows(_host_name(host)):
+        hosts = _values(headers, b"host")
+        refusal = self._host_refusal(hosts)
+        if refusal is not None:
+            return refusal
+        return self._origin_refusal(_values(headers, b"origin"), scope, hosts[0])
+
+    def _host_refusal(self, hosts: list[str]) -> ApiError | None:
+        """400 unless `hosts` (the Host headers' values) is one `host[:port]` that
+        `self.hosts` answers."""
+        if len(hosts) != 1:
+            problem = "missing" if not hosts else f"given {len(hosts)} times"
+            return ApiError(400, "Host", f"Host: {problem}; a request names one host[:port]")
+        host = hosts[0]
+        if not host:
+            return ApiError(400, "Host", "Host: empty; a request names one host[:port]")
+        if _HOST_VALUE.fullmatch(host) is None:
+            return ApiError(400, "Host", f"Host {printable(host)}: not a host[:port]")
+        if not self.hosts.allows(_host_name(host)):
             return ApiError(400, "Host", f"Host {printable(host)}: not a name this server answers")
-        origin = values.get(b"origin")
-        if origin is not None:
-            origin_text = origin.decode("latin-1").lower().rstrip("/")
-            own = f"{scope.get('scheme', 'http')}://{host.lower()}"
-            if origin_text != own and "*" not in self.origins and origin_text not in self.origins:
-                return ApiError(
-                    403,
-                    "Origin",
-                    f"Origin {printable(origin_text)}: cross-origin requests from it are refused",
-                )
+        return None
+
+    def _origin_refusal(self, origins: list[str], scope: dict, host: str) -> ApiError | None:
+        """400 for several Origin headers; 403 for one that is neither the server's own
+        (`scheme://host`) nor allowed; None without one (not a browser's cross-origin
+        request)."""
+        if not origins:
+            return None
+        if len(origins) > 1:
+            return ApiError(
+                400, "Origin", f"Origin: given {len(origins)} times; a browser sends one"
+            )
+        origin = origins[0].lower().rstrip("/")
+        own = f"{scope.get('scheme', 'http')}://{host.lower()}"
+        if origin != own and "*" not in self.origins and origin not in self.origins:
+            return ApiError(
+                403,
+                "Origin",
+                f"Origin {printable(origin)}: cross-origin requests from it are refused",
+            )
         return None
 
 
+def _values(headers: list[tuple[bytes, bytes]], name: bytes) -> list[str]:
+    """The values of every header `name` (lower case, as ASGI gives names), without the
+    whitespace around them (which an ASGI server may leave)."""
+    return [value.decode("latin-1").strip(" \t") for key, value in headers if key == name]
+
+
 def _host_name(host: str) -> str:
-    """The host of a Host header value, without its port, lower case, without a final dot."""
-    host = host.strip().lower()
+    """The host of a Host header value (`_HOST_VALUE`), without its port, lower case, without
+    a final dot."""
+    host = host.lower()
     if host.startswith("["):  # [IPv6]:port
-        return host[1 : host.find("]")] if "]" in host else host
-    if host.count(":") == 1:
-        host = host.rsplit(":", 1)[0]
-    return host.rstrip(".")
+        return host[1 : host.index("]")]
+    return host.partition(":")[0].rstrip(".")
 
 
 def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

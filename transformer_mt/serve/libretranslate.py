@@ -3,11 +3,15 @@ response and error bodies. The one owner of LibreTranslate request parsing, as a
 /v1's; libretranslate_routes.py serves it from the same engine, keys and limits.
 
 LibreTranslate (libretranslate/app.py) reads a JSON object when the request says
-`application/json`, else the form fields and the query string's. So does `request_fields`:
-`application/x-www-form-urlencoded` is what libretranslatepy and libretranslate-aio send, a
-field given twice is a list (libretranslate-aio sends a list of texts as `q` repeated,
-which LibreTranslate itself would cut to its first text); multipart/form-data is refused.
-Fields it does not know are ignored, as LibreTranslate ignores them.
+`application/json`, else the form fields and the query string's. `request_fields` reads the
+query string whatever the body is, so that `POST /translate?api_key=KEY` with a JSON body
+carries its key as it does with a form, and a field in both places is taken from the body,
+whole (one place per field: a form's `q` never gains the query string's texts, a key in
+both is not two keys). `application/x-www-form-urlencoded` is what libretranslatepy and
+libretranslate-aio send; a field given twice in one place is a list (libretranslate-aio
+sends a list of texts as `q` repeated, which LibreTranslate itself would cut to its first
+text); multipart/form-data is refused. Fields it does not know are ignored, as
+LibreTranslate ignores them.
 
 POST /translate: `q` (a string, or a list of strings), `source` (a code, or "auto": each
 text's language identified), `target`, `format` ("text", or "html": each text a document
@@ -15,7 +19,8 @@ whose markup is kept, markup.py), `alternatives` (more hypotheses of the beam: a
 beam size less one; none for a document) and `api_key`; and our own `glossary`, which
 LibreTranslate lacks: a list of {"source", "target"} entries for every text (in a form, that
 list as JSON text), whose terms each sentence holds are its constraints (terms.py). POST
-/detect: `q`, `api_key`.
+/detect: `q`, `api_key`; the languages of the model found in `q` (none: an empty list), or,
+without lingua, LibreTranslate's error body saying that detection is unavailable.
 Codes are matched as given, else ignoring case. Errors are LibreTranslate's: `{"error":
 "..."}` with its status codes and, where it has one, its message; a request over a size limit
 is its 400, not our 413.
@@ -83,19 +88,31 @@ class LibreRequest:
 
 
 def request_fields(body: bytes, content_type: str, query: bytes) -> dict[str, object]:
-    """The fields of a request: a JSON body's object, or the query string's and a form
-    body's fields (a field given more than once: a list of its values).
+    """The fields of a request: the query string's, and the body's (a JSON object, or a form),
+    a field in both taken from the body. In a query string or a form a field given more
+    than once is a list of its values.
 
     Raises:
-        LibreError: 400 for a body that is not a JSON object, a form that is not UTF-8, or
-            multipart/form-data.
+        LibreError: 400 for a body that is not a JSON object, a form or query string that is
+            not UTF-8, or multipart/form-data.
     """
+    fields = _form_fields(query, "the query string")
+    fields.update(_body_fields(body, content_type))
+    return fields
+
+
+def _body_fields(body: bytes, content_type: str) -> dict[str, object]:
+    """A JSON body's object without its null fields (not given, so that the query string's
+    stand; an empty body: no fields), or a form body's fields."""
     media = content_type.split(";", 1)[0].strip().lower()
     if media == "application/json" or media.endswith("+json"):
+        if not body.strip():
+            return {}
         try:
-            return json_object(body)
+            found = json_object(body)
         except ApiError as err:
             raise LibreError(400, "body", f"Invalid JSON format: {err.message}") from None
+        return {name: value for name, value in found.items() if value is not None}
     if media.startswith("multipart/"):
         raise LibreError(
             400,
@@ -103,16 +120,21 @@ def request_fields(body: bytes, content_type: str, query: bytes) -> dict[str, ob
             "Invalid request: multipart bodies are not supported; send JSON or "
             "application/x-www-form-urlencoded",
         )
+    return _form_fields(body, "the form")
+
+
+def _form_fields(encoded: bytes, what: str) -> dict[str, object]:
+    """The fields of a query string or form (`what`, for the message), a field given more
+    than once a list of its values."""
+    try:
+        text = encoded.decode("utf-8")  # percent escapes too, below
+        pairs = urllib.parse.parse_qsl(text, keep_blank_values=True, errors="strict")
+    except UnicodeDecodeError:
+        raise LibreError(400, "body", f"Invalid request: {what} is not UTF-8") from None
     fields: dict[str, object] = {}
-    for part in (query, body):
-        try:
-            text = part.decode("utf-8")  # percent escapes too, below
-            pairs = urllib.parse.parse_qsl(text, keep_blank_values=True, errors="strict")
-        except UnicodeDecodeError:
-            raise LibreError(400, "body", "Invalid request: the form is not UTF-8") from None
-        for name, value in pairs:
-            held = fields.get(name)
-            fields[name] = value if held is None else [*_as_list(held), value]
+    for name, value in pairs:
+        held = fields.get(name)
+        fields[name] = value if held is None else [*_as_list(held), value]
     return fields
 
 
@@ -176,10 +198,13 @@ def translate_json(
 
 def detect_json(detections: Sequence[Detection]) -> list[dict]:
     """The POST /detect body: [{"confidence": 0-100, "language"}], most likely first. For
-    several texts, as LibreTranslate: each language found, with its mean confidence."""
+    several texts, as LibreTranslate: each language found, with its mean confidence over the
+    texts found in it. A text in no language of the model (code None) adds nothing: none
+    found is an empty list, never a language the texts are not in."""
     by_code: dict[str, list[float]] = defaultdict(list)
     for detection in detections:
-        by_code[detection.code].append(detection.confidence)
+        if detection.code is not None:
+            by_code[detection.code].append(detection.confidence)
     found = [Detection(code, sum(c) / len(c)) for code, c in by_code.items()]
     return [_detection(d) for d in sorted(found, key=lambda d: -d.confidence)]
 
@@ -306,9 +331,18 @@ def _glossaries(value: object, n_texts: int, html: bool) -> list[Glossary | None
 
 
 def _key(fields: dict) -> str | None:
-    """The `api_key` field; None when absent, empty or not a string (given twice)."""
+    """The `api_key` field; None when absent or empty (the Authorization header may hold the
+    key then).
+
+    Raises:
+        LibreError: 400 for a key that is not one string (a number, or given twice).
+    """
     key = fields.get("api_key")
-    return key if isinstance(key, str) and key else None
+    if key is None or key == "":
+        return None
+    if not isinstance(key, str):
+        raise LibreError(400, "api_key", "Invalid request: api_key parameter must be a string")
+    return key
 
 
 def _detection(detection: Detection) -> dict:

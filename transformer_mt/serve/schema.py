@@ -8,11 +8,32 @@ tests keep `TranslateBody`'s fields equal to the keys api.py accepts, and
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 _DEFAULT = "Default: the checkpoint's decode setting."
+
+
+def request_schema(model: type[BaseModel]) -> dict:
+    """The JSON schema of a request body `model`, whole, for an endpoint's OpenAPI
+    `requestBody`: pydantic names the models it nests under `$defs`, which an OpenAPI
+    document does not resolve there (ReDoc stops with "Invalid reference token: $defs"), so
+    each reference is replaced by the schema it names."""
+    found = model.model_json_schema()
+    defined = found.pop("$defs", {})
+
+    def inline(value: Any) -> Any:
+        if isinstance(value, dict):
+            ref = value.get("$ref", "")
+            if ref.startswith("#/$defs/"):
+                return inline(defined[ref.removeprefix("#/$defs/")])
+            return {key: inline(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [inline(item) for item in value]
+        return value
+
+    return inline(found)
 
 
 class GlossaryEntry(BaseModel):
@@ -222,7 +243,9 @@ class LibreTranslateBody(BaseModel):
         "(none for html).",
     )
     api_key: str | None = Field(
-        None, description="Where the server requires keys (also: Authorization: Bearer)."
+        None,
+        description="Where the server requires keys (also: Authorization: Bearer). Every "
+        "field may come in the query string instead; the body's wins.",
     )
     glossary: list[GlossaryEntry] | str | None = Field(
         None,
@@ -238,7 +261,9 @@ class LibreDetectBody(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     q: str | list[str] = Field(examples=["Deux jeunes enfants jouent dans la neige."])
-    api_key: str | None = None
+    api_key: str | None = Field(
+        None, description="Where the server requires keys; in the query string too."
+    )
 
 
 class LibreDetected(BaseModel):
