@@ -1,0 +1,91 @@
+"""DecodeConfig: search settings for validation BLEU and `tmt translate`, the bounds of its
+numbers, and the fields that cannot change a translation."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from transformer_mt.config.checks import check_positive
+from transformer_mt.config.errors import ConfigError
+
+# Bounds of decode numbers that would otherwise overflow: a length penalty of 1e308 divides by
+# infinity, a max_len_b of 1e19 wraps a 64-bit length to 1 token. Output lengths past these
+# exceed every position table (the decoder stops there anyway), and |alpha| > 10 weighs a
+# length difference of one token more than any log-probability.
+DECODE_RANGES: dict[str, tuple[float, float]] = {
+    "length_penalty": (-10.0, 10.0),
+    "max_len_a": (0.0, 1000.0),
+    "max_len_b": (0, 1_000_000),
+    "min_len": (0, 1_000_000),
+    "temperature": (0.01, 100.0),
+}
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Search settings for validation BLEU and `tmt translate`.
+
+    Length penalty (GNMT, Wu et al. 2016): score = log P(y|x) / lp(y), with
+    lp(y) = ((5 + |y|) / 6) ** length_penalty under `length_norm: gnmt`, lp(y) = |y| under
+    `average`, lp(y) = 1 under `none`. Output length is at most max_len_a * |x| + max_len_b.
+    """
+
+    beam_size: int = 5  # 1: greedy
+    length_penalty: float = 1.0  # alpha of the GNMT penalty
+    length_norm: Literal["gnmt", "average", "none"] = "gnmt"
+    max_len_a: float = 1.5
+    max_len_b: int = 10
+    min_len: int = 1  # tokens before end-of-sentence may be chosen
+    n_best: int = 1
+    max_tokens: int = 4096  # source tokens per translation batch
+    sampling: bool = False  # sample instead of searching (top_k / top_p / temperature)
+    top_k: int = 0  # 0: no top-k filter
+    top_p: float = 1.0
+    temperature: float = 1.0
+
+    def validate(self) -> None:
+        for name in ("length_penalty", "max_len_a", "top_p", "temperature"):
+            if not math.isfinite(getattr(self, name)):
+                raise ConfigError(
+                    f"decode.{name}={getattr(self, name)} must be a finite number",
+                    keys=(f"decode.{name}",),
+                )
+        for name, (low, high) in DECODE_RANGES.items():
+            if not low <= getattr(self, name) <= high:
+                raise ConfigError(
+                    f"decode.{name}={getattr(self, name):g} must be in [{low:g}, {high:g}]",
+                    keys=(f"decode.{name}",),
+                )
+        check_positive(self, "decode", ["beam_size", "n_best", "max_tokens", "temperature"])
+        if self.n_best > self.beam_size:
+            raise ConfigError(
+                f"decode.n_best={self.n_best} must be <= decode.beam_size={self.beam_size}",
+                keys=("decode.n_best", "decode.beam_size"),
+            )
+        if not 0.0 < self.top_p <= 1.0:
+            raise ConfigError(
+                f"decode.top_p={self.top_p} must be in (0, 1]", keys=("decode.top_p",)
+            )
+        if self.top_k < 0:
+            raise ConfigError(f"decode.top_k={self.top_k} must be >= 0", keys=("decode.top_k",))
+
+    def output_settings(self) -> tuple:
+        """The value of every field that can change a translation, in field order (all but
+        `OUTPUT_NEUTRAL_FIELDS`): settings with equal tuples translate alike. The server's
+        translation cache and its search lanes key on this, so that a field added here
+        tells requests apart without anyone listing it again."""
+        return tuple(
+            getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name not in OUTPUT_NEUTRAL_FIELDS
+        )
+
+
+# DecodeConfig fields that cannot change a translation: `max_tokens` only sizes the offline
+# translator's batches, and a batch translates as each of its sentences alone (tests of
+# search and of the Translator). Every other field is an output setting, a field added to
+# DecodeConfig included, unless it is named here.
+OUTPUT_NEUTRAL_FIELDS = frozenset({"max_tokens"})

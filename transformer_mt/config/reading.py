@@ -1,0 +1,92 @@
+"""The YAML reader of config files: the mapping a file holds, or a one-line ConfigError."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from transformer_mt.config.errors import ConfigError
+from transformer_mt.errors import one_line
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """The mapping a config file holds; every way of not being one is a one-line ConfigError.
+
+    Errors of the file itself (not found, not UTF-8, not YAML) blame no key; a key given
+    twice is blamed by its dotted name.
+    """
+    text = _read_text(path)
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+        if root is not None:
+            _refuse_duplicate_keys(root, path)
+        data = {} if root is None else loader.construct_document(root)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML ({one_line(err)})", keys=()) from None
+    finally:
+        loader.dispose()
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections", keys=())
+    return data
+
+
+def _read_text(path: Path) -> str:
+    """The file's text, refused when it is missing, a folder, unreadable or not UTF-8."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found", keys=()) from None
+    except IsADirectoryError:
+        raise ConfigError(
+            f"{path}: is a folder, not a config file; name a .yaml file", keys=()
+        ) from None
+    except OSError as err:
+        raise ConfigError(
+            f"{path}: cannot read the config file ({err.strerror})", keys=()
+        ) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise ConfigError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{raw[err.start]:02x}); save the file as UTF-8",
+            keys=(),
+        ) from None
+
+
+def _refuse_duplicate_keys(root: yaml.Node, path: Path) -> None:
+    """Refuse a key given twice in one mapping, at any depth.
+
+    PyYAML silently keeps the last of two equal keys, so a file that sets `train.lr` twice
+    would train with whichever came last, unnoticed.
+    """
+    stack: list[tuple[yaml.Node, str]] = [(root, "")]
+    visited: set[int] = set()  # aliases share nodes, and may even point back at an ancestor
+    while stack:
+        node, name = stack.pop()
+        if id(node) in visited:
+            continue
+        visited.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend((item, f"{name}[{i}]") for i, item in enumerate(node.value))
+        if not isinstance(node, yaml.MappingNode):
+            continue
+        first_lines: dict[tuple[str, str], int] = {}
+        for key, value in node.value:
+            if not isinstance(key, yaml.ScalarNode):
+                continue  # a list or mapping as a key: no config section has one
+            dotted = f"{name}.{key.value}" if name else key.value
+            line = key.start_mark.line + 1
+            if (key.tag, key.value) in first_lines:
+                first = first_lines[(key.tag, key.value)]
+                raise ConfigError(
+                    f"{path}:{line}: duplicate key {dotted} (first at line {first}); keep one",
+                    keys=(dotted,),
+                )
+            first_lines[(key.tag, key.value)] = line
+            stack.append((value, dotted))

@@ -1,0 +1,79 @@
+"""TrainConfig: optimisation, precision, validation and checkpointing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from transformer_mt.config.checks import check_positive, check_unit_interval
+from transformer_mt.config.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation, precision, validation and checkpointing."""
+
+    max_steps: int = 100_000  # optimizer updates
+    max_epochs: int | None = None  # stop after this many passes as well (None: no limit)
+    max_minutes: float | None = None  # stop after this much wall-clock time, resumes included
+    max_tokens: int = 4096  # tokens per batch, padding included, max(source, target) side
+    update_freq: int = 1  # batches accumulated into one update
+    schedule: Literal["inverse_sqrt", "noam", "linear"] = "inverse_sqrt"
+    lr: float = 5e-4  # inverse_sqrt, linear: peak lr reached at warmup_steps
+    warmup_steps: int = 4000
+    warmup_init_lr: float = 1e-7  # inverse_sqrt, linear: lr at step 0, linear to lr at warmup_steps
+    noam_scale: float = 1.0  # noam: lr = noam_scale * d_model^-0.5 * min(s^-0.5, s*w^-1.5)
+    adam_betas: tuple[float, float] = (0.9, 0.98)  # paper 5.3
+    adam_eps: float = 1e-9  # paper 5.3
+    weight_decay: float = 0.0
+    clip_norm: float = 0.0  # gradient-norm clipping (0: off)
+    label_smoothing: float = 0.1  # paper 5.4
+    ema_decay: float = 0.0  # exponential moving average of weights (0: off)
+    # auto: bf16 where the device computes it natively (CUDA with bf16; CPUs with AMX or
+    # avx512_bf16), else fp32: emulated bf16 trains ~10x slower (transformer_mt/machine.py).
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    # CPU threads for torch (0: OMP_NUM_THREADS when set, else one per core not busy with other
+    # work at start; a thread sharing its core with another process stalls the others).
+    threads: int = 0
+    # torch.compile the training forward and backward (dynamic shapes: one graph for all batch
+    # sizes). Minutes of compilation at the first update; for GPUs: on the development CPU it
+    # trained at 0.83-1.01x eager's tokens/s (docs/benchmarks.md).
+    compile: bool = False
+    seed: int = 1
+    log_every: int = 100  # steps between metrics.jsonl rows
+    valid_every: int = 1000  # steps between validations (and checkpoints)
+    valid_bleu: bool = True  # decode the valid set for BLEU at each validation
+    valid_max_sentences: int | None = None  # decode only the first N valid sentences for BLEU
+    keep_last: int = 5  # periodic checkpoints kept besides best.pt and last.pt
+    patience: int = 0  # stop after this many validations without a better BLEU (0: off)
+    nonfinite_loss: Literal["stop", "skip"] = "stop"  # a NaN/inf loss stops or skips the update
+    # Fine-tuning: start from this checkpoint's weights, tokenizers and special ids (ours or
+    # `tmt import`ed); the run's model and tokenizer sections are the checkpoint's (keys set
+    # otherwise are refused, training-only ones such as dropout excepted). None: from scratch.
+    init_from: str | None = None
+
+    def validate(self) -> None:
+        check_positive(self, "train", ["max_steps", "max_tokens", "update_freq", "lr"])
+        check_positive(self, "train", ["log_every", "valid_every", "adam_eps"])
+        if self.max_minutes is not None and self.max_minutes <= 0:
+            raise ConfigError(
+                f"train.max_minutes={self.max_minutes} must be > 0", keys=("train.max_minutes",)
+            )
+        if self.warmup_steps < 0 or self.warmup_steps >= self.max_steps:
+            raise ConfigError(
+                f"train.warmup_steps={self.warmup_steps} must be in [0, "
+                f"train.max_steps={self.max_steps})",
+                keys=("train.warmup_steps", "train.max_steps"),
+            )
+        check_unit_interval(self, "train", ["label_smoothing", "ema_decay"])
+        if not all(0.0 <= b < 1.0 for b in self.adam_betas):
+            raise ConfigError(
+                f"train.adam_betas={list(self.adam_betas)} must be in [0, 1)",
+                keys=("train.adam_betas",),
+            )
+        for name in ("weight_decay", "clip_norm", "keep_last", "patience", "threads"):
+            if getattr(self, name) < 0:
+                raise ConfigError(
+                    f"train.{name}={getattr(self, name)} must be >= 0", keys=(f"train.{name}",)
+                )
