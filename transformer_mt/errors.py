@@ -7,6 +7,8 @@ name the flag that set it instead.
 
 from __future__ import annotations
 
+VALUE_CHARS = 200  # of a user's value quoted in a message; the rest is cut
+
 
 class TmtError(Exception):
     """A user-facing error: bad input, bad config, missing file. The message is one line."""
@@ -21,8 +23,22 @@ class SettingError(TmtError):
 
     def __init__(self, setting: str, value: object, reason: str):
         self.setting, self.value, self.reason = setting, value, reason
-        shown = setting if value is None else f"{setting}={value}"
+        shown = setting if value is None else f"{setting}={shown_value(value)}"
         super().__init__(f"{shown}: {reason}")
+
+
+def printable(text: str, limit: int = 500) -> str:
+    """`text` for a message or a log line: control and other unprintable characters escaped
+    as in Python literals (so that a value cannot write a line of its own into a log or
+    forge an `error:` line), cut at `limit` characters."""
+    escaped = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text[:limit])
+    return escaped + ("..." if len(text) > limit else "")
+
+
+def shown_value(value: object) -> str:
+    """A user's value (a flag's, a setting's) as a message quotes it: `printable`, cut at
+    `VALUE_CHARS` (a 5,000-character language code is a mistake, not something to read)."""
+    return printable(str(value), VALUE_CHARS)
 
 
 def one_line(err: BaseException) -> str:

@@ -27,7 +27,7 @@ from transformer_mt.config import (
     check_one_prefix_per_text,
     decode_field_types,
 )
-from transformer_mt.errors import SettingError, TmtError, one_line
+from transformer_mt.errors import SettingError, TmtError, one_line, printable
 from transformer_mt.inference.languages import Languages, Pair
 from transformer_mt.langid import Detection, installed
 from transformer_mt.serve.contract import (
@@ -297,14 +297,6 @@ def engine_error(err: BaseException, given: list[str]) -> ApiError:
     if isinstance(err, TmtError):
         return ApiError(400, None, str(err))
     return ApiError(500, None, f"internal error: {type(err).__name__}: {one_line(err)}")
-
-
-def printable(text: str, limit: int = 500) -> str:
-    """`text` for a message or a log line: control and other unprintable characters escaped
-    as in Python literals (so that a request cannot write a line of its own into the log),
-    cut at `limit` characters."""
-    escaped = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text[:limit])
-    return escaped + ("..." if len(text) > limit else "")
 
 
 def max_body_bytes(limits: RequestLimits) -> int:
