@@ -167,3 +167,282 @@ def test_a_reader_that_leaves_early_is_one_line(checkpoint, tmp_path):
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     assert "error: stdout was closed by its reader (broken pipe)" in result.stderr
+
+
+# --- An output onto an input: every command that writes refuses every file it reads.
+
+
+@pytest.fixture
+def made(checkpoint, tmp_path):
+    """A checkpoint whose stored config names a corpus, tokenizer text and a parent checkpoint
+    in tmp_path (what it was made from), a config of another corpus, and the files translate
+    reads; name -> path."""
+    files = {name: tmp_path / name for name in ("in.txt", "ref.txt", "prefix.txt")}
+    for name in ("train", "valid", "test", "other"):
+        for lang in ("de", "en"):
+            files[f"{name}.{lang}"] = tmp_path / "corpus" / f"{name}.{lang}"
+    files |= {"extra.txt": tmp_path / "extra.txt", "parent.pt": tmp_path / "parent.pt"}
+    files |= {"glossary.tsv": tmp_path / "glossary.tsv", "constraints.txt": tmp_path / "c.txt"}
+    for path in files.values():
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(SOURCE, encoding="utf-8")
+    files["glossary.tsv"].write_text("buch\tbook\n", encoding="utf-8")
+    state = torch.load(checkpoint, weights_only=True)
+    corpus = tmp_path / "corpus"
+    data = {"train": f"{corpus}/train", "valid": f"{corpus}/valid", "test": f"{corpus}/test"}
+    state["config"]["data"].update(data)
+    state["config"]["tokenizer"]["extra_text"] = [str(files["extra.txt"])]
+    state["config"]["train"]["init_from"] = str(files["parent.pt"])
+    files["model.pt"] = tmp_path / "model.pt"
+    torch.save(state, files["model.pt"])
+    files["config.yaml"] = tmp_path / "config.yaml"
+    files["config.yaml"].write_text(f"data:\n  train: {corpus}/other\n  test: null\n")
+    files["shortlist.vmap"] = tmp_path / "shortlist.vmap"
+    files["shortlist.vmap"].write_text("\t▁das\n", encoding="utf-8")
+    return files
+
+
+# What each writing command reads of `made`: its checkpoint, what that was made from, its own.
+MADE_FROM = ["model.pt", "train.de", "valid.en", "test.de", "extra.txt", "parent.pt"]
+TRANSLATE_READS = ["in.txt", "ref.txt", "prefix.txt", "glossary.tsv", "shortlist.vmap"]
+
+
+def _writing_command(command: str, made: dict, out: Path) -> list[str]:
+    """argv of `command` reading `made`'s files and writing `out`."""
+    model = str(made["model.pt"])
+    if command in ("translate", "translate --report"):
+        reads = ["--input", str(made["in.txt"]), "--ref", str(made["ref.txt"])]
+        reads += ["--glossary", str(made["glossary.tsv"]), "--prefix", str(made["prefix.txt"])]
+        reads += ["--shortlist", str(made["shortlist.vmap"])]
+        where = ["--output", str(out)]
+        if command == "translate --report":
+            where = ["--output", str(made["in.txt"].with_name("o.txt")), "--report", str(out)]
+            reads = reads[:-6] + reads[-2:]  # a report keeps no prefix
+        return ["translate", "--checkpoint", model, "--beam-size", "1", *reads, *where]
+    if command == "shortlist":
+        config = str(made["config.yaml"])
+        return ["shortlist", "--checkpoint", model, "--config", config, "--out", str(out)]
+    if command == "attention":
+        return ["attention", "--checkpoint", model, "--src", "das buch", "--out", str(out)]
+    if command == "average":
+        return ["average", model, "--out", str(out)]
+    # distill writes OUT.de and OUT.en: the prefix of `out`
+    config = str(made["config.yaml"])
+    run_dir = str(out.parent / "distill-run")
+    prefix = str(out.with_suffix(""))
+    return [
+        "distill",
+        "--checkpoint",
+        model,
+        "--config",
+        config,
+        "--run-dir",
+        run_dir,
+        "--out",
+        prefix,
+    ]
+
+
+CASES = [
+    *(("translate", name) for name in [*MADE_FROM, *TRANSLATE_READS]),
+    *(("translate --report", name) for name in ["model.pt", "train.en", "in.txt", "ref.txt"]),
+    *(("shortlist", name) for name in [*MADE_FROM, "config.yaml", "other.de", "other.en"]),
+    *(("attention", name) for name in MADE_FROM),
+    *(("average", name) for name in MADE_FROM),
+    *(("distill", name) for name in ["train.de", "valid.en", "other.de", "other.en"]),
+]
+
+
+@pytest.mark.parametrize("command, name", CASES, ids=[f"{c}-{n}" for c, n in CASES])
+def test_no_command_writes_over_a_file_it_reads(made, capsys, command, name):
+    """The checkpoint, the corpus, tokenizer text and parent checkpoint its stored config
+    names, the --config file and its corpus, and the command's own inputs: refused by name
+    before any work, the file untouched."""
+    target = made[name]
+    before = target.read_bytes()
+    assert main(_writing_command(command, made, target)) == 2
+    # distill writes OUT.de, then OUT.en: the first that is an input is named
+    named = f"{target.with_suffix('')}.de" if command == "distill" else target
+    assert one_error_line(capsys).startswith(f"error: {named}: is the ")
+    assert target.read_bytes() == before
+
+
+def test_distill_never_writes_over_its_teacher(made, tmp_path, capsys):
+    teacher = tmp_path / "teacher.en"
+    teacher.write_bytes(made["model.pt"].read_bytes())
+    args = ["distill", "--checkpoint", str(teacher), "--config", str(made["config.yaml"])]
+    assert main([*args, "--run-dir", str(tmp_path / "r"), "--out", str(tmp_path / "teacher")]) == 2
+    assert "is the teacher checkpoint itself" in one_error_line(capsys)
+    assert teacher.read_bytes() == made["model.pt"].read_bytes()
+
+
+@pytest.mark.parametrize("fmt", ["hf", "ctranslate2"])
+def test_export_refuses_a_directory_holding_what_it_reads(made, capsys, fmt):
+    pytest.importorskip("transformers" if fmt == "hf" else "ctranslate2")
+    corpus = made["train.de"].parent
+    before = {path: path.read_bytes() for path in corpus.iterdir()}
+    assert main(["export", str(made["model.pt"]), str(corpus), "--format", fmt]) == 2
+    assert one_error_line(capsys).startswith(f"error: {corpus}: holds the training corpus")
+    assert {path: path.read_bytes() for path in corpus.iterdir()} == before
+
+
+def test_train_refuses_a_run_directory_that_would_write_over_its_inputs(tmp_path, capsys):
+    """Fine-tuning from a run's best.pt into that same run would replace it while reading it."""
+    run = make_run_dir(tmp_path)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name in ("train.de", "train.en", "valid.de", "valid.en"):
+        (corpus / name).write_text(SOURCE, encoding="utf-8")
+    config = tmp_path / "finetune.yaml"
+    config.write_text(
+        f"data:\n  train: {corpus}/train\n  valid: {corpus}/valid\n  test: null\n"
+        f"train:\n  init_from: {run}/checkpoints/best.pt\n"
+    )
+    assert main(["train", "--config", str(config), "--run-dir", str(run)]) == 2
+    err = one_error_line(capsys)
+    assert err.startswith(f"error: {run}/checkpoints/best.pt: the parent checkpoint")
+    assert "is a training checkpoint of" in err
+    assert (run / "checkpoints" / "best.pt").read_bytes() == b"the best weights"
+
+
+# --- Signals: SIGTERM and SIGHUP end a command as Ctrl-C does.
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_a_signal_removes_the_temporary_output_and_is_one_line(checkpoint, tmp_path, name):
+    """`tmt translate` reading a terminal, stopped while its output is a temporary: no
+    temporary left, 128 + signal, one line. The signal is sent once the temporary exists and
+    the command waits for the next line, whatever the machine's speed."""
+    import pty
+    import signal
+    import time
+
+    signum = getattr(signal, name)
+    out = tmp_path / "out.txt"
+    main_fd, terminal = pty.openpty()
+    command = [sys.executable, "-m", "transformer_mt", "translate", "--checkpoint"]
+    command += [str(checkpoint), "--beam-size", "1", "--output", str(out)]
+    process = subprocess.Popen(command, cwd=ROOT, stdin=terminal, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(tmp_path.glob(".out.txt.tmp*")) and process.poll() is None:
+            assert time.monotonic() < deadline, "no temporary output appeared"
+            time.sleep(0.05)
+        process.send_signal(signum)
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+        os.close(main_fd)
+        os.close(terminal)
+    assert process.returncode == 128 + signum, err
+    assert without_notes(err) == f"interrupted ({name})\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def _signal_self(*args, **kwargs):
+    import signal
+
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+@pytest.mark.parametrize(
+    "command, writer",
+    [
+        ("shortlist", "transformer_mt.shortlist.vmap.Vocabularies.line"),
+        ("average", "transformer_mt.artifacts.torch.save"),
+    ],
+)
+def test_sigterm_in_any_writing_command_leaves_no_temporary(
+    made, tmp_path, capsys, monkeypatch, command, writer
+):
+    """The signal arrives while the output is being written (in-process: the handler `main`
+    sets raises where the writer is)."""
+    monkeypatch.setattr(writer, _signal_self)
+    out = tmp_path / "out" / "result"
+    assert main(_writing_command(command, made, out)) == 143
+    assert without_notes(capsys.readouterr().err).endswith("interrupted (SIGTERM)\n")
+    assert list(out.parent.iterdir()) == []
+
+
+def test_a_signal_ignored_at_the_start_stays_ignored():
+    """`nohup tmt ...`: SIGHUP stays ignored, as it was when the command started."""
+    import signal
+
+    from transformer_mt.cli import interrupting_signals
+
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with interrupting_signals():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+# --- A user's value in a message: escaped and cut, one line whatever it holds.
+
+
+@pytest.mark.parametrize(
+    "flag, value, shown",
+    [
+        ("--tgt-lang", "fr\nerror: forged", "--tgt-lang fr\\nerror: forged: "),
+        ("--tgt-lang", "x" * 5000, "--tgt-lang " + "x" * 200 + "...: "),
+        ("--src-lang", "de\r\x1b[2J", "--src-lang de\\r\\x1b[2J: "),
+    ],
+)
+def test_a_language_code_is_escaped_and_cut(checkpoint, source, capsys, flag, value, shown):
+    assert translate(checkpoint, "--input", str(source), flag, value) == 2
+    err = one_error_line(capsys)
+    assert err.startswith(f"error: {shown}") and len(err) < 400, err
+
+
+def test_a_file_name_with_a_newline_is_one_line(checkpoint, tmp_path, capsys):
+    name = tmp_path / "a\nerror: forged"
+    assert translate(checkpoint, "--input", str(name)) == 2
+    assert (
+        one_error_line(capsys)
+        == f"error: {tmp_path}/a\\nerror: forged: No such file or directory\n"
+    )
+
+
+def test_an_argparse_error_quotes_a_long_value_cut(checkpoint, capsys):
+    with pytest.raises(SystemExit) as stop:
+        translate(checkpoint, "--max-tokens", "9" * 5000 + "x")
+    assert stop.value.code == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert "invalid int value" in last and len(last) < 1100
+
+
+def test_a_direction_is_escaped_and_cut(checkpoint, capsys):
+    assert main(["evaluate", "--checkpoint", str(checkpoint), "--directions", "de\n" * 3000]) == 2
+    err = one_error_line(capsys)
+    assert err.startswith("error: --directions 'de\\nde\\n") and len(err) < 300
+
+
+# --- A full disk: status 1 and one line, from every writing command.
+
+
+def _full_disk(*args, **kwargs):
+    import errno
+
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.mark.parametrize(
+    "command, writer",
+    [
+        ("translate", "transformer_mt.inference.stream.translate_stream"),
+        ("shortlist", "transformer_mt.shortlist.vmap.Vocabularies.line"),
+        ("average", "transformer_mt.artifacts.torch.save"),
+    ],
+)
+def test_a_full_disk_is_one_line_from_every_writing_command(
+    made, tmp_path, capsys, monkeypatch, command, writer
+):
+    monkeypatch.setattr(writer, _full_disk)
+    out = tmp_path / "out" / "result"
+    assert main(_writing_command(command, made, out)) == 1
+    err = one_error_line(capsys)
+    assert err == f"error: {out}: cannot write (No space left on device)\n"
+    assert list(out.parent.iterdir()) == []

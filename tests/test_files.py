@@ -192,6 +192,31 @@ def test_a_writer_that_hides_a_full_disk_in_its_own_error_is_still_named(tmp_pat
     assert list(tmp_path.iterdir()) == []
 
 
+class QuotingError(Exception):
+    """An error of a library written in Rust (safetensors' SafetensorError): no errno, the
+    OS error quoted in its message."""
+
+
+def test_a_full_disk_quoted_by_another_librarys_error_is_a_machine_error(tmp_path):
+    """safetensors under `save_pretrained` reports ENOSPC as its own error, no OSError."""
+    quoted = "Error while serializing: I/O error: No space left on device (os error 28)"
+    full = r"hf: cannot write \(No space left on device\)"
+    with pytest.raises(MachineError, match=full), atomic_path(tmp_path / "hf") as tmp:
+        tmp.mkdir()
+        (tmp / "model.safetensors").write_bytes(b"half")
+        raise QuotingError(quoted)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_another_os_error_quoted_by_a_library_is_not_blamed_on_the_output(tmp_path):
+    """Only the machine's errors are read from a message: a missing file may be an input."""
+    quoted = QuotingError("No such file or directory (os error 2)")
+    with pytest.raises(QuotingError), atomic_path(tmp_path / "out") as tmp:
+        tmp.write_text("half")
+        raise quoted
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_error_of_the_writers_own_input_is_not_blamed_on_the_output(tmp_path):
     """A TmtError raised while handling a read error (a bad input line) passes unchanged."""
     with pytest.raises(TmtError, match="in.txt: cannot read"), atomic_path(tmp_path / "o") as tmp:
@@ -250,6 +275,36 @@ def test_an_output_naming_no_file_is_refused(tmp_path, name, monkeypatch):
         check_output(name)
     with pytest.raises(TmtError, match="names no directory of its own"), output_folder(name):
         pass
+
+
+def test_an_output_folder_holding_an_input_is_refused_before_any_work(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "train.de").write_text("keep\n")
+    inputs = [(None, "nothing"), (corpus / "train.de", "training corpus")]
+    for out in (corpus, tmp_path):
+        refused = pytest.raises(TmtError, match=f"^{out}: holds the training corpus")
+        with refused, output_folder(out, inputs):
+            raise AssertionError("the block ran")
+    assert (corpus / "train.de").read_text() == "keep\n"
+
+
+@pytest.mark.parametrize(
+    "name, what",
+    [
+        ("metrics.jsonl", "the metrics log of"),
+        ("spm-corpus.de", "a tokenizer of"),
+        ("checkpoints/best.pt", "a training checkpoint of"),
+        ("checkpoints/average.pt", None),
+        ("corpus.de", None),
+    ],
+)
+def test_the_files_a_run_writes_are_named_before_the_run_exists(tmp_path, name, what):
+    """What an input of a run started in tmp_path/run may not be (`tmt train --run-dir`)."""
+    from transformer_mt.run_layout import run_file
+
+    found = run_file(tmp_path / "run", tmp_path / "run" / name)
+    assert found == (None if what is None else f"{what} {tmp_path / 'run'}")
 
 
 def test_an_existing_directory_is_no_file_output(tmp_path):

@@ -323,6 +323,48 @@ FILE_KINDS = (
 )
 
 
+def checkpoint_input_files(path: str | Path, what: str = "checkpoint") -> list[tuple[Path, str]]:
+    """The checkpoint file `path` (`what` it is, in messages) and the files it was made from
+    (`config_input_files` of its stored config), as (path, what it is) pairs: what no command
+    given this checkpoint may write over (`files.check_output`).
+
+    Only the stored config is read (the weights are memory-mapped, never loaded) and without
+    the checks of `load_checkpoint`, which the command's own loading makes and reports: a file
+    that cannot be read here lists only itself.
+    """
+    files = [(Path(path), what)]
+    if not Path(path).is_file():  # missing, a folder, a FIFO (which a read would block on)
+        return files
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        config = config_from_dict(state["config"], source=f"{path} (stored config)")
+    except Exception:  # not a checkpoint, or damaged: the loader names why
+        return files
+    return files + config_input_files(config, f"{what} {path}")
+
+
+def config_input_files(config: ExperimentConfig, owner: str) -> list[tuple[Path, str]]:
+    """The local files a run of `config` reads besides the config file itself: its corpus
+    (data.train, data.valid, data.test), tokenizer.extra_text and train.init_from, as (path,
+    what it is) pairs naming `owner` (the config file or checkpoint they come from)."""
+    from transformer_mt.data.dataset import split_files  # imports `datasets`: only when asked
+
+    files: list[tuple[Path, str]] = []
+    for split, corpus in (("train", "training"), ("valid", "validation"), ("test", "test")):
+        if getattr(config.data, split) is not None:
+            what = f"{corpus} corpus (data.{split}) of {owner}"
+            files += [(path, what) for path in split_files(config.data, split)]
+    what = f"tokenizer text (tokenizer.extra_text) of {owner}"
+    files += [(Path(text), what) for text in config.tokenizer.extra_text]
+    if config.train.init_from is not None:
+        what = f"parent checkpoint (train.init_from) of {owner}"
+        files.append((Path(config.train.init_from), what))
+    unique: dict[Path, str] = {}  # a language's file of several training sources, once
+    for path, what in files:
+        unique.setdefault(path, what)
+    return list(unique.items())
+
+
 def _check_checkpoint_file(path: Path) -> None:
     """Refuse a name that is not a regular file, saying what it is instead.
 
@@ -446,11 +488,11 @@ def resolve_average_inputs(
 ) -> list[Path]:
     """Expand run or checkpoint directories into their periodic checkpoints; keep the last N.
 
-    Everything is checked before any checkpoint is read. With `out`, the average must not land
-    on an input or on a file a run reads back (`files.check_output`): an averaged checkpoint
-    has no optimizer state, so the next resume would fail, and a step file would be averaged
-    again. Finding fewer than `last` is not an error; the caller can compare
-    and say so.
+    Everything is checked before any weights are read. With `out`, the average must not land
+    on an input, on a file an input was made from (`checkpoint_input_files`) or on a file a
+    run reads back (`files.check_output`): an averaged checkpoint has no optimizer state, so
+    the next resume would fail, and a step file would be averaged again. Finding fewer than
+    `last` is not an error; the caller can compare and say so.
 
     Raises:
         TmtError: `last` is below 1, an input does not exist, nothing is left to average, or
@@ -467,7 +509,9 @@ def resolve_average_inputs(
         else:
             raise TmtError(f"{item}: no such checkpoint or directory")
     if out is not None:
-        check_output(out, [(path, "input checkpoint") for path in paths])
+        check_output(
+            out, [f for path in paths for f in checkpoint_input_files(path, "input checkpoint")]
+        )
     if last is not None:
         paths = paths[-last:]
     if not paths:

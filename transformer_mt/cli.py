@@ -3,7 +3,8 @@
 Handlers stay thin: parse, load, call the library. Errors a user can fix (`TmtError`) print one
 line on stderr and exit with status 2; results go to stdout, logs and progress to stderr. This
 is the only module that knows flag names: a library `SettingError` names the argument, and
-`FLAGS` turns it into the flag that set it.
+`FLAGS` turns it into the flag that set it. SIGTERM and SIGHUP end a command as Ctrl-C does
+(`interrupting_signals`): its outputs' temporaries are removed and the status is 128 + signal.
 """
 
 from __future__ import annotations
@@ -11,13 +12,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
 from typing import BinaryIO, TextIO
 
 from transformer_mt import __version__
 from transformer_mt.config import PrefixCountError, check_one_prefix_per_text, decode_field_types
 from transformer_mt.documents import FORMATS
-from transformer_mt.errors import MachineError, SettingError, TmtError
+from transformer_mt.errors import MachineError, SettingError, TmtError, printable, shown_value
 from transformer_mt.files import MACHINE_ERRNOS
 from transformer_mt.progress import PROGRESS_SECONDS
 from transformer_mt.shortlist.lexicon import ShortlistSettings
@@ -76,7 +82,28 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 def _run_train(args: argparse.Namespace) -> int:
     from transformer_mt.training.run import run_training
 
+    _check_run_dir(args)
     return run_training(args.config, args.run_dir, args.set)
+
+
+def _check_run_dir(args: argparse.Namespace) -> None:
+    """Refuse a run directory where training would write over a file it reads: a corpus,
+    tokenizer text or parent checkpoint of the config named like a file the run writes
+    (`run_layout.run_file`). The config itself may be the run's config.yaml: resuming with
+    it rewrites it with the settings in use, as every resume does."""
+    from transformer_mt.artifacts import config_input_files
+    from transformer_mt.config import load_config
+    from transformer_mt.run_layout import run_file
+
+    cfg = load_config(args.config, args.set)
+    run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / Path(args.config).stem
+    for path, what in config_input_files(cfg, f"--config {args.config}"):
+        written = run_file(run_dir.resolve(), path.resolve())
+        if written is not None:
+            raise TmtError(
+                f"{path}: the {what} is {written}, which training writes; move it, or train "
+                "into another --run-dir"
+            )
 
 
 def _add_translate(sub: argparse._SubParsersAction) -> None:
@@ -307,6 +334,7 @@ def _translate_document(args: argparse.Namespace) -> int:
 def _check_translate_args(args: argparse.Namespace) -> None:
     """Refuse, before any work, an output (or report) that would overwrite an input,
     non-numbers, alignments of an n-best list, and a report of lines it cannot retry."""
+    from transformer_mt.artifacts import checkpoint_input_files
     from transformer_mt.files import check_output
 
     if args.alignments and args.n_best is not None and args.n_best > 1:
@@ -326,11 +354,12 @@ def _check_translate_args(args: argparse.Namespace) -> None:
                 )
 
     inputs = [
-        (args.checkpoint, "--checkpoint"),
+        *checkpoint_input_files(args.checkpoint, "--checkpoint"),
         (args.ref, "--ref file"),
         (args.prefix, "--prefix file"),
         (args.glossary, "--glossary file"),
         (args.constraints, "--constraints file"),
+        (args.shortlist, "--shortlist file"),
         (None if args.input == "-" else args.input, "--input file"),
     ]
     if args.output != "-":
@@ -503,7 +532,7 @@ def _direction(text: str) -> tuple[str, str]:
     """`de-en` as ("de", "en"); a one-line error for anything else."""
     src, sep, tgt = text.partition("-")
     if not sep or not src or not tgt or "-" in tgt:
-        raise TmtError(f"--directions {text!r}: expected SRC-TGT, e.g. de-en")
+        raise TmtError(f"--directions {shown_value(repr(text))}: expected SRC-TGT, e.g. de-en")
     return src, tgt
 
 
@@ -617,7 +646,7 @@ def _add_distill(sub: argparse._SubParsersAction) -> None:
 def _run_distill(args: argparse.Namespace) -> int:
     from transformer_mt.config import load_config
     from transformer_mt.distill.filtering import FilterRules
-    from transformer_mt.distill.job import TeacherSettings, distill
+    from transformer_mt.distill.job import TeacherSettings, distill, output_paths
 
     cfg = load_config(args.config, args.set)
     limits = {"max_length_ratio": args.max_length_ratio, "max_source_chrf": args.max_source_chrf}
@@ -632,6 +661,7 @@ def _run_distill(args: argparse.Namespace) -> int:
         decode={name: value for name, value in decode.items() if value is not None},
         **chunk,
     )
+    _check_config_file(list(output_paths(cfg.data, args.run_dir, args.out)), args.config)
     if args.device == "cpu":
         _set_cpu_threads()
     distill(
@@ -680,6 +710,7 @@ def _run_shortlist(args: argparse.Namespace) -> int:
 
     data = None
     if args.config is not None:
+        _check_config_file([args.out], args.config)
         data = load_config(args.config, args.set).data
     elif args.set:
         raise TmtError("--set: overrides --config; give --config too")
@@ -687,6 +718,15 @@ def _run_shortlist(args: argparse.Namespace) -> int:
     report = build_shortlist(args.checkpoint, args.out, data, settings)
     print(f"shortlist: {report}; wrote {args.out}", file=sys.stderr)
     return 0
+
+
+def _check_config_file(outputs: list[str | Path], config: str) -> None:
+    """Refuse an output over the `--config` file, which the library never sees; it checks
+    the corpus the config names and the checkpoint (`files.check_output`)."""
+    from transformer_mt.files import check_output
+
+    for out in outputs:
+        check_output(out, [(config, "--config file")])
 
 
 def _add_import(sub: argparse._SubParsersAction) -> None:
@@ -725,8 +765,11 @@ def _add_attention(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_attention(args: argparse.Namespace) -> int:
+    from transformer_mt.artifacts import checkpoint_input_files
+    from transformer_mt.files import check_output
     from transformer_mt.inference.attention_maps import draw_attention
 
+    check_output(args.out, checkpoint_input_files(args.checkpoint))
     out = draw_attention(
         args.checkpoint, args.src, args.out, args.tgt, args.layer, args.head, args.device,
         args.src_lang, args.tgt_lang,
@@ -792,7 +835,8 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
         help="requests per minute from one client address (a request of n texts counts n)",
     )
     p.add_argument("--char-limit", type=int, metavar="N", help="characters per text")
-    p.set_defaults(handler=_run_serve)
+    # The server drains on SIGINT / SIGTERM and reads its keys again on SIGHUP (serve/server.py).
+    p.set_defaults(handler=_run_serve, own_signals=True)
 
 
 def _run_serve(args: argparse.Namespace) -> int:
@@ -839,8 +883,16 @@ def _run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose errors quote a value at most `MESSAGE_CHARS` long (argparse
+    quotes a bad value whole: `invalid int value: '999...'`); subcommands' parsers too."""
+
+    def error(self, message: str):  # type: ignore[override]
+        super().error(_one_line(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tmt", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="tmt", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"transformer_mt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (
@@ -865,22 +917,28 @@ def flag_message(err: TmtError) -> str:
     flag = FLAGS.get(err.setting) if isinstance(err, SettingError) else None
     if flag is None:
         return str(err)
-    return f"{flag}: {err.reason}" if err.value is None else f"{flag} {err.value}: {err.reason}"
+    if err.value is None:
+        return f"{flag}: {err.reason}"
+    return f"{flag} {shown_value(err.value)}: {err.reason}"
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; its exit status: 0 done, 2 the user's mistake (one line says which),
-    1 the machine's (a full disk, too little memory, a reader gone), 130 interrupted."""
+    1 the machine's (a full disk, too little memory, a reader gone), 128 + the signal's number
+    when interrupted (130 SIGINT, 143 SIGTERM, 129 SIGHUP)."""
     args = build_parser().parse_args(argv)
     try:
-        return args.handler(args)
+        with interrupting_signals(not getattr(args, "own_signals", False)):
+            return args.handler(args)
     except MachineError as err:
         return _fail(str(err), 1)
     except TmtError as err:
         return _fail(flag_message(err), 2)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:
+        signum = err.signum if isinstance(err, Interrupted) else signal.SIGINT
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            print(f"interrupted ({signal.Signals(signum).name})", file=sys.stderr)
+        return 128 + signum
     except BrokenPipeError:
         # The reader of stdout left (`tmt translate ... | head -1`): later writes, and Python's
         # own flush at exit, would fail again.
@@ -901,8 +959,71 @@ def main(argv: list[str] | None = None) -> int:
 
 def _fail(message: str, status: int) -> int:
     with contextlib.suppress(OSError, ValueError, AttributeError):  # stderr may be closed too
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {_one_line(message)}", file=sys.stderr)
     return status
+
+
+MESSAGE_CHARS = 1000  # of an error line: the longest file names (4,096 bytes) are cut
+
+
+def _one_line(message: str) -> str:
+    """`message` on one line whatever a user's value in it holds (a file name with a newline
+    would otherwise start a line of its own, an `error:` line even), its middle cut when
+    longer than `MESSAGE_CHARS`, so that the reason at its end stays. Values a message quotes
+    are cut where they are quoted (`errors.shown_value`); this is the net under the rest."""
+    if len(message) > MESSAGE_CHARS:
+        half = MESSAGE_CHARS // 2
+        message = f"{message[:half]}...{message[-half:]}"
+    return printable(message, len(message))
+
+
+# Signals that end a command as Ctrl-C does (SIGHUP: the terminal closed; not on Windows).
+INTERRUPTING_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the program is, as SIGINT raises KeyboardInterrupt: the
+    `finally` blocks on the way out remove outputs' temporaries (`files.atomic_path`)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def interrupting_signals(enabled: bool = True) -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP raise `Interrupted` in the main thread.
+
+    Without this, they kill the process on the spot and a command writing an output leaves its
+    temporary behind, where Ctrl-C removes it. Left alone: a signal ignored when the command
+    started (`nohup` ignores SIGHUP), or one some code set a handler for already. A second
+    signal acts as it did before (it kills), so a stuck cleanup can still be stopped; a forked
+    child (a data-loading worker) that inherited the handler dies by the signal as before.
+    Training sets its own handlers around its loop (training/signals.py), which save first.
+    """
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    owner = os.getpid()
+
+    def interrupt(signum: int, frame: object) -> None:
+        signal.signal(signum, signal.SIG_DFL)
+        if os.getpid() != owner:
+            os.kill(os.getpid(), signum)
+            return
+        raise Interrupted(signum)
+
+    previous = {}
+    for signum in INTERRUPTING_SIGNALS:
+        if signal.getsignal(signum) is signal.SIG_DFL:
+            previous[signum] = signal.signal(signum, interrupt)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _silence_stdout() -> None:

@@ -36,6 +36,10 @@ NAME_MAX = 255  # bytes in one file name (ext4, XFS, APFS, NTFS)
 PID_DIGITS = 7  # Linux's largest PID, 4,194,304, has seven digits
 # Errors of a write that the machine, not the user, caused: the CLI exits 1 for them.
 MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+# How Rust's std::io::Error ends its message, which libraries written in Rust (safetensors,
+# which `save_pretrained` writes weights with) quote in an exception of their own that
+# carries no errno: "Error while serializing: I/O error: No space left on device (os error 28)".
+RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
 
 
 def decode_lines(lines: Iterable[bytes], name: str | Path) -> Iterator[str]:
@@ -171,21 +175,27 @@ def atomic_open(path: str | Path, mode: str = "w", durable: bool = False) -> Ite
 
 
 @contextmanager
-def output_folder(out_dir: str | Path) -> Iterator[Path]:
+def output_folder(
+    out_dir: str | Path, inputs: Iterable[tuple[str | Path | None, str]] = ()
+) -> Iterator[Path]:
     """Yield an empty temporary folder; when the block succeeds it becomes `out_dir`.
 
     An existing `out_dir` is replaced as a whole, so it may hold only files the new contents
     hold too (an earlier export of the same format, say); anything else in it is the user's
-    and is refused, not deleted.
+    and is refused, not deleted. So is an `out_dir` that is or holds one of the `inputs`
+    ((path or None, what it is) pairs, as `check_output` takes), before any work.
 
     Raises:
-        TmtError: `out_dir` is a file, or a folder holding files the block did not write.
+        TmtError: `out_dir` is a file, holds an input, or holds files the block did not write.
     """
     out = Path(out_dir)
     if out.name in ("", ".", ".."):
         raise TmtError(f"{out_dir}: names no directory of its own; give a new directory to write")
     if out.exists() and not out.is_dir():
         raise TmtError(f"{out}: is a file, not a directory; give a directory to export into")
+    for source, what in inputs:
+        if source is not None and _inside(Path(source), out):
+            raise TmtError(f"{out_dir}: holds the {what} ({source}); write into a new directory")
     with atomic_path(out) as tmp:
         tmp.mkdir()
         yield tmp
@@ -196,6 +206,12 @@ def output_folder(out_dir: str | Path) -> Iterator[Path]:
                 f"{out}: holds {', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}, "
                 "which would be lost; write into a new or empty directory"
             )
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether `path` is `folder` or lies in it, through links too."""
+    path, folder = path.resolve(), folder.resolve()
+    return path == folder or folder in path.parents
 
 
 def refuse_same_file(input_path: str | Path, output_path: str | Path, what: str) -> None:
@@ -363,11 +379,30 @@ def _write_errors(path: Path, target: Path) -> Iterator[None]:
 
 
 def _os_error_behind(err: BaseException) -> OSError | None:
-    """`err` if it is an OSError, else the OSError it was raised while handling, if any."""
+    """`err` if it is an OSError, else the OSError it was raised while handling, if any, or
+    the machine's error (a full disk) that another library's exception quotes
+    (`_quoted_machine_error`)."""
     cause: BaseException | None = err
     while cause is not None and not isinstance(cause, OSError):
+        quoted = _quoted_machine_error(cause)
+        if quoted is not None:
+            return quoted
         cause = cause.__context__
     return cause
+
+
+def _quoted_machine_error(err: BaseException) -> OSError | None:
+    """The OSError of `MACHINE_ERRNOS` whose Rust form `err`'s message quotes, else None.
+
+    Read from the message because such an exception (safetensors' `SafetensorError`) keeps
+    no errno; only the machine's errors are taken, so that a library's complaint about a file
+    it reads (not found, say) is never blamed on the output.
+    """
+    found = RUST_OS_ERROR.search(str(err))
+    number = None if found is None else int(found.group(1))
+    if number not in MACHINE_ERRNOS:
+        return None
+    return OSError(number, os.strerror(number))
 
 
 def _near(name: Path, target: Path) -> bool:

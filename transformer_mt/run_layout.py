@@ -36,17 +36,30 @@ def run_artifact(path: str | Path) -> str | None:
     translation) are not run artifacts: nothing the run does reads them back.
     """
     path = Path(path).absolute()
-    folder, name = path.parent, path.name
-    if folder.name == CHECKPOINTS_DIR and (
-        name in (LAST_NAME, BEST_NAME) or PERIODIC_PATTERN.fullmatch(name)
-    ):
+    folder = path.parent
+    if folder.name == CHECKPOINTS_DIR and _is_checkpoint_name(path.name):
         return f"a training checkpoint of {folder.parent}"
-    if not is_run_dir(folder):
+    return run_file(folder, path) if is_run_dir(folder) else None
+
+
+def run_file(run_dir: str | Path, path: str | Path) -> str | None:
+    """What `path` is to a run in `run_dir` (a run there or one `tmt train` would start),
+    or None when training never writes it: what no input of that run may be."""
+    run_dir, path = Path(run_dir).absolute(), Path(path).absolute()
+    name = path.name
+    if path.parent == run_dir / CHECKPOINTS_DIR and _is_checkpoint_name(name):
+        return f"a training checkpoint of {run_dir}"
+    if path.parent != run_dir:
         return None
     if name == METRICS_NAME:
-        return f"the metrics log of {folder}"
+        return f"the metrics log of {run_dir}"
     if name in (CONFIG_NAME, HISTORY_NAME, LOCK_NAME):
-        return f"the {name} of {folder}"
+        return f"the {name} of {run_dir}"
     if name.startswith(TOKENIZER_PREFIX):
-        return f"a tokenizer of {folder}"
+        return f"a tokenizer of {run_dir}"
     return None
+
+
+def _is_checkpoint_name(name: str) -> bool:
+    """last.pt, best.pt or a periodic checkpoint: the names training writes (and prunes)."""
+    return name in (LAST_NAME, BEST_NAME) or PERIODIC_PATTERN.fullmatch(name) is not None

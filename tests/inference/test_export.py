@@ -1,6 +1,8 @@
 """`tmt export`: the exported Marian / CTranslate2 models reproduce ours."""
 
 import dataclasses
+import errno
+import os
 
 import pytest
 import sentencepiece as spm
@@ -17,7 +19,7 @@ from transformer_mt.inference.export_ct2 import check_ct2_compatible, export_ctr
 from transformer_mt.model import build_model
 from transformer_mt.search import SearchOptions, max_output_lengths, search
 
-from ..conftest import WORDS, fit_tiny_checkpoint
+from ..conftest import WORDS, fit_tiny_checkpoint, without_notes
 
 
 def test_hf_export_matches_logits_and_tokenization(checkpoint, tmp_path):
@@ -122,6 +124,49 @@ def test_export_refuses_a_folder_holding_other_files_and_keeps_them(checkpoint, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["models"]  # no temporary folder left
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
     assert (out / "notes.txt").read_text(encoding="utf-8") == "mine\n"
+
+
+def _full_disk_in_safetensors(*args, **kwargs):
+    from safetensors import SafetensorError
+
+    raise SafetensorError(
+        "Error while serializing: I/O error: No space left on device (os error 28)"
+    )
+
+
+def _full_disk_at(path):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+
+def _full_disk_without_a_name(*args):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.mark.parametrize(
+    "fmt, writer, fail",
+    [
+        ("hf", "transformers.modeling_utils.safe_save_file", _full_disk_in_safetensors),
+        ("hf", "transformers.modeling_utils.safe_save_file", _full_disk_without_a_name),
+        ("ctranslate2", "ctranslate2.specs.model_spec.ModelSpec._serialize", _full_disk_at),
+        (
+            "ctranslate2",
+            "ctranslate2.specs.model_spec.ModelSpec._serialize",
+            _full_disk_without_a_name,
+        ),
+    ],
+)
+def test_a_full_disk_is_one_line_and_leaves_nothing(
+    checkpoint, tmp_path, capsys, monkeypatch, fmt, writer, fail
+):
+    """Whichever library meets ENOSPC, and however it reports it (safetensors: an error of
+    its own quoting the OS error), the export ends with status 1 and one line."""
+    pytest.importorskip("transformers" if fmt == "hf" else "ctranslate2")
+    monkeypatch.setattr(writer, lambda self_or_state, path, *rest, **kw: fail(path))
+    out = tmp_path / "exports" / "model"
+    assert main(["export", str(checkpoint), str(out), "--format", fmt]) == 1
+    err = without_notes(capsys.readouterr().err).splitlines()[-1]
+    assert err == f"error: {out}: cannot write (No space left on device)"
+    assert list((tmp_path / "exports").iterdir()) == []
 
 
 def test_export_replaces_an_earlier_export_of_the_same_format(checkpoint, tmp_path):

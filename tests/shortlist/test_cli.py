@@ -22,7 +22,7 @@ def shortlist(reversing_checkpoint, corpus_config, tmp_path, capsys):
 
 
 def test_shortlist_lists_source_pieces_of_the_corpus(shortlist, reversing_checkpoint):
-    entries = read_vmap(shortlist)
+    entries = read_vmap(shortlist).entries
     assert entries[0].source == "" and entries[0].targets  # the frequent pieces
     tokenizer = load_for_inference(reversing_checkpoint).src_tokenizer
     pieces = {tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)}
@@ -63,14 +63,6 @@ def test_bad_shortlist_arguments_are_one_line(
     assert without_notes(capsys.readouterr().err).strip() == message
 
 
-def test_shortlist_never_writes_over_the_checkpoint(reversing_checkpoint, corpus_config, capsys):
-    before = reversing_checkpoint.read_bytes()
-    args = ["shortlist", "--checkpoint", str(reversing_checkpoint), "--config", str(corpus_config)]
-    assert main([*args, "--out", str(reversing_checkpoint)]) == 2
-    assert "the checkpoint" in capsys.readouterr().err
-    assert reversing_checkpoint.read_bytes() == before
-
-
 def test_ctranslate2_export_carries_the_shortlist_and_searches_like_ours(
     shortlist, reversing_checkpoint, tmp_path
 ):
@@ -81,6 +73,7 @@ def test_ctranslate2_export_carries_the_shortlist_and_searches_like_ours(
     args = ["export", str(reversing_checkpoint), str(out), "--format", "ctranslate2"]
     assert main([*args, "--shortlist", str(shortlist)]) == 0
     assert (out / "vmap.txt").read_text() == shortlist.read_text()
+    assert shortlist.read_text().startswith("#vocabularies\tsource=")  # CTranslate2 reads it too
     engine = ctranslate2.Translator(str(out), device="cpu", intra_threads=1)
     ours = Translator.from_checkpoint(
         str(reversing_checkpoint),
@@ -108,3 +101,81 @@ def test_hf_export_refuses_a_shortlist(reversing_checkpoint, shortlist, tmp_path
     args = ["export", str(reversing_checkpoint), str(tmp_path / "hf"), "--format", "hf"]
     assert main([*args, "--shortlist", str(shortlist)]) == 2
     assert "--shortlist" in capsys.readouterr().err
+
+
+def _shortlist_args(checkpoint, config, out):
+    return [
+        "shortlist",
+        "--checkpoint",
+        str(checkpoint),
+        "--config",
+        str(config),
+        "--out",
+        str(out),
+    ]
+
+
+def test_a_shortlist_names_its_vocabularies_and_another_model_refuses_it(
+    multilingual_checkpoint, reversing_checkpoint, corpus_config, tmp_path, capsys
+):
+    """Made for a model of other vocabularies whose pieces all exist in this model's too: the
+    pieces alone would pass; the vocabularies line refuses it by name."""
+    other = tmp_path / "other.vmap"
+    assert main(_shortlist_args(multilingual_checkpoint, corpus_config, other)) == 0
+    bundle = load_for_inference(reversing_checkpoint)
+    src, tgt = bundle.src_tokenizer, bundle.tgt_tokenizer
+    vmap = read_vmap(other)
+    assert vmap.vocabularies is not None
+    assert all(src.id_to_piece(src.piece_id(e.source)) == e.source for e in vmap.entries[1:])
+    assert all(tgt.id_to_piece(tgt.piece_id(p)) == p for e in vmap.entries for p in e.targets)
+    capsys.readouterr()
+    source = tmp_path / "in.txt"
+    source.write_text("".join(f"{s}\n" for s in SENTENCES))
+    args = ["translate", "--checkpoint", str(reversing_checkpoint), "--input", str(source)]
+    assert main([*args, "--shortlist", str(other)]) == 2
+    assert without_notes(capsys.readouterr().err) == (
+        f"error: {other}: a shortlist for another model (its source and target vocabularies "
+        "are not this model's); make one for this model with tmt shortlist\n"
+    )
+    export = ["export", str(reversing_checkpoint), str(tmp_path / "ct2"), "--format"]
+    assert main([*export, "ctranslate2", "--shortlist", str(other)]) == 2
+    assert "a shortlist for another model" in capsys.readouterr().err
+    assert not (tmp_path / "ct2").exists()
+
+
+def test_a_model_of_the_same_vocabularies_takes_the_shortlist(
+    checkpoint, reversing_checkpoint, corpus_config, tmp_path
+):
+    """`checkpoint` and the reversing model share their tokenizer (a student that kept its
+    teacher's): one shortlist serves both."""
+    path = tmp_path / "shared.vmap"
+    assert main(_shortlist_args(checkpoint, corpus_config, path)) == 0
+    translator = Translator.from_checkpoint(str(reversing_checkpoint), shortlist=path)
+    assert translator.translate(SENTENCES[:1])[0].texts
+
+
+def test_a_shortlist_naming_no_vocabularies_is_used_with_a_warning(
+    reversing_checkpoint, tmp_path, caplog
+):
+    """A hand-written file, or one of an older tmt shortlist: its pieces are checked."""
+    path = tmp_path / "hand.vmap"
+    path.write_text("\t▁das\n")
+    translator = Translator.from_checkpoint(str(reversing_checkpoint), shortlist=path)
+    assert translator.translate(SENTENCES[:1])[0].texts
+    assert f"{path}: names no vocabularies" in caplog.text
+    assert "tmt shortlist makes one that names them" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "target", ["corpus/train.de", "corpus/train.en", "config.yaml", "checkpoint"]
+)
+def test_shortlist_never_writes_over_what_it_reads(
+    reversing_checkpoint, corpus_config, tmp_path, capsys, target
+):
+    """The corpus it learns from, the config naming it, the checkpoint: refused by name."""
+    path = reversing_checkpoint if target == "checkpoint" else tmp_path / target
+    before = path.read_bytes()
+    assert main(_shortlist_args(reversing_checkpoint, corpus_config, path)) == 2
+    err = without_notes(capsys.readouterr().err)
+    assert err.startswith(f"error: {path}: is the ") and err.count("\n") == 1, err
+    assert path.read_bytes() == before

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from transformer_mt.artifacts import checkpoint_input_files
 from transformer_mt.config import DataConfig
 from transformer_mt.data.dataset import check_sources, describe_train, split_files, stream_pairs
 from transformer_mt.distill.filtering import (
@@ -107,7 +108,7 @@ def distill(
     if settings.chunk_lines < 1:
         raise SettingError("chunk_lines", settings.chunk_lines, "must be at least 1")
     teacher_filter = TeacherFilter(rules)  # bad bounds fail here, before the teacher loads
-    outputs = _outputs(data, run_dir, out)
+    outputs = _outputs(data, run_dir, out, checkpoint)
     translator = Translator.from_checkpoint(
         str(checkpoint),
         settings.device,
@@ -150,20 +151,31 @@ def distill(
     )
 
 
-def _outputs(data: DataConfig, run_dir: Path, out: str | Path | None) -> tuple[Path, Path]:
-    """OUT.{src_lang} and OUT.{tgt_lang}, checked before any work: data.train is one corpus
-    that can be read, and neither output would overwrite one of its files."""
+def output_paths(
+    data: DataConfig, run_dir: str | Path, out: str | Path | None
+) -> tuple[Path, Path]:
+    """OUT.{src_lang} and OUT.{tgt_lang}, OUT by default run_dir/train."""
+    prefix = str(Path(run_dir) / "train") if out is None else str(out)
+    return Path(f"{prefix}.{data.src_lang}"), Path(f"{prefix}.{data.tgt_lang}")
+
+
+def _outputs(
+    data: DataConfig, run_dir: Path, out: str | Path | None, checkpoint: str | Path
+) -> tuple[Path, Path]:
+    """`output_paths`, checked before any work: data.train is one corpus that can be read,
+    and neither output would overwrite one of its files, the teacher or a file the teacher
+    was made from (`checkpoint_input_files`)."""
     if not isinstance(data.train, str):
         raise TmtError(
             f"data.train: lists {len(data.train)} sources; distill one corpus at a time "
             "(data.train: its path)"
         )
     check_sources(data, ("train",))
-    prefix = str(run_dir / "train") if out is None else str(out)
-    paths = (Path(f"{prefix}.{data.src_lang}"), Path(f"{prefix}.{data.tgt_lang}"))
+    paths = output_paths(data, run_dir, out)
     corpus = [(path, "corpus file") for path in split_files(data, "train")]
+    teacher = checkpoint_input_files(checkpoint, "teacher checkpoint")
     for path in paths:
-        check_output(path, corpus)
+        check_output(path, [*corpus, *teacher])
     return paths
 
 

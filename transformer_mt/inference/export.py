@@ -27,7 +27,10 @@ spec API directly from our weights: CTranslate2's Marian loader assumes OPUS-MT 
 tokens, which ours are not.
 
 Either export writes into a temporary folder beside OUT_DIR, renamed to OUT_DIR when complete:
-a refused or failed export leaves nothing behind, and an earlier export stays as it was.
+a refused or failed export leaves nothing behind, and an earlier export stays as it was; an
+OUT_DIR that holds what the export reads (the checkpoint, a file it was made from, the
+shortlist) is refused before any work. A full disk is one line, whichever library was writing
+(`files.atomic_path`).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import output_folder
-from transformer_mt.inference.export_ct2 import export_ctranslate2
+from transformer_mt.inference.export_ct2 import export_ctranslate2, export_inputs
 from transformer_mt.inference.hf_m2m100 import SPM_FILE, check_m2m100_compatible, to_m2m100
 from transformer_mt.inference.hf_marian import check_marian_compatible, to_marian
 
@@ -95,7 +98,7 @@ def export_hf(checkpoint: str | Path, out_dir: str | Path) -> Path:
     else:
         check_marian_compatible(cfg)
         write = _write_marian
-    with output_folder(out_dir) as tmp:
+    with output_folder(out_dir, export_inputs(checkpoint, bundle)) as tmp:
         write(bundle, tmp)
     return Path(out_dir)
 

@@ -65,7 +65,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from transformer_mt.artifacts import load_for_inference
+from transformer_mt.artifacts import InferenceBundle, config_input_files, load_for_inference
 from transformer_mt.config import ModelConfig
 from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
@@ -295,6 +295,15 @@ def build_spec(
     return spec
 
 
+def export_inputs(
+    checkpoint: str | Path, bundle: InferenceBundle, shortlist: str | Path | None = None
+) -> list[tuple[str | Path | None, str]]:
+    """What an export reads, which its directory may not hold (`files.output_folder`): the
+    checkpoint, the files it was made from and the shortlist."""
+    made_from = config_input_files(bundle.config, f"checkpoint {checkpoint}")
+    return [(checkpoint, "checkpoint"), *made_from, (shortlist, "shortlist")]
+
+
 def export_ctranslate2(
     checkpoint: str | Path,
     out_dir: str | Path,
@@ -329,7 +338,7 @@ def export_ctranslate2(
         Shortlist.load(shortlist, bundle.src_tokenizer, bundle.tgt_tokenizer, output.weight, None)
         spec.register_vocabulary_mapping(str(shortlist))
     spec.optimize(quantization=quantize)
-    with output_folder(out_dir) as tmp:
+    with output_folder(out_dir, export_inputs(checkpoint, bundle, shortlist)) as tmp:
         spec.save(str(tmp))
         (tmp / "source.spm").write_bytes(bundle.src_tokenizer.model_bytes)
         (tmp / "target.spm").write_bytes(bundle.tgt_tokenizer.model_bytes)

@@ -1,6 +1,7 @@
 """Make a shortlist for a checkpoint from a parallel corpus: both sides through the
 checkpoint's own tokenizers, IBM Model 1 (`lexicon`), the likeliest target pieces of each
-source piece and the most frequent target pieces, written as a vocabulary map (`vmap`).
+source piece and the most frequent target pieces, written as a vocabulary map (`vmap`) that
+names the checkpoint's vocabularies (`vmap.Vocabularies`).
 
 The corpus is the one the model learnt from (for a student: the teacher's translations, which
 is what the student imitates); its own config's `data.train` by default.
@@ -13,12 +14,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from transformer_mt.artifacts import load_checkpoint
+from transformer_mt.artifacts import config_input_files, load_checkpoint
 from transformer_mt.config import DataConfig, config_from_dict
-from transformer_mt.data.dataset import check_sources, describe_train, stream_pairs
+from transformer_mt.data.dataset import check_sources, describe_train, split_files, stream_pairs
 from transformer_mt.files import check_output
 from transformer_mt.shortlist.lexicon import DEFAULT_SETTINGS, ShortlistSettings, frequent, model1
-from transformer_mt.shortlist.vmap import write_vmap
+from transformer_mt.shortlist.vmap import Vocabularies, write_vmap
 
 log = logging.getLogger(__name__)
 
@@ -47,14 +48,17 @@ def build_shortlist(
     own) to `out`.
 
     Raises:
-        TmtError: an unreadable checkpoint or corpus, an output over an input.
+        TmtError: an unreadable checkpoint or corpus, an output over an input (the checkpoint,
+            the corpus, a file the checkpoint was made from).
     """
     settings.validate()
     stored = load_checkpoint(checkpoint, map_location="cpu")
     config = config_from_dict(stored.config, source=f"{checkpoint} (stored config)")
     data = data or config.data
     check_sources(data, ("train",))
-    check_output(out, [(checkpoint, "the checkpoint")])
+    corpus = [(path, "corpus the shortlist is learnt from") for path in split_files(data, "train")]
+    made_from = config_input_files(config, f"checkpoint {checkpoint}")
+    check_output(out, [(checkpoint, "checkpoint"), *corpus, *made_from])
     src_tokenizer, tgt_tokenizer = stored.unpack_tokenizers(checkpoint)
     start = time.perf_counter()
     sources, targets = [], []
@@ -75,7 +79,8 @@ def build_shortlist(
         {tgt_tokenizer.id_to_piece(i) for i in range(tgt_tokenizer.vocab_size)},
     )
     always = frequent(tgt_ids, settings.frequent)
-    write_vmap(out, [tgt_tokenizer.id_to_piece(i) for i in always], lists)
+    vocabularies = Vocabularies.of(src_tokenizer, tgt_tokenizer)
+    write_vmap(out, [tgt_tokenizer.id_to_piece(i) for i in always], lists, vocabularies)
     report = ShortlistReport(
         pairs=len(sources),
         sources=len(lists),

@@ -11,6 +11,7 @@ changed between batches of 64 and one sentence at a time.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,7 +22,9 @@ from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.model import OutputSubset
 from transformer_mt.model.output_subset import Product
-from transformer_mt.shortlist.vmap import Entry, read_vmap
+from transformer_mt.shortlist.vmap import Entry, Vocabularies, read_vmap
+
+log = logging.getLogger(__name__)
 
 
 class Shortlist:
@@ -60,13 +63,14 @@ class Shortlist:
         keeps it); `product`: how a batch's rows are multiplied (`OutputSubset.of`).
 
         Raises:
-            TmtError: as `read_vmap`, or a piece neither tokenizer knows (naming file, line
-                and piece: a shortlist made for another model).
+            TmtError: as `read_vmap`; a file made for other vocabularies (`check_made_for`);
+                or a piece a tokenizer lacks (naming file, line and piece).
         """
-        entries = read_vmap(path)
+        vmap = read_vmap(path)
+        check_made_for(path, vmap.vocabularies, Vocabularies.of(src_tokenizer, tgt_tokenizer))
         rows: dict[int, list[int]] = {}
         always: list[int] = list(fixed)
-        for entry in entries:
+        for entry in vmap.entries:
             source = (
                 _id(src_tokenizer, entry.source, path, entry, "source") if entry.source else None
             )
@@ -98,6 +102,31 @@ class Shortlist:
         """`SearchOptions.vocabulary`: the projection restricted to the batch's ids, and the
         ids of each sentence."""
         return OutputSubset.of(self.allowed(src_ids, needed), self.weight, self.bias, self.product)
+
+
+def check_made_for(path: str | Path, named: Vocabularies | None, model: Vocabularies) -> None:
+    """Refuse a shortlist file that names vocabularies other than the `model`'s; a file that
+    names none (made elsewhere, or by an older `tmt shortlist`) is used with a warning, its
+    pieces checked one by one as it is read.
+
+    Raises:
+        TmtError: one line naming the file, the side that differs and how to make one.
+    """
+    if named is None:
+        log.warning(
+            "%s: names no vocabularies (made elsewhere or by an older tmt shortlist), so only "
+            "its pieces can be checked against the model; tmt shortlist makes one that names "
+            "them",
+            path,
+        )
+        return
+    sides = named.differing(model)
+    if sides:
+        differ = "vocabularies are" if len(sides) == 2 else "vocabulary is"
+        raise TmtError(
+            f"{path}: a shortlist for another model (its {' and '.join(sides)} {differ} not "
+            "this model's); make one for this model with tmt shortlist"
+        )
 
 
 def _id(tokenizer: Tokenizer, piece: str, path: str | Path, entry: Entry, side: str) -> int:
