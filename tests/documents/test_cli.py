@@ -1,6 +1,8 @@
 """`tmt translate --format html|markdown`: a document in, the translated document out; text
 as before; one-line errors."""
 
+import re
+
 import pytest
 
 from transformer_mt.cli import main
@@ -105,3 +107,107 @@ def test_a_byte_order_mark_is_no_part_of_the_document(reversing_checkpoint, tmp_
         args = ["--format", "markdown", "--input", str(source), "--output", str(out)]
         assert run(reversing_checkpoint, *args) == 0
     assert outs[0].read_bytes() == outs[1].read_bytes() and outs[0].read_text().startswith("# ")
+
+
+DEEP = 10_000
+
+
+@pytest.mark.parametrize(
+    "name, document",
+    [
+        ("deep.html", "<p>" + "<b>" * DEEP + "ein mann" + "</b>" * DEEP + "</p>\n"),
+        ("deep.html", "<p>" + "<span><i>" * (DEEP // 2) + "ein mann" + "</i></span>" * (DEEP // 2)),
+        ("deep.md", "*" * DEEP + "ein mann" + "*" * DEEP + "\n"),
+        ("deep.md", "*ein " * (DEEP // 5) + "mann" + "*" * (DEEP // 5) + "\n"),
+    ],
+)
+def test_a_document_nested_ten_thousand_deep_is_translated(
+    reversing_checkpoint, tmp_path, capsys, name, document
+):
+    page, out = tmp_path / name, tmp_path / f"out-{name}"
+    page.write_text(document, encoding="utf-8")
+    args = ["--format", "html" if name.endswith("html") else "markdown"]
+    assert run(reversing_checkpoint, *args, "--input", str(page), "--output", str(out)) == 0
+    translated = out.read_text(encoding="utf-8")
+    markup = r"<[^>]*>" if name.endswith("html") else r"\*"
+    assert re.findall(markup, translated) == re.findall(markup, document)
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "name, document, where, reason",
+    [
+        (
+            "quotes.md",
+            "ein mann\n\n" + ">" * DEEP + " ein mann\n",
+            "3:1",
+            "block quotes and lists nested 100 levels deep (a list and its item count 2): "
+            "markdown-it reads no deeper",
+        ),
+        (
+            "lists.md",
+            "".join("  " * i + "- ein\n" for i in range(100)),
+            "50:1",
+            "block quotes and lists nested 100 levels deep (a list and its item count 2): "
+            "markdown-it reads no deeper",
+        ),
+        (
+            "nul.md",
+            "# ein mann\n\nzwei \x00 hunde\n",
+            "3:6",
+            "U+0000 is a control character, not text: remove it",
+        ),
+        (
+            "nul.html",
+            "<p>ein mann</p>\n<p>zwei \x00 hunde</p>\n",
+            "2:9",
+            "U+0000 is a control character, not text: remove it",
+        ),
+        (
+            "escape.html",
+            "<p>ein \x1b[31m mann</p>\n",
+            "1:8",
+            "U+001B is a control character, not text: remove it",
+        ),
+    ],
+)
+def test_a_document_it_cannot_translate_is_one_line_naming_file_line_and_column(
+    reversing_checkpoint, tmp_path, capsys, name, document, where, reason
+):
+    page = tmp_path / name
+    page.write_text(document, encoding="utf-8")
+    args = ["--format", "html" if name.endswith("html") else "markdown"]
+    assert run(reversing_checkpoint, *args, "--input", str(page)) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == f"error: {page}:{where}: {reason}"
+    assert "Traceback" not in err
+
+
+def test_a_page_is_written_in_the_target_language_and_keeps_its_links(
+    reversing_checkpoint, tmp_path
+):
+    """The root lang is the model's target (the checkpoint's data: en); a Markdown link
+    markdown-it would not render keeps its markup."""
+    page, out = tmp_path / "page.html", tmp_path / "out.html"
+    page.write_text('<html lang="de"><body><p>ein mann</p></body></html>\n', encoding="utf-8")
+    assert (
+        run(reversing_checkpoint, "--format", "html", "--input", str(page), "--output", str(out))
+        == 0
+    )
+    assert out.read_text(encoding="utf-8").startswith('<html lang="en"><body><p>')
+    guide, out = tmp_path / "guide.md", tmp_path / "out.md"
+    guide.write_text("ein [mann](javascript:alert(1)) fährt rad\n", encoding="utf-8")
+    assert (
+        run(
+            reversing_checkpoint,
+            "--format",
+            "markdown",
+            "--input",
+            str(guide),
+            "--output",
+            str(out),
+        )
+        == 0
+    )
+    translated = out.read_text(encoding="utf-8")
+    assert translated.count("[") == 1 and "](javascript:alert(1))" in translated

@@ -70,7 +70,9 @@ def test_the_page_keeps_its_markup_and_translates_each_unit_as_alone(translator)
     source = PAGE.read_text(encoding="utf-8")
     out = translate_document(translator, source, "html")
     assert out != source
-    assert tags(out) == tags(source)  # tags in order, attributes and quoting as written
+    # tags in order, attributes and quoting as written; the root's lang the target's
+    assert tags(out) == tags(source.replace('<html lang="de">', '<html lang="en">'))
+    written = source.replace('<html lang="de">', '<html lang="en">')
     for start, end in [
         ("<script>", "</script>"),
         ("<style>", "</style>"),
@@ -81,8 +83,8 @@ def test_the_page_keeps_its_markup_and_translates_each_unit_as_alone(translator)
         ("<!DOCTYPE", "<title>"),
         ("<img", ">"),
     ]:
-        at = source.index(start)
-        assert source[at : source.index(end, at) + len(end)] in out
+        at = written.index(start)
+        assert written[at : written.index(end, at) + len(end)] in out
     before, after = regions(source), regions(out)  # the output parses
     assert len(before) == len(after)
     for old, new in zip(before, after, strict=True):
@@ -142,3 +144,64 @@ def test_a_document_that_does_not_parse_is_one_line_naming_where(source, message
     with pytest.raises(DocumentError) as caught:
         translate_html(source, echo)
     assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(
+    "tag",
+    ["<br>", "<br/>", "<BR />", "<br>\n", " <br> ", "<wbr>", " <img src=x.png> ", " <input> "],
+)
+def test_a_void_inline_element_inside_a_sentence_keeps_the_sentence_one_unit(tag):
+    """A line break is whitespace to the model (`hund<br>läuft`: two words), a `<wbr>` no
+    whitespace (one word), an image or an input a word's neighbour."""
+    source = f"<p>ein hund{tag}läuft schnell</p>"
+    text = "ein hundläuft schnell" if tag == "<wbr>" else "ein hund läuft schnell"
+    assert [r.unit.text for r in regions(source)] == [text]
+    expected = f"<p>EIN HUND{tag.rstrip()}LÄUFT SCHNELL</p>"
+    if tag.startswith(" "):
+        expected = f"<p>EIN HUND{tag}LÄUFT SCHNELL</p>"
+    if tag == "<wbr>":  # inside a word: after its translation, the word kept
+        expected = "<p>EIN HUNDLÄUFT<wbr> SCHNELL</p>"
+    assert translate_html(source, echo) == expected
+
+
+def test_a_line_break_between_blocks_or_at_a_units_edge_stays_there():
+    source = "<p>ein hund</p><br><p><br>läuft <b>schnell<br></b></p>"
+    units = [r.unit for r in regions(source)]
+    assert [u.text for u in units if u.translatable] == ["ein hund", "läuft schnell"]
+    out = translate_html(source, saying("schnell läuft"))
+    assert out == "<p>schnell läuft</p><br><p><br>schnell <b>läuft<br></b></p>"
+
+
+@pytest.mark.parametrize(
+    "root, expected",
+    [
+        ('<html lang="de">', '<html lang="en-GB">'),
+        ("<html lang='de' xml:lang='de'>", "<html lang='en-GB' xml:lang='en-GB'>"),
+        ("<HTML\n  Lang=de class=x>", "<HTML\n  Lang=en-GB class=x>"),
+        (
+            '<html data-lang="de" title="lang=de" lang="">',
+            '<html data-lang="de" title="lang=de" lang="en-GB">',
+        ),
+        ("<html>", "<html>"),
+        (
+            '<!DOCTYPE html>\n<!-- lang="de" --><html lang="de">',
+            '<!DOCTYPE html>\n<!-- lang="de" --><html lang="en-GB">',
+        ),
+    ],
+)
+def test_the_root_lang_becomes_the_target_language(root, expected):
+    body = '<body><p lang="fr">ein hund</p></body></html>'
+    out = translate_html(root + body, echo, "en_GB")
+    assert out == expected + '<body><p lang="fr">EIN HUND</p></body></html>'
+
+
+@pytest.mark.parametrize(
+    "source, language",
+    [
+        ('<div lang="de"><p>ein</p></div>', "en"),  # not <html>
+        ('<p>ein</p><html lang="de">', "en"),  # not the first start tag
+        ('<html lang="de"><p>ein</p>', None),  # no target language known
+    ],
+)
+def test_lang_outside_the_root_or_without_a_target_stays(source, language):
+    assert translate_html(source, echo, language) == source.replace("ein", "EIN")

@@ -98,3 +98,32 @@ def test_without_markdown_it_the_error_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "markdown_it", None)
     with pytest.raises(MarkdownMissing, match=r"pip install 'transformer_mt\[documents\]'"):
         translate_markdown("ein mann", echo)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "ein hund  \nläuft schnell\n",
+        "ein hund\\\nläuft schnell\n",
+        "ein hund    \r\nläuft schnell\r\n",
+        "> ein hund  \n> läuft schnell\n",
+        "- ein hund  \n  läuft schnell\n",
+        "ein *hund  \nläuft* schnell\n",
+        "ein [hund\\\nläuft](U) schnell\n",
+    ],
+)
+def test_a_hard_line_break_keeps_the_sentence_one_unit(source):
+    """The model reads the sentence whole; the break (and the next line's `>` or indentation)
+    comes back between the words it stood between."""
+    assert [r.unit.text for r in regions(source)] == ["ein hund läuft schnell"]
+    out = translate_markdown(source, echo)
+    assert out == source.upper()
+    assert constructs(out) == constructs(source)
+
+
+@pytest.mark.parametrize("word", ["-", "+", "#", ">", "=", "1.", "2)"])
+def test_a_word_after_a_hard_line_break_never_starts_a_block(word):
+    source = "ein hund  \nläuft schnell\n"
+    out = translate_markdown(source, saying(f"a dog {word} runs"))
+    assert [t[0] for t in constructs(out)] == [t[0] for t in constructs(source)]
+    assert [r.unit.text for r in regions(out)] == [f"a dog {word} runs"]

@@ -137,3 +137,69 @@ def test_translate_regions_replaces_each_unit_and_keeps_the_rest():
     ]
     out = translate_regions(document, regions, echo, lambda u, t: render(u, t, str))
     assert out == "<p>A <b>B</b></p><pre>c</pre><p><code>d</code></p>"
+
+
+BR = ("break", "<br>")
+
+
+def build_with_breaks(*parts):
+    """`build`, where ("break", source) is a line break (`UnitBuilder.kept(line_break=True)`)."""
+    builder = UnitBuilder()
+    for part in parts:
+        if isinstance(part, str):
+            builder.text(part)
+        elif part[0] == "break":
+            builder.kept(part[1], "", "previous", line_break=True)
+        elif part[0] == "open":
+            builder.open(part[1], may_be_empty=True)
+        else:
+            builder.close(part[1])
+    return builder.build()
+
+
+def test_a_line_break_is_whitespace_to_the_model_and_no_end_of_the_unit():
+    unit = build_with_breaks("ein hund", BR, "läuft")
+    assert unit.text == "ein hund läuft" and unit.kept[0].line_break
+    assert placed(unit, "a dog runs", (0, 0), (1, 1), (2, 2)) == "a dog<br>runs"
+
+
+@pytest.mark.parametrize(
+    "parts, translation, pairs, expected",
+    [
+        # aligned after the last word: moved back between two words
+        (("a b", BR, "c"), "C B A", ((0, 2), (1, 1), (2, 0)), "C B<br>A"),
+        # before the first (the word before it unaligned): moved after it
+        (("a", BR, "b c"), "B C A", ((1, 0), (2, 1)), "B<br>C A"),
+        # inside a span: stays inside it, between two of its words
+        (
+            ("x ", ("open", "<b>"), "a", BR, "b", ("close", "</b>")),
+            "B A X",
+            ((0, 2), (1, 1), (2, 0)),
+            "<b>B<br>A</b> X",
+        ),
+        # first or last in the source: stays so
+        ((BR, "a b"), "B A", ((0, 1), (1, 0)), "<br>B A"),
+        (("a b", BR), "B A", ((0, 1), (1, 0)), "B A<br>"),
+        (
+            ("x ", ("open", "<b>"), BR, "a", ("close", "</b>")),
+            "A X",
+            ((0, 1), (1, 0)),
+            "<b><br>A</b> X",
+        ),
+        # one target word: nothing to be between
+        (("a", BR, "b"), "AB", ((0, 0), (1, 0)), "AB<br>"),
+    ],
+)
+def test_a_line_break_stays_between_words_on_the_sides_it_had_words(
+    parts, translation, pairs, expected
+):
+    assert placed(build_with_breaks(*parts), translation, *pairs) == expected
+
+
+@pytest.mark.parametrize("depth", [1, 50, 20_000])
+def test_nesting_depth_does_not_matter_to_placement(depth):
+    """Placing and writing walk a loop: 20,000 nested spans place as one does."""
+    parts = [("open", "<b>")] * depth + ["a b"] + [("close", "</b>")] * depth
+    unit = build_with_breaks("x ", *parts, " y")
+    out = placed(unit, "Y B A X", (0, 3), (1, 2), (2, 1), (3, 0))
+    assert out == "Y " + "<b>" * depth + "B A" + "</b>" * depth + " X"

@@ -19,17 +19,22 @@ is well-formed wherever the input was.
 
 Units (units.py): the text between two block boundaries. Inline elements (`INLINE`) are placed
 around the aligned target words; `INLINE_KEPT` elements and inline elements with
-`translate="no"` are kept as written in place of their text's translation; images, `<wbr>` and
-comments go after the word before them; every other tag (blocks, `<br>`, tables, unknown
-elements) is a boundary. `KEPT` elements and any other element with `translate="no"` are left
-alone with their whole subtree. Translated text is written with `&` and `<` escaped, and with
-any character the input wrote as a named or numeric reference (`&copy;`, `&#8212;`) written so
-again. Attribute values (`title`, `alt`) are not translated.
+`translate="no"` are kept as written in place of their text's translation; images, `<wbr>`,
+`<input>`, `<embed>` and comments go after the word before them, and a `<br>` between the words
+around it (a line break inside a sentence leaves it one unit); every other tag (blocks, `<hr>`,
+tables, unknown elements) is a boundary. `KEPT` elements and any other element with
+`translate="no"` are left alone with their whole subtree. Translated text is written with `&`
+and `<` escaped, and with any character the input wrote as a named or numeric reference
+(`&copy;`, `&#8212;`) written so again. Attribute values (`title`, `alt`) are not translated,
+but the root `<html>`'s `lang` and `xml:lang` become the target language. A control character
+is refused (units.check_characters). The structure check and the units take time linear in the
+input however deep it nests.
 """
 
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Literal
@@ -38,10 +43,12 @@ from transformer_mt.documents.units import (
     AlignedText,
     DocumentError,
     Region,
+    Replacement,
     Translate,
     Unit,
     UnitBuilder,
     attachment,
+    check_characters,
     render,
     translate_regions,
 )
@@ -65,8 +72,9 @@ INLINE = frozenset({
 })  # fmt: skip
 # Phrasing elements kept as written (code, keyboard input, program output, variables).
 INLINE_KEPT = frozenset({"code", "kbd", "samp", "var"})
-# Phrasing elements without text, kept beside the word they touch.
-INLINE_EMPTY = frozenset({"img", "wbr"})
+# Phrasing elements without text, kept beside the word they touch; a `<br>` inside a sentence
+# is a line break in it, not the end of a unit (units.Kept.line_break).
+INLINE_EMPTY = frozenset({"img", "wbr", "br", "input", "embed"})
 # Elements left alone with their whole subtree.
 KEPT = frozenset({"script", "style", "pre", "textarea", "svg", "math"})
 
@@ -97,20 +105,26 @@ IMPLIED_ENDS: dict[str, frozenset[str]] = {
 }
 
 EventKind = Literal["start", "end", "empty", "text", "reference", "comment", "other"]
-PieceKind = Literal["text", "open", "close", "kept", "boundary"]
+PieceKind = Literal["text", "open", "close", "kept", "break", "boundary"]
 # What an element's tags are to units: inline markup, kept inline markup, a kept subtree, or
 # a boundary.
 ElementRole = Literal["inline", "kept_inline", "kept", "block"]
 
 
-def translate_html(document: str, translate: Translate) -> str:
+def translate_html(document: str, translate: Translate, language: str | None = None) -> str:
     """`document` (a whole page or a fragment) with its text translated; see the module.
 
+    Args:
+        language: the target language: written into the root `<html>`'s `lang` and
+            `xml:lang` where it has them (`_` as `-`: `pt_BR` -> `pt-BR`); None: left alone.
+
     Raises:
-        DocumentError: the document does not parse (see the module), naming line and column.
+        DocumentError: the document does not parse (see the module), or holds a control
+            character, naming line and column.
     """
-    pieces, spellings = _read(document)
-    table = {"&": "&amp;", "<": "&lt;", **spellings}
+    events = _tokenize(document)
+    pieces = _Structure(document).pieces(events)
+    table = {"&": "&amp;", "<": "&lt;", **_spellings(document, events)}
 
     def escape(word: str) -> str:
         return "".join(table.get(char, char) for char in word)
@@ -118,7 +132,8 @@ def translate_html(document: str, translate: Translate) -> str:
     def write(unit: Unit, translation: AlignedText) -> str:
         return render(unit, translation, escape)
 
-    return translate_regions(document, _regions(document, pieces), translate, write)
+    languages = _root_languages(document, events, language) if language else []
+    return translate_regions(document, _regions(document, pieces), translate, write, languages)
 
 
 def regions(document: str) -> list[Region]:
@@ -127,8 +142,7 @@ def regions(document: str) -> list[Region]:
     Raises:
         DocumentError: the document does not parse.
     """
-    pieces, _ = _read(document)
-    return _regions(document, pieces)
+    return _regions(document, _Structure(document).pieces(_tokenize(document)))
 
 
 @dataclass(frozen=True)
@@ -153,13 +167,6 @@ class Piece:
     start: int
     end: int
     text: str = ""
-
-
-def _read(document: str) -> tuple[list[Piece], dict[str, str]]:
-    """The document's pieces, and the reference each character was first written as in its
-    translated text (`©` -> `&copy;`)."""
-    events = _tokenize(document)
-    return _Structure(document).pieces(events), _spellings(document, events)
 
 
 class _Tokenizer(HTMLParser):
@@ -208,8 +215,10 @@ def _tokenize(document: str) -> list[Event]:
 
     Raises:
         DocumentError: a `<` that starts markup never ended (`html.parser` passes it on as
-            text), or markup left unread at the end (an unclosed `<script>`).
+            text), or markup left unread at the end (an unclosed `<script>`); a control
+            character (`check_characters`).
     """
+    check_characters(document)
     parser = _Tokenizer()
     parser.feed(document)
     parser.close()
@@ -250,11 +259,14 @@ class _Element:
 
 
 class _Structure:
-    """Checks the nesting of the events and says what each is to a unit (`Piece`)."""
+    """Checks the nesting of the events and says what each is to a unit (`Piece`), in time
+    linear in the events however deep they nest (thousands of `<b>` in a few kilobytes)."""
 
     def __init__(self, document: str):
         self.document = document
         self.stack: list[_Element] = []
+        self.open_at: dict[str, list[int]] = {}  # name -> where it is open in the stack
+        self.hidden_at: int | None = None  # where the outermost open kept element is
 
     def pieces(self, events: list[Event]) -> list[Piece]:
         pieces: list[Piece] = []
@@ -265,7 +277,7 @@ class _Structure:
             if event.kind in ("start", "empty"):
                 self._end_implied(event.name)
             if event.kind == "start":
-                self.stack.append(_Element(event.name, event, self._role(event, hidden)))
+                self._push(_Element(event.name, event, self._role(event, hidden)))
             closed = self._close(event) if event.kind == "end" else None
             if hidden == "kept_inline":
                 if event.kind in ("text", "reference"):
@@ -284,10 +296,20 @@ class _Structure:
 
     def _hidden(self) -> str | None:
         """Whether the next event lies inside a kept element, and which kind (the outermost)."""
-        for element in self.stack:
-            if element.role in ("kept", "kept_inline"):
-                return element.role
-        return None
+        return None if self.hidden_at is None else self.stack[self.hidden_at].role
+
+    def _push(self, element: _Element) -> None:
+        if self.hidden_at is None and element.role in ("kept", "kept_inline"):
+            self.hidden_at = len(self.stack)
+        self.open_at.setdefault(element.name, []).append(len(self.stack))
+        self.stack.append(element)
+
+    def _pop_from(self, depth: int) -> None:
+        """Close the open elements from `depth` up."""
+        while len(self.stack) > depth:
+            self.open_at[self.stack.pop().name].pop()
+        if self.hidden_at is not None and self.hidden_at >= depth:
+            self.hidden_at = None
 
     def _role(self, event: Event, hidden: str | None) -> ElementRole:
         name = event.name
@@ -307,6 +329,8 @@ class _Structure:
             kind = "open"
         elif closed is not None and closed.role == "inline":
             kind = "close"
+        elif event.kind == "empty" and event.name == "br":
+            kind = "break"
         elif event.kind == "comment" or (event.kind == "empty" and event.name in INLINE_EMPTY):
             kind = "kept"
         return Piece(kind, event.start, event.end)
@@ -321,7 +345,7 @@ class _Structure:
             frozenset({"p"}) if name in _ENDS_P else frozenset()
         )
         while self.stack and self.stack[-1].name in ends and self.stack[-1].name in OPTIONAL_END:
-            self.stack.pop()
+            self._pop_from(len(self.stack) - 1)
 
     def _close(self, event: Event) -> _Element:
         """Pop the element an end tag closes, and those inside it whose end tags HTML lets an
@@ -330,14 +354,13 @@ class _Structure:
         Raises:
             DocumentError: nothing to close, or an element inside that needs its end tag.
         """
-        names = [element.name for element in self.stack]
-        if event.name not in names:
+        if not self.open_at.get(event.name):
             raise DocumentError(
                 event.line,
                 event.column,
                 f"</{event.name}> closes nothing: no <{event.name}> is open",
             )
-        depth = len(names) - 1 - names[::-1].index(event.name)
+        depth = self.open_at[event.name][-1]
         for inner in self.stack[depth + 1 :]:
             if inner.name not in OPTIONAL_END:
                 raise DocumentError(
@@ -347,7 +370,7 @@ class _Structure:
                     f"{inner.event.column}, which needs its own end tag first",
                 )
         closed = self.stack[depth]
-        del self.stack[depth:]
+        self._pop_from(depth)
         return closed
 
     def _check_all_closed(self) -> None:
@@ -410,7 +433,7 @@ def _region(document: str, run: list[Piece]) -> list[Region]:
             builder.close(raw)
         else:
             around = document[piece.start - 1 : piece.start], document[piece.end : piece.end + 1]
-            builder.kept(raw, piece.text, attachment(*around))
+            builder.kept(raw, piece.text, attachment(*around), piece.kind == "break")
     start, end = run[0].start, run[-1].end
     while start < end and document[start].isspace():
         start += 1
@@ -429,4 +452,33 @@ def _spellings(document: str, events: list[Event]) -> dict[str, str]:
             char = html.unescape(raw)
             if len(char) == 1:
                 found.setdefault(char, raw)
+    return found
+
+
+# The name of a start tag, and each attribute after it, read as `html.parser` reads them.
+_TAG_NAME = re.compile(r"<[a-zA-Z][^\t\n\r\f />\x00]*")
+_ATTRIBUTE = re.compile(
+    r"""(?:\s|/(?!>))*([^\s/>][^\s/=>]*)(?:\s*=+\s*('[^']*'|"[^"]*"|(?!['"])[^>\s]*))?"""
+)
+LANGUAGE_ATTRIBUTES = frozenset({"lang", "xml:lang"})
+
+
+def _root_languages(document: str, events: list[Event], language: str) -> list[Replacement]:
+    """The values of `lang` and `xml:lang` on the root `<html>` (the document's first start
+    tag), each to be `language`: the page is in the target language now. Other elements'
+    `lang` marks a passage in another language, and stays."""
+    root = next((e for e in events if e.kind in ("start", "empty")), None)
+    if root is None or root.name != "html":
+        return []
+    tag = document[root.start : root.end]
+    value = html.escape(language.replace("_", "-"), quote=True)
+    found, position = [], _TAG_NAME.match(tag).end()
+    while (attribute := _ATTRIBUTE.match(tag, position)) and attribute.end() > position:
+        position = attribute.end()
+        if attribute.group(1).lower() not in LANGUAGE_ATTRIBUTES or attribute.group(2) is None:
+            continue
+        start, end = attribute.span(2)
+        if attribute.group(2)[:1] in ("'", '"'):
+            start, end = start + 1, end - 1  # inside the quotes
+        found.append(Replacement(root.start + start, root.start + end, value))
     return found

@@ -20,12 +20,19 @@ tokens their lines (`map`), not inline tokens their columns, so:
        inline HTML are copied from the source exactly; emphasis and strikethrough are their
        delimiters, which markdown-it keeps as `Token.markup`
 
-Units (units.py): the inline content of a paragraph, heading or table cell, cut at hard line
-breaks. Emphasis, strikethrough and link text are placed around the aligned target words (a
-link's URL and title kept); code spans and autolinks are kept in place of their text's
-translation; images and inline HTML tags go after the word before them. A translated paragraph
-is written on one line. Translated words are written with Markdown's punctuation escaped where
-it could start syntax. Front matter is not recognised (CommonMark has none).
+Units (units.py): the inline content of a paragraph, heading or table cell. Emphasis,
+strikethrough and link text are placed around the aligned target words (a link's URL and title
+kept); code spans and autolinks are kept in place of their text's translation; images and inline
+HTML tags go after the word before them, a hard line break (with the next line's `>`s and
+indentation) between the words around it. A translated paragraph is written on one line but for
+its hard line breaks. Translated words are written with Markdown's punctuation escaped where it
+could start syntax. Front matter is not recognised (CommonMark has none).
+
+markdown-it is told to take every link destination (it refuses `javascript:` and the like,
+which it would not render safely, and the link would be read as text and lose its markup: the
+splice copies destinations as written), and its block parser to refuse, in one line, block
+quotes and lists nested MAX_NESTING deep, where it would stop reading (its recursion is what
+stops there). A control character is refused (units.check_characters).
 
 markdown-it-py is optional: the `documents` extra.
 """
@@ -44,6 +51,7 @@ from transformer_mt.documents.units import (
     Unit,
     UnitBuilder,
     attachment,
+    check_characters,
     render,
     translate_regions,
 )
@@ -58,6 +66,10 @@ _SPECIAL = frozenset("\\`*_[]<|~")
 # At the start of a line: an ordered list marker (`1.`, `2)`); the others are one character.
 _ORDERED = re.compile(r"^(\d{1,9})([.)])")
 _LINE_START = frozenset("#>+-=")
+# How deep block quotes and lists may nest, in markdown-it's levels (a block quote 1, a list
+# and its item 2): its default preset's (its commonmark preset has 20). Its parser recurses
+# about 2 frames a level (3 per nested `[` inside a paragraph), far below Python's 1,000.
+MAX_NESTING = 100
 
 
 class MarkdownMissing(TmtError):
@@ -81,8 +93,11 @@ def regions(document: str) -> list[Region]:
 
     Raises:
         MarkdownMissing: markdown-it-py is not installed.
-        DocumentError: a block whose text cannot be found in its lines (not expected).
+        DocumentError: a control character (`check_characters`), block quotes and lists
+            nested MAX_NESTING deep, or a block whose text cannot be found in its lines (not
+            expected).
     """
+    check_characters(document)
     tokens = _parser().parse(document)
     lines = _Lines(document)
     found: list[Region] = []
@@ -97,7 +112,7 @@ def regions(document: str) -> list[Region]:
             row_start = offsets[-1]
         else:
             offsets = _offsets(lines, token)
-        found += _inline_regions(document, token, offsets)
+        found.append(_region(document, token.children, offsets, 0, len(token.content)))
     return found
 
 
@@ -112,11 +127,42 @@ def _parser() -> Any:
         from markdown_it import MarkdownIt
     except ImportError:
         raise MarkdownMissing() from None
-    md = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+    md = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING}).enable(["table", "strikethrough"])
+    # markdown-it refuses destinations it would not render safely (`javascript:`, `file:`),
+    # reading the link as text; the splice copies them as written, so every one is a link.
+    md.validateLink = _any_link
+    md.block.tokenize = _refusing_depth(md.block.tokenize)
     ruler = md.inline.ruler
     for name, rule in zip(ruler.get_active_rules(), ruler.getRules(""), strict=True):
         ruler.at(name, _recording(name, rule))
     return md
+
+
+def _any_link(url: str) -> bool:
+    return True
+
+
+def _refusing_depth(tokenize: Callable) -> Callable:
+    """markdown-it's block `tokenize`, refusing lines it would skip: past MAX_NESTING levels
+    it leaves the rest of a container unread (and so untranslated), where its recursion stops.
+
+    Raises:
+        DocumentError: the first line nested too deeply.
+    """
+
+    def refusing(state: Any, start_line: int, end_line: int) -> None:
+        line = state.skipEmptyLines(start_line)
+        deeper = line < end_line and state.sCount[line] >= state.blkIndent
+        if deeper and state.level >= MAX_NESTING:
+            raise DocumentError(
+                line + 1,
+                1,
+                f"block quotes and lists nested {MAX_NESTING} levels deep (a list and its "
+                "item count 2): markdown-it reads no deeper",
+            )
+        tokenize(state, start_line, end_line)
+
+    return refusing
 
 
 def _recording(name: str, rule: Callable) -> Callable:
@@ -201,20 +247,6 @@ def _cell_offsets(document: str, lines: _Lines, token: Any, row_start: int) -> l
     return [*offsets, position]
 
 
-def _inline_regions(document: str, token: Any, offsets: list[int]) -> list[Region]:
-    """The units of one inline token: its children cut at hard line breaks."""
-    regions, run, start = [], [], 0
-    for child in [*token.children, None]:
-        if child is not None and child.type != "hardbreak":
-            run.append(child)
-            continue
-        end = len(token.content) if child is None else child.meta["source"][0]
-        regions.append(_region(document, run, offsets, start, end))
-        if child is not None:
-            start, run = child.meta["source"][1], []
-    return regions
-
-
 def _region(document: str, run: list, offsets: list[int], start: int, end: int) -> Region:
     def source(a: int, b: int) -> str:
         return document[offsets[a] : offsets[b]]
@@ -233,6 +265,12 @@ def _region(document: str, run: list, offsets: list[int], start: int, end: int) 
             builder.text(child.content)
         elif kind == "softbreak":
             builder.text(" ")
+        elif kind == "hardbreak":  # `  ` or `\\` at a line end: kept, with the next line's `>`s
+            a, b = child.meta["source"]
+            begin = offsets[a]
+            while document[begin] != "\\" and document[begin - 1] == " ":
+                begin -= 1  # the spaces before the line end, which markdown-it took off the text
+            builder.kept(document[begin : offsets[b]], "", "previous", line_break=True)
         elif kind in _OPENS:
             builder.open(child.markup, may_be_empty=False)
         elif kind in _OPENS.values():
@@ -256,8 +294,14 @@ def _region(document: str, run: list, offsets: list[int], start: int, end: int) 
 
 
 def _write(unit: Unit, translation: AlignedText) -> str:
-    """A translated unit, escaped where its first word would start a block at a line start."""
-    text = render(unit, translation, _escape)
+    """A translated unit, escaped where its first word would start a block at a line start;
+    with hard line breaks, where any word would (the one after a break starts a line)."""
+    breaks = any(kept.line_break for kept in unit.kept)
+    return _line_start(render(unit, translation, _escape_line_start if breaks else _escape))
+
+
+def _line_start(text: str) -> str:
+    """`text`, escaped where it would start a block at a line start (`# `, `1.`, `>`)."""
     ordered = _ORDERED.match(text)
     if ordered:
         return f"{ordered.group(1)}\\{text[ordered.end(1) :]}"
@@ -266,3 +310,7 @@ def _write(unit: Unit, translation: AlignedText) -> str:
 
 def _escape(word: str) -> str:
     return "".join("\\" + char if char in _SPECIAL else char for char in word)
+
+
+def _escape_line_start(word: str) -> str:
+    return _line_start(_escape(word))

@@ -30,14 +30,20 @@ def translate_document(
         alignment_layer: the decoder layer whose cross-attention aligns words, placing inline
             markup; negative counts from the last.
         direction: (source, target) languages for a model with language tags; None: the
-            translator's own.
+            translator's own. The target (or the translator's default one) is also written
+            into an HTML page's root `lang`.
 
     Raises:
         SettingError: a format not in FORMATS (naming format), a layer the model lacks
             (naming alignment_layer), a direction it has no tags for.
-        DocumentError: an HTML document that does not parse, naming line and column.
+        DocumentError: an HTML document that does not parse, a Markdown one nested too
+            deeply, or either holding a control character, naming line and column.
         MarkdownMissing: Markdown without markdown-it-py installed.
     """
     if format not in FORMATS:
         raise SettingError("format", format, f"choose one of {', '.join(FORMATS)}")
-    return _TRANSLATE[format](text, AlignedTranslator(translator, alignment_layer, direction))
+    aligned = AlignedTranslator(translator, alignment_layer, direction)
+    if format != "html":
+        return _TRANSLATE[format](text, aligned)
+    target = direction[1] if direction is not None else None  # HTML names its language
+    return translate_html(text, aligned, target or translator.languages.default[1])

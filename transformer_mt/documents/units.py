@@ -26,16 +26,23 @@ runs as one space; `render` writes the translation back with each inline element
        not, is written outside its markup: `*Schnee*;` translated `snow,` is `*snow*,`
     6) markup without text (an image, a comment, a Markdown inline HTML tag) sticks to the
        word it touches in the source: after the target word aligned to the source word before
-       it, or before the one aligned to the word after it when only that one touches it
-       (`<span>` in `see <span>this`); with whitespace on both sides it stays apart
+       it (or around it), or before the one aligned to the word after it when only that one
+       touches it (`<span>` in `see <span>this`); with whitespace on both sides it stays apart.
+       A line break (`<br>`, a Markdown hard break; whitespace to the model, so a sentence
+       broken across lines is one unit) stays first or last in its parent if it was so in the
+       source, else between two of its parent's target words
 
 `AlignedText.pairs` link source words to target words; alignment.py makes them from the model's
 cross-attention, and tests from a script. A target language written without spaces has one word
-per unit, so its elements all go around the whole translation.
+per unit, so its elements all go around the whole translation. Nothing here recurses over the
+nesting of the markup (a document may nest thousands of elements in a few kilobytes): elements
+are placed and written in loops over a flat list (`_Node`). `check_characters` refuses what is
+not text, for both formats.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -88,12 +95,14 @@ def attachment(before: str, after: str) -> Attach:
 class Kept:
     """Markup written back exactly as in the source (`<code>x()</code>`, an image, a comment);
     `start`, `end`: the characters of `Unit.text` the model reads for it (none: start == end);
-    `attach`: for markup without text, the word it sticks to."""
+    `attach`: for markup without text, the word it sticks to; `line_break`: a line break
+    (`<br>`, a Markdown hard break), which stays between words (see `render`)."""
 
     source: str
     start: int
     end: int
     attach: Attach = "previous"
+    line_break: bool = False
 
 
 Inline = Span | Kept
@@ -111,10 +120,23 @@ class Unit:
         """(start, end) characters of each whitespace-separated word of `text`."""
         return [m.span() for m in _WORD.finditer(self.text)]
 
+    @cached_property
+    def kept(self) -> list[Kept]:
+        """Its kept elements, at any depth, in source order."""
+        found: list[Kept] = []
+        todo = list(self.inlines[::-1])
+        while todo:  # a loop, not recursion: markup may nest thousands deep
+            inline = todo.pop()
+            if isinstance(inline, Kept):
+                found.append(inline)
+            else:
+                todo += inline.children[::-1]
+        return found
+
     @property
     def translatable(self) -> bool:
         """Whether a word lies outside every kept element: a unit that is only code is kept."""
-        kept = [(k.start, k.end) for k in _kept(self.inlines)]
+        kept = [(k.start, k.end) for k in self.kept]
         return any(not any(a <= s and e <= b for a, b in kept) for s, e in self.words)
 
 
@@ -139,22 +161,62 @@ class Region:
     unit: Unit
 
 
+@dataclass(frozen=True)
+class Replacement:
+    """Characters [start, end) of a document outside every region, and what the translated
+    document holds there instead (an HTML root's `lang` value)."""
+
+    start: int
+    end: int
+    text: str
+
+
 def translate_regions(
     document: str,
     regions: Sequence[Region],
     translate: Translate,
     write: Callable[[Unit, AlignedText], str],
+    replacements: Sequence[Replacement] = (),
 ) -> str:
-    """`document` with each translatable region replaced by `write(unit, its translation)`;
-    the units are translated in one call, so that they share batches. Regions are in order."""
+    """`document` with each translatable region replaced by `write(unit, its translation)`,
+    and `replacements` made; the units are translated in one call, so that they share
+    batches. Regions are in order."""
     todo = [region for region in regions if region.unit.translatable]
     translations = translate([region.unit.text for region in todo])
+    changes = [
+        Replacement(region.start, region.end, write(region.unit, translation))
+        for region, translation in zip(todo, translations, strict=True)
+    ]
     parts, position = [], 0
-    for region, translation in zip(todo, translations, strict=True):
-        parts += [document[position : region.start], write(region.unit, translation)]
-        position = region.end
+    for change in sorted([*changes, *replacements], key=lambda change: change.start):
+        parts += [document[position : change.start], change.text]
+        position = change.end
     parts.append(document[position:])
     return "".join(parts)
+
+
+# Control characters (Unicode's Cc) but tab, line feed, form feed and carriage return, the
+# whitespace of HTML and CommonMark; and lone surrogates (a JSON body's "\ud800").
+_NOT_TEXT = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def check_characters(document: str) -> None:
+    """Refuse a document holding a character that is not text. HTML calls control characters
+    in its input a parse error and CommonMark replaces NUL, so the markup would not be read
+    as written, and the model has never seen them.
+
+    Raises:
+        DocumentError: the first such character, by code point, line and column.
+    """
+    found = _NOT_TEXT.search(document)
+    if found is None:
+        return
+    position = found.start()
+    line = document.count("\n", 0, position) + 1
+    column = position - document.rfind("\n", 0, position)
+    char = found.group()
+    kind = "a lone surrogate" if char >= "\ud800" else "a control character"
+    raise DocumentError(line, column, f"U+{ord(char):04X} is {kind}, not text: remove it")
 
 
 class UnitBuilder:
@@ -187,13 +249,17 @@ class UnitBuilder:
         span = Span(o.markup, markup, o.start, len(self._chars), o.may_be_empty, tuple(o.children))
         self._siblings().append(span)
 
-    def kept(self, source: str, text: str = "", attach: Attach = "previous") -> None:
-        """Markup written back as `source`; the model reads `text` for it."""
+    def kept(
+        self, source: str, text: str = "", attach: Attach = "previous", line_break: bool = False
+    ) -> None:
+        """Markup written back as `source`; the model reads `text` for it, and a line break
+        as whitespace (`mann<br>zwei` is two words)."""
         start = len(self._chars)
         self.text(text)
         if start < len(self._chars) and self._chars[start] == " ":
             start += 1  # the space in front of its text is not its own
-        self._siblings().append(Kept(source, start, len(self._chars), attach))
+        self._siblings().append(Kept(source, start, len(self._chars), attach, line_break))
+        self._space = self._space or line_break
 
     def build(self) -> Unit:
         if self._open:
@@ -219,11 +285,23 @@ def render(unit: Unit, translation: AlignedText, escape: Callable[[str], str]) -
 
 
 @dataclass
-class _Placed:
+class _Node:
+    """One inline element of a unit, in a flat list in source order (parents first), so that
+    placing and writing walk a loop, not the call stack: a document may nest thousands deep."""
+
     inline: Inline
-    start: int  # target words [start, end); start == end: between two words
-    end: int
-    children: list[_Placed]
+    parent: int  # the index of its parent, -1 at the top
+    previous: int  # the index of the sibling before it, -1 for the first
+    children: list[int] = field(default_factory=list)
+    sources: range = range(0)  # the source words it holds
+    need: int = 0  # target words it takes at least (`_Placement._need`)
+    later: int = 0  # what the siblings after it need
+    start: int = 0  # placed: target words [start, end); start == end: between two words
+    end: int = 0
+
+
+# What `_Placement.write` writes next: literal text, target words, or an element.
+_Task = str | range | int
 
 
 class _Placement:
@@ -240,65 +318,114 @@ class _Placement:
         self.targets: dict[int, set[int]] = {}
         for source, target in translation.pairs:
             self.targets.setdefault(source, set()).add(target)
+        self.nodes, self.top = _flatten(unit.inlines)
+        self._measure()
 
     def write(self) -> str:
-        n = len(self.words)
-        return self._write(self._place(self.unit.inlines, 0, n), 0, n)
+        """1) place every element, parents before children; 2) write the words and elements in
+        target order, from a stack of what comes next."""
+        for index in range(len(self.nodes)):
+            self._place(index)
+        parts: list[str] = []
+        todo = self._sequence(self.top, 0, len(self.words))[::-1]
+        while todo:
+            task = todo.pop()
+            if isinstance(task, str):
+                parts.append(task)
+            elif isinstance(task, range):
+                parts.append(self._words(task.start, task.stop))
+            else:
+                text, inside = self._enter(self.nodes[task])
+                parts.append(text)
+                todo += inside[::-1]
+        return "".join(parts)
 
     # --- placement -----------------------------------------------------------------------
 
-    def _place(self, inlines: Sequence[Inline], lo: int, hi: int) -> list[_Placed]:
-        """Target word spans of sibling `inlines` within words [lo, hi), in source order."""
-        needs = [self._need(inline) for inline in inlines]
-        placed, cursor = [], lo
-        for i, inline in enumerate(inlines):
-            limit = max(cursor, hi - sum(needs[i + 1 :]))  # words left for the later siblings
-            start, end = self._span(inline, cursor, limit)
-            children = []
-            if isinstance(inline, Span):
-                children = self._place(inline.children, start, end)
-            placed.append(_Placed(inline, start, end, children))
-            cursor = end
-        return placed
+    def _measure(self) -> None:
+        """Each element's source words, its need, and what the siblings after it need."""
+        starts = [s for s, _ in self.unit.words]
+        ends = [e for _, e in self.unit.words]
+        for node in self.nodes:
+            first = bisect.bisect_right(ends, node.inline.start)  # the first ending after it
+            last = bisect.bisect_left(starts, node.inline.end)
+            # markup without text holds no word, not even one it sits inside (`hund<wbr>läuft`)
+            empty = node.inline.start == node.inline.end
+            node.sources = range(first, first if empty else max(first, last))
+        for node in reversed(self.nodes):  # children after their parent: theirs come first
+            node.need = self._need(node)
+        for siblings in [self.top, *(node.children for node in self.nodes)]:
+            later = 0
+            for index in reversed(siblings):
+                self.nodes[index].later = later
+                later += self.nodes[index].need
 
-    def _span(self, inline: Inline, cursor: int, limit: int) -> tuple[int, int]:
+    def _need(self, node: _Node) -> int:
+        """Target words an element takes at least: a kept one or one without text none, a
+        span one, or what its children take."""
+        if isinstance(node.inline, Kept) or not node.sources:
+            return 0
+        return max(1, sum(self.nodes[child].need for child in node.children))
+
+    def _place(self, index: int) -> None:
+        """Target words of one element, within its parent's and after its previous sibling's,
+        leaving enough for the siblings after it."""
+        node = self.nodes[index]
+        lo, hi = self._inside(node.parent)
+        cursor = self.nodes[node.previous].end if node.previous >= 0 else lo
+        limit = max(cursor, hi - node.later)
+        node.start, node.end = self._span(node, cursor, limit)
+        if isinstance(node.inline, Kept) and node.inline.line_break and node.start == node.end:
+            node.start = node.end = self._between(node, cursor, limit, lo, hi)
+
+    def _inside(self, parent: int) -> tuple[int, int]:
+        if parent < 0:
+            return 0, len(self.words)
+        return self.nodes[parent].start, self.nodes[parent].end
+
+    def _span(self, node: _Node, cursor: int, limit: int) -> tuple[int, int]:
         """Target words [start, end) of one element, within the free words [cursor, limit)."""
-        sources = self._source_words(inline)
-        hits = [t for s in sources for t in self.targets.get(s, ()) if cursor <= t < limit]
-        need = self._need(inline)
+        inline = node.inline
+        hits = [t for s in node.sources for t in self.targets.get(s, ()) if cursor <= t < limit]
         if hits and isinstance(inline, Kept):
             return _longest_run(sorted(set(hits)))
         if hits:
             start = min(hits)
-            return start, max(max(hits) + 1, min(limit, start + need))
+            return start, max(max(hits) + 1, min(limit, start + node.need))
         # The fallback: where the words around it went; a span takes the free words there.
-        after = isinstance(inline, Kept) and inline.attach == "next" and not sources
+        after = isinstance(inline, Kept) and inline.attach == "next" and not node.sources
         anchor = self._anchor(inline.start, after)
-        width = min(need, limit - cursor)
+        width = min(node.need, limit - cursor)
         start = min(max(anchor, cursor), limit - width)
         return start, start + width
 
-    def _need(self, inline: Inline) -> int:
-        """Target words an element takes at least: a kept one or one without text none, a
-        span one, or what its children take."""
-        if isinstance(inline, Kept) or not self._source_words(inline):
-            return 0
-        return max(1, sum(self._need(child) for child in inline.children))
+    def _between(self, node: _Node, cursor: int, limit: int, lo: int, hi: int) -> int:
+        """Where a line break goes: first or last in its parent if it was in the source, else
+        where `_span` put it, moved between two of its parent's words where there are two (a
+        break after the last word would end a Markdown paragraph, or cut an emphasis from its
+        closing delimiter; before the first, start an empty line)."""
+        if node.inline.start <= self._text_start(node.parent):
+            return cursor
+        if node.inline.end >= self._text_end(node.parent):
+            return limit
+        low, high = max(cursor, lo + 1), min(limit, hi - 1)
+        return min(max(node.start, low), high) if low <= high else node.start
 
-    def _source_words(self, inline: Inline) -> list[int]:
-        return [
-            i for i, (s, e) in enumerate(self.unit.words) if s < inline.end and inline.start < e
-        ]
+    def _text_start(self, parent: int) -> int:
+        return self.nodes[parent].inline.start if parent >= 0 else 0
+
+    def _text_end(self, parent: int) -> int:
+        return self.nodes[parent].inline.end if parent >= 0 else len(self.unit.text)
 
     def _anchor(self, position: int, after: bool) -> int:
         """Where markup without text at character `position` goes: after the target words of
-        the nearest aligned source word before it, else before those of the first aligned
-        one after it; `after`: the other way round."""
+        the nearest aligned source word before it (or around it), else before those of the
+        first aligned one after it; `after`: the other way round."""
         words = self.unit.words
         before = [
             max(self.targets[i]) + 1
-            for i, (_, e) in enumerate(words)
-            if e <= position and self.targets.get(i)
+            for i, (s, _) in enumerate(words)
+            if s < position and self.targets.get(i)
         ]
         later = [
             min(self.targets[i])
@@ -310,34 +437,40 @@ class _Placement:
 
     # --- writing -------------------------------------------------------------------------
 
-    def _write(self, placed: list[_Placed], lo: int, hi: int) -> str:
-        """Target words [lo, hi) and the elements placed among them, in order."""
-        parts, position = [], lo
-        for p in placed:
-            parts += [self._words(position, p.start), self._element(p)]
-            position = p.end
-        parts.append(self._words(position, hi))
-        return "".join(parts)
+    def _sequence(self, children: list[int], lo: int, hi: int) -> list[_Task]:
+        """What writes target words [lo, hi) and the elements placed among them, in order."""
+        tasks: list[_Task] = []
+        position = lo
+        for index in children:
+            tasks += [range(position, self.nodes[index].start), index]
+            position = self.nodes[index].end
+        tasks.append(range(position, hi))
+        return tasks
 
-    def _element(self, p: _Placed) -> str:
-        inline = p.inline
-        if p.start < p.end:
-            gap = self._gap(p.start)  # before the words inside write theirs
-            lead, trail = self._punctuation_outside(inline, p.start, p.end - 1)
+    def _enter(self, node: _Node) -> tuple[str, list[_Task]]:
+        """What an element writes before its inside, and what writes its inside and the rest
+        of it; the side effects (whitespace written, punctuation taken off words) happen in
+        writing order, the order of a recursive walk."""
+        inline = node.inline
+        if node.start < node.end:
+            gap = self._gap(node.start)  # before the words inside write theirs
+            lead, trail = self._punctuation_outside(inline, node.start, node.end - 1)
             if isinstance(inline, Kept):
-                return gap + lead + inline.source + trail  # instead of its target words
-            inner = self._write(p.children, p.start, p.end)
-            return gap + lead + inline.open + inner + inline.close + trail
+                return gap + lead + inline.source + trail, []  # instead of its target words
+            inside = self._sequence(node.children, node.start, node.end)
+            return gap + lead + inline.open, [*inside, inline.close + trail]
         if isinstance(inline, Span):
-            inner = self._write(p.children, p.start, p.start)
-            return inline.open + inner + inline.close if inline.may_be_empty else inner
+            inside = self._sequence(node.children, node.start, node.start)
+            return (inline.open, [*inside, inline.close]) if inline.may_be_empty else ("", inside)
         if inline.start < inline.end or inline.attach == "apart":  # a word of its own
-            if p.start > 0:
-                return " " + inline.source
-            return inline.source + (" " if self.words else "")
+            if node.start > 0:
+                return " " + inline.source, []
+            return inline.source + (" " if self.words else ""), []
         if inline.attach == "next":
-            return self._gap(p.start) + inline.source
-        return inline.source
+            return self._gap(node.start) + inline.source, []
+        if inline.line_break:
+            self.written.add(node.start)  # it stands for the whitespace after it
+        return inline.source, []
 
     def _punctuation_outside(self, inline: Inline, first: int, last: int) -> tuple[str, str]:
         """Punctuation that an element's target words start or end with and its source text
@@ -384,11 +517,17 @@ def _longest_run(words: list[int]) -> tuple[int, int]:
     return best
 
 
-def _kept(inlines: Sequence[Inline]) -> list[Kept]:
-    found: list[Kept] = []
-    for inline in inlines:
-        if isinstance(inline, Kept):
-            found.append(inline)
-        else:
-            found += _kept(inline.children)
-    return found
+def _flatten(inlines: Sequence[Inline]) -> tuple[list[_Node], list[int]]:
+    """Every element of `inlines`, at any depth, parents before their children and siblings
+    in source order; and the indices of the top ones."""
+    nodes: list[_Node] = []
+    top: list[int] = []
+    todo = [(inline, -1) for inline in inlines[::-1]]
+    while todo:
+        inline, parent = todo.pop()
+        siblings = nodes[parent].children if parent >= 0 else top
+        nodes.append(_Node(inline, parent, siblings[-1] if siblings else -1))
+        siblings.append(len(nodes) - 1)
+        if isinstance(inline, Span):
+            todo += [(child, len(nodes) - 1) for child in inline.children[::-1]]
+    return nodes, top
