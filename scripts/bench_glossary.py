@@ -57,6 +57,7 @@ from bench_machine import (  # noqa: E402
 from transformer_mt.evaluation import corpus_scores  # noqa: E402
 from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.inference.glossary import Glossary  # noqa: E402
+from transformer_mt.inference.requests import Texts  # noqa: E402
 from transformer_mt.inference.translator import Translator  # noqa: E402
 
 DEFAULT_DATA = REPO / "data" / "multi30k"
@@ -155,7 +156,7 @@ def translate_timed(
         for first in range(0, len(order), batch_size):
             chunk = order[first : first + batch_size]
             phrases = None if constraints is None else [constraints[i] for i in chunk]
-            found = translator.translate([sources[i] for i in chunk], constraints=phrases)
+            found = translator.translate(Texts.of([sources[i] for i in chunk], constraints=phrases))
             for i, translation in zip(chunk, found, strict=True):
                 outputs[i] = translation.texts[0]
         fastest = min(fastest, time.perf_counter() - start)

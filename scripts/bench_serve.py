@@ -51,6 +51,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 from bench_machine import run_standalone  # noqa: E402
 
 from transformer_mt.files import read_lines  # noqa: E402
+from transformer_mt.inference.requests import Texts  # noqa: E402
 
 SYSTEMS = ["ours", "one-at-a-time", "ct2"]
 DEFAULT_DATA = REPO / "data" / "multi30k" / "test2016.de"
@@ -223,8 +224,8 @@ class Ct2Engine:
         self.model = _ct2_translator(bundle.model, self.src, self.tgt, "ct2", device)
         self.pool = concurrent.futures.ThreadPoolExecutor(1)
 
-    def submit(self, texts, decode, prefixes=None, on_token=None, directions=None):
-        future = self.pool.submit(self._translate, list(texts), decode)
+    def submit(self, texts, decode, on_token=None):
+        future = self.pool.submit(self._translate, list(Texts.plain(texts).texts), decode)
         return _Ct2Job(future)
 
     def _translate(self, texts, decode):

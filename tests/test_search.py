@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from transformer_mt.config import DecodeConfig, ModelConfig, PrefixCountError
+from transformer_mt.config import DecodeConfig, ModelConfig
 from transformer_mt.search import (
     SearchOptions,
     beam_search,
@@ -423,8 +423,10 @@ def test_empty_prefixes_change_nothing():
     )
 
 
-def test_a_prefix_count_other_than_one_per_sentence_is_refused_with_both_counts():
+def test_a_prefix_count_other_than_one_per_sentence_is_refused():
+    """Counted per text by the request type (tests/inference/test_requests.py); a search
+    given other than one prefix per row refuses it all the same."""
     src_ids, src_mask = padded(random_sources(2, vocab_size=20, seed=5))
-    with pytest.raises(PrefixCountError) as err:
-        search(tiny_model(), src_ids, src_mask, DecodeConfig(beam_size=2), prefixes=[[7]])
-    assert (err.value.n_prefixes, err.value.n_texts) == (1, 2)
+    for prefixes in ([[7]], [[7], [], [8]]):
+        with pytest.raises(ValueError, match="zip"):
+            search(tiny_model(), src_ids, src_mask, DecodeConfig(beam_size=2), prefixes=prefixes)

@@ -18,15 +18,18 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 from transformer_mt import __version__
-from transformer_mt.config import PrefixCountError, check_one_prefix_per_text, decode_field_types
+from transformer_mt.config import decode_field_types
 from transformer_mt.documents import FORMATS
 from transformer_mt.errors import MachineError, SettingError, TmtError, printable, shown_value
 from transformer_mt.files import MACHINE_ERRNOS
 from transformer_mt.progress import PROGRESS_SECONDS
 from transformer_mt.shortlist.lexicon import ShortlistSettings
+
+if TYPE_CHECKING:  # imported where used: `tmt --help` loads no model library
+    from transformer_mt.inference.requests import Texts
 
 # Library arguments set by a flag of the same meaning in every subcommand that has it.
 FLAGS = {
@@ -225,11 +228,11 @@ def _run_translate(args: argparse.Namespace) -> int:
         interactive = args.input == "-" and sys.stdin is not None and sys.stdin.isatty()
         name = "<stdin>" if args.input == "-" else args.input
         lines = decode_lines(_open_in(args.input, stack), name)
-        if not interactive:
+        options = None
+        if not interactive or prefixes is not None or constraints is not None:
             lines = list(lines)  # whole file: length-sorted batches keep padding low
             _check_references(name, len(lines), args.ref, references)
-            _check_prefix_lines(args.prefix, prefixes, name, len(lines))
-            _check_constraint_lines(args.constraints, constraints, name, len(lines))
+            options = _line_options(args, name, lines, prefixes, constraints)
         translator = Translator.from_checkpoint(
             args.checkpoint,
             args.device,
@@ -255,14 +258,13 @@ def _run_translate(args: argparse.Namespace) -> int:
                 lines,
                 out,
                 chunk,
-                bar,
-                total,
-                best,
-                plain,
-                prefixes,
-                constraints,
-                glossary,
-                report,
+                options=options,
+                glossary=glossary,
+                progress=bar,
+                total=total,
+                collect=best,
+                report_every_s=plain,
+                report_out=report,
             )
         except ConstraintsError as err:
             raise TmtError(f"{name}:{err.line + 1}: {err.reason}") from None
@@ -375,28 +377,30 @@ def _check_translate_args(args: argparse.Namespace) -> None:
         )
 
 
-def _check_prefix_lines(
-    path: str | None, prefixes: list[str] | None, input_name: str, input_lines: int
-) -> None:
-    """Refuse a prefix file without one line per input line, naming both files."""
+def _line_options(
+    args: argparse.Namespace,
+    input_name: str,
+    lines: list[str],
+    prefixes: list[str] | None,
+    constraints: list[list[str]] | None,
+) -> Texts | None:
+    """The per-line options of `lines` from their files (None: none given); a file without
+    one line per input line is refused, naming both files (`TextsCountError.field`)."""
+    from transformer_mt.inference.requests import Texts, TextsCountError
+
+    if prefixes is None and constraints is None:
+        return None
     try:
-        check_one_prefix_per_text(prefixes, input_lines)
-    except PrefixCountError as err:
+        return Texts.of(lines, prefixes=prefixes, constraints=constraints)
+    except TextsCountError as err:
+        path, what, one = {
+            "prefixes": (args.prefix, "prefix", "one prefix line"),
+            "constraints": (args.constraints, "constraint", "one line of phrases"),
+        }[err.field]
         raise TmtError(
-            f"{path}: {err.n_prefixes} prefix line(s) for the {err.n_texts} line(s) of "
-            f"{input_name}: give one prefix line (blank for none) per input line"
+            f"{path}: {err.given} {what} line(s) for the {err.n_texts} line(s) of "
+            f"{input_name}: give {one} (blank for none) per input line"
         ) from None
-
-
-def _check_constraint_lines(
-    path: str | None, constraints: list[list[str]] | None, input_name: str, input_lines: int
-) -> None:
-    """Refuse a constraints file without one line per input line, naming both files."""
-    if constraints is not None and len(constraints) != input_lines:
-        raise TmtError(
-            f"{path}: {len(constraints)} constraint line(s) for the {input_lines} line(s) of "
-            f"{input_name}: give one line of phrases (blank for none) per input line"
-        )
 
 
 def _decode_changes(args: argparse.Namespace) -> dict[str, object]:

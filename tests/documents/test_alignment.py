@@ -6,6 +6,7 @@ from transformer_mt.documents import FORMATS
 from transformer_mt.documents.alignment import AlignedTranslator, word_numbers
 from transformer_mt.documents.translate import _TRANSLATE, translate_document
 from transformer_mt.errors import SettingError
+from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator
 
 from ..conftest import WORDS
@@ -36,7 +37,7 @@ def test_a_truncated_block_is_counted_once(translator):
 def test_a_document_in_another_direction_of_a_multilingual_model(multilingual_checkpoint):
     translator = Translator.from_checkpoint(str(multilingual_checkpoint), beam_size=1)
     out = translate_document(translator, "<p>ein mann</p>", "html", direction=("en", "de"))
-    alone = translator.translate(["ein mann"], directions=[("en", "de")])[0].texts[0]
+    alone = translator.translate(Texts.of(["ein mann"], directions=[("en", "de")]))[0].texts[0]
     assert out == f"<p>{alone}</p>"
 
 

@@ -22,6 +22,7 @@ from tests.importing.builders import build_marian
 from transformer_mt.artifacts import load_checkpoint, save_checkpoint
 from transformer_mt.cli import main
 from transformer_mt.inference.attention_maps import CELL_INCHES, DPI, draw_attention
+from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator
 
 transformers = pytest.importorskip("transformers")
@@ -168,7 +169,7 @@ def test_each_translation_begins_with_its_prefix(imported, tmp_path):
     source = write_lines(tmp_path / "in.de", SOURCES)
     prefix_file = write_lines(tmp_path / "prefixes.en", prefixes)
     rows = translate(imported, tmp_path, "--input", str(source), "--prefix", str(prefix_file))
-    expected = imported.translator().translate(SOURCES, prefixes=prefixes)
+    expected = imported.translator().translate(Texts.of(SOURCES, prefixes=prefixes))
     assert rows == [t.texts[0] for t in expected]
     plain = [t.texts[0] for t in imported.translator().translate(SOURCES)]
     for row, prefix, free in zip(rows, prefixes, plain, strict=True):

@@ -10,6 +10,7 @@ import pytest
 from transformer_mt.cli import main
 from transformer_mt.inference.constrained import ConstraintsError
 from transformer_mt.inference.glossary import Glossary
+from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator
 
 LINES = [
@@ -33,7 +34,7 @@ def has_word(text: str, phrase: str) -> bool:
 
 def test_every_translation_holds_its_lines_phrases_and_other_lines_are_unchanged(translator):
     constraints = [["frau liest"], [], [], ["schnee", "rad"], []]
-    constrained = translator.translate(LINES, constraints=constraints)
+    constrained = translator.translate(Texts.of(LINES, constraints=constraints))
     plain = translator.translate(LINES)
     for phrases, got, alone in zip(constraints, constrained, plain, strict=True):
         assert len(got.texts) == 2
@@ -45,26 +46,26 @@ def test_every_translation_holds_its_lines_phrases_and_other_lines_are_unchanged
 
 def test_glossary_terms_of_each_sentence_become_its_constraints(translator):
     glossary = Glossary.of_pairs([("hunde", "frau"), ("Buch", "schnee"), ("rad", "rad")], True)
-    found = translator.translate(LINES, glossary=glossary)
+    found = translator.translate(Texts.of(LINES, glossary=glossary))
     as_phrases = translator.translate(
-        LINES, constraints=[["rad"], ["frau"], [], ["schnee"], ["schnee"]]
+        Texts.of(LINES, constraints=[["rad"], ["frau"], [], ["schnee"], ["schnee"]])
     )
     assert [t.texts for t in found] == [t.texts for t in as_phrases]
     # A line of two sentences is still split; each sentence gets its own terms.
     first, second = "Zwei hunde spielen im schnee.", "Das buch."
     assert len(translator.split([f"{first} {second}"], [translator.default]).sentences) == 2
-    (joined,) = translator.translate([f"{first} {second}"], glossary=glossary)
-    sentences = translator.translate([first, second], glossary=glossary)
+    (joined,) = translator.translate(Texts.of([f"{first} {second}"], glossary=glossary))
+    sentences = translator.translate(Texts.of([first, second], glossary=glossary))
     assert joined.texts[0] == " ".join(t.texts[0] for t in sentences)
 
 
 def test_a_line_with_more_constraints_than_the_beam_is_searched_with_a_wider_one(checkpoint):
     narrow = Translator.from_checkpoint(str(checkpoint), beam_size=2)
     phrases = ["mann", "hunde", "buch", "schnee"]
-    found = narrow.translate(LINES, constraints=[phrases, [], [], [], ["rad"]])
+    found = narrow.translate(Texts.of(LINES, constraints=[phrases, [], [], [], ["rad"]]))
     assert all(has_word(found[0].texts[0], p) for p in phrases)
     wide = Translator.from_checkpoint(str(checkpoint), beam_size=5)
-    assert_same(found[0], wide.translate(LINES[:1], constraints=[phrases])[0])
+    assert_same(found[0], wide.translate(Texts.of(LINES[:1], constraints=[phrases]))[0])
     assert_same(found[1], narrow.translate(LINES[1:2])[0])
 
 
@@ -76,7 +77,7 @@ def assert_same(got, expected) -> None:
 
 def test_int8_translator_meets_constraints(checkpoint):
     int8 = Translator.from_checkpoint(str(checkpoint), quantize="int8", beam_size=3)
-    found = int8.translate(LINES, constraints=[["liest das"], ["rad"], [], [], ["mann"]])
+    found = int8.translate(Texts.of(LINES, constraints=[["liest das"], ["rad"], [], [], ["mann"]]))
     assert has_word(found[0].texts[0], "liest das") and has_word(found[1].texts[0], "rad")
     assert has_word(found[4].texts[0], "mann")
 
@@ -85,12 +86,12 @@ def test_constraints_that_cannot_fit_are_refused_naming_the_line(translator):
     words = ("mann", "hunde", "buch", "schnee", "frau", "rad", "im")
     many = [f"{a} {b}" for a, b in itertools.permutations(words, 2)]  # 42 phrases
     with pytest.raises(ConstraintsError) as err:
-        translator.translate(LINES, constraints=[[], [], [], many, []])
+        translator.translate(Texts.of(LINES, constraints=[[], [], [], many, []]))
     assert err.value.line == 3
     assert re.match(r"line 4: its constraints take \d\d+ target tokens; with its", str(err.value))
     assert str(err.value).endswith("the model has room for 63")
     with pytest.raises(ConstraintsError, match="^line 2: target phrase '漢字' has characters"):
-        translator.translate(LINES, constraints=[[], ["漢字"], [], [], []])
+        translator.translate(Texts.of(LINES, constraints=[[], ["漢字"], [], [], []]))
 
 
 def translate(checkpoint, *args):
@@ -109,9 +110,11 @@ def test_cli_glossary_and_constraints_files(checkpoint, tmp_path, capsys, transl
     extra = ["--glossary", glossary, "--glossary-ignore-case", "--constraints", constraints]
     assert translate(checkpoint, *args, *extra) == 0
     expected = translator.translate(
-        LINES,
-        constraints=[["rad", "mann"], [], [], [], []],
-        glossary=Glossary.load(glossary, ignore_case=True),
+        Texts.of(
+            LINES,
+            constraints=[["rad", "mann"], [], [], [], []],
+            glossary=Glossary.load(glossary, ignore_case=True),
+        )
     )
     listed = [
         f"{i} ||| {text} ||| {score:.4f}"

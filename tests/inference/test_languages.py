@@ -4,6 +4,7 @@ in its own direction: the same as a Translator made for that direction alone."""
 import pytest
 
 from transformer_mt.errors import SettingError
+from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator
 
 from ..conftest import MULTILINGUAL, WORDS
@@ -64,15 +65,20 @@ def test_lines_of_many_directions_translate_as_one_direction_at_a_time(
     pairs = [MULTILINGUAL[i % 4] if i % 5 else ("de", "fr") for i in range(len(LINES))]
     prefixes = ["" if i % 3 else WORDS[i] for i in range(len(LINES))]
     mixed = Translator.from_checkpoint(path, beam_size=beam_size)
-    got = mixed.translate(LINES, prefixes=prefixes, directions=pairs)
+    got = mixed.translate(Texts.of(LINES, prefixes=prefixes, directions=pairs))
     for target in ("en", "de", "fr"):
         alone = Translator.from_checkpoint(path, beam_size=beam_size, tgt_lang=target)
         rows = [i for i, (_, tgt) in enumerate(pairs) if tgt == target]
-        expected = alone.translate([LINES[i] for i in rows], prefixes=[prefixes[i] for i in rows])
+        expected = alone.translate(
+            Texts.of([LINES[i] for i in rows], prefixes=[prefixes[i] for i in rows])
+        )
         assert [got[i].texts for i in rows] == [e.texts for e in expected]
         scores = [score for e in expected for score in e.scores]
         assert [score for i in rows for score in got[i].scores] == pytest.approx(scores, abs=1e-5)
-    into = {tgt: mixed.translate(LINES[:4], directions=[("de", tgt)] * 4) for tgt in ("en", "fr")}
+    into = {
+        tgt: mixed.translate(Texts.of(LINES[:4], directions=[("de", tgt)] * 4))
+        for tgt in ("en", "fr")
+    }
     assert [t.texts for t in into["en"]] != [t.texts for t in into["fr"]]  # the tag matters
 
 
@@ -80,7 +86,7 @@ def test_a_typed_tag_never_switches_a_line_s_direction(multilingual_checkpoint):
     """As in `tmt translate --tgt-lang en`: the tag is taken out and counted."""
     path, line = str(multilingual_checkpoint), f">>fr<< {LINES[0]}"
     mixed = Translator.from_checkpoint(path, beam_size=1)
-    (got,) = mixed.translate([line], directions=[("de", "en")])
+    (got,) = mixed.translate(Texts.of([line], directions=[("de", "en")]))
     assert mixed.tagged_lines == 1
     english = Translator.from_checkpoint(path, beam_size=1, tgt_lang="en")
     assert got.texts == english.translate([line])[0].texts
@@ -92,6 +98,6 @@ def test_a_typed_tag_never_switches_a_line_s_direction(multilingual_checkpoint):
 def test_one_direction_per_line(multilingual_checkpoint):
     translator = Translator.from_checkpoint(str(multilingual_checkpoint))
     with pytest.raises(SettingError, match="tgt_lang=cs: the model has no such language"):
-        translator.translate(LINES[:1], directions=[("de", "cs")])
-    with pytest.raises(Exception, match="1 directions for 2 lines; give one each"):
-        translator.translate(LINES[:2], directions=[("de", "en")])
+        translator.translate(Texts.of(LINES[:1], directions=[("de", "cs")]))
+    with pytest.raises(SettingError, match=r"directions=1: need one per text \(2\)"):
+        translator.translate(Texts.of(LINES[:2], directions=[("de", "en")]))

@@ -26,6 +26,7 @@ from transformer_mt.inference.quantize import (
     int8_engines,
     quantize_int8,
 )
+from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.stream import format_translation, translate_stream
 from transformer_mt.inference.translator import Translator
 from transformer_mt.machine import Choice
@@ -457,8 +458,10 @@ def test_splitting_is_off_when_asked_with_a_forced_prefix_and_with_alignments(ch
     translator = Translator.from_checkpoint(str(checkpoint))
     default = [translator.default]
     assert translator.split([PARAGRAPH], default).sentences == list(SENTENCES)
-    assert translator.split([PARAGRAPH], default, ["ein"]).sentences == [PARAGRAPH]
-    assert translator.split([PARAGRAPH], default, [" "]).sentences == list(SENTENCES)
+    forced = Texts.of([PARAGRAPH], prefixes=["ein"])
+    assert translator.split(forced, default).sentences == [PARAGRAPH]
+    blank = Texts.of([PARAGRAPH], prefixes=[" "])
+    assert translator.split(blank, default).sentences == list(SENTENCES)
     unsplit = Translator.from_checkpoint(str(checkpoint), split_sentences=False)
     assert unsplit.split([PARAGRAPH], default).sentences == [PARAGRAPH]
     aligned = Translator.from_checkpoint(str(checkpoint), alignment_layer=-1)

@@ -22,6 +22,7 @@ from transformer_mt.documents.units import AlignedText
 from transformer_mt.inference.checked import CheckedLine, SentenceReport
 from transformer_mt.inference.dropped import Scores
 from transformer_mt.inference.languages import Languages
+from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translation
 from transformer_mt.serve.contract import (
     EngineStats,
@@ -108,15 +109,10 @@ class FakeEngine:
         self.failure: BaseException | None = None
 
     def submit(
-        self,
-        texts: list[str],
-        decode: DecodeConfig,
-        prefixes: list[str] | None = None,
-        on_token: TokenCallback | None = None,
-        directions: list | None = None,
-        constraints: list | None = None,
-        glossaries: list | None = None,
+        self, texts: Texts | list[str], decode: DecodeConfig, on_token: TokenCallback | None = None
     ) -> FakeJob:
+        request = Texts.plain(texts)
+        texts = list(request.texts)
         decode.validate()
         with self.lock:
             if self.failure is not None:
@@ -132,12 +128,12 @@ class FakeEngine:
             job = FakeJob(
                 texts,
                 decode,
-                prefixes,
+                _listed(request.prefixes),
                 on_token if greedy else None,
-                directions,
+                None if request.directions is None else list(request.directions),
                 self,
-                constraints=constraints,
-                glossaries=glossaries,
+                constraints=_listed(request.constraints),
+                glossaries=_listed(request.glossaries),
             )
             self.waiting.append(job)
             self.jobs.append(job)
@@ -256,3 +252,8 @@ class FakeEngine:
                 for text, prefix in zip(job.texts, prefixes, strict=True)
             ]
         )
+
+
+def _listed(values: tuple | None) -> list | None:
+    """A per-text option of `Texts` as the list a test compares against."""
+    return None if values is None else [list(v) if isinstance(v, tuple) else v for v in values]

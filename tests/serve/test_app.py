@@ -18,7 +18,8 @@ from fastapi.testclient import TestClient  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from tests.serve.fakes import FAIL, RETRY_AFTER, FakeEngine, fake_translation  # noqa: E402
-from transformer_mt.config import DecodeConfig, PrefixCountError  # noqa: E402
+from transformer_mt.config import DecodeConfig  # noqa: E402
+from transformer_mt.inference.requests import TextsCountError  # noqa: E402
 from transformer_mt.serve import api, schema  # noqa: E402
 from transformer_mt.serve.app import create_app  # noqa: E402
 
@@ -300,7 +301,7 @@ def test_every_reference_of_the_openapi_document_resolves(client):
 
 
 def test_a_prefix_count_refused_by_the_engine_names_the_prefix_field():
-    refusal = api.engine_error(PrefixCountError(1, 2), [])
+    refusal = api.engine_error(TextsCountError("prefixes", 1, 2), [])
     assert (refusal.status, refusal.field) == (400, "prefix")
     assert "1 prefixes for 2 texts" in refusal.message
 

@@ -12,9 +12,10 @@ import typing
 import pytest
 
 from tests.conftest import WORDS, save_tiny_checkpoint
-from transformer_mt.config import ConfigError, PrefixCountError
+from transformer_mt.config import ConfigError
 from transformer_mt.errors import TmtError
 from transformer_mt.inference.languages import Direction
+from transformer_mt.inference.requests import Texts, TextsCountError
 from transformer_mt.inference.translator import Translator
 from transformer_mt.serve.contract import QueueFull, RequestTooLarge
 from transformer_mt.serve.engine import Engine, ServeLimits
@@ -118,7 +119,7 @@ def test_mixed_options_and_prefixes_from_many_threads(checkpoint, engine):
     def client(i: int) -> None:
         beam, n_best = options[i % len(options)]
         decode = dataclasses.replace(engine.defaults, beam_size=beam, n_best=n_best)
-        job = engine.submit([texts[i]], decode, [prefixes[i]])
+        job = engine.submit(Texts.of([texts[i]], prefixes=[prefixes[i]]), decode)
         results[i] = job.future.result(timeout=60)[0]
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(len(texts))]
@@ -129,7 +130,7 @@ def test_mixed_options_and_prefixes_from_many_threads(checkpoint, engine):
     for i, text in enumerate(texts):
         beam, n_best = options[i % len(options)]
         offline = Translator.from_checkpoint(str(checkpoint), beam_size=beam, n_best=n_best)
-        (want,) = offline.translate([text], prefixes=[prefixes[i]])
+        (want,) = offline.translate(Texts.of([text], prefixes=[prefixes[i]]))
         assert results[i].texts == want.texts, (i, text)
     wait_idle(engine)
     # What is still in use is the prefix cache's (admission evicts it under pressure);
@@ -151,15 +152,17 @@ def test_prefix_cache_hits_translate_as_misses_do(checkpoint, engine):
         for n in (2, 3, 6, 9):
             prefix = " ".join(words[:n])
             hits = engine.prefixes.hits
-            (got,) = engine.submit([text], decode, [prefix]).future.result(timeout=60)
-            (want,) = offline[beam].translate([text], prefixes=[prefix])
+            (got,) = engine.submit(Texts.of([text], prefixes=[prefix]), decode).future.result(
+                timeout=60
+            )
+            (want,) = offline[beam].translate(Texts.of([text], prefixes=[prefix]))
             assert got.texts == want.texts
             assert got.scores == pytest.approx(want.scores, abs=1e-4)
             assert engine.prefixes.hits == hits + (n > 2 or beam == 1)
     assert engine.prefixes.reused_tokens > 0
     # An exact repeat is answered from the translation cache, without decoding.
     hits, generated = engine.translations.hits, engine.stats().generated_tokens
-    (again,) = engine.submit([text], decode, [prefix]).future.result(timeout=60)
+    (again,) = engine.submit(Texts.of([text], prefixes=[prefix]), decode).future.result(timeout=60)
     assert again == got and engine.translations.hits == hits + 1
     assert engine.stats().generated_tokens == generated
 
@@ -359,12 +362,14 @@ def test_a_dead_decoding_thread_fails_waiting_requests_and_refuses_new_ones(engi
 
 def test_the_engine_and_the_translator_refuse_a_prefix_count_through_the_one_check(engine):
     for refuse in (
-        lambda: engine.submit(["ein hund", "zwei katzen"], engine.defaults, ["a"]),
-        lambda: engine.translator.translate(["ein hund", "zwei katzen"], prefixes=["a"]),
+        lambda: engine.submit(
+            Texts.of(["ein hund", "zwei katzen"], prefixes=["a"]), engine.defaults
+        ),
+        lambda: engine.translator.translate(Texts.of(["ein hund", "zwei katzen"], prefixes=["a"])),
     ):
-        with pytest.raises(PrefixCountError) as err:
+        with pytest.raises(TextsCountError) as err:
             refuse()
-        assert (err.value.n_prefixes, err.value.n_texts) == (1, 2)
+        assert (err.value.field, err.value.given, err.value.n_texts) == ("prefixes", 1, 2)
     assert engine.stats().queue_sentences == 0
 
 

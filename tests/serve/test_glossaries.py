@@ -22,6 +22,7 @@ from tests.serve.real_engine import running  # noqa: E402
 from transformer_mt.config import DecodeConfig  # noqa: E402
 from transformer_mt.inference.glossary import MAX_TERM_CHARS, Glossary  # noqa: E402
 from transformer_mt.inference.languages import Direction  # noqa: E402
+from transformer_mt.inference.requests import Texts  # noqa: E402
 from transformer_mt.inference.translator import Translator  # noqa: E402
 from transformer_mt.serve.app import create_app  # noqa: E402
 from transformer_mt.serve.caches import translation_key  # noqa: E402
@@ -94,19 +95,19 @@ def test_concurrent_requests_with_different_glossaries_translate_as_the_translat
     def submit(item):
         text, name = item
         glossaries = None if name is None else [glossary(name)]
-        return engine.submit([text], decode, glossaries=glossaries)
+        return engine.submit(Texts.of([text], glossaries=glossaries), decode)
 
     with ThreadPoolExecutor(8) as pool:
         jobs = list(pool.map(submit, asked))
     got = [job.future.result(timeout=60)[0] for job in jobs]
     for (text, name), have in zip(asked, got, strict=True):
-        (want,) = translator.translate([text], glossary=glossary(name))
+        (want,) = translator.translate(Texts.of([text], glossary=glossary(name)))
         assert_same(have, want)
         terms = glossary(name).targets(text) if name else []
         assert all(has_word(have.texts[0], term) for term in terms), (text, terms, have)
     # One request of texts with their own glossaries equals them one by one.
     names = ["dogs", None, "books", "dogs", None, "books"]
-    job = engine.submit(TEXTS, decode, glossaries=[glossary(n) for n in names])
+    job = engine.submit(Texts.of(TEXTS, glossaries=[glossary(n) for n in names]), decode)
     for text, name, have in zip(TEXTS, names, job.future.result(timeout=60), strict=True):
         assert_same(have, got[asked.index((text, name))])
     stats = engine.stats()
@@ -119,14 +120,14 @@ def test_constraints_met_inside_a_cached_prefix_count(checkpoint, engine):
     translator = offline(checkpoint, 3)
     decode = dataclasses.replace(engine.defaults, beam_size=3, n_best=1)
     text, prefix = "zwei hunde spielen im schnee", "zwei hunde spielen"
-    engine.submit([text], decode, [prefix]).future.result(timeout=60)
+    engine.submit(Texts.of([text], prefixes=[prefix]), decode).future.result(timeout=60)
     for phrases in (["hunde"], ["spielen im", "buch"], ["hunde spielen"]):
         hits = engine.prefixes.hits
-        (got,) = engine.submit([text], decode, [prefix], constraints=[phrases]).future.result(
-            timeout=60
-        )
+        (got,) = engine.submit(
+            Texts.of([text], constraints=[phrases], prefixes=[prefix]), decode
+        ).future.result(timeout=60)
         assert engine.prefixes.hits > hits
-        (want,) = translator.translate([text], prefixes=[prefix], constraints=[phrases])
+        (want,) = translator.translate(Texts.of([text], prefixes=[prefix], constraints=[phrases]))
         assert_same(got, want)
         assert all(has_word(got.texts[0], p) for p in phrases)
 
@@ -140,15 +141,15 @@ def test_constraints_change_the_translation_cache_key():
 def test_constraints_that_cannot_fit_refuse_the_request_naming_the_text(checkpoint, engine):
     decode = engine.defaults
     with pytest.raises(TextRefused) as err:
-        engine.submit(["a", "b"], decode, constraints=[[], MANY])
+        engine.submit(Texts.of(["a", "b"], constraints=[[], MANY]), decode)
     assert (err.value.text, err.value.field) == (1, "constraints")
     assert re.match(r"text\[1\]: its constraints take \d+ target tokens", str(err.value))
     unspelled = Glossary.of_pairs([("buch", "漢字")])
     with pytest.raises(TextRefused, match=r"^text\[2\]: target phrase '漢字' has characters"):
-        engine.submit(["a", "b", "das buch"], decode, glossaries=[None, None, unspelled])
+        engine.submit(Texts.of(["a", "b", "das buch"], glossaries=[None, None, unspelled]), decode)
     narrow = Engine.from_checkpoint(str(checkpoint), limits=ServeLimits(max_beam_size=5))
     with pytest.raises(TextRefused, match=r"^text\[0\]: its 5 constraints need a beam of 6;"):
-        narrow.submit(["a"], decode, constraints=[MANY[:5]])
+        narrow.submit(Texts.of(["a"], constraints=[MANY[:5]]), decode)
 
 
 def post(client, body: dict, path: str = "/v1/translate"):
@@ -161,7 +162,7 @@ def test_v1_translate_takes_a_glossary_for_all_or_one_per_text_and_constraints(c
     body = {"text": TEXTS[:4], "glossary": entries("dogs"), "glossary_ignore_case": True}
     response = post(client, body)
     assert response.status_code == 200, response.text
-    want = translator.translate(TEXTS[:4], glossary=glossary("dogs"))
+    want = translator.translate(Texts.of(TEXTS[:4], glossary=glossary("dogs")))
     assert [t["text"] for t in response.json()["translations"]] == [t.texts[0] for t in want]
 
     per_text = {"text": TEXTS[:3], "glossary": [entries("books"), None, entries("dogs")]}
@@ -171,7 +172,7 @@ def test_v1_translate_takes_a_glossary_for_all_or_one_per_text_and_constraints(c
     names = ["books", None, "dogs"]
     for text, name, phrases, have in zip(TEXTS[:3], names, [["schnee"], [], []], got, strict=True):
         (want,) = translator.translate(
-            [text], constraints=[phrases], glossary=glossary(name, ignore_case=False)
+            Texts.of([text], constraints=[phrases], glossary=glossary(name, ignore_case=False))
         )
         assert have == want.texts[0]
         assert has_word(have, "schnee") or not phrases
@@ -179,7 +180,9 @@ def test_v1_translate_takes_a_glossary_for_all_or_one_per_text_and_constraints(c
 
 def test_libretranslate_takes_our_glossary_as_json_or_in_a_form(checkpoint, client):
     translator = offline(checkpoint, 5)
-    (want,) = translator.translate([TEXTS[0]], glossary=glossary("dogs", ignore_case=False))
+    (want,) = translator.translate(
+        Texts.of([TEXTS[0]], glossary=glossary("dogs", ignore_case=False))
+    )
     body = {"q": TEXTS[0], "source": "de", "target": "en", "glossary": entries("dogs")}
     response = post(client, body, "/translate")
     assert response.status_code == 200, response.text
@@ -278,10 +281,10 @@ BAD = [
         "text[0]: target phrase '漢字' has characters the target vocabulary lacks",
     ),
     (
-        {"glossary": [{"source": "a", "target": "b"}], "format": "html"},
+        {"constraints": ["hund"], "format": "html"},
         400,
-        "glossary",
-        "glossary: for format text only, not html",
+        "constraints",
+        "constraints: for format text only, not html",
     ),
 ]
 

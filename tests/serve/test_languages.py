@@ -29,6 +29,7 @@ from transformer_mt.config import DecodeConfig  # noqa: E402
 from transformer_mt.data.specials import SpecialTokens  # noqa: E402
 from transformer_mt.errors import SettingError  # noqa: E402
 from transformer_mt.inference.languages import Direction  # noqa: E402
+from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator  # noqa: E402
 from transformer_mt.langid import installed  # noqa: E402
 from transformer_mt.serve import api, schema  # noqa: E402
@@ -88,13 +89,14 @@ def test_texts_of_many_directions_share_the_batch_and_translate_one_direction_at
     # again with longer prefixes, which start from the prefix cache: the same text and prefix
     # into two targets must never share an entry there.
     first = {
-        pair: engine.submit(texts, decode, rounds[0], directions=[pair] * 8) for pair in DIRECTIONS
+        pair: engine.submit(Texts.of(texts, directions=[pair] * 8, prefixes=rounds[0]), decode)
+        for pair in DIRECTIONS
     }
     engine.start()
     try:
         got = {(pair, 0): job.future.result(timeout=120) for pair, job in first.items()}
         for pair in DIRECTIONS:
-            job = engine.submit(texts, decode, rounds[1], directions=[pair] * 8)
+            job = engine.submit(Texts.of(texts, directions=[pair] * 8, prefixes=rounds[1]), decode)
             got[pair, 1] = job.future.result(timeout=120)
     finally:
         engine.stop()
@@ -105,7 +107,7 @@ def test_texts_of_many_directions_share_the_batch_and_translate_one_direction_at
             path, src_lang=pair[0], tgt_lang=pair[1], beam_size=beam_size
         )
         for n, prefixes in enumerate(rounds):
-            expected = offline.translate(texts, prefixes=prefixes)
+            expected = offline.translate(Texts.of(texts, prefixes=prefixes))
             for want, have in zip(expected, got[pair, n], strict=True):
                 assert have.texts == want.texts, pair
                 assert have.scores == pytest.approx(want.scores, abs=1e-4), pair

@@ -12,6 +12,7 @@ import pytest
 from tests.documents.conftest import reversing_checkpoint  # noqa: F401 (the model fixture)
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.inference.glossary import Glossary
+from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator
 from transformer_mt.serve.engine import Engine, ServeLimits
 from transformer_mt.shortlist.vmap import write_vmap
@@ -63,13 +64,13 @@ def test_served_requests_translate_as_the_translator_with_the_shortlist(
         text, beam, glossary = item
         decode = dataclasses.replace(engine.defaults, beam_size=beam)
         glossaries = None if glossary is None else [glossary]
-        return engine.submit([text], decode, glossaries=glossaries)
+        return engine.submit(Texts.of([text], glossaries=glossaries), decode)
 
     with ThreadPoolExecutor(8) as pool:
         jobs = list(pool.map(submit, asked))
     for (text, beam, glossary), job in zip(asked, jobs, strict=True):
         (have,) = job.future.result(timeout=60)
-        (want,) = offline[beam].translate([text], glossary=glossary)
+        (want,) = offline[beam].translate(Texts.of([text], glossary=glossary))
         assert have.texts == want.texts, (text, beam, glossary)
         assert have.scores == pytest.approx(want.scores, abs=1e-4)
     # The shortlist changed translations: it is in force, not ignored.

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from tests.serve.real_engine import running
+from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator
 from transformer_mt.serve.engine import Engine, ServeLimits
 
@@ -63,7 +64,7 @@ def test_each_line_of_a_text_translates_as_that_line_and_the_line_breaks_come_ba
 
 
 def test_a_text_with_a_prefix_is_searched_whole(engine, offline):
-    job = engine.submit([THREE + "\n" + THREE], engine.defaults, prefixes=["ein"])
+    job = engine.submit(Texts.of([THREE + "\n" + THREE], prefixes=["ein"]), engine.defaults)
     (got,) = job.future.result(timeout=60)
     assert job.split.sentences == [THREE + "\n" + THREE]
     assert got.texts[0].startswith("ein")

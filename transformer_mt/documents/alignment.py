@@ -24,6 +24,7 @@ import torch
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.documents.units import AlignedText
 from transformer_mt.inference.languages import Pair
+from transformer_mt.inference.requests import Texts
 
 # The layer check has one owner, the Translator's (the message names alignment_layer).
 from transformer_mt.inference.translator import (
@@ -60,7 +61,7 @@ class AlignedTranslator:
 
     def __call__(self, texts: Sequence[str]) -> list[AlignedText]:
         directions = None if self.pair is None else [self.pair] * len(texts)
-        translations = self.translator.translate(texts, directions=directions)
+        translations = self.translator.translate(Texts.of(texts, directions=directions))
         return [self.align(s, t.texts[0]) for s, t in zip(texts, translations, strict=True)]
 
     def align(self, source: str, target: str) -> AlignedText:

@@ -27,8 +27,8 @@ from transformer_mt.inference.dropped import (
     Thresholds,
     check_translations,
 )
-from transformer_mt.inference.glossary import Glossary
 from transformer_mt.inference.languages import Direction
+from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.sentences import SplitLines, split_line
 from transformer_mt.inference.translator import Translation, Translator
 
@@ -145,23 +145,29 @@ def checked_lines(
 
 def translate_checked(
     translator: Translator,
-    lines: Sequence[str],
+    texts: Texts | Sequence[str],
     on_batch: Callable[[int], None] | None = None,
-    glossary: Glossary | None = None,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> list[CheckedLine]:
-    """`translator.translate(lines)` (in its default direction, with `glossary`) checked
-    sentence by sentence, flagged sentences retried where they cut (see the module)."""
-    directions = [translator.default] * len(lines)
-    split = translator.split(lines, directions)
-    found = translator.translate_sentences(split, directions, on_batch, glossary=glossary)
+    """`translator.translate(texts)` checked sentence by sentence, flagged sentences retried
+    where they cut (see the module); each retry with its text's direction and glossary.
 
-    def retranslate(parts: SplitLines, owners: Sequence[int]) -> list[Translation]:
-        return translator.translate_sentences(
-            parts, [translator.default] * len(owners), glossary=glossary
-        )
+    Raises:
+        TmtError: texts with prefixes or constraints (`Texts.refuse_report`).
+    """
+    request = Texts.plain(texts)
+    request.refuse_report()
+    directions = translator.directions_of(request)
+    split = translator.split(request, directions)
+    found = translator.translate_sentences(request, split, directions, on_batch)
+    owners = split.owners
 
-    sentence_directions = [translator.default] * len(split.sentences)
+    def retranslate(parts: SplitLines, retried: Sequence[int]) -> list[Translation]:
+        texts_of = [owners[sentence] for sentence in retried]  # the text of each part
+        again = request.picked(texts_of).of_texts([split.sentences[i] for i in retried])
+        return translator.translate_sentences(again, parts, [directions[t] for t in texts_of])
+
+    sentence_directions = [directions[line] for line in owners]
     checked = check_sentences(
         translator, split.sentences, sentence_directions, found, retranslate, thresholds
     )

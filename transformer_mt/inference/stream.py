@@ -9,13 +9,14 @@ with the line number); lines translated so far are counted by `progress.Progress
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import TextIO
 
-from transformer_mt.errors import TmtError
 from transformer_mt.inference.checked import translate_checked
 from transformer_mt.inference.constrained import ConstraintsError
 from transformer_mt.inference.glossary import Glossary
+from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translation, Translator
 from transformer_mt.progress import Counted, ProgressReport
 
@@ -44,13 +45,13 @@ def translate_stream(
     lines: Iterable[str],
     out: TextIO,
     chunk_lines: int,
+    *,
+    options: Texts | None = None,
+    glossary: Glossary | None = None,
     progress: bool = False,
     total: int | None = None,
     collect: list[str] | None = None,
     report_every_s: float | None = None,
-    prefixes: Sequence[str] | None = None,
-    constraints: Sequence[Sequence[str]] | None = None,
-    glossary: Glossary | None = None,
     report_out: TextIO | None = None,
 ) -> int:
     """Translate `lines` in chunks of `chunk_lines`, writing (and flushing) each chunk.
@@ -60,41 +61,39 @@ def translate_stream(
     `collect` when given (for scoring). Returns the number of lines translated.
 
     Args:
+        options: the per-line options (`Texts` of the same lines: prefixes, constraints),
+            each chunk translated with its lines' own; None: none.
+        glossary: terms whose targets the translation of a sentence holding them contains,
+            for every line (a file read as it streams has no count to give one per line).
         progress: draw a tqdm bar on stderr (a terminal).
         report_every_s: without a bar, write a plain progress line on stderr at most this
             often (a log file, where a bar is switched off and would be unreadable); None: none.
-        prefixes: one target prefix per line that its translation must start with.
-        constraints: one list of target phrases per line that its translation contains.
-        glossary: terms whose targets the translation of a sentence holding them contains.
         report_out: check every sentence for dropped content, retry the flagged ones that
             cut (`checked.translate_checked`) and write one JSON line per input line here
             (`CheckedLine.to_json`, lines numbered from 1); not with prefixes or constraints.
 
     Raises:
         ConstraintsError: a line whose constraints cannot fit, numbered among all `lines`.
-        TmtError: a report asked for with prefixes or constraints.
+        TmtError: a report asked for with prefixes or constraints (`Texts.refuse_report`).
     """
-    if report_out is not None and (prefixes is not None or constraints is not None):
-        raise TmtError(
-            "a dropped-content report retries lines cut at their sentence ends, which cannot "
-            "keep a line's prefix or constraints: check lines without them"
-        )
+    if report_out is not None and options is not None:
+        options.refuse_report()
     count = 0
     report = ProgressReport(total, TRANSLATED, progress, report_every_s)
     for chunk in _chunks(lines, chunk_lines):
-        forced = None if prefixes is None else prefixes[count : count + len(chunk)]
-        phrases = None if constraints is None else constraints[count : count + len(chunk)]
+        request = Texts.of(chunk, glossary=glossary)
+        if options is not None:
+            lines_options = options.picked(range(count, count + len(chunk)))
+            request = replace(lines_options, texts=request.texts, glossaries=request.glossaries)
         if report_out is not None:
-            checked = translate_checked(translator, chunk, report.update, glossary)
+            checked = translate_checked(translator, request, report.update)
             translations = [line.translation for line in checked]
             for number, line in enumerate(checked, start=count + 1):
                 print(json.dumps(line.to_json(number), ensure_ascii=False), file=report_out)
             report_out.flush()
         else:
             try:
-                translations = translator.translate(
-                    chunk, report.update, forced, constraints=phrases, glossary=glossary
-                )
+                translations = translator.translate(request, report.update)
             except ConstraintsError as err:
                 raise err.shifted(count) from None
         for translation in translations:

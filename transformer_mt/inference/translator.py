@@ -25,13 +25,14 @@ source). With n_best > 1, the k-th hypothesis of a split line joins the k-th of 
 sentences, scored by the sum of their scores: hypotheses stay best first, but they are not
 the line's k best combinations.
 
-Constraints (target phrases a line's translation must contain: `translate(constraints=...)`,
-or a glossary's target terms for the source terms each sentence holds) are encoded and fitted
-by `inference.constrained` and met by beam search; a line given constraints of its own stays
-whole, as a line with a prefix does, while a glossary is matched sentence by sentence.
+Per-text options arrive with the texts as one `inference.requests.Texts`. Constraints (target
+phrases a line's translation must contain, or a glossary's target terms for the source terms
+each sentence holds) are encoded and fitted by `inference.constrained` and met by beam search;
+a line given constraints of its own stays whole, as a line with a prefix does, while a
+glossary is matched sentence by sentence (`Texts.keeps_whole`).
 
 A model with language tags translates each line in its own direction when asked
-(`translate(directions=...)`, the server's per-request languages): the tags of a `Direction`
+(`Texts.directions`, the server's per-request languages): the tags of a `Direction`
 (a source prefix, a forced target prefix) are resolved once per language pair and put in
 front of that line's ids, so lines of different directions share batches.
 """
@@ -50,17 +51,17 @@ import torch
 from torch import Tensor
 
 from transformer_mt.artifacts import load_for_inference
-from transformer_mt.config import DecodeConfig, check_one_prefix_per_text
+from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batching import SourceBatch, make_source_batches, restore_order
 from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
-from transformer_mt.errors import SettingError, TmtError
+from transformer_mt.errors import SettingError
 from transformer_mt.inference.constrained import beam_groups, phrase_ids
 from transformer_mt.inference.cross_attention import best_sources, cross_attention
-from transformer_mt.inference.glossary import Glossary, sentence_phrases
 from transformer_mt.inference.languages import Direction, Languages, Pair
 from transformer_mt.inference.packed import pack_where_it_pays, packed_product, packing_available
 from transformer_mt.inference.quantize import QUANTIZE_OPTIONS, int8_cache_dtype, quantize_int8
+from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.sentences import Segments, SplitLines, split_line
 from transformer_mt.machine import resolve_device
 from transformer_mt.model import Seq2SeqTransformer
@@ -307,95 +308,76 @@ class Translator:
         return found
 
     def translate(
-        self,
-        lines: Sequence[str],
-        on_batch: Callable[[int], None] | None = None,
-        prefixes: Sequence[str] | None = None,
-        directions: Sequence[Pair] | None = None,
-        constraints: Sequence[Sequence[str]] | None = None,
-        glossary: Glossary | None = None,
+        self, texts: Texts | Sequence[str], on_batch: Callable[[int], None] | None = None
     ) -> list[Translation]:
-        """Translate `lines` (no newlines), their sentences in batches sorted by length;
+        """Translate `texts` (no newlines), their sentences in batches sorted by length;
         results in input order.
 
+        `texts`: plain lines, or `Texts` with per-text options: forced prefixes (the words a
+        user has typed; an empty one forces nothing), directions (for a model with language
+        tags; None: every text in the translator's own, `src_lang` -> `tgt_lang`),
+        constraints (target phrases the translation contains; search with a beam of at least
+        one more than a text has, `inference.constrained`) and glossaries (the target terms
+        of the source terms each sentence holds are its constraints).
         An empty (or blank) line is not searched: its translation is `Translation.empty`.
         `on_batch(n)` is called after each searched batch with the n lines it finished
         (progress reports; a line split into sentences is finished by its last one).
-        `prefixes`: one target-side text per line that its translations must start with (an
-        empty one forces nothing), e.g. the words a user has typed.
-        `directions`: one (source language, target language) per line, for a model with
-        language tags (None: every line in the translator's own, `src_lang` -> `tgt_lang`).
-        `constraints`: one list of target phrases per line that its translations contain
-        (search with a beam of at least one more than a line has; `inference.constrained`).
-        `glossary`: the target terms of the source terms each sentence holds are constraints.
 
         Raises:
             SettingError: a direction the model has no tags for (`direction`).
             ConstraintsError: a line whose constraints cannot fit, naming it.
         """
-        check_one_prefix_per_text(prefixes, len(lines))
-        if directions is not None and len(directions) != len(lines):
-            raise TmtError(f"{len(directions)} directions for {len(lines)} lines; give one each")
-        if constraints is not None and len(constraints) != len(lines):
-            raise TmtError(
-                f"{len(constraints)} constraint lists for {len(lines)} lines; give one each"
-            )
-        resolved = [self.default] * len(lines)
-        if directions is not None:
-            resolved = [self.direction(*pair) for pair in directions]
-        split = self.split(lines, resolved, prefixes, constraints)
-        found = self.translate_sentences(split, resolved, on_batch, prefixes, constraints, glossary)
+        request = Texts.plain(texts)
+        directions = self.directions_of(request)
+        split = self.split(request, directions)
+        found = self.translate_sentences(request, split, directions, on_batch)
         return [
             Translation.joined(segments, parts)
             for segments, parts in zip(split.lines, split.regroup(found), strict=True)
         ]
 
+    def directions_of(self, request: Texts) -> list[Direction]:
+        """The resolved `Direction` of each text of `request` (`direction`)."""
+        if request.directions is None:
+            return [self.default] * len(request)
+        return [self.direction(*pair) for pair in request.directions]
+
     def translate_sentences(
         self,
+        request: Texts,
         split: SplitLines,
         directions: Sequence[Direction],
         on_batch: Callable[[int], None] | None = None,
-        prefixes: Sequence[str] | None = None,
-        constraints: Sequence[Sequence[str]] | None = None,
-        glossary: Glossary | None = None,
     ) -> list[Translation]:
-        """`translate` of lines already cut into sentences (`split`, as `split` cuts them):
-        one translation per sentence of `split.sentences`, not joined back. `directions` (one
-        resolved `Direction` per line), `prefixes` and `constraints` are per line, their counts
-        checked by the caller (`translate` checks its own)."""
+        """`translate` of texts already cut into sentences (`split`, as `split` cuts
+        `request`): one translation per sentence of `split.sentences`, not joined back.
+        `directions`: one resolved `Direction` per text."""
         owners = split.owners
-        glossaries = None if glossary is None else [glossary] * len(split.lines)
-        phrases = sentence_phrases(split.sentences, owners, constraints, glossaries)
+        phrases = request.sentence_phrases(split.sentences, owners)
+        prefixes = None
+        if request.prefixes is not None:
+            prefixes = [request.prefix(line) for line in owners]
         return self._translate_sentences(
             split.sentences,
             [directions[line] for line in owners],
-            None if prefixes is None else [prefixes[line] for line in owners],
+            prefixes,
             owners,
             on_batch,
             phrases if any(phrases) else None,
         )
 
-    def split(
-        self,
-        lines: Sequence[str],
-        directions: Sequence[Direction],
-        prefixes: Sequence[str] | None = None,
-        constraints: Sequence[Sequence[str]] | None = None,
-    ) -> SplitLines:
-        """`lines` as sentences, each split by the rules of its direction's source language
-        (else `split_lang`); whole where splitting is off, with alignments, and where a line
-        has a non-empty forced prefix or constraints of its own (see the module)."""
+    def split(self, texts: Texts | Sequence[str], directions: Sequence[Direction]) -> SplitLines:
+        """`texts` as sentences, each split by the rules of its direction's source language
+        (else `split_lang`); whole where splitting is off, with alignments, and where a text
+        is kept whole for its options (`Texts.keeps_whole`)."""
+        request = Texts.plain(texts)
         splitting = self.split_sentences and self.alignment_layer is None
-        prefixes = prefixes or [""] * len(lines)
-        constraints = constraints or [[]] * len(lines)
         return SplitLines(
             tuple(
-                split_line(line, self.sentence_language(direction))
-                if splitting and not prefix.strip() and not any(p.strip() for p in phrases)
-                else Segments.whole(line)
-                for line, direction, prefix, phrases in zip(
-                    lines, directions, prefixes, constraints, strict=True
-                )
+                split_line(text, self.sentence_language(direction))
+                if splitting and not request.keeps_whole(i)
+                else Segments.whole(text)
+                for i, (text, direction) in enumerate(zip(request.texts, directions, strict=True))
             )
         )
 

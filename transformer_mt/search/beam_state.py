@@ -9,7 +9,6 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from transformer_mt.config import check_one_prefix_per_text
 from transformer_mt.errors import SettingError
 from transformer_mt.search.constraints import Constraints, Phrases
 from transformer_mt.search.lengths import least_max_len
@@ -189,12 +188,13 @@ def _no_constraints(state: BeamState) -> Constraints:
 def _pad_prefixes(
     prefixes: Sequence[Sequence[int]] | None, n: int, device: torch.device
 ) -> tuple[Tensor, Tensor]:
-    """(N, P) right-padded prefix tokens and their (N,) lengths; P = 0 without prefixes."""
-    check_one_prefix_per_text(prefixes, n)
+    """(N, P) right-padded prefix tokens and their (N,) lengths; P = 0 without prefixes.
+    One prefix per row: the caller's request type counted them per text (a mismatch here is
+    a caller's bug, refused by `zip(strict=True)`)."""
     if prefixes is None:
         prefixes = [[]] * n
     lens = [len(p) for p in prefixes]
     padded = torch.zeros(n, max(lens, default=0), dtype=torch.long)
-    for i, p in enumerate(prefixes):
+    for i, p in zip(range(n), prefixes, strict=True):
         padded[i, : len(p)] = torch.tensor(list(p), dtype=torch.long)
     return padded.to(device), torch.tensor(lens, dtype=torch.long, device=device)

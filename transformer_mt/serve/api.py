@@ -15,20 +15,14 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from transformer_mt import documents
-from transformer_mt.config import (
-    ConfigError,
-    DecodeConfig,
-    PrefixCountError,
-    check_one_prefix_per_text,
-    decode_field_types,
-)
+from transformer_mt.config import ConfigError, DecodeConfig, decode_field_types
 from transformer_mt.errors import SettingError, TmtError, one_line, printable
 from transformer_mt.inference.languages import Languages, Pair
+from transformer_mt.inference.requests import Texts, TextsCountError
 from transformer_mt.langid import Detection, installed
 from transformer_mt.serve.contract import (
     QueueFull,
@@ -92,31 +86,38 @@ class ApiError(Exception):
 
 @dataclass(frozen=True)
 class TranslateRequest:
-    """A checked request: `prefixes` is None or one prefix per text; `decode_keys` are the
-    decode settings the body set (the others are the engine's defaults); `source` and
-    `target` the languages, the engine's default direction filling what the body left out,
-    `source` AUTO until `detected` (one `Detection` per text, detection.py) is filled in;
-    `format` one of FORMATS: TEXT, or each text a document of that format (markup.py);
-    `report`: check the translations for dropped content (`Engine.check`); `constraints`
-    and `glossaries` None or one per text (terms.py)."""
+    """A checked request: `options` its texts with their per-text prefixes, constraints and
+    glossaries (`Texts`; directions are the request's `source` and `target`, filled in at
+    submission by `submitted`); `decode_keys` are the decode settings the body set (the
+    others are the engine's defaults); `source` and `target` the languages, the engine's
+    default direction filling what the body left out, `source` AUTO until `detected` (one
+    `Detection` per text, detection.py) is filled in; `format` one of FORMATS: TEXT, or each
+    text a document of that format (markup.py); `report`: check the translations for dropped
+    content (`Engine.check`)."""
 
-    texts: list[str]
+    options: Texts
     decode: DecodeConfig
-    prefixes: list[str] | None = None
     decode_keys: tuple[str, ...] = ()
     source: str | None = None
     target: str | None = None
     detected: list[Detection] | None = None
     format: str = TEXT
     report: bool = False
-    constraints: list[list[str]] | None = None
-    glossaries: list[Glossary | None] | None = None
+
+    @property
+    def texts(self) -> list[str]:
+        """The texts (or documents) to translate."""
+        return list(self.options.texts)
 
     def directions(self) -> list[Pair]:
         """The (source, target) of each text: the detected source with AUTO."""
         if self.detected is not None:
             return [(d.code, self.target) for d in self.detected]
-        return [(self.source, self.target)] * len(self.texts)
+        return [(self.source, self.target)] * len(self.options)
+
+    def submitted(self) -> Texts:
+        """What the engine is asked: the texts with their options and directions."""
+        return dataclasses.replace(self.options, directions=tuple(self.directions()))
 
 
 def parse_request(
@@ -139,10 +140,6 @@ def parse_request(
         prefixes = _strings(data["prefix"], "prefix")
         if isinstance(data["prefix"], str):
             prefixes = prefixes * len(texts)
-    try:
-        check_one_prefix_per_text(prefixes, len(texts))
-    except PrefixCountError as err:
-        raise prefix_count_error(err) from None
     _check_sizes(texts, prefixes, limits)
     source, target = request_languages(data, languages)
     decode_keys = tuple(name for name in DECODE_FIELDS if name in data)
@@ -152,35 +149,54 @@ def parse_request(
         decode = dataclasses.replace(decode, n_best=1)
     report = _report(data, text_format)
     constraints, glossaries = _terms(data, len(texts), text_format)
+    try:
+        options = Texts.of(texts, prefixes=prefixes, constraints=constraints, glossaries=glossaries)
+    except TextsCountError as err:
+        raise count_error(err) from None
     return TranslateRequest(
-        texts,
+        options,
         decode,
-        prefixes,
         decode_keys,
         source,
         target,
         format=text_format,
         report=report,
-        constraints=constraints,
-        glossaries=glossaries,
     )
 
 
 def _terms(
     data: dict, n_texts: int, text_format: str
 ) -> tuple[list[list[str]] | None, list[Glossary | None] | None]:
-    """The body's constraints and glossaries, one per text (terms.py); for format TEXT only
-    (a document is translated unit by unit, markup.py)."""
+    """The body's constraints and glossaries, one per text (terms.py; counted by `Texts`);
+    constraints for format TEXT only (a document's units are not the request's texts)."""
     try:
         ignore_case = ignore_case_flag(data.get("glossary_ignore_case", False))
         constraints = request_constraints(data.get("constraints", []), n_texts)
         glossaries = request_glossaries(data.get("glossary", []), n_texts, ignore_case)
     except TermsError as err:
         raise ApiError(err.status, err.field, str(err)) from None
-    for field, given in (("constraints", constraints), ("glossary", glossaries)):
-        if given is not None and text_format != TEXT:
-            raise ApiError(400, field, f"{field}: for format {TEXT} only, not {text_format}")
+    if constraints is not None and any(constraints) and text_format != TEXT:
+        field = "constraints"
+        raise ApiError(400, field, f"{field}: for format {TEXT} only, not {text_format}")
     return constraints, glossaries
+
+
+# What each per-text option of `Texts` is called in a request body, and how one is counted.
+BODY_FIELDS = {
+    "prefixes": ("prefix", "prefixes", "one string for all"),
+    "constraints": ("constraints", "lists", "one for all"),
+    "glossaries": ("glossary", "lists", "one for all"),
+}
+
+
+def count_error(err: TextsCountError) -> ApiError:
+    """The 400 for a per-text field not given once per text, naming the body's field."""
+    field, noun, all_ = BODY_FIELDS[err.field]
+    return ApiError(
+        400,
+        field,
+        f"{field}: {err.given} {noun} for {err.n_texts} texts; give one per text, or {all_}",
+    )
 
 
 def _report(data: dict, text_format: str) -> bool:
@@ -250,28 +266,20 @@ def decode_settings(data: dict, defaults: DecodeConfig) -> DecodeConfig:
     return decode
 
 
-def prefix_count_error(err: PrefixCountError) -> ApiError:
-    """The 400 for other than one prefix per text, naming the body's `prefix` field."""
-    return ApiError(
-        400,
-        "prefix",
-        f"prefix: {err.n_prefixes} prefixes for {err.n_texts} texts; give one per text, "
-        "or one string for all",
-    )
-
-
 def setting_error(err: TmtError, given: list[str]) -> ApiError:
     """A 400 for a decode value refused by the config check or the engine.
 
-    A `ConfigError` names `decode.X`; the field is the first X the request set (a rule may
-    name a setting the request left at its default, as `n_best <= beam_size` does).
+    A `ConfigError` carries the `decode.X` keys it blames; the field is the first X the
+    request set (a rule may name a setting the request left at its default, as `n_best <=
+    beam_size` does).
     """
     if isinstance(err, SettingError) and err.setting in LANGUAGE_FIELDS:
         return language_error(err)
     if isinstance(err, SettingError):
         return ApiError(400, err.setting, str(err))
     message = str(err)
-    named = re.findall(r"\bdecode\.(\w+)", message)
+    keys = err.keys if isinstance(err, ConfigError) else ()
+    named = [key.removeprefix("decode.") for key in keys]
     field = next((name for name in named if name in given), named[0] if named else None)
     return ApiError(400, field, message.replace("decode.", ""))
 
@@ -288,8 +296,8 @@ def engine_error(err: BaseException, given: list[str]) -> ApiError:
         return ApiError(413, "text", str(err))
     if isinstance(err, ShuttingDown):
         return ApiError(503, None, str(err), retry_after=RETRY_AFTER_SHUTDOWN_SECONDS)
-    if isinstance(err, PrefixCountError):
-        return prefix_count_error(err)
+    if isinstance(err, TextsCountError):
+        return count_error(err)
     if isinstance(err, TextRefused):
         return ApiError(400, err.field, str(err))
     if isinstance(err, (ConfigError, SettingError)):

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Protocol
 from transformer_mt.config import DecodeConfig
 from transformer_mt.documents.units import AlignedText
 from transformer_mt.errors import TmtError
-from transformer_mt.inference.glossary import Glossary
 from transformer_mt.inference.languages import Languages, Pair
+from transformer_mt.inference.requests import Texts
 
 if TYPE_CHECKING:  # torch would come with it; a CheckedLine is only passed on here
     from transformer_mt.inference.checked import CheckedLine
@@ -108,21 +108,14 @@ class Engine(Protocol):
     failure: BaseException | None
 
     def submit(
-        self,
-        texts: list[str],
-        decode: DecodeConfig,
-        prefixes: list[str] | None = None,
-        on_token: TokenCallback | None = None,
-        directions: list[Pair] | None = None,
-        constraints: list[list[str]] | None = None,
-        glossaries: list[Glossary | None] | None = None,
+        self, texts: Texts | list[str], decode: DecodeConfig, on_token: TokenCallback | None = None
     ) -> Job:
         """Queue `texts`; raises QueueFull, RequestTooLarge, ShuttingDown, TextRefused, or a
         TmtError naming a decode setting or a language it refuses. `on_token` is called with
-        beam size 1 only. `directions`: one (source, target) of `languages.directions` per
-        text (None: `languages.default` for every text). `constraints`: one list of target
-        phrases per text, and `glossaries` one glossary (or None) per text, whose target terms
-        found in a sentence are that sentence's constraints (`glossary.sentence_phrases`).
+        beam size 1 only. `texts`: plain, or `Texts` with per-text options: directions (each
+        one of `languages.directions`; None: `languages.default` for every text), prefixes,
+        constraints, and glossaries whose target terms found in a sentence are that
+        sentence's constraints (`Texts.sentence_phrases`).
 
         Called on the server's event loop: it must return at once (tokenize and queue), never
         wait for a decoding step."""

@@ -50,14 +50,14 @@ from dataclasses import dataclass
 
 import torch
 
-from transformer_mt.config import DecodeConfig, ModelConfig, check_one_prefix_per_text
+from transformer_mt.config import DecodeConfig, ModelConfig
 from transformer_mt.documents.alignment import AlignedTranslator
 from transformer_mt.documents.units import AlignedText
 from transformer_mt.errors import SettingError, TmtError, one_line
 from transformer_mt.inference.checked import CheckedLine, check_sentences, checked_lines
 from transformer_mt.inference.constrained import ConstraintsError
-from transformer_mt.inference.glossary import Glossary, sentence_phrases
 from transformer_mt.inference.languages import Direction, Pair
+from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.sentences import SplitLines
 from transformer_mt.inference.translator import Translation, Translator
 from transformer_mt.search import constrained_beam_size, max_output_lengths
@@ -236,17 +236,14 @@ class Engine:
 
     def submit(
         self,
-        texts: Sequence[str],
+        texts: Texts | Sequence[str],
         decode: DecodeConfig,
-        prefixes: Sequence[str] | None = None,
         on_token: Callable[[int, str], None] | None = None,
-        directions: Sequence[Pair] | None = None,
-        constraints: Sequence[Sequence[str]] | None = None,
-        glossaries: Sequence[Glossary | None] | None = None,
     ) -> Job:
-        """Queue `texts` for translation with `decode`, each in its direction (None: the
-        default), with its constraints and its glossary's terms; see the module docstring
-        and `contract.Engine.submit`."""
+        """Queue `texts` (plain, or `Texts` with per-text prefixes, directions, constraints and
+        glossaries) for translation with `decode`; see the module docstring and
+        `contract.Engine.submit`."""
+        request = Texts.plain(texts)
         decode.validate()
         if decode.sampling:
             raise SettingError("sampling", True, "the server searches (greedy or beam)")
@@ -256,26 +253,22 @@ class Engine:
                 decode.beam_size,
                 f"the server takes at most {self.limits.max_beam_size}",
             )
-        self._check_size(texts, prefixes)
-        for name, given in (("constraints", constraints), ("glossaries", glossaries)):
-            if given is not None and len(given) != len(texts):
-                raise TmtError(f"{len(given)} {name} for {len(texts)} texts; give one each")
-        resolved = self._directions(directions, len(texts))
-        forced = prefixes or [""] * len(texts)
-        split = split_texts(self.translator, texts, resolved, forced, constraints)
+        self._check_size(request.texts)
+        resolved = self._directions(request)
+        split = split_texts(self.translator, request, resolved)
         if len(split.sentences) > self.limits.max_queue:
             raise RequestTooLarge(
                 f"{len(split.sentences)} sentences; the queue holds {self.limits.max_queue}"
             )
-        phrases = sentence_phrases(split.sentences, split.owners, constraints, glossaries)
+        phrases = request.sentence_phrases(split.sentences, split.owners)
         job = Job(self, split, on_token, resolved)
         try:
             prepared = [
-                self._prepare(job, i, decode, forced[line], resolved[line], phrases[i])
+                self._prepare(job, i, decode, request.prefix(line), resolved[line], phrases[i])
                 for i, line in enumerate(split.owners)
             ]
         except ConstraintsError as err:
-            own = constraints is not None and any(p.strip() for p in constraints[err.line])
+            own = any(p.strip() for p in request.phrases(err.line))
             raise TextRefused(err.line, "constraints" if own else "glossary", err.reason) from None
         work = [w for w in prepared if w is not None]
         with self._cond:
@@ -364,7 +357,7 @@ class Engine:
                 tagged_texts=self.translator.tagged_lines,
             )
 
-    def _check_size(self, texts: Sequence[str], prefixes: Sequence[str] | None) -> None:
+    def _check_size(self, texts: Sequence[str]) -> None:
         limits = self.limits
         if len(texts) > limits.max_request_sentences:
             raise RequestTooLarge(
@@ -375,17 +368,12 @@ class Engine:
             raise RequestTooLarge(
                 f"a text of {longest} characters; the server takes {limits.max_sentence_chars}"
             )
-        check_one_prefix_per_text(prefixes, len(texts))
 
-    def _directions(self, directions: Sequence[Pair] | None, n_texts: int) -> list[Direction]:
-        """The `Direction` of each of `n_texts` texts, each checked against `languages`."""
-        if directions is None:
-            return [self.translator.default] * n_texts
-        if len(directions) != n_texts:
-            raise TmtError(f"{len(directions)} directions for {n_texts} texts; give one each")
-        for pair in set(directions):
+    def _directions(self, request: Texts) -> list[Direction]:
+        """The `Direction` of each text of `request`, each checked against `languages`."""
+        for pair in set(request.directions or ()):
             self.languages.check(*pair)
-        return [self.translator.direction(*pair) for pair in directions]
+        return self.translator.directions_of(request)
 
     def _prepare(
         self,

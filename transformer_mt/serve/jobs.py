@@ -107,15 +107,7 @@ async def start(
         # On the event loop, not in a worker thread: submitting only tokenizes and queues, and
         # while the decoding thread holds the GIL each hand-over between threads costs up to a
         # switch interval, which a request would pay twice more.
-        job = engine.submit(
-            parsed.texts,
-            parsed.decode,
-            parsed.prefixes,
-            on_token,
-            parsed.directions(),
-            parsed.constraints,
-            parsed.glossaries,
-        )
+        job = engine.submit(parsed.submitted(), parsed.decode, on_token)
     except Exception as err:  # every refusal, and an engine fault (500), as one error body
         raise failure(err, parsed) from None
     return parsed, job
@@ -142,10 +134,9 @@ async def translate_documents(
         documents = await asyncio.to_thread(
             markup.translate_documents,
             request.app.state.engine,
-            parsed.texts,
+            parsed.submitted(),
             parsed.format,
             parsed.decode,
-            parsed.directions(),
         )
     except MarkdownMissing as err:
         raise ApiError(501, "format", str(err)) from None

@@ -40,12 +40,14 @@ from transformer_mt.config import DecodeConfig
 from transformer_mt.errors import SettingError
 from transformer_mt.inference.glossary import Glossary
 from transformer_mt.inference.languages import Languages
+from transformer_mt.inference.requests import Texts, TextsCountError
 from transformer_mt.langid import Detection, language_name
 from transformer_mt.serve.api import (
     AUTO,
     MAX_CODE_CHARS,
     ApiError,
     TranslateRequest,
+    count_error,
     json_object,
     printable,
 )
@@ -158,10 +160,13 @@ def parse_translate(
     alternatives = _alternatives(fields.get("alternatives", 0), defaults.beam_size)
     html = text_format == "html"  # a document has no alternatives (as in LibreTranslate)
     decode = dataclasses.replace(defaults, n_best=1 if html else alternatives + 1)
-    glossaries = _glossaries(fields.get("glossary"), len(texts), html)
-    request = TranslateRequest(
-        texts, decode, source=source, target=target, format=text_format, glossaries=glossaries
-    )
+    glossaries = _glossaries(fields.get("glossary"), len(texts))
+    try:
+        options = Texts.of(texts, glossaries=glossaries)
+    except TextsCountError as err:
+        refusal = count_error(err)
+        raise LibreError(400, refusal.field, f"Invalid request: {refusal.message}") from None
+    request = TranslateRequest(options, decode, source=source, target=target, format=text_format)
     return LibreRequest(request, batch, alternatives, _key(fields))
 
 
@@ -311,12 +316,11 @@ def _alternatives(value: object, beam_size: int) -> int:
     return max(0, number)
 
 
-def _glossaries(value: object, n_texts: int, html: bool) -> list[Glossary | None] | None:
-    """Our `glossary` field (None: not given), for text only; a form's is JSON text."""
+def _glossaries(value: object, n_texts: int) -> list[Glossary | None] | None:
+    """Our `glossary` field (None: not given), for text and documents alike (a document's
+    sentences are searched for its terms); a form's is JSON text."""
     if value is None or value == "":
         return None
-    if html:
-        raise LibreError(400, "glossary", "Invalid request: glossary is for format text only")
     if isinstance(value, str):
         try:
             value = json.loads(value)

@@ -19,36 +19,41 @@ from collections.abc import Callable, Sequence
 from transformer_mt.config import DecodeConfig
 from transformer_mt.documents import html, markdown
 from transformer_mt.documents.units import AlignedText, Region, Translate
-from transformer_mt.inference.languages import Pair
+from transformer_mt.inference.requests import Texts
 from transformer_mt.serve.contract import Engine
 
-# Each format of documents.FORMATS: (translate a document, find its units).
-_FORMATS: dict[str, tuple[Callable[[str, Translate], str], Callable[[str], list[Region]]]] = {
-    "html": (html.translate_html, html.regions),
-    "markdown": (markdown.translate_markdown, markdown.regions),
+# Each format of documents.FORMATS: how to find a document's units.
+_REGIONS: dict[str, Callable[[str], list[Region]]] = {
+    "html": html.regions,
+    "markdown": markdown.regions,
 }
 
 
 def translate_documents(
-    engine: Engine,
-    documents: Sequence[str],
-    text_format: str,
-    decode: DecodeConfig,
-    directions: Sequence[Pair],
+    engine: Engine, documents: Texts, text_format: str, decode: DecodeConfig
 ) -> list[str]:
     """Each of `documents`, in `text_format` (one of documents.FORMATS), translated in its
-    direction, markup kept. Blocks: call it off the event loop.
+    direction and with its glossary, markup kept: each unit of a document is asked with the
+    document's options (`Texts.picked`). Blocks: call it off the event loop.
+
+    An HTML page's root `lang` becomes its direction's target.
 
     Raises:
-        DocumentError: a document that does not parse, naming line and column.
+        DocumentError: a document that does not parse (or holds a control character, or a
+            Markdown one nests too deeply), naming line and column.
         MarkdownMissing: Markdown without markdown-it-py installed.
         TmtError: a refusal of the engine's (a full queue, a direction, a setting).
     """
-    translate = _FORMATS[text_format][0]
-    return [
-        translate(document, _units(engine, decode, direction))
-        for document, direction in zip(documents, directions, strict=True)
-    ]
+    translated = []
+    for i, document in enumerate(documents.texts):
+        direction = documents.direction(i) or (None, None)
+        translate = _units(engine, decode, documents, i)
+        if text_format == "html":
+            target = direction[1] or engine.languages.default[1]
+            translated.append(html.translate_html(document, translate, target))
+        else:
+            translated.append(markdown.translate_markdown(document, translate))
+    return translated
 
 
 def plain_text(document: str, text_format: str) -> str:
@@ -59,12 +64,14 @@ def plain_text(document: str, text_format: str) -> str:
         DocumentError: the document does not parse.
         MarkdownMissing: Markdown without markdown-it-py installed.
     """
-    units = [region.unit for region in _FORMATS[text_format][1](document)]
+    units = [region.unit for region in _REGIONS[text_format](document)]
     return "\n".join(unit.text for unit in units if unit.translatable)
 
 
-def _units(engine: Engine, decode: DecodeConfig, direction: Pair) -> Translate:
-    """The engine as documents' `units.Translate` for one direction."""
+def _units(engine: Engine, decode: DecodeConfig, documents: Texts, index: int) -> Translate:
+    """The engine as documents' `units.Translate` for document `index` of `documents`: its
+    units asked with its options."""
+    direction = documents.direction(index) or (None, None)
 
     def translate(texts: Sequence[str]) -> list[AlignedText]:
         most = engine.limits.max_request_sentences
@@ -72,7 +79,8 @@ def _units(engine: Engine, decode: DecodeConfig, direction: Pair) -> Translate:
         try:
             for start in range(0, len(texts), most):
                 chunk = list(texts[start : start + most])
-                jobs.append(engine.submit(chunk, decode, directions=[direction] * len(chunk)))
+                units = documents.picked([index] * len(chunk)).of_texts(chunk)
+                jobs.append(engine.submit(units, decode))
             translations = [t for job in jobs for t in job.future.result()]
         except BaseException:
             for job in jobs:  # the others' work is of no use any more

@@ -42,14 +42,14 @@ def request_glossaries(
     value: object, n_texts: int, ignore_case: bool = False
 ) -> list[Glossary | None] | None:
     """One glossary (or None) per text from the body's `glossary`: a list of {"source",
-    "target"} entries for every text, or one such list (or null) per text; None when no
-    text has an entry.
+    "target"} entries for every text (None when it has none), or one such list (or null) per
+    text.
 
     Raises:
         TermsError: naming the entry (see the module).
     """
     field = "glossary"
-    per_text = _per_text(value, n_texts, field, "a list of {source, target} entries")
+    per_text = _per_text(value, field, "a list of {source, target} entries")
     if per_text is None:
         glossary = _glossary(value, field, ignore_case)
         return [glossary] * n_texts if glossary.terms else None
@@ -58,24 +58,24 @@ def request_glossaries(
         _glossary(entries, f"{field}[{i}]", ignore_case) if entries else None
         for i, entries in enumerate(per_text)
     ]
-    return glossaries if any(glossaries) else None
+    return glossaries
 
 
 def request_constraints(value: object, n_texts: int) -> list[list[str]] | None:
     """One list of target phrases per text from the body's `constraints`: a list of phrases for
-    every text, or one such list (or null) per text; None when no text has a phrase.
+    every text (None when it has none), or one such list (or null) per text.
 
     Raises:
         TermsError: naming the phrase (see the module).
     """
     field = "constraints"
-    per_text = _per_text(value, n_texts, field, "a list of target phrases")
+    per_text = _per_text(value, field, "a list of target phrases")
     if per_text is None:
         phrases = _phrases(value, field)
         return [phrases] * n_texts if phrases else None
     _check_count(sum(map(len, per_text)), field)
     found = [_phrases(phrases, f"{field}[{i}]") for i, phrases in enumerate(per_text)]
-    return found if any(found) else None
+    return found
 
 
 def ignore_case_flag(value: object) -> bool:
@@ -86,19 +86,15 @@ def ignore_case_flag(value: object) -> bool:
     return value
 
 
-def _per_text(value: object, n_texts: int, field: str, one: str) -> list[list] | None:
-    """`value` as one list per text when it is in that form (its items lists or nulls),
-    None when it is one list for every text."""
+def _per_text(value: object, field: str, one: str) -> list[list] | None:
+    """`value` as one list per text when it is in that form (its items lists or nulls; their
+    count is checked with the other per-text options, by `Texts`), None when it is one list
+    for every text."""
     if not isinstance(value, list):
         raise TermsError(field, f"{field}: expected {one}, or one such list per text")
     if not value or not (value[0] is None or isinstance(value[0], list)):
         _check_count(len(value), field)
         return None
-    if len(value) != n_texts:
-        raise TermsError(
-            field,
-            f"{field}: {len(value)} lists for {n_texts} texts; give one per text, or one for all",
-        )
     for i, item in enumerate(value):
         if not (item is None or isinstance(item, list)):
             raise TermsError(field, f"{field}[{i}]: expected {one} or null")

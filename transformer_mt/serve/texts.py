@@ -22,6 +22,7 @@ import re
 from collections.abc import Sequence
 
 from transformer_mt.inference.languages import Direction
+from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.sentences import Segments, SplitLines
 from transformer_mt.inference.translator import Translation, Translator
 
@@ -29,23 +30,17 @@ LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
 
 
 def split_texts(
-    translator: Translator,
-    texts: Sequence[str],
-    directions: Sequence[Direction],
-    prefixes: Sequence[str],
-    constraints: Sequence[Sequence[str]] | None = None,
+    translator: Translator, request: Texts, directions: Sequence[Direction]
 ) -> SplitLines:
-    """The sentences of `texts` (one `Segments` per text), each split by the rules of its
-    direction's source language; whole with a prefix or constraints (see the module)."""
-    constraints = constraints or [[]] * len(texts)
+    """The sentences of the texts of `request` (one `Segments` per text), each split by the
+    rules of its direction's source language; whole where `Texts.keeps_whole` (see the
+    module)."""
     return SplitLines(
         tuple(
             Segments.whole(text)
-            if prefix.strip() or any(p.strip() for p in phrases)
+            if request.keeps_whole(i)
             else _text_segments(translator, text, direction)
-            for text, direction, prefix, phrases in zip(
-                texts, directions, prefixes, constraints, strict=True
-            )
+            for i, (text, direction) in enumerate(zip(request.texts, directions, strict=True))
         )
     )
 

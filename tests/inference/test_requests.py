@@ -1,0 +1,73 @@
+"""The request type: per-text counts checked once, naming the option; its rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from transformer_mt.errors import TmtError
+from transformer_mt.inference.glossary import Glossary, Term
+from transformer_mt.inference.requests import PER_TEXT_FIELDS, Texts, TextsCountError
+
+GLOSSARY = Glossary([Term("hund", "dog", "test:1")])
+
+
+@pytest.mark.parametrize("field", PER_TEXT_FIELDS)
+@pytest.mark.parametrize("given", [1, 3])
+def test_an_option_not_given_once_per_text_is_refused_naming_it(field, given):
+    values = {
+        "prefixes": ["a"] * given,
+        "directions": [("de", "en")] * given,
+        "constraints": [["x"]] * given,
+        "glossaries": [GLOSSARY] * given,
+    }
+    with pytest.raises(TextsCountError) as caught:
+        Texts.of(["eins", "zwei"], **{field: values[field]})
+    assert (caught.value.field, caught.value.given, caught.value.n_texts) == (field, given, 2)
+    assert isinstance(caught.value, TmtError)
+
+
+def test_options_are_read_per_text_with_their_defaults():
+    texts = Texts.of(["ein hund", "zwei"], prefixes=["A", ""], glossary=GLOSSARY)
+    assert [texts.prefix(i) for i in range(2)] == ["A", ""]
+    assert [texts.direction(i) for i in range(2)] == [None, None]
+    assert [texts.phrases(i) for i in range(2)] == [(), ()]
+    assert texts.glossary(1) is GLOSSARY and len(texts) == 2
+    assert Texts.plain(["x"]) == Texts(("x",)) and Texts.plain(texts) is texts
+    with pytest.raises(TmtError, match="not both"):
+        Texts.of(["x"], glossary=GLOSSARY, glossaries=[None])
+
+
+def test_a_text_with_a_prefix_or_constraints_of_its_own_is_kept_whole():
+    texts = Texts.of(
+        ["a. b.", "a. b.", "a. b.", "a. b."],
+        prefixes=["", "The", " ", ""],
+        constraints=[[], [], [" "], ["dog"]],
+    )
+    assert [texts.keeps_whole(i) for i in range(4)] == [False, True, False, True]
+    assert not Texts.of(["a. b."], glossary=GLOSSARY).keeps_whole(0)  # terms are per sentence
+
+
+def test_sentence_phrases_are_the_text_constraints_then_the_terms_each_sentence_holds():
+    texts = Texts.of(
+        ["ein hund. eine katze.", "zwei"],
+        constraints=[["pet"], []],
+        glossaries=[GLOSSARY, GLOSSARY],
+    )
+    phrases = texts.sentence_phrases(["ein hund.", "eine katze.", "zwei"], [0, 0, 1])
+    assert phrases == [["pet", "dog"], ["pet"], []]
+
+
+@pytest.mark.parametrize("option", ["prefixes", "constraints"])
+def test_a_report_cannot_keep_prefixes_or_constraints(option):
+    given = {"prefixes": [""], "constraints": [[]]}[option]
+    with pytest.raises(TmtError, match="report"):
+        Texts.of(["x"], **{option: given}).refuse_report()
+    Texts.of(["x"], glossary=GLOSSARY, directions=[("de", "en")]).refuse_report()
+
+
+def test_picked_texts_keep_their_options():
+    texts = Texts.of(["a", "b", "c"], prefixes=["1", "2", "3"], directions=[("de", "en")] * 3)
+    part = texts.picked([2, 1, 2])
+    assert part.texts == ("c", "b", "c") and part.prefixes == ("3", "2", "3")
+    assert part.constraints is None and part.directions == (("de", "en"),) * 3
+    assert texts.of_texts(["x", "y", "z"]).prefixes == texts.prefixes
