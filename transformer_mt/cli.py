@@ -300,10 +300,13 @@ def _translate_document(args: argparse.Namespace) -> int:
     from transformer_mt.documents.translate import translate_document
     from transformer_mt.documents.units import DocumentError
     from transformer_mt.files import decode_document
+    from transformer_mt.inference.glossary import Glossary
+    from transformer_mt.inference.requests import Texts
     from transformer_mt.inference.translator import Translator
 
     line_flags = {"--ref": args.ref, "--prefix": args.prefix, "--alignments": args.alignments}
     line_flags["--report"] = args.report
+    line_flags["--constraints"] = args.constraints  # a document's terms: --glossary
     line_flags["--nbest"] = args.n_best not in (None, 1)
     for flag, given in line_flags.items():
         if given:
@@ -323,8 +326,14 @@ def _translate_document(args: argparse.Namespace) -> int:
             shortlist=args.shortlist,
             **_decode_changes(args),
         )
+        glossary = None
+        if args.glossary is not None:
+            glossary = Glossary.load(args.glossary, args.glossary_ignore_case)
+        document = Texts.of([text], glossary=glossary)
         try:
-            translated = translate_document(translator, text, args.format, args.alignment_layer)
+            translated = translate_document(
+                translator, document, args.format, alignment_layer=args.alignment_layer
+            )
         except DocumentError as err:
             raise TmtError(f"{name}:{err.line}:{err.column}: {err.reason}") from None
         _open_out(args.output, stack).write(translated)

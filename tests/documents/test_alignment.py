@@ -36,7 +36,9 @@ def test_a_truncated_block_is_counted_once(translator):
 
 def test_a_document_in_another_direction_of_a_multilingual_model(multilingual_checkpoint):
     translator = Translator.from_checkpoint(str(multilingual_checkpoint), beam_size=1)
-    out = translate_document(translator, "<p>ein mann</p>", "html", direction=("en", "de"))
+    out = translate_document(
+        translator, Texts.of(["<p>ein mann</p>"], directions=[("en", "de")]), "html"
+    )
     alone = translator.translate(Texts.of(["ein mann"], directions=[("en", "de")]))[0].texts[0]
     assert out == f"<p>{alone}</p>"
 

@@ -35,6 +35,7 @@ from libretranslate_aio import (  # noqa: E402
 
 from tests.serve.real_engine import serving  # noqa: E402
 from transformer_mt.documents.translate import translate_document  # noqa: E402
+from transformer_mt.inference.requests import Texts  # noqa: E402
 from transformer_mt.inference.translator import Translator  # noqa: E402
 from transformer_mt.langid import installed  # noqa: E402
 from transformer_mt.serve.engine import Engine, ServeLimits  # noqa: E402
@@ -115,7 +116,7 @@ def test_html_is_translated_as_tmt_translate_format_html_translates_it(
         'Frau liest.</p><pre>ein hund</pre><p translate="no">zwei hunde</p></body></html>'
     )
     translator = Translator.from_checkpoint(str(multilingual_checkpoint))
-    want = translate_document(translator, page, "html", direction=("de", "en"))
+    want = translate_document(translator, Texts.of([page], directions=[("de", "en")]), "html")
     with LibreTranslate(open_server[0]) as client:
         got = client.translate(page, "de", "en", format="html").translated_text
         assert got == want

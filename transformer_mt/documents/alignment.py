@@ -23,7 +23,7 @@ import torch
 
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.documents.units import AlignedText
-from transformer_mt.inference.languages import Pair
+from transformer_mt.errors import SettingError
 from transformer_mt.inference.requests import Texts
 
 # The layer check has one owner, the Translator's (the message names alignment_layer).
@@ -44,24 +44,24 @@ class AlignedTranslator:
         translator: translates, with its decode settings, and aligns with its model; build it
             without `alignment_layer` (its own alignments would be computed and not used).
         layer: the decoder layer whose cross-attention aligns; negative counts from the last.
-        direction: (source, target) languages of a model with language tags; None: the
-            translator's own.
+        document: the document as one text with its options (`document_request`): its
+            direction (None: the translator's own) and its glossary, which every unit is
+            translated with; None: none.
 
     Raises:
-        SettingError: a layer the model lacks (naming alignment_layer), or a direction the
-            model has no tags for (naming src_lang or tgt_lang).
+        SettingError: a layer the model lacks (naming alignment_layer), a direction the model
+            has no tags for (naming src_lang or tgt_lang), an option no unit can keep.
     """
 
-    def __init__(self, translator: Translator, layer: int = -1, direction: Pair | None = None):
+    def __init__(self, translator: Translator, layer: int = -1, document: Texts | None = None):
         _check_alignment_layer(layer, translator.model.cfg.decoder_layers)
-        self.translator, self.layer, self.pair = translator, layer, direction
-        self.direction = (
-            translator.default if direction is None else translator.direction(*direction)
-        )
+        self.document = document_request(document or Texts(("",)))
+        self.translator, self.layer = translator, layer
+        (self.direction,) = translator.directions_of(self.document)
 
     def __call__(self, texts: Sequence[str]) -> list[AlignedText]:
-        directions = None if self.pair is None else [self.pair] * len(texts)
-        translations = self.translator.translate(Texts.of(texts, directions=directions))
+        units = self.document.picked([0] * len(texts)).of_texts(texts)
+        translations = self.translator.translate(units)
         return [self.align(s, t.texts[0]) for s, t in zip(texts, translations, strict=True)]
 
     def align(self, source: str, target: str) -> AlignedText:
@@ -97,3 +97,22 @@ def word_numbers(tokenizer: Tokenizer, ids: Sequence[int]) -> list[int]:
             word += 1
         numbers.append(word)
     return numbers
+
+
+def document_request(document: Texts) -> Texts:
+    """`document`, one text with its options, checked for what its units can keep: its
+    direction and glossary (each sentence of a unit is searched for the terms). A forced
+    prefix or constraints belong to one text's translation, and a document's translation is
+    many units' (which unit would a phrase go to?), so they are refused.
+
+    Raises:
+        SettingError: more than one text, or a prefix or constraints, naming the option.
+    """
+    if len(document) != 1:
+        raise SettingError("document", len(document), "one document at a time")
+    for option in ("prefixes", "constraints"):
+        if getattr(document, option) is not None:
+            raise SettingError(
+                option, None, "a document is translated unit by unit: give a glossary instead"
+            )
+    return document

@@ -8,7 +8,7 @@ from transformer_mt.documents.alignment import AlignedTranslator
 from transformer_mt.documents.html import translate_html
 from transformer_mt.documents.markdown import translate_markdown
 from transformer_mt.errors import SettingError
-from transformer_mt.inference.languages import Pair
+from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator
 
 _TRANSLATE = {"html": translate_html, "markdown": translate_markdown}
@@ -16,34 +16,38 @@ _TRANSLATE = {"html": translate_html, "markdown": translate_markdown}
 
 def translate_document(
     translator: Translator,
-    text: str,
+    document: str | Texts,
     format: str,
+    *,
     alignment_layer: int = -1,
-    direction: Pair | None = None,
 ) -> str:
-    """`text`, a whole document in `format` (one of FORMATS), with its text translated and its
-    markup kept (docs/documents.md).
+    """`document`, a whole document in `format` (one of FORMATS), with its text translated and
+    its markup kept (docs/documents.md).
 
     Args:
         translator: translates the units of the document, all in one `translate` call, and
             aligns their words; built without its own `alignment_layer`.
+        document: the document's text, or `Texts` of that one text with its direction (for a
+            model with language tags; None: the translator's own) and glossary, which every
+            unit is translated with (`alignment.document_request`). The target language (or
+            the translator's default one) is also written into an HTML page's root `lang`.
         alignment_layer: the decoder layer whose cross-attention aligns words, placing inline
             markup; negative counts from the last.
-        direction: (source, target) languages for a model with language tags; None: the
-            translator's own. The target (or the translator's default one) is also written
-            into an HTML page's root `lang`.
 
     Raises:
         SettingError: a format not in FORMATS (naming format), a layer the model lacks
-            (naming alignment_layer), a direction it has no tags for.
+            (naming alignment_layer), a direction it has no tags for, an option a document
+            cannot keep (a prefix, constraints).
         DocumentError: an HTML document that does not parse, a Markdown one nested too
             deeply, or either holding a control character, naming line and column.
         MarkdownMissing: Markdown without markdown-it-py installed.
     """
     if format not in FORMATS:
         raise SettingError("format", format, f"choose one of {', '.join(FORMATS)}")
-    aligned = AlignedTranslator(translator, alignment_layer, direction)
+    request = Texts.plain([document] if isinstance(document, str) else document)
+    aligned = AlignedTranslator(translator, alignment_layer, request)
+    (text,) = request.texts
     if format != "html":
         return _TRANSLATE[format](text, aligned)
-    target = direction[1] if direction is not None else None  # HTML names its language
+    target = (request.direction(0) or (None, None))[1]  # HTML names its language
     return translate_html(text, aligned, target or translator.languages.default[1])

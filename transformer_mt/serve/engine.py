@@ -289,7 +289,8 @@ class Engine:
         model holds no state of its own between calls, so it may run beside the decoding
         thread)."""
         with torch.inference_mode():
-            return AlignedTranslator(self.translator, direction=direction).align(source, target)
+            document = Texts.of([source], directions=[direction])
+            return AlignedTranslator(self.translator, document=document).align(source, target)
 
     def check(self, job: Job) -> list[CheckedLine]:
         """The dropped-content check of finished `job` (inference/checked.py): its texts'
