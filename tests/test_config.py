@@ -12,8 +12,6 @@ from transformer_mt.config import (
     DecodeConfig,
     ExperimentConfig,
     ModelConfig,
-    PrefixCountError,
-    check_one_prefix_per_text,
     config_from_dict,
     config_to_dict,
     decode_field_types,
@@ -340,12 +338,3 @@ def test_output_settings_are_every_field_but_the_output_neutral_ones():
     changed = DecodeConfig(max_tokens=7)
     assert changed.output_settings() == DecodeConfig().output_settings()
     assert len(DecodeConfig().output_settings()) == len(dataclasses.fields(DecodeConfig)) - 1
-
-
-def test_one_prefix_per_text_or_none_and_the_refusal_carries_both_counts():
-    check_one_prefix_per_text(None, 3)
-    check_one_prefix_per_text(["", "so"], 2)
-    with pytest.raises(PrefixCountError, match=r"prefixes=1: need one per text \(2\)") as err:
-        check_one_prefix_per_text(["so"], 2)
-    assert (err.value.n_prefixes, err.value.n_texts, err.value.setting) == (1, 2, "prefixes")
-    assert isinstance(err.value, ValueError)

@@ -23,7 +23,13 @@ def test_an_option_not_given_once_per_text_is_refused_naming_it(field, given):
     with pytest.raises(TextsCountError) as caught:
         Texts.of(["eins", "zwei"], **{field: values[field]})
     assert (caught.value.field, caught.value.given, caught.value.n_texts) == (field, given, 2)
-    assert isinstance(caught.value, TmtError)
+    assert caught.value.setting == field and isinstance(caught.value, TmtError | ValueError)
+    assert str(caught.value) == f"{field}={given}: need one per text (2)"
+
+
+def test_no_option_or_one_per_text_is_taken():
+    assert Texts.of(["a", "b"]).prefixes is None
+    assert Texts.of(["a", "b"], prefixes=["", "so"]).prefixes == ("", "so")
 
 
 def test_options_are_read_per_text_with_their_defaults():

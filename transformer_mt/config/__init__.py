@@ -10,16 +10,13 @@ through the same door, so a typo on the command line fails like a typo in the fi
 The schema is a module per section (model, data, tokenizer, train, decode), gathered by
 `experiment`; `loading` reads files and overrides through `reading` (YAML) and `coercion`
 (types); every refusal is a `ConfigError` (`errors`) that carries the keys it blames.
-`decode_rules` holds what interfaces check around decode settings.
+`decode_rules` holds what interfaces read off the decode settings (their types); per-text
+options and their counts are the request type's (`inference.requests.Texts`).
 """
 
 from transformer_mt.config.data import DataConfig, TrainSource
 from transformer_mt.config.decode import DECODE_RANGES, OUTPUT_NEUTRAL_FIELDS, DecodeConfig
-from transformer_mt.config.decode_rules import (
-    PrefixCountError,
-    check_one_prefix_per_text,
-    decode_field_types,
-)
+from transformer_mt.config.decode_rules import decode_field_types
 from transformer_mt.config.errors import ConfigError
 from transformer_mt.config.experiment import ExperimentConfig
 from transformer_mt.config.loading import (
@@ -42,12 +39,10 @@ __all__ = [
     "DecodeConfig",
     "ExperimentConfig",
     "ModelConfig",
-    "PrefixCountError",
     "TokenizerConfig",
     "TrainConfig",
     "TrainSource",
     "apply_overrides",
-    "check_one_prefix_per_text",
     "config_from_dict",
     "config_to_dict",
     "decode_field_types",
