@@ -54,6 +54,7 @@ from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.inference.checked import check_sentences, translate_checked  # noqa: E402
 from transformer_mt.inference.dropped import FLAGS, check_translations  # noqa: E402
 from transformer_mt.inference.paragraphs import joined, sentence_groups  # noqa: E402
+from transformer_mt.inference.requests import Texts  # noqa: E402
 from transformer_mt.inference.sentences import SplitLines  # noqa: E402
 from transformer_mt.inference.translator import Translation, Translator  # noqa: E402
 
@@ -166,7 +167,8 @@ def retry_rows(translator: Translator, items: list[dict]) -> list[dict]:
     sources = [item["source"] for item in items]
 
     def retranslate(parts: SplitLines, owners: Sequence[int]) -> list[Translation]:
-        return translator.translate_sentences(parts, [translator.default] * len(owners))
+        request = Texts.of([sources[i] for i in owners])
+        return translator.translate_sentences(request, parts, [translator.default] * len(owners))
 
     directions = [translator.default] * len(items)
     results = check_sentences(translator, sources, directions, found, retranslate)

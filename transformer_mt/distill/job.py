@@ -49,6 +49,7 @@ from transformer_mt.distill.filtering import (
 from transformer_mt.distill.manifest import Manifest, claim_run_dir
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import atomic_open, check_output, read_lines
+from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator
 from transformer_mt.progress import PROGRESS_SECONDS, Counted, ProgressReport, duration
 
@@ -254,7 +255,7 @@ def _translate(
         if k not in wanted:
             continue
         start = time.monotonic()
-        found = translator.translate(lines, count, directions=[pair] * len(lines))
+        found = translator.translate(Texts.of(lines, directions=[pair] * len(lines)), count)
         with atomic_open(chunks.path(k)) as f:
             f.writelines(f"{translation.texts[0]}\n" for translation in found)
         took = time.monotonic() - start

@@ -28,6 +28,7 @@ from transformer_mt.artifacts import load_for_inference
 from transformer_mt.data.dataset import column_texts, load_split
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.evaluation import corpus_scores
+from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator
 from transformer_mt.langid import LanguageIdentifier
 
@@ -87,7 +88,9 @@ def score_directions(
     identifier = LanguageIdentifier(languages.codes) if off_target else None
 
     def translate(src_lang: str, tgt_lang: str, lines: list[str]) -> list[str]:
-        found = translator.translate(lines, directions=[(src_lang, tgt_lang)] * len(lines))
+        found = translator.translate(
+            Texts.of(lines, directions=[(src_lang, tgt_lang)] * len(lines))
+        )
         return [t.texts[0] for t in found]
 
     scores = []

@@ -16,12 +16,14 @@ from transformer_mt.search.constraints import Phrases, bank_order
 from transformer_mt.search.options import DEFAULT_OPTIONS, SearchOptions, SpecialIds
 from transformer_mt.search.protocol import DecodingModel
 from transformer_mt.search.results import (
+    Ended,
     Hypothesis,
     SearchResult,
     collect_finished,
     ranked_results,
 )
 from transformer_mt.search.rows import (
+    Forced,
     ModelRows,
     decode_rows,
     drop_done,
@@ -69,8 +71,9 @@ def beam_search(
     """
     finished: list[list[Hypothesis]] = [[] for _ in range(src_ids.shape[0])]
     with torch.inference_mode():
+        forced = Forced(prefixes, constraints)
         state, rows = start_rows(
-            model, src_ids, src_mask, cfg, cfg.beam_size, 1, options, prefixes, constraints
+            model, src_ids, src_mask, cfg, options, beam_size=cfg.beam_size, forced=forced
         )
         first = True
         while state.sentence_ids.numel():
@@ -230,17 +233,15 @@ def _retire_beams(
     unmet = None
     if candidates.matched is not None:
         unmet = state.constraints.n_unmet(candidates.matched[sentence, rank], sentence)
-    collect_finished(
-        finished,
+    hypotheses = Ended(
         state.sentence_ids[sentence],
         state.tokens[rows],
         state.steps[sentence],
         candidates.tokens[sentence, rank],
         candidates.scores[sentence, rank],
-        cfg,
-        eos_id,
         unmet,
     )
+    collect_finished(finished, hypotheses, cfg, eos_id)
 
 
 def _advance(state: BeamState, candidates: _Candidates, eos_id: int) -> Tensor:

@@ -42,29 +42,38 @@ class SearchResult:
         return self.hypotheses[0]
 
 
-def collect_finished(
-    finished: Sequence[list[Hypothesis]] | Mapping[int, list[Hypothesis]],
-    sentence_ids: Tensor,
-    tokens: Tensor,
-    lengths: Tensor,
-    last: Tensor,
-    log_probs: Tensor,
-    cfg: DecodeConfig,
-    eos_id: int,
-    unmet: Tensor | None = None,
-) -> None:
-    """Append M finished hypotheses to their sentences' lists in `finished`.
+@dataclass(frozen=True)
+class Ended:
+    """M hypotheses that end at this step (EOS, or max_len), as the search's tensors hold them.
 
-    Args:
+    Attributes:
         sentence_ids: (M,) long, the sentence of each hypothesis (a key of `finished`).
         tokens: (M, W) long: the tokens before the last one are tokens[m, :lengths[m]].
+        lengths: (M,) long, the tokens before the last one.
         last: (M,) long, the last token (EOS, or any token at max_len; EOS is not kept).
         log_probs: (M,) log P(y|x).
         unmet: (M,) long, the constraints each leaves unmet (None: no constraints).
     """
-    columns = [sentence_ids, tokens, lengths, last, log_probs]
-    columns.append(torch.zeros_like(lengths) if unmet is None else unmet)
-    rows = zip(*(c.tolist() for c in columns), strict=True)
+
+    sentence_ids: Tensor
+    tokens: Tensor
+    lengths: Tensor
+    last: Tensor
+    log_probs: Tensor
+    unmet: Tensor | None = None
+
+
+def collect_finished(
+    finished: Sequence[list[Hypothesis]] | Mapping[int, list[Hypothesis]],
+    ended: Ended,
+    cfg: DecodeConfig,
+    eos_id: int,
+) -> None:
+    """Append the `ended` hypotheses to their sentences' lists in `finished`, scored by
+    `cfg`'s length penalty."""
+    unmet = torch.zeros_like(ended.lengths) if ended.unmet is None else ended.unmet
+    columns = [ended.sentence_ids, ended.tokens, ended.lengths, ended.last, ended.log_probs]
+    rows = zip(*(c.tolist() for c in [*columns, unmet]), strict=True)
     for sentence, row, length, token, log_prob, n_unmet in rows:
         eos = token == eos_id
         body = row[:length] if eos else [*row[:length], token]

@@ -44,19 +44,34 @@ class ModelRows:
         return self.layout
 
 
+@dataclass(frozen=True)
+class Forced:
+    """What a search forces on each sentence's hypotheses (None: nothing).
+
+    Attributes:
+        prefixes: per sentence, target ids every hypothesis starts with.
+        constraints: per sentence, phrases of target ids every translation contains (beam
+            search only).
+    """
+
+    prefixes: Sequence[Sequence[int]] | None = None
+    constraints: Sequence[Phrases] | None = None
+
+
 def start_rows(
     model: DecodingModel,
     src_ids: Tensor,
     src_mask: Tensor,
     cfg: DecodeConfig,
-    beam_size: int,
-    samples: int,
     options: SearchOptions,
-    prefixes: Sequence[Sequence[int]] | None = None,
-    constraints: Sequence[Phrases] | None = None,
+    *,
+    beam_size: int,
+    samples: int = 1,
+    forced: Forced = Forced(),
 ) -> tuple[BeamState, ModelRows]:
     """Encode once and lay out `samples` units per sentence, `beam_size` rows per unit
     (constraints: beam search only, one unit per sentence)."""
+    prefixes, constraints = forced.prefixes, forced.constraints
     batch_size = src_ids.shape[0]
     memory = model.encode(src_ids, src_mask)  # (B, S, D)
     copies = samples * beam_size

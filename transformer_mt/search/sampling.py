@@ -11,12 +11,13 @@ from transformer_mt.config import DecodeConfig
 from transformer_mt.search.options import DEFAULT_OPTIONS, SearchOptions
 from transformer_mt.search.protocol import DecodingModel
 from transformer_mt.search.results import (
+    Ended,
     Hypothesis,
     SearchResult,
     collect_finished,
     ranked_results,
 )
-from transformer_mt.search.rows import drop_done, next_log_probs, start_rows
+from transformer_mt.search.rows import Forced, drop_done, next_log_probs, start_rows
 from transformer_mt.search.topk import top_k
 
 
@@ -72,7 +73,10 @@ def _decode_rows(
     ids = options.ids
     finished: list[list[Hypothesis]] = [[] for _ in range(src_ids.shape[0])]
     with torch.inference_mode():
-        state, rows = start_rows(model, src_ids, src_mask, cfg, 1, samples, options, prefixes)
+        forced = Forced(prefixes)
+        state, rows = start_rows(
+            model, src_ids, src_mask, cfg, options, beam_size=1, samples=samples, forced=forced
+        )
         while state.sentence_ids.numel():
             log_probs = next_log_probs(model, state, rows, ids.bos)  # (R, V)
             # In place: the log-probs are the caller's own (`DecodingModel.decode_step`).
@@ -82,16 +86,14 @@ def _decode_rows(
             done = (tokens == ids.eos) | (state.max_lens <= state.steps + 1)
             ended = done.nonzero().squeeze(1)
             if ended.numel():
-                collect_finished(
-                    finished,
+                hypotheses = Ended(
                     state.sentence_ids[ended],
                     state.tokens[ended],
                     state.steps[ended],
                     tokens[ended],
                     state.scores[ended, 0],
-                    cfg,
-                    ids.eos,
                 )
+                collect_finished(finished, hypotheses, cfg, ids.eos)
             state.append(tokens)
             drop_done(state, rows, done, beam_rows=None)
     return ranked_results(finished, samples)

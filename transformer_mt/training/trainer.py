@@ -181,16 +181,12 @@ class Trainer:
             with ema.applied_to(self.model) if ema is not None else nullcontext():
                 result = validate(
                     self.model,
-                    self.data.valid_batches,
-                    self.data.valid_sources if self.cfg.valid_bleu else None,
-                    self.data.valid_references,
+                    self.data,
                     self.tokenizers,
                     self.specials,
-                    self.config.decode,
-                    self.cfg.label_smoothing,
+                    self.config,
                     self.device,
                     self.updater.autocast,
-                    (self.config.data.src_lang, self.config.data.tgt_lang),
                 )
         result = self.dist.broadcast(result)
         improved = self.early_stopping.record(result.score)

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 import torch
 
-from transformer_mt.config import DecodeConfig
+from transformer_mt.config import DecodeConfig, ExperimentConfig
 from transformer_mt.data.batching import Batch
+from transformer_mt.data.pipeline import TrainData
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.evaluation import corpus_scores
@@ -95,27 +96,34 @@ def greedy_bleu(
 
 def validate(
     model: Seq2SeqTransformer,
-    loss_batches: Sequence[Batch],
-    sources: Sequence[str] | None,
-    references: Sequence[str],
+    data: TrainData,
     tokenizers: tuple[Tokenizer, Tokenizer],
     specials: SpecialTokens,
-    decode_cfg: DecodeConfig,
-    label_smoothing: float,
+    config: ExperimentConfig,
     device: torch.device,
     autocast: Callable[[], AbstractContextManager],
-    languages: tuple[str | None, str | None] = (None, None),
 ) -> ValidResult:
-    """Loss, NLL, perplexity and (when `sources` is given) greedy BLEU, in eval mode."""
+    """Loss, NLL, perplexity and (with train.valid_bleu) greedy BLEU on `data`'s valid set, in
+    eval mode; `config` gives the label smoothing, the decode length limits and the languages.
+    """
     was_training = model.training
     model.eval()
     try:
-        loss, nll = valid_loss(model, loss_batches, label_smoothing, device, autocast)
+        smoothing = config.train.label_smoothing
+        loss, nll = valid_loss(model, data.valid_batches, smoothing, device, autocast)
         bleu = None
-        if sources is not None:
+        if config.train.valid_bleu and data.valid_sources is not None:
+            languages = (config.data.src_lang, config.data.tgt_lang)
             with autocast():
                 bleu = greedy_bleu(
-                    model, sources, references, tokenizers, specials, decode_cfg, device, languages
+                    model,
+                    data.valid_sources,
+                    data.valid_references,
+                    tokenizers,
+                    specials,
+                    config.decode,
+                    device,
+                    languages,
                 )
     finally:
         model.train(was_training)
