@@ -31,7 +31,7 @@ from transformer_mt.model import build_model
 from transformer_mt.model.attention import attention
 from transformer_mt.search import SearchOptions, search
 from transformer_mt.training.distributed import DistributedContext
-from transformer_mt.training.trainer import Trainer
+from transformer_mt.training.trainer import Placement, Trainer
 from transformer_mt.training.update import UpdateResult
 
 from ..model.tiny import BOS, V, padded_batch, tiny_cfg
@@ -91,7 +91,8 @@ def tiny_trainer(
     data = TrainData(BatchIterator(corpus, 64, seed=1), [collate(corpus, np.arange(8))], None, [])
     # Checkpoints need only the bytes (non-empty: torch.load(weights_only) refuses b"").
     tokenizer = SimpleNamespace(model_bytes=b"unused", table=None)
-    return Trainer(config, model, data, tokenizer, tokenizer, run_dir, dist_context, device)
+    place = Placement(device, dist_context)
+    return Trainer(config, model, data, (tokenizer, tokenizer), run_dir, place=place)
 
 
 def next_update(trainer: Trainer) -> UpdateResult:

@@ -22,7 +22,7 @@ from transformer_mt.data.pipeline import TrainData
 from transformer_mt.data.tokenizer import PAD_ID
 from transformer_mt.model import build_model
 from transformer_mt.training.distributed import DistributedContext, init_distributed
-from transformer_mt.training.trainer import Trainer
+from transformer_mt.training.trainer import Placement, Trainer
 
 VOCAB = 50
 STEPS = 3
@@ -64,7 +64,9 @@ def tiny_trainer(
     )
     # Checkpoints need only the bytes (not empty: torch.load(weights_only=True) refuses b"").
     tokenizer = SimpleNamespace(model_bytes=b"unused", table=None)
-    return Trainer(config, model, data, tokenizer, tokenizer, run_dir, dist, "cpu")
+    return Trainer(
+        config, model, data, (tokenizer, tokenizer), run_dir, place=Placement("cpu", dist)
+    )
 
 
 if __name__ == "__main__":

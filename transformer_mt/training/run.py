@@ -54,7 +54,7 @@ from transformer_mt.training.distributed import (
 )
 from transformer_mt.training.lock import lock_run_dir
 from transformer_mt.training.rng import seed_everything
-from transformer_mt.training.trainer import Trainer
+from transformer_mt.training.trainer import Placement, Trainer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -167,8 +167,9 @@ def _train(
     if dist.is_main:
         _record_config(run_path, config, resume)
         _log_start(config, run_path, model, device, dist)
+    place = Placement(device, dist, governor)
     trainer = Trainer(
-        config, model, data, src_tok, tgt_tok, run_path, dist, device, governor, specials
+        config, model, data, (src_tok, tgt_tok), run_path, place=place, specials=specials
     )
     if resume is not None:
         trainer.restore(resume)

@@ -52,6 +52,17 @@ class TrainResult:
     exit_code: int = 0  # 128 + signal number after SIGINT/SIGTERM (130/143), as shells report
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where a training runs: its device, its process among the ranks of a DDP job (None:
+    a single process), and the governor that adapts the CPU threads to the machine's load
+    (None: the count stays)."""
+
+    device: torch.device | str = "cpu"
+    dist: DistributedContext | None = None
+    threads: ThreadGovernor | None = None
+
+
 class Trainer:
     """Owns the model, optimizer and run directory of one training run.
 
@@ -60,11 +71,11 @@ class Trainer:
         model: the unwrapped Seq2SeqTransformer; wrapped in DDP here when `dist.enabled`, and
             torch.compile'd when train.compile.
         data: batches to train and validate on.
-        src_tokenizer, tgt_tokenizer: stored in checkpoints so translation needs nothing else.
+        tokenizers: (source, target), stored in checkpoints so translation needs nothing
+            else.
         run_dir: where checkpoints and metrics go.
-        dist: this process's rank (default: a single process).
-        device: where the model lives.
-        threads: adapts the CPU thread count to the machine's load (None: the count stays).
+        place: where it runs: the device, this process's rank (default: a single process)
+            and the thread governor (None: the count stays).
         specials: the model's special ids, stored in checkpoints with the tokenizers.
     """
 
@@ -73,20 +84,20 @@ class Trainer:
         config: ExperimentConfig,
         model: torch.nn.Module,
         data: TrainData,
-        src_tokenizer: Tokenizer,
-        tgt_tokenizer: Tokenizer,
+        tokenizers: tuple[Tokenizer, Tokenizer],
         run_dir: str | Path,
-        dist: DistributedContext | None = None,
-        device: torch.device | str = "cpu",
-        threads: ThreadGovernor | None = None,
+        *,
+        place: Placement | None = None,
         specials: SpecialTokens = OWN_SPECIALS,
     ) -> None:
+        place = place or Placement()
+        device = place.device
         self.config = config
         self.cfg = config.train
-        self.threads = threads
-        self.dist = dist or DistributedContext()
+        self.threads = place.threads
+        self.dist = place.dist or DistributedContext()
         self.data = data
-        self.tokenizers = (src_tokenizer, tgt_tokenizer)
+        self.tokenizers = tokenizers
         self.specials = specials
         self.run_dir = Path(run_dir)
         self.updater = Updater(model, self.cfg, config.model.d_model, device, self.dist)
