@@ -10,9 +10,10 @@ import sys
 import pytest
 import torch
 
-from transformer_mt import artifacts
+from transformer_mt import artifacts, run_layout
 from transformer_mt.artifacts import Checkpoint, TrainingState
 from transformer_mt.errors import TmtError
+from transformer_mt.training import checkpoints
 
 from .conftest import save_tiny_checkpoint
 
@@ -113,24 +114,24 @@ def test_directory_given_as_checkpoint_names_the_file_to_use(tmp_path):
 def write_run(directory, steps, last_step):
     for step in steps:
         artifacts.save_checkpoint(
-            training_state(step, step), directory / artifacts.periodic_name(step)
+            training_state(step, step), directory / run_layout.periodic_name(step)
         )
     if last_step is not None:
         artifacts.save_checkpoint(training_state(last_step, last_step), directory / "last.pt")
 
 
 def test_resume_prefers_last_then_the_newest_readable_periodic_file(tmp_path, caplog):
-    assert artifacts.resume_checkpoint(tmp_path / "none") is None
-    assert artifacts.resume_checkpoint(tmp_path) is None
+    assert checkpoints.resume_checkpoint(tmp_path / "none") is None
+    assert checkpoints.resume_checkpoint(tmp_path) is None
     write_run(tmp_path, [4, 8, 12], last_step=14)  # last.pt: a SIGTERM save after step 12
-    path, found = artifacts.resume_checkpoint(tmp_path)
+    path, found = checkpoints.resume_checkpoint(tmp_path)
     assert path.name == "last.pt" and found.step == 14 and not caplog.records
 
     (tmp_path / "last.pt").write_bytes(b"\0" * 1000)  # corrupt
-    (tmp_path / artifacts.periodic_name(12)).unlink()
-    (tmp_path / artifacts.periodic_name(8)).write_bytes(b"truncated")
+    (tmp_path / run_layout.periodic_name(12)).unlink()
+    (tmp_path / run_layout.periodic_name(8)).write_bytes(b"truncated")
     with caplog.at_level(logging.WARNING):
-        path, found = artifacts.resume_checkpoint(tmp_path)
+        path, found = checkpoints.resume_checkpoint(tmp_path)
     assert path.name == "step_00000004.pt" and found.step == 4
     warning = caplog.records[-1].getMessage()
     assert "resuming from" in warning and "step_00000004.pt" in warning
@@ -140,10 +141,10 @@ def test_resume_prefers_last_then_the_newest_readable_periodic_file(tmp_path, ca
     (tmp_path / "last.pt").unlink()
     caplog.clear()
     with caplog.at_level(logging.WARNING):
-        assert artifacts.resume_checkpoint(tmp_path)[0].name == "step_00000004.pt"
+        assert checkpoints.resume_checkpoint(tmp_path)[0].name == "step_00000004.pt"
     assert "last.pt is missing" in caplog.records[-1].getMessage()
     # Nothing was deleted: the unreadable files are left for the user to look at.
-    assert [p.name for p in artifacts.periodic_checkpoints(tmp_path)] == [
+    assert [p.name for p in run_layout.periodic_checkpoints(tmp_path)] == [
         "step_00000004.pt",
         "step_00000008.pt",
     ]
@@ -151,17 +152,17 @@ def test_resume_prefers_last_then_the_newest_readable_periodic_file(tmp_path, ca
 
 def test_resume_with_only_unreadable_checkpoints_is_an_error(tmp_path):
     (tmp_path / "last.pt").write_bytes(b"junk")
-    (tmp_path / artifacts.periodic_name(5)).write_bytes(b"junk")
+    (tmp_path / run_layout.periodic_name(5)).write_bytes(b"junk")
     with pytest.raises(TmtError, match="no readable training checkpoint .*last.pt.*step_00000005"):
-        artifacts.resume_checkpoint(tmp_path)
+        checkpoints.resume_checkpoint(tmp_path)
 
 
 def test_resume_from_an_averaged_checkpoint_is_a_one_line_error(tmp_path):
     write_run(tmp_path, [4, 8], last_step=None)
-    averaged = artifacts.average_checkpoints(artifacts.periodic_checkpoints(tmp_path))
+    averaged = artifacts.average_checkpoints(run_layout.periodic_checkpoints(tmp_path))
     artifacts.save_checkpoint(averaged, tmp_path / "last.pt")
     with pytest.raises(TmtError) as err:
-        artifacts.resume_checkpoint(tmp_path)
+        checkpoints.resume_checkpoint(tmp_path)
     message = str(err.value)
     assert "\n" not in message and message.startswith(f"{tmp_path / 'last.pt'}: an averaged")
     assert "cannot resume training" in message and "resume from step_00000008.pt" in message
@@ -170,7 +171,7 @@ def test_resume_from_an_averaged_checkpoint_is_a_one_line_error(tmp_path):
     inference.mkdir()
     artifacts.save_checkpoint(state(1.0), inference / "last.pt")
     with pytest.raises(TmtError, match="an inference checkpoint .* to start the run afresh"):
-        artifacts.resume_checkpoint(inference)
+        checkpoints.resume_checkpoint(inference)
 
 
 def test_temporaries_of_dead_writers_are_removed(tmp_path):
@@ -185,7 +186,7 @@ def test_temporaries_of_dead_writers_are_removed(tmp_path):
     stale.write_bytes(b"half")
     live.write_bytes(b"half")
     write_run(tmp_path, [2], last_step=2)
-    assert artifacts.resume_checkpoint(tmp_path)[1].step == 2
+    assert checkpoints.resume_checkpoint(tmp_path)[1].step == 2
     assert not stale.exists() and live.exists()
     assert (tmp_path / "last.pt").exists()
 
@@ -194,10 +195,10 @@ def test_periodic_listing_pruning_and_average(tmp_path):
     run = tmp_path / "run"
     for step, value in [(100, 1.0), (200, 2.0), (300, 6.0), (1000, 7.0)]:
         artifacts.save_checkpoint(
-            state(value, step), run / "checkpoints" / artifacts.periodic_name(step)
+            state(value, step), run / "checkpoints" / run_layout.periodic_name(step)
         )
     artifacts.save_checkpoint(state(99.0), run / "checkpoints" / "best.pt")
-    names = [p.name for p in artifacts.periodic_checkpoints(run)]
+    names = [p.name for p in run_layout.periodic_checkpoints(run)]
     assert names == ["step_00000100.pt", "step_00000200.pt", "step_00000300.pt", "step_00001000.pt"]
 
     paths = artifacts.resolve_average_inputs([run], last=3)
@@ -206,7 +207,7 @@ def test_periodic_listing_pruning_and_average(tmp_path):
     assert torch.equal(averaged.model["count"], torch.tensor(1000))  # ints from the newest
     assert averaged.step == 1000 and averaged.training is None
 
-    deleted = artifacts.prune_checkpoints(run / "checkpoints", keep_last=2)
+    deleted = checkpoints.prune_checkpoints(run / "checkpoints", keep_last=2)
     assert [p.name for p in deleted] == ["step_00000100.pt", "step_00000200.pt"]
     assert (run / "checkpoints" / "best.pt").exists()
     with pytest.raises(TmtError, match="no such checkpoint"):
@@ -218,9 +219,9 @@ def test_periodic_listing_pruning_and_average(tmp_path):
 def test_prune_leaves_files_after_the_current_step(tmp_path):
     """step_12 is from a save cut short; the run resumed at 4 and has just written step_8."""
     write_run(tmp_path, [4, 8, 12], last_step=None)
-    deleted = artifacts.prune_checkpoints(tmp_path, keep_last=1, up_to=8)
+    deleted = checkpoints.prune_checkpoints(tmp_path, keep_last=1, up_to=8)
     assert [p.name for p in deleted] == ["step_00000004.pt"]
-    assert [p.name for p in artifacts.periodic_checkpoints(tmp_path)] == [
+    assert [p.name for p in run_layout.periodic_checkpoints(tmp_path)] == [
         "step_00000008.pt",
         "step_00000012.pt",
     ]
@@ -287,7 +288,7 @@ def test_a_checkpoint_of_the_old_trainer_layout_loads_for_inference_and_resume(
         assert torch.equal(tensor, legacy["model"][name]), name
     assert bundle.src_tokenizer.model_bytes == legacy["tokenizers"]["src"]
 
-    path, found = artifacts.resume_checkpoint(directory)
+    path, found = checkpoints.resume_checkpoint(directory)
     assert path == directory / "last.pt" and found.step == 7 and found.version == "0.1.0"
     training = found.training
     assert training.data_position == {"epoch": 1, "batch_index": 3}
@@ -368,7 +369,7 @@ def test_resume_skips_a_damaged_checkpoint_for_the_newest_sound_one(tmp_path, ca
     last = tmp_path / "last.pt"
     flip_bytes(last, training_state(10, 10).model["w"], n_bytes=8)
     with caplog.at_level(logging.WARNING):
-        path, found = artifacts.resume_checkpoint(tmp_path)
+        path, found = checkpoints.resume_checkpoint(tmp_path)
     assert path.name == "step_00000008.pt" and found.step == 8
     assert (
         f"skipped: {last}: damaged checkpoint (model/w does not" in caplog.records[-1].getMessage()

@@ -22,15 +22,12 @@ and read with `weights_only=True`; `Checkpoint` is its typed view, field for key
                   so that damage inside the file (which torch does not notice) refuses it by
                   name; files that predate the key load unchecked
 
-Run directories keep `checkpoints/last.pt`, `checkpoints/best.pt` and the last `keep_last`
-periodic ones, `checkpoints/step_00001000.pt`, each an independent file (damage to one leaves
-the others loadable). Files are written to a temporary name, flushed to disk and renamed, so a
-crash while saving leaves the previous file intact.
+Files are written to a temporary name, flushed to disk and renamed, so a crash while saving
+leaves the previous file intact; a run's own set of them is training/checkpoints.py's.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -44,23 +41,18 @@ import torch
 from torch import Tensor
 
 from transformer_mt import __version__, kernels
+from transformer_mt.checkpoint_checksums import CHECKSUMS_KEY, check_checksums, checksums
 from transformer_mt.config import ExperimentConfig, config_from_dict, config_to_dict
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import PieceTable, Tokenizer
 from transformer_mt.errors import TmtError, one_line
-from transformer_mt.files import (
-    atomic_open,
-    atomic_path,
-    check_output,
-    remove_stale_temporaries,
-)
+from transformer_mt.files import atomic_open, atomic_path, check_output
 from transformer_mt.model import Seq2SeqTransformer, build_model
-from transformer_mt.run_layout import BEST_NAME, CHECKPOINTS_DIR, LAST_NAME, PERIODIC_PATTERN
+from transformer_mt.run_layout import BEST_NAME, CHECKPOINTS_DIR, periodic_checkpoints
 
 log = logging.getLogger(__name__)
 
 REQUIRED_KEYS = ("model", "config", "tokenizers", "step")
-CHECKSUMS_KEY = "checksums"
 
 # The settings that make a model what it is: its architecture, its vocabularies and the
 # languages it translates between, as "section" (every key of it) or "section.key". Two
@@ -192,10 +184,6 @@ def _table(tokenizers: dict[str, bytes], side: str, source: str) -> PieceTable |
     )
 
 
-def periodic_name(step: int) -> str:
-    return f"step_{step:08d}.pt"
-
-
 def save_checkpoint(checkpoint: Checkpoint, path: str | Path) -> None:
     """Write `checkpoint` atomically: temporary file in the same directory, fsync, rename.
 
@@ -225,72 +213,6 @@ def copy_checkpoint(source: str | Path, target: str | Path) -> None:
         shutil.copyfile(source, tmp)
 
 
-def checksums(state: dict[str, Any]) -> dict[str, Any]:
-    """The `checksums` entry of a checkpoint dict: SHA-256 of each tensor, keyed by its path,
-    and one of every other value (config, tokenizers, step, ...) together.
-
-    Tuples and lists hash alike, so the value digest does not depend on how a loader
-    rebuilds sequences.
-    """
-    tensors: dict[str, str] = {}
-    values = hashlib.sha256()
-
-    def visit(value: object, path: str) -> None:
-        if isinstance(value, Tensor):
-            tensors[path] = _tensor_digest(value)
-        elif isinstance(value, dict):
-            values.update(f"{path}{{{len(value)};".encode())
-            for key, item in value.items():
-                visit(item, f"{path}/{key}")
-        elif isinstance(value, (list, tuple)):
-            values.update(f"{path}[{len(value)};".encode())
-            for i, item in enumerate(value):
-                visit(item, f"{path}/{i}")
-        elif isinstance(value, bytes):
-            values.update(f"{path}=bytes{len(value)}:".encode())
-            values.update(value)
-        else:
-            values.update(f"{path}={value!r};".encode())
-
-    for key, value in state.items():
-        if key != CHECKSUMS_KEY:
-            visit(value, key)
-    return {"tensors": tensors, "values": values.hexdigest()}
-
-
-def _tensor_digest(tensor: Tensor) -> str:
-    """SHA-256 of a tensor's dtype, shape and elements in row-major order."""
-    flat = tensor.detach().cpu().contiguous().reshape(-1)
-    digest = hashlib.sha256(f"{flat.dtype}{tuple(tensor.shape)}:".encode())
-    digest.update(flat.view(torch.uint8).numpy())
-    return digest.hexdigest()
-
-
-def _check_checksums(state: dict[str, Any], path: Path) -> None:
-    """Refuse a checkpoint whose contents differ from the checksums written with them.
-
-    Raises:
-        TmtError: a tensor or the other values do not match (or the checksums are damaged).
-    """
-    recorded = state.get(CHECKSUMS_KEY)
-    if recorded is None:
-        return  # written before checkpoints carried checksums
-    found = checksums(state)
-    if not isinstance(recorded, dict) or recorded.keys() != found.keys():
-        raise TmtError(f"{path}: damaged checkpoint (its checksums are unreadable)")
-    names = recorded["tensors"].keys() | found["tensors"].keys()
-    bad = sorted(n for n in names if recorded["tensors"].get(n) != found["tensors"].get(n))
-    parts = [f"{bad[0]} and {len(bad) - 1} more tensors" if len(bad) > 1 else bad[0]] if bad else []
-    if recorded["values"] != found["values"]:
-        parts.insert(0, "its config, tokenizers or other values")
-    if parts:
-        verb = "does" if parts == bad[:1] else "do"
-        raise TmtError(
-            f"{path}: damaged checkpoint ({' and '.join(parts)} {verb} not match the checksums "
-            "saved with it); use another checkpoint of the run"
-        )
-
-
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> Checkpoint:
     """Read a checkpoint written by `save_checkpoint`, in this or any prior release.
 
@@ -310,7 +232,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     except Exception as err:  # torch raises many types for truncated or foreign files
         raise TmtError(f"{path}: not a readable checkpoint ({type(err).__name__})") from None
     checkpoint = Checkpoint.from_dict(state, path)
-    _check_checksums(state, path)
+    check_checksums(state, path)
     return checkpoint
 
 
@@ -395,92 +317,6 @@ def _file_hint(directory: Path) -> str:
         if candidate.is_file():
             return f"; did you mean {candidate}?"
     return "; name a .pt file"
-
-
-def resume_checkpoint(directory: str | Path) -> tuple[Path, Checkpoint] | None:
-    """The checkpoint a run continues from: last.pt, else the newest step_*.pt that loads.
-
-    last.pt is renamed into place after every other file of a save (`Trainer.save`), so it is
-    the newest complete save; a newer step file belongs to a save cut short, which the resumed
-    run redoes. A step file exists only once best.pt agrees with it, so it is a consistent
-    fallback. A missing or unreadable file is skipped with a warning naming it and why.
-    Temporaries of writers killed mid-save are deleted first: they are never a resume point.
-
-    A readable checkpoint without training state (an averaged one copied over last.pt) is an
-    error rather than skipped: it is a file the user made on purpose, and a resumed run would
-    overwrite it at its next save.
-
-    Returns:
-        (path, checkpoint), or None when `directory` holds no checkpoint (a fresh run).
-
-    Raises:
-        TmtError: the chosen file is an averaged/inference checkpoint, or checkpoints exist
-            and none of them can be read.
-    """
-    directory = Path(directory)
-    if directory.is_dir() and remove_stale_temporaries(directory):
-        log.info("removed the temporary files of an interrupted save in %s", directory)
-    candidates = [directory / LAST_NAME, *reversed(periodic_checkpoints(directory))]
-    skipped = []
-    for i, path in enumerate(candidates):
-        if not path.exists():
-            skipped.append(f"{path.name} is missing")
-            continue
-        try:
-            checkpoint = load_checkpoint(path)
-        except TmtError as err:
-            skipped.append(str(err))
-            continue
-        if checkpoint.training is None:
-            raise TmtError(_not_resumable(path, checkpoint, candidates[i + 1 :]))
-        if i > 0:
-            log.warning("resuming from %s (skipped: %s)", path, "; ".join(skipped))
-        return path, checkpoint
-    if len(candidates) > 1 or candidates[0].exists():
-        raise TmtError(
-            f"{directory}: no readable training checkpoint ({'; '.join(skipped)}); move the "
-            "damaged files away to start the run afresh"
-        )
-    return None
-
-
-def _not_resumable(path: Path, checkpoint: Checkpoint, older: list[Path]) -> str:
-    kind = "an averaged" if checkpoint.averaged_from is not None else "an inference"
-    then = f"resume from {older[0].name}" if older else "start the run afresh"
-    return (
-        f"{path}: {kind} checkpoint (no optimizer state) cannot resume training; move it out "
-        f"of {path.parent} to {then}"
-    )
-
-
-def periodic_checkpoints(directory: str | Path) -> list[Path]:
-    """`step_*.pt` files of a checkpoints directory (or a run directory), oldest first."""
-    directory = Path(directory)
-    if (directory / CHECKPOINTS_DIR).is_dir():
-        directory = directory / CHECKPOINTS_DIR
-    found = [p for p in directory.glob("step_*.pt") if PERIODIC_PATTERN.fullmatch(p.name)]
-    return sorted(found, key=_step)
-
-
-def _step(path: Path) -> int:
-    return int(PERIODIC_PATTERN.fullmatch(path.name).group(1))
-
-
-def prune_checkpoints(
-    directory: str | Path, keep_last: int, up_to: int | None = None
-) -> list[Path]:
-    """Delete all but the newest `keep_last` periodic checkpoints; returns the deleted paths.
-
-    Called only after the new checkpoint is on disk and never touches last.pt or best.pt, so
-    the run always keeps a file to resume from. Files after step `up_to` are left alone: they
-    come from a save cut short before last.pt was written, and counting them could delete the
-    file just saved.
-    """
-    old = [p for p in periodic_checkpoints(directory) if up_to is None or _step(p) <= up_to]
-    old = old[: max(len(old) - keep_last, 0)]
-    for p in old:
-        p.unlink(missing_ok=True)
-    return old
 
 
 def resolve_average_inputs(

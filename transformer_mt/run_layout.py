@@ -63,3 +63,22 @@ def run_file(run_dir: str | Path, path: str | Path) -> str | None:
 def _is_checkpoint_name(name: str) -> bool:
     """last.pt, best.pt or a periodic checkpoint: the names training writes (and prunes)."""
     return name in (LAST_NAME, BEST_NAME) or PERIODIC_PATTERN.fullmatch(name) is not None
+
+
+def periodic_name(step: int) -> str:
+    """The file name of the periodic checkpoint of `step` (PERIODIC_PATTERN)."""
+    return f"step_{step:08d}.pt"
+
+
+def periodic_checkpoints(directory: str | Path) -> list[Path]:
+    """`step_*.pt` files of a checkpoints directory (or a run directory), oldest first."""
+    directory = Path(directory)
+    if (directory / CHECKPOINTS_DIR).is_dir():
+        directory = directory / CHECKPOINTS_DIR
+    found = [p for p in directory.glob("step_*.pt") if PERIODIC_PATTERN.fullmatch(p.name)]
+    return sorted(found, key=periodic_step)
+
+
+def periodic_step(path: Path) -> int:
+    """The step of a periodic checkpoint's file name."""
+    return int(PERIODIC_PATTERN.fullmatch(path.name).group(1))

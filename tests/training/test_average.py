@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from transformer_mt import artifacts
+from transformer_mt import artifacts, run_layout
 from transformer_mt.artifacts import Checkpoint, TrainingState
 from transformer_mt.cli import main
 from transformer_mt.errors import TmtError
@@ -32,7 +32,7 @@ def run(tmp_path):
     """A run directory with last.pt, best.pt and two periodic checkpoints (w = 1 and 3)."""
     directory = tmp_path / "run" / "checkpoints"
     for step, value in [(100, 1.0), (200, 3.0)]:
-        artifacts.save_checkpoint(state(value, step), directory / artifacts.periodic_name(step))
+        artifacts.save_checkpoint(state(value, step), directory / run_layout.periodic_name(step))
     artifacts.save_checkpoint(state(3.0, 200), directory / "last.pt")
     artifacts.save_checkpoint(state(1.0, 100), directory / "best.pt")
     return tmp_path / "run"

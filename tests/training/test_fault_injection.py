@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_mt import artifacts
+from transformer_mt import artifacts, run_layout
 from transformer_mt.training.metrics import read_metrics
 
 from .conftest import write_config, write_corpus
@@ -128,7 +128,7 @@ def _kill_at_step(proc: subprocess.Popen, metrics: Path, kill: Kill, log: Path) 
 def _expected_resume_step(run_dir: Path) -> int:
     """The step of last.pt, else of the newest step file, else 0 (no file is damaged here)."""
     directory = run_dir / "checkpoints"
-    for path in [directory / "last.pt", *reversed(artifacts.periodic_checkpoints(directory))]:
+    for path in [directory / "last.pt", *reversed(run_layout.periodic_checkpoints(directory))]:
         if path.exists():
             return artifacts.load_checkpoint(path).step
     return 0

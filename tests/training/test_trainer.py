@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_mt import artifacts
+from transformer_mt import artifacts, run_layout
 from transformer_mt.artifacts import load_checkpoint, load_for_inference
 from transformer_mt.cli import main
 from transformer_mt.errors import TmtError
@@ -228,7 +228,7 @@ def test_resume_without_a_readable_last_pt_uses_the_newest_periodic_file(tmp_pat
     after = read_metrics(run / "metrics.jsonl")
     assert after[: len(before)] == before  # steps 1-8 were not trained again
     assert [r["step"] for r in after if r["kind"] == "train"] == list(range(1, 13))
-    assert [p.name for p in artifacts.periodic_checkpoints(run)] == [
+    assert [p.name for p in run_layout.periodic_checkpoints(run)] == [
         "step_00000008.pt",
         "step_00000012.pt",
     ]
@@ -244,7 +244,7 @@ def test_resume_from_an_averaged_last_pt_is_refused_in_one_line(tmp_path, capsys
     args = ["train", "--config", config, "--run-dir", str(run)]
     assert main(args) == 0
     last = run / "checkpoints/last.pt"
-    averaged = artifacts.average_checkpoints(artifacts.periodic_checkpoints(run))
+    averaged = artifacts.average_checkpoints(run_layout.periodic_checkpoints(run))
     artifacts.save_checkpoint(averaged, last)  # what `tmt average --out .../last.pt` once did
     capsys.readouterr()
     assert main([*args, "--set", "train.max_steps=12"]) == 2

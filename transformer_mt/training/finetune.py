@@ -29,7 +29,7 @@ def resolve(
     config: ExperimentConfig, given: set[str], found: tuple[Path, Checkpoint] | None
 ) -> tuple[ExperimentConfig, Checkpoint | None]:
     """The fine-tuning run's config (`inherit`), and the parent to start from: None when the
-    run resumes from its own checkpoint (`found`, `artifacts.resume_checkpoint`'s answer),
+    run resumes from its own checkpoint (`found`, `checkpoints.resume_checkpoint`'s answer),
     which holds all the parent gave (the parent file is then neither needed nor read).
 
     Raises:

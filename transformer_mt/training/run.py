@@ -47,6 +47,7 @@ from transformer_mt.run_layout import (
     TOKENIZER_PREFIX,
 )
 from transformer_mt.training import finetune
+from transformer_mt.training.checkpoints import resume_checkpoint
 from transformer_mt.training.distributed import (
     DistributedContext,
     init_distributed,
@@ -104,7 +105,7 @@ def run_training(
     try:
         # Read once: a fine-tuning run takes its config from it (or from its parent), then any
         # run resumes from it. A refused fine-tuning config leaves the run directory unmade.
-        found = artifacts.resume_checkpoint(run_path / CHECKPOINTS_DIR)
+        found = resume_checkpoint(run_path / CHECKPOINTS_DIR)
         parent = None
         if config.train.init_from is not None:
             given = given_keys(config_path, list(overrides))
@@ -140,7 +141,7 @@ def _train(
     found: tuple[Path, Checkpoint] | None,
     parent: Checkpoint | None,
 ) -> int:
-    """Train in `run_path`: resume the run there (`found`: `artifacts.resume_checkpoint`'s
+    """Train in `run_path`: resume the run there (`found`: `checkpoints.resume_checkpoint`'s
     answer), else start one, from `parent`'s weights, tokenizers and special ids when
     fine-tuning."""
     resume_path, resume = _resume_state(run_path, config, found)
@@ -197,7 +198,7 @@ def _run_dir_lock(run_dir: Path, dist: DistributedContext) -> Iterator[None]:
 def _resume_state(
     run_dir: Path, config: ExperimentConfig, found: tuple[Path, Checkpoint] | None
 ) -> tuple[Path | None, Checkpoint | None]:
-    """The checkpoint to resume from (`found`, `artifacts.resume_checkpoint`'s answer) when it
+    """The checkpoint to resume from (`found`, `checkpoints.resume_checkpoint`'s answer) when it
     fits `config`: its path and contents, or (None, None) for a fresh run.
 
     Raises:

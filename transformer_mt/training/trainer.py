@@ -32,7 +32,8 @@ from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.machine import ThreadGovernor
-from transformer_mt.run_layout import BEST_NAME, CHECKPOINTS_DIR, LAST_NAME
+from transformer_mt.run_layout import BEST_NAME, CHECKPOINTS_DIR, LAST_NAME, periodic_name
+from transformer_mt.training.checkpoints import prune_checkpoints
 from transformer_mt.training.distributed import DistributedContext
 from transformer_mt.training.early_stopping import EarlyStopping
 from transformer_mt.training.reporting import RunCounters, TrainingReport
@@ -316,13 +317,13 @@ class Trainer:
         directory = self.run_dir / CHECKPOINTS_DIR
         checkpoint = self.to_checkpoint([rng for rng, _ in states], [pos for _, pos in states])
         names = [BEST_NAME] if best else []
-        names += [artifacts.periodic_name(self.step)] if periodic and self.cfg.keep_last else []
+        names += [periodic_name(self.step)] if periodic and self.cfg.keep_last else []
         first, *others = [directory / name for name in [*names, LAST_NAME]]
         artifacts.save_checkpoint(checkpoint, first)
         for target in others[:-1]:
             artifacts.copy_checkpoint(first, target)
         if periodic:
-            artifacts.prune_checkpoints(directory, self.cfg.keep_last, up_to=self.step)
+            prune_checkpoints(directory, self.cfg.keep_last, up_to=self.step)
         if others:
             artifacts.copy_checkpoint(first, others[-1])
 
