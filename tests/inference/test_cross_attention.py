@@ -3,8 +3,8 @@ alignment read from them."""
 
 import torch
 
-from transformer_mt.inference.cross_attention import best_sources, cross_attention
-from transformer_mt.inference.translator import Translator, alignment_pairs
+from transformer_mt.inference.cross_attention import alignment_pairs, best_sources, cross_attention
+from transformer_mt.inference.translator import Translator
 
 
 def pairs(translator):

@@ -24,14 +24,11 @@ import torch
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.documents.units import AlignedText
 from transformer_mt.errors import SettingError
-from transformer_mt.inference.requests import Texts
 
-# The layer check has one owner, the Translator's (the message names alignment_layer).
-from transformer_mt.inference.translator import (
-    Translator,
-    _check_alignment_layer,
-    alignment_pairs,
-)
+# The layer check has one owner, cross_attention (the message names alignment_layer).
+from transformer_mt.inference.cross_attention import alignment_pairs, check_alignment_layer
+from transformer_mt.inference.requests import Texts
+from transformer_mt.inference.translator import Translator
 
 WORD_START = "\u2581"  # SentencePiece's mark of a piece that starts a word
 
@@ -54,7 +51,7 @@ class AlignedTranslator:
     """
 
     def __init__(self, translator: Translator, layer: int = -1, document: Texts | None = None):
-        _check_alignment_layer(layer, translator.model.cfg.decoder_layers)
+        check_alignment_layer(layer, translator.model.cfg.decoder_layers)
         self.document = document_request(document or Texts(("",)))
         self.translator, self.layer = translator, layer
         (self.direction,) = translator.directions_of(self.document)

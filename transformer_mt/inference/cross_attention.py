@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from transformer_mt.errors import SettingError
 from transformer_mt.model import Seq2SeqTransformer
 
 
@@ -97,3 +98,45 @@ def _batches(
     if current:
         batches.append(current)
     return batches
+
+
+def alignment_pairs(
+    model: Seq2SeqTransformer,
+    src_ids: Tensor,
+    tgt_ids: list[int],
+    layer: int,
+    bos: int,
+    source_tags: int = 0,
+    target_tags: int = 0,
+) -> list[tuple[int, int]]:
+    """Subword alignment of one sentence pair from decoder layer `layer`'s cross-attention
+    (`cross_attention.best_sources`): language tags are fed to the model but are not words of
+    either side.
+
+    Args:
+        src_ids: (S,) `source_tags` language tags, the real source tokens, then EOS; no
+            padding.
+        tgt_ids: the translation's tokens, no BOS or EOS: `target_tags` forced tags first.
+
+    Returns:
+        (source index, target index) pairs, one per target token after the tags, indices
+        counted from the first subword after the tags.
+    """
+    if len(tgt_ids) <= target_tags:
+        return []
+    (weights,) = cross_attention(model, [src_ids.tolist()], [tgt_ids], layer, bos)
+    return best_sources(weights, source_tags, target_tags)
+
+
+def check_alignment_layer(layer: int, n_layers: int) -> None:
+    """Refuse a decoder layer the model lacks (negative counts from the last).
+
+    Raises:
+        SettingError: naming alignment_layer.
+    """
+    if not -n_layers <= layer < n_layers:
+        raise SettingError(
+            "alignment_layer",
+            layer,
+            f"the model has {n_layers} decoder layer(s) (0..{n_layers - 1}, or -1 for the last)",
+        )

@@ -48,7 +48,6 @@ from functools import cached_property
 from pathlib import Path
 
 import torch
-from torch import Tensor
 
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.config import DecodeConfig
@@ -57,7 +56,7 @@ from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError
 from transformer_mt.inference.constrained import beam_groups, phrase_ids
-from transformer_mt.inference.cross_attention import best_sources, cross_attention
+from transformer_mt.inference.cross_attention import alignment_pairs, check_alignment_layer
 from transformer_mt.inference.languages import Direction, Languages, Pair
 from transformer_mt.inference.packed import pack_where_it_pays, packed_product, packing_available
 from transformer_mt.inference.quantize import QUANTIZE_OPTIONS, int8_cache_dtype, quantize_int8
@@ -170,7 +169,7 @@ class Translator:
     ):
         decode.validate()
         if alignment_layer is not None:
-            _check_alignment_layer(alignment_layer, model.cfg.decoder_layers)
+            check_alignment_layer(alignment_layer, model.cfg.decoder_layers)
             if decode.n_best > 1:
                 raise SettingError(
                     "n_best", decode.n_best, "alignments are of the best translation"
@@ -546,43 +545,6 @@ class Translator:
         return self.tgt_tokenizer.decode(tokens[len(direction.target_prefix) :])
 
 
-def alignment_pairs(
-    model: Seq2SeqTransformer,
-    src_ids: Tensor,
-    tgt_ids: list[int],
-    layer: int,
-    bos: int,
-    source_tags: int = 0,
-    target_tags: int = 0,
-) -> list[tuple[int, int]]:
-    """Subword alignment of one sentence pair from decoder layer `layer`'s cross-attention
-    (`cross_attention.best_sources`): language tags are fed to the model but are not words of
-    either side.
-
-    Args:
-        src_ids: (S,) `source_tags` language tags, the real source tokens, then EOS; no
-            padding.
-        tgt_ids: the translation's tokens, no BOS or EOS: `target_tags` forced tags first.
-
-    Returns:
-        (source index, target index) pairs, one per target token after the tags, indices
-        counted from the first subword after the tags.
-    """
-    if len(tgt_ids) <= target_tags:
-        return []
-    (weights,) = cross_attention(model, [src_ids.tolist()], [tgt_ids], layer, bos)
-    return best_sources(weights, source_tags, target_tags)
-
-
 def _tagged(code: str, specials: SpecialTokens) -> str | None:
     """`code` when the model has a language tag for it, else None."""
     return code if code in specials.language_tags else None
-
-
-def _check_alignment_layer(layer: int, n_layers: int) -> None:
-    if not -n_layers <= layer < n_layers:
-        raise SettingError(
-            "alignment_layer",
-            layer,
-            f"the model has {n_layers} decoder layer(s) (0..{n_layers - 1}, or -1 for the last)",
-        )
