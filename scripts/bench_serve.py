@@ -5,7 +5,7 @@
         [--server-core 1] [--max-seconds 120] [--shortlist VMAP]
 
 Every server runs in its own process on `--server-core` with `--threads` torch threads, behind
-the same HTTP layer (`transformer_mt.serve.app`); the clients run in this process on the other
+the same HTTP layer (`transformer_mt.serve.http`); the clients run in this process on the other
 cores, so that they never take the server's core. Systems:
 
     ours           `tmt serve`: continuous batching, paged KV cache, caches off (every

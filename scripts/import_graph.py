@@ -5,7 +5,8 @@
 Reads every module of transformer_mt/ with `ast` (nothing is imported, so neither torch nor
 matplotlib is needed to check), groups the modules by subpackage (model, data, search,
 training, inference; each top-level module is a group of its own) and checks `RULES`, the
-directions the layers must not be crossed in, and `ONLY`, the groups a part may import at all.
+directions the layers must not be crossed in, `ONLY`, the groups a part may import at all,
+and `SEAMS`, the parts of its own group a subpackage must not import.
 Prints each import that breaks a rule and exits
 with status 1 when there is one. Without `--check` it also draws the groups as boxes, ranked
 so that every arrow (importer -> imported) points down, as wide as the module imports it
@@ -55,6 +56,15 @@ ONLY = {
 }
 
 
+# Subpackage -> the parts of its own group it must not import: the server's HTTP side knows
+# the decoding engine only through serve/contract.py (server.py, beside both, runs the app for
+# an engine its caller built), and the engine knows nothing of HTTP.
+SEAMS = {
+    "serve.http": ("serve.engine",),
+    "serve.engine": ("serve.http", "serve.server", "serve.http_settings"),
+}
+
+
 @dataclass(frozen=True)
 class Import:
     source: str  # the importing module, dotted below the package: "training.trainer"
@@ -82,8 +92,13 @@ def group_of(module: str, package: Path = PACKAGE) -> str:
 
 
 def broken_imports(imports: list[Import], package: Path = PACKAGE) -> list[Import]:
-    """The imports that go against `RULES` or `ONLY`."""
-    return [i for i in imports if _breaks(group_of(i.source, package), group_of(i.target, package))]
+    """The imports that go against `RULES`, `ONLY` or `SEAMS`."""
+    return [
+        i
+        for i in imports
+        if _breaks(group_of(i.source, package), group_of(i.target, package))
+        or _crosses_seam(i.source, i.target)
+    ]
 
 
 def _breaks(source: str, target: str) -> bool:
@@ -92,6 +107,19 @@ def _breaks(source: str, target: str) -> bool:
     if source in ONLY:
         return target not in ONLY[source]
     return target in RULES.get(source, ())
+
+
+def _crosses_seam(source: str, target: str) -> bool:
+    """Whether module `source` imports a part of its group that `SEAMS` keeps it from."""
+    return any(
+        _inside(source, part) and any(_inside(target, banned) for banned in parts)
+        for part, parts in SEAMS.items()
+    )
+
+
+def _inside(module: str, part: str) -> bool:
+    """Whether `module` is `part` or one of its modules ("serve.http.app" is in "serve.http")."""
+    return module == part or module.startswith(part + ".")
 
 
 def violations(imports: list[Import], package: Path = PACKAGE) -> list[str]:
@@ -205,7 +233,8 @@ def _captions(ax, name: str, width: float) -> None:
     )
     only = [f"{group} imports only {', '.join(allowed)}" for group, allowed in ONLY.items()]
     banned = [f"{group} imports no {', '.join(names)}" for group, names in RULES.items()]
-    rules = "; ".join(only + banned)
+    seams = [f"{part} imports no {', '.join(names)}" for part, names in SEAMS.items()]
+    rules = "; ".join(only + banned + seams)
     ax.text(width / 2, -0.8, f"Rules checked: {rules}.", ha="center", fontsize=8, wrap=True)
 
 

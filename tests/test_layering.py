@@ -1,6 +1,8 @@
 """Dependencies point one way: inference never imports training, the checkpoint format
 (artifacts.py) sits below both, and the model imports its config and nothing else of the
-package: no search, data or training, and no facts of a machine (machine.py, kernels.py).
+package: no search, data or training, and no facts of a machine (machine.py, kernels.py). Inside
+the server, the HTTP side (serve/http/) knows the decoding engine (serve/engine/) only through
+serve/contract.py, and the engine knows nothing of HTTP.
 
 The rules and the import reader are scripts/import_graph.py's, which also draws them as
 docs/dev/imports.png."""
@@ -78,6 +80,48 @@ def test_the_model_imports_its_config_and_nothing_else_of_the_package(tmp_path, 
         "layer rule broken: model.attention imports machine",
     ]
     (package / "model" / "attention.py").write_text("from transformer_mt.model import layers\n")
+    assert graph.main(["--check", "--package", str(package)]) == 0
+
+
+def test_the_http_side_of_the_server_knows_the_engine_only_through_the_contract(tmp_path, capsys):
+    package = tmp_path / "transformer_mt"
+    for folder in ("serve", "serve/engine", "serve/http"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "serve" / "contract.py").write_text("")
+    (package / "serve" / "engine" / "paged.py").write_text("")
+    (package / "serve" / "engine" / "engine.py").write_text(
+        "from transformer_mt.serve.contract import Engine\n"
+        "from transformer_mt.serve.engine import paged\n"
+        "from transformer_mt.serve.http import api\n"
+    )
+    (package / "serve" / "server.py").write_text(
+        "from transformer_mt.serve.contract import Engine\n"
+        "from transformer_mt.serve.http import app\n"
+    )
+    (package / "serve" / "http" / "api.py").write_text(
+        "from transformer_mt.serve.engine import Engine\n"
+    )
+    (package / "serve" / "http" / "app.py").write_text(
+        "from transformer_mt.serve.contract import Engine\n"
+        "from transformer_mt.serve.http import api\n"
+        "def create_app():\n    from transformer_mt.serve.engine.paged import BlockPool\n"
+    )
+    assert graph.main(["--check", "--package", str(package)]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "layer rule broken: serve.engine.engine imports serve.http.api",
+        "layer rule broken: serve.http.api imports serve.engine",
+        "layer rule broken: serve.http.app imports serve.engine.paged",
+    ]
+    (package / "serve" / "engine" / "engine.py").write_text(
+        "from transformer_mt.serve.contract import Engine\n"
+    )
+    (package / "serve" / "http" / "api.py").write_text(
+        "from transformer_mt.serve import contract\n"
+    )
+    (package / "serve" / "http" / "app.py").write_text(
+        "from transformer_mt.serve.http import api\n"
+    )
     assert graph.main(["--check", "--package", str(package)]) == 0
 
 

@@ -95,8 +95,8 @@ def test_the_server_translates_a_document_with_a_glossary_as_tmt_translate(
     pytest.importorskip("httpx")
     from fastapi.testclient import TestClient
 
-    from transformer_mt.serve.app import create_app
     from transformer_mt.serve.engine import Engine, ServeLimits
+    from transformer_mt.serve.http.app import create_app
 
     terms = tmp_path / "terms.tsv"
     terms.write_text("\t".join(TERM) + "\n", encoding="utf-8")

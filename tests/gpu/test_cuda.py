@@ -202,7 +202,7 @@ def test_beam_search_through_the_paged_cache_on_device_equals_cpu_dense(device):
     """The server's paged KV cache (block pool, forks, copy-on-write) on the device."""
     import functools
 
-    from transformer_mt.serve.paged import BlockPool, PagedDecoderCache
+    from transformer_mt.serve.engine.paged import BlockPool, PagedDecoderCache
 
     model = tiny_model()
     src_ids, src_mask = padded(random_sources(8, vocab_size=20, seed=4))

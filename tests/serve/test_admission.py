@@ -10,11 +10,11 @@ import pytest
 
 from transformer_mt.config import DecodeConfig
 from transformer_mt.inference.languages import Direction
-from transformer_mt.serve.admission import Admission, Work
 from transformer_mt.serve.contract import QueueFull
-from transformer_mt.serve.paged import BlockPool
-from transformer_mt.serve.prefix_cache import PrefixTree
-from transformer_mt.serve.scheduler import Sentence
+from transformer_mt.serve.engine.admission import Admission, Work
+from transformer_mt.serve.engine.paged import BlockPool
+from transformer_mt.serve.engine.prefix_cache import PrefixTree
+from transformer_mt.serve.engine.scheduler import Sentence
 
 
 def work(key: int, n_tokens: int, max_len: int, beam: int = 2) -> Work:

@@ -20,8 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from tests.serve.fakes import FAIL, RETRY_AFTER, FakeEngine, fake_translation  # noqa: E402
 from transformer_mt.config import DecodeConfig  # noqa: E402
 from transformer_mt.inference.requests import TextsCountError  # noqa: E402
-from transformer_mt.serve import api, schema  # noqa: E402
-from transformer_mt.serve.app import create_app  # noqa: E402
+from transformer_mt.serve.http import api, schema  # noqa: E402
+from transformer_mt.serve.http.app import create_app  # noqa: E402
 
 GOOD = {"text": ["ein kleiner hund", "zwei katzen"]}
 # The address create_app's server listens on by default: a Host it answers.

@@ -17,8 +17,8 @@ from tests.serve.fakes import DROP, fake_translation  # noqa: E402
 from tests.serve.real_engine import running  # noqa: E402
 from transformer_mt.inference.checked import translate_checked  # noqa: E402
 from transformer_mt.inference.translator import Translator  # noqa: E402
-from transformer_mt.serve.app import create_app  # noqa: E402
 from transformer_mt.serve.engine import ServeLimits  # noqa: E402
+from transformer_mt.serve.http.app import create_app  # noqa: E402
 
 BASE_URL = "http://127.0.0.1:8000"
 

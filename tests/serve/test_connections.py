@@ -24,7 +24,7 @@ pytest.importorskip("prometheus_client")
 
 from tests.serve.fakes import DIE, FakeEngine  # noqa: E402
 from tests.serve.test_server import SLOW, call, wait_for  # noqa: E402
-from transformer_mt.serve.api import max_body_bytes  # noqa: E402
+from transformer_mt.serve.http.api import max_body_bytes  # noqa: E402
 from transformer_mt.serve.http_settings import HttpSettings  # noqa: E402
 from transformer_mt.serve.server import listen, start_in_thread  # noqa: E402
 

@@ -296,7 +296,7 @@ def test_a_request_refused_in_part_frees_its_sentences_that_were_admitted(checkp
 
 def fail_for(monkeypatch, length_penalty: float) -> None:
     """Make the search step raise for the lane of sentences with `length_penalty`."""
-    from transformer_mt.serve import scheduler
+    from transformer_mt.serve.engine import scheduler
 
     real = scheduler.beam_step
 
@@ -377,8 +377,8 @@ def test_every_decode_field_but_max_tokens_changes_the_cache_key_and_the_lane():
     """Each DecodeConfig field changed in turn: a different translation-cache key and a
     different scheduler lane, except for the fields named output-neutral."""
     from transformer_mt.config import OUTPUT_NEUTRAL_FIELDS, DecodeConfig
-    from transformer_mt.serve.caches import translation_key
-    from transformer_mt.serve.scheduler import lane_key
+    from transformer_mt.serve.engine.caches import translation_key
+    from transformer_mt.serve.engine.scheduler import lane_key
 
     base = DecodeConfig()
     hints = typing.get_type_hints(DecodeConfig)

@@ -18,8 +18,8 @@ from tests.serve.test_app import events_of  # noqa: E402
 from transformer_mt.documents import markdown  # noqa: E402
 from transformer_mt.documents.markdown import MarkdownMissing  # noqa: E402
 from transformer_mt.langid import installed  # noqa: E402
-from transformer_mt.serve import api, schema  # noqa: E402
-from transformer_mt.serve.app import create_app  # noqa: E402
+from transformer_mt.serve.http import api, schema  # noqa: E402
+from transformer_mt.serve.http.app import create_app  # noqa: E402
 
 BASE_URL = "http://127.0.0.1:8000"
 # Inline markup inside a block, a script and a block kept from translation; the fake engine

@@ -24,11 +24,11 @@ from transformer_mt.inference.glossary import MAX_TERM_CHARS, Glossary  # noqa: 
 from transformer_mt.inference.languages import Direction  # noqa: E402
 from transformer_mt.inference.requests import Texts  # noqa: E402
 from transformer_mt.inference.translator import Translator  # noqa: E402
-from transformer_mt.serve.app import create_app  # noqa: E402
-from transformer_mt.serve.caches import translation_key  # noqa: E402
 from transformer_mt.serve.contract import TextRefused  # noqa: E402
 from transformer_mt.serve.engine import Engine, ServeLimits  # noqa: E402
-from transformer_mt.serve.terms import MAX_REQUEST_TERMS  # noqa: E402
+from transformer_mt.serve.engine.caches import translation_key  # noqa: E402
+from transformer_mt.serve.http.app import create_app  # noqa: E402
+from transformer_mt.serve.http.terms import MAX_REQUEST_TERMS  # noqa: E402
 
 BASE_URL = "http://127.0.0.1:8000"
 JSON = {"Content-Type": "application/json"}

@@ -19,8 +19,8 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from tests.serve.fakes import DIE, FakeEngine, fake_translation  # noqa: E402
 from transformer_mt.errors import SettingError  # noqa: E402
-from transformer_mt.serve.app import create_app  # noqa: E402
-from transformer_mt.serve.guard import HostRule, RequestGuard  # noqa: E402
+from transformer_mt.serve.http.app import create_app  # noqa: E402
+from transformer_mt.serve.http.guard import HostRule, RequestGuard  # noqa: E402
 from transformer_mt.serve.http_settings import HttpSettings  # noqa: E402
 from transformer_mt.serve.server import start_in_thread  # noqa: E402
 

@@ -32,10 +32,10 @@ from transformer_mt.inference.languages import Direction  # noqa: E402
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator  # noqa: E402
 from transformer_mt.langid import installed  # noqa: E402
-from transformer_mt.serve import api, schema  # noqa: E402
-from transformer_mt.serve.app import create_app  # noqa: E402
-from transformer_mt.serve.caches import translation_key  # noqa: E402
 from transformer_mt.serve.engine import Engine, ServeLimits  # noqa: E402
+from transformer_mt.serve.engine.caches import translation_key  # noqa: E402
+from transformer_mt.serve.http import api, schema  # noqa: E402
+from transformer_mt.serve.http.app import create_app  # noqa: E402
 
 needs_lingua = pytest.mark.skipif(not installed(), reason="lingua (the langid extra)")
 DIRECTIONS = [*MULTILINGUAL, ("de", "fr"), ("fr", "de")]  # trained, then zero-shot

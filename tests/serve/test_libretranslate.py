@@ -18,9 +18,9 @@ from transformer_mt import langid  # noqa: E402
 from transformer_mt.data.specials import OWN_SPECIALS  # noqa: E402
 from transformer_mt.inference.languages import Languages  # noqa: E402
 from transformer_mt.langid import LinguaMissing, installed  # noqa: E402
-from transformer_mt.serve import libretranslate, schema  # noqa: E402
-from transformer_mt.serve.app import create_app  # noqa: E402
-from transformer_mt.serve.libretranslate import LibreError, request_fields  # noqa: E402
+from transformer_mt.serve.http import libretranslate, schema  # noqa: E402
+from transformer_mt.serve.http.app import create_app  # noqa: E402
+from transformer_mt.serve.http.libretranslate import LibreError, request_fields  # noqa: E402
 
 BASE_URL = "http://127.0.0.1:8000"
 GOOD = {"q": "ein kleiner hund", "source": "de", "target": "en"}

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from tests.serve.fakes import FakeEngine, FakeLimits  # noqa: E402
 from transformer_mt.documents.markdown import MAX_NESTING  # noqa: E402
-from transformer_mt.serve.app import create_app  # noqa: E402
+from transformer_mt.serve.http.app import create_app  # noqa: E402
 
 BASE_URL = "http://127.0.0.1:8000"
 

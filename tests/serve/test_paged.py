@@ -11,7 +11,7 @@ import torch
 from transformer_mt.config import DecodeConfig, ModelConfig
 from transformer_mt.model import build_model
 from transformer_mt.search import SearchOptions, beam_search
-from transformer_mt.serve.paged import BlockPool, PagedDecoderCache, PoolExhausted
+from transformer_mt.serve.engine.paged import BlockPool, PagedDecoderCache, PoolExhausted
 
 VOCAB = 40
 ONE_SOURCE = torch.zeros(1, dtype=torch.long)  # a row reading source 0

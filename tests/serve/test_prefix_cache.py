@@ -3,8 +3,8 @@ log-probabilities; references held and given back; eviction by recency and bound
 
 from __future__ import annotations
 
-from transformer_mt.serve.paged import BlockPool
-from transformer_mt.serve.prefix_cache import PrefixTree
+from transformer_mt.serve.engine.paged import BlockPool
+from transformer_mt.serve.engine.prefix_cache import PrefixTree
 
 SOURCE, OTHER = (5, 6, 3), (7, 3)
 

@@ -20,10 +20,10 @@ from fastapi.testclient import TestClient  # noqa: E402
 from tests.serve.fakes import fake_translation  # noqa: E402
 from transformer_mt.errors import SettingError  # noqa: E402
 from transformer_mt.langid import installed  # noqa: E402
-from transformer_mt.serve import keys, quotas  # noqa: E402
-from transformer_mt.serve.app import create_app  # noqa: E402
+from transformer_mt.serve.http import keys, quotas  # noqa: E402
+from transformer_mt.serve.http.app import create_app  # noqa: E402
+from transformer_mt.serve.http.keys import ApiKeys, KeysFileError, parse_keys  # noqa: E402
 from transformer_mt.serve.http_settings import HttpSettings  # noqa: E402
-from transformer_mt.serve.keys import ApiKeys, KeysFileError, parse_keys  # noqa: E402
 
 BASE_URL = "http://127.0.0.1:8000"
 FREE = "free-key-0123456789abcdef"  # no limits

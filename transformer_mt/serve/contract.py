@@ -1,8 +1,8 @@
 """What the HTTP layer needs from a decoding engine, and the errors an engine refuses work with.
 
-The HTTP layer (api.py, app.py, server.py) knows the engine only through these protocols, so
-that its tests run against a small fake and the engine (engine.py) can change how it batches
-and caches without touching HTTP code. engine.py raises these exceptions and returns
+The HTTP side (serve/http/, and server.py) knows the engine only through these protocols, so
+that its tests run against a small fake and the engine (serve/engine/) can change how it
+batches and caches without touching HTTP code. The engine raises these exceptions and returns
 `EngineStats`; the app turns each exception into its HTTP status.
 """
 

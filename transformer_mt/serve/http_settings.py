@@ -3,8 +3,9 @@ connections it keeps, how long a client may take to send a request, which Host a
 headers it answers, which API keys and how many requests and characters it takes. One home for
 these defaults; `tmt serve` sets some of them by flag.
 
-connections.py applies the connection fields under uvicorn, app.py the request fields
-(body_timeout), guard.py the Host and Origin ones, quotas.py the keys and limits.
+Of serve/http/, connections.py applies the connection fields under uvicorn, app.py the
+request fields (body_timeout), guard.py the Host and Origin ones, quotas.py the keys and
+limits.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ class HttpSettings:
     # Browser origins ("https://app.example:8443") whose pages may call the API; "*": any.
     # Other cross-origin requests are refused with 403.
     cors_origins: tuple[str, ...] = ()
-    # The keys file (keys.py): with one, every translation and detection needs a key of it
-    # (else 403) and is limited as the file says for that key (quotas.py). None: no keys.
+    # The keys file (http/keys.py): with one, every translation and detection needs a key of it
+    # (else 403) and is limited as the file says for that key (http/quotas.py). None: no keys.
     api_keys: str | None = None
     # Requests per minute from one client address, a request of n texts counting n
     # (LibreTranslate's --req-limit); beyond it 429. None: no limit.

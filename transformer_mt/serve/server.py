@@ -8,9 +8,9 @@ admitted, and only then does uvicorn send the last responses and exit. A second 
 uvicorn stop without waiting for the engine; a further SIGINT stops without waiting at all.
 Should the engine's decoding thread die, the server stops too (`serve` raises
 `EngineStopped`, and `tmt serve` exits non-zero), so that a supervisor starts a new one.
-SIGHUP makes `serve` read its API keys file again (keys.py).
+SIGHUP makes `serve` read its API keys file again (http/keys.py).
 
-Connections go through connections.py's `GuardedH11Protocol` (caps, timeouts) with the
+Connections go through http/connections.py's `GuardedH11Protocol` (caps, timeouts) with the
 limits of `HttpSettings`.
 """
 
@@ -31,10 +31,10 @@ import uvicorn
 from fastapi import FastAPI
 
 from transformer_mt.errors import MachineError, SettingError, TmtError, one_line
-from transformer_mt.serve.app import create_app
-from transformer_mt.serve.app import drain as drain_app
-from transformer_mt.serve.connections import GuardedH11Protocol
 from transformer_mt.serve.contract import Engine
+from transformer_mt.serve.http.app import create_app
+from transformer_mt.serve.http.app import drain as drain_app
+from transformer_mt.serve.http.connections import GuardedH11Protocol
 from transformer_mt.serve.http_settings import HttpSettings
 
 logger = logging.getLogger("transformer_mt.serve")
@@ -115,7 +115,7 @@ def serve(
     settings = settings if settings is not None else HttpSettings()
     sock = listen(host, port)
     app = create_app(engine, settings, host)
-    if hasattr(signal, "SIGHUP"):  # the keys file is read again (quotas.py); not on Windows
+    if hasattr(signal, "SIGHUP"):  # the keys file is read again (http/quotas.py); not on Windows
         signal.signal(signal.SIGHUP, lambda sig, frame: app.state.quotas.reload_keys())
     server = DrainingServer(uvicorn_config(app, log_level, settings), app)
     engine.start()

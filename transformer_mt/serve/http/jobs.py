@@ -25,8 +25,9 @@ from starlette.requests import ClientDisconnect, Request
 
 from transformer_mt.documents.markdown import MarkdownMissing
 from transformer_mt.documents.units import DocumentError
-from transformer_mt.serve import markup
-from transformer_mt.serve.api import (
+from transformer_mt.serve.contract import Engine, Job, ShuttingDown, TokenCallback
+from transformer_mt.serve.http import markup
+from transformer_mt.serve.http.api import (
     AUTO,
     ApiError,
     TranslateRequest,
@@ -34,8 +35,7 @@ from transformer_mt.serve.api import (
     max_body_bytes,
     printable,
 )
-from transformer_mt.serve.contract import Engine, Job, ShuttingDown, TokenCallback
-from transformer_mt.serve.quotas import bearer_key
+from transformer_mt.serve.http.quotas import bearer_key
 
 if TYPE_CHECKING:  # torch would come with it; a Translation is only passed on here
     from transformer_mt.inference.checked import CheckedLine

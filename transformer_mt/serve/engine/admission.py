@@ -17,13 +17,16 @@ import math
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from transformer_mt.inference.languages import Direction
 from transformer_mt.serve.contract import QueueFull, RequestTooLarge
-from transformer_mt.serve.paged import BlockPool
-from transformer_mt.serve.prefix_cache import PrefixTree
-from transformer_mt.serve.scheduler import Sentence, source_positions
+from transformer_mt.serve.engine.paged import BlockPool
+from transformer_mt.serve.engine.prefix_cache import PrefixTree
+from transformer_mt.serve.engine.scheduler import Sentence, source_positions
+
+if TYPE_CHECKING:  # a job is only carried here
+    from transformer_mt.serve.engine.job import Job
 
 
 @dataclass
@@ -31,7 +34,7 @@ class Work:
     """A queued or running sentence and where its answer goes."""
 
     sentence: Sentence
-    job: Any  # engine.Job
+    job: Job
     index: int  # of its sentence in the request (Job.split.sentences)
     cache_key: tuple  # of the translation cache
     direction: Direction  # its language tags, taken off its output

@@ -1,23 +1,12 @@
 """The serving engine: requests in from any thread, one decoding thread, answers as futures.
 
-`submit` turns texts into sentences through the `Translator`'s own rules (sentence splitting,
-line by line: texts.py; truncation to the position table, blank lines, target prefixes, the
-language tags of each text's direction) and queues them, first come first served, in a
-bounded queue. The decoding thread admits queued sentences between steps while the KV-block
-and source-token budgets allow, encodes them (or takes their encoder output from the encoder
-cache), and steps the `ContinuousBatch`. A request is answered when its last sentence
-finishes, its sentences' translations joined back into one per text; an exact repeat of a
-sentence (same text, same options, same direction) is answered from the translation cache
-without decoding. Asked for a report, the server has a finished job checked for dropped
-content (`check`), outside the decoding thread.
-
-Constraints (a text's own target phrases, and the target terms of its glossary that each of
-its sentences holds: `glossary.sentence_phrases`, as `Translator.translate` finds them) are
-encoded and fitted by the Translator's own rule (`constraint_ids`) when the request is
-submitted, so that one that cannot be met refuses the request (`TextRefused`) before anything
-is queued. They travel with the sentence into its lane's `BeamState` (scheduler.py): a sentence
-with C of them is searched with a beam of at least C + 1 and a max_len that holds them, as
-`Translator.search_batches` searches it, and admission reserves the KV blocks of both.
+`submit` turns texts into sentences (intake.py: the `Translator`'s own rules, the translation
+cache, constraints) and queues them, first come first served, in a bounded queue. The
+decoding thread admits queued sentences between steps while the KV-block and source-token
+budgets allow, encodes them (or takes their encoder output from the encoder cache), and steps
+the `ContinuousBatch`. A request is answered when its last sentence finishes, its sentences'
+translations joined back into one per text. Asked for a report, the server has a finished job
+checked for dropped content (`check`), outside the decoding thread.
 
 Sentences of every direction share the batch: a direction is only ids in front of the source
 and of the forced target (`Translator.direction`), so the encoder cache (keyed by the source's
@@ -38,137 +27,46 @@ fails, and new ones are refused (the server answers /health with 503 and exits).
 
 from __future__ import annotations
 
-import concurrent.futures
-import dataclasses
 import logging
-import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import torch
 
-from transformer_mt.config import DecodeConfig, ModelConfig
+from transformer_mt.config import DecodeConfig
 from transformer_mt.documents.alignment import AlignedTranslator
 from transformer_mt.documents.units import AlignedText
 from transformer_mt.errors import SettingError, TmtError, one_line
 from transformer_mt.inference.checked import CheckedLine, check_sentences, checked_lines
-from transformer_mt.inference.constrained import ConstraintsError
-from transformer_mt.inference.languages import Direction, Pair
+from transformer_mt.inference.languages import Pair
 from transformer_mt.inference.requests import Texts
-from transformer_mt.inference.sentences import SplitLines
 from transformer_mt.inference.translator import Translation, Translator
-from transformer_mt.search import constrained_beam_size, max_output_lengths
-from transformer_mt.search.lengths import least_max_len
 from transformer_mt.search.results import ranked_results
-from transformer_mt.serve.admission import Admission, Work
-from transformer_mt.serve.caches import LruCache, translation_key
-from transformer_mt.serve.contract import EngineStats, RequestTooLarge, ShuttingDown, TextRefused
-from transformer_mt.serve.paged import BlockPool
-from transformer_mt.serve.prefix_cache import PrefixTree
-from transformer_mt.serve.scheduler import ContinuousBatch, Sentence, source_positions
-from transformer_mt.serve.texts import joined_translations, split_texts
+from transformer_mt.serve.contract import EngineStats, ShuttingDown, TokenCallback
+from transformer_mt.serve.engine.admission import Admission, Work
+from transformer_mt.serve.engine.caches import LruCache
+from transformer_mt.serve.engine.intake import Intake
+from transformer_mt.serve.engine.job import Job
+from transformer_mt.serve.engine.limits import ServeLimits, group_rows, new_pool
+from transformer_mt.serve.engine.prefix_cache import PrefixTree
+from transformer_mt.serve.engine.scheduler import ContinuousBatch, source_positions
 
 log = logging.getLogger("transformer_mt.serve")
 
-# The most the KV pool takes when --kv-blocks is not given (see _new_pool).
-DEFAULT_KV_BYTES = 512 * 2**20
 # Token budget (sentences x longest) of one encoder batch of newly admitted sentences. They
 # arrive a few at a time with any lengths; small length-sorted batches pad little, and matrix
 # products of this many rows run as fast per row as large ones.
 ENCODE_TOKENS = 256
 
 
-@dataclass(frozen=True)
-class ServeLimits:
-    """How much the engine takes on; None: a default derived from the model and checkpoint."""
-
-    max_batch_tokens: int | None = None  # source tokens decoded together (None: decode.max_tokens)
-    max_queue: int = 1024  # sentences waiting for admission
-    kv_blocks: int | None = None  # blocks in the KV pool (None: DEFAULT_KV_BYTES of them)
-    block_size: int = 1  # positions per KV block (measured: docs/serving.md, Performance)
-    group_rows: int = 256  # hypotheses per self-attention group of similar length (0: one)
-    cache_entries: int = 256  # entries of each cache (translations, encoder outputs)
-    max_request_sentences: int = 256
-    max_sentence_chars: int = 10_000
-    max_beam_size: int = 32
-
-    def __post_init__(self) -> None:
-        for name in ("max_batch_tokens", "kv_blocks", "block_size", "max_request_sentences"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise SettingError(name, value, "must be at least 1")
-        for name in ("max_queue", "cache_entries"):
-            if getattr(self, name) < 0:
-                raise SettingError(name, getattr(self, name), "must be 0 or more")
-
-
-class Job:
-    """One request: its future (list[Translation], one per text in input order) and its
-    cancellation. Its texts are searched as the sentences of `split` (texts.py), each text in
-    its `directions`; `results` holds one translation per sentence, joined back into texts
-    when the last is in."""
-
-    def __init__(
-        self,
-        engine: Engine,
-        split: SplitLines,
-        on_token: Callable[[int, str], None] | None,
-        directions: Sequence[Direction],
-    ):
-        self.future: concurrent.futures.Future = concurrent.futures.Future()
-        self.split = split
-        self.directions = directions
-        self.results: list[Translation | None] = [None] * len(split.sentences)
-        self.pending = 0
-        self.on_token = on_token
-        self.submitted = time.monotonic()
-        self.queue_seconds: float | None = None  # submit to the admission of its first sentence
-        self._streamed = [""] * len(split.sentences)  # greedy text of each sentence so far
-        self._engine = engine
-
-    def translations(self) -> list[Translation]:
-        """One translation per text, once every sentence has its own."""
-        return joined_translations(self.split, self.results)
-
-    def stream(self, sentence: int, text: str) -> None:
-        """Tell `on_token` the text so far of the text that `sentence` belongs to: its
-        sentences' translations where finished, their greedy text so far elsewhere."""
-        self._streamed[sentence] = text
-        owner = self.split.owners[sentence]
-        first = self.split.owners.index(owner)
-        sentences = range(first, first + len(self.split.lines[owner].sentences))
-        parts = [
-            self._streamed[i] if self.results[i] is None else self.results[i].texts[0]
-            for i in sentences
-        ]
-        self.on_token(owner, self.split.lines[owner].join(parts))
-
-    def cancel(self) -> None:
-        """Stop its work: queued sentences leave the queue, running ones the batch (their KV
-        blocks go back to the pool), and the future is cancelled."""
-        self._engine._cancel(self)
-
-    def settle(self, result: list[Translation] | None, error: BaseException | None) -> bool:
-        """Resolve the future with `result` or `error` unless it is resolved or cancelled
-        already; whether it was resolved now. Only the engine calls it, with its lock held
-        or before the job is queued, so that no two calls race."""
-        future = self.future
-        if future.done() or not future.set_running_or_notify_cancel():
-            return False
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-        return True
-
-
 class Engine:
     """A translation model served to many clients at once (see the module docstring)."""
 
-    def __init__(self, translator: Translator, limits: ServeLimits = ServeLimits()):
+    def __init__(self, translator: Translator, limits: ServeLimits | None = None):
+        """The engine of `translator`, taking on as much as `limits` says (None: the defaults)."""
+        limits = ServeLimits() if limits is None else limits
         cfg = translator.model.cfg
         if cfg.attention_pattern != "full":
             raise SettingError("model.attention_pattern", cfg.attention_pattern, "serve needs full")
@@ -178,7 +76,7 @@ class Engine:
         self.languages = translator.languages
         self.languages.check(*self.languages.default)  # a model without tags: its own only
         self.max_batch_tokens = limits.max_batch_tokens or self.defaults.max_tokens
-        self.pool = _new_pool(translator, limits, self.max_batch_tokens)
+        self.pool = new_pool(translator, limits, self.max_batch_tokens)
         self.translations: LruCache[Translation] = LruCache(limits.cache_entries)
         self.encoder_outputs: LruCache[tuple] = LruCache(limits.cache_entries)  # memory, cross
         self.prefixes = PrefixTree(self.pool, limits.cache_entries)
@@ -189,10 +87,10 @@ class Engine:
         self._dropped: set[Job] = set()  # jobs whose sentences leave at the next step
         self.failure: BaseException | None = None  # why the decoding thread died, if it did
         self._cond = threading.Condition()
+        self.intake = Intake(translator, limits, self.translations, self._cond)
         self._accepting = True
         self._stop = False
         self._thread: threading.Thread | None = None
-        self._next_key = 0
         self._generated = 0
         self._dense_positions = 0
         self._recent: deque[tuple[float, int]] = deque()
@@ -204,7 +102,7 @@ class Engine:
         path: str,
         device: str = "cpu",
         quantize: str | None = None,
-        limits: ServeLimits = ServeLimits(),
+        limits: ServeLimits | None = None,
         src_lang: str | None = None,
         tgt_lang: str | None = None,
         shortlist: str | None = None,
@@ -238,39 +136,12 @@ class Engine:
         self,
         texts: Texts | Sequence[str],
         decode: DecodeConfig,
-        on_token: Callable[[int, str], None] | None = None,
+        on_token: TokenCallback | None = None,
     ) -> Job:
         """Queue `texts` (plain, or `Texts` with per-text prefixes, directions, constraints and
         glossaries) for translation with `decode`; see the module docstring and
         `contract.Engine.submit`."""
-        request = Texts.plain(texts)
-        decode.validate()
-        if decode.sampling:
-            raise SettingError("sampling", True, "the server searches (greedy or beam)")
-        if decode.beam_size > self.limits.max_beam_size:
-            raise SettingError(
-                "beam_size",
-                decode.beam_size,
-                f"the server takes at most {self.limits.max_beam_size}",
-            )
-        self._check_size(request.texts)
-        resolved = self._directions(request)
-        split = split_texts(self.translator, request, resolved)
-        if len(split.sentences) > self.limits.max_queue:
-            raise RequestTooLarge(
-                f"{len(split.sentences)} sentences; the queue holds {self.limits.max_queue}"
-            )
-        phrases = request.sentence_phrases(split.sentences, split.owners)
-        job = Job(self, split, on_token, resolved)
-        try:
-            prepared = [
-                self._prepare(job, i, decode, request.prefix(line), resolved[line], phrases[i])
-                for i, line in enumerate(split.owners)
-            ]
-        except ConstraintsError as err:
-            own = any(p.strip() for p in request.phrases(err.line))
-            raise TextRefused(err.line, "constraints" if own else "glossary", err.reason) from None
-        work = [w for w in prepared if w is not None]
+        job, work = self.intake.job(Texts.plain(texts), decode, on_token, self._cancel)
         with self._cond:
             if self.failure is not None:
                 raise ShuttingDown(f"the decoding engine has stopped ({one_line(self.failure)})")
@@ -357,90 +228,6 @@ class Engine:
                 },
                 tagged_texts=self.translator.tagged_lines,
             )
-
-    def _check_size(self, texts: Sequence[str]) -> None:
-        limits = self.limits
-        if len(texts) > limits.max_request_sentences:
-            raise RequestTooLarge(
-                f"{len(texts)} sentences; the server takes {limits.max_request_sentences}"
-            )
-        longest = max((len(t) for t in texts), default=0)
-        if longest > limits.max_sentence_chars:
-            raise RequestTooLarge(
-                f"a text of {longest} characters; the server takes {limits.max_sentence_chars}"
-            )
-
-    def _directions(self, request: Texts) -> list[Direction]:
-        """The `Direction` of each text of `request`, each checked against `languages`."""
-        for pair in set(request.directions or ()):
-            self.languages.check(*pair)
-        return self.translator.directions_of(request)
-
-    def _prepare(
-        self,
-        job: Job,
-        index: int,
-        decode: DecodeConfig,
-        prefix: str,
-        direction: Direction,
-        phrases: Sequence[str],
-    ) -> Work | None:
-        """The work for sentence `index` of `job`, or None when it is answered at once (blank,
-        or cached).
-
-        Raises:
-            ConstraintsError: its `phrases` cannot all be met, naming its text as the line.
-        """
-        text = job.split.sentences[index]
-        key = translation_key(text, prefix, direction, decode, phrases)
-        with self._cond:
-            cached = self.translations.get(key)
-        if cached is not None:
-            job.results[index] = cached
-            return None
-        src = self.translator.source_ids(text, direction)
-        if not src:
-            job.results[index] = Translation.empty(decode.n_best)
-            return None
-        mask = torch.ones(1, 1, 1, source_positions(src), dtype=torch.bool)
-        cap = self.translator.options.max_len_cap
-        max_len = int(max_output_lengths(mask, decode, cap)[0])
-        forced = self.translator.prefix_ids(prefix, direction)
-        line = job.split.owners[index]
-        constraints = self.translator.constraint_ids(phrases, len(forced), line)
-        if constraints:
-            decode, max_len = self._constrained(decode, max_len, len(forced), constraints, line)
-        with self._cond:
-            self._next_key += 1
-            sentence_key = self._next_key
-        sentence = Sentence(sentence_key, src, decode, max_len, forced, constraints)
-        return Work(sentence, job, index, key, direction)
-
-    def _constrained(
-        self,
-        decode: DecodeConfig,
-        max_len: int,
-        prefix_len: int,
-        constraints: list[list[int]],
-        line: int,
-    ) -> tuple[DecodeConfig, int]:
-        """The search settings and max_len of a sentence with `constraints`, as
-        `Translator.search_batches` and `BeamState.start` decide them: a beam of at least one
-        more than it has constraints (`constrained_beam_size`), and room for its prefix, their
-        tokens and one more (`least_max_len`). Admission reserves the KV blocks of both.
-
-        Raises:
-            ConstraintsError: a beam wider than the server takes (`ServeLimits.max_beam_size`).
-        """
-        beam_size = constrained_beam_size(decode.beam_size, len(constraints))
-        if beam_size > self.limits.max_beam_size:
-            raise ConstraintsError(
-                line,
-                f"its {len(constraints)} constraints need a beam of {beam_size}; the server "
-                f"takes at most {self.limits.max_beam_size}",
-            )
-        needed = least_max_len(prefix_len, sum(map(len, constraints)))
-        return dataclasses.replace(decode, beam_size=beam_size), max(max_len, needed)
 
     def _cancel(self, job: Job) -> None:
         if job.future.cancel():  # False: answered already
@@ -602,31 +389,7 @@ class Engine:
             self.pool,
             translator.cache_dtype,
             self.prefixes,
-            0 if _one_view(translator.model.cfg) else self.limits.group_rows,
+            group_rows(translator.model.cfg, self.limits),
             translator.options.ids,
             translator.options.vocabulary,
         )
-
-
-def _one_view(cfg: ModelConfig) -> bool:
-    """Whether self-attention runs over one view of the batch padded to its longest row, not
-    in row groups: these take plain attention, with no relative position terms and no
-    latent (whose absorbed form attends through the model's own layer)."""
-    return cfg.relative_positions or cfg.attention == "mla"
-
-
-def _new_pool(translator: Translator, limits: ServeLimits, max_batch_tokens: int) -> BlockPool:
-    """The KV pool: `limits.kv_blocks` blocks, or by default enough for `max_batch_tokens`
-    source tokens at the checkpoint's beam size with outputs up to 4x the source (short
-    sentences need more blocks per token), and at least for one sentence as long as the
-    position table; at most DEFAULT_KV_BYTES of them."""
-    cfg = translator.model.cfg
-    dtype = translator.cache_dtype or next(translator.model.parameters()).dtype
-    n_blocks = limits.kv_blocks
-    if n_blocks is None:
-        block_bytes = BlockPool.for_model(cfg, 1, limits.block_size, dtype).block_bytes
-        beam, size = translator.decode.beam_size, limits.block_size
-        wanted = math.ceil(4 * max_batch_tokens * beam / size)
-        longest = beam * (math.ceil(cfg.max_positions / size) + 1)
-        n_blocks = max(1, longest, min(wanted, DEFAULT_KV_BYTES // block_bytes))
-    return BlockPool.for_model(cfg, n_blocks, limits.block_size, dtype, translator.device)

@@ -30,8 +30,8 @@ from transformer_mt.search.beam_state import BeamState
 from transformer_mt.search.options import OWN_IDS
 from transformer_mt.search.protocol import SourceVocabulary
 from transformer_mt.search.rows import shortlist_needs
-from transformer_mt.serve.paged import BlockPool, PagedDecoderCache
-from transformer_mt.serve.prefix_cache import PrefixMatch, PrefixTree
+from transformer_mt.serve.engine.paged import BlockPool, PagedDecoderCache
+from transformer_mt.serve.engine.prefix_cache import PrefixMatch, PrefixTree
 
 
 @dataclass

@@ -40,10 +40,10 @@ from limits import RateLimitItem, RateLimitItemPerMinute
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
-from transformer_mt.serve.api import ApiError
 from transformer_mt.serve.contract import RequestLimits
+from transformer_mt.serve.http.api import ApiError
+from transformer_mt.serve.http.keys import ApiKeys
 from transformer_mt.serve.http_settings import HttpSettings
-from transformer_mt.serve.keys import ApiKeys
 
 MISSING_KEY = (
     "an API key is required (an Authorization: Bearer header, or the api_key field); "

@@ -16,10 +16,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from transformer_mt.documents.units import DocumentError
-from transformer_mt.serve import jobs, schema
-from transformer_mt.serve.api import TEXT, ApiError, TranslateRequest
 from transformer_mt.serve.contract import Engine
-from transformer_mt.serve.libretranslate import (
+from transformer_mt.serve.http import jobs, schema
+from transformer_mt.serve.http.api import TEXT, ApiError, TranslateRequest
+from transformer_mt.serve.http.libretranslate import (
     LibreError,
     LibreRequest,
     detect_json,

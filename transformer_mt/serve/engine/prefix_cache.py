@@ -21,7 +21,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from transformer_mt.serve.paged import BlockPool
+from transformer_mt.serve.engine.paged import BlockPool
 
 
 @dataclass

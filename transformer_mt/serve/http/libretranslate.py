@@ -42,7 +42,8 @@ from transformer_mt.inference.glossary import Glossary
 from transformer_mt.inference.languages import Languages
 from transformer_mt.inference.requests import Texts, TextsCountError
 from transformer_mt.langid import Detection, language_name
-from transformer_mt.serve.api import (
+from transformer_mt.serve.contract import RequestLimits
+from transformer_mt.serve.http.api import (
     AUTO,
     MAX_CODE_CHARS,
     ApiError,
@@ -51,8 +52,7 @@ from transformer_mt.serve.api import (
     json_object,
     printable,
 )
-from transformer_mt.serve.contract import RequestLimits
-from transformer_mt.serve.terms import TermsError, request_glossaries
+from transformer_mt.serve.http.terms import TermsError, request_glossaries
 
 # The fields each endpoint reads (schema.LibreTranslateBody documents those of /translate).
 TRANSLATE_FIELDS = ("q", "source", "target", "format", "alternatives", "api_key", "glossary")

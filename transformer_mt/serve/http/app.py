@@ -34,8 +34,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from transformer_mt import __version__
 from transformer_mt.config import DecodeConfig
 from transformer_mt.documents.units import DocumentError
-from transformer_mt.serve import jobs, libretranslate_routes, schema
-from transformer_mt.serve.api import (
+from transformer_mt.serve.contract import Engine, Job
+from transformer_mt.serve.http import jobs, libretranslate_routes, schema
+from transformer_mt.serve.http.api import (
     TEXT,
     ApiError,
     TranslateRequest,
@@ -45,12 +46,11 @@ from transformer_mt.serve.api import (
     printable,
     translations_json,
 )
-from transformer_mt.serve.contract import Engine, Job
-from transformer_mt.serve.detection import SourceDetector
-from transformer_mt.serve.guard import HostRule, RequestGuard
+from transformer_mt.serve.http.detection import SourceDetector
+from transformer_mt.serve.http.guard import HostRule, RequestGuard
+from transformer_mt.serve.http.metrics import Metrics
+from transformer_mt.serve.http.quotas import Quotas, text_limits
 from transformer_mt.serve.http_settings import HttpSettings
-from transformer_mt.serve.metrics import Metrics
-from transformer_mt.serve.quotas import Quotas, text_limits
 
 if TYPE_CHECKING:  # torch would come with it; a Translation is only read here
     from transformer_mt.inference.checked import CheckedLine
@@ -91,7 +91,7 @@ _TRANSLATE_DOCS = {
 def create_app(
     engine: Engine, settings: HttpSettings | None = None, listen_host: str = "127.0.0.1"
 ) -> FastAPI:
-    """The application serving `engine` (started and stopped by the caller, see server.py),
+    """The application serving `engine` (started and stopped by the caller, see serve/server.py),
     for a server listening on `listen_host` (the Host names it answers derive from it);
     `settings` None: the defaults of `HttpSettings`."""
     settings = settings if settings is not None else HttpSettings()

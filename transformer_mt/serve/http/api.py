@@ -31,7 +31,7 @@ from transformer_mt.serve.contract import (
     ShuttingDown,
     TextRefused,
 )
-from transformer_mt.serve.terms import (
+from transformer_mt.serve.http.terms import (
     TermsError,
     ignore_case_flag,
     request_constraints,

@@ -26,7 +26,7 @@ import re
 import socket
 from dataclasses import dataclass
 
-from transformer_mt.serve.api import ApiError, printable
+from transformer_mt.serve.http.api import ApiError, printable
 from transformer_mt.serve.http_settings import HttpSettings
 
 # A Host header's value (RFC 3986 authority without userinfo): a bracketed IPv6 address or a
