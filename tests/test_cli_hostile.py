@@ -368,7 +368,7 @@ def test_a_signal_ignored_at_the_start_stays_ignored():
     """`nohup tmt ...`: SIGHUP stays ignored, as it was when the command started."""
     import signal
 
-    from transformer_mt.cli import interrupting_signals
+    from transformer_mt.cli.signals import interrupting_signals
 
     previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:

@@ -10,6 +10,7 @@ import types
 import pytest
 
 from transformer_mt import cli, serve
+from transformer_mt.cli import serve as serve_command
 from transformer_mt.errors import SettingError
 from transformer_mt.serve.http_settings import HttpSettings
 
@@ -52,7 +53,7 @@ def served(monkeypatch):
     monkeypatch.setitem(sys.modules, "transformer_mt.serve.engine", engine_module)
     monkeypatch.setitem(sys.modules, "transformer_mt.serve.server", server_module)
     monkeypatch.setattr(serve, "missing_dependencies", lambda: [])
-    monkeypatch.setattr(cli, "_set_cpu_threads", lambda: None)
+    monkeypatch.setattr(serve_command, "set_cpu_threads", lambda: None)
     StandInEngine.built.clear()
     return calls
 
@@ -149,7 +150,7 @@ def test_a_host_that_cannot_be_listened_on_is_blamed_not_the_port(host):
 
 def test_tmt_serve_with_a_port_out_of_range_says_so_in_one_line(checkpoint, monkeypatch, capsys):
     pytest.importorskip("uvicorn")
-    monkeypatch.setattr(cli, "_set_cpu_threads", lambda: None)
+    monkeypatch.setattr(serve_command, "set_cpu_threads", lambda: None)
     assert cli.main(["serve", "--checkpoint", str(checkpoint), "--port", "99999"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[-1] == "error: --port 99999: must be a port number from 0 to 65535"

@@ -1,0 +1,84 @@
+"""Command line: tmt {train,translate,evaluate,average,plot,import,export,distill,attention,serve}.
+
+Each command is a module of this package (translate.py, train.py, serve.py, ...) that adds
+its subparser and a handler: parse, load, call the library; common.py holds what they share.
+Errors a user can fix (`TmtError`) print one line on stderr and exit with status 2; results go
+to stdout, logs and progress to stderr. Only this package knows flag names: a library
+`SettingError` names the argument, and `FLAGS` turns it into the flag that set it. SIGTERM
+and SIGHUP end a command as Ctrl-C does (signals.py): its outputs' temporaries are removed
+and the status is 128 + signal.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from transformer_mt import __version__
+from transformer_mt.cli import attention, checkpoints, distill, evaluate, serve, train, translate
+from transformer_mt.cli.common import Parser, run_command
+from transformer_mt.cli.flags import flag_name
+from transformer_mt.errors import SettingError, TmtError, shown_value
+
+# The subcommands, in the order `tmt --help` lists them.
+COMMANDS = (
+    train.add_train,
+    translate.add_translate,
+    evaluate.add_evaluate,
+    checkpoints.add_average,
+    train.add_plot,
+    checkpoints.add_import,
+    checkpoints.add_export,
+    distill.add_distill,
+    distill.add_shortlist,
+    attention.add_attention,
+    serve.add_serve,
+)
+
+# Library arguments each set by the flag spelled like it, with the same meaning in every
+# subcommand that has it: a SettingError naming one is shown as the flag's.
+SAME_NAME = (
+    "alignment_layer",
+    "chunk_lines",
+    "device",
+    "head",
+    "host",
+    "layer",
+    "max_length_ratio",
+    "max_source_chrf",
+    "min_prob",
+    "per_source",
+    "port",
+    "quantize",
+    "shortlist",
+    "src",
+    "src_lang",
+    "tgt_lang",
+)
+FLAGS = {name: flag_name(name) for name in (*SAME_NAME, *serve.ENGINE_LIMITS, *serve.HTTP_LIMITS)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="tmt", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"transformer_mt {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in COMMANDS:
+        add(sub)
+    return parser
+
+
+def flag_message(err: TmtError) -> str:
+    """The message of `err`, naming the flag instead of the library argument it set."""
+    flag = FLAGS.get(err.setting) if isinstance(err, SettingError) else None
+    if flag is None:
+        return str(err)
+    if err.value is None:
+        return f"{flag}: {err.reason}"
+    return f"{flag} {shown_value(err.value)}: {err.reason}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; its exit status (`common.run_command`): 0 done, 2 the user's mistake,
+    1 the machine's, 128 + the signal's number when interrupted."""
+    args = build_parser().parse_args(argv)
+    own_signals = getattr(args, "own_signals", False)
+    return run_command(lambda: args.handler(args), own_signals=own_signals, describe=flag_message)

@@ -1,0 +1,88 @@
+"""`tmt average`, `tmt import` and `tmt export`: checkpoints averaged, made from a public
+model, and written in another toolkit's format."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_average(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("average", help="average the weights of the last N periodic checkpoints")
+    p.add_argument("inputs", nargs="+", help="run directories, checkpoint directories or .pt files")
+    p.add_argument("--last", type=int, help="average only the newest N (1 or more) checkpoints")
+    p.add_argument("--out", required=True, help="the averaged checkpoint to write")
+    p.set_defaults(handler=_run_average)
+
+
+def _run_average(args: argparse.Namespace) -> int:
+    from transformer_mt.artifacts import (
+        average_checkpoints,
+        resolve_average_inputs,
+        save_checkpoint,
+    )
+
+    paths = resolve_average_inputs(args.inputs, args.last, args.out)
+    if args.last is not None and len(paths) < args.last:
+        print(
+            f"warning: averaging {len(paths)} checkpoints: only {len(paths)} of the {args.last} "
+            "asked for exist",
+            file=sys.stderr,
+        )
+    save_checkpoint(average_checkpoints(paths), args.out)
+    print(f"averaged {len(paths)} checkpoints into {args.out}", file=sys.stderr)
+    return 0
+
+
+def add_import(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "import", help="make a checkpoint of a public model (OPUS-MT, NLLB / M2M100)"
+    )
+    p.add_argument("source", help="a Hugging Face model directory, or a hub name when online")
+    p.add_argument("--out", required=True, help="checkpoint file to write, e.g. opus-de-en.pt")
+    p.set_defaults(handler=_run_import)
+
+
+def _run_import(args: argparse.Namespace) -> int:
+    from transformer_mt.importing.convert import import_model
+
+    imported = import_model(args.source, args.out)
+    cfg = imported.converted.cfg
+    print(
+        f"wrote {args.out}: {imported.src_lang}->{imported.tgt_lang}, "
+        f"{cfg.n_layers}+{cfg.decoder_layers} layers, d_model {cfg.d_model}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def add_export(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="write a Hugging Face (Marian, M2M100) or CTranslate2 model")
+    p.add_argument("checkpoint", help="e.g. runs/X/checkpoints/best.pt")
+    p.add_argument(
+        "out_dir",
+        help="directory to write (created; replaces an earlier export, never other files)",
+    )
+    p.add_argument("--format", required=True, choices=["hf", "ctranslate2"])
+    p.add_argument("--quantize", choices=["int8", "int8_float32", "int16"], help="ctranslate2 only")
+    p.add_argument(
+        "--shortlist",
+        metavar="FILE",
+        help="ctranslate2 only: include this vocabulary map (`tmt shortlist`) as vmap.txt, "
+        "used by translate_batch(..., use_vmap=True)",
+    )
+    p.set_defaults(handler=_run_export)
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    from transformer_mt.inference.export import export
+
+    out = export(
+        args.checkpoint,
+        args.out_dir,
+        fmt=args.format,
+        quantize=args.quantize,
+        shortlist=args.shortlist,
+    )
+    print(f"wrote {args.format} model to {out}", file=sys.stderr)
+    return 0

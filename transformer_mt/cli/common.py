@@ -1,0 +1,132 @@
+"""What the commands share: a command's exit status and its one-line `error:` message, the
+input and output streams, torch's thread count, and the flags several commands take alike."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import BinaryIO, TextIO
+
+from transformer_mt.cli.signals import Interrupted, interrupting_signals
+from transformer_mt.errors import MachineError, TmtError, printable
+from transformer_mt.files import MACHINE_ERRNOS
+
+MESSAGE_CHARS = 1000  # of an error line: the longest file names (4,096 bytes) are cut
+
+
+def run_command(
+    command: Callable[[], int], *, own_signals: bool, describe: Callable[[TmtError], str]
+) -> int:
+    """Run `command`; its exit status: 0 done, 2 the user's mistake (one line says which, in
+    the words of `describe`), 1 the machine's (a full disk, too little memory, a reader gone),
+    128 + the signal's number when interrupted (130 SIGINT, 143 SIGTERM, 129 SIGHUP). A
+    command with `own_signals` handles SIGTERM and SIGHUP itself."""
+    try:
+        with interrupting_signals(not own_signals):
+            return command()
+    except MachineError as err:
+        return fail(str(err), 1)
+    except TmtError as err:
+        return fail(describe(err), 2)
+    except KeyboardInterrupt as err:
+        signum = err.signum if isinstance(err, Interrupted) else signal.SIGINT
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            print(f"interrupted ({signal.Signals(signum).name})", file=sys.stderr)
+        return 128 + signum
+    except BrokenPipeError:
+        # The reader of stdout left (`tmt translate ... | head -1`): later writes, and Python's
+        # own flush at exit, would fail again.
+        _silence_stdout()
+        return fail("stdout was closed by its reader (broken pipe); output stopped", 1)
+    except OSError as err:
+        if err.errno not in MACHINE_ERRNOS:
+            raise
+        return fail(f"{err.filename or 'a file'}: {err.strerror}", 1)
+    except (MemoryError, RuntimeError) as err:
+        from transformer_mt.machine import out_of_memory_message
+
+        message = out_of_memory_message(err)
+        if message is None:
+            raise
+        return fail(message, 1)
+
+
+def fail(message: str, status: int) -> int:
+    """Print `message` as one `error:` line on stderr; return `status`."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # stderr may be closed too
+        print(f"error: {one_line(message)}", file=sys.stderr)
+    return status
+
+
+def one_line(message: str) -> str:
+    """`message` on one line whatever a user's value in it holds (a file name with a newline
+    would otherwise start a line of its own, an `error:` line even), its middle cut when
+    longer than `MESSAGE_CHARS`, so that the reason at its end stays. Values a message quotes
+    are cut where they are quoted (`errors.shown_value`); this is the net under the rest."""
+    if len(message) > MESSAGE_CHARS:
+        half = MESSAGE_CHARS // 2
+        message = f"{message[:half]}...{message[-half:]}"
+    return printable(message, len(message))
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose errors quote a value at most `MESSAGE_CHARS` long (argparse
+    quotes a bad value whole: `invalid int value: '999...'`); subcommands' parsers too."""
+
+    def error(self, message: str):  # type: ignore[override]
+        super().error(one_line(message))
+
+
+def _silence_stdout() -> None:
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+def open_in(path: str, stack: contextlib.ExitStack) -> BinaryIO:
+    """stdin (`-`) or the file `path`, in bytes, closed with the `stack`."""
+    if path == "-":
+        if sys.stdin is None:  # started with descriptor 0 closed (`<&-`)
+            raise TmtError("<stdin>: is closed; pipe text in or give --input FILE")
+        return stack.enter_context(open(sys.stdin.fileno(), "rb", closefd=False))
+    try:
+        return stack.enter_context(open(path, "rb"))
+    except OSError as err:
+        raise TmtError(f"{path}: {err.strerror}") from None
+
+
+def open_out(path: str, stack: contextlib.ExitStack) -> TextIO:
+    """stdout, or a temporary file renamed to `path` only when the `stack` closes cleanly."""
+    if path == "-":
+        if sys.stdout is None:  # started with descriptor 1 closed (`>&-`)
+            raise TmtError("<stdout>: is closed; redirect it or give --output FILE")
+        return stack.enter_context(open(sys.stdout.fileno(), "w", encoding="utf-8", closefd=False))
+    from transformer_mt.files import atomic_open
+
+    return stack.enter_context(atomic_open(path))
+
+
+def set_cpu_threads() -> None:
+    """Torch threads for the idle cores (`machine.set_threads`), said on stderr when other
+    work holds some: a thread sharing its core with a busy process stalls the others."""
+    from transformer_mt.machine import set_threads
+
+    threads, governor = set_threads(0)
+    if governor is not None and threads.value < len(governor.cores):
+        print(f"note: {threads.reason}", file=sys.stderr)
+
+
+def add_device_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--quantize", choices=["int8"], help="dynamic int8 linear layers (CPU)")
+
+
+def add_language_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tgt-lang", help="language to translate into, for a multilingual model (e.g. fra)"
+    )
+    p.add_argument("--src-lang", help="language of the input, for a model that asks (NLLB)")

@@ -1,0 +1,95 @@
+"""`tmt evaluate`: a translation file scored against a reference file, or a checkpoint's test
+set translated and scored in each of its directions."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+from transformer_mt.errors import TmtError, shown_value
+
+
+def add_evaluate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "evaluate",
+        help="score a translation file against a reference file, or a checkpoint's test set in "
+        "each of its directions",
+    )
+    p.add_argument("--hyp", help="detokenised translations, one per line")
+    p.add_argument("--ref", help="detokenised references, one per line")
+    p.add_argument(
+        "--metrics", nargs="+", default=["bleu", "chrf"], choices=["bleu", "chrf", "ter"]
+    )
+    p.add_argument("--lowercase", action="store_true", help="case-insensitive scores")
+    p.add_argument("--json", action="store_true", help="print a JSON list instead of lines")
+    p.add_argument(
+        "--checkpoint", help="instead of --hyp/--ref: translate the test set and score it"
+    )
+    p.add_argument("--test", help="with --checkpoint: the test split (default: its data.test)")
+    p.add_argument(
+        "--directions",
+        nargs="+",
+        metavar="SRC-TGT",
+        help="with --checkpoint: e.g. de-en fr-de (default: every direction of the model)",
+    )
+    p.add_argument(
+        "--pivot", metavar="LANG", help="also score zero-shot directions through LANG (e.g. en)"
+    )
+    p.add_argument(
+        "--no-off-target",
+        action="store_true",
+        help="skip identifying the language of each output (needs the langid extra)",
+    )
+    p.add_argument("--beam-size", type=int, help="override the checkpoint's decode.beam_size")
+    p.set_defaults(handler=_run_evaluate)
+
+
+def _run_evaluate(args: argparse.Namespace) -> int:
+    if args.checkpoint is not None:
+        return _evaluate_directions(args)
+    if args.hyp is None or args.ref is None:
+        raise TmtError("evaluate: give --hyp and --ref, or --checkpoint")
+
+    from transformer_mt.evaluation import evaluate_files
+
+    scores = evaluate_files(args.hyp, args.ref, args.metrics, args.lowercase)
+    if args.json:
+        print(json.dumps([dataclasses.asdict(s) for s in scores], indent=1))
+    else:
+        for score in scores:
+            print(score.string)
+    return 0
+
+
+def _evaluate_directions(args: argparse.Namespace) -> int:
+    """`tmt evaluate --checkpoint`: one table of BLEU, chrF and off-target rate by direction."""
+    from transformer_mt.inference.direction_scores import directions_table, score_directions
+
+    if args.hyp is not None or args.ref is not None:
+        raise TmtError("evaluate: give --hyp and --ref, or --checkpoint, not both")
+    directions = None
+    if args.directions is not None:
+        directions = [_direction(text) for text in args.directions]
+    decode = {} if args.beam_size is None else {"beam_size": args.beam_size}
+    scores = score_directions(
+        args.checkpoint,
+        test=args.test,
+        directions=directions,
+        pivot=args.pivot,
+        off_target=not args.no_off_target,
+        **decode,
+    )
+    if args.json:
+        print(json.dumps([dataclasses.asdict(s) for s in scores], indent=1))
+    else:
+        print(directions_table(scores))
+    return 0
+
+
+def _direction(text: str) -> tuple[str, str]:
+    """`de-en` as ("de", "en"); a one-line error for anything else."""
+    src, sep, tgt = text.partition("-")
+    if not sep or not src or not tgt or "-" in tgt:
+        raise TmtError(f"--directions {shown_value(repr(text))}: expected SRC-TGT, e.g. de-en")
+    return src, tgt

@@ -1,0 +1,112 @@
+"""Flags generated from the dataclass fields they set, so that a field's name is written once.
+
+A command names the fields it offers in a table of `FieldFlag`s keyed by field name (the
+help text, and the rare flag or metavar spelled otherwise); `add_field_flags` makes each flag
+`--field-name`, storing to the field's name, typed by the field's type hint, with no default:
+an unset flag leaves the dataclass's own default (or the checkpoint's value) in force.
+`given_fields` reads back those that were set, ready for the dataclass. The decode flags of
+`tmt translate` and `tmt distill` (`DECODE_FLAGS`) are DecodeConfig's fields.
+"""
+
+from __future__ import annotations
+
+import argparse
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from transformer_mt.config import decode_field_types
+
+
+def flag_name(name: str) -> str:
+    """The flag of library argument or dataclass field `name`: beam_size -> --beam-size."""
+    return "--" + name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class FieldFlag:
+    """How one dataclass field shows on the command line."""
+
+    help: str
+    flag: str | None = None  # None: flag_name(field)
+    metavar: str | None = None  # None: the flag in capitals (--beam-size: BEAM_SIZE)
+
+
+# The decode settings `tmt translate` may change (DecodeConfig fields); unset, the
+# checkpoint's value holds.
+DECODE_FLAGS = {
+    "beam_size": FieldFlag("1 = greedy (default: the checkpoint's)"),
+    "max_tokens": FieldFlag("source tokens per batch"),
+    "n_best": FieldFlag(
+        "print N 'i ||| text ||| score' lines per input (N <= beam)", flag="--nbest"
+    ),
+    "length_penalty": FieldFlag("GNMT alpha"),
+}
+
+
+def late_field_type(owner: Callable[[], type], name: str) -> Callable[[str], object]:
+    """The argparse `type` of field `name` of a dataclass that building the parser must not
+    import (its module imports torch, and `tmt --help` loads no model library): `owner`
+    returns the dataclass when a value of the flag is converted, by the field's type."""
+
+    def convert(text: str) -> object:
+        kind, _ = value_type(typing.get_type_hints(owner())[name])
+        try:
+            return kind(text)
+        except (TypeError, ValueError):  # worded as argparse words its own types' refusals
+            raise argparse.ArgumentTypeError(f"invalid {kind.__name__} value: {text!r}") from None
+
+    return convert
+
+
+def value_type(hint: Any) -> tuple[Callable[[str], object], str | None]:
+    """What one value of a field's flag converts with, and argparse's `nargs`, from the
+    field's type hint: `int | None` -> (int, None), `tuple[str, ...]` -> (str, "+")."""
+    origin = typing.get_origin(hint)
+    args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+    if origin is tuple:
+        return args[0], "+"
+    if origin in (typing.Union, types.UnionType) and len(args) == 1:
+        return value_type(args[0])
+    return hint, None
+
+
+def add_field_flags(
+    p: argparse.ArgumentParser, flags: Mapping[str, FieldFlag], hints: Mapping[str, Any]
+) -> None:
+    """A flag per field of `flags`, in their order, typed by the field's hint in `hints` (or
+    by a `late_field_type`)."""
+    for name, shown in flags.items():
+        flag = shown.flag or flag_name(name)
+        kind, nargs = value_type(hints[name])
+        metavar = shown.metavar or flag.removeprefix("--").replace("-", "_").upper()
+        p.add_argument(flag, dest=name, type=kind, nargs=nargs, metavar=metavar, help=shown.help)
+
+
+def given_fields(args: argparse.Namespace, names: Iterable[str]) -> dict[str, object]:
+    """The fields among `names` whose flags were given, as their dataclass takes them (the
+    values of a flag of several as a tuple)."""
+    given = {name: getattr(args, name) for name in names}
+    return {
+        name: tuple(value) if isinstance(value, list) else value
+        for name, value in given.items()
+        if value is not None
+    }
+
+
+def add_decode_flags(p: argparse.ArgumentParser, names: Iterable[str] = DECODE_FLAGS) -> None:
+    """The flags of `DECODE_FLAGS` among `names`, typed as DecodeConfig's fields."""
+    flags = {name: DECODE_FLAGS[name] for name in names}
+    add_field_flags(p, flags, decode_field_types(flags))
+
+
+def decode_changes(args: argparse.Namespace) -> dict[str, object]:
+    """The decode settings given on the command line (`DECODE_FLAGS`); the rest come from the
+    checkpoint.
+
+    `--nbest` never changes the beam: a larger n-best than the beam is refused by the decode
+    config's check, naming both values.
+    """
+    return given_fields(args, DECODE_FLAGS)

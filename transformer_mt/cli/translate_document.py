@@ -1,0 +1,56 @@
+"""`tmt translate --format html|markdown`: the whole input is one document, translated unit
+by unit with its markup kept (docs/documents.md)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+
+from transformer_mt.cli.common import open_in, open_out, set_cpu_threads
+from transformer_mt.cli.translate_lines import load_glossary, load_translator, print_input_warnings
+from transformer_mt.errors import TmtError
+
+
+def translate_one_document(args: argparse.Namespace) -> int:
+    """`tmt translate` of a document, its flags checked (translate.py)."""
+    from transformer_mt.documents.translate import translate_document
+    from transformer_mt.documents.units import DocumentError
+    from transformer_mt.files import decode_document
+    from transformer_mt.inference.requests import Texts
+
+    _refuse_line_flags(args)
+    if args.device == "cpu":
+        set_cpu_threads()
+    name = "<stdin>" if args.input == "-" else args.input
+    with contextlib.ExitStack() as stack:
+        text = decode_document(open_in(args.input, stack).read(), name)
+        # A document aligns by itself (documents/alignment.py).
+        translator = load_translator(args, alignment_layer=None)
+        document = Texts.of([text], glossary=load_glossary(args))
+        try:
+            translated = translate_document(
+                translator, document, args.format, alignment_layer=args.alignment_layer
+            )
+        except DocumentError as err:
+            raise TmtError(f"{name}:{err.line}:{err.column}: {err.reason}") from None
+        open_out(args.output, stack).write(translated)
+    print_input_warnings(translator, "block")
+    print(f"translated {name} ({args.format})", file=sys.stderr)
+    return 0
+
+
+def _refuse_line_flags(args: argparse.Namespace) -> None:
+    """Refuse the flags of one thing per input line: a document is not one per line (its
+    terms go in --glossary)."""
+    line_flags = {
+        "--ref": args.ref,
+        "--prefix": args.prefix,
+        "--alignments": args.alignments,
+        "--report": args.report,
+        "--constraints": args.constraints,
+        "--nbest": args.n_best not in (None, 1),
+    }
+    for flag, given in line_flags.items():
+        if given:
+            raise TmtError(f"{flag}: for --format text only (a document is not one per line)")
