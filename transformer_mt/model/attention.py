@@ -16,10 +16,12 @@ broadcastable to (B, H, Tq, Tk) (the convention of `F.scaled_dot_product_attenti
 Relative positions (model/relative.py) come as a separate float `attn_bias`, added to the
 scaled scores: softmax(Q K^T / sqrt(Dh) + bias) V.
 
-The attention modules compute that through the kernel they were built with (`AttentionKernel`):
-`attention` (SDPA, flex for sparse patterns) unless the caller passes another, such as the CPU
-kernels that transformer_mt/kernels.py chooses by a table. `attention_with_weights`, the
-plain math, is the reference every kernel is tested against.
+The attention modules compute that through a kernel chosen outside them (`AttentionKernel`):
+the one they were built with, `attention` (SDPA, flex for sparse patterns) unless the caller
+passes another, such as the CPU kernels that transformer_mt/kernels.py chooses by a table;
+or, for one call, the kernel a decoding cache gives for the keys it holds
+(`SelfAttentionCache.kernel`). `attention_with_weights`, the plain math, is the reference
+every kernel is tested against.
 """
 
 from __future__ import annotations
@@ -42,34 +44,6 @@ try:  # torch >= 2.5
     from torch.nn.attention.flex_attention import BlockMask, flex_attention
 except ImportError:  # pragma: no cover - an older torch has no flex backend (config refuses it)
     BlockMask = flex_attention = None
-
-
-@dataclass(frozen=True)
-class RowGroups:
-    """Keys and values of a decoding batch whose rows hold very different numbers of cached
-    positions (a server's batch), gathered group by group: group g holds the rows `rows[g]`
-    (n_g,) long, padded only to its own longest, keys/values[g] (n_g, Hkv, T_g, Dh) with the
-    keep-mask masks[g] (n_g, 1, 1, T_g) (None: every key is valid). One padded tensor would
-    make every row pay for the longest row's positions."""
-
-    rows: list[Tensor]
-    keys: list[Tensor]
-    values: list[Tensor]
-    masks: list[Tensor | None]
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.keys[0].dtype
-
-    def attend(self, query: Tensor, kernel: AttentionKernel) -> Tensor:
-        """Attention through `kernel` of each group's rows of `query` (B, H, Tq, Dh) ->
-        (B, H, Tq, Dh)."""
-        out = torch.empty_like(query)
-        for rows, keys, values, mask in zip(
-            self.rows, self.keys, self.values, self.masks, strict=True
-        ):
-            out.index_copy_(0, rows, kernel(query.index_select(0, rows), keys, values, mask))
-        return out
 
 
 def padding_mask(ids: Tensor, pad_id: int) -> Tensor:
@@ -301,8 +275,9 @@ class MultiHeadAttention(nn.Module):
     attention. `rope`, for self-attention only, rotates queries and keys by their positions
     (`offset` is the position of the first one); `relative`, for self-attention only, adds
     Shaw et al.'s relative position terms (model/relative.py). `kernel` computes the heads'
-    attention (`attention` unless the caller chooses another); when the weights are wanted
-    the plain math runs instead.
+    attention (`attention` unless the caller chooses another; `attend` takes another for one
+    call, such as a decoding cache's); when the weights are wanted the plain math runs
+    instead.
     """
 
     def __init__(
@@ -350,68 +325,57 @@ class MultiHeadAttention(nn.Module):
     def attend(
         self,
         query: Tensor,
-        keys: Tensor | RowGroups,
+        keys: Tensor,
         values: Tensor | None,
         mask: Tensor | None = None,
         is_causal: bool = False,
         need_weights: bool = False,
         offset: int | Tensor = 0,
         attn_bias: Tensor | None = None,
+        kernel: AttentionKernel | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """Attend from `query` (B, Tq, D) to projected `keys`/`values` (B, Hkv, Tk, Dh), or to
-        `RowGroups` (then `values` and `mask` are None: the groups hold them).
+        """Attend from `query` (B, Tq, D) to projected `keys`/`values` (B, Hkv, Tk, Dh).
 
         `offset` is the position of the first query (rope and relative; the cache length when
         decoding). `attn_bias`, (H or B, H, Tq, Tk) float, is added to the scaled scores.
+        `kernel` computes the heads' attention for this call (None: the module's own); keys and
+        values are whatever it reads (a decoding cache's kernel may read its own layout).
         Attention runs in the dtype of `keys`, which a decoding cache may store in a narrower
         type than the projections compute in (`LayerCache.dtype`); the output is cast back.
 
         Returns:
             output (B, Tq, D) and, with `need_weights`, weights (B, H, Tq, Tk), else None.
         """
-        q = self.split_heads(self.q_proj(query))  # (B, H, Tq, Dh)
+        # 1) project the queries, (B, H, Tq, Dh), into the keys' dtype
+        q = self.split_heads(self.q_proj(query))
         if self.rope is not None:
             q = self.rope(q, offset)
         dtype, q = q.dtype, q.to(keys.dtype)
-        if isinstance(keys, RowGroups):
-            if need_weights or is_causal or attn_bias is not None or self.relative is not None:
-                raise ValueError("row groups take one query per row, no weights or position terms")
-            out, weights = keys.attend(q, self.kernel), None
-        else:
-            out, weights = self._attention(
-                q, keys, values, mask, is_causal, need_weights, offset, attn_bias
-            )
-        b, _, tq, _ = out.shape
-        out = out.to(dtype).transpose(1, 2)  # (B, Tq, H, Dh)
-        out = out.reshape(b, tq, self.n_heads * self.head_dim)  # (B, Tq, D)
-        return self.out_proj(out), weights
-
-    def _attention(
-        self,
-        q: Tensor,
-        keys: Tensor,
-        values: Tensor,
-        mask: Tensor | None,
-        is_causal: bool,
-        need_weights: bool,
-        offset: int | Tensor,
-        attn_bias: Tensor | None,
-    ) -> tuple[Tensor, Tensor | None]:
-        """(B, H, Tq, Dh) output of heads `q` (B, H, Tq, Dh), and weights (B, H, Tq, Tk) when
-        they were computed: with `need_weights`, and for Shaw's relative values, whose term
-        sum_j α_ij a^V_ij needs them."""
-        p = self.dropout if self.training else 0.0
-        relative = self.relative
-        if relative is not None:  # q_i · a^K_ij / sqrt(Dh): a bias that depends on the query
-            scores = relative.scores(q, offset, keys.size(-2))  # (B, H, Tq, Tk)
+        # 2) the kernel, every head at once: (B, H, Tq, Dh); the plain math when the weights
+        # are wanted, by the caller or by Shaw's relative values (sum_j α_ij a^V_ij)
+        if self.relative is not None:  # q_i · a^K_ij / sqrt(Dh): a bias that depends on the query
+            scores = self.relative.scores(q, offset, keys.size(-2))  # (B, H, Tq, Tk)
             attn_bias = scores if attn_bias is None else attn_bias + scores
-        relative_values = relative is not None and relative.value_embeddings is not None
-        if not (need_weights or relative_values):
-            return self.kernel(q, keys, values, mask, is_causal, p, attn_bias), None
-        out, weights = attention_with_weights(q, keys, values, mask, is_causal, attn_bias, p)
-        if relative_values:
-            out = out + relative.value_term(weights, offset)
-        return out, weights
+        p = self.dropout if self.training else 0.0
+        if need_weights or self._values_need_weights:
+            out, weights = attention_with_weights(q, keys, values, mask, is_causal, attn_bias, p)
+            if self._values_need_weights:
+                out = out + self.relative.value_term(weights, offset)
+        else:
+            kernel = self.kernel if kernel is None else kernel
+            out, weights = kernel(q, keys, values, mask, is_causal, p, attn_bias), None
+        # 3) merge the heads and project: (B, Tq, D)
+        return self.merge_heads(out.to(dtype)), weights
+
+    @property
+    def _values_need_weights(self) -> bool:
+        """Whether Shaw's relative values take part: their term needs the attention weights."""
+        return self.relative is not None and self.relative.value_embeddings is not None
+
+    def merge_heads(self, heads: Tensor) -> Tensor:
+        """(B, H, Tq, Dh) heads -> concatenated (B, Tq, H * Dh) and projected, (B, Tq, D)."""
+        b, _, tq, _ = heads.shape
+        return self.out_proj(heads.transpose(1, 2).reshape(b, tq, self.n_heads * self.head_dim))
 
     def forward(
         self,

@@ -1,5 +1,5 @@
 """The incremental-decoding key/value cache of one attention layer (the dense one: a server's
-paged cache, serve/paged.py, follows the same protocol).
+paged cache, serve/engine/paged.py, follows the same protocol).
 
 Shapes: B batch (hypotheses), Hkv key/value heads, Dh head size.
 """
@@ -7,9 +7,13 @@ Shapes: B batch (hypotheses), Hkv key/value heads, Dh head size.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from transformer_mt.model.attention import AttentionKernel
 
 
 @dataclass
@@ -57,6 +61,10 @@ class KVCache:
         self.length = new_length
         valid_values = None if self.values is None else self.values[:, :, :new_length]
         return self.keys[:, :, :new_length], valid_values, None
+
+    def kernel(self, own: AttentionKernel) -> AttentionKernel:
+        """`own`: the layer's kernel reads these keys and values as they are."""
+        return own
 
     def reorder(self, indices: Tensor) -> None:
         """Keep batch rows `indices` (B',) in that order (beam reorder, finished-row pruning).

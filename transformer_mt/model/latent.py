@@ -119,13 +119,15 @@ class LatentAttention(nn.Module):
         mask: Tensor | None = None,
         offset: int | Tensor = 0,
         attn_bias: Tensor | None = None,
+        kernel: AttentionKernel | None = None,
     ) -> tuple[Tensor, None]:
         """The absorbed form: attend from `query` (B, Tq, D) at positions offset.. to cached
         latent keys [c ‖ k^R] (B, 1, Tk, r + d_R), whose first r features are the values.
 
         `mask` (bool, True = may attend) and `attn_bias` (float, added to the scaled scores)
-        broadcast to (B, H, Tq, Tk). Attention runs in the dtype of `keys` (a cache may store
-        them narrower); the output is cast back.
+        broadcast to (B, H, Tq, Tk). `kernel` computes the attention for this call (None: the
+        module's own). Attention runs in the dtype of `keys` (a cache may store them
+        narrower); the output is cast back.
 
         Returns:
             output (B, Tq, D), and None (no weights: `forward` gives them).
@@ -144,7 +146,8 @@ class LatentAttention(nn.Module):
         p = self.dropout if self.training else 0.0
         values = keys[..., : self.kv_rank]  # (B, 1, Tk, r): c, stored once in the keys
         dtype = q.dtype
-        latent = self.kernel(q.to(keys.dtype), keys, values, mask, False, p, attn_bias)
+        kernel = self.kernel if kernel is None else kernel
+        latent = kernel(q.to(keys.dtype), keys, values, mask, False, p, attn_bias)
         # 3) up-project the attended latent: W_UV,h (sum_j α_j c_j) = sum_j α_j v_j,h
         out = torch.einsum("bhtr,hdr->bhtd", latent.to(dtype), self.value_up)  # (B, H, Tq, Dh)
         return self._merged(out), None

@@ -23,7 +23,6 @@ from transformer_mt.config import ModelConfig
 from transformer_mt.model.attention import (
     AttentionKernel,
     MultiHeadAttention,
-    RowGroups,
     attention,
     causal_mask,
 )
@@ -190,17 +189,24 @@ class EncoderLayer(_Residual):
 
 
 class SelfAttentionCache(Protocol):
-    """Cached self-attention keys and values of one layer (`KVCache`, or a paged cache)."""
+    """Cached self-attention keys and values of one layer (`KVCache`, or a paged cache), and
+    the kernel that attends over them."""
 
     length: int | Tensor  # tokens cached: an int, or (B,) per row when rows differ
 
     def append(
         self, keys: Tensor, values: Tensor | None
-    ) -> tuple[Tensor, Tensor | None, Tensor | None] | tuple[RowGroups, None, None]:
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """Add (B, Hkv, t, Dh) keys/values; return all keys and values (B, Hkv, Tk, Dh) and a
-        (B, 1, 1, Tk) bool keep-mask of the valid ones (None: all are valid), or, with one new
-        position per row, `RowGroups` holding all three. Values None: latent attention's
-        keys-only cache (then never row groups)."""
+        (B, 1, 1, Tk) bool keep-mask of the valid ones (None: all are valid). A cache may
+        return the keys in a layout of its own instead (with one new position per row and
+        values and mask None), which only its `kernel` reads. Values None: latent
+        attention's keys-only cache (then always tensors)."""
+        ...
+
+    def kernel(self, own: AttentionKernel) -> AttentionKernel:
+        """The kernel that attends over what `append` returned last: `own`, the layer's, for
+        the tensors above."""
         ...
 
 
@@ -370,10 +376,13 @@ class DecoderLayer(_Residual):
             mask = causal_mask(h.size(1), keys.size(2), h.device)
         if valid is not None:
             mask = valid if mask is None else mask & valid
-        if bias is not None and isinstance(keys, Tensor) and bias.size(-1) < keys.size(2):
+        if bias is not None and bias.size(-1) < keys.size(2):
             # A paged cache's rows end in slots not yet written (masked): no bias for them.
             bias = F.pad(bias, (0, keys.size(2) - bias.size(-1)))
-        return self.self_attn.attend(h, keys, values, mask, offset=past, attn_bias=bias)[0]
+        kernel = cache.self_attn.kernel(self.self_attn.kernel)
+        return self.self_attn.attend(
+            h, keys, values, mask, offset=past, attn_bias=bias, kernel=kernel
+        )[0]
 
     def _cross_attend(
         self,

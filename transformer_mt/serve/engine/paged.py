@@ -7,9 +7,10 @@ count, so beams that share a prefix share its memory. A block is copied only whe
 into a block that others still read (copy-on-write, at most one partial block per fork), and a
 block goes back to the pool when its last reader leaves. Attention gathers each row's blocks
 into one (R, Hkv, T, Dh) view and masks the slots past its length; with `group_rows`, rows
-are sorted by length and gathered in groups, each padded to its own longest row only
-(`model.attention.RowGroups`): in a server's batch, where new and old hypotheses sit side by
-side, one padded view spent about half of the attention's work on padding.
+are sorted by length and gathered in groups, each padded to its own longest row only, and the
+cache gives the model the kernel that attends group by group (row_groups.py): in a server's
+batch, where new and old hypotheses sit side by side, one padded view spent about half of the
+attention's work on padding.
 
 The bookkeeping (reference counts, the free stack, the block tables) is held in CPU tensors
 and updated with one vectorised operation per step, whatever the number of rows: a server
@@ -34,8 +35,9 @@ from torch import Tensor
 
 from transformer_mt.config import ModelConfig
 from transformer_mt.errors import TmtError
-from transformer_mt.model.attention import RowGroups
+from transformer_mt.model.attention import AttentionKernel
 from transformer_mt.model.layers import LayerCache
+from transformer_mt.serve.engine.row_groups import InGroups, RowGroups
 
 
 class PoolExhausted(TmtError):
@@ -246,8 +248,9 @@ class PagedDecoderCache:
     ) -> tuple[Tensor, Tensor | None, Tensor] | tuple[RowGroups, None, None]:
         """Write one new position per row (R, Hkv, 1, Dh) for decoder layer `layer`; return
         every row's keys and values (R, Hkv, T, Dh) and the (R, 1, 1, T) keep-mask, or, when
-        `group_rows` splits the rows into several groups, the same as `RowGroups`. Values
-        None: a keys-only pool (latent attention), which attends over one padded view."""
+        `group_rows` splits the rows into several groups, the same as `RowGroups`, which only
+        `kernel`'s kernel reads. Values None: a keys-only pool (latent attention), which
+        attends over one padded view."""
         if keys.size(2) != 1:
             raise ValueError("the paged cache takes one new position per row and step")
         if layer == 0:
@@ -273,6 +276,12 @@ class PagedDecoderCache:
         if step.rows is None:
             return all_keys[0], all_values[0], step.valid[0]
         return RowGroups(step.rows, all_keys, all_values, step.valid), None, None
+
+    def kernel(self, own: AttentionKernel) -> AttentionKernel:
+        """The kernel attention over this step's keys runs through: `own`, the layer's, over
+        one padded view; `own` group by group (`InGroups`) when the rows are in groups."""
+        in_groups = self._step is not None and self._step.rows is not None
+        return InGroups(own) if in_groups else own
 
     def _gather(self, source: Tensor, tables: list[Tensor], which: int) -> list[Tensor]:
         """Each (n, W) table's blocks of `source` (n_blocks, bs, Hkv, Dh) as (n, Hkv, W * bs,
@@ -391,3 +400,6 @@ class _PagedLayer:
         self, keys: Tensor, values: Tensor | None
     ) -> tuple[Tensor, Tensor | None, Tensor] | tuple[RowGroups, None, None]:
         return self.cache.append(self.layer, keys, values)
+
+    def kernel(self, own: AttentionKernel) -> AttentionKernel:
+        return self.cache.kernel(own)
