@@ -132,13 +132,8 @@ def source_batch(bundle: InferenceBundle, path: Path | None, sentences: int) -> 
     """The first `sentences` non-blank lines of `path` as one batch, encoded, cut and padded
     as `tmt translate` does it, with the checkpoint's special ids."""
     path = path or DEFAULT_DATA / f"test2016.{bundle.config.data.src_lang}"
-    translator = Translator(
-        bundle.model,
-        bundle.src_tokenizer,
-        bundle.tgt_tokenizer,
-        decode_config(1, 1),
-        specials=bundle.specials,
-    )
+    tokenizers = (bundle.src_tokenizer, bundle.tgt_tokenizer)
+    translator = Translator(bundle.model, tokenizers, decode_config(1, 1), specials=bundle.specials)
     encoded = [translator.source_ids(line) for line in read_lines(path)]
     sources = [ids for ids in encoded if ids][:sentences]
     if not sources:

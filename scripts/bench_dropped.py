@@ -56,7 +56,7 @@ from transformer_mt.inference.dropped import FLAGS, check_translations  # noqa: 
 from transformer_mt.inference.paragraphs import joined, sentence_groups  # noqa: E402
 from transformer_mt.inference.requests import Texts  # noqa: E402
 from transformer_mt.inference.sentences import SplitLines  # noqa: E402
-from transformer_mt.inference.translator import Translation, Translator  # noqa: E402
+from transformer_mt.inference.translator import LineSettings, Translation, Translator  # noqa: E402
 
 DEFAULT_DATA = REPO / "data" / "multi30k"
 LENGTH_SHARE = 0.7
@@ -252,7 +252,9 @@ def run(args: argparse.Namespace) -> list[dict]:
     changes = {"max_tokens": 10**9}
     if args.beam_size is not None:
         changes["beam_size"] = args.beam_size
-    whole = Translator.from_checkpoint(str(args.checkpoint), split_sentences=False, **changes)
+    whole = Translator.from_checkpoint(
+        str(args.checkpoint), **changes, lines=LineSettings(split_sentences=False)
+    )
     items = build_set(whole, sources, references, args)
     outputs = [item["found"].texts[0] for item in items]
     scores = check_translations(

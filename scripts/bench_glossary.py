@@ -58,7 +58,7 @@ from transformer_mt.evaluation import corpus_scores  # noqa: E402
 from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.inference.glossary import Glossary  # noqa: E402
 from transformer_mt.inference.requests import Texts  # noqa: E402
-from transformer_mt.inference.translator import Translator  # noqa: E402
+from transformer_mt.inference.translator import LineSettings, Translator  # noqa: E402
 
 DEFAULT_DATA = REPO / "data" / "multi30k"
 WORD = re.compile(r"\w+")
@@ -236,7 +236,7 @@ def run(args: argparse.Namespace) -> list[dict]:
         beam_size=args.beam_size,
         n_best=1,
         max_tokens=10**9,  # batches of --batch-size sentences, not of a token budget
-        split_sentences=False,  # whole lines, with or without constraints
+        lines=LineSettings(split_sentences=False),  # whole lines, with or without constraints
     )
     rows = [{"bench": "glossary", "set": "extracted", "pairs": len(terms), "first": terms[:20]}]
     wanted = term_sets(glossary, sources, references)

@@ -37,7 +37,7 @@ from bench_machine import (  # noqa: E402
 from transformer_mt.evaluation import corpus_scores  # noqa: E402
 from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.inference.paragraphs import joined, joined_bleu  # noqa: E402
-from transformer_mt.inference.translator import Translator  # noqa: E402
+from transformer_mt.inference.translator import LineSettings, Translator  # noqa: E402
 
 DEFAULT_DATA = REPO / "data" / "multi30k"
 
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> list[dict]:
     rows = []
     for split_sentences in (True, False):
         translator = Translator.from_checkpoint(
-            str(args.checkpoint), split_sentences=split_sentences, **changes
+            str(args.checkpoint), **changes, lines=LineSettings(split_sentences=split_sentences)
         )
         single = [t.texts[0] for t in translator.translate(sources)] if split_sentences else []
         for n in args.joins:

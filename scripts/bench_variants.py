@@ -53,7 +53,7 @@ from transformer_mt.data.dataset import column_texts, load_split  # noqa: E402
 from transformer_mt.data.tokenizer import EOS_ID, PAD_ID  # noqa: E402
 from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.inference.paragraphs import joined_bleu  # noqa: E402
-from transformer_mt.inference.translator import Translator  # noqa: E402
+from transformer_mt.inference.translator import LineSettings, Translator  # noqa: E402
 from transformer_mt.search import search  # noqa: E402
 
 
@@ -85,7 +85,9 @@ def run(args: argparse.Namespace) -> list[dict]:
         results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
         checkpoint = run_dir / "checkpoints" / results["checkpoint"]
         # Each line whole: the joined lines measure the model on long inputs, not the splitter.
-        translator = Translator.from_checkpoint(str(checkpoint), split_sentences=False)
+        translator = Translator.from_checkpoint(
+            str(checkpoint), lines=LineSettings(split_sentences=False)
+        )
         cfg = translator.model.cfg
         data = load_config(run_dir / "config.yaml").data
         test = load_split(data, "test")

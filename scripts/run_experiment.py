@@ -35,7 +35,7 @@ from transformer_mt.errors import TmtError  # noqa: E402
 from transformer_mt.evaluation import corpus_scores  # noqa: E402
 from transformer_mt.inference.direction_scores import directions_table, score_directions  # noqa: E402
 from transformer_mt.inference.paragraphs import joined_bleu  # noqa: E402
-from transformer_mt.inference.translator import Translator  # noqa: E402
+from transformer_mt.inference.translator import LineSettings, Translator  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
@@ -116,7 +116,9 @@ def main() -> int:
     if args.joined:
         results["train_max_src_tokens"] = longest_training_source(translator, config.data)
         # Length generalisation: the model reads each joined line whole, not split.
-        whole = Translator.from_checkpoint(str(checkpoint), split_sentences=False, **decode)
+        whole = Translator.from_checkpoint(
+            str(checkpoint), **decode, lines=LineSettings(split_sentences=False)
+        )
     for n in args.joined:
         bleu, length = joined_bleu(whole, sources, references, n)
         results[f"joined{n}_bleu"], results[f"joined{n}_src_tokens"] = bleu, length

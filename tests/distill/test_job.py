@@ -16,7 +16,7 @@ from transformer_mt.distill.job import TeacherSettings, distill
 from transformer_mt.distill.manifest import MANIFEST_NAME
 from transformer_mt.errors import TmtError
 from transformer_mt.files import read_lines
-from transformer_mt.inference.translator import Translator
+from transformer_mt.inference.translator import LineSettings, Translator
 
 from .conftest import write_config, write_corpus
 
@@ -28,7 +28,7 @@ def test_the_corpus_is_the_translators_output_filtered(reversing_checkpoint, cor
     done = distill(reversing_checkpoint, corpus, tmp_path / "run", settings=settings)
     sources = read_lines(f"{corpus.train}.de")
     translator = Translator.from_checkpoint(
-        str(reversing_checkpoint), beam_size=3, split_sentences=False
+        str(reversing_checkpoint), beam_size=3, lines=LineSettings(split_sentences=False)
     )
     expected = [t.texts[0] for t in translator.translate(sources)]
     chunks = sorted((tmp_path / "run" / "chunks").iterdir())

@@ -23,7 +23,7 @@ from transformer_mt.artifacts import load_checkpoint, save_checkpoint
 from transformer_mt.cli import main
 from transformer_mt.inference.attention_maps import CELL_INCHES, DPI, draw_attention
 from transformer_mt.inference.requests import Texts
-from transformer_mt.inference.translator import Translator
+from transformer_mt.inference.translator import LineSettings, Translator
 
 transformers = pytest.importorskip("transformers")
 
@@ -51,7 +51,7 @@ class Imported:
 
     def translator(self, **decode_changes: object) -> Translator:
         return Translator.from_checkpoint(
-            str(self.checkpoint), tgt_lang=self.tgt_lang, **decode_changes
+            str(self.checkpoint), **decode_changes, lines=LineSettings(tgt_lang=self.tgt_lang)
         )
 
 
@@ -137,7 +137,9 @@ def test_the_target_language_flag_chooses_the_tag(imported, tmp_path):
     german = translate(imported, tmp_path, "--input", str(source), "--tgt-lang", "deu")
     assert french != german
     # What the flag puts in front is the tag piece a transformers user writes.
-    translator = Translator.from_checkpoint(str(imported.checkpoint), tgt_lang="deu")
+    translator = Translator.from_checkpoint(
+        str(imported.checkpoint), lines=LineSettings(tgt_lang="deu")
+    )
     for line in SOURCES:
         tagged = translator.src_tokenizer.encode(f">>deu<< {line}")
         assert translator.source_ids(line) == tagged
@@ -187,7 +189,10 @@ def test_int8_translations_stay_close_to_float32(imported, tmp_path):
     same = [i for i, (a, b) in enumerate(zip(exact, int8, strict=True)) if a == b]
     assert len(same) >= 2 / 3 * len(SOURCES), list(zip(exact, int8, strict=True))
     quantized = Translator.from_checkpoint(
-        str(imported.checkpoint), quantize="int8", tgt_lang=imported.tgt_lang, beam_size=1
+        str(imported.checkpoint),
+        quantize="int8",
+        beam_size=1,
+        lines=LineSettings(tgt_lang=imported.tgt_lang),
     ).translate(SOURCES)
     assert [t.texts[0] for t in quantized] == int8
     float_scores = imported.translator(beam_size=1).translate(SOURCES)
@@ -246,7 +251,9 @@ def test_average_of_two_imports_keeps_specials_and_tables(imported, tmp_path):
         assert_close(averaged.model[name], tensor, atol=1e-6, rtol=1e-6)
     lines = SOURCES[:6]
     want = [t.texts for t in imported.translator(beam_size=3).translate(lines)]
-    got = Translator.from_checkpoint(str(out), tgt_lang=imported.tgt_lang, beam_size=3)
+    got = Translator.from_checkpoint(
+        str(out), beam_size=3, lines=LineSettings(tgt_lang=imported.tgt_lang)
+    )
     assert [t.texts for t in got.translate(lines)] == want
 
 
@@ -319,7 +326,11 @@ def test_ctranslate2_greedy_output_equals_ours(imported, tmp_path, scale_embeddi
     out = tmp_path / "ct2"
     assert main(["export", str(checkpoint), str(out), "--format", "ctranslate2"]) == 0
     translator = Translator.from_checkpoint(
-        str(checkpoint), tgt_lang=imported.tgt_lang, beam_size=1, max_len_a=0.0, max_len_b=STEPS
+        str(checkpoint),
+        beam_size=1,
+        max_len_a=0.0,
+        max_len_b=STEPS,
+        lines=LineSettings(tgt_lang=imported.tgt_lang),
     )
     sources = [translator.source_ids(line) for line in SOURCES]  # with the language tag
     ours = {}

@@ -15,7 +15,7 @@ from tests.importing.builders import build_nllb
 from transformer_mt.artifacts import load_checkpoint, save_checkpoint
 from transformer_mt.cli import main
 from transformer_mt.data.tokenizer import PieceTable
-from transformer_mt.inference.translator import Translator
+from transformer_mt.inference.translator import LineSettings, Translator
 
 transformers = pytest.importorskip("transformers")
 
@@ -102,7 +102,11 @@ def test_hf_export_logits_and_generate_equal_the_original(imported, hf_export):
 def greedy(checkpoint: Path, tgt_lang: str) -> tuple[Translator, dict[int, list[int]]]:
     """Our greedy translations of SOURCES into `tgt_lang` (the forced code first), by index."""
     translator = Translator.from_checkpoint(
-        str(checkpoint), beam_size=1, max_len_a=0.0, max_len_b=STEPS, tgt_lang=tgt_lang
+        str(checkpoint),
+        beam_size=1,
+        max_len_a=0.0,
+        max_len_b=STEPS,
+        lines=LineSettings(tgt_lang=tgt_lang),
     )
     sources = [translator.source_ids(line) for line in SOURCES]
     ours = {}

@@ -10,7 +10,7 @@ from tests.corpora import SHARED_DATA, slice_lines
 from tests.importing.builders import best_ids, build_nllb, generated_ids
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
-from transformer_mt.inference.translator import Translator
+from transformer_mt.inference.translator import LineSettings, Translator
 
 transformers = pytest.importorskip("transformers")
 
@@ -43,9 +43,10 @@ def test_token_ids_equal_nllb_tokenizer(imported):
         for line in sentences(lang, 40):
             tokenizer.src_lang = "fra_Latn"
             expected = tokenizer(line).input_ids
+            tokenizers = (bundle.src_tokenizer, bundle.tgt_tokenizer)
             translator = Translator(
-                bundle.model, bundle.src_tokenizer, bundle.tgt_tokenizer, bundle.config.decode,
-                specials=specials, src_lang="fra_Latn", tgt_lang="eng_Latn",
+                bundle.model, tokenizers, bundle.config.decode, specials=specials,
+                lines=LineSettings(src_lang="fra_Latn", tgt_lang="eng_Latn"),
             )  # fmt: skip
             assert translator.source_ids(line) + [specials.eos] == expected, line
 
@@ -78,7 +79,7 @@ def test_greedy_translations_equal_generate(imported, tgt_lang):
     model, tokenizer, out = imported
     lines = sentences("de", 30)
     translator = Translator.from_checkpoint(
-        str(out), beam_size=1, max_len_a=0.0, max_len_b=STEPS, tgt_lang=tgt_lang
+        str(out), beam_size=1, max_len_a=0.0, max_len_b=STEPS, lines=LineSettings(tgt_lang=tgt_lang)
     )
     ours = best_ids(translator, lines)
     tokenizer.src_lang = "deu_Latn"
@@ -145,8 +146,8 @@ def test_served_translations_equal_the_translators(imported):
             )
             jobs = [engine.submit([text], decode) for text in lines]  # decoded side by side
             translator = Translator.from_checkpoint(
-                str(out), tgt_lang="fra_Latn", beam_size=beam, n_best=n_best, max_len_a=0.0,
-                max_len_b=STEPS,
+                str(out), beam_size=beam, n_best=n_best, max_len_a=0.0, max_len_b=STEPS,
+                lines=LineSettings(tgt_lang="fra_Latn"),
             )  # fmt: skip
             for job, want, text in zip(jobs, translator.translate(lines), lines, strict=True):
                 (served,) = job.future.result(timeout=60)
@@ -174,7 +175,11 @@ def test_alignments_skip_the_language_tags(imported):
     """Pairs index the words of both sides, after the tags the model is fed."""
     _, _, out = imported
     translator = Translator.from_checkpoint(
-        str(out), beam_size=1, max_len_a=0.0, max_len_b=STEPS, alignment_layer=-1
+        str(out),
+        beam_size=1,
+        max_len_a=0.0,
+        max_len_b=STEPS,
+        lines=LineSettings(alignment_layer=-1),
     )
     line = "ein hund läuft über die wiese"
     (result,) = translator.translate([line])

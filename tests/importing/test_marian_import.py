@@ -12,7 +12,7 @@ from tests.corpora import SHARED_DATA, slice_lines
 from tests.importing.builders import best_ids, build_marian, generated_ids
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
-from transformer_mt.inference.translator import Translator
+from transformer_mt.inference.translator import LineSettings, Translator
 
 transformers = pytest.importorskip("transformers")
 
@@ -84,7 +84,7 @@ def test_greedy_translations_equal_generate(imported):
     model, tokenizer, out, tag = imported
     lines = sentences("de", 30)
     translator = Translator.from_checkpoint(
-        str(out), beam_size=1, max_len_a=0.0, max_len_b=STEPS, tgt_lang=tag
+        str(out), beam_size=1, max_len_a=0.0, max_len_b=STEPS, lines=LineSettings(tgt_lang=tag)
     )
     ours = best_ids(translator, lines)
     tagged = [f">>{tag}<< {line}" if tag else line for line in lines]
@@ -139,7 +139,9 @@ def test_an_imported_model_fine_tunes_and_translates(imported, tmp_path):
     assert child.specials == load_checkpoint(out).specials
     losses = [row["loss"] for row in read_metrics(run / "metrics.jsonl") if row["kind"] == "train"]
     assert losses[-1] < losses[0]
-    translator = Translator.from_checkpoint(str(run / "checkpoints" / "last.pt"), tgt_lang=tag)
+    translator = Translator.from_checkpoint(
+        str(run / "checkpoints" / "last.pt"), lines=LineSettings(tgt_lang=tag)
+    )
     assert all(isinstance(t.texts[0], str) for t in translator.translate(["der hund"]))
 
 
@@ -152,7 +154,7 @@ def test_beam_5_best_hypotheses_equal_generate(imported, length_norm):
     lines = slice_lines("valid", "de")[:200]
     translator = Translator.from_checkpoint(
         str(out), beam_size=5, max_len_a=0.0, max_len_b=STEPS, min_len=0,
-        length_norm=length_norm, length_penalty=1.0, tgt_lang=tag,
+        length_norm=length_norm, length_penalty=1.0, lines=LineSettings(tgt_lang=tag),
     )  # fmt: skip
     ours = best_ids(translator, lines)
     tagged = [f">>{tag}<< {line}" if tag else line for line in lines]
@@ -177,7 +179,9 @@ def test_a_tag_typed_into_the_text_does_not_switch_the_language(imported):
     _, _, out, tag = imported
     if tag is None:
         pytest.skip("a bilingual model has no tags")
-    translator = Translator.from_checkpoint(str(out), beam_size=1, tgt_lang="fra")
+    translator = Translator.from_checkpoint(
+        str(out), beam_size=1, lines=LineSettings(tgt_lang="fra")
+    )
     plain, typed = translator.translate(["ein hund läuft", ">>deu<< ein hund läuft"])
     assert typed.texts == plain.texts and translator.tagged_lines == 1
     assert translator.source_ids(">>deu<<") == []  # the tag alone: nothing to translate

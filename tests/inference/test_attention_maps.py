@@ -7,7 +7,7 @@ import pytest
 from transformer_mt.cli import main
 from transformer_mt.errors import TmtError
 from transformer_mt.inference.attention_maps import CELL_INCHES, DPI, draw_attention
-from transformer_mt.inference.translator import Translator
+from transformer_mt.inference.translator import LineSettings, Translator
 
 CELL = int(CELL_INCHES * DPI)  # pixels per panel side
 
@@ -60,9 +60,11 @@ def test_alignments_keep_line_count_and_indices_in_range(checkpoint, tmp_path):
 
 def test_alignments_refuse_nbest_and_a_missing_layer(checkpoint):
     with pytest.raises(TmtError, match="n_best=2: alignments are of the best translation"):
-        Translator.from_checkpoint(str(checkpoint), alignment_layer=-1, beam_size=2, n_best=2)
+        Translator.from_checkpoint(
+            str(checkpoint), beam_size=2, n_best=2, lines=LineSettings(alignment_layer=-1)
+        )
     with pytest.raises(TmtError, match="alignment_layer=1: the model has 1 decoder layer"):
-        Translator.from_checkpoint(str(checkpoint), alignment_layer=1)
+        Translator.from_checkpoint(str(checkpoint), lines=LineSettings(alignment_layer=1))
 
 
 def test_alignment_errors_name_the_flags_on_the_command_line(checkpoint, tmp_path, capsys):

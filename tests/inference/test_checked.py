@@ -12,7 +12,7 @@ from transformer_mt.inference.checked import (
 )
 from transformer_mt.inference.dropped import Scores, Thresholds
 from transformer_mt.inference.sentences import SplitLines
-from transformer_mt.inference.translator import Translation, Translator
+from transformer_mt.inference.translator import LineSettings, Translation, Translator
 
 # Flags nothing but the length: coverage and copies are left out of these tests.
 LENGTH_ONLY = Thresholds(min_coverage=0.0, max_source_chrf=100.0)
@@ -109,7 +109,7 @@ def test_checked_lines_translate_as_the_translator_and_a_whole_line_as_its_sente
     # translated whole (--no-split), a flagged line of two sentences is retried and becomes
     # the split translation; every line flagged by a coverage beyond reach
     whole = Translator.from_checkpoint(
-        str(checkpoint), beam_size=2, n_best=2, split_sentences=False
+        str(checkpoint), beam_size=2, n_best=2, lines=LineSettings(split_sentences=False)
     )
     strict = Thresholds(min_coverage=1.1)
     checked = translate_checked(whole, lines, thresholds=strict)

@@ -5,7 +5,7 @@ import pytest
 
 from transformer_mt.errors import SettingError
 from transformer_mt.inference.requests import Texts
-from transformer_mt.inference.translator import Translator
+from transformer_mt.inference.translator import LineSettings, Translator
 
 from ..conftest import MULTILINGUAL, WORDS
 
@@ -23,7 +23,9 @@ def test_a_tagged_model_offers_every_pair_of_its_languages(multilingual_checkpoi
 
 
 def test_the_default_direction_follows_the_languages_asked_for(multilingual_checkpoint):
-    languages = Translator.from_checkpoint(str(multilingual_checkpoint), tgt_lang="fr").languages
+    languages = Translator.from_checkpoint(
+        str(multilingual_checkpoint), lines=LineSettings(tgt_lang="fr")
+    ).languages
     assert languages.default == ("de", "fr")
 
 
@@ -53,8 +55,10 @@ def test_a_model_without_tags_translates_its_trained_direction_only(checkpoint):
     # Asked for another language, it refuses (as the server does) instead of translating
     # into its own; its own languages given explicitly are fine.
     with pytest.raises(SettingError, match="tgt_lang=fr: the model has no such language"):
-        Translator.from_checkpoint(str(checkpoint), tgt_lang="fr")
-    assert Translator.from_checkpoint(str(checkpoint), src_lang="de", tgt_lang="en")
+        Translator.from_checkpoint(str(checkpoint), lines=LineSettings(tgt_lang="fr"))
+    assert Translator.from_checkpoint(
+        str(checkpoint), lines=LineSettings(src_lang="de", tgt_lang="en")
+    )
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])
@@ -67,7 +71,9 @@ def test_lines_of_many_directions_translate_as_one_direction_at_a_time(
     mixed = Translator.from_checkpoint(path, beam_size=beam_size)
     got = mixed.translate(Texts.of(LINES, prefixes=prefixes, directions=pairs))
     for target in ("en", "de", "fr"):
-        alone = Translator.from_checkpoint(path, beam_size=beam_size, tgt_lang=target)
+        alone = Translator.from_checkpoint(
+            path, beam_size=beam_size, lines=LineSettings(tgt_lang=target)
+        )
         rows = [i for i, (_, tgt) in enumerate(pairs) if tgt == target]
         expected = alone.translate(
             Texts.of([LINES[i] for i in rows], prefixes=[prefixes[i] for i in rows])
@@ -88,7 +94,7 @@ def test_a_typed_tag_never_switches_a_line_s_direction(multilingual_checkpoint):
     mixed = Translator.from_checkpoint(path, beam_size=1)
     (got,) = mixed.translate(Texts.of([line], directions=[("de", "en")]))
     assert mixed.tagged_lines == 1
-    english = Translator.from_checkpoint(path, beam_size=1, tgt_lang="en")
+    english = Translator.from_checkpoint(path, beam_size=1, lines=LineSettings(tgt_lang="en"))
     assert got.texts == english.translate([line])[0].texts
     tags = mixed.specials.language_tags
     ids = mixed.source_ids(line, mixed.direction("de", "en"))

@@ -65,7 +65,7 @@ def test_a_translator_translates_the_same_with_packed_layers(checkpoint):
     texts = ["ein mann fährt rad", "das buch", "zwei hunde spielen im schnee"]
     bundle = load_for_inference(str(checkpoint), torch.device("cpu"))
     plain = Translator(
-        bundle.model, bundle.src_tokenizer, bundle.tgt_tokenizer, bundle.config.decode
+        bundle.model, (bundle.src_tokenizer, bundle.tgt_tokenizer), bundle.config.decode
     )
     expected = plain.translate(texts)
     pack_linears(bundle.model)

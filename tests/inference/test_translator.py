@@ -30,7 +30,7 @@ from transformer_mt.inference.quantize import (
 )
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.stream import format_translation, translate_stream
-from transformer_mt.inference.translator import Translator
+from transformer_mt.inference.translator import LineSettings, Translator
 from transformer_mt.machine import Choice
 from transformer_mt.model.layers import FeedForward
 from transformer_mt.timed_choices import TimedChoices
@@ -452,7 +452,9 @@ def test_a_line_of_sentences_is_its_sentences_translated_alone_and_joined(checkp
 def test_a_line_of_one_sentence_translates_as_without_splitting(checkpoint):
     lines = ["ein mann fährt rad", "  Das buch liest eine frau!  ", "", "zwei hunde. "]
     split = Translator.from_checkpoint(str(checkpoint), beam_size=2)
-    whole = Translator.from_checkpoint(str(checkpoint), beam_size=2, split_sentences=False)
+    whole = Translator.from_checkpoint(
+        str(checkpoint), beam_size=2, lines=LineSettings(split_sentences=False)
+    )
     assert split.translate(lines) == whole.translate(lines)
 
 
@@ -464,9 +466,9 @@ def test_splitting_is_off_when_asked_with_a_forced_prefix_and_with_alignments(ch
     assert translator.split(forced, default).sentences == [PARAGRAPH]
     blank = Texts.of([PARAGRAPH], prefixes=[" "])
     assert translator.split(blank, default).sentences == list(SENTENCES)
-    unsplit = Translator.from_checkpoint(str(checkpoint), split_sentences=False)
+    unsplit = Translator.from_checkpoint(str(checkpoint), lines=LineSettings(split_sentences=False))
     assert unsplit.split([PARAGRAPH], default).sentences == [PARAGRAPH]
-    aligned = Translator.from_checkpoint(str(checkpoint), alignment_layer=-1)
+    aligned = Translator.from_checkpoint(str(checkpoint), lines=LineSettings(alignment_layer=-1))
     assert aligned.split([PARAGRAPH], default).sentences == [PARAGRAPH]
     (translation,) = aligned.translate([PARAGRAPH])
     assert translation.alignment is not None
@@ -489,6 +491,8 @@ def test_cli_no_split_translates_each_line_whole(checkpoint, tmp_path):
     for flags, split_sentences in [([], True), (["--no-split"], False)]:
         out = tmp_path / "out.txt"
         assert translate(checkpoint, "--input", source, "--output", out, *flags) == 0
-        translator = Translator.from_checkpoint(str(checkpoint), split_sentences=split_sentences)
+        translator = Translator.from_checkpoint(
+            str(checkpoint), lines=LineSettings(split_sentences=split_sentences)
+        )
         expected = [t.texts[0] for t in translator.translate([PARAGRAPH, "ein mann"])]
         assert out.read_text(encoding="utf-8").split("\n") == [*expected, ""]

@@ -30,7 +30,7 @@ from transformer_mt.data.specials import SpecialTokens  # noqa: E402
 from transformer_mt.errors import SettingError  # noqa: E402
 from transformer_mt.inference.languages import Direction  # noqa: E402
 from transformer_mt.inference.requests import Texts
-from transformer_mt.inference.translator import Translator  # noqa: E402
+from transformer_mt.inference.translator import LineSettings, Translator  # noqa: E402
 from transformer_mt.langid import installed  # noqa: E402
 from transformer_mt.serve.engine import Engine, ServeLimits  # noqa: E402
 from transformer_mt.serve.engine.caches import translation_key  # noqa: E402
@@ -104,7 +104,7 @@ def test_texts_of_many_directions_share_the_batch_and_translate_one_direction_at
     assert engine.prefixes.hits > 0
     for pair in DIRECTIONS:
         offline = Translator.from_checkpoint(
-            path, src_lang=pair[0], tgt_lang=pair[1], beam_size=beam_size
+            path, beam_size=beam_size, lines=LineSettings(src_lang=pair[0], tgt_lang=pair[1])
         )
         for n, prefixes in enumerate(rounds):
             expected = offline.translate(Texts.of(texts, prefixes=prefixes))
@@ -255,7 +255,9 @@ def test_a_typed_tag_is_taken_out_and_counted_never_switching_the_target(
     text = f">>fr<< {WORDS[0]} {WORDS[1]}"
     before = engine.stats().tagged_texts
     (item,) = translate(url, text=text, source="en", target="de", beam_size=1)["translations"]
-    german = Translator.from_checkpoint(str(multilingual_checkpoint), tgt_lang="de", beam_size=1)
+    german = Translator.from_checkpoint(
+        str(multilingual_checkpoint), beam_size=1, lines=LineSettings(tgt_lang="de")
+    )
     assert item["text"] == german.translate([text])[0].texts[0]
     assert engine.stats().tagged_texts == before + 1
     with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:

@@ -36,7 +36,7 @@ from libretranslate_aio import (  # noqa: E402
 from tests.serve.real_engine import serving  # noqa: E402
 from transformer_mt.documents.translate import translate_document  # noqa: E402
 from transformer_mt.inference.requests import Texts  # noqa: E402
-from transformer_mt.inference.translator import Translator  # noqa: E402
+from transformer_mt.inference.translator import LineSettings, Translator  # noqa: E402
 from transformer_mt.langid import installed  # noqa: E402
 from transformer_mt.serve.engine import Engine, ServeLimits  # noqa: E402
 from transformer_mt.serve.http_settings import HttpSettings  # noqa: E402
@@ -50,7 +50,9 @@ TEXTS = ["Zwei junge Kinder spielen im Schnee.", "ein mann fährt rad. Eine frau
 
 
 def translations(checkpoint: Path, texts: list[str], src: str, tgt: str, **decode) -> list:
-    translator = Translator.from_checkpoint(str(checkpoint), src_lang=src, tgt_lang=tgt, **decode)
+    translator = Translator.from_checkpoint(
+        str(checkpoint), **decode, lines=LineSettings(src_lang=src, tgt_lang=tgt)
+    )
     return translator.translate(texts)
 
 

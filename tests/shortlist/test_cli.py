@@ -4,7 +4,7 @@ import pytest
 
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
-from transformer_mt.inference.translator import Translator
+from transformer_mt.inference.translator import LineSettings, Translator
 from transformer_mt.shortlist.vmap import read_vmap
 
 from ..conftest import without_notes
@@ -83,7 +83,7 @@ def test_ctranslate2_export_carries_the_shortlist_and_searches_like_ours(
         length_penalty=1.0,
         max_len_a=0.0,
         max_len_b=30,
-        split_sentences=False,
+        lines=LineSettings(split_sentences=False),
     )
     src = ours.src_tokenizer
     for sentence in SENTENCES:

@@ -11,7 +11,7 @@ import torch
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.data.tokenizer import EOS_ID
 from transformer_mt.errors import TmtError
-from transformer_mt.inference.translator import Translator
+from transformer_mt.inference.translator import LineSettings, Translator
 from transformer_mt.search import SearchOptions, search
 from transformer_mt.shortlist.select import Shortlist
 from transformer_mt.shortlist.vmap import write_vmap
@@ -82,7 +82,7 @@ def test_the_whole_vocabulary_as_a_shortlist_changes_no_translation(
     """In float32 to the score; with int8 layers the shortlist scores with the projection's
     float32 rows (its int8 copy cannot be cut by rows), so scores move by the rounding."""
     path = write_always(tmp_path / "all.vmap", target_pieces(reversing_checkpoint))
-    load = dict(beam_size=3, n_best=3, split_sentences=False, quantize=quantize)
+    load = dict(beam_size=3, n_best=3, lines=LineSettings(split_sentences=False), quantize=quantize)
     plain = Translator.from_checkpoint(str(reversing_checkpoint), **load)
     listed = Translator.from_checkpoint(str(reversing_checkpoint), shortlist=path, **load)
     for a, b in zip(plain.translate(SENTENCES), listed.translate(SENTENCES), strict=True):

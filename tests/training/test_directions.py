@@ -15,7 +15,7 @@ from transformer_mt.data.dataset import DataError, check_sources
 from transformer_mt.evaluation import corpus_scores
 from transformer_mt.inference.direction_scores import score_directions
 from transformer_mt.inference.languages import Languages
-from transformer_mt.inference.translator import Translator
+from transformer_mt.inference.translator import LineSettings, Translator
 from transformer_mt.langid import installed
 from transformer_mt.training.run import run_training
 
@@ -105,7 +105,10 @@ def test_every_direction_is_scored_and_a_pivot_is_its_two_legs(multilingual):
     # The pivot row is the model translating de -> en, then that output en -> fr.
     sources = (root / "test.de").read_text("utf-8").splitlines()
     references = (root / "test.fr").read_text("utf-8").splitlines()
-    legs = [Translator.from_checkpoint(str(checkpoint), tgt_lang=t) for t in ("en", "fr")]
+    legs = [
+        Translator.from_checkpoint(str(checkpoint), lines=LineSettings(tgt_lang=t))
+        for t in ("en", "fr")
+    ]
     english = [t.texts[0] for t in legs[0].translate(sources)]
     french = [t.texts[0] for t in legs[1].translate(english)]
     bleu, chrf = corpus_scores(french, references)

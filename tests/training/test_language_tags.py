@@ -7,7 +7,7 @@ import pytest
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
 from transformer_mt.config import ConfigError
-from transformer_mt.inference.translator import Translator
+from transformer_mt.inference.translator import LineSettings, Translator
 from transformer_mt.training.run import run_training
 
 from .conftest import write_config, write_corpus
@@ -31,7 +31,7 @@ def test_tags_are_pieces_of_their_own_and_frame_every_source(tagged):
         assert tag in bundle.specials.never  # never produced
     translator = Translator.from_checkpoint(str(tagged), beam_size=1)  # data.tgt_lang: en
     assert translator.source_ids("der hund")[0] == tags["en"]
-    french = Translator.from_checkpoint(str(tagged), beam_size=1, tgt_lang="fr")
+    french = Translator.from_checkpoint(str(tagged), beam_size=1, lines=LineSettings(tgt_lang="fr"))
     assert french.source_ids("der hund")[0] == tags["fr"]
     outputs = [t.texts[0] for t in translator.translate(["der hund", "die katze sieht"])]
     assert not any(">>" in text for text in outputs)

@@ -77,16 +77,19 @@ def load_translator(
     args: argparse.Namespace, *, alignment_layer: int | None, split_sentences: bool = True
 ) -> Translator:
     """The Translator of --checkpoint with the model and decode flags of `args`."""
-    from transformer_mt.inference.translator import Translator
+    from transformer_mt.inference.translator import LineSettings, Translator
 
-    return Translator.from_checkpoint(
-        args.checkpoint,
-        device=args.device,
-        quantize=args.quantize,
+    lines = LineSettings(
         alignment_layer=alignment_layer,
         src_lang=args.src_lang,
         tgt_lang=args.tgt_lang,
         split_sentences=split_sentences,
+    )
+    return Translator.from_checkpoint(
+        args.checkpoint,
+        device=args.device,
+        quantize=args.quantize,
+        lines=lines,
         shortlist=args.shortlist,
         **decode_changes(args),
     )

@@ -50,7 +50,7 @@ from transformer_mt.distill.manifest import Manifest, claim_run_dir
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import atomic_open, check_output, read_lines
 from transformer_mt.inference.requests import Texts
-from transformer_mt.inference.translator import Translator
+from transformer_mt.inference.translator import LineSettings, Translator
 from transformer_mt.progress import PROGRESS_SECONDS, Counted, ProgressReport, duration
 
 CHUNKS_DIR = "chunks"
@@ -112,10 +112,10 @@ def distill(
     outputs = _outputs(data, run_dir, out, checkpoint)
     translator = Translator.from_checkpoint(
         str(checkpoint),
-        settings.device,
-        settings.quantize,
-        split_sentences=False,
+        device=settings.device,
+        quantize=settings.quantize,
         **settings.decode,
+        lines=LineSettings(split_sentences=False),
     )
     _check_direction(checkpoint, translator, data)
     manifest = Manifest.of(

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import atomic_path, check_output
-from transformer_mt.inference.translator import GREEDY, Translator
+from transformer_mt.inference.translator import GREEDY, LineSettings, Translator
 
 CELL_INCHES = 3.0
 DPI = 100
@@ -49,9 +49,8 @@ def draw_attention(
             destroy a file (`files.check_output`), or no matplotlib.
     """
     check_output(out, [(checkpoint, "checkpoint")])
-    translator = Translator.from_checkpoint(
-        str(checkpoint), device, src_lang=src_lang, tgt_lang=tgt_lang, **GREEDY
-    )
+    lines = LineSettings(src_lang=src_lang, tgt_lang=tgt_lang)
+    translator = Translator.from_checkpoint(str(checkpoint), device=device, lines=lines, **GREEDY)
     model, cfg = translator.model, translator.model.cfg
     source = translator.source_ids(src)
     if not source:

@@ -49,7 +49,7 @@ from pathlib import Path
 
 import torch
 
-from transformer_mt.artifacts import load_for_inference
+from transformer_mt.artifacts import InferenceBundle, load_for_inference
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batching import SourceBatch, make_source_batches, restore_order
 from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
@@ -128,68 +128,80 @@ class Translation:
         )
 
 
-class Translator:
-    """A model, its tokenizers and search settings: lines of text in, translations out.
+@dataclass(frozen=True)
+class LineSettings:
+    """How a Translator treats the lines it is given, beyond the search (`DecodeConfig`).
 
-    Args:
-        model: in eval mode, on `device` (the caller's to switch; validation shares the
-            training model).
-        decode: search settings (beam size, lengths, n-best, sampling).
+    Attributes:
         alignment_layer: None (no alignments), or the decoder layer whose cross-attention
             aligns target to source subwords; negative values count from the last.
-        cache_dtype: dtype of the decoding cache's keys and values (None: as computed).
-        specials: the model's special ids (its checkpoint's).
         src_lang, tgt_lang: the languages of a model with language tags (a multilingual
             OPUS-MT model needs tgt_lang, NLLB both); a model without ignores them. The
             direction of every line that is not given its own.
-        directions: the (source, target) pairs the model was trained on (its checkpoint's
-            `data.directions()`), for `languages`.
+        trained: the (source, target) pairs the model was trained on (its checkpoint's
+            `data.directions()`), for `Translator.languages`.
         split_sentences: split lines into sentences before searching (see the module).
         split_lang: the language whose sentence rules split lines that name none (a model
             without tags: its checkpoint's `data.src_lang`); None: src_lang, else English
             rules (`sentences.split_line`).
     """
 
+    alignment_layer: int | None = None
+    src_lang: str | None = None
+    tgt_lang: str | None = None
+    trained: tuple[Pair, ...] = ()
+    split_sentences: bool = True
+    split_lang: str | None = None
+
+
+class Translator:
+    """A model, its tokenizers and search settings: lines of text in, translations out.
+
+    Args:
+        model: in eval mode, on `device` (the caller's to switch; validation shares the
+            training model).
+        tokenizers: (source, target).
+        decode: search settings (beam size, lengths, n-best, sampling).
+        lines: how lines are read and answered (`LineSettings`).
+        cache_dtype: dtype of the decoding cache's keys and values (None: as computed).
+        specials: the model's special ids (its checkpoint's).
+        shortlist: the target ids each sentence may score (None: all).
+    """
+
     def __init__(
         self,
         model: Seq2SeqTransformer,
-        src_tokenizer: Tokenizer,
-        tgt_tokenizer: Tokenizer,
+        tokenizers: tuple[Tokenizer, Tokenizer],
         decode: DecodeConfig,
+        *,
         device: torch.device | str = "cpu",
-        alignment_layer: int | None = None,
+        lines: LineSettings = LineSettings(),
         cache_dtype: torch.dtype | None = None,
         specials: SpecialTokens = OWN_SPECIALS,
-        src_lang: str | None = None,
-        tgt_lang: str | None = None,
-        directions: Sequence[Pair] = (),
-        split_sentences: bool = True,
-        split_lang: str | None = None,
         shortlist: Shortlist | None = None,
     ):
         decode.validate()
-        if alignment_layer is not None:
-            check_alignment_layer(alignment_layer, model.cfg.decoder_layers)
+        if lines.alignment_layer is not None:
+            check_alignment_layer(lines.alignment_layer, model.cfg.decoder_layers)
             if decode.n_best > 1:
                 raise SettingError(
                     "n_best", decode.n_best, "alignments are of the best translation"
                 )
         self.model = model
-        self.src_tokenizer = src_tokenizer
-        self.tgt_tokenizer = tgt_tokenizer
+        self.src_tokenizer, self.tgt_tokenizer = tokenizers
         self.decode = decode
         self.device = torch.device(device)
-        self.alignment_layer = alignment_layer
+        self.alignment_layer = lines.alignment_layer
         self.cache_dtype = cache_dtype
         self.specials = specials
         self.options = search_options(model, specials, cache_dtype, shortlist)
-        self.split_sentences = split_sentences
-        self.split_lang = split_lang or src_lang
-        self._trained, self._asked = tuple(directions), (src_lang, tgt_lang)
+        self.split_sentences = lines.split_sentences
+        self.split_lang = lines.split_lang or lines.src_lang
+        self._trained, self._asked = tuple(lines.trained), (lines.src_lang, lines.tgt_lang)
         # Language tags of each direction asked for (ids in front of its sources, and forced
         # in front of its targets); `default`: those of lines not given a direction.
         self._directions: dict[Pair, Direction] = {}
-        self.default = self.direction(src_lang, tgt_lang)
+        self.default = self.direction(lines.src_lang, lines.tgt_lang)
         # Tags a user typed do not switch the language: they are taken out of the text.
         self._typed_tags = set(specials.language_tags.values())
         # Tokens a line and its tags, or a forced prefix and its tags, may take: the position
@@ -203,12 +215,10 @@ class Translator:
     def from_checkpoint(
         cls,
         path: str,
+        *,
         device: str = "cpu",
         quantize: str | None = None,
-        alignment_layer: int | None = None,
-        src_lang: str | None = None,
-        tgt_lang: str | None = None,
-        split_sentences: bool = True,
+        lines: LineSettings = LineSettings(),
         shortlist: str | Path | None = None,
         **decode_changes: object,
     ) -> Translator:
@@ -217,62 +227,42 @@ class Translator:
         Args:
             quantize: None (float32) or "int8": dynamic int8 linear layers, CPU only (see
                 `quantize_int8`), with the cache in `int8_cache_dtype()`.
-            alignment_layer: see the class.
-            src_lang, tgt_lang: see the class; None: the checkpoint's data languages where
-                the model has tags for them.
-            split_sentences: see the class; lines are split by the rules of src_lang, else
-                of the checkpoint's source language.
+            lines: see `LineSettings`; the checkpoint fills in what they leave out: its data
+                languages where the model has tags for them, the directions it was trained
+                on, and its source language's sentence rules.
             shortlist: a vocabulary map file (`tmt shortlist`): each sentence scores only the
                 target ids listed for its source ids (float32 rows of the projection, also
                 with int8 layers); None: the whole vocabulary.
         """
         device = resolve_device(device)
         bundle = load_for_inference(path, device)
-        model, cache_dtype = bundle.model, None
         listed = None
         if shortlist is not None:  # the float rows, before packing or int8 replaces them
-            output = model.output_projection
-            listed = Shortlist.load(
-                shortlist,
-                bundle.src_tokenizer,
-                bundle.tgt_tokenizer,
-                output.weight.detach(),
-                None if output.bias is None else output.bias.detach(),
-                (bundle.specials.unk,),
-                packed_product if device.type == "cpu" and packing_available() else None,
-            )
-        if quantize is not None:
-            if quantize not in QUANTIZE_OPTIONS:
-                raise SettingError(
-                    "quantize", quantize, f"choose one of {', '.join(QUANTIZE_OPTIONS)}"
-                )
-            if device.type != "cpu":
-                raise SettingError(
-                    "quantize", quantize, "int8 layers run on the CPU only (device cpu)"
-                )
-            model, cache_dtype = quantize_int8(model), int8_cache_dtype()
-        elif device.type == "cpu":
-            pack_where_it_pays(model)
+            listed = _shortlist(shortlist, bundle, device)
+        model, cache_dtype = _inference_model(bundle.model, quantize, device)
         decode = dataclasses.replace(bundle.config.decode, **decode_changes)
+        data, specials = bundle.config.data, bundle.specials
+        lines = dataclasses.replace(
+            lines,
+            src_lang=lines.src_lang or _tagged(data.src_lang, specials),
+            tgt_lang=lines.tgt_lang or _tagged(data.tgt_lang, specials),
+            trained=lines.trained or tuple(data.directions()),
+            split_lang=lines.split_lang or lines.src_lang or data.src_lang,
+        )
+        tokenizers = (bundle.src_tokenizer, bundle.tgt_tokenizer)
         translator = cls(
             model,
-            bundle.src_tokenizer,
-            bundle.tgt_tokenizer,
+            tokenizers,
             decode,
-            device,
-            alignment_layer,
-            cache_dtype,
-            bundle.specials,
-            src_lang or _tagged(bundle.config.data.src_lang, bundle.specials),
-            tgt_lang or _tagged(bundle.config.data.tgt_lang, bundle.specials),
-            bundle.config.data.directions(),
-            split_sentences,
-            src_lang or bundle.config.data.src_lang,
-            listed,
+            device=device,
+            lines=lines,
+            cache_dtype=cache_dtype,
+            specials=specials,
+            shortlist=listed,
         )
         # A model without tags is not told languages: asked for another one, it would
         # translate into its own silently. As the server does, refuse.
-        if not bundle.specials.language_tags:
+        if not specials.language_tags:
             translator.languages.check(*translator.languages.default)
         return translator
 
@@ -548,3 +538,37 @@ class Translator:
 def _tagged(code: str, specials: SpecialTokens) -> str | None:
     """`code` when the model has a language tag for it, else None."""
     return code if code in specials.language_tags else None
+
+
+def _shortlist(path: str | Path, bundle: InferenceBundle, device: torch.device) -> Shortlist:
+    """The shortlist file `path` over the float rows of `bundle`'s output projection."""
+    output = bundle.model.output_projection
+    return Shortlist.load(
+        path,
+        bundle.src_tokenizer,
+        bundle.tgt_tokenizer,
+        output.weight.detach(),
+        None if output.bias is None else output.bias.detach(),
+        (bundle.specials.unk,),
+        packed_product if device.type == "cpu" and packing_available() else None,
+    )
+
+
+def _inference_model(
+    model: Seq2SeqTransformer, quantize: str | None, device: torch.device
+) -> tuple[Seq2SeqTransformer, torch.dtype | None]:
+    """`model` as it runs translations on `device`: int8 layers with their cache dtype when
+    `quantize` asks, else float32 with the linear layers packed where that pays (CPU).
+
+    Raises:
+        SettingError: an unknown `quantize`, or int8 off the CPU.
+    """
+    if quantize is None:
+        if device.type == "cpu":
+            pack_where_it_pays(model)
+        return model, None
+    if quantize not in QUANTIZE_OPTIONS:
+        raise SettingError("quantize", quantize, f"choose one of {', '.join(QUANTIZE_OPTIONS)}")
+    if device.type != "cpu":
+        raise SettingError("quantize", quantize, "int8 layers run on the CPU only (device cpu)")
+    return quantize_int8(model), int8_cache_dtype()

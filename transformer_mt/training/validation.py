@@ -23,7 +23,7 @@ from transformer_mt.data.pipeline import TrainData
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.evaluation import corpus_scores
-from transformer_mt.inference.translator import Translator, greedy
+from transformer_mt.inference.translator import LineSettings, Translator, greedy
 from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.training.loss import label_smoothed_loss, perplexity
 
@@ -86,10 +86,10 @@ def greedy_bleu(
         decode_cfg: length limits (max_len_a, max_len_b, min_len) and batch size; beam and
             sampling settings are ignored.
     """
+    lines = LineSettings(src_lang=languages[0], tgt_lang=languages[1])
     translator = Translator(
-        model, *tokenizers, greedy(decode_cfg), device, specials=specials,
-        src_lang=languages[0], tgt_lang=languages[1],
-    )  # fmt: skip
+        model, tokenizers, greedy(decode_cfg), device=device, lines=lines, specials=specials
+    )
     hypotheses = [t.texts[0] for t in translator.translate(sources)]
     return corpus_scores(hypotheses, references, ["bleu"])[0].score
 

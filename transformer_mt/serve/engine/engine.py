@@ -42,7 +42,7 @@ from transformer_mt.errors import SettingError, TmtError, one_line
 from transformer_mt.inference.checked import CheckedLine, check_sentences, checked_lines
 from transformer_mt.inference.languages import Pair
 from transformer_mt.inference.requests import Texts
-from transformer_mt.inference.translator import Translation, Translator
+from transformer_mt.inference.translator import LineSettings, Translation, Translator
 from transformer_mt.search.results import ranked_results
 from transformer_mt.serve.contract import EngineStats, ShuttingDown, TokenCallback
 from transformer_mt.serve.engine.admission import Admission, Work
@@ -116,7 +116,11 @@ class Engine:
                 (`Languages.check`).
         """
         translator = Translator.from_checkpoint(
-            path, device, quantize, src_lang=src_lang, tgt_lang=tgt_lang, shortlist=shortlist
+            path,
+            device=device,
+            quantize=quantize,
+            shortlist=shortlist,
+            lines=LineSettings(src_lang=src_lang, tgt_lang=tgt_lang),
         )
         return cls(translator, limits)
 
