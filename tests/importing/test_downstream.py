@@ -213,7 +213,7 @@ def test_attention_maps_of_an_imported_model(imported, tmp_path):
         tmp_path / "maps.png",
         layer=1,
         head=3,
-        tgt_lang=imported.tgt_lang,
+        languages=(None, imported.tgt_lang),
     )
     assert png_size(out) == (cell, 3 * cell)
     args = ["attention", "--checkpoint", str(imported.checkpoint), "--src", SOURCES[1]]

@@ -29,7 +29,7 @@ from transformer_mt.inference.quantize import (
     quantize_int8,
 )
 from transformer_mt.inference.requests import Texts
-from transformer_mt.inference.stream import format_translation, translate_stream
+from transformer_mt.inference.stream import format_translation, stream_progress, translate_stream
 from transformer_mt.inference.translator import LineSettings, Translator
 from transformer_mt.machine import Choice
 from transformer_mt.model.layers import FeedForward
@@ -368,13 +368,15 @@ def test_progress_lines_without_a_terminal_count_up_to_the_total(checkpoint, cap
     translator = Translator.from_checkpoint(str(checkpoint), beam_size=1, max_tokens=8)
     lines = ["ein mann fährt rad", "", "das buch", "zwei hunde spielen", "frau liest", "im schnee"]
     out = io.StringIO()
-    count = translate_stream(translator, lines, out, 4, total=len(lines), report_every_s=0.0)
+    progress = stream_progress(len(lines), every_s=0.0)
+    count = translate_stream(translator, lines, out, 4, progress=progress)
     assert count == len(lines) and out.getvalue().count("\n") == len(lines)
     reports = capsys.readouterr().err.splitlines()
     done = [int(line.split()[1].split("/")[0]) for line in reports]
     assert len(reports) >= 3 and done == sorted(done) and done[-1] == len(lines)
     assert all(f"/{len(lines)} lines (" in r and "sentences/s, ETA " in r for r in reports)
-    translate_stream(translator, lines, io.StringIO(), 4, total=len(lines), report_every_s=600)
+    progress = stream_progress(len(lines), every_s=600)
+    translate_stream(translator, lines, io.StringIO(), 4, progress=progress)
     assert capsys.readouterr().err == ""  # a short input: no report before the interval
 
 

@@ -34,8 +34,7 @@ def _run_attention(args: argparse.Namespace) -> int:
         layer=args.layer,
         head=args.head,
         device=args.device,
-        src_lang=args.src_lang,
-        tgt_lang=args.tgt_lang,
+        languages=(args.src_lang, args.tgt_lang),
     )
     print(out)
     return 0

@@ -194,7 +194,7 @@ def _translate(
     """Translate `source` to --output (and --report), the best translations appended to
     `best`; the number of lines translated. A phrase that cannot be met names its line."""
     from transformer_mt.inference.constrained import ConstraintsError
-    from transformer_mt.inference.stream import translate_stream
+    from transformer_mt.inference.stream import LineOptions, stream_progress, translate_stream
 
     out = open_out(args.output, stack)
     report = None if args.report is None else open_out(args.report, stack)
@@ -207,12 +207,9 @@ def _translate(
             source.lines,
             out,
             1 if source.interactive else 2000,
-            options=source.options,
-            glossary=glossary,
-            progress=bar,
-            total=source.total,
+            options=LineOptions(source.options, glossary),
+            progress=stream_progress(source.total, bar, plain),
             collect=best,
-            report_every_s=plain,
             report_out=report,
         )
     except ConstraintsError as err:

@@ -17,6 +17,7 @@ from torch import Tensor
 
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import atomic_path, check_output
+from transformer_mt.inference.languages import Pair
 from transformer_mt.inference.translator import GREEDY, LineSettings, Translator
 
 CELL_INCHES = 3.0
@@ -27,12 +28,12 @@ def draw_attention(
     checkpoint: str | Path,
     src: str,
     out: str | Path,
+    *,
     tgt: str | None = None,
     layer: int | None = None,
     head: int | None = None,
     device: str = "cpu",
-    src_lang: str | None = None,
-    tgt_lang: str | None = None,
+    languages: Pair = (None, None),
 ) -> Path:
     """Draw attention maps of `src` (and `tgt`, else its greedy translation) to the PNG `out`.
 
@@ -42,14 +43,14 @@ def draw_attention(
 
     Args:
         layer, head: draw only this layer (of encoder and decoder) / head; None: all.
-        src_lang, tgt_lang: the languages of a model with language tags (see `Translator`).
+        languages: (src_lang, tgt_lang) of a model with language tags (see `LineSettings`).
 
     Raises:
         TmtError: an empty source, a layer or head the model does not have, `out` would
             destroy a file (`files.check_output`), or no matplotlib.
     """
     check_output(out, [(checkpoint, "checkpoint")])
-    lines = LineSettings(src_lang=src_lang, tgt_lang=tgt_lang)
+    lines = LineSettings(src_lang=languages[0], tgt_lang=languages[1])
     translator = Translator.from_checkpoint(str(checkpoint), device=device, lines=lines, **GREEDY)
     model, cfg = translator.model, translator.model.cfg
     source = translator.source_ids(src)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TextIO
 
 from transformer_mt.inference.checked import translate_checked
@@ -40,18 +40,39 @@ def format_translation(translation: Translation, index: int, nbest: int) -> str:
     )
 
 
+@dataclass(frozen=True)
+class LineOptions:
+    """What the lines of a stream are asked with, chunk by chunk.
+
+    Attributes:
+        per_line: the options of each line (`Texts` of all the lines: prefixes, constraints),
+            each chunk asked with its own lines'; None: none, and the lines may stream (a
+            terminal's, whose number is not known in advance).
+        glossary: terms whose targets the translation of a sentence holding them contains,
+            for every line.
+    """
+
+    per_line: Texts | None = None
+    glossary: Glossary | None = None
+
+    def chunk(self, start: int, lines: list[str]) -> Texts:
+        """The request of `lines`, the chunk of the stream from line `start` on."""
+        request = Texts.of(lines, glossary=self.glossary)
+        if self.per_line is None:
+            return request
+        own = self.per_line.picked(range(start, start + len(lines)))
+        return replace(own, texts=request.texts, glossaries=request.glossaries)
+
+
 def translate_stream(
     translator: Translator,
     lines: Iterable[str],
     out: TextIO,
     chunk_lines: int,
     *,
-    options: Texts | None = None,
-    glossary: Glossary | None = None,
-    progress: bool = False,
-    total: int | None = None,
+    options: LineOptions = LineOptions(),
+    progress: ProgressReport | None = None,
     collect: list[str] | None = None,
-    report_every_s: float | None = None,
     report_out: TextIO | None = None,
 ) -> int:
     """Translate `lines` in chunks of `chunk_lines`, writing (and flushing) each chunk.
@@ -61,13 +82,8 @@ def translate_stream(
     `collect` when given (for scoring). Returns the number of lines translated.
 
     Args:
-        options: the per-line options (`Texts` of the same lines: prefixes, constraints),
-            each chunk translated with its lines' own; None: none.
-        glossary: terms whose targets the translation of a sentence holding them contains,
-            for every line (a file read as it streams has no count to give one per line).
-        progress: draw a tqdm bar on stderr (a terminal).
-        report_every_s: without a bar, write a plain progress line on stderr at most this
-            often (a log file, where a bar is switched off and would be unreadable); None: none.
+        options: what each line is asked with (`LineOptions`).
+        progress: counts the lines translated (`stream_progress`); None: silent.
         report_out: check every sentence for dropped content, retry the flagged ones that
             cut (`checked.translate_checked`) and write one JSON line per input line here
             (`CheckedLine.to_json`, lines numbered from 1); not with prefixes or constraints.
@@ -76,15 +92,12 @@ def translate_stream(
         ConstraintsError: a line whose constraints cannot fit, numbered among all `lines`.
         TmtError: a report asked for with prefixes or constraints (`Texts.refuse_report`).
     """
-    if report_out is not None and options is not None:
-        options.refuse_report()
+    if report_out is not None and options.per_line is not None:
+        options.per_line.refuse_report()
     count = 0
-    report = ProgressReport(total, TRANSLATED, progress, report_every_s)
+    report = progress or stream_progress(None)
     for chunk in _chunks(lines, chunk_lines):
-        request = Texts.of(chunk, glossary=glossary)
-        if options is not None:
-            lines_options = options.picked(range(count, count + len(chunk)))
-            request = replace(lines_options, texts=request.texts, glossaries=request.glossaries)
+        request = options.chunk(count, chunk)
         if report_out is not None:
             checked = translate_checked(translator, request, report.update)
             translations = [line.translation for line in checked]
@@ -105,6 +118,15 @@ def translate_stream(
         report.update(count - report.done)  # the chunk's empty lines, never searched
     report.close()
     return count
+
+
+def stream_progress(
+    total: int | None, bar: bool = False, every_s: float | None = None
+) -> ProgressReport:
+    """The progress of a stream of `total` lines (None: unknown): a tqdm bar on stderr (a
+    terminal), else a plain line at most every `every_s` seconds (a log file, where a bar
+    would be unreadable; None: no lines)."""
+    return ProgressReport(total, TRANSLATED, bar, every_s)
 
 
 def _chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
