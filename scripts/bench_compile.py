@@ -53,7 +53,8 @@ from transformer_mt.data.batching import SourceBatch  # noqa: E402
 from transformer_mt.data.specials import SpecialTokens  # noqa: E402
 from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.inference.packed import pack_where_it_pays  # noqa: E402
-from transformer_mt.inference.translator import Translator, search_options  # noqa: E402
+from transformer_mt.inference.running import search_options  # noqa: E402
+from transformer_mt.inference.translator import Translator  # noqa: E402
 from transformer_mt.model import Seq2SeqTransformer  # noqa: E402
 from transformer_mt.search import search  # noqa: E402
 

@@ -62,7 +62,7 @@ from transformer_mt.errors import TmtError  # noqa: E402
 from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.inference.packed import pack_where_it_pays  # noqa: E402
 from transformer_mt.inference.quantize import int8_cache_dtype, quantize_int8  # noqa: E402
-from transformer_mt.inference.translator import search_options  # noqa: E402
+from transformer_mt.inference.running import search_options  # noqa: E402
 from transformer_mt.machine import keep_freed_memory  # noqa: E402
 from transformer_mt.model import Seq2SeqTransformer, build_model  # noqa: E402
 from transformer_mt.search import search  # noqa: E402

@@ -3,6 +3,9 @@
     translator.py      Translator: the one text -> translation pipeline (split, truncate,
                        batch, search, detokenize, join) that `tmt translate`, validation
                        BLEU, `tmt attention` and scripts/run_experiment.py call
+    translation.py     Translation: one line's n-best texts and scores
+    running.py         how a loaded model runs: packed or int8 layers, shortlist, search options
+    requests.py        Texts: the texts and each one's prefix, direction, constraints, glossary
     sentences.py       a line cut into sentences and joined back, whitespace kept verbatim
     paragraphs.py      BLEU on test sentences joined n to a line
     cross_attention.py cross-attention of forced passes in batches; word alignment from it

@@ -40,7 +40,6 @@ front of that line's ids, so lines of different directions share batches.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -49,7 +48,7 @@ from pathlib import Path
 
 import torch
 
-from transformer_mt.artifacts import InferenceBundle, load_for_inference
+from transformer_mt.artifacts import load_for_inference
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batching import SourceBatch, make_source_batches, restore_order
 from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
@@ -58,13 +57,13 @@ from transformer_mt.errors import SettingError
 from transformer_mt.inference.constrained import beam_groups, phrase_ids
 from transformer_mt.inference.cross_attention import alignment_pairs, check_alignment_layer
 from transformer_mt.inference.languages import Direction, Languages, Pair
-from transformer_mt.inference.packed import pack_where_it_pays, packed_product, packing_available
-from transformer_mt.inference.quantize import QUANTIZE_OPTIONS, int8_cache_dtype, quantize_int8
 from transformer_mt.inference.requests import Texts
+from transformer_mt.inference.running import inference_model, load_shortlist, search_options
 from transformer_mt.inference.sentences import Segments, SplitLines, split_line
+from transformer_mt.inference.translation import Translation
 from transformer_mt.machine import resolve_device
 from transformer_mt.model import Seq2SeqTransformer
-from transformer_mt.search import SearchOptions, SearchResult, SpecialIds, search
+from transformer_mt.search import SearchResult, search
 from transformer_mt.shortlist.select import Shortlist
 
 # The decode changes that make any settings a greedy search with the same length limits
@@ -75,57 +74,6 @@ GREEDY = {"beam_size": 1, "n_best": 1, "sampling": False}
 def greedy(decode: DecodeConfig) -> DecodeConfig:
     """`decode` as a greedy search (see GREEDY)."""
     return dataclasses.replace(decode, **GREEDY)
-
-
-def search_options(
-    model: Seq2SeqTransformer,
-    specials: SpecialTokens = OWN_SPECIALS,
-    cache_dtype: torch.dtype | None = None,
-    shortlist: Shortlist | None = None,
-) -> SearchOptions:
-    """How every translation search of `model` runs: with its special ids, decoding capped at
-    its position table (a hypothesis never needs a position the model lacks), keys and values
-    of the decoding cache stored in `cache_dtype` (None: the dtype they are computed in),
-    scoring only the target ids of `shortlist` (None: all)."""
-    new_cache = None
-    if cache_dtype is not None:
-        new_cache = functools.partial(model.decoder.new_cache, dtype=cache_dtype)
-    ids = SpecialIds(specials.pad, specials.bos, specials.eos, specials.never)
-    return SearchOptions(
-        ids=ids, max_len_cap=model.cfg.max_positions, new_cache=new_cache, vocabulary=shortlist
-    )
-
-
-@dataclass
-class Translation:
-    """The n-best translations of one input line, best first, with their search scores.
-
-    `alignment` (with alignments on): (source index, target index) subword pairs of the best.
-    """
-
-    texts: list[str]
-    scores: list[float]
-    alignment: list[tuple[int, int]] | None = None
-
-    @classmethod
-    def empty(cls, n_best: int, alignment: list | None = None) -> Translation:
-        """The translation of a blank line: n_best empty strings, each with score 0.0 (the
-        log-probability of nothing), so n-best output keeps n_best lines for every input."""
-        return cls([""] * n_best, [0.0] * n_best, alignment)
-
-    @classmethod
-    def joined(cls, segments: Segments, parts: Sequence[Translation]) -> Translation:
-        """The translation of a line from those of its sentences (`segments`): the k-th
-        hypothesis joins the sentences' k-th, with the sum of their scores. A line of one
-        sentence keeps its translation as it is (alignment included: only such lines have
-        one, see the module)."""
-        if len(parts) == 1:
-            return parts[0]
-        n_best = range(len(parts[0].texts))
-        return cls(
-            [segments.join([part.texts[k] for part in parts]) for k in n_best],
-            [sum(part.scores[k] for part in parts) for k in n_best],
-        )
 
 
 @dataclass(frozen=True)
@@ -238,8 +186,8 @@ class Translator:
         bundle = load_for_inference(path, device)
         listed = None
         if shortlist is not None:  # the float rows, before packing or int8 replaces them
-            listed = _shortlist(shortlist, bundle, device)
-        model, cache_dtype = _inference_model(bundle.model, quantize, device)
+            listed = load_shortlist(shortlist, bundle, device)
+        model, cache_dtype = inference_model(bundle.model, quantize, device)
         decode = dataclasses.replace(bundle.config.decode, **decode_changes)
         data, specials = bundle.config.data, bundle.specials
         lines = dataclasses.replace(
@@ -538,37 +486,3 @@ class Translator:
 def _tagged(code: str, specials: SpecialTokens) -> str | None:
     """`code` when the model has a language tag for it, else None."""
     return code if code in specials.language_tags else None
-
-
-def _shortlist(path: str | Path, bundle: InferenceBundle, device: torch.device) -> Shortlist:
-    """The shortlist file `path` over the float rows of `bundle`'s output projection."""
-    output = bundle.model.output_projection
-    return Shortlist.load(
-        path,
-        bundle.src_tokenizer,
-        bundle.tgt_tokenizer,
-        output.weight.detach(),
-        None if output.bias is None else output.bias.detach(),
-        (bundle.specials.unk,),
-        packed_product if device.type == "cpu" and packing_available() else None,
-    )
-
-
-def _inference_model(
-    model: Seq2SeqTransformer, quantize: str | None, device: torch.device
-) -> tuple[Seq2SeqTransformer, torch.dtype | None]:
-    """`model` as it runs translations on `device`: int8 layers with their cache dtype when
-    `quantize` asks, else float32 with the linear layers packed where that pays (CPU).
-
-    Raises:
-        SettingError: an unknown `quantize`, or int8 off the CPU.
-    """
-    if quantize is None:
-        if device.type == "cpu":
-            pack_where_it_pays(model)
-        return model, None
-    if quantize not in QUANTIZE_OPTIONS:
-        raise SettingError("quantize", quantize, f"choose one of {', '.join(QUANTIZE_OPTIONS)}")
-    if device.type != "cpu":
-        raise SettingError("quantize", quantize, "int8 layers run on the CPU only (device cpu)")
-    return quantize_int8(model), int8_cache_dtype()

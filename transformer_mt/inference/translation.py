@@ -1,0 +1,40 @@
+"""What translating one line gives: its n-best translations with their search scores."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from transformer_mt.inference.sentences import Segments
+
+
+@dataclass
+class Translation:
+    """The n-best translations of one input line, best first, with their search scores.
+
+    `alignment` (with alignments on): (source index, target index) subword pairs of the best.
+    """
+
+    texts: list[str]
+    scores: list[float]
+    alignment: list[tuple[int, int]] | None = None
+
+    @classmethod
+    def empty(cls, n_best: int, alignment: list | None = None) -> Translation:
+        """The translation of a blank line: n_best empty strings, each with score 0.0 (the
+        log-probability of nothing), so n-best output keeps n_best lines for every input."""
+        return cls([""] * n_best, [0.0] * n_best, alignment)
+
+    @classmethod
+    def joined(cls, segments: Segments, parts: Sequence[Translation]) -> Translation:
+        """The translation of a line from those of its sentences (`segments`): the k-th
+        hypothesis joins the sentences' k-th, with the sum of their scores. A line of one
+        sentence keeps its translation as it is (alignment included: only such lines have
+        one, see inference/translator.py)."""
+        if len(parts) == 1:
+            return parts[0]
+        n_best = range(len(parts[0].texts))
+        return cls(
+            [segments.join([part.texts[k] for part in parts]) for k in n_best],
+            [sum(part.scores[k] for part in parts) for k in n_best],
+        )
