@@ -1,12 +1,13 @@
-"""Placing inline markup around aligned target words, with scripted alignments (units.py)."""
+"""Placing inline markup around aligned target words, with scripted alignments
+(placement.py), and translating the regions of a document (units.py)."""
 
 import pytest
 
+from transformer_mt.documents.placement import render
 from transformer_mt.documents.units import (
     AlignedText,
     Region,
     UnitBuilder,
-    render,
     translate_regions,
 )
 

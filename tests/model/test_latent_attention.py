@@ -142,7 +142,7 @@ def test_absorbed_decoding_equals_the_naive_form_at_every_step(rope_dim, biased,
             assert values is None
             mask = keep[:, None, None, : step + 1]
             step_bias = None if bias is None else bias[:, step : step + 1, : step + 1]
-            out, _ = attn.attend(x[:, step : step + 1], keys, None, mask, step, step_bias)
+            out = attn.attend(x[:, step : step + 1], keys, None, mask, step, step_bias)
             prefix = x[:, : step + 1]
             prefix_bias = None if bias is None else bias[:, : step + 1, : step + 1]
             causal = mask & causal_mask(step + 1, step + 1)

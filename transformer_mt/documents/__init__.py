@@ -2,8 +2,9 @@
 
     translate.py   translate_document(translator, text, format): the one entry point, for
                    `tmt translate --format html|markdown` and the server's `format` field
-    units.py       translation units: text with inline markup in, the markup put back around
-                   the aligned target words; DocumentError
+    units.py       translation units: text with inline markup, built in source order; the
+                   regions of a document they replace; DocumentError
+    placement.py   render: a unit's inline markup put back around the aligned target words
     alignment.py   AlignedTranslator: a Translator's translations with word alignments from
                    its cross-attention
     html.py        HTML through the standard library's html.parser, spliced into the input

@@ -1,5 +1,5 @@
 """Word alignments of translations from a `Translator`'s cross-attention: what documents need to
-put inline markup back around the right target words (units.py).
+put inline markup back around the right target words (placement.py).
 
 `AlignedTranslator` translates unit texts through the one pipeline (`Translator.translate`),
 then aligns each translation in one forced pass of the model over the source and the

@@ -18,7 +18,7 @@ markup that never ends. What passes is translated with its structure unchanged, 
 is well-formed wherever the input was.
 
 Units (units.py): the text between two block boundaries. Inline elements (`INLINE`) are placed
-around the aligned target words; `INLINE_KEPT` elements and inline elements with
+(placement.py) around the aligned target words; `INLINE_KEPT` elements and inline elements with
 `translate="no"` are kept as written in place of their text's translation; images, `<wbr>`,
 `<input>`, `<embed>` and comments go after the word before them, and a `<br>` between the words
 around it (a line break inside a sentence leaves it one unit); every other tag (blocks, `<hr>`,
@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Literal
 
+from transformer_mt.documents.placement import render
 from transformer_mt.documents.units import (
     AlignedText,
     DocumentError,
@@ -49,7 +50,6 @@ from transformer_mt.documents.units import (
     UnitBuilder,
     attachment,
     check_characters,
-    render,
     translate_regions,
 )
 

@@ -21,12 +21,12 @@ tokens their lines (`map`), not inline tokens their columns, so:
        delimiters, which markdown-it keeps as `Token.markup`
 
 Units (units.py): the inline content of a paragraph, heading or table cell. Emphasis,
-strikethrough and link text are placed around the aligned target words (a link's URL and title
-kept); code spans and autolinks are kept in place of their text's translation; images and inline
-HTML tags go after the word before them, a hard line break (with the next line's `>`s and
-indentation) between the words around it. A translated paragraph is written on one line but for
-its hard line breaks. Translated words are written with Markdown's punctuation escaped where it
-could start syntax. Front matter is not recognised (CommonMark has none).
+strikethrough and link text are placed (placement.py) around the aligned target words (a link's
+URL and title kept); code spans and autolinks are kept in place of their text's translation;
+images and inline HTML tags go after the word before them, a hard line break (with the next
+line's `>`s and indentation) between the words around it. A translated paragraph is written on
+one line but for its hard line breaks. Translated words are written with Markdown's punctuation
+escaped where it could start syntax. Front matter is not recognised (CommonMark has none).
 
 markdown-it is told to take every link destination (it refuses `javascript:` and the like,
 which it would not render safely, and the link would be read as text and lose its markup: the
@@ -43,6 +43,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from transformer_mt.documents.placement import render
 from transformer_mt.documents.units import (
     AlignedText,
     DocumentError,
@@ -52,7 +53,6 @@ from transformer_mt.documents.units import (
     UnitBuilder,
     attachment,
     check_characters,
-    render,
     translate_regions,
 )
 from transformer_mt.errors import TmtError

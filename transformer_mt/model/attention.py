@@ -226,9 +226,9 @@ def attention_with_weights(
     """Plain-math attention that also returns the weights: the oracle for `attention`.
 
     Used for alignments and attention maps, and by Shaw's relative values, whose term needs
-    the weights (`MultiHeadAttention.attend`); otherwise never in training or beam search.
-    Grouped keys and values, (B, Hkv, Tk, Dh), are repeated up to H heads here. Arguments as
-    in `attention`.
+    the weights (`MultiHeadAttention.attend_with_weights`); otherwise never in training or beam
+    search. Grouped keys and values, (B, Hkv, Tk, Dh), are repeated up to H heads here.
+    Arguments as in `attention`.
 
     Returns:
         output (B, H, Tq, Dh) and the weights it used (B, H, Tq, Tk), after dropout; an
@@ -276,8 +276,8 @@ class MultiHeadAttention(nn.Module):
     (`offset` is the position of the first one); `relative`, for self-attention only, adds
     Shaw et al.'s relative position terms (model/relative.py). `kernel` computes the heads'
     attention (`attention` unless the caller chooses another; `attend` takes another for one
-    call, such as a decoding cache's); when the weights are wanted the plain math runs
-    instead.
+    call, such as a decoding cache's); when the weights are wanted, `attend_with_weights` runs
+    the plain math instead.
     """
 
     def __init__(
@@ -329,11 +329,10 @@ class MultiHeadAttention(nn.Module):
         values: Tensor | None,
         mask: Tensor | None = None,
         is_causal: bool = False,
-        need_weights: bool = False,
         offset: int | Tensor = 0,
         attn_bias: Tensor | None = None,
         kernel: AttentionKernel | None = None,
-    ) -> tuple[Tensor, Tensor | None]:
+    ) -> Tensor:
         """Attend from `query` (B, Tq, D) to projected `keys`/`values` (B, Hkv, Tk, Dh).
 
         `offset` is the position of the first query (rope and relative; the cache length when
@@ -342,30 +341,71 @@ class MultiHeadAttention(nn.Module):
         values are whatever it reads (a decoding cache's kernel may read its own layout).
         Attention runs in the dtype of `keys`, which a decoding cache may store in a narrower
         type than the projections compute in (`LayerCache.dtype`); the output is cast back.
+        Shaw's relative values need the weights, so with them `attend_with_weights` runs.
 
         Returns:
-            output (B, Tq, D) and, with `need_weights`, weights (B, H, Tq, Tk), else None.
+            output (B, Tq, D).
+        """
+        if self._values_need_weights:
+            out, _ = self.attend_with_weights(
+                query, keys, values, mask, is_causal, offset, attn_bias
+            )
+            return out
+        # 1) project the queries, (B, H, Tq, Dh), into the keys' dtype
+        q, dtype, attn_bias = self._queries(query, keys, offset, attn_bias)
+        # 2) the kernel, every head at once: (B, H, Tq, Dh)
+        kernel = self.kernel if kernel is None else kernel
+        out = kernel(q, keys, values, mask, is_causal, self._dropout_p, attn_bias)
+        # 3) merge the heads and project: (B, Tq, D)
+        return self.merge_heads(out.to(dtype))
+
+    def attend_with_weights(
+        self,
+        query: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        mask: Tensor | None = None,
+        is_causal: bool = False,
+        offset: int | Tensor = 0,
+        attn_bias: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """`attend` through the plain math (`attention_with_weights`), which gives the weights
+        too: for alignments and attention maps (`forward` with `need_weights`), and for Shaw's
+        relative values, whose term sum_j α_ij a^V_ij needs them. Arguments as `attend`'s.
+
+        Returns:
+            output (B, Tq, D) and weights (B, H, Tq, Tk).
         """
         # 1) project the queries, (B, H, Tq, Dh), into the keys' dtype
+        q, dtype, attn_bias = self._queries(query, keys, offset, attn_bias)
+        # 2) the plain math, every head at once: (B, H, Tq, Dh), and the weights
+        p = self._dropout_p
+        out, weights = attention_with_weights(q, keys, values, mask, is_causal, attn_bias, p)
+        if self._values_need_weights:
+            out = out + self.relative.value_term(weights, offset)
+        # 3) merge the heads and project: (B, Tq, D)
+        return self.merge_heads(out.to(dtype)), weights
+
+    def _queries(
+        self, query: Tensor, keys: Tensor, offset: int | Tensor, attn_bias: Tensor | None
+    ) -> tuple[Tensor, torch.dtype, Tensor | None]:
+        """Step 1 of attending: the heads of `query` (B, Tq, D), (B, H, Tq, Dh), rotated with
+        rope and cast to the dtype of `keys`; the projections' dtype, which the output is cast
+        back to; and `attn_bias` with Shaw's relative key term added (q_i · a^K_ij / sqrt(Dh):
+        a bias that depends on the query)."""
         q = self.split_heads(self.q_proj(query))
         if self.rope is not None:
             q = self.rope(q, offset)
         dtype, q = q.dtype, q.to(keys.dtype)
-        # 2) the kernel, every head at once: (B, H, Tq, Dh); the plain math when the weights
-        # are wanted, by the caller or by Shaw's relative values (sum_j α_ij a^V_ij)
-        if self.relative is not None:  # q_i · a^K_ij / sqrt(Dh): a bias that depends on the query
+        if self.relative is not None:
             scores = self.relative.scores(q, offset, keys.size(-2))  # (B, H, Tq, Tk)
             attn_bias = scores if attn_bias is None else attn_bias + scores
-        p = self.dropout if self.training else 0.0
-        if need_weights or self._values_need_weights:
-            out, weights = attention_with_weights(q, keys, values, mask, is_causal, attn_bias, p)
-            if self._values_need_weights:
-                out = out + self.relative.value_term(weights, offset)
-        else:
-            kernel = self.kernel if kernel is None else kernel
-            out, weights = kernel(q, keys, values, mask, is_causal, p, attn_bias), None
-        # 3) merge the heads and project: (B, Tq, D)
-        return self.merge_heads(out.to(dtype)), weights
+        return q, dtype, attn_bias
+
+    @property
+    def _dropout_p(self) -> float:
+        """Dropout on the attention weights: only while training."""
+        return self.dropout if self.training else 0.0
 
     @property
     def _values_need_weights(self) -> bool:
@@ -386,6 +426,12 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = False,
         attn_bias: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """Attention of `query` (B, Tq, D) over `source` (B, Tk, D); see `attend`."""
+        """Attention of `query` (B, Tq, D) over `source` (B, Tk, D); see `attend`.
+
+        Returns:
+            output (B, Tq, D) and, with `need_weights`, weights (B, H, Tq, Tk), else None.
+        """
         keys, values = self.project_kv(source)
-        return self.attend(query, keys, values, mask, is_causal, need_weights, attn_bias=attn_bias)
+        if need_weights:
+            return self.attend_with_weights(query, keys, values, mask, is_causal, 0, attn_bias)
+        return self.attend(query, keys, values, mask, is_causal, attn_bias=attn_bias), None

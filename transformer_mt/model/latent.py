@@ -120,7 +120,7 @@ class LatentAttention(nn.Module):
         offset: int | Tensor = 0,
         attn_bias: Tensor | None = None,
         kernel: AttentionKernel | None = None,
-    ) -> tuple[Tensor, None]:
+    ) -> Tensor:
         """The absorbed form: attend from `query` (B, Tq, D) at positions offset.. to cached
         latent keys [c ‖ k^R] (B, 1, Tk, r + d_R), whose first r features are the values.
 
@@ -130,7 +130,7 @@ class LatentAttention(nn.Module):
         narrower); the output is cast back.
 
         Returns:
-            output (B, Tq, D), and None (no weights: `forward` gives them).
+            output (B, Tq, D) (no weights: `forward` gives them).
         """
         q, q_rope = self._queries(query, offset)  # (B, H, Tq, Dh), (B, H, Tq, d_R) or None
         # 1) fold W_UK into the query: q̃_h = W_UK,hᵀ q_h, so that q̃_h · c_j = q_h · k_j,h
@@ -150,7 +150,7 @@ class LatentAttention(nn.Module):
         latent = kernel(q.to(keys.dtype), keys, values, mask, False, p, attn_bias)
         # 3) up-project the attended latent: W_UV,h (sum_j α_j c_j) = sum_j α_j v_j,h
         out = torch.einsum("bhtr,hdr->bhtd", latent.to(dtype), self.value_up)  # (B, H, Tq, Dh)
-        return self._merged(out), None
+        return self._merged(out)
 
     def forward(
         self,

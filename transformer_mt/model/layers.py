@@ -382,7 +382,7 @@ class DecoderLayer(_Residual):
         kernel = cache.self_attn.kernel(self.self_attn.kernel)
         return self.self_attn.attend(
             h, keys, values, mask, offset=past, attn_bias=bias, kernel=kernel
-        )[0]
+        )
 
     def _cross_attend(
         self,
@@ -405,6 +405,6 @@ class DecoderLayer(_Residual):
             h = h.new_zeros(n * sources.group, t, d).index_copy_(0, slots, h)
         # The rows of one source (its beams) see the same keys: attend as one row with
         # G * t queries, one attention call for the whole group.
-        out = self.cross_attn.attend(h.reshape(n, -1, d), keys, values, src_mask)[0]
+        out = self.cross_attn.attend(h.reshape(n, -1, d), keys, values, src_mask)
         out = out.reshape(-1, t, d)
         return out if slots is None else out.index_select(0, slots)

@@ -1,0 +1,302 @@
+"""Inline markup put back around a unit's translation: each element of a `Unit` (units.py)
+around the target words aligned to the source words it held.
+
+The model reads only `Unit.text`, whitespace runs as one space; `render` writes the
+translation back with each inline element placed:
+
+    1) span: from the first to the last target word aligned to any of the element's source
+       words (a word is a whitespace-separated run of `Unit.text`, or of the translation)
+    2) order: elements keep their source order and nesting, so every tag of the input comes out
+       in the same order: siblings never overlap, a child stays inside its parent, and a span
+       that would reach back over an element placed before it is cut to the words after it
+    3) fallback, for an element none of whose words is aligned to a free target word: it goes
+       around the free word after the target words of the source word before it, keeping
+       enough free words for the elements after it (order wins over alignment: with `<b>red</b>
+       <i>car</i>` translated `voiture rouge`, b gets the first word and i the second); with
+       none left it is written around no word (HTML: `<b></b>`), or dropped where empty markup
+       would not parse back (Markdown emphasis: `****` is not emphasis)
+    4) kept elements (code, `translate="no"`, code spans): the model reads their text, so that
+       the sentence stays whole, and the target words aligned to it (the longest run of
+       neighbours among them: a stray link to a far word must not delete the words between)
+       are replaced by the element exactly as written; with no aligned free word it is written
+       as a word of its own
+    5) punctuation that an element's target words start or end with, and its source text does
+       not, is written outside its markup: `*Schnee*;` translated `snow,` is `*snow*,`
+    6) markup without text (an image, a comment, a Markdown inline HTML tag) sticks to the
+       word it touches in the source: after the target word aligned to the source word before
+       it (or around it), or before the one aligned to the word after it when only that one
+       touches it (`<span>` in `see <span>this`); with whitespace on both sides it stays apart.
+       A line break (`<br>`, a Markdown hard break; whitespace to the model, so a sentence
+       broken across lines is one unit) stays first or last in its parent if it was so in the
+       source, else between two of its parent's target words
+
+`AlignedText.pairs` link source words to target words; alignment.py makes them from the model's
+cross-attention, and tests from a script. A target language written without spaces has one word
+per unit, so its elements all go around the whole translation. Nothing here recurses over the
+nesting of the markup (a document may nest thousands of elements in a few kilobytes): elements
+are placed and written in loops over a flat list (`_Node`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from transformer_mt.documents.units import WORD, AlignedText, Inline, Kept, Span, Unit
+
+
+def render(unit: Unit, translation: AlignedText, escape: Callable[[str], str]) -> str:
+    """The translation with the unit's inline markup placed (see the module docstring); each
+    target word is written through `escape` (the format's own), whitespace as translated."""
+    return _Placement(unit, translation, escape).write()
+
+
+@dataclass
+class _Node:
+    """One inline element of a unit, in a flat list in source order (parents first), so that
+    placing and writing walk a loop, not the call stack: a document may nest thousands deep."""
+
+    inline: Inline
+    parent: int  # the index of its parent, -1 at the top
+    previous: int  # the index of the sibling before it, -1 for the first
+    children: list[int] = field(default_factory=list)
+    sources: range = range(0)  # the source words it holds
+    need: int = 0  # target words it takes at least (`_Placement._need`)
+    later: int = 0  # what the siblings after it need
+    start: int = 0  # placed: target words [start, end); start == end: between two words
+    end: int = 0
+
+
+# What `_Placement.write` writes next: literal text, target words, or an element.
+_Task = str | range | int
+
+
+class _Placement:
+    def __init__(self, unit: Unit, translation: AlignedText, escape: Callable[[str], str]):
+        self.unit, self.escape = unit, escape
+        matches = list(WORD.finditer(translation.text))
+        self.words = [m.group() for m in matches]
+        # The whitespace in front of each target word, as translated ("" for the first).
+        ends = [0, *(m.end() for m in matches)]
+        self.gaps = [
+            translation.text[ends[i] : m.start()] if i else "" for i, m in enumerate(matches)
+        ]
+        self.written: set[int] = set()  # target words whose whitespace is written
+        self.targets: dict[int, set[int]] = {}
+        for source, target in translation.pairs:
+            self.targets.setdefault(source, set()).add(target)
+        self.nodes, self.top = _flatten(unit.inlines)
+        self._measure()
+
+    def write(self) -> str:
+        """1) place every element, parents before children; 2) write the words and elements in
+        target order, from a stack of what comes next."""
+        for index in range(len(self.nodes)):
+            self._place(index)
+        parts: list[str] = []
+        todo = self._sequence(self.top, 0, len(self.words))[::-1]
+        while todo:
+            task = todo.pop()
+            if isinstance(task, str):
+                parts.append(task)
+            elif isinstance(task, range):
+                parts.append(self._words(task.start, task.stop))
+            else:
+                text, inside = self._enter(self.nodes[task])
+                parts.append(text)
+                todo += inside[::-1]
+        return "".join(parts)
+
+    # --- placement -----------------------------------------------------------------------
+
+    def _measure(self) -> None:
+        """Each element's source words, its need, and what the siblings after it need."""
+        starts = [s for s, _ in self.unit.words]
+        ends = [e for _, e in self.unit.words]
+        for node in self.nodes:
+            first = bisect.bisect_right(ends, node.inline.start)  # the first ending after it
+            last = bisect.bisect_left(starts, node.inline.end)
+            # markup without text holds no word, not even one it sits inside (`hund<wbr>läuft`)
+            empty = node.inline.start == node.inline.end
+            node.sources = range(first, first if empty else max(first, last))
+        for node in reversed(self.nodes):  # children after their parent: theirs come first
+            node.need = self._need(node)
+        for siblings in [self.top, *(node.children for node in self.nodes)]:
+            later = 0
+            for index in reversed(siblings):
+                self.nodes[index].later = later
+                later += self.nodes[index].need
+
+    def _need(self, node: _Node) -> int:
+        """Target words an element takes at least: a kept one or one without text none, a
+        span one, or what its children take."""
+        if isinstance(node.inline, Kept) or not node.sources:
+            return 0
+        return max(1, sum(self.nodes[child].need for child in node.children))
+
+    def _place(self, index: int) -> None:
+        """Target words of one element, within its parent's and after its previous sibling's,
+        leaving enough for the siblings after it."""
+        node = self.nodes[index]
+        lo, hi = self._inside(node.parent)
+        cursor = self.nodes[node.previous].end if node.previous >= 0 else lo
+        limit = max(cursor, hi - node.later)
+        node.start, node.end = self._span(node, cursor, limit)
+        if isinstance(node.inline, Kept) and node.inline.line_break and node.start == node.end:
+            node.start = node.end = self._between(node, cursor, limit, lo, hi)
+
+    def _inside(self, parent: int) -> tuple[int, int]:
+        if parent < 0:
+            return 0, len(self.words)
+        return self.nodes[parent].start, self.nodes[parent].end
+
+    def _span(self, node: _Node, cursor: int, limit: int) -> tuple[int, int]:
+        """Target words [start, end) of one element, within the free words [cursor, limit)."""
+        inline = node.inline
+        hits = [t for s in node.sources for t in self.targets.get(s, ()) if cursor <= t < limit]
+        if hits and isinstance(inline, Kept):
+            return _longest_run(sorted(set(hits)))
+        if hits:
+            start = min(hits)
+            return start, max(max(hits) + 1, min(limit, start + node.need))
+        # The fallback: where the words around it went; a span takes the free words there.
+        after = isinstance(inline, Kept) and inline.attach == "next" and not node.sources
+        anchor = self._anchor(inline.start, after)
+        width = min(node.need, limit - cursor)
+        start = min(max(anchor, cursor), limit - width)
+        return start, start + width
+
+    def _between(self, node: _Node, cursor: int, limit: int, lo: int, hi: int) -> int:
+        """Where a line break goes: first or last in its parent if it was in the source, else
+        where `_span` put it, moved between two of its parent's words where there are two (a
+        break after the last word would end a Markdown paragraph, or cut an emphasis from its
+        closing delimiter; before the first, start an empty line)."""
+        if node.inline.start <= self._text_start(node.parent):
+            return cursor
+        if node.inline.end >= self._text_end(node.parent):
+            return limit
+        low, high = max(cursor, lo + 1), min(limit, hi - 1)
+        return min(max(node.start, low), high) if low <= high else node.start
+
+    def _text_start(self, parent: int) -> int:
+        return self.nodes[parent].inline.start if parent >= 0 else 0
+
+    def _text_end(self, parent: int) -> int:
+        return self.nodes[parent].inline.end if parent >= 0 else len(self.unit.text)
+
+    def _anchor(self, position: int, after: bool) -> int:
+        """Where markup without text at character `position` goes: after the target words of
+        the nearest aligned source word before it (or around it), else before those of the
+        first aligned one after it; `after`: the other way round."""
+        words = self.unit.words
+        before = [
+            max(self.targets[i]) + 1
+            for i, (s, _) in enumerate(words)
+            if s < position and self.targets.get(i)
+        ]
+        later = [
+            min(self.targets[i])
+            for i, (s, _) in enumerate(words)
+            if s >= position and self.targets.get(i)
+        ]
+        candidates = [*later[:1], *before[-1:]] if after else [*before[-1:], *later[:1]]
+        return candidates[0] if candidates else 0
+
+    # --- writing -------------------------------------------------------------------------
+
+    def _sequence(self, children: list[int], lo: int, hi: int) -> list[_Task]:
+        """What writes target words [lo, hi) and the elements placed among them, in order."""
+        tasks: list[_Task] = []
+        position = lo
+        for index in children:
+            tasks += [range(position, self.nodes[index].start), index]
+            position = self.nodes[index].end
+        tasks.append(range(position, hi))
+        return tasks
+
+    def _enter(self, node: _Node) -> tuple[str, list[_Task]]:
+        """What an element writes before its inside, and what writes its inside and the rest
+        of it; the side effects (whitespace written, punctuation taken off words) happen in
+        writing order, the order of a recursive walk."""
+        inline = node.inline
+        if node.start < node.end:
+            gap = self._gap(node.start)  # before the words inside write theirs
+            lead, trail = self._punctuation_outside(inline, node.start, node.end - 1)
+            if isinstance(inline, Kept):
+                return gap + lead + inline.source + trail, []  # instead of its target words
+            inside = self._sequence(node.children, node.start, node.end)
+            return gap + lead + inline.open, [*inside, inline.close + trail]
+        if isinstance(inline, Span):
+            inside = self._sequence(node.children, node.start, node.start)
+            return (inline.open, [*inside, inline.close]) if inline.may_be_empty else ("", inside)
+        if inline.start < inline.end or inline.attach == "apart":  # a word of its own
+            if node.start > 0:
+                return " " + inline.source, []
+            return inline.source + (" " if self.words else ""), []
+        if inline.attach == "next":
+            return self._gap(node.start) + inline.source, []
+        if inline.line_break:
+            self.written.add(node.start)  # it stands for the whitespace after it
+        return inline.source, []
+
+    def _punctuation_outside(self, inline: Inline, first: int, last: int) -> tuple[str, str]:
+        """Punctuation that an element's target words start or end with and its source text
+        does not, taken off those words to be written outside its markup: `*snow*,` for
+        `*Schnee*;` translated `snow,` (never a whole word)."""
+        text = self.unit.text[inline.start : inline.end].strip()
+        lead = trail = ""
+        word = self.words[last]
+        if text and not _punctuation(text[-1]) and not all(map(_punctuation, word)):
+            cut = len(word)
+            while _punctuation(word[cut - 1]):
+                cut -= 1
+            self.words[last], trail = word[:cut], word[cut:]
+        word = self.words[first]
+        if text and not _punctuation(text[0]) and not all(map(_punctuation, word)):
+            cut = 0
+            while _punctuation(word[cut]):
+                cut += 1
+            lead, self.words[first] = word[:cut], word[cut:]
+        return self.escape(lead) if lead else "", self.escape(trail) if trail else ""
+
+    def _words(self, start: int, end: int) -> str:
+        return "".join(self._gap(i) + self.escape(self.words[i]) for i in range(start, end))
+
+    def _gap(self, i: int) -> str:
+        """The whitespace in front of target word i, the first time it is written."""
+        if i in self.written or i >= len(self.words):
+            return ""
+        self.written.add(i)
+        return self.gaps[i]
+
+
+def _punctuation(char: str) -> bool:
+    return unicodedata.category(char).startswith("P")
+
+
+def _longest_run(words: list[int]) -> tuple[int, int]:
+    """[start, end) of the first longest run of consecutive numbers in sorted `words`."""
+    best = run = (words[0], words[0] + 1)
+    for word in words[1:]:
+        run = (run[0], word + 1) if word == run[1] else (word, word + 1)
+        if run[1] - run[0] > best[1] - best[0]:
+            best = run
+    return best
+
+
+def _flatten(inlines: Sequence[Inline]) -> tuple[list[_Node], list[int]]:
+    """Every element of `inlines`, at any depth, parents before their children and siblings
+    in source order; and the indices of the top ones."""
+    nodes: list[_Node] = []
+    top: list[int] = []
+    todo = [(inline, -1) for inline in inlines[::-1]]
+    while todo:
+        inline, parent = todo.pop()
+        siblings = nodes[parent].children if parent >= 0 else top
+        nodes.append(_Node(inline, parent, siblings[-1] if siblings else -1))
+        siblings.append(len(nodes) - 1)
+        if isinstance(inline, Span):
+            todo += [(child, len(nodes) - 1) for child in inline.children[::-1]]
+    return nodes, top
