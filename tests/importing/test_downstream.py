@@ -263,8 +263,9 @@ def test_average_of_two_imports_keeps_specials_and_tables(imported, tmp_path):
 def test_served_translations_equal_the_translators(imported):
     from transformer_mt.serve.engine import Engine, ServeLimits
 
+    lines = LineSettings(tgt_lang=imported.tgt_lang)
     engine = Engine.from_checkpoint(
-        str(imported.checkpoint), limits=ServeLimits(kv_blocks=1024), tgt_lang=imported.tgt_lang
+        str(imported.checkpoint), limits=ServeLimits(kv_blocks=1024), lines=lines
     )
     engine.start()
     try:

@@ -136,7 +136,7 @@ def test_served_translations_equal_the_translators(imported):
     _, _, out = imported
     lines = sentences("de", 6)
     engine = Engine.from_checkpoint(
-        str(out), limits=ServeLimits(kv_blocks=1024), tgt_lang="fra_Latn"
+        str(out), limits=ServeLimits(kv_blocks=1024), lines=LineSettings(tgt_lang="fra_Latn")
     )
     engine.start()
     try:

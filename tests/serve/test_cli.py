@@ -30,11 +30,10 @@ class StandInEngine:
     built: list[tuple] = []
 
     @classmethod
-    def from_checkpoint(
-        cls, path, device, quantize, limits, src_lang=None, tgt_lang=None, shortlist=None
-    ):
+    def from_checkpoint(cls, path, *, limits, device, quantize, lines, shortlist=None):
         engine = cls()
-        cls.built.append((path, device, quantize, limits, src_lang, tgt_lang, shortlist))
+        languages = (lines.src_lang, lines.tgt_lang)
+        cls.built.append((path, device, quantize, limits, *languages, shortlist))
         return engine
 
     def describe(self) -> str:

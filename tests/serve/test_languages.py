@@ -130,7 +130,7 @@ def test_the_cache_key_holds_the_tags_of_the_direction_not_its_names():
 
 def test_a_model_without_tags_serves_its_own_direction_only(checkpoint):
     with pytest.raises(SettingError, match="tgt_lang=fr: the model has no such language"):
-        Engine.from_checkpoint(str(checkpoint), tgt_lang="fr")  # tmt serve --tgt-lang fr
+        Engine.from_checkpoint(str(checkpoint), lines=LineSettings(tgt_lang="fr"))  # --tgt-lang fr
 
 
 # --- over HTTP --------------------------------------------------------------------------------

@@ -82,6 +82,7 @@ def _run_serve(args: argparse.Namespace) -> int:
 
     if missing_dependencies():
         raise TmtError("tmt serve needs the serve extra: pip install 'transformer_mt[serve]'")
+    from transformer_mt.inference.translator import LineSettings
     from transformer_mt.machine import keep_freed_memory
     from transformer_mt.serve.engine import Engine, ServeLimits
     from transformer_mt.serve.server import serve
@@ -92,11 +93,10 @@ def _run_serve(args: argparse.Namespace) -> int:
         set_cpu_threads()
     engine = Engine.from_checkpoint(
         args.checkpoint,
+        limits=ServeLimits(**given_fields(args, ENGINE_LIMITS)),
         device=args.device,
         quantize=args.quantize,
-        limits=ServeLimits(**given_fields(args, ENGINE_LIMITS)),
-        src_lang=args.src_lang,
-        tgt_lang=args.tgt_lang,
+        lines=LineSettings(src_lang=args.src_lang, tgt_lang=args.tgt_lang),
         shortlist=args.shortlist,
     )
     print(engine.describe(), file=sys.stderr)

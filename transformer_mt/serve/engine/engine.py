@@ -42,7 +42,7 @@ from transformer_mt.errors import SettingError, TmtError, one_line
 from transformer_mt.inference.checked import CheckedLine, check_sentences, checked_lines
 from transformer_mt.inference.languages import Pair
 from transformer_mt.inference.requests import Texts
-from transformer_mt.inference.translator import LineSettings, Translation, Translator
+from transformer_mt.inference.translator import Translation, Translator
 from transformer_mt.search.results import ranked_results
 from transformer_mt.serve.contract import EngineStats, ShuttingDown, TokenCallback
 from transformer_mt.serve.engine.admission import Admission, Work
@@ -98,31 +98,18 @@ class Engine:
 
     @classmethod
     def from_checkpoint(
-        cls,
-        path: str,
-        device: str = "cpu",
-        quantize: str | None = None,
-        limits: ServeLimits | None = None,
-        src_lang: str | None = None,
-        tgt_lang: str | None = None,
-        shortlist: str | None = None,
+        cls, path: str, *, limits: ServeLimits | None = None, **loading: object
     ) -> Engine:
-        """The engine of checkpoint `path`; a request that names no languages is translated
-        from `src_lang` into `tgt_lang` (None: the checkpoint's data languages); `shortlist`:
-        a vocabulary map file (`Translator.from_checkpoint`).
+        """The engine of checkpoint `path`, loaded as `Translator.from_checkpoint` loads it
+        with the keyword arguments `loading` (device, quantize, lines, shortlist, decode
+        changes: one list of loading options, the Translator's); a request that names no
+        languages is translated in the translator's default direction.
 
         Raises:
             SettingError: naming src_lang or tgt_lang, a direction the model does not offer
-                (`Languages.check`).
+                (`Languages.check`), or another loading option it refuses.
         """
-        translator = Translator.from_checkpoint(
-            path,
-            device=device,
-            quantize=quantize,
-            shortlist=shortlist,
-            lines=LineSettings(src_lang=src_lang, tgt_lang=tgt_lang),
-        )
-        return cls(translator, limits)
+        return cls(Translator.from_checkpoint(path, **loading), limits)
 
     def describe(self) -> str:
         """One line on what the engine holds, for the server's start."""
