@@ -4,7 +4,9 @@ import writes nothing)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +16,10 @@ from transformer_mt.errors import TmtError, one_line
 from transformer_mt.files import check_output
 from transformer_mt.importing.m2m100 import read_m2m100
 from transformer_mt.importing.marian import read_marian
+from transformer_mt.importing.model_files import check_model_files, present, read_json
 from transformer_mt.importing.parts import ImportedModel
 from transformer_mt.importing.source import model_directory
+from transformer_mt.importing.values import CONFIG_KEYS, check_resolved_config, check_values
 
 # model_type of config.json -> the reader of such a directory.
 READERS = {"marian": read_marian, "m2m_100": read_m2m100}
@@ -32,34 +36,58 @@ def import_model(source: str, out: str | Path) -> ImportedModel:
         raise TmtError("tmt import needs transformers: pip install 'transformer_mt[hf]'")
     check_output(out, [(source, "the model to import")])
     directory = model_directory(source)
+    check_model_files(directory)
     check_output(out, [(path, "a file of the model to import") for path in directory.iterdir()])
-    hf_config = _config(directory)
-    model_type = getattr(hf_config, "model_type", None)
-    if model_type not in READERS:
-        raise TmtError(
-            f"{directory}: model_type {model_type!r} is not one we import "
-            f"(supported: {', '.join(sorted(READERS))})"
-        )
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # our one line says what was written
-    try:
+    with _quiet_transformers():
+        model_type, hf_config = read_config(directory)
         imported = READERS[model_type](directory, hf_config)
-    finally:
-        hf_logging.enable_progress_bar()
     save_checkpoint(_checkpoint(imported), out)
     return imported
 
 
-def _config(directory: Path) -> Any:
+def read_config(directory: Path) -> tuple[str, Any]:
+    """The model_type and transformers config of `directory`'s config.json, every key an
+    importer reads checked as written (before transformers reads it) and as resolved.
+
+    Raises:
+        TmtError: no config.json, a model_type we do not import, or a key of the wrong type
+            or range, naming the file and the key.
+    """
     from transformers import AutoConfig
 
-    if not (directory / "config.json").is_file():
+    path = directory / "config.json"
+    if not present(path):
         raise TmtError(f"{directory}: no config.json; not a Hugging Face model directory")
+    raw = read_json(path)
+    model_type = raw.get("model_type")
+    if not isinstance(model_type, str) or model_type not in READERS:
+        raise TmtError(
+            f"{directory}: model_type {model_type!r} is not one we import "
+            f"(supported: {', '.join(sorted(READERS))})"
+        )
+    check_values(raw, CONFIG_KEYS[model_type], path)
     try:
-        return AutoConfig.from_pretrained(directory)
-    except (ValueError, OSError, KeyError) as err:
-        raise TmtError(f"{directory}/config.json: not a model config ({one_line(err)})") from None
+        hf_config = AutoConfig.from_pretrained(directory)
+    except Exception as err:  # transformers and huggingface_hub's strict fields raise many kinds
+        raise TmtError(f"{path}: not a model config ({one_line(err)})") from None
+    check_resolved_config(hf_config, model_type, path)
+    return model_type, hf_config
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """transformers' progress bars and log lines off (our one line says what was written or
+    what is wrong; its load reports would add a table to a refusal), restored after."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        hf_logging.enable_progress_bar()
 
 
 def _checkpoint(imported: ImportedModel) -> Checkpoint:

@@ -20,41 +20,43 @@ from typing import Any
 
 from transformer_mt.data.specials import SpecialTokens, tag_code
 from transformer_mt.errors import TmtError
-from transformer_mt.importing.parts import (
-    ImportedModel,
-    banned_ids,
-    piece_tokenizer,
-    read_json,
+from transformer_mt.importing.model_files import check_file, read_json
+from transformer_mt.importing.parts import ImportedModel, banned_ids, piece_tokenizer
+from transformer_mt.importing.values import (
+    TOKENIZER_KEYS,
+    check_ids_in_rows,
+    check_special_pieces,
+    check_values,
+    check_vocab,
 )
+from transformer_mt.importing.weights import read_weights
 from transformer_mt.inference.hf_marian import check_marian_config, from_marian_weights
+
+# MarianTokenizer's special pieces, and the config key that holds each one's id (None: none).
+_SPECIAL_PIECES = (("</s>", "eos_token_id"), ("<pad>", "pad_token_id"), ("<unk>", None))
 
 
 def read_marian(directory: Path, hf_config: Any) -> ImportedModel:
-    """The Marian model in `directory` (its `hf_config` already read).
+    """The Marian model in `directory` (its `hf_config` already read and checked).
 
     Raises:
         TmtError: a missing or unreadable tokenizer file, an unsupported option (by its
-            config key), or a vocabulary that does not fit the weights.
+            config key), a vocabulary or special id that does not fit the model, or weights
+            that are damaged or do not fit the config.
     """
     from transformers import MarianMTModel
 
     check_marian_config(hf_config)  # before reading megabytes of weights
     for name in ("source.spm", "target.spm"):
-        if not (directory / name).is_file():
-            raise TmtError(f"{directory / name}: missing; the model's tokenizer needs it")
+        check_file(directory / name)
     settings = read_json(directory / "tokenizer_config.json", required=False)
-    src_vocab = read_json(directory / "vocab.json")
-    tgt_vocab = src_vocab
-    if settings.get("separate_vocabs"):
-        tgt_vocab = read_json(directory / "target_vocab.json")
-        for piece in ("</s>", "<unk>", "<pad>"):
-            if src_vocab.get(piece) != tgt_vocab.get(piece):
-                raise TmtError(
-                    f"{directory}/target_vocab.json: {piece} is {tgt_vocab.get(piece)}, "
-                    f"{src_vocab.get(piece)} in vocab.json; we need one id on both sides"
-                )
-    hf_model = MarianMTModel.from_pretrained(directory, config=hf_config)
-    converted = from_marian_weights(hf_config, hf_model.state_dict())
+    check_values(settings, TOKENIZER_KEYS, directory / "tokenizer_config.json")
+    src_vocab, tgt_vocab = _vocabularies(
+        directory, hf_config, bool(settings.get("separate_vocabs"))
+    )
+    never = banned_ids(directory, hf_config.pad_token_id, hf_config.decoder_vocab_size)
+    state = read_weights(MarianMTModel, directory, hf_config)
+    converted = from_marian_weights(hf_config, state)
     src_tok = piece_tokenizer(
         directory / "source.spm", src_vocab, converted.src_vocab_size, inline_tags=True
     )
@@ -65,16 +67,47 @@ def read_marian(directory: Path, hf_config: Any) -> ImportedModel:
         converted,
         src_tok,
         tgt_tok,
-        _specials(directory, hf_config, src_vocab),
-        src_lang=str(settings.get("source_lang") or "src"),
-        tgt_lang=str(settings.get("target_lang") or "tgt"),
+        _specials(hf_config, src_vocab, never),
+        src_lang=settings.get("source_lang") or "src",
+        tgt_lang=settings.get("target_lang") or "tgt",
     )
 
 
-def _specials(directory: Path, hf_config: Any, vocab: dict[str, int]) -> SpecialTokens:
+def _vocabularies(
+    directory: Path, hf_config: Any, separate: bool
+) -> tuple[dict[str, int], dict[str, int]]:
+    """vocab.json (both sides, or the source's) and target_vocab.json (with `separate`), each
+    checked against the rows of the side it numbers, with the special pieces at the config's
+    ids on both sides; and the config's ids within both tables."""
+    config = directory / "config.json"
+    src_rows, tgt_rows = hf_config.vocab_size, hf_config.decoder_vocab_size
+    both = min(src_rows, tgt_rows)
+    size_key = "vocab_size" if both == src_rows else "decoder_vocab_size"
+    ids = [("pad_token_id", hf_config.pad_token_id), ("eos_token_id", hf_config.eos_token_id)]
+    check_ids_in_rows(ids, both, size_key, config)
+    start = [("decoder_start_token_id", hf_config.decoder_start_token_id)]
+    check_ids_in_rows(start, tgt_rows, "decoder_vocab_size", config)
+    if separate:
+        sides = [("vocab.json", src_rows), ("target_vocab.json", tgt_rows)]
+    else:
+        sides = [("vocab.json", both)]
+    vocabs = []
+    for name, rows in sides:
+        vocab = check_vocab(read_json(directory / name), rows, directory / name)
+        expected = [(p, key, key and getattr(hf_config, key)) for p, key in _SPECIAL_PIECES]
+        check_special_pieces(expected, vocab, directory / name, config)
+        vocabs.append(vocab)
+    if separate and vocabs[0]["<unk>"] != vocabs[1]["<unk>"]:
+        raise TmtError(
+            f"{directory / 'target_vocab.json'}: <unk> is {vocabs[1]['<unk>']}, "
+            f"{vocabs[0]['<unk>']} in vocab.json; we need one id on both sides"
+        )
+    return vocabs[0], vocabs[-1]
+
+
+def _specials(hf_config: Any, vocab: dict[str, int], never: tuple[int, ...]) -> SpecialTokens:
     pad = hf_config.pad_token_id
     start = hf_config.decoder_start_token_id
-    never = banned_ids(directory, pad)
     tags = {code: i for piece, i in vocab.items() if (code := tag_code(piece)) is not None}
     return SpecialTokens(
         pad=pad,

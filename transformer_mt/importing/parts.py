@@ -1,17 +1,16 @@
 """What the readers of public models share: the imported model as a checkpoint needs it, a
-SentencePiece model numbered by the model's own table, the ids a model never generates, and
-its JSON files read with errors named."""
+SentencePiece model numbered by the model's own table, and the ids a model never generates."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from transformer_mt.data.specials import SpecialTokens, tag_code
 from transformer_mt.data.tokenizer import PieceTable, Tokenizer, TokenizerError
-from transformer_mt.errors import TmtError, one_line
+from transformer_mt.errors import TmtError
+from transformer_mt.importing.model_files import check_file, read_json
+from transformer_mt.importing.values import banned_words
 from transformer_mt.inference.hf_marian import ConvertedModel
 
 
@@ -27,11 +26,15 @@ class ImportedModel:
     tgt_lang: str
 
 
-def banned_ids(directory: Path, pad: int) -> tuple[int, ...]:
-    """The single tokens the model's generation config bans (`bad_words_ids`), and pad: a
-    padding token is never part of a translation."""
-    generation = read_json(directory / "generation_config.json", required=False)
-    banned = [ids[0] for ids in generation.get("bad_words_ids") or [] if len(ids) == 1]
+def banned_ids(directory: Path, pad: int, rows: int) -> tuple[int, ...]:
+    """The single tokens the model's generation config bans (`bad_words_ids`, ids of a target
+    vocabulary of `rows` entries), and pad: a padding token is never part of a translation.
+
+    Raises:
+        TmtError: generation_config.json is unreadable, or its bad_words_ids malformed.
+    """
+    path = directory / "generation_config.json"
+    banned = banned_words(read_json(path, required=False), rows, path)
     return tuple(dict.fromkeys([pad, *banned]))
 
 
@@ -49,8 +52,7 @@ def piece_tokenizer(
     Raises:
         TmtError: the file is missing or not SentencePiece, or an id of `vocab` has no row.
     """
-    if not spm_path.is_file():
-        raise TmtError(f"{spm_path}: missing; the model's tokenizer needs it")
+    check_file(spm_path)
     if max(vocab.values(), default=-1) >= rows:
         raise TmtError(
             f"{spm_path.parent}: the vocabulary numbers pieces up to {max(vocab.values())}, "
@@ -67,18 +69,3 @@ def piece_tokenizer(
 
 def _special(piece: str) -> bool:
     return piece.startswith("<") and piece.endswith(">")
-
-
-def read_json(path: Path, required: bool = True) -> dict[str, Any]:
-    """The JSON object in `path`; {} for a missing optional file."""
-    if not path.is_file():
-        if required:
-            raise TmtError(f"{path}: missing; the model's tokenizer needs it")
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise TmtError(f"{path}: not readable JSON ({one_line(err)})") from None
-    if not isinstance(data, dict):
-        raise TmtError(f"{path}: expected a JSON object")
-    return data
