@@ -175,6 +175,6 @@ def test_config_repeats_a_default_only_with_a_reason(path):
             if "#" not in line and "#" not in header:
                 unexplained.append(f"{section}.{key}")
     assert not unexplained, (
-        f"{path.name}: {', '.join(unexplained)} equal the defaults in transformer_mt/config.py; "
+        f"{path.name}: {', '.join(unexplained)} equal the defaults in transformer_mt/config/; "
         "remove them, or say on the line why the experiment sets them"
     )

@@ -1,8 +1,8 @@
 """The one exception family the CLI turns into a one-line `error: ...` message.
 
-Library messages describe the value and the reason; only `cli.py` knows flag names. A bad
-argument of a library call is a `SettingError`, which names the argument, so that the CLI can
-name the flag that set it instead.
+Library messages describe the value and the reason; only the CLI (`transformer_mt/cli/`) knows
+flag names. A bad argument of a library call is a `SettingError`, which names the argument, so
+that the CLI can name the flag that set it instead.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ class SettingError(TmtError):
     """A value of one named setting (an argument of a library call) that cannot be used.
 
     The message reads `setting=value: reason` (`setting: reason` when there is no value to
-    show); `cli.py` shows `--flag value: reason` for the settings its flags set.
+    show); the CLI shows `--flag value: reason` for the settings its flags set.
     """
 
     def __init__(self, setting: str, value: object, reason: str):

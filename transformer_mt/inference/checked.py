@@ -1,6 +1,6 @@
 """Translations checked for dropped content (dropped.py), a retry of the flagged ones that can
 be cut at sentence ends, and a report of what was found: `tmt translate --report FILE` and the
-server's `"report": true` (serve/engine.py) both go through `check_sentences`.
+server's `"report": true` (serve/engine/) both go through `check_sentences`.
 
 The retry: a flagged sentence that holds several sentences (a line translated whole, `tmt
 translate --no-split`) is cut at its sentence ends (`split_line`, by the rules of its source

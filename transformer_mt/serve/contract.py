@@ -122,7 +122,7 @@ class Engine(Protocol):
 
     def align(self, source: str, target: str, direction: Pair) -> AlignedText:
         """`target`, a translation of `source` in `direction`, aligned word by word (what
-        documents need to put inline markup back, serve/markup.py). Thread-safe; called off
+        documents need to put inline markup back, serve/http/markup.py). Thread-safe; called off
         the event loop: it runs the model."""
 
     def check(self, job: Job) -> list[CheckedLine]:
