@@ -2,10 +2,12 @@
 
 A command names the fields it offers in a table of `FieldFlag`s keyed by field name (the
 help text, and the rare flag or metavar spelled otherwise); `add_field_flags` makes each flag
-`--field-name`, storing to the field's name, typed by the field's type hint, with no default:
-an unset flag leaves the dataclass's own default (or the checkpoint's value) in force.
+`--field-name`, storing to the field's name, typed by the field's type hint (a `Literal`'s
+values are its choices; a `bool` is `--field-name` / `--no-field-name`), with no default: an
+unset flag leaves the dataclass's own default (or the checkpoint's value) in force.
 `given_fields` reads back those that were set, ready for the dataclass. The decode flags of
-`tmt translate` and `tmt distill` (`DECODE_FLAGS`) are DecodeConfig's fields.
+`tmt translate` and `tmt distill` (`DECODE_FLAGS`) are DecodeConfig's fields, every one of
+them (a test walks the dataclass).
 """
 
 from __future__ import annotations
@@ -34,15 +36,29 @@ class FieldFlag:
     metavar: str | None = None  # None: the flag in capitals (--beam-size: BEAM_SIZE)
 
 
-# The decode settings `tmt translate` may change (DecodeConfig fields); unset, the
-# checkpoint's value holds.
+# The decode settings `tmt translate` may change: every DecodeConfig field, in its order
+# (search/__init__.py has the formulas); unset, the checkpoint's value holds.
 DECODE_FLAGS = {
     "beam_size": FieldFlag("1 = greedy (default: the checkpoint's)"),
-    "max_tokens": FieldFlag("source tokens per batch"),
+    "length_penalty": FieldFlag("alpha of the GNMT length penalty (0: none)"),
+    "length_norm": FieldFlag(
+        "how a hypothesis' log-probability is divided by its length: gnmt ((5 + n) / 6) ** "
+        "alpha, average (n), none"
+    ),
+    "max_len_a": FieldFlag("output length <= max_len_a * source length + max_len_b"),
+    "max_len_b": FieldFlag("see --max-len-a"),
+    "min_len": FieldFlag("tokens before end-of-sentence may be chosen"),
     "n_best": FieldFlag(
         "print N 'i ||| text ||| score' lines per input (N <= beam)", flag="--nbest"
     ),
-    "length_penalty": FieldFlag("GNMT alpha"),
+    "max_tokens": FieldFlag("source tokens per batch"),
+    "sampling": FieldFlag(
+        "draw each token from the model's distribution (filtered by --top-k, --top-p, "
+        "--temperature) instead of searching; --no-sampling searches"
+    ),
+    "top_k": FieldFlag("sampling: draw among the K most probable tokens (0: all)"),
+    "top_p": FieldFlag("sampling: draw among the most probable tokens holding P of the mass"),
+    "temperature": FieldFlag("sampling: divide the log-probabilities by T (< 1: sharper)"),
 }
 
 
@@ -81,8 +97,24 @@ def add_field_flags(
     for name, shown in flags.items():
         flag = shown.flag or flag_name(name)
         kind, nargs = value_type(hints[name])
+        if kind is bool:
+            p.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, help=shown.help)
+            continue
+        choices = typing.get_args(kind) if typing.get_origin(kind) is typing.Literal else None
+        if choices:  # a Literal of strings: the flag's value is one of them
+            kind = type(choices[0])
         metavar = shown.metavar or flag.removeprefix("--").replace("-", "_").upper()
-        p.add_argument(flag, dest=name, type=kind, nargs=nargs, metavar=metavar, help=shown.help)
+        if choices and shown.metavar is None:
+            metavar = None  # argparse shows {a,b,c}
+        p.add_argument(
+            flag,
+            dest=name,
+            type=kind,
+            nargs=nargs,
+            choices=choices,
+            metavar=metavar,
+            help=shown.help,
+        )
 
 
 def given_fields(args: argparse.Namespace, names: Iterable[str]) -> dict[str, object]:

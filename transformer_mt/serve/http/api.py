@@ -15,8 +15,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import typing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from transformer_mt import documents
 from transformer_mt.config import ConfigError, DecodeConfig, decode_field_types
@@ -43,11 +44,20 @@ if TYPE_CHECKING:  # torch would come with it; a Translation is only read here
     from transformer_mt.inference.glossary import Glossary
     from transformer_mt.inference.translator import Translation
 
-# Decode settings a request may change, with the JSON type each takes: DecodeConfig's type of
-# the field (a float field takes an integer too; a boolean is never a number, although
-# Python's bool is an int).
+# DecodeConfig fields a request may not set, and why (a body naming one is refused with the
+# reason). `sampling` is a key, so that `"sampling": true` is refused by the engine, which
+# only searches; the settings of sampling alone would change nothing and are refused here.
+UNSERVED_DECODE = {
+    "max_tokens": "the server sizes its batches itself (tmt serve --max-batch-tokens)",
+    "top_k": "a sampling setting, and the server searches (greedy or beam)",
+    "top_p": "a sampling setting, and the server searches (greedy or beam)",
+    "temperature": "a sampling setting, and the server searches (greedy or beam)",
+}
+# Decode settings a request may change: every other DecodeConfig field, with the JSON type
+# each takes, DecodeConfig's type of the field (a float field takes an integer too; a
+# boolean is never a number, although Python's bool is an int; a Literal takes its strings).
 DECODE_FIELDS: dict[str, type] = decode_field_types(
-    ("beam_size", "length_penalty", "max_len_a", "max_len_b", "n_best")
+    f.name for f in dataclasses.fields(DecodeConfig) if f.name not in UNSERVED_DECODE
 )
 TERMS_KEYS = ("glossary", "glossary_ignore_case", "constraints")  # terms.py
 KEYS = ("text", "prefix", "source", "target", "format", *DECODE_FIELDS, "report", *TERMS_KEYS)
@@ -254,7 +264,7 @@ def language_error(err: SettingError) -> ApiError:
 def decode_settings(data: dict, defaults: DecodeConfig) -> DecodeConfig:
     """`defaults` with the decode fields `data` sets, checked by `DecodeConfig.validate`."""
     changes = {
-        name: _number(data[name], name, kind)
+        name: _decode_value(data[name], name, kind)
         for name, kind in DECODE_FIELDS.items()
         if name in data
     }
@@ -398,6 +408,8 @@ def _refuse_constant(name: str) -> None:
 
 def _check_keys(data: dict) -> None:
     for key in data:
+        if key in UNSERVED_DECODE:
+            raise ApiError(400, key, f"{key}: not taken by the server: {UNSERVED_DECODE[key]}")
         if key not in KEYS:
             close = difflib.get_close_matches(key, KEYS, n=1)
             hint = f"did you mean '{close[0]}'?" if close else f"valid keys: {', '.join(KEYS)}"
@@ -444,6 +456,23 @@ def _code(data: dict, field: str) -> str | None:
             f"{MAX_CODE_CHARS} printable characters)",
         )
     return value
+
+
+def _decode_value(value: object, field: str, kind: Any) -> object:
+    """`value` of decode field `field` checked against its DecodeConfig type `kind`."""
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ApiError(400, field, f"{field}: expected true or false, got {_kind(value)}")
+        return value
+    if typing.get_origin(kind) is typing.Literal:
+        choices = typing.get_args(kind)
+        if not isinstance(value, str) or value not in choices:
+            shown = repr(value) if isinstance(value, str) else _kind(value)
+            raise ApiError(
+                400, field, f"{field}: expected one of {', '.join(choices)}, got {shown}"
+            )
+        return value
+    return _number(value, field, kind)
 
 
 def _number(value: object, field: str, kind: type) -> int | float:

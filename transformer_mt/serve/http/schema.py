@@ -81,14 +81,27 @@ class TranslateBody(BaseModel):
     )
     beam_size: int | None = Field(None, ge=1, description=f"1: greedy. {_DEFAULT}")
     length_penalty: float | None = Field(None, description=f"GNMT alpha. {_DEFAULT}")
+    length_norm: Literal["gnmt", "average", "none"] | None = Field(
+        None,
+        description="How a hypothesis' log-probability is divided by its length n: "
+        f'"gnmt" ((5 + n) / 6) ** length_penalty, "average" (n), "none". {_DEFAULT}',
+    )
     max_len_a: float | None = Field(
         None,
         ge=0,
         description=f"Output length <= max_len_a * source length + max_len_b. {_DEFAULT}",
     )
     max_len_b: int | None = Field(None, ge=0, description=_DEFAULT)
+    min_len: int | None = Field(
+        None, ge=0, description=f"Tokens before end-of-sentence may be chosen. {_DEFAULT}"
+    )
     n_best: int | None = Field(
         None, ge=1, description=f"Hypotheses per text, <= beam_size. {_DEFAULT}"
+    )
+    sampling: bool | None = Field(
+        None,
+        description="Refused when true: the server searches (greedy or beam) and does not "
+        "sample; `top_k`, `top_p` and `temperature` are refused for the same reason.",
     )
     report: bool = Field(
         False,
