@@ -76,6 +76,20 @@ def test_serve_passes_the_flags_to_the_engine_and_the_server(served):
     assert StandInEngine.built[0][6] == "list.vmap"
 
 
+def test_serve_says_what_it_loads_before_it_loads_it(served, capsys, monkeypatch):
+    said = []
+    build = StandInEngine.from_checkpoint
+
+    def from_checkpoint(*args, **kwargs):  # what stderr held when loading began
+        said.append(capsys.readouterr().err)
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(StandInEngine, "from_checkpoint", from_checkpoint)
+    assert cli.main(["serve", "--checkpoint", "best.pt", "--port", "9000"]) == 0
+    assert said == ["loading best.pt on cpu for http://127.0.0.1:9000 ...\n"]
+    assert capsys.readouterr().err == "stand-in engine\n"
+
+
 def test_serve_leaves_unset_limits_to_the_engine(served):
     assert cli.main(["serve", "--checkpoint", "best.pt", "--host", "0.0.0.0"]) == 0
     assert StandInEngine.built[0][3] == StandInLimits()

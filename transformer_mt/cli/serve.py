@@ -82,12 +82,19 @@ def _run_serve(args: argparse.Namespace) -> int:
 
     if missing_dependencies():
         raise TmtError("tmt serve needs the serve extra: pip install 'transformer_mt[serve]'")
+    http = HttpSettings(**given_fields(args, HTTP_LIMITS))
+    # Importing torch and loading the model take seconds (16 s for a large model on a cold
+    # disk): say so before, so that the wait is not silence.
+    print(
+        f"loading {args.checkpoint} on {args.device} for http://{args.host}:{args.port} ...",
+        file=sys.stderr,
+        flush=True,
+    )
     from transformer_mt.inference.translator import LineSettings
     from transformer_mt.machine import keep_freed_memory
     from transformer_mt.serve.engine import Engine, ServeLimits
     from transformer_mt.serve.server import serve
 
-    http = HttpSettings(**given_fields(args, HTTP_LIMITS))
     keep_freed_memory()
     if args.device == "cpu":
         set_cpu_threads()
