@@ -1,4 +1,4 @@
-"""Command line: tmt {train,translate,evaluate,average,plot,import,export,distill,attention,serve}.
+"""Command line: `tmt COMMAND`, the commands of `COMMANDS`.
 
 Each command is a module of this package (translate.py, train.py, serve.py, ...) that adds
 its subparser and a handler: parse, load, call the library; common.py holds what they share.
@@ -58,11 +58,13 @@ FLAGS = {name: flag_name(name) for name in (*SAME_NAME, *serve.ENGINE_LIMITS, *s
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="tmt", description=__doc__.splitlines()[0])
+    parser = Parser(prog="tmt")
     parser.add_argument("--version", action="version", version=f"transformer_mt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in COMMANDS:
         add(sub)
+    # From the commands added, so that a new one is listed without anyone writing it here.
+    parser.description = f"Command line: tmt COMMAND, one of {', '.join(sub.choices)}."
     return parser
 
 
