@@ -5,6 +5,7 @@ import argparse
 import pytest
 
 from transformer_mt.cli import build_parser, main
+from transformer_mt.config import ExperimentConfig, TrainConfig, dump_config
 
 
 def test_help_names_every_command(capsys):
@@ -17,3 +18,17 @@ def test_help_names_every_command(capsys):
     described = shown.split("positional arguments")[0]
     for command in sub.choices:
         assert command in described, command
+
+
+@pytest.mark.parametrize("keep_last, why", [(0, True), (5, False)])
+def test_average_of_a_run_that_keeps_no_step_files_says_why(tmp_path, capsys, keep_last, why):
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    config = ExperimentConfig(train=TrainConfig(keep_last=keep_last))
+    dump_config(config, run / "config.yaml")
+    for given in (run, run / "checkpoints"):
+        assert main(["average", str(given), "--last", "5", "--out", str(tmp_path / "a.pt")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: no periodic checkpoints") and err.count("\n") == 1, err
+        said = "train.keep_last: 0" in err and "set train.keep_last above 0" in err
+        assert said == why, err

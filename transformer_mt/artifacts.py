@@ -42,13 +42,19 @@ from torch import Tensor
 
 from transformer_mt import __version__, kernels
 from transformer_mt.checkpoint_checksums import CHECKSUMS_KEY, check_checksums, checksums
-from transformer_mt.config import ExperimentConfig, config_from_dict, config_to_dict
+from transformer_mt.config import ExperimentConfig, config_from_dict, config_to_dict, load_config
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import PieceTable, Tokenizer
 from transformer_mt.errors import TmtError, one_line
 from transformer_mt.files import atomic_open, atomic_path, check_output
 from transformer_mt.model import Seq2SeqTransformer, build_model
-from transformer_mt.run_layout import BEST_NAME, CHECKPOINTS_DIR, periodic_checkpoints
+from transformer_mt.run_layout import (
+    BEST_NAME,
+    CHECKPOINTS_DIR,
+    CONFIG_NAME,
+    LAST_NAME,
+    periodic_checkpoints,
+)
 
 log = logging.getLogger(__name__)
 
@@ -353,8 +359,28 @@ def resolve_average_inputs(
     if not paths:
         raise TmtError(
             f"no periodic checkpoints (step_*.pt) found in {', '.join(map(str, inputs))}"
+            + "".join(_keeps_none(Path(item)) for item in inputs)
         )
     return paths
+
+
+def _keeps_none(directory: Path) -> str:
+    """Why run `directory` (or its checkpoints directory) holds no periodic checkpoints, when
+    its config says so ("": it does not, or there is no config to read)."""
+    run = directory.parent if directory.name == CHECKPOINTS_DIR else directory
+    if not (run / CONFIG_NAME).is_file():
+        return ""
+    try:
+        keep_last = load_config(run / CONFIG_NAME).train.keep_last
+    except TmtError:  # an edited config: its own command says what is wrong with it
+        return ""
+    if keep_last > 0:
+        return ""
+    return (
+        f": {run / CONFIG_NAME} has train.keep_last: 0, so the run keeps none besides "
+        f"{BEST_NAME} and {LAST_NAME}; set train.keep_last above 0 (e.g. 5) and train again, or "
+        "name the checkpoint files to average"
+    )
 
 
 def average_checkpoints(paths: Sequence[str | Path]) -> Checkpoint:
