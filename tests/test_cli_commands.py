@@ -1,11 +1,14 @@
 """What `tmt` says about itself and about the small mistakes of a first run."""
 
 import argparse
+from pathlib import Path
 
 import pytest
 
 from transformer_mt.cli import build_parser, main
-from transformer_mt.config import ExperimentConfig, TrainConfig, dump_config
+from transformer_mt.config import ExperimentConfig, TrainConfig, dump_config, load_config
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def test_help_names_every_command(capsys):
@@ -32,3 +35,14 @@ def test_average_of_a_run_that_keeps_no_step_files_says_why(tmp_path, capsys, ke
         assert err.startswith("error: no periodic checkpoints") and err.count("\n") == 1, err
         said = "train.keep_last: 0" in err and "set train.keep_last above 0" in err
         assert said == why, err
+
+
+def test_a_smoke_run_refused_for_its_warmup_is_told_the_override_it_needs(tmp_path, capsys):
+    config = str(CONFIGS / "multi30k_tiny.yaml")
+    argv = ["train", "--config", config, "--run-dir", str(tmp_path / "run")]
+    assert main([*argv, "--set", "train.max_steps=5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "must be < train.max_steps=5" in err, err
+    fix = err.split("e.g. ")[1].split()[0]
+    assert load_config(config, ["train.max_steps=5", fix]).train.warmup_steps == 0
+    assert not (tmp_path / "run").exists()

@@ -60,10 +60,19 @@ class TrainConfig:
             raise ConfigError(
                 f"train.max_minutes={self.max_minutes} must be > 0", keys=("train.max_minutes",)
             )
-        if self.warmup_steps < 0 or self.warmup_steps >= self.max_steps:
+        if self.warmup_steps < 0:
             raise ConfigError(
-                f"train.warmup_steps={self.warmup_steps} must be in [0, "
-                f"train.max_steps={self.max_steps})",
+                f"train.warmup_steps={self.warmup_steps} must be >= 0",
+                keys=("train.warmup_steps",),
+            )
+        if self.warmup_steps >= self.max_steps:
+            # Met by every short run of a shipped config (a smoke test of a few steps): the
+            # message says the second override such a run needs. Not clamped, so that a
+            # config means what it says.
+            raise ConfigError(
+                f"train.warmup_steps={self.warmup_steps} must be < train.max_steps="
+                f"{self.max_steps}: for a run this short set the warm-up too, e.g. "
+                f"train.warmup_steps={self.max_steps // 10}",
                 keys=("train.warmup_steps", "train.max_steps"),
             )
         check_unit_interval(self, "train", ["label_smoothing", "ema_decay"])
