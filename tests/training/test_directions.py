@@ -121,7 +121,11 @@ def test_evaluate_prints_one_table_with_the_off_target_rate(multilingual, capsys
     _, checkpoint = multilingual
     args = ["evaluate", "--checkpoint", str(checkpoint), "--directions", "de-en", "de-fr"]
     assert main(args) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
+    table, signatures = capsys.readouterr().out.strip().split("\n\n")
+    lines = table.splitlines()
+    expected = corpus_scores(["a b"], ["a c"], ["bleu", "chrf"])
+    assert signatures.splitlines() == [f"{s.name}: {s.signature}" for s in expected]
+    assert "nrefs:1|" in signatures and "version:" in signatures
     assert lines[0] == "| direction | route | BLEU | chrF | off-target |"
     assert [line.split(" | ")[:2] for line in lines[2:]] == [
         ["| de->en", "supervised"],

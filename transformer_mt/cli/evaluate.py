@@ -84,7 +84,19 @@ def _evaluate_directions(args: argparse.Namespace) -> int:
         print(json.dumps([dataclasses.asdict(s) for s in scores], indent=1))
     else:
         print(directions_table(scores))
+        print()
+        for line in _table_signatures():
+            print(line)
     return 0
+
+
+def _table_signatures() -> list[str]:
+    """The sacreBLEU signatures of the table's BLEU and chrF: every direction is scored by
+    `corpus_scores` with its default metrics and one reference, whose signature does not
+    depend on the text (sacrebleu only gives it after scoring, hence the one-word corpus)."""
+    from transformer_mt.evaluation import corpus_scores
+
+    return [f"{s.name}: {s.signature}" for s in corpus_scores(["x"], ["x"], ["bleu", "chrf"])]
 
 
 def _direction(text: str) -> tuple[str, str]:
