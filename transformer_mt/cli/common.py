@@ -110,13 +110,14 @@ def open_out(path: str, stack: contextlib.ExitStack) -> TextIO:
     return stack.enter_context(atomic_open(path))
 
 
-def set_cpu_threads() -> None:
-    """Torch threads for the idle cores (`machine.set_threads`), said on stderr when other
-    work holds some: a thread sharing its core with a busy process stalls the others."""
+def set_cpu_threads(quiet: bool = False) -> None:
+    """Torch threads for the idle cores (`machine.set_threads`), said on stderr (unless
+    `quiet`) when other work holds some: a thread sharing its core with a busy process stalls
+    the others."""
     from transformer_mt.machine import set_threads
 
     threads, governor = set_threads(0)
-    if governor is not None and threads.value < len(governor.cores):
+    if not quiet and governor is not None and threads.value < len(governor.cores):
         print(f"note: {threads.reason}", file=sys.stderr)
 
 

@@ -72,6 +72,12 @@ def _add_output_flags(p: argparse.ArgumentParser) -> None:
     """What is written besides the translations, and how lines are cut into sentences."""
     p.add_argument("--progress", action="store_true", help="progress bar even when not a tty")
     p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="on stderr only errors, warnings about the input and --ref scores: no progress, "
+        "no notes, no summary line",
+    )
+    p.add_argument(
         "--report",
         metavar="FILE",
         help="check each sentence for dropped content and write a JSON line per input line: "

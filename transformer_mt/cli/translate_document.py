@@ -21,7 +21,7 @@ def translate_one_document(args: argparse.Namespace) -> int:
 
     _refuse_line_flags(args)
     if args.device == "cpu":
-        set_cpu_threads()
+        set_cpu_threads(args.quiet)
     name = "<stdin>" if args.input == "-" else args.input
     with contextlib.ExitStack() as stack:
         text = decode_document(open_in(args.input, stack).read(), name)
@@ -36,7 +36,8 @@ def translate_one_document(args: argparse.Namespace) -> int:
             raise TmtError(f"{name}:{err.line}:{err.column}: {err.reason}") from None
         open_out(args.output, stack).write(translated)
     print_input_warnings(translator, "block")
-    print(f"translated {name} ({args.format})", file=sys.stderr)
+    if not args.quiet:
+        print(f"translated {name} ({args.format})", file=sys.stderr)
     return 0
 
 

@@ -52,7 +52,7 @@ def translate_lines(args: argparse.Namespace) -> int:
     keep_freed_memory()
     files = _read_line_files(args)
     if args.device == "cpu":
-        set_cpu_threads()
+        set_cpu_threads(args.quiet)
     best: list[str] = []
     with contextlib.ExitStack() as stack:
         source = _read_source(args, files, stack)
@@ -64,7 +64,8 @@ def translate_lines(args: argparse.Namespace) -> int:
             args, translator, source, glossary=files.glossary, stack=stack, best=best
         )
     print_input_warnings(translator)
-    print(f"translated {count} line(s)", file=sys.stderr)
+    if not args.quiet:
+        print(f"translated {count} line(s)", file=sys.stderr)
     if files.references is not None:
         from transformer_mt.evaluation import corpus_scores
 
@@ -198,9 +199,10 @@ def _translate(
 
     out = open_out(args.output, stack)
     report = None if args.report is None else open_out(args.report, stack)
-    bar = args.progress or (sys.stderr.isatty() and not source.interactive)
+    bar = not args.quiet and (args.progress or (sys.stderr.isatty() and not source.interactive))
     # Without a terminal (a log file, a batch job): a plain progress line now and then.
-    plain = None if source.interactive or sys.stderr.isatty() else PROGRESS_SECONDS
+    quiet_or_tty = args.quiet or source.interactive or sys.stderr.isatty()
+    plain = None if quiet_or_tty else PROGRESS_SECONDS
     try:
         return translate_stream(
             translator,
