@@ -54,7 +54,7 @@ from transformer_mt.config import ModelConfig, TrainConfig  # noqa: E402
 from transformer_mt.data.batching import BatchIterator  # noqa: E402
 from transformer_mt.data.encoding import EncodedCorpus, TokenColumn  # noqa: E402
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
-from transformer_mt.inference.hf_marian import to_marian  # noqa: E402
+from transformer_mt.interop.hf_marian import to_marian  # noqa: E402
 from transformer_mt.machine import keep_freed_memory  # noqa: E402
 from transformer_mt.model import build_model  # noqa: E402
 from transformer_mt.training.execution import resolve_precision  # noqa: E402

@@ -240,7 +240,7 @@ def as_translate_loads(model: Seq2SeqTransformer, device: torch.device) -> Seq2S
 
 
 def _hf_model(model: Seq2SeqTransformer):
-    from transformer_mt.inference.hf_marian import to_marian
+    from transformer_mt.interop.hf_marian import to_marian
 
     hf_model = to_marian(model, BOS_ID, EOS_ID)
     # Marian's config forces EOS as the last token at max length; ours finishes such a
@@ -263,7 +263,7 @@ def _ct2_translator(
     (a shortlist, used when the search asks with use_vmap)."""
     import ctranslate2
 
-    from transformer_mt.inference.export_ct2 import build_spec
+    from transformer_mt.interop.export_ct2 import build_spec
 
     with torch.no_grad():
         spec = build_spec(model, src_tokenizer, tgt_tokenizer)

@@ -31,12 +31,12 @@ OUT = REPO / "docs" / "dev" / "imports.png"
 
 # Group -> the groups it must not import: inference and serving never reach into training, the
 # checkpoint format (artifacts) sits below training and inference, search stands alone, the
-# CPU kernel table (kernels) sits just above the model, importing a public model writes a
-# checkpoint without training, searching or serving, documents translate through the
-# Translator, below the server that calls them, and a shortlist is made from a checkpoint and
-# a corpus and read by the Translator, below it.
+# CPU kernel table (kernels) sits just above the model, importing a public model or exporting
+# ours (interop) reads and writes checkpoints without training, searching or serving,
+# documents translate through the Translator, below the server that calls them, and a
+# shortlist is made from a checkpoint and a corpus and read by the Translator, below it.
 RULES = {
-    "importing": ("training", "search", "serve", "cli"),
+    "interop": ("training", "search", "serve", "cli"),
     "documents": ("training", "serve", "cli"),
     "distill": ("training", "serve", "cli"),
     "shortlist": ("training", "search", "inference", "serve", "cli"),

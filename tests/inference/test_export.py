@@ -15,7 +15,8 @@ from transformer_mt.config import ModelConfig, TokenizerConfig, config_to_dict
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
 from transformer_mt.data.tokenizer_training import train_tokenizers
 from transformer_mt.errors import TmtError
-from transformer_mt.inference.export_ct2 import check_ct2_compatible, export_ctranslate2
+from transformer_mt.interop.export_ct2 import CT2, export_ctranslate2
+from transformer_mt.interop.limits import check_expressible
 from transformer_mt.model import build_model
 from transformer_mt.search import SearchOptions, max_output_lengths, search
 
@@ -382,4 +383,4 @@ def test_ct2_export_of_model_variants_scores_like_ours(checkpoint, tmp_path, opt
 def test_ct2_refuses_unknown_options_in_one_line():
     cfg = dataclasses.replace(ModelConfig(), activation="silu", positions="rotary")
     with pytest.raises(TmtError, match=r"^cannot export to CTranslate2: model.activation=silu; "):
-        check_ct2_compatible(cfg)
+        check_expressible(CT2, cfg)

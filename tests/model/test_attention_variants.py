@@ -6,8 +6,9 @@ from torch.testing import assert_close
 
 from transformer_mt.config import ConfigError
 from transformer_mt.errors import TmtError
-from transformer_mt.inference.export_ct2 import check_ct2_compatible
-from transformer_mt.inference.hf_marian import check_marian_compatible
+from transformer_mt.interop.export_ct2 import CT2
+from transformer_mt.interop.hf_marian import MARIAN
+from transformer_mt.interop.limits import check_expressible
 from transformer_mt.model import AttentionPattern, MultiHeadAttention, RotaryEmbedding, build_model
 from transformer_mt.model.attention import attention_with_weights, causal_mask
 
@@ -296,11 +297,11 @@ def test_config_validation(changes, message):
 )
 def test_marian_and_ctranslate2_refuse_what_they_cannot_express(changes, name, ct2_takes_it):
     with pytest.raises(TmtError, match="cannot map to Hugging Face Marian: .*" + name):
-        check_marian_compatible(tiny_cfg(**changes))
+        check_expressible(MARIAN, tiny_cfg(**changes))
     if ct2_takes_it:  # its spec has these (parity in tests/inference/test_export.py)
-        check_ct2_compatible(tiny_cfg(**changes))
+        check_expressible(CT2, tiny_cfg(**changes))
     else:
         with pytest.raises(TmtError, match="cannot export to CTranslate2: .*" + name):
-            check_ct2_compatible(tiny_cfg(**changes))
-    check_marian_compatible(tiny_cfg(n_kv_heads=4))  # as many kv heads as heads: plain MHA
-    check_ct2_compatible(tiny_cfg(n_kv_heads=4))
+            check_expressible(CT2, tiny_cfg(**changes))
+    check_expressible(MARIAN, tiny_cfg(n_kv_heads=4))  # as many kv heads as heads: plain MHA
+    check_expressible(CT2, tiny_cfg(n_kv_heads=4))

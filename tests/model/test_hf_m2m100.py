@@ -7,15 +7,16 @@ from torch.testing import assert_close
 
 from transformer_mt.config import ModelConfig
 from transformer_mt.errors import TmtError
-from transformer_mt.inference.hf_m2m100 import (
-    check_m2m100_compatible,
+from transformer_mt.interop.hf_bart import UnsupportedConfig, ignored_settings
+from transformer_mt.interop.hf_m2m100 import (
     check_m2m100_config,
     from_m2m100,
     from_m2m100_weights,
+    m2m100_limits,
     to_m2m100,
     to_m2m100_state_dict,
 )
-from transformer_mt.inference.hf_marian import UnsupportedConfig, ignored_settings
+from transformer_mt.interop.limits import check_expressible
 from transformer_mt.model import build_model
 
 transformers = pytest.importorskip("transformers")
@@ -200,4 +201,4 @@ def test_layerdrop_is_accepted_and_named_as_training_only():
 )
 def test_options_m2m100_lacks_are_refused(change, word):
     with pytest.raises(TmtError, match=word):
-        check_m2m100_compatible(ModelConfig(**{**OURS, **change}), pad_id=PAD)
+        check_expressible(m2m100_limits(PAD), ModelConfig(**{**OURS, **change}))

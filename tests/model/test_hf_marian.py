@@ -6,16 +6,16 @@ from torch.testing import assert_close
 
 from transformer_mt.config import ModelConfig
 from transformer_mt.errors import TmtError
-from transformer_mt.inference.hf_marian import (
-    UnsupportedConfig,
-    check_marian_compatible,
+from transformer_mt.interop.hf_bart import UnsupportedConfig, ignored_settings
+from transformer_mt.interop.hf_marian import (
+    MARIAN,
     check_marian_config,
     from_marian,
     from_marian_weights,
-    ignored_settings,
     to_marian,
     to_marian_state_dict,
 )
+from transformer_mt.interop.limits import check_expressible
 from transformer_mt.model import build_model
 
 transformers = pytest.importorskip("transformers")
@@ -247,4 +247,4 @@ def test_opus_mt_legacy_keys_and_layerdrop_are_accepted():
 )
 def test_options_marian_lacks_are_refused(change, word):
     with pytest.raises(TmtError, match=word):
-        check_marian_compatible(ModelConfig(**change))
+        check_expressible(MARIAN, ModelConfig(**change))

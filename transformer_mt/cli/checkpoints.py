@@ -44,7 +44,7 @@ def add_import(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_import(args: argparse.Namespace) -> int:
-    from transformer_mt.importing.convert import import_model
+    from transformer_mt.interop.import_model import import_model
 
     imported = import_model(args.source, args.out)
     cfg = imported.converted.cfg
@@ -75,7 +75,7 @@ def add_export(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    from transformer_mt.inference.export import export
+    from transformer_mt.interop.export import export
 
     out = export(
         args.checkpoint,

@@ -1,4 +1,4 @@
-"""From a checkpoint to output: translations, attention maps, exported models.
+"""From a checkpoint to output: translations and attention maps.
 
     translator.py      Translator: the one text -> translation pipeline (split, truncate,
                        batch, search, detokenize, join) that `tmt translate`, validation
@@ -17,9 +17,8 @@
                        chunks (progress: transformer_mt/progress.py)
     quantize.py        dynamic int8 linear layers for CPU translation
     attention_maps.py  `tmt attention`: heatmaps of one sentence pair's attention weights
-    export.py          `tmt export`: Hugging Face Marian directory; export_ct2.py: CTranslate2
-    hf_marian.py       weight mapping to and from Hugging Face MarianMTModel
-    hf_m2m100.py       weight mapping to and from M2M100ForConditionalGeneration (NLLB)
+
+Exports and the Hugging Face weight mappings live in `transformer_mt.interop`.
 
 Checkpoints are read through `transformer_mt.artifacts`; nothing here imports `training/`.
 Import the modules themselves: this file imports nothing, so one of them loads without the rest.

@@ -12,7 +12,7 @@ tokens, a cached step cache length + padding id + 1: for right-padded batches (o
 are our `positions: sinusoidal_fairseq` (which gives pad tokens no position too) with
 `position_offset: pad + 1`. Only a pad *inside* a sequence, which our batches never hold,
 would number the tokens after it differently. The layer names are Marian's
-(`hf_marian.layer_name_pairs`).
+(`hf_bart.layer_name_pairs`); `m2m100_limits` lists the options of ours that M2M100 can hold.
 
 The state-dict conversion works on plain dicts, so the core never imports transformers; only
 `to_m2m100` / `from_m2m100`, which build or read the transformers model, import it.
@@ -25,10 +25,9 @@ from typing import Any
 from torch import Tensor
 
 from transformer_mt.config import ModelConfig
-from transformer_mt.errors import TmtError
-from transformer_mt.inference.hf_marian import (
+from transformer_mt.interop.hf_bart import (
     HF_ACTIVATIONS,
-    MARIAN_LAYER_NORM_EPS,
+    LAYER_NORM_EPS,
     ConvertedModel,
     UnsupportedConfig,
     config_problems,
@@ -37,6 +36,7 @@ from transformer_mt.inference.hf_marian import (
     stack_config_kwargs,
     stack_settings,
 )
+from transformer_mt.interop.limits import FormatLimits, Limit, check_expressible
 from transformer_mt.model import Seq2SeqTransformer
 
 # Keys of older BART-family configs that M2M100's code ignores: the value it computes, and
@@ -61,7 +61,7 @@ def check_m2m100_config(hf_config: Any) -> None:
     we cannot compute.
 
     `encoder_layerdrop` / `decoder_layerdrop` (0.05 in M2M100's configs) are accepted:
-    LayerDrop skips layers only in training (`hf_marian.ignored_settings` lists them).
+    LayerDrop skips layers only in training (`hf_bart.ignored_settings` lists them).
     """
     problems = config_problems(hf_config, "m2m_100", _M2M100_LEGACY_KEYS)
     pad = hf_config.pad_token_id
@@ -79,34 +79,31 @@ def check_m2m100_config(hf_config: Any) -> None:
         raise UnsupportedConfig("M2M100", problems)
 
 
-def check_m2m100_compatible(cfg: ModelConfig, pad_id: int) -> None:
-    """Raise TmtError naming the option M2M100 cannot represent (`pad_id`: the model's)."""
-    problems = []
-    if not cfg.pre_norm:
-        problems.append("model.pre_norm=false (M2M100 is pre-norm)")
-    if cfg.layer_norm_eps != MARIAN_LAYER_NORM_EPS:
-        problems.append(f"model.layer_norm_eps={cfg.layer_norm_eps} (M2M100's is fixed at 1e-5)")
-    if cfg.positions != "sinusoidal_fairseq":
-        problems.append(f"model.positions={cfg.positions} (M2M100 has sinusoidal_fairseq only)")
-    if cfg.position_offset != pad_id + 1:
-        problems.append(
-            f"model.position_offset={cfg.position_offset} (M2M100 numbers positions from the "
-            f"pad id + 1 = {pad_id + 1})"
-        )
-    if cfg.activation not in HF_ACTIVATIONS.values():
-        problems.append(f"model.activation={cfg.activation} (M2M100 has no gated feed-forward)")
-    if not cfg.share_embeddings:
-        problems.append("model.share_embeddings=false (M2M100 has one token table)")
-    if cfg.output_bias:
-        problems.append("model.output_bias=true (M2M100 has no logits bias)")
-    if cfg.kv_heads != cfg.n_heads:
-        problems.append(f"model.n_kv_heads={cfg.n_kv_heads} (M2M100 has one per query head)")
-    if cfg.attention_pattern != "full":
-        problems.append(f"model.attention_pattern={cfg.attention_pattern} (M2M100 has full)")
-    if cfg.attention != "mha":
-        problems.append(f"model.attention={cfg.attention} (M2M100 has standard attention)")
-    if problems:
-        raise TmtError("cannot map to Hugging Face M2M100: " + "; ".join(problems))
+def m2m100_limits(pad_id: int) -> FormatLimits:
+    """What of ours M2M100 can hold, for a model whose pad id is `pad_id`: M2M100 numbers
+    positions from the pad id + 1, so one option's only value depends on the model."""
+    first = pad_id + 1
+    return FormatLimits(
+        "cannot map to Hugging Face M2M100",
+        {
+            "pre_norm": Limit((True,), "M2M100 is pre-norm"),
+            "layer_norm_eps": Limit((LAYER_NORM_EPS,), "M2M100's is fixed at 1e-5"),
+            "positions": Limit(("sinusoidal_fairseq",), "M2M100 has sinusoidal_fairseq only"),
+            "position_offset": Limit(
+                (first,), f"M2M100 numbers positions from the pad id + 1 = {first}"
+            ),
+            "activation": Limit(
+                tuple(sorted(set(HF_ACTIVATIONS.values()))), "M2M100 has no gated feed-forward"
+            ),
+            "share_embeddings": Limit((True,), "M2M100 has one token table"),
+            "output_bias": Limit((False,), "M2M100 has no logits bias"),
+            "n_kv_heads": Limit(
+                lambda cfg: cfg.kv_heads == cfg.n_heads, "M2M100 has one per query head"
+            ),
+            "attention_pattern": Limit(("full",), "M2M100 has full"),
+            "attention": Limit(("mha",), "M2M100 has standard attention"),
+        },
+    )
 
 
 def _final_norm_pairs() -> list[tuple[str, str]]:
@@ -119,7 +116,7 @@ def _final_norm_pairs() -> list[tuple[str, str]]:
 
 def to_m2m100_state_dict(model: Seq2SeqTransformer) -> dict[str, Tensor]:
     """Our parameters under M2M100's names (its positions are a buffer it computes)."""
-    check_m2m100_compatible(model.cfg, model.pad_id)
+    check_expressible(m2m100_limits(model.pad_id), model.cfg)
     ours = model.state_dict()
     pairs = layer_name_pairs(model.cfg) + _final_norm_pairs()
     out = {theirs: ours[name].clone() for name, theirs in pairs}
@@ -144,7 +141,7 @@ def m2m100_config_kwargs(
     cfg: ModelConfig, vocab_size: int, pad_id: int, bos_id: int, eos_id: int
 ) -> dict[str, Any]:
     """Keyword arguments of `transformers.M2M100Config` for an equivalent model."""
-    check_m2m100_compatible(cfg, pad_id)
+    check_expressible(m2m100_limits(pad_id), cfg)
     return {
         "vocab_size": vocab_size,
         **stack_config_kwargs(cfg),
@@ -178,7 +175,7 @@ def model_config_from_m2m100(hf_config: Any, state: dict[str, Tensor] | None = N
         position_offset=hf_config.pad_token_id + 1,
         share_embeddings=share,
         tie_output=tie,
-        layer_norm_eps=MARIAN_LAYER_NORM_EPS,
+        layer_norm_eps=LAYER_NORM_EPS,
     )
 
 

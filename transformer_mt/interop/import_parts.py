@@ -9,9 +9,9 @@ from pathlib import Path
 from transformer_mt.data.specials import SpecialTokens, tag_code
 from transformer_mt.data.tokenizer import PieceTable, Tokenizer, TokenizerError
 from transformer_mt.errors import TmtError
-from transformer_mt.importing.model_files import check_file, read_json
-from transformer_mt.importing.values import banned_words
-from transformer_mt.inference.hf_marian import ConvertedModel
+from transformer_mt.interop.hf_bart import ConvertedModel
+from transformer_mt.interop.import_files import check_file, read_json
+from transformer_mt.interop.import_values import banned_words
 
 
 @dataclass

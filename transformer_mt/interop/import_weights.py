@@ -3,7 +3,7 @@ it, then read through transformers with everything it would make up refused.
 
 transformers reads model.safetensors, else the shards of model.safetensors.index.json, else
 pytorch_model.bin, else the shards of pytorch_model.bin.index.json. Each file is checked
-first: a regular file (`model_files`), not empty, whole (safetensors' header covers the file
+first: a regular file (`import_files`), not empty, whole (safetensors' header covers the file
 exactly; a zip archive has its central directory), and its tensors' names and shapes fit
 config.json. A pickle (pytorch_model.bin) is only ever loaded with `weights_only=True`, which
 builds tensors and refuses anything that would run code on loading.
@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from transformer_mt.errors import TmtError, one_line
-from transformer_mt.importing.model_files import check_file, present, read_json
+from transformer_mt.interop.import_files import check_file, present, read_json
 
 # In transformers' order of preference; an index names the shards that hold the tensors.
 WEIGHT_FILES = (

@@ -20,17 +20,17 @@ from typing import Any
 
 from transformer_mt.data.specials import SpecialTokens, tag_code
 from transformer_mt.errors import TmtError
-from transformer_mt.importing.model_files import check_file, read_json
-from transformer_mt.importing.parts import ImportedModel, banned_ids, piece_tokenizer
-from transformer_mt.importing.values import (
+from transformer_mt.interop.hf_marian import check_marian_config, from_marian_weights
+from transformer_mt.interop.import_files import check_file, read_json
+from transformer_mt.interop.import_parts import ImportedModel, banned_ids, piece_tokenizer
+from transformer_mt.interop.import_values import (
     TOKENIZER_KEYS,
     check_ids_in_rows,
     check_special_pieces,
     check_values,
     check_vocab,
 )
-from transformer_mt.importing.weights import read_weights
-from transformer_mt.inference.hf_marian import check_marian_config, from_marian_weights
+from transformer_mt.interop.import_weights import read_weights
 
 # MarianTokenizer's special pieces, and the config key that holds each one's id (None: none).
 _SPECIAL_PIECES = (("</s>", "eos_token_id"), ("<pad>", "pad_token_id"), ("<unk>", None))

@@ -14,12 +14,12 @@ from transformer_mt.artifacts import Checkpoint, pack_tokenizers, save_checkpoin
 from transformer_mt.config import DataConfig, ExperimentConfig, TokenizerConfig, config_to_dict
 from transformer_mt.errors import TmtError, one_line
 from transformer_mt.files import check_output
-from transformer_mt.importing.m2m100 import read_m2m100
-from transformer_mt.importing.marian import read_marian
-from transformer_mt.importing.model_files import check_model_files, present, read_json
-from transformer_mt.importing.parts import ImportedModel
-from transformer_mt.importing.source import model_directory
-from transformer_mt.importing.values import CONFIG_KEYS, check_resolved_config, check_values
+from transformer_mt.interop.import_files import check_model_files, present, read_json
+from transformer_mt.interop.import_m2m100 import read_m2m100
+from transformer_mt.interop.import_marian import read_marian
+from transformer_mt.interop.import_parts import ImportedModel
+from transformer_mt.interop.import_source import model_directory
+from transformer_mt.interop.import_values import CONFIG_KEYS, check_resolved_config, check_values
 
 # model_type of config.json -> the reader of such a directory.
 READERS = {"marian": read_marian, "m2m_100": read_m2m100}

@@ -46,9 +46,10 @@ from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import output_folder
-from transformer_mt.inference.export_ct2 import export_ctranslate2, export_inputs
-from transformer_mt.inference.hf_m2m100 import SPM_FILE, check_m2m100_compatible, to_m2m100
-from transformer_mt.inference.hf_marian import check_marian_compatible, to_marian
+from transformer_mt.interop.export_ct2 import export_ctranslate2, export_inputs
+from transformer_mt.interop.hf_m2m100 import SPM_FILE, m2m100_limits, to_m2m100
+from transformer_mt.interop.hf_marian import MARIAN, to_marian
+from transformer_mt.interop.limits import check_expressible
 
 FORMATS = ("hf", "ctranslate2")
 
@@ -92,11 +93,11 @@ def export_hf(checkpoint: str | Path, out_dir: str | Path) -> Path:
     bundle = load_for_inference(checkpoint)
     cfg = bundle.model.cfg
     if hf_family(cfg) == "m2m100":
-        check_m2m100_compatible(cfg, bundle.model.pad_id)
+        check_expressible(m2m100_limits(bundle.model.pad_id), cfg)
         _check_nllb_tokenizer(bundle)
         write = _write_m2m100
     else:
-        check_marian_compatible(cfg)
+        check_expressible(MARIAN, cfg)
         write = _write_marian
     with output_folder(out_dir, export_inputs(checkpoint, bundle)) as tmp:
         write(bundle, tmp)

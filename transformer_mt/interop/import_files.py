@@ -20,7 +20,7 @@ from typing import Any
 
 from transformer_mt.artifacts import FILE_KINDS
 from transformer_mt.errors import TmtError, one_line
-from transformer_mt.inference.hf_m2m100 import SPM_FILE
+from transformer_mt.interop.hf_m2m100 import SPM_FILE
 
 # Every file the importers read, or transformers reads for them (tokenizer and generation
 # configs, weights): one that is present must be readable.

@@ -76,7 +76,7 @@ OPTIONAL_COUNT = Kind(_count, "a positive integer or null", nullable=True)
 OPTIONAL_FLAG = Kind(_flag, "true, false or null", nullable=True)
 OPTIONAL_TEXT = Kind(lambda value: isinstance(value, str), "a string or null", nullable=True)
 
-# The config.json keys both readers (and `hf_marian.stack_settings`) read.
+# The config.json keys both readers (and `hf_bart.stack_settings`) read.
 _STACK_KEYS: dict[str, Kind] = {
     "model_type": NAME,
     "d_model": COUNT,

@@ -18,9 +18,10 @@ from typing import Any
 
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.errors import TmtError, one_line
-from transformer_mt.importing.model_files import check_file, present, read_json
-from transformer_mt.importing.parts import ImportedModel, banned_ids, piece_tokenizer
-from transformer_mt.importing.values import (
+from transformer_mt.interop.hf_m2m100 import SPM_FILE, check_m2m100_config, from_m2m100_weights
+from transformer_mt.interop.import_files import check_file, present, read_json
+from transformer_mt.interop.import_parts import ImportedModel, banned_ids, piece_tokenizer
+from transformer_mt.interop.import_values import (
     TOKENIZER_KEYS,
     check_ids_in_rows,
     check_special_pieces,
@@ -28,8 +29,7 @@ from transformer_mt.importing.values import (
     check_vocab,
     shown,
 )
-from transformer_mt.importing.weights import read_weights
-from transformer_mt.inference.hf_m2m100 import SPM_FILE, check_m2m100_config, from_m2m100_weights
+from transformer_mt.interop.import_weights import read_weights
 
 # The tokenizer's settings files, read before transformers reads them so that a damaged one is
 # named (the tokenizer itself may be tokenizer.json or the SentencePiece model).

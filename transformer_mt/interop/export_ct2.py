@@ -71,6 +71,7 @@ from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import output_folder
+from transformer_mt.interop.limits import FormatLimits, Limit, check_expressible
 from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.model.rope import RotaryEmbedding
 from transformer_mt.shortlist.select import Shortlist
@@ -78,7 +79,29 @@ from transformer_mt.shortlist.select import Shortlist
 # ModelConfig.activation -> CTranslate2's Activation: F.gelu is the exact erf GELU, swish is
 # F.silu (x * sigmoid(x)), which CTranslate2 calls SWISH; swiglu is SWISH with ffn_glu.
 _ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swish": "SWISH", "swiglu": "SWISH"}
-_POSITIONS = ("sinusoidal", "sinusoidal_fairseq", "learned", "rope", "shaw", "t5")
+
+# What of ours the spec can hold: options the exporter does not map are refused, not exported
+# as something else (and so is any activation or position kind added later).
+CT2 = FormatLimits(
+    "cannot export to CTranslate2",
+    {
+        "activation": Limit(
+            tuple(_ACTIVATIONS), "the spec's are RELU, GELU and SWISH (swiglu: with ffn_glu)"
+        ),
+        "positions": Limit(
+            ("sinusoidal", "sinusoidal_fairseq", "learned", "rope", "shaw", "t5"),
+            "ALiBi: CTranslate2 has it in the decoder only; ours biases the encoder too",
+        ),
+        "attention_pattern": Limit(
+            ("full",),
+            "its sliding_window is a causal decoder cache limit, not our bidirectional "
+            "encoder window or dilation",
+        ),
+        "attention": Limit(("mha",), "CTranslate2 has no spec for latent attention"),
+    },
+    reasons_shown=False,
+)
+
 # model/layers.py builds RotaryEmbedding with its default base; the export tests fail if not.
 _ROPE_BASE = inspect.signature(RotaryEmbedding).parameters["base"].default
 
@@ -162,28 +185,6 @@ def _set_side(spec: Any, model: Seq2SeqTransformer, side: str, cfg: ModelConfig)
         _set_norm(spec.layer_norm, state, f"{side}.final_norm")
 
 
-def check_ct2_compatible(cfg: ModelConfig) -> None:
-    """Raise TmtError naming an option the spec cannot express.
-
-    This guards choices the exporter does not map from being exported as something else:
-    ALiBi (CTranslate2 has it in the decoder only; ours biases the encoder too), sparse
-    attention patterns (its `sliding_window` is a causal decoder cache limit, not our
-    bidirectional encoder window or dilation), latent attention (no spec for it), and any
-    activation or position kind added later.
-    """
-    problems = []
-    if cfg.activation not in _ACTIVATIONS:
-        problems.append(f"model.activation={cfg.activation}")
-    if cfg.positions not in _POSITIONS:
-        problems.append(f"model.positions={cfg.positions}")
-    if cfg.attention_pattern != "full":
-        problems.append(f"model.attention_pattern={cfg.attention_pattern}")
-    if cfg.attention != "mha":
-        problems.append(f"model.attention={cfg.attention}")
-    if problems:
-        raise TmtError("cannot export to CTranslate2: " + "; ".join(problems) + " not supported")
-
-
 def check_pad_positions(cfg: ModelConfig, specials: SpecialTokens) -> None:
     """Raise TmtError when the model gives pad tokens no position and its search may produce
     the pad id: as the next decoder input, ours would add no position, CTranslate2's would.
@@ -264,7 +265,7 @@ def build_spec(
     from ctranslate2.specs import transformer_spec
 
     cfg = model.cfg
-    check_ct2_compatible(cfg)
+    check_expressible(CT2, cfg)
     check_pad_positions(cfg, specials)
     options = _stack_options(cfg)
     spec = transformer_spec.TransformerSpec(
