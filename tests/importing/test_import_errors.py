@@ -319,16 +319,6 @@ TOKENIZER_FILES = [
 ]
 
 
-@pytest.mark.parametrize("model, file, damage, message", TOKENIZER_FILES)
-def test_a_damaged_settings_or_tokenizer_file_is_named(
-    model_dirs, tmp_path, capsys, no_hang, model, file, damage, message
-):
-    directory = copy_of(model_dirs[model], tmp_path)
-    damage(directory)
-    line = one_refusal(directory, tmp_path, capsys)
-    assert line.startswith(f"error: {directory / file}: ") and message in line, line
-
-
 # --- a damaged or unsafe weights file is refused by name, never with a traceback -----------
 
 
@@ -540,8 +530,8 @@ WEIGHTS = [
 ]
 
 
-@pytest.mark.parametrize("model, file, damage, message", WEIGHTS)
-def test_a_damaged_weights_file_is_named(
+@pytest.mark.parametrize("model, file, damage, message", [*TOKENIZER_FILES, *WEIGHTS])
+def test_a_damaged_settings_tokenizer_or_weights_file_is_named(
     model_dirs, tmp_path, capsys, no_hang, model, file, damage, message
 ):
     directory = copy_of(model_dirs[model], tmp_path)
