@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import urllib.error
-import urllib.request
 
 import pytest
 
@@ -15,7 +13,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from tests.serve.fakes import FakeEngine  # noqa: E402
-from tests.serve.real_engine import serving  # noqa: E402
+from tests.serve.real_engine import post, serving  # noqa: E402
 from transformer_mt.cli import main  # noqa: E402
 from transformer_mt.config import DecodeConfig  # noqa: E402
 from transformer_mt.serve.engine import ServeLimits  # noqa: E402
@@ -62,16 +60,6 @@ def test_a_bad_decode_value_or_an_unserved_field_is_refused_naming_it(body, fiel
     assert "\n" not in refused.value.message
     for word in words:
         assert word in refused.value.message
-
-
-def post(url: str, body: dict) -> tuple[int, dict]:
-    data = json.dumps(body).encode()
-    request = urllib.request.Request(url, data, {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.load(response)
-    except urllib.error.HTTPError as err:
-        return err.code, json.load(err)
 
 
 @pytest.fixture(scope="module")

@@ -17,21 +17,12 @@ pytest.importorskip("uvicorn")
 pytest.importorskip("prometheus_client")
 
 from tests.conftest import WORDS  # noqa: E402
-from tests.serve.real_engine import serving  # noqa: E402
+from tests.serve.real_engine import post, serving  # noqa: E402
 from transformer_mt.cli import main  # noqa: E402
 from transformer_mt.serve.engine import ServeLimits  # noqa: E402
 
 # (beam size, n-best, with prefixes)
 OPTIONS = [(1, 1, False), (5, 1, False), (5, 3, False), (5, 1, True), (1, 1, True)]
-
-
-def post(url: str, body: bytes) -> tuple[int, dict]:
-    request = urllib.request.Request(url, body, {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.load(response)
-    except urllib.error.HTTPError as err:
-        return err.code, json.load(err)
 
 
 @pytest.fixture(scope="module")
