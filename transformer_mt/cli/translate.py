@@ -17,7 +17,14 @@ from transformer_mt.errors import TmtError
 
 def add_translate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("translate", help="translate a file or stdin with a trained checkpoint")
-    p.add_argument("--checkpoint", required=True, help="e.g. runs/X/checkpoints/best.pt")
+    p.add_argument(
+        "--checkpoint",
+        required=True,
+        nargs="+",
+        metavar="CHECKPOINT",
+        help="e.g. runs/X/checkpoints/best.pt; several of one vocabulary: an ensemble, each "
+        "step the mean of their log-probabilities",
+    )
     p.add_argument("--input", default="-", help="source text, one sentence a line (- = stdin)")
     p.add_argument("--output", default="-", help="where translations go (- = stdout)")
     p.add_argument(
@@ -142,7 +149,11 @@ def _check_outputs(args: argparse.Namespace) -> None:
     from transformer_mt.files import check_output
 
     inputs = [
-        *checkpoint_input_files(args.checkpoint, "--checkpoint"),
+        *(
+            read
+            for checkpoint in args.checkpoint
+            for read in checkpoint_input_files(checkpoint, "--checkpoint")
+        ),
         (args.ref, "--ref file"),
         (args.prefix, "--prefix file"),
         (args.glossary, "--glossary file"),

@@ -56,6 +56,7 @@ from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError
 from transformer_mt.inference.constrained import beam_groups, phrase_ids
 from transformer_mt.inference.cross_attention import alignment_pairs, check_alignment_layer
+from transformer_mt.inference.ensemble import ensemble_model
 from transformer_mt.inference.languages import Direction, Languages, Pair
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.running import inference_model, load_shortlist, search_options
@@ -162,7 +163,7 @@ class Translator:
     @classmethod
     def from_checkpoint(
         cls,
-        path: str,
+        path: str | Path | Sequence[str | Path],
         *,
         device: str = "cpu",
         quantize: str | None = None,
@@ -173,6 +174,8 @@ class Translator:
         """Load `path`; `decode_changes` override the checkpoint's decode section.
 
         Args:
+            path: a checkpoint, or several of one vocabulary searched as one ensemble (the
+                first's settings; `inference.ensemble`; no shortlist or alignments).
             quantize: None (float32) or "int8": dynamic int8 linear layers, CPU only (see
                 `quantize_int8`), with the cache in `int8_cache_dtype()`.
             lines: see `LineSettings`; the checkpoint fills in what they leave out: its data
@@ -183,11 +186,20 @@ class Translator:
                 with int8 layers); None: the whole vocabulary.
         """
         device = resolve_device(device)
-        bundle = load_for_inference(path, device)
+        paths = [str(path)] if isinstance(path, str | Path) else [str(p) for p in path]
+        bundles = [load_for_inference(p, device) for p in paths]
+        bundle = bundles[0]  # its config and tokenizers: every member's (ensemble.py)
+        if len(paths) > 1 and (shortlist is not None or lines.alignment_layer is not None):
+            raise SettingError(
+                "checkpoint", " ".join(paths), "an ensemble has no shortlist or alignments"
+            )
         listed = None
         if shortlist is not None:  # the float rows, before packing or int8 replaces them
             listed = load_shortlist(shortlist, bundle, device)
-        model, cache_dtype = inference_model(bundle.model, quantize, device)
+        if len(paths) > 1:
+            model, cache_dtype = ensemble_model(bundles, paths, quantize, device)
+        else:
+            model, cache_dtype = inference_model(bundle.model, quantize, device)
         decode = dataclasses.replace(bundle.config.decode, **decode_changes)
         data, specials = bundle.config.data, bundle.specials
         lines = dataclasses.replace(

@@ -1,0 +1,82 @@
+"""Ensembles: each step the mean of the members' log-probs, against full forward passes; a model
+ensembled with itself translates as it does alone; members of other vocabularies are refused."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from transformer_mt.artifacts import load_for_inference
+from transformer_mt.cli import main
+from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
+from transformer_mt.errors import SettingError
+from transformer_mt.inference.ensemble import Ensemble
+from transformer_mt.inference.translator import LineSettings, Translator
+
+from ..conftest import save_tiny_checkpoint
+
+LINES = ["ein mann fährt rad", "zwei hunde spielen im schnee", "", "das buch"]
+
+
+@pytest.fixture(scope="module")
+def wider(tmp_path_factory):
+    """A second model of the same vocabulary, of another width (its memory splits apart)."""
+    return save_tiny_checkpoint(tmp_path_factory.mktemp("wider"), d_model=24, n_layers=2)
+
+
+def test_each_step_is_the_mean_of_the_members_full_forward_log_probs(checkpoint, wider):
+    members = [load_for_inference(str(p)).model for p in (checkpoint, wider)]
+    ensemble = Ensemble(members).eval()
+    src = torch.tensor([[5, 9, 12, EOS_ID], [7, 8, EOS_ID, 0]])
+    src_mask = (src != 0)[:, None, None, :]
+    tgt = torch.tensor([[BOS_ID, 5, 9, 12, 20], [BOS_ID, 7, 8, 30, 4]])
+    with torch.no_grad():
+        memory = ensemble.encode(src, src_mask)
+        sources = ensemble.source_rows(torch.arange(2), 2)
+        cache = None
+        for t in range(tgt.size(1)):
+            got, cache = ensemble.decode_step(tgt[:, t], memory, src_mask, sources, cache)
+            full = [
+                torch.log_softmax(m(src, tgt[:, : t + 1], src_mask)[:, -1], -1) for m in members
+            ]
+            torch.testing.assert_close(got, torch.stack(full).mean(0), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_a_model_ensembled_with_itself_translates_as_alone(checkpoint, beam_size):
+    alone = Translator.from_checkpoint(str(checkpoint), beam_size=beam_size, n_best=beam_size)
+    twice = Translator.from_checkpoint(
+        [str(checkpoint), str(checkpoint)], beam_size=beam_size, n_best=beam_size
+    )
+    assert isinstance(twice.model, Ensemble)
+    assert twice.translate(LINES) == alone.translate(LINES)
+
+
+def test_two_models_translate_with_every_decode_setting(checkpoint, wider):
+    both = Translator.from_checkpoint([str(checkpoint), str(wider)], beam_size=3, n_best=2)
+    found = both.translate(LINES)
+    assert [len(t.texts) for t in found] == [2] * len(LINES) and found[2].texts == ["", ""]
+    greedy = Translator.from_checkpoint([str(checkpoint), str(wider)], beam_size=1)
+    assert len(greedy.translate(LINES)) == len(LINES)
+
+
+def test_members_of_another_vocabulary_are_refused_by_name(checkpoint, multilingual_checkpoint):
+    paths = [str(checkpoint), str(multilingual_checkpoint)]
+    with pytest.raises(SettingError, match="differs from .*must share tokenizers and special ids"):
+        Translator.from_checkpoint(paths)
+    with pytest.raises(SettingError, match="no shortlist or alignments"):
+        Translator.from_checkpoint(
+            [str(checkpoint)] * 2, lines=LineSettings(alignment_layer=-1), n_best=1
+        )
+
+
+def test_tmt_translate_takes_several_checkpoints(checkpoint, wider, tmp_path, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    source, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    args = ["translate", "--checkpoint", str(checkpoint), str(wider), "--beam-size", "2"]
+    assert main([*args, "--input", str(source), "--output", str(out)]) == 0
+    both = Translator.from_checkpoint([str(checkpoint), str(wider)], beam_size=2)
+    assert out.read_text(encoding="utf-8").splitlines() == [
+        t.texts[0] for t in both.translate(LINES)
+    ]
