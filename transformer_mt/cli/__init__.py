@@ -14,7 +14,16 @@ from __future__ import annotations
 import argparse
 
 from transformer_mt import __version__
-from transformer_mt.cli import attention, checkpoints, distill, evaluate, serve, train, translate
+from transformer_mt.cli import (
+    attention,
+    checkpoints,
+    distill,
+    evaluate,
+    score,
+    serve,
+    train,
+    translate,
+)
 from transformer_mt.cli.common import Parser, run_command
 from transformer_mt.cli.flags import flag_name
 from transformer_mt.errors import SettingError, TmtError, shown_value
@@ -24,6 +33,7 @@ COMMANDS = (
     train.add_train,
     translate.add_translate,
     evaluate.add_evaluate,
+    score.add_score,
     checkpoints.add_average,
     train.add_plot,
     checkpoints.add_import,

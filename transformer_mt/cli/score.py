@@ -1,0 +1,73 @@
+"""`tmt score`: the log-probability of each sentence pair of two parallel files by forced
+decoding, or an n-best list rescored and reranked (`inference.scoring`)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+
+from transformer_mt.cli.common import add_language_flags, open_out, set_cpu_threads
+from transformer_mt.errors import TmtError
+
+
+def add_score(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "score",
+        help="log-probability of each sentence pair by forced decoding; rerank n-best lists",
+    )
+    p.add_argument("--checkpoint", required=True, help="e.g. runs/X/checkpoints/best.pt")
+    p.add_argument("--src", required=True, help="source text, one sentence per line")
+    given = p.add_mutually_exclusive_group(required=True)
+    given.add_argument(
+        "--tgt", help="target text parallel to --src: writes `total<TAB>per_token` per pair"
+    )
+    given.add_argument(
+        "--nbest",
+        help="`index ||| text ||| score` lines (tmt translate --nbest): written back with the "
+        "log-probability as the score, each source's best first",
+    )
+    p.add_argument("--output", default="-", help="file to write (default -: stdout)")
+    p.add_argument(
+        "--batch-tokens", type=int, help="rows x longest row per pass (default: decode.max_tokens)"
+    )
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    add_language_flags(p)
+    p.set_defaults(handler=_run_score)
+
+
+def _run_score(args: argparse.Namespace) -> int:
+    from transformer_mt.artifacts import checkpoint_input_files
+    from transformer_mt.files import check_output
+    from transformer_mt.inference.scoring import rescore_nbest, score_files
+    from transformer_mt.inference.translator import LineSettings, Translator
+
+    if args.batch_tokens is not None and args.batch_tokens < 1:
+        raise TmtError(f"--batch-tokens {args.batch_tokens}: must be at least 1 (e.g. 4096)")
+    inputs = [
+        *checkpoint_input_files(args.checkpoint, "--checkpoint"),
+        (args.src, "--src file"),
+        (args.tgt, "--tgt file"),
+        (args.nbest, "--nbest file"),
+    ]
+    if args.output != "-":
+        check_output(args.output, inputs)
+    if args.device == "cpu":
+        set_cpu_threads(quiet=True)
+    lines = LineSettings(src_lang=args.src_lang, tgt_lang=args.tgt_lang)
+    translator = Translator.from_checkpoint(args.checkpoint, device=args.device, lines=lines)
+    with contextlib.ExitStack() as stack:
+        out = open_out(args.output, stack)
+        if args.tgt is not None:
+            counts = score_files(translator, args.src, args.tgt, out, args.batch_tokens)
+        else:
+            counts = rescore_nbest(translator, args.src, args.nbest, out, args.batch_tokens)
+    if counts.unscored:
+        print(f"warning: {counts.unscored} pair(s) with a blank source: nan", file=sys.stderr)
+    if counts.cut:
+        print(
+            f"warning: {counts.cut} pair(s) longer than the model's position table: "
+            "scored as far as it reaches",
+            file=sys.stderr,
+        )
+    return 0
