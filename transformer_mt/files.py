@@ -139,12 +139,12 @@ def atomic_path(path: str | Path, durable: bool = False) -> Iterator[Path]:
     """
     path = Path(path)
     if _is_stream(path):
-        with _write_errors(path, path):
+        with write_errors(path, path):
             yield path
         return
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
     refuse_read_only(target)
-    with _write_errors(path, target):
+    with write_errors(path, target):
         target.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_temporaries(target.parent, target.name)
         mode = stat.S_IMODE(target.stat().st_mode) if target.is_file() else None
@@ -358,7 +358,7 @@ def _is_stream(path: Path) -> bool:
 
 
 @contextmanager
-def _write_errors(path: Path, target: Path) -> Iterator[None]:
+def write_errors(path: Path, target: Path) -> Iterator[None]:
     """Turn an `OSError` of writing `target` into one line naming `path`: `MachineError` for
     what the machine lacks (a full disk), `TmtError` for the rest (permissions, a read-only
     file system, a directory in the way). Some writers report the OSError as an error of

@@ -1,15 +1,23 @@
 """`tmt translate` line by line: a translation (or n-best list) per input line, with the
 per-line options of their files (--prefix, --constraints), a glossary, a report of dropped
 content (--report) and scores against references (--ref). Also the Translator as the flags
-load it, and the warnings about what it changed in the input, which documents share."""
+load it, and the warnings about what it changed in the input, which documents share.
+
+A file given as --input is counted in a first pass over its bytes (the total for progress and
+for the per-line files' checks) and then translated as it is read, a chunk at a time: memory
+stays flat whatever its size. Written to a file (--output), such a run is resumable: stopped,
+it keeps the chunks done beside the output and the same command continues from there
+(`inference.resume`). Piped input is read whole, to know its total, as before."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from transformer_mt.cli.common import open_in, open_out, set_cpu_threads
@@ -20,13 +28,23 @@ from transformer_mt.progress import PROGRESS_SECONDS
 if TYPE_CHECKING:  # imported where used: `tmt --help` loads no model library
     from transformer_mt.inference.glossary import Glossary
     from transformer_mt.inference.requests import Texts
-    from transformer_mt.inference.translator import Translator
+    from transformer_mt.inference.resume import PartialOutput
+    from transformer_mt.inference.translator import Translation, Translator
+
+# Flags that change what is said on stderr or where the output goes, not the translations:
+# a run continued with another of them writes the same output.
+NOT_IN_FINGERPRINT = frozenset({"output", "progress", "quiet"})
+# Lines translated (and held) at a time: enough for length-sorted batches to keep padding
+# low; also the step at which an interrupted run is continued.
+CHUNK_LINES = 2000
 
 
 @dataclass(frozen=True)
 class _LineFiles:
     """What the files of --ref, --prefix, --constraints and --glossary hold (None: not given),
-    read before the model loads."""
+    read before the model loads. They are held whole: references are scored with the whole
+    output at the end, and a per-line file is checked (its count, UTF-8, phrase lengths)
+    before any decoding, so that a mistake on its last line costs no translation time."""
 
     references: list[str] | None
     prefixes: list[str] | None
@@ -39,10 +57,11 @@ class _Source:
     """The input: its name in messages, its lines, and their per-line options."""
 
     name: str
-    lines: Iterable[str]  # a stream when typed at a terminal without per-line options
+    lines: Iterable[str]  # read as it streams, except from a pipe (held, to count it)
     interactive: bool  # typed at a terminal: each line is translated as it comes
     total: int | None  # None: read as typed
     options: Texts | None
+    is_file: bool  # --input names a regular file (counted, then streamed)
 
 
 def translate_lines(args: argparse.Namespace) -> int:
@@ -53,7 +72,7 @@ def translate_lines(args: argparse.Namespace) -> int:
     files = _read_line_files(args)
     if args.device == "cpu":
         set_cpu_threads(args.quiet)
-    best: list[str] = []
+    best: list[str] | None = None if files.references is None else []
     with contextlib.ExitStack() as stack:
         source = _read_source(args, files, stack)
         alignment_layer = args.alignment_layer if args.alignments else None
@@ -66,7 +85,7 @@ def translate_lines(args: argparse.Namespace) -> int:
     print_input_warnings(translator)
     if not args.quiet:
         print(f"translated {count} line(s)", file=sys.stderr)
-    if files.references is not None:
+    if files.references is not None and best is not None:
         from transformer_mt.evaluation import corpus_scores
 
         for score in corpus_scores(best, files.references, ["bleu", "chrf"]):
@@ -142,36 +161,56 @@ def _read_line_files(args: argparse.Namespace) -> _LineFiles:
 def _read_source(
     args: argparse.Namespace, files: _LineFiles, stack: contextlib.ExitStack
 ) -> _Source:
-    """The input, read whole unless typed at a terminal (length-sorted batches of a whole
-    file keep padding low); per-line files must have as many lines as it."""
+    """The input: a file counted, then read as it streams; a pipe read whole to count it; a
+    terminal's lines as typed. Per-line files must have as many lines as it."""
     from transformer_mt.files import decode_lines
 
     interactive = args.input == "-" and sys.stdin is not None and sys.stdin.isatty()
     name = "<stdin>" if args.input == "-" else args.input
-    lines = decode_lines(open_in(args.input, stack), name)
+    is_file = args.input != "-" and Path(args.input).is_file()
+    total = _count_lines(args.input) if is_file else None
+    lines: Iterable[str] = decode_lines(open_in(args.input, stack), name)
     if interactive and files.prefixes is None and files.constraints is None:
-        return _Source(name, lines, interactive=True, total=None, options=None)
-    lines = list(lines)
+        return _Source(name, lines, interactive=True, total=None, options=None, is_file=False)
+    if total is None:
+        lines = list(lines)
+        total = len(lines)
     if files.references is not None:
         from transformer_mt.evaluation import check_line_counts
 
-        check_line_counts(name, len(lines), args.ref, len(files.references))
-    options = _line_options(args, files, name=name, lines=lines)
-    total = None if interactive else len(lines)
-    return _Source(name, lines, interactive=interactive, total=total, options=options)
+        check_line_counts(name, total, args.ref, len(files.references))
+    options = _line_options(args, files, name=name, total=total)
+    total_known = None if interactive else total
+    return _Source(name, lines, interactive, total_known, options, is_file=is_file)
+
+
+def _count_lines(path: str) -> int:
+    """The lines of the file `path` as `files.decode_lines` splits them, counted in its bytes
+    (a last line without a line end counts): nothing is decoded or held."""
+    count, last = 0, b"\n"
+    try:
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                count += block.count(b"\n")
+                last = block[-1:]
+    except OSError as err:
+        raise TmtError(f"{path}: {err.strerror}") from None
+    return count + (last != b"\n")
 
 
 def _line_options(
-    args: argparse.Namespace, files: _LineFiles, *, name: str, lines: list[str]
+    args: argparse.Namespace, files: _LineFiles, *, name: str, total: int
 ) -> Texts | None:
-    """The per-line options of `lines` from their files (None: none given); a file without
-    one line per input line is refused, naming both files (`TextsCountError.field`)."""
+    """The per-line options of the `total` input lines from their files (None: none given);
+    a file without one line per input line is refused, naming both files
+    (`TextsCountError.field`). The lines themselves come chunk by chunk
+    (`LineOptions.chunk`); blanks stand in for them here."""
     from transformer_mt.inference.requests import Texts, TextsCountError
 
     if files.prefixes is None and files.constraints is None:
         return None
     try:
-        return Texts.of(lines, prefixes=files.prefixes, constraints=files.constraints)
+        return Texts.of([""] * total, prefixes=files.prefixes, constraints=files.constraints)
     except TextsCountError as err:
         path, what, one = {
             "prefixes": (args.prefix, "prefix", "one prefix line"),
@@ -190,29 +229,103 @@ def _translate(
     *,
     glossary: Glossary | None,
     stack: contextlib.ExitStack,
-    best: list[str],
+    best: list[str] | None,
 ) -> int:
     """Translate `source` to --output (and --report), the best translations appended to
-    `best`; the number of lines translated. A phrase that cannot be met names its line."""
+    `best` (None: not kept); the number of lines translated, by this run and the earlier
+    ones it continued. A phrase that cannot be met names its line."""
     from transformer_mt.inference.constrained import ConstraintsError
     from transformer_mt.inference.stream import LineOptions, stream_progress, translate_stream
 
-    out = open_out(args.output, stack)
+    partial = _open_partial(args, source, stack)
+    out = open_out(args.output, stack) if partial is None else partial.file
+    first = 0 if partial is None else partial.resumed
     report = None if args.report is None else open_out(args.report, stack)
     bar = not args.quiet and (args.progress or (sys.stderr.isatty() and not source.interactive))
     # Without a terminal (a log file, a batch job): a plain progress line now and then.
     quiet_or_tty = args.quiet or source.interactive or sys.stderr.isatty()
     plain = None if quiet_or_tty else PROGRESS_SECONDS
+    total = None if source.total is None else source.total - first
+
+    def chunk_done(translations: Sequence[Translation], lines_done: int) -> None:
+        if best is not None:
+            best.extend(translation.texts[0] for translation in translations)
+        if partial is not None:
+            partial.commit(lines_done)
+
     try:
-        return translate_stream(
+        return first + translate_stream(
             translator,
-            source.lines,
+            itertools.islice(source.lines, first, None),
             out,
-            1 if source.interactive else 2000,
-            options=LineOptions(source.options, glossary),
-            progress=stream_progress(source.total, bar, plain),
-            collect=best,
+            1 if source.interactive else CHUNK_LINES,
+            options=LineOptions(source.options, glossary, first_line=first),
+            progress=stream_progress(total, bar, plain),
+            chunk_done=chunk_done,
             report_out=report,
         )
     except ConstraintsError as err:
         raise TmtError(f"{source.name}:{err.line + 1}: {err.reason}") from None
+    except BaseException:
+        if partial is not None and partial.lines_done and not args.quiet:
+            print(
+                f"note: {partial.lines_done} translated line(s) kept in {partial.partial}; "
+                "the same command continues from there",
+                file=sys.stderr,
+            )
+        raise
+
+
+def _open_partial(
+    args: argparse.Namespace, source: _Source, stack: contextlib.ExitStack
+) -> PartialOutput | None:
+    """The resumable output of a file translated to a file (None: another run), saying on
+    stderr what became of an earlier run's partial. Not with --ref, whose scores need the
+    translations of every chunk, nor --report, a second output."""
+    output = Path(args.output)
+    stream = output.exists() and not output.is_file()  # a device, a FIFO
+    if args.output == "-" or stream or not source.is_file or args.ref or args.report:
+        return None
+    from transformer_mt.inference.resume import resumable_output
+
+    partial = stack.enter_context(resumable_output(args.output, _fingerprint(args)))
+    if args.quiet:
+        return partial
+    if partial.note is not None:
+        print(f"note: {partial.note}", file=sys.stderr)
+    if partial.resumed:
+        print(
+            f"note: continuing {partial.partial}: {partial.resumed} of {source.total} lines "
+            "were translated by an earlier run",
+            file=sys.stderr,
+        )
+    return partial
+
+
+def _fingerprint(args: argparse.Namespace) -> dict[str, object]:
+    """What decides the translations of a run: the identity (path, size, modification time)
+    of each file it reads, and every flag but those in NOT_IN_FINGERPRINT."""
+    from transformer_mt.inference.resume import file_identity
+
+    checkpoints = args.checkpoint if isinstance(args.checkpoint, list) else [args.checkpoint]
+    files = {
+        "--checkpoint file": [file_identity(path) for path in checkpoints],
+        **{
+            f"{flag} file": file_identity(path)
+            for flag, path in (
+                ("--input", args.input),
+                ("--prefix", args.prefix),
+                ("--constraints", args.constraints),
+                ("--glossary", args.glossary),
+                ("--shortlist", args.shortlist),
+            )
+            if path is not None
+        },
+    }
+    simple = (str, int, float, bool, type(None), list, tuple)
+    flags = {
+        f"--{key.replace('_', '-')}": value
+        for key, value in sorted(vars(args).items())
+        if key not in NOT_IN_FINGERPRINT and isinstance(value, simple)
+    }
+    return {**files, **flags}

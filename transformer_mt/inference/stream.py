@@ -2,14 +2,15 @@
 
 The line promises of `tmt translate` that do not depend on the model: one output line per
 input line (or exactly n_best lines in n-best format); each chunk is written and flushed as
-soon as it is translated. Input lines are decoded by `files.decode_lines` (invalid UTF-8 stops
+soon as it is translated, and only a chunk's lines are held, so memory stays flat whatever the
+input's size (docs/results.md). Input lines are decoded by `files.decode_lines` (invalid UTF-8 stops
 with the line number); lines translated so far are counted by `progress.ProgressReport`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TextIO
 
@@ -50,13 +51,16 @@ class LineOptions:
             terminal's, whose number is not known in advance).
         glossary: terms whose targets the translation of a sentence holding them contains,
             for every line.
+        first_line: the input line (from 0) the stream's first line is: the lines before it
+            were translated by an earlier run (`resume.resumable_output`).
     """
 
     per_line: Texts | None = None
     glossary: Glossary | None = None
+    first_line: int = 0
 
     def chunk(self, start: int, lines: list[str]) -> Texts:
-        """The request of `lines`, the chunk of the stream from line `start` on."""
+        """The request of `lines`, the chunk of the input from line `start` on."""
         request = Texts.of(lines, glossary=self.glossary)
         if self.per_line is None:
             return request
@@ -72,21 +76,24 @@ def translate_stream(
     *,
     options: LineOptions = LineOptions(),
     progress: ProgressReport | None = None,
-    collect: list[str] | None = None,
     report_out: TextIO | None = None,
+    chunk_done: Callable[[Sequence[Translation], int], None] | None = None,
 ) -> int:
     """Translate `lines` in chunks of `chunk_lines`, writing (and flushing) each chunk.
 
     `chunk_lines=1` gives interactive line-by-line behaviour on a terminal; a large chunk
-    lets length-sorted batching keep padding low. The best translations are appended to
-    `collect` when given (for scoring). Returns the number of lines translated.
+    lets length-sorted batching keep padding low. Returns the number of lines translated.
 
     Args:
-        options: what each line is asked with (`LineOptions`).
+        options: what each line is asked with (`LineOptions`), and the input line the
+            stream starts at, from which lines are numbered (n-best lists, the report, errors).
         progress: counts the lines translated (`stream_progress`); None: silent.
         report_out: check every sentence for dropped content, retry the flagged ones that
             cut (`checked.translate_checked`) and write one JSON line per input line here
             (`CheckedLine.to_json`, lines numbered from 1); not with prefixes or constraints.
+        chunk_done: called once a chunk is written and flushed, with its translations and
+            the number of input lines done (those before `options.first_line` included): to
+            keep the best translations for scoring, or record a resumable output's progress.
 
     Raises:
         ConstraintsError: a line whose constraints cannot fit, numbered among all `lines`.
@@ -97,25 +104,26 @@ def translate_stream(
     count = 0
     report = progress or stream_progress(None)
     for chunk in _chunks(lines, chunk_lines):
-        request = options.chunk(count, chunk)
+        start = options.first_line + count
+        request = options.chunk(start, chunk)
         if report_out is not None:
             checked = translate_checked(translator, request, report.update)
             translations = [line.translation for line in checked]
-            for number, line in enumerate(checked, start=count + 1):
+            for number, line in enumerate(checked, start=start + 1):
                 print(json.dumps(line.to_json(number), ensure_ascii=False), file=report_out)
             report_out.flush()
         else:
             try:
                 translations = translator.translate(request, report.update)
             except ConstraintsError as err:
-                raise err.shifted(count) from None
-        for translation in translations:
-            print(format_translation(translation, count, translator.decode.n_best), file=out)
-            if collect is not None:
-                collect.append(translation.texts[0])
-            count += 1
+                raise err.shifted(start) from None
+        for index, translation in enumerate(translations, start=start):
+            print(format_translation(translation, index, translator.decode.n_best), file=out)
+        count += len(translations)
         out.flush()
         report.update(count - report.done)  # the chunk's empty lines, never searched
+        if chunk_done is not None:
+            chunk_done(translations, options.first_line + count)
     report.close()
     return count
 

@@ -1,0 +1,188 @@
+"""`tmt translate` of a file: read as it streams (the same output as a pipe, read whole), and
+resumed after an interruption where it stopped, byte for byte as an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from transformer_mt.cli import main
+from transformer_mt.cli import translate_lines as cli_lines
+from transformer_mt.inference.resume import partial_paths
+from transformer_mt.inference.translator import Translator
+
+ROOT = Path(__file__).resolve().parents[2]
+WORDS = ["ein mann", "das buch", "", "zwei hunde spielen", "frau", "im schnee", "rad"]
+N_LINES, CHUNK = 22, 4  # six chunks, the last of two lines
+
+
+@pytest.fixture
+def source(tmp_path):
+    path = tmp_path / "in.txt"
+    lines = [WORDS[i % len(WORDS)] for i in range(N_LINES)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """The number of chunks translated; small chunks so that a few lines make several."""
+    monkeypatch.setattr(cli_lines, "CHUNK_LINES", CHUNK)
+    counted = {"chunks": 0, "stop_after": None}
+    translate = Translator.translate
+
+    def counting(self, request, *args, **kwargs):
+        if counted["chunks"] == counted["stop_after"]:
+            raise KeyboardInterrupt
+        counted["chunks"] += 1
+        return translate(self, request, *args, **kwargs)
+
+    monkeypatch.setattr(Translator, "translate", counting)
+    return counted
+
+
+def translate(checkpoint, source, out, *flags: str) -> int:
+    base = ["translate", "--checkpoint", str(checkpoint), "--beam-size", "1"]
+    return main([*base, "--input", str(source), "--output", str(out), *flags])
+
+
+def test_a_file_streamed_equals_a_pipe_read_whole(checkpoint, source, tmp_path, monkeypatch):
+    streamed = tmp_path / "streamed.txt"
+    assert translate(checkpoint, source, streamed) == 0
+    with open(source, "rb") as f:
+        monkeypatch.setattr(sys, "stdin", f)
+        assert translate(checkpoint, "-", tmp_path / "piped.txt") == 0
+    assert streamed.read_bytes() == (tmp_path / "piped.txt").read_bytes()
+    assert streamed.read_text(encoding="utf-8").count("\n") == N_LINES
+
+
+def test_lines_are_counted_as_they_are_read(tmp_path):
+    for text, lines in [(b"", 0), (b"a\n", 1), (b"a\nb", 2), (b"\n\n", 2), (b"a\r\nb\n", 2)]:
+        (tmp_path / "f").write_bytes(text)
+        assert cli_lines._count_lines(str(tmp_path / "f")) == lines
+
+
+def test_an_interrupted_run_continues_where_it_stopped(checkpoint, source, tmp_path, calls):
+    whole = tmp_path / "whole.txt"
+    assert translate(checkpoint, source, whole) == 0
+    assert calls["chunks"] == 6
+
+    out = tmp_path / "out.txt"
+    partial, sidecar = partial_paths(out)
+    calls.update(chunks=0, stop_after=2)
+    assert translate(checkpoint, source, out) == 130
+    assert not out.exists() and partial.read_text(encoding="utf-8").count("\n") == 2 * CHUNK
+    assert json.loads(sidecar.read_text(encoding="utf-8"))["lines_done"] == 2 * CHUNK
+
+    calls.update(chunks=0, stop_after=None)
+    assert translate(checkpoint, source, out) == 0
+    assert calls["chunks"] == 4  # only the chunks not done
+    assert out.read_bytes() == whole.read_bytes()
+    assert not partial.exists() and not sidecar.exists()
+
+
+def test_another_run_starts_afresh_with_a_note(checkpoint, source, tmp_path, calls, capsys):
+    out = tmp_path / "out.txt"
+    calls.update(stop_after=2)
+    assert translate(checkpoint, source, out) == 130
+    assert "8 translated line(s) kept in" in capsys.readouterr().err
+    calls.update(chunks=0, stop_after=None)
+    assert translate(checkpoint, source, out, "--nbest", "2", "--beam-size", "2") == 0
+    err = capsys.readouterr().err
+    assert "was left by another run (--beam-size, --n-best differ); starting afresh" in err
+    assert calls["chunks"] == 6 and out.read_text(encoding="utf-8").count("\n") == 2 * N_LINES
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out.txt"]
+
+
+def test_a_changed_input_starts_afresh(checkpoint, source, tmp_path, calls, capsys):
+    out = tmp_path / "out.txt"
+    calls.update(stop_after=2)
+    assert translate(checkpoint, source, out) == 130
+    source.write_text("ein mann\n" * N_LINES, encoding="utf-8")
+    calls.update(chunks=0, stop_after=None)
+    assert translate(checkpoint, source, out) == 0
+    assert "(--input file differ)" in capsys.readouterr().err and calls["chunks"] == 6
+
+
+def test_an_interruption_before_any_chunk_leaves_nothing(checkpoint, source, tmp_path, calls):
+    calls.update(stop_after=0)
+    assert translate(checkpoint, source, tmp_path / "out.txt") == 130
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
+
+
+# A run in its own process, a second per chunk after the first two, so that it is stopped
+# once its partial holds two chunks (whatever the machine's speed) and before it ends.
+SLOW_RUN = """
+import sys, time
+from transformer_mt.cli import main, translate_lines
+from transformer_mt.inference.translator import Translator
+translate_lines.CHUNK_LINES = {chunk}
+translate, done = Translator.translate, []
+def slow(self, *args, **kwargs):
+    if len(done) >= 2:
+        time.sleep(1.0)
+    done.append(1)
+    return translate(self, *args, **kwargs)
+Translator.translate = slow
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGKILL", "SIGTERM"])
+def test_a_killed_process_is_continued_by_the_same_command(
+    checkpoint, source, tmp_path, calls, name
+):
+    whole = tmp_path / "whole.txt"
+    assert translate(checkpoint, source, whole) == 0
+    out = tmp_path / "out.txt"
+    partial, sidecar = partial_paths(out)
+    script = SLOW_RUN.format(chunk=CHUNK)
+    command = [sys.executable, "-c", script, "translate", "--checkpoint", str(checkpoint)]
+    command += ["--beam-size", "1", "--input", str(source), "--output", str(out)]
+    process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while _lines_done(sidecar) < 2 * CHUNK:
+            assert process.poll() is None and time.monotonic() < deadline, "no two chunks"
+            time.sleep(0.02)
+        process.send_signal(getattr(signal, name))
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    if name == "SIGTERM":
+        assert process.returncode == 143 and "interrupted (SIGTERM)" in err, err
+    done = _lines_done(sidecar)
+    assert not out.exists() and done >= 2 * CHUNK and done % CHUNK == 0
+    calls.update(chunks=0)
+    assert translate(checkpoint, source, out) == 0
+    assert calls["chunks"] == -(-(N_LINES - done) // CHUNK)
+    assert out.read_bytes() == whole.read_bytes()
+    assert not partial.exists() and not sidecar.exists()
+
+
+def _lines_done(sidecar: Path) -> int:
+    try:
+        return json.loads(sidecar.read_text(encoding="utf-8"))["lines_done"]
+    except (FileNotFoundError, ValueError):
+        return 0
+
+
+def test_an_output_written_by_a_running_process_is_refused(checkpoint, source, tmp_path):
+    out = tmp_path / "out.txt"
+    _, sidecar = partial_paths(out)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        record = {"fingerprint": {}, "lines_done": 0, "bytes": 0, "pid": sleeper.pid}
+        sidecar.write_text(json.dumps(record), encoding="utf-8")
+        assert translate(checkpoint, source, out) == 2
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert os.path.exists(sidecar) and not out.exists()

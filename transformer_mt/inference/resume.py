@@ -1,0 +1,179 @@
+"""An output written chunk by chunk that an interrupted run continues: `tmt translate` of a file.
+
+Beside the output `OUT` a run writes `.OUT.partial` (the translations of the chunks done so far)
+and `.OUT.partial.json` (what the run is and how far it got: the `fingerprint` of its input,
+checkpoint and flags, the input lines done, the partial's size then, and the writer's PID).
+After every chunk the partial is flushed and synced before the sidecar says it is done, so a
+run stopped at any moment (Ctrl-C, SIGTERM, SIGKILL, a full disk) leaves a sidecar that tells
+the truth; bytes written after it are cut off when the run is continued. A rerun with the same
+fingerprint continues after the lines done; any other finds a note and starts afresh. The
+output appears, renamed from the partial, only when the last chunk is written, and the sidecar
+goes with it: the rule of `files.atomic_path`, but kept across runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TextIO
+
+from transformer_mt.errors import TmtError
+from transformer_mt.files import atomic_open, refuse_read_only, write_errors
+
+PARTIAL = ".partial"
+
+
+def file_identity(path: str | Path) -> dict[str, object]:
+    """What says a file is unchanged: its absolute path, size and modification time."""
+    info = os.stat(path)
+    return {"path": os.path.abspath(path), "size": info.st_size, "mtime_ns": info.st_mtime_ns}
+
+
+def partial_paths(path: str | Path) -> tuple[Path, Path]:
+    """The partial output of `path` and its sidecar: `.NAME.partial`, `.NAME.partial.json`."""
+    target = Path(os.path.realpath(path))
+    partial = target.with_name(f".{target.name}{PARTIAL}")
+    return partial, partial.with_name(partial.name + ".json")
+
+
+class PartialOutput:
+    """The partial output of one run, opened by `resumable_output`.
+
+    Attributes:
+        file: where translations are written (text, UTF-8), after what earlier runs wrote.
+        lines_done: input lines whose translations the partial holds.
+        resumed: input lines an earlier run had translated (0: a fresh start).
+        note: what became of an earlier run's partial (None: there was none).
+    """
+
+    def __init__(self, path: str | Path, fingerprint: dict[str, object]):
+        self.path = Path(path)
+        self.partial, self.sidecar = partial_paths(path)
+        self.fingerprint = json.loads(json.dumps(fingerprint))  # as it reads back
+        self.note: str | None = None
+        self.resumed = self._earlier_lines()
+        self.lines_done = self.resumed
+        # Open as long as the run writes; closed by `finish` or `abandon`.
+        self.file: TextIO = open(self.partial, "a", encoding="utf-8")  # noqa: SIM115
+
+    def commit(self, lines_done: int) -> None:
+        """Record that the partial holds the translations of `lines_done` input lines."""
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        self.lines_done = lines_done
+        self._write_sidecar()
+
+    def finish(self) -> None:
+        """Rename the partial to the output (with an existing output's permissions) and remove
+        the sidecar."""
+        self.file.close()
+        target = self.partial.with_name(self.partial.name[1 : -len(PARTIAL)])
+        if target.is_file():
+            os.chmod(self.partial, stat.S_IMODE(target.stat().st_mode))
+        os.replace(self.partial, target)
+        self.sidecar.unlink(missing_ok=True)
+
+    def abandon(self) -> None:
+        """Close the partial; remove it and the sidecar when they hold nothing to continue."""
+        self.file.close()
+        if self.lines_done == 0:
+            self.partial.unlink(missing_ok=True)
+            self.sidecar.unlink(missing_ok=True)
+
+    def _earlier_lines(self) -> int:
+        """The lines an earlier run of the same fingerprint left, its partial cut to the size
+        its sidecar records; 0 (and both removed, with a note) for any other run's."""
+        earlier = self._read_sidecar()
+        if earlier is None:
+            self.partial.unlink(missing_ok=True)
+            self._write_sidecar(lines_done=0)
+            return 0
+        pid = earlier.get("pid")
+        if isinstance(pid, int) and pid != os.getpid() and _running(pid):
+            raise TmtError(
+                f"{self.path}: another run (PID {pid}) is writing it; wait for it, or stop it"
+            )
+        size = self.partial.stat().st_size if self.partial.is_file() else -1
+        same = earlier.get("fingerprint") == self.fingerprint
+        lines, recorded = earlier.get("lines_done"), earlier.get("bytes")
+        if same and isinstance(lines, int) and isinstance(recorded, int) and size >= recorded:
+            os.truncate(self.partial, recorded)
+            self._write_sidecar(lines_done=lines)
+            return lines
+        differ = _differences(earlier.get("fingerprint"), self.fingerprint) or ["its record"]
+        self.note = (
+            f"{self.partial.name} was left by another run ({', '.join(differ)} differ); "
+            "starting afresh"
+        )
+        self.partial.unlink(missing_ok=True)
+        self._write_sidecar(lines_done=0)
+        return 0
+
+    def _read_sidecar(self) -> dict | None:
+        try:
+            data = json.loads(self.sidecar.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return {}  # unreadable: another run's, to be replaced
+        return data if isinstance(data, dict) else {}
+
+    def _write_sidecar(self, lines_done: int | None = None) -> None:
+        done = self.lines_done if lines_done is None else lines_done
+        size = self.partial.stat().st_size if self.partial.is_file() else 0
+        record = {
+            "fingerprint": self.fingerprint,
+            "lines_done": done,
+            "bytes": size,
+            "pid": os.getpid(),
+        }
+        with atomic_open(self.sidecar) as f:
+            json.dump(record, f, indent=1)
+
+
+@contextlib.contextmanager
+def resumable_output(path: str | Path, fingerprint: dict[str, object]) -> Iterator[PartialOutput]:
+    """The partial output of `path` for a run described by `fingerprint` (JSON values: what
+    decides the output, e.g. the identities of its input files and its flags); renamed to
+    `path` when the block succeeds, kept for a rerun when it fails with lines done.
+
+    Raises:
+        TmtError: `path` is read-only or cannot be written, or another running process is
+            writing it; `MachineError` when the disk is full.
+    """
+    target = Path(os.path.realpath(path))
+    refuse_read_only(target)
+    with write_errors(Path(path), target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        output = PartialOutput(path, fingerprint)
+        try:
+            yield output
+        except BaseException:
+            output.abandon()
+            raise
+        output.finish()
+
+
+def _differences(earlier: object, now: dict[str, object]) -> list[str]:
+    """The keys of `now` whose values `earlier` (a fingerprint read back) does not share."""
+    if not isinstance(earlier, dict):
+        return []
+    keys = sorted(set(earlier) | set(now))
+    return [key for key in keys if earlier.get(key) != now.get(key)]
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` runs (True when unknown)."""
+    if os.name != "posix":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
