@@ -159,6 +159,40 @@ def build_nllb(directory):
     return model, tokenizer
 
 
+def end_half_the_sentences(model, tokenizer, sources, steps):
+    """Raise `model`'s final_logits_bias at EOS so that its greedy translations of about half
+    of `sources` end with EOS within `steps` tokens, at many lengths.
+
+    Raising EOS's logit by delta changes no other choice, so a greedy translation ends at its
+    first step (after the first, where min_len forbids EOS) whose margin, the best allowed
+    logit less EOS's, is below delta. Delta halfway between two sentences' smallest margins
+    keeps every decision clear of a near-tie that rounding could flip.
+    """
+    inputs = tokenizer(sources, padding=True, return_tensors="pt")
+    eos = model.config.eos_token_id
+    with torch.no_grad():
+        generated = model.generate(**inputs, num_beams=1, do_sample=False, max_new_tokens=steps)
+        logits = model(**inputs, decoder_input_ids=generated[:, :-1]).logits  # (N, steps, V)
+        others = logits.clone()
+        others[..., [eos, *(ids[0] for ids in model.generation_config.bad_words_ids)]] = -1e9
+        margins = (others.max(-1).values - logits[..., eos])[:, 1:].min(-1).values.sort().values
+        half = len(sources) // 2
+        model.final_logits_bias[0, eos] += (margins[half - 1] + margins[half]) / 2
+
+
+def build_marian_searching(directory, sources, **generation):
+    """`build_marian` (bilingual) with `generation` as its generation config (num_beams,
+    length_penalty, ...), EOS raised so that about half of its greedy translations of
+    `sources` end before its length limit (`end_half_the_sentences`)."""
+    model, tokenizer = build_marian(directory, separate=True)
+    for key, value in generation.items():
+        setattr(model.generation_config, key, value)
+    steps = generation.get("max_length", 21) - 1
+    end_half_the_sentences(model, tokenizer, sources, steps)
+    model.save_pretrained(directory)
+    return model, tokenizer
+
+
 def best_ids(translator, lines):
     """Each line's best hypothesis from our search, in input order, as `generate` returns it
     after the decoder's start token: the ids, eos included where the hypothesis ended."""

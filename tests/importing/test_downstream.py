@@ -18,7 +18,7 @@ import torch
 from torch.testing import assert_close
 
 from tests.corpora import slice_lines
-from tests.importing.builders import build_marian
+from tests.importing.builders import build_marian, end_half_the_sentences
 from transformer_mt.artifacts import load_checkpoint, save_checkpoint
 from transformer_mt.cli import main
 from transformer_mt.inference.attention_maps import CELL_INCHES, DPI, draw_attention
@@ -55,27 +55,6 @@ class Imported:
         )
 
 
-def end_half_the_sentences(model: Any, tokenizer: Any, sources: list[str]) -> None:
-    """Raise `model`'s final_logits_bias at EOS so that its greedy translations of about half
-    of `sources` end with EOS within STEPS tokens, at many lengths.
-
-    Raising EOS's logit by delta changes no other choice, so a greedy translation ends at its
-    first step (after the first, where min_len forbids EOS) whose margin, the best allowed
-    logit less EOS's, is below delta. Delta halfway between two sentences' smallest margins
-    keeps every decision clear of a near-tie that rounding could flip.
-    """
-    inputs = tokenizer(sources, padding=True, return_tensors="pt")
-    eos = model.config.eos_token_id
-    with torch.no_grad():
-        generated = model.generate(**inputs, num_beams=1, do_sample=False, max_new_tokens=STEPS)
-        logits = model(**inputs, decoder_input_ids=generated[:, :-1]).logits  # (N, STEPS, V)
-        others = logits.clone()
-        others[..., [eos, *(ids[0] for ids in model.generation_config.bad_words_ids)]] = -1e9
-        margins = (others.max(-1).values - logits[..., eos])[:, 1:].min(-1).values.sort().values
-        half = len(sources) // 2
-        model.final_logits_bias[0, eos] += (margins[half - 1] + margins[half]) / 2
-
-
 @pytest.fixture(scope="module", params=["multilingual", "separate"])
 def imported(request, tmp_path_factory) -> Imported:
     root = tmp_path_factory.mktemp(request.param)
@@ -84,7 +63,13 @@ def imported(request, tmp_path_factory) -> Imported:
     found = Imported(
         root / "hf", root / "imported.pt", model, tokenizer, None if separate else "fra"
     )
-    end_half_the_sentences(model, tokenizer, found.tagged(SOURCES))
+    # The searches the imported checkpoint defaults to (its generation settings): beam 5, no
+    # translation ends before its first token (as the margins of `end_half_the_sentences`
+    # assume), and room for STEPS tokens.
+    settings = dict(num_beams=5, min_length=2, max_length=STEPS + 1)
+    for key, value in settings.items():
+        setattr(model.generation_config, key, value)
+    end_half_the_sentences(model, tokenizer, found.tagged(SOURCES), STEPS)
     model.save_pretrained(found.directory)
     assert main(["import", str(found.directory), "--out", str(found.checkpoint)]) == 0
     return found

@@ -21,7 +21,9 @@ directions share.
     import_m2m100.py   NLLB-200 and M2M100 directories: weights (hf_m2m100.py), the
                        SentencePiece model with the tokenizer's own numbering, language codes
     import_parts.py    what the readers share: `ImportedModel`, a SentencePiece model numbered
-                       by the model's table, the ids never generated
+                       by the model's table
+    import_generation.py  the model's own `generate` settings (beams, length penalty and
+                       limits, the ids never generated) as the checkpoint's decode section
     import_files.py    each file checked before it is opened (a regular file that can be read,
                        never a FIFO), JSON read strictly
     import_values.py   every value read from config.json, generation_config.json,

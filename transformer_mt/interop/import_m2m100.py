@@ -20,7 +20,8 @@ from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.errors import TmtError, one_line
 from transformer_mt.interop.hf_m2m100 import SPM_FILE, check_m2m100_config, from_m2m100_weights
 from transformer_mt.interop.import_files import check_file, present, read_json
-from transformer_mt.interop.import_parts import ImportedModel, banned_ids, piece_tokenizer
+from transformer_mt.interop.import_generation import read_generation
+from transformer_mt.interop.import_parts import ImportedModel, piece_tokenizer
 from transformer_mt.interop.import_values import (
     TOKENIZER_KEYS,
     check_ids_in_rows,
@@ -61,7 +62,7 @@ def read_m2m100(directory: Path, hf_config: Any) -> ImportedModel:
     src_lang, tgt_lang = (
         _default_language(hf_tokenizer, key, tags, directory) for key in ("src_lang", "tgt_lang")
     )
-    never = banned_ids(directory, pad, rows)
+    generation = read_generation(directory, pad, rows)
     state = read_weights(M2M100ForConditionalGeneration, directory, hf_config)
     converted = from_m2m100_weights(hf_config, state)
     tokenizer = piece_tokenizer(
@@ -72,12 +73,12 @@ def read_m2m100(directory: Path, hf_config: Any) -> ImportedModel:
         unk=vocab[str(hf_tokenizer.unk_token)],
         bos=hf_config.decoder_start_token_id,
         eos=hf_config.eos_token_id,
-        never=never,
+        never=generation.never,
         language_tags=tags,
         source_tag="source",
         target_tag=True,
     )
-    return ImportedModel(converted, tokenizer, tokenizer, specials, src_lang, tgt_lang)
+    return ImportedModel(converted, tokenizer, tokenizer, specials, src_lang, tgt_lang, generation)
 
 
 def _tokenizer(directory: Path) -> Any:

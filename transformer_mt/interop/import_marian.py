@@ -7,7 +7,7 @@ A Marian directory holds `config.json` and the weights (read through transformer
 
 Its conventions, which the checkpoint records (`SpecialTokens`): sentences end with `</s>`
 (`eos_token_id`, usually 0); the decoder starts from the pad id (`decoder_start_token_id`);
-pad is never generated (`bad_words_ids` of its generation config); a multilingual model's
+pad is never generated (`bad_words_ids` of its generation settings); a multilingual model's
 target language is a `>>xxx<<` piece written in front of the source text, each such piece a
 language tag. transformers' `MarianTokenizer` also normalises punctuation with sacremoses when
 that package is installed; we do not (neither does it without sacremoses).
@@ -22,7 +22,8 @@ from transformer_mt.data.specials import SpecialTokens, tag_code
 from transformer_mt.errors import TmtError
 from transformer_mt.interop.hf_marian import check_marian_config, from_marian_weights
 from transformer_mt.interop.import_files import check_file, read_json
-from transformer_mt.interop.import_parts import ImportedModel, banned_ids, piece_tokenizer
+from transformer_mt.interop.import_generation import read_generation
+from transformer_mt.interop.import_parts import ImportedModel, piece_tokenizer
 from transformer_mt.interop.import_values import (
     TOKENIZER_KEYS,
     check_ids_in_rows,
@@ -54,7 +55,7 @@ def read_marian(directory: Path, hf_config: Any) -> ImportedModel:
     src_vocab, tgt_vocab = _vocabularies(
         directory, hf_config, bool(settings.get("separate_vocabs"))
     )
-    never = banned_ids(directory, hf_config.pad_token_id, hf_config.decoder_vocab_size)
+    generation = read_generation(directory, hf_config.pad_token_id, hf_config.decoder_vocab_size)
     state = read_weights(MarianMTModel, directory, hf_config)
     converted = from_marian_weights(hf_config, state)
     src_tok = piece_tokenizer(
@@ -67,9 +68,10 @@ def read_marian(directory: Path, hf_config: Any) -> ImportedModel:
         converted,
         src_tok,
         tgt_tok,
-        _specials(hf_config, src_vocab, never),
+        _specials(hf_config, src_vocab, generation.never),
         src_lang=settings.get("source_lang") or "src",
         tgt_lang=settings.get("target_lang") or "tgt",
+        generation=generation,
     )
 
 

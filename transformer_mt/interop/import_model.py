@@ -91,7 +91,8 @@ def _quiet_transformers() -> Iterator[None]:
 
 
 def _checkpoint(imported: ImportedModel) -> Checkpoint:
-    """Step 0 of a model: its weights, config, tokenizers and special ids."""
+    """Step 0 of a model: its weights, config (with its own search settings), tokenizers and
+    special ids."""
     converted = imported.converted
     model = converted.build()  # checks that the weights fit the config
     config = ExperimentConfig(
@@ -103,6 +104,7 @@ def _checkpoint(imported: ImportedModel) -> Checkpoint:
             vocab_size=converted.src_vocab_size,
             joint=imported.src_tokenizer.pieces == imported.tgt_tokenizer.pieces,
         ),
+        decode=imported.generation.decode,  # searches as the model's `generate` does
     )
     config.validate()
     return Checkpoint(

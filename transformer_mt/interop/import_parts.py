@@ -1,5 +1,5 @@
-"""What the readers of public models share: the imported model as a checkpoint needs it, a
-SentencePiece model numbered by the model's own table, and the ids a model never generates."""
+"""What the readers of public models share: the imported model as a checkpoint needs it, and a
+SentencePiece model numbered by the model's own table."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from transformer_mt.data.specials import SpecialTokens, tag_code
 from transformer_mt.data.tokenizer import PieceTable, Tokenizer, TokenizerError
 from transformer_mt.errors import TmtError
 from transformer_mt.interop.hf_bart import ConvertedModel
-from transformer_mt.interop.import_files import check_file, read_json
-from transformer_mt.interop.import_values import banned_words
+from transformer_mt.interop.import_files import check_file
+from transformer_mt.interop.import_generation import Generation
 
 
 @dataclass
@@ -24,18 +24,7 @@ class ImportedModel:
     specials: SpecialTokens
     src_lang: str
     tgt_lang: str
-
-
-def banned_ids(directory: Path, pad: int, rows: int) -> tuple[int, ...]:
-    """The single tokens the model's generation config bans (`bad_words_ids`, ids of a target
-    vocabulary of `rows` entries), and pad: a padding token is never part of a translation.
-
-    Raises:
-        TmtError: generation_config.json is unreadable, or its bad_words_ids malformed.
-    """
-    path = directory / "generation_config.json"
-    banned = banned_words(read_json(path, required=False), rows, path)
-    return tuple(dict.fromkeys([pad, *banned]))
+    generation: Generation  # the search settings of `generate`, as ours
 
 
 def piece_tokenizer(
