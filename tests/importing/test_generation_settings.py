@@ -146,3 +146,12 @@ def test_nllb_translates_as_generate_with_its_defaults(tmp_path, settings):
     assert translate(tmp_path / "nllb.pt", tmp_path) == generated(
         model, tokenizer, forced_bos_token_id=forced
     )
+
+
+def test_tmt_import_says_each_setting_our_search_follows_otherwise(tmp_path, capsys):
+    settings = dict(num_beams=4, length_penalty=0.6, max_length=20, early_stopping=False)
+    build_marian_searching(tmp_path / "hf", LINES[:4], **settings)
+    assert main(["import", str(tmp_path / "hf"), "--out", str(tmp_path / "imported.pt")]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: ")]
+    said = [note.removeprefix("note: ").split(": ", 1)[1].split(":")[0] for note in notes]
+    assert said == ["length_penalty=0.6", "early_stopping=false"]

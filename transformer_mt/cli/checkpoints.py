@@ -53,6 +53,8 @@ def _run_import(args: argparse.Namespace) -> int:
         f"{cfg.n_layers}+{cfg.decoder_layers} layers, d_model {cfg.d_model}",
         file=sys.stderr,
     )
+    for note in imported.generation.notes:  # settings our search follows otherwise
+        print(f"note: {note}", file=sys.stderr)
     return 0
 
 
