@@ -201,7 +201,7 @@ def test_periodic_listing_pruning_and_average(tmp_path):
     names = [p.name for p in run_layout.periodic_checkpoints(run)]
     assert names == ["step_00000100.pt", "step_00000200.pt", "step_00000300.pt", "step_00001000.pt"]
 
-    paths = artifacts.resolve_average_inputs([run], last=3)
+    paths = checkpoints.resolve_average_inputs([run], last=3)
     averaged = artifacts.average_checkpoints(paths)
     assert torch.equal(averaged.model["w"], torch.full((2, 3), 5.0))
     assert torch.equal(averaged.model["count"], torch.tensor(1000))  # ints from the newest
@@ -211,9 +211,9 @@ def test_periodic_listing_pruning_and_average(tmp_path):
     assert [p.name for p in deleted] == ["step_00000100.pt", "step_00000200.pt"]
     assert (run / "checkpoints" / "best.pt").exists()
     with pytest.raises(TmtError, match="no such checkpoint"):
-        artifacts.resolve_average_inputs([tmp_path / "nope"], last=2)
+        checkpoints.resolve_average_inputs([tmp_path / "nope"], last=2)
     with pytest.raises(TmtError, match="no periodic checkpoints"):
-        artifacts.resolve_average_inputs([tmp_path], last=2)
+        checkpoints.resolve_average_inputs([tmp_path], last=2)
 
 
 def test_prune_leaves_files_after_the_current_step(tmp_path):
@@ -391,7 +391,7 @@ def test_names_that_are_not_checkpoint_files_say_what_they_are(tmp_path):
     ):
         artifacts.load_checkpoint(link)
     with pytest.raises(TmtError, match="/dev/zero: is a character device"):
-        artifacts.average_checkpoints(artifacts.resolve_average_inputs(["/dev/zero"], None))
+        artifacts.average_checkpoints(checkpoints.resolve_average_inputs(["/dev/zero"], None))
 
 
 # --- averaging checkpoints of different models -----------------------------------------------

@@ -42,19 +42,13 @@ from torch import Tensor
 
 from transformer_mt import __version__, kernels
 from transformer_mt.checkpoint_checksums import CHECKSUMS_KEY, check_checksums, checksums
-from transformer_mt.config import ExperimentConfig, config_from_dict, config_to_dict, load_config
+from transformer_mt.config import ExperimentConfig, config_from_dict, config_to_dict
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import PieceTable, Tokenizer
 from transformer_mt.errors import TmtError, one_line
-from transformer_mt.files import atomic_open, atomic_path, check_output
+from transformer_mt.files import atomic_open, atomic_path
 from transformer_mt.model import Seq2SeqTransformer, build_model
-from transformer_mt.run_layout import (
-    BEST_NAME,
-    CHECKPOINTS_DIR,
-    CONFIG_NAME,
-    LAST_NAME,
-    periodic_checkpoints,
-)
+from transformer_mt.run_layout import BEST_NAME, CHECKPOINTS_DIR
 
 log = logging.getLogger(__name__)
 
@@ -323,64 +317,6 @@ def _file_hint(directory: Path) -> str:
         if candidate.is_file():
             return f"; did you mean {candidate}?"
     return "; name a .pt file"
-
-
-def resolve_average_inputs(
-    inputs: Sequence[str | Path], last: int | None, out: str | Path | None = None
-) -> list[Path]:
-    """Expand run or checkpoint directories into their periodic checkpoints; keep the last N.
-
-    Everything is checked before any weights are read. With `out`, the average must not land
-    on an input, on a file an input was made from (`checkpoint_input_files`) or on a file a
-    run reads back (`files.check_output`): an averaged checkpoint has no optimizer state, so
-    the next resume would fail, and a step file would be averaged again. Finding fewer than
-    `last` is not an error; the caller can compare and say so.
-
-    Raises:
-        TmtError: `last` is below 1, an input does not exist, nothing is left to average, or
-            `out` names a run's checkpoint, an input or a directory.
-    """
-    if last is not None and last < 1:
-        raise TmtError(f"cannot average the newest {last} checkpoints: the count must be 1 or more")
-    paths: list[Path] = []
-    for item in map(Path, inputs):
-        if item.is_dir():
-            paths.extend(periodic_checkpoints(item))
-        elif item.exists():  # a file, or something `load_checkpoint` will say is not one
-            paths.append(item)
-        else:
-            raise TmtError(f"{item}: no such checkpoint or directory")
-    if out is not None:
-        check_output(
-            out, [f for path in paths for f in checkpoint_input_files(path, "input checkpoint")]
-        )
-    if last is not None:
-        paths = paths[-last:]
-    if not paths:
-        raise TmtError(
-            f"no periodic checkpoints (step_*.pt) found in {', '.join(map(str, inputs))}"
-            + "".join(_keeps_none(Path(item)) for item in inputs)
-        )
-    return paths
-
-
-def _keeps_none(directory: Path) -> str:
-    """Why run `directory` (or its checkpoints directory) holds no periodic checkpoints, when
-    its config says so ("": it does not, or there is no config to read)."""
-    run = directory.parent if directory.name == CHECKPOINTS_DIR else directory
-    if not (run / CONFIG_NAME).is_file():
-        return ""
-    try:
-        keep_last = load_config(run / CONFIG_NAME).train.keep_last
-    except TmtError:  # an edited config: its own command says what is wrong with it
-        return ""
-    if keep_last > 0:
-        return ""
-    return (
-        f": {run / CONFIG_NAME} has train.keep_last: 0, so the run keeps none besides "
-        f"{BEST_NAME} and {LAST_NAME}; set train.keep_last above 0 (e.g. 5) and train again, or "
-        "name the checkpoint files to average"
-    )
 
 
 def average_checkpoints(paths: Sequence[str | Path]) -> Checkpoint:

@@ -12,6 +12,7 @@ from transformer_mt import artifacts, run_layout
 from transformer_mt.artifacts import Checkpoint, TrainingState
 from transformer_mt.cli import main
 from transformer_mt.errors import TmtError
+from transformer_mt.training import checkpoints
 
 from ..conftest import save_tiny_checkpoint
 
@@ -61,10 +62,12 @@ def test_refuses_an_input_file_even_through_a_link(tmp_path):
     before = a.read_bytes()
     for out in (a, link):
         with pytest.raises(TmtError, match=f"{out}: is the input checkpoint itself"):
-            artifacts.resolve_average_inputs([a, b], last=1, out=out)  # also an input --last drops
+            checkpoints.resolve_average_inputs(
+                [a, b], last=1, out=out
+            )  # also an input --last drops
     assert a.read_bytes() == before
     with pytest.raises(TmtError, match="is a directory"):
-        artifacts.resolve_average_inputs([a, b], last=None, out=tmp_path)
+        checkpoints.resolve_average_inputs([a, b], last=None, out=tmp_path)
 
 
 @pytest.mark.parametrize("last", [0, -1])

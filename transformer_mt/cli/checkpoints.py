@@ -16,11 +16,8 @@ def add_average(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_average(args: argparse.Namespace) -> int:
-    from transformer_mt.artifacts import (
-        average_checkpoints,
-        resolve_average_inputs,
-        save_checkpoint,
-    )
+    from transformer_mt.artifacts import average_checkpoints, save_checkpoint
+    from transformer_mt.training.checkpoints import resolve_average_inputs
 
     paths = resolve_average_inputs(args.inputs, args.last, args.out)
     if args.last is not None and len(paths) < args.last:

@@ -1,4 +1,5 @@
-"""A training run's own checkpoints: which one a run resumes from, which periodic ones it keeps.
+"""A training run's own checkpoints: which one a run resumes from, which periodic ones it keeps,
+and which ones `tmt average` averages.
 
 Run directories keep `checkpoints/last.pt`, `checkpoints/best.pt` and the last `keep_last`
 periodic ones, `checkpoints/step_00001000.pt`, each an independent file (damage to one leaves
@@ -9,12 +10,21 @@ the others loadable). The format of each file is `artifacts`'; the names of a ru
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
-from transformer_mt.artifacts import Checkpoint, load_checkpoint
+from transformer_mt.artifacts import Checkpoint, checkpoint_input_files, load_checkpoint
+from transformer_mt.config import load_config
 from transformer_mt.errors import TmtError
-from transformer_mt.files import remove_stale_temporaries
-from transformer_mt.run_layout import LAST_NAME, periodic_checkpoints, periodic_step
+from transformer_mt.files import check_output, remove_stale_temporaries
+from transformer_mt.run_layout import (
+    BEST_NAME,
+    CHECKPOINTS_DIR,
+    CONFIG_NAME,
+    LAST_NAME,
+    periodic_checkpoints,
+    periodic_step,
+)
 
 log = logging.getLogger(__name__)
 
@@ -90,3 +100,61 @@ def prune_checkpoints(
     for p in old:
         p.unlink(missing_ok=True)
     return old
+
+
+def resolve_average_inputs(
+    inputs: Sequence[str | Path], last: int | None, out: str | Path | None = None
+) -> list[Path]:
+    """Expand run or checkpoint directories into their periodic checkpoints; keep the last N.
+
+    Everything is checked before any weights are read. With `out`, the average must not land
+    on an input, on a file an input was made from (`checkpoint_input_files`) or on a file a
+    run reads back (`files.check_output`): an averaged checkpoint has no optimizer state, so
+    the next resume would fail, and a step file would be averaged again. Finding fewer than
+    `last` is not an error; the caller can compare and say so.
+
+    Raises:
+        TmtError: `last` is below 1, an input does not exist, nothing is left to average, or
+            `out` names a run's checkpoint, an input or a directory.
+    """
+    if last is not None and last < 1:
+        raise TmtError(f"cannot average the newest {last} checkpoints: the count must be 1 or more")
+    paths: list[Path] = []
+    for item in map(Path, inputs):
+        if item.is_dir():
+            paths.extend(periodic_checkpoints(item))
+        elif item.exists():  # a file, or something `load_checkpoint` will say is not one
+            paths.append(item)
+        else:
+            raise TmtError(f"{item}: no such checkpoint or directory")
+    if out is not None:
+        check_output(
+            out, [f for path in paths for f in checkpoint_input_files(path, "input checkpoint")]
+        )
+    if last is not None:
+        paths = paths[-last:]
+    if not paths:
+        raise TmtError(
+            f"no periodic checkpoints (step_*.pt) found in {', '.join(map(str, inputs))}"
+            + "".join(_keeps_none(Path(item)) for item in inputs)
+        )
+    return paths
+
+
+def _keeps_none(directory: Path) -> str:
+    """Why run `directory` (or its checkpoints directory) holds no periodic checkpoints, when
+    its config says so ("": it does not, or there is no config to read)."""
+    run = directory.parent if directory.name == CHECKPOINTS_DIR else directory
+    if not (run / CONFIG_NAME).is_file():
+        return ""
+    try:
+        keep_last = load_config(run / CONFIG_NAME).train.keep_last
+    except TmtError:  # an edited config: its own command says what is wrong with it
+        return ""
+    if keep_last > 0:
+        return ""
+    return (
+        f": {run / CONFIG_NAME} has train.keep_last: 0, so the run keeps none besides "
+        f"{BEST_NAME} and {LAST_NAME}; set train.keep_last above 0 (e.g. 5) and train again, or "
+        "name the checkpoint files to average"
+    )
