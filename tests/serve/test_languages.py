@@ -34,7 +34,7 @@ from transformer_mt.inference.translator import LineSettings, Translator  # noqa
 from transformer_mt.langid import installed  # noqa: E402
 from transformer_mt.serve.engine import Engine, ServeLimits  # noqa: E402
 from transformer_mt.serve.engine.caches import translation_key  # noqa: E402
-from transformer_mt.serve.http import api, schema  # noqa: E402
+from transformer_mt.serve.http import answers, schema  # noqa: E402
 from transformer_mt.serve.http.app import create_app  # noqa: E402
 
 needs_lingua = pytest.mark.skipif(not installed(), reason="lingua (the langid extra)")
@@ -302,7 +302,7 @@ def test_auto_without_lingua_is_a_501_saying_what_to_install(monkeypatch, engine
 
 
 def test_the_languages_body_and_its_openapi_model_have_the_same_keys(engine):
-    body = api.languages_json(engine.languages)
+    body = answers.languages_json(engine.languages)
     assert set(schema.LanguagesResponse.model_fields) == set(body)
     client = TestClient(create_app(engine), base_url="http://127.0.0.1:8000")
     assert client.get("/v1/languages").json() == body

@@ -3,6 +3,7 @@ front of them.
 
 app.py is the application (translate, stream, languages, health, metrics, the web page),
 api.py reads and checks /v1's request bodies (terms.py their glossaries and constraints),
+answers.py writes its answers,
 libretranslate.py and libretranslate_routes.py LibreTranslate's API beside it, jobs.py the
 steps both share, markup.py documents through the engine, detection.py identifies the
 language of texts sent with `source: "auto"`, keys.py and quotas.py the API keys and rate

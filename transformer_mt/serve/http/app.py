@@ -36,15 +36,13 @@ from transformer_mt.config import DecodeConfig
 from transformer_mt.documents.units import DocumentError
 from transformer_mt.serve.contract import Engine, Job
 from transformer_mt.serve.http import jobs, libretranslate_routes, schema
+from transformer_mt.serve.http.answers import documents_json, languages_json, translations_json
 from transformer_mt.serve.http.api import (
     TEXT,
     ApiError,
     TranslateRequest,
-    documents_json,
-    languages_json,
     parse_request,
     printable,
-    translations_json,
 )
 from transformer_mt.serve.http.detection import SourceDetector
 from transformer_mt.serve.http.guard import HostRule, RequestGuard
