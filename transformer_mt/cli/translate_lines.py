@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from transformer_mt.cli.common import open_in, open_out, set_cpu_threads
 from transformer_mt.cli.flags import decode_changes
 from transformer_mt.errors import TmtError
-from transformer_mt.progress import PROGRESS_SECONDS
+from transformer_mt.progress import PROGRESS_SECONDS, ProgressReport
 
 if TYPE_CHECKING:  # imported where used: `tmt --help` loads no model library
     from transformer_mt.inference.glossary import Glossary
@@ -235,17 +235,12 @@ def _translate(
     `best` (None: not kept); the number of lines translated, by this run and the earlier
     ones it continued. A phrase that cannot be met names its line."""
     from transformer_mt.inference.constrained import ConstraintsError
-    from transformer_mt.inference.stream import LineOptions, stream_progress, translate_stream
+    from transformer_mt.inference.stream import LineOptions, translate_stream
 
     partial = _open_partial(args, source, stack)
     out = open_out(args.output, stack) if partial is None else partial.file
     first = 0 if partial is None else partial.resumed
     report = None if args.report is None else open_out(args.report, stack)
-    bar = not args.quiet and (args.progress or (sys.stderr.isatty() and not source.interactive))
-    # Without a terminal (a log file, a batch job): a plain progress line now and then.
-    quiet_or_tty = args.quiet or source.interactive or sys.stderr.isatty()
-    plain = None if quiet_or_tty else PROGRESS_SECONDS
-    total = None if source.total is None else source.total - first
 
     def chunk_done(translations: Sequence[Translation], lines_done: int) -> None:
         if best is not None:
@@ -260,7 +255,7 @@ def _translate(
             out,
             1 if source.interactive else CHUNK_LINES,
             options=LineOptions(source.options, glossary, first_line=first),
-            progress=stream_progress(total, bar, plain),
+            progress=_progress(args, source, first),
             chunk_done=chunk_done,
             report_out=report,
         )
@@ -268,12 +263,29 @@ def _translate(
         raise TmtError(f"{source.name}:{err.line + 1}: {err.reason}") from None
     except BaseException:
         if partial is not None and partial.lines_done and not args.quiet:
-            print(
-                f"note: {partial.lines_done} translated line(s) kept in {partial.partial}; "
-                "the same command continues from there",
-                file=sys.stderr,
-            )
+            _say_kept(partial)
         raise
+
+
+def _say_kept(partial: PartialOutput) -> None:
+    """Where the lines an interrupted run finished wait for the same command to continue."""
+    print(
+        f"note: {partial.lines_done} translated line(s) kept in {partial.partial}; "
+        "the same command continues from there",
+        file=sys.stderr,
+    )
+
+
+def _progress(args: argparse.Namespace, source: _Source, first: int) -> ProgressReport:
+    """The progress of the lines from `first` on: a bar on a terminal (or --progress), else a
+    plain line now and then (a log file, a batch job); nothing with --quiet or when reading
+    a terminal."""
+    from transformer_mt.inference.stream import stream_progress
+
+    bar = not args.quiet and (args.progress or (sys.stderr.isatty() and not source.interactive))
+    quiet_or_tty = args.quiet or source.interactive or sys.stderr.isatty()
+    total = None if source.total is None else source.total - first
+    return stream_progress(total, bar, None if quiet_or_tty else PROGRESS_SECONDS)
 
 
 def _open_partial(
