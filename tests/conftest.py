@@ -1,5 +1,6 @@
-"""Shared test settings: seeded, CPU, float32; `slow` tests run only with --runslow; kernel
-choices timed once for the whole session (in a folder of its own, never the user's)."""
+"""Shared test settings: seeded, CPU, float32, one torch thread; `slow` tests run only with
+--runslow; kernel choices timed once for the whole session (in a folder of its own, never the
+user's)."""
 
 import os
 import shutil
@@ -34,6 +35,10 @@ def pytest_configure(config):
     busy the machine is while one of them loads."""
     config.kernel_cache = tempfile.mkdtemp(prefix="tmt-kernel-choices-")
     os.environ["TMT_CACHE_DIR"] = config.kernel_cache
+    # One torch thread for every command a test runs, in this process and in subprocesses:
+    # chosen automatically, the count (and a note on stderr) would follow the machine's load.
+    # Tests of that choice set or delete the variable themselves.
+    os.environ["OMP_NUM_THREADS"] = "1"
 
 
 def pytest_unconfigure(config):
