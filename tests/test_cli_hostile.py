@@ -322,7 +322,14 @@ def test_a_signal_removes_the_temporary_output_and_is_one_line(checkpoint, tmp_p
     main_fd, terminal = pty.openpty()
     command = [sys.executable, "-m", "transformer_mt", "translate", "--checkpoint"]
     command += [str(checkpoint), "--beam-size", "1", "--output", str(out)]
-    process = subprocess.Popen(command, cwd=ROOT, stdin=terminal, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        stdin=terminal,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_as_from_a_terminal,
+    )
     try:
         deadline = time.monotonic() + 120
         while not list(tmp_path.glob(".out.txt.tmp*")) and process.poll() is None:
@@ -337,6 +344,16 @@ def test_a_signal_removes_the_temporary_output_and_is_one_line(checkpoint, tmp_p
     assert process.returncode == 128 + signum, err
     assert without_notes(err) == f"interrupted ({name})\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def _as_from_a_terminal() -> None:
+    """In the child: the signals a terminal delivers at their defaults. Started in the
+    background (`make test &`, `nohup`), a process inherits SIGINT and SIGHUP ignored, and the
+    command rightly leaves a signal alone that was ignored when it started."""
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def _signal_self(*args, **kwargs):
