@@ -89,8 +89,7 @@ def test_translate_with_decode_flags_equals_the_library_with_those_fields(
     assert printed == [t.texts[0] for t in expected]
 
 
-def test_a_decode_value_the_config_refuses_is_one_line(checkpoint, tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # no note on busy cores in the stderr read here
+def test_a_decode_value_the_config_refuses_is_one_line(checkpoint, tmp_path, capsys):
     source = tmp_path / "in.txt"
     source.write_text("das buch\n", encoding="utf-8")
     command = ["translate", "--checkpoint", str(checkpoint), "--input", str(source)]

@@ -11,12 +11,6 @@ from transformer_mt.documents.translate import translate_document
 from .test_html import PAGE
 
 
-@pytest.fixture(autouse=True)
-def _fixed_threads(monkeypatch):
-    """No note on busy cores in the stderr these tests read (see tests/inference)."""
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-
-
 def run(checkpoint, *args):
     return main(["translate", "--checkpoint", str(checkpoint), "--beam-size", "1", *args])
 

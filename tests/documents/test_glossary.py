@@ -27,11 +27,6 @@ REGIONS = {"html": html.regions, "markdown": markdown.regions}
 TERM = ("hunde", "rad")  # a target the reversing model never writes for these sentences
 
 
-@pytest.fixture(autouse=True)
-def _fixed_threads(monkeypatch):
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-
-
 def units(document: str, fmt: str) -> list[str]:
     """The translatable texts of `document`, in order."""
     return [r.unit.text for r in REGIONS[fmt](document) if r.unit.translatable]

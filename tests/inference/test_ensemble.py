@@ -70,8 +70,7 @@ def test_members_of_another_vocabulary_are_refused_by_name(checkpoint, multiling
         )
 
 
-def test_tmt_translate_takes_several_checkpoints(checkpoint, wider, tmp_path, monkeypatch):
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+def test_tmt_translate_takes_several_checkpoints(checkpoint, wider, tmp_path):
     source, out = tmp_path / "in.txt", tmp_path / "out.txt"
     source.write_text("\n".join(LINES) + "\n", encoding="utf-8")
     args = ["translate", "--checkpoint", str(checkpoint), str(wider), "--beam-size", "2"]

@@ -24,12 +24,6 @@ LINES = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _fixed_threads(monkeypatch):
-    """No note on busy cores in the stderr these tests read (see tests/inference)."""
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-
-
 @pytest.fixture(scope="module")
 def translating_checkpoint(tmp_path_factory):
     """The tiny model after 150 full-batch Adam steps on word-for-word translation

@@ -38,14 +38,6 @@ from transformer_mt.timed_choices import TimedChoices
 from ..conftest import WORDS
 
 
-@pytest.fixture(autouse=True)
-def _fixed_threads(monkeypatch):
-    """`tmt translate` with its thread count fixed (OMP_NUM_THREADS, in this process and the
-    children it starts), so that the note it prints beside busy cores, which depends on what
-    else the machine runs, never enters the stderr these tests read."""
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-
-
 def run_cli(*args, stdin: bytes = b""):
     return subprocess.run(
         [sys.executable, "-m", "transformer_mt", "translate", *args],
