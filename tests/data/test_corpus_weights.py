@@ -224,6 +224,7 @@ def test_a_list_loads_as_sources_and_round_trips(tmp_path):
         "weight": 3.0,
         "src_lang": None,
         "tgt_lang": None,
+        "tagged": False,
     }
 
 

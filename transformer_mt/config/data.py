@@ -26,6 +26,10 @@ class TrainSource:
     weight: float = 1.0  # mixing proportion; only the ratios between sources count
     src_lang: str | None = None  # this source's direction (None: data.src_lang)
     tgt_lang: str | None = None  # (None: data.tgt_lang)
+    # Synthetic pairs, e.g. back-translated (docs/backtranslation.md): each source sentence
+    # starts with the tag piece `<BT>` (tagged back-translation, Caswell et al., 2019), so the
+    # model can tell machine-made sources from real ones; real input is never tagged.
+    tagged: bool = False
 
 
 @dataclass(frozen=True)
@@ -143,3 +147,8 @@ class DataConfig:
         if not isinstance(self.train, str):
             found += [self.direction_of(source) for source in self.train]
         return tuple(dict.fromkeys(found))
+
+    def has_tagged_source(self) -> bool:
+        """Whether a training source is tagged (`TrainSource.tagged`): the tokenizer then
+        learns the tag as one piece."""
+        return not isinstance(self.train, str) and any(s.tagged for s in self.train)

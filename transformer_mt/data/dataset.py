@@ -36,9 +36,11 @@ from typing import NamedTuple
 import datasets
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from transformer_mt.config import DataConfig, TrainSource
 from transformer_mt.data.mixing import interleave, mixing_weights
+from transformer_mt.data.specials import BACK_TRANSLATION_TAG
 from transformer_mt.errors import TmtError, one_line
 from transformer_mt.files import iter_lines, read_lines
 
@@ -58,6 +60,7 @@ class Location(NamedTuple):
     src_lang: str
     tgt_lang: str
     direction: int  # its number in `DataConfig.directions()`
+    tagged: bool = False  # its sources start with BACK_TRANSLATION_TAG (`TrainSource.tagged`)
 
 
 DirectedPair = tuple[str, str, int]  # (source, target, direction number)
@@ -82,7 +85,17 @@ def load_split(cfg: DataConfig, split: str) -> datasets.Dataset:
 
 
 def _load_location(cfg: DataConfig, location: Location) -> datasets.Dataset:
-    """The pairs of one corpus: a path prefix, a file or a hub split, as `cfg.format` says."""
+    """The pairs of one corpus: a path prefix, a file or a hub split, as `cfg.format` says;
+    a tagged one's sources start with the back-translation tag."""
+    corpus = _read_location(cfg, location)
+    if not location.tagged:
+        return corpus
+    table = corpus.data.table
+    tagged = pc.binary_join_element_wise(BACK_TRANSLATION_TAG, table["src"], " ")
+    return datasets.Dataset(table.set_column(table.schema.get_field_index("src"), "src", tagged))
+
+
+def _read_location(cfg: DataConfig, location: Location) -> datasets.Dataset:
     files = _files(cfg, location)
     langs = location.src_lang, location.tgt_lang
     if cfg.format == "text":
@@ -146,7 +159,8 @@ def _locations(cfg: DataConfig, split: str) -> list[Location]:
     located = []
     for k, source in enumerate(value):
         src, tgt = cfg.direction_of(source)
-        located.append(Location(f"data.{split}[{k}]", source.path, src, tgt, numbers[src, tgt]))
+        key = f"data.{split}[{k}]"
+        located.append(Location(key, source.path, src, tgt, numbers[src, tgt], source.tagged))
     return located
 
 
@@ -332,9 +346,10 @@ def _stream_location(cfg: DataConfig, location: Location) -> Iterator[DirectedPa
     else:
         pairs = _stream_hub(cfg, location.path, *langs)
     empty = True
+    tag = f"{BACK_TRANSLATION_TAG} " if location.tagged else ""
     for src, tgt in pairs:
         empty = False
-        yield src, tgt, location.direction
+        yield tag + src, tgt, location.direction
     if empty:
         raise DataError(f"{location.key}={location.path!r}: no pairs")
 

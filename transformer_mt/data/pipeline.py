@@ -38,7 +38,7 @@ from transformer_mt.data.dataset import (
     stream_pairs,
 )
 from transformer_mt.data.encoding import DropoutCorpus, EncodedCorpus, encode_corpus
-from transformer_mt.data.specials import Framing, SpecialTokens
+from transformer_mt.data.specials import BACK_TRANSLATION_TAG, Framing, SpecialTokens
 from transformer_mt.data.streaming import (
     StreamingBatches,
     StreamSettings,
@@ -122,7 +122,8 @@ def train_tokenizers_for(
     if extra:  # only then: the training side may hold millions of lines
         src = [*src, *extra]
     cache_dir = Path(data_cfg.cache_dir) / "tokenizers"
-    return train_tokenizers(tokenizer_cfg, src, tgt, run_dir, cache_dir=cache_dir)
+    symbols = [BACK_TRANSLATION_TAG] if data_cfg.has_tagged_source() else []
+    return train_tokenizers(tokenizer_cfg, src, tgt, run_dir, cache_dir, symbols)
 
 
 def prepare_data(

@@ -152,6 +152,11 @@ def language_tag(code: str) -> str:
     return f">>{code}<<"
 
 
+# The piece that starts every source sentence of a tagged training source (`TrainSource.
+# tagged`, tagged back-translation): a user-defined SentencePiece symbol, never produced.
+BACK_TRANSLATION_TAG = "<BT>"
+
+
 def tag_code(piece: str) -> str | None:
     """The language code of a tag piece (`language_tag`'s inverse); None for another piece."""
     found = _TAG.fullmatch(piece)
@@ -164,13 +169,13 @@ _TAG = re.compile(r">>(.+)<<")
 def own_specials(tokenizer: Tokenizer, codes: Sequence[str]) -> SpecialTokens:
     """The special ids of a model trained here with `tokenizer.language_tags` `codes` (none:
     `OWN_SPECIALS`): the target language's tag starts every source, and no tag is ever
-    produced as output."""
+    produced as output, nor the back-translation tag of a tokenizer that has one."""
+    back_translation = tokenizer.piece_id(BACK_TRANSLATION_TAG)
+    never = (*OWN_SPECIALS.never, *([back_translation] if back_translation != UNK_ID else []))
     if not codes:
-        return OWN_SPECIALS
+        return OWN_SPECIALS if never == OWN_SPECIALS.never else SpecialTokens(never=never)
     tags = {code: tokenizer.piece_id(language_tag(code)) for code in codes}
-    return SpecialTokens(
-        never=(*OWN_SPECIALS.never, *tags.values()), language_tags=tags, source_tag="target"
-    )
+    return SpecialTokens(never=(*never, *tags.values()), language_tags=tags, source_tag="target")
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ def train_tokenizers(
     tgt_texts: Sequence[str],
     out_dir: str | Path,
     cache_dir: str | Path | None = None,
+    symbols: Sequence[str] = (),
 ) -> TokenizerPair:
     """Train (or reuse) the source and target tokenizers and save them into `out_dir`.
 
@@ -69,21 +70,26 @@ def train_tokenizers(
         src_texts, tgt_texts: the training corpus, one sentence per item.
         out_dir: the run directory; translation later needs only the files written here.
         cache_dir: optional shared directory that also keeps a copy, so new runs skip training.
+        symbols: pieces besides the language tags that must stay whole (SentencePiece's
+            user-defined symbols), e.g. the back-translation tag of tagged training sources.
 
     Raises:
         TokenizerError: settings the corpus cannot satisfy (vocab_size too small for its
             characters or too large for its text), naming the setting and which way to move it.
     """
     if cfg.joint:
-        path = _train_or_reuse(cfg, "joint", [src_texts, tgt_texts], Path(out_dir), cache_dir)
+        corpora = [src_texts, tgt_texts]
+        path = _train_or_reuse(cfg, "joint", corpora, Path(out_dir), cache_dir, symbols)
         tok = Tokenizer.load(path)
         return TokenizerPair(tok, tok, path, path)
-    src_path = _train_or_reuse(cfg, "src", [src_texts], Path(out_dir), cache_dir)
-    tgt_path = _train_or_reuse(cfg, "tgt", [tgt_texts], Path(out_dir), cache_dir)
+    src_path = _train_or_reuse(cfg, "src", [src_texts], Path(out_dir), cache_dir, symbols)
+    tgt_path = _train_or_reuse(cfg, "tgt", [tgt_texts], Path(out_dir), cache_dir, symbols)
     return TokenizerPair(Tokenizer.load(src_path), Tokenizer.load(tgt_path), src_path, tgt_path)
 
 
-def tokenizer_key(cfg: TokenizerConfig, corpora: Iterable[Sequence[str]]) -> str:
+def tokenizer_key(
+    cfg: TokenizerConfig, corpora: Iterable[Sequence[str]], symbols: Sequence[str] = ()
+) -> str:
     """Hash of the training text and every setting that changes the trained model."""
     digest = hashlib.sha256()
     settings = {
@@ -96,6 +102,8 @@ def tokenizer_key(cfg: TokenizerConfig, corpora: Iterable[Sequence[str]]) -> str
     }
     if cfg.language_tags:  # only then: the names of tokenizers trained before stay valid
         settings["language_tags"] = list(cfg.language_tags)
+    if symbols:  # likewise
+        settings["symbols"] = list(symbols)
     digest.update(json.dumps(settings, sort_keys=True).encode())
     for texts in corpora:
         digest.update(b"\x00corpus\x00")
@@ -111,8 +119,9 @@ def _train_or_reuse(
     corpora: list[Sequence[str]],
     out_dir: Path,
     cache_dir: str | Path | None,
+    symbols: Sequence[str],
 ) -> Path:
-    name = f"spm-{role}-{tokenizer_key(cfg, corpora)}.model"
+    name = f"spm-{role}-{tokenizer_key(cfg, corpora, symbols)}.model"
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / name
     if target.exists():
@@ -124,7 +133,7 @@ def _train_or_reuse(
         with atomic_path(target) as tmp:
             shutil.copyfile(cached, tmp)
         return target
-    model_bytes = _train_sentencepiece(cfg, corpora)
+    model_bytes = _train_sentencepiece(cfg, corpora, symbols)
     _write_atomic(target, model_bytes)
     if cached is not None:
         _cache(cached, model_bytes)
@@ -141,7 +150,9 @@ def _cache(path: Path, model_bytes: bytes) -> None:
         log.warning("could not cache the tokenizer (%s); the next run trains it again", err)
 
 
-def _train_sentencepiece(cfg: TokenizerConfig, corpora: list[Sequence[str]]) -> bytes:
+def _train_sentencepiece(
+    cfg: TokenizerConfig, corpora: list[Sequence[str]], symbols: Sequence[str]
+) -> bytes:
     """Run the SentencePiece trainer in memory and return the serialized model."""
     lines = [line for texts in corpora for line in texts if line.strip()]
     if not lines:
@@ -160,7 +171,7 @@ def _train_sentencepiece(cfg: TokenizerConfig, corpora: list[Sequence[str]]) -> 
             unk_id=UNK_ID,
             bos_id=BOS_ID,
             eos_id=EOS_ID,
-            user_defined_symbols=[language_tag(code) for code in cfg.language_tags],
+            user_defined_symbols=[*(language_tag(c) for c in cfg.language_tags), *symbols],
             num_threads=2,
             minloglevel=2,
         )
