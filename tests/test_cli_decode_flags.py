@@ -66,11 +66,15 @@ def test_a_choice_outside_the_literal_is_refused_by_argparse(capsys):
     [
         (["--min-len", "4", "--length-norm", "none"], {"min_len": 4, "length_norm": "none"}),
         (
+            ["--early-stopping", "never", "--length-norm", "power", "--length-penalty", "0.6"],
+            {"early_stopping": "never", "length_norm": "power", "length_penalty": 0.6},
+        ),
+        (
             ["--sampling", "--top-k", "3", "--top-p", "0.9", "--temperature", "0.7"],
             {"sampling": True, "top_k": 3, "top_p": 0.9, "temperature": 0.7},
         ),
     ],
-    ids=["search", "sampling"],
+    ids=["search", "stopping", "sampling"],
 )
 def test_translate_with_decode_flags_equals_the_library_with_those_fields(
     checkpoint, tmp_path, words, changes

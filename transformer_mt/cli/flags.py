@@ -40,10 +40,15 @@ class FieldFlag:
 # (search/__init__.py has the formulas); unset, the checkpoint's value holds.
 DECODE_FLAGS = {
     "beam_size": FieldFlag("1 = greedy (default: the checkpoint's)"),
-    "length_penalty": FieldFlag("alpha of the GNMT length penalty (0: none)"),
+    "length_penalty": FieldFlag("the exponent alpha of --length-norm gnmt and power"),
     "length_norm": FieldFlag(
-        "how a hypothesis' log-probability is divided by its length: gnmt ((5 + n) / 6) ** "
-        "alpha, average (n), none"
+        "how a hypothesis' log-probability is divided by its length n: gnmt ((5 + n) / 6) ** "
+        "alpha, average (n), power (n ** alpha, transformers' length_penalty), none"
+    ),
+    "early_stopping": FieldFlag(
+        "when a beam search ends a sentence: k_finished (once K hypotheses have finished), "
+        "heuristic (and no live one, scored at its length, beats the K-th; transformers' "
+        "early_stopping=False), never (scored at its length or max_len)"
     ),
     "max_len_a": FieldFlag("output length <= max_len_a * source length + max_len_b"),
     "max_len_b": FieldFlag("see --max-len-a"),

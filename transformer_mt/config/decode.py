@@ -28,14 +28,27 @@ DECODE_RANGES: dict[str, tuple[float, float]] = {
 class DecodeConfig:
     """Search settings for validation BLEU and `tmt translate`.
 
-    Length penalty (GNMT, Wu et al. 2016): score = log P(y|x) / lp(y), with
-    lp(y) = ((5 + |y|) / 6) ** length_penalty under `length_norm: gnmt`, lp(y) = |y| under
-    `average`, lp(y) = 1 under `none`. Output length is at most max_len_a * |x| + max_len_b.
+    Length penalty: score = log P(y|x) / lp(y), with lp(y) = ((5 + |y|) / 6) ** length_penalty
+    under `length_norm: gnmt` (Wu et al. 2016), lp(y) = |y| under `average` (whatever
+    length_penalty says), |y| ** length_penalty under `power` (transformers' `length_penalty`,
+    which an imported model's checkpoint holds), 1 under `none`. Output length is at most
+    max_len_a * |x| + max_len_b.
+
+    When a beam search (K = beam_size > 1) ends a sentence, `early_stopping`: `k_finished`
+    once K hypotheses have finished (fairseq; transformers' `early_stopping=True`);
+    `heuristic` once, besides, the best live hypothesis scored at its current length (log P /
+    lp(its tokens so far)) is no better than the K-th best finished one (transformers'
+    `early_stopping=False`, its default and OPUS-MT's); `never` the same, with the live
+    hypothesis scored at max_len(x) instead when lp(max_len(x)) is larger, as it could still
+    grow that long (transformers' `early_stopping="never"`). Every rule ends a sentence at
+    max_len(x); a beam of one stops at its first finished hypothesis, as greedy search does.
     """
 
     beam_size: int = 5  # 1: greedy
-    length_penalty: float = 1.0  # alpha of the GNMT penalty
-    length_norm: Literal["gnmt", "average", "none"] = "gnmt"
+    length_penalty: float = 1.0  # the exponent of lp under gnmt and power
+    length_norm: Literal["gnmt", "average", "none", "power"] = "gnmt"
+    # k_finished: fairseq's rule, and the cheapest: it stops first.
+    early_stopping: Literal["k_finished", "heuristic", "never"] = "k_finished"
     max_len_a: float = 1.5
     max_len_b: int = 10
     min_len: int = 1  # tokens before end-of-sentence may be chosen

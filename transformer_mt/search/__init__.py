@@ -27,6 +27,7 @@ Definitions, in the names of `DecodeConfig`:
                    lp(n) = ((5 + n) / 6) ** length_penalty    length_norm: gnmt
                                                               (Wu et al. 2016, eq. 14)
                    lp(n) = n                                  length_norm: average
+                   lp(n) = n ** length_penalty                length_norm: power
                    lp(n) = 1                                  length_norm: none
     prefix     forced target tokens a hypothesis must start with (the user typed them): while
                inside it, every other token is forbidden; its tokens count in |y| and log P,
@@ -46,9 +47,14 @@ Definitions, in the names of `DecodeConfig`:
 PAD and BOS are never generated. Beam search (beam_size = K) keeps K live hypotheses per sentence.
 Each step ranks the 2K best one-token expansions of them: an EOS expansion among the first K is
 finished (as in fairseq: one ranked lower would not have entered the beam) and the K best
-non-EOS expansions live on. A sentence is done once it has K finished hypotheses (early
-stopping: a longer hypothesis that the length penalty would have preferred can be missed) or
-reaches max_len, and it returns its n_best finished hypotheses of highest score. With
+non-EOS expansions live on. A sentence is done once it reaches max_len, or once it has K
+finished hypotheses and, by the rule of early_stopping, no live one can displace them:
+    k_finished  none is tried (a longer hypothesis the length penalty would have preferred can
+                be missed);
+    heuristic   the best live hypothesis' log P / lp(its length so far) is no better than the
+                K-th best finished score;
+    never       the same with lp(max_len(x)) when that is larger (when lp grows with length);
+and it returns its n_best finished hypotheses of highest score. With
 constraints, the candidates also hold each beam's best token and its next token of every
 unmet constraint, and the beam takes them in the order of dynamic beam allocation (banks by
 constraint tokens met) instead of by score; a sentence without constraints in such a batch is

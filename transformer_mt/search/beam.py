@@ -13,6 +13,7 @@ from torch import Tensor
 from transformer_mt.config import DecodeConfig
 from transformer_mt.search.beam_state import INF, BeamState
 from transformer_mt.search.constraints import Phrases, bank_order
+from transformer_mt.search.lengths import length_penalty
 from transformer_mt.search.options import DEFAULT_OPTIONS, SearchOptions, SpecialIds
 from transformer_mt.search.protocol import DecodingModel
 from transformer_mt.search.results import (
@@ -59,7 +60,8 @@ def beam_search(
         model: anything with `encode` and `decode_step` (see `DecodingModel`).
         src_ids: (B, S) long source ids, right-padded with pad_id.
         src_mask: (B, 1, 1, S) bool, True at real source tokens.
-        cfg: beam_size, length_penalty, length_norm, max_len_a, max_len_b, min_len, n_best.
+        cfg: beam_size, length_penalty, length_norm, early_stopping, max_len_a, max_len_b,
+            min_len, n_best.
         options: special ids, length cap and first cache (`SearchOptions`).
         prefixes: per sentence, target ids every hypothesis must start with (None: none).
         constraints: per sentence, phrases of target ids every translation must contain
@@ -132,7 +134,7 @@ def beam_step(
     _retire_beams(state, candidates, cfg, ids.eos, finished)
     beam_rows = _advance(state, candidates, ids.eos)
     done = (
-        (state.n_finished >= state.beam_size)
+        _search_over(state, cfg)
         | (state.max_lens <= state.steps)
         | ~state.scores.isfinite().any(dim=1)
     )
@@ -225,10 +227,10 @@ def _retire_beams(
     ends = (candidates.tokens == eos_id) | at_max_len  # (N, 2K)
     ends &= candidates.scores.isfinite()
     ends[:, beam_size:] = False  # ranked too low to have entered the beam
-    state.n_finished = state.n_finished + ends.sum(dim=1)
     sentence, rank = ends.nonzero(as_tuple=True)  # (M,), (M,)
     if not sentence.numel():
         return
+    _keep_best_finished(state, candidates.scores, ends, cfg)
     rows = sentence * beam_size + candidates.beams[sentence, rank]  # (M,)
     unmet = None
     if candidates.matched is not None:
@@ -242,6 +244,41 @@ def _retire_beams(
         unmet,
     )
     collect_finished(finished, hypotheses, cfg, eos_id)
+
+
+def _keep_best_finished(state: BeamState, scores: Tensor, ends: Tensor, cfg: DecodeConfig) -> None:
+    """Merge the scores of the candidates that end here (`ends` (N, 2K) bool; `scores`
+    (N, 2K) their log P) into each sentence's K best (`BeamState.best_finished`).
+
+    Every candidate of a sentence has its steps + 1 tokens, so one lp per sentence scores
+    them all, in float64 as `collect_finished` scores them one by one.
+    """
+    lp = length_penalty(state.steps + 1, cfg)  # (N,)
+    ended = (scores.double() / lp[:, None]).masked_fill_(~ends, -INF)  # (N, 2K)
+    merged = torch.cat([state.best_finished, ended], dim=1)  # (N, 3K)
+    state.best_finished = merged.topk(state.beam_size, dim=1).values
+
+
+def _search_over(state: BeamState, cfg: DecodeConfig) -> Tensor:
+    """(N,) bool: the sentences that `cfg.early_stopping` ends, after their step's advance.
+
+    Each has K finished hypotheses, and under `heuristic` and `never` its best live one,
+    normalised at its current length, scores no better than the K-th best of them (`never`:
+    normalised at the current length or max_len, whichever lp is larger: log P only falls, so
+    that is the most the penalty can raise it). A longer hypothesis that the length penalty
+    favours is then still searched for, as transformers' `generate` searches
+    (`GenerationMixin._check_early_stop_heuristic`). A beam of one stops at its first
+    finished hypothesis whatever the rule, as greedy search does (and `generate` with one beam).
+    """
+    worst = state.best_finished[:, -1]  # (N,) the K-th best finished score
+    full = worst > -INF
+    if cfg.early_stopping == "k_finished" or state.beam_size == 1:
+        return full
+    lp = length_penalty(state.steps, cfg)  # (N,) float64
+    if cfg.early_stopping == "never":
+        lp = torch.maximum(lp, length_penalty(state.max_lens, cfg))
+    best_live = state.scores.max(dim=1).values.double() / lp  # (N,)
+    return full & (best_live <= worst)
 
 
 def _advance(state: BeamState, candidates: _Candidates, eos_id: int) -> Tensor:

@@ -28,7 +28,9 @@ class BeamState:
     scores: Tensor  # (N, K) float: log P of each live beam; -inf marks an empty slot
     sentence_ids: Tensor  # (N,) long: which sentence (an index into the caller's results)
     max_lens: Tensor  # (N,) long: max_len(x) of each sentence
-    n_finished: Tensor  # (N,) long: finished hypotheses collected so far
+    # (N, K) float64: the scores of the K best finished hypotheses, best first; -inf where
+    # fewer have finished (when to end a sentence: `DecodeConfig.early_stopping`).
+    best_finished: Tensor
     steps: Tensor  # (N,) long: tokens generated so far
     prefix: Tensor  # (N, P) long: forced first target tokens, right-padded; P may be 0
     prefix_lens: Tensor  # (N,) long: how many of them each sentence has
@@ -75,7 +77,7 @@ class BeamState:
             scores=scores,
             sentence_ids=sentence_ids,
             max_lens=torch.maximum(max_lens, needed),
-            n_finished=torch.zeros(n, dtype=torch.long, device=device),
+            best_finished=torch.full((n, beam_size), -INF, dtype=torch.float64, device=device),
             steps=torch.zeros(n, dtype=torch.long, device=device),
             prefix=prefix,
             prefix_lens=prefix_lens,
@@ -165,7 +167,7 @@ SENTENCE_FIELDS = (
     "scores",
     "sentence_ids",
     "max_lens",
-    "n_finished",
+    "best_finished",
     "steps",
     "prefix",
     "prefix_lens",

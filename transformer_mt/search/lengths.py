@@ -14,13 +14,18 @@ from transformer_mt.config import DecodeConfig
 T = TypeVar("T", int, Tensor)
 
 
-def length_penalty(length: int, cfg: DecodeConfig) -> float:
-    """lp(|y|): ((5 + |y|) / 6) ** length_penalty (gnmt), |y| (average) or 1 (none)."""
+def length_penalty(length: int | Tensor, cfg: DecodeConfig) -> float | Tensor:
+    """lp(|y|): ((5 + |y|) / 6) ** length_penalty (gnmt), |y| (average), |y| **
+    length_penalty (power) or 1 (none). An int gives a float; a long tensor (a length per
+    sentence, for a whole beam state at once) a float64 tensor, computed as the float is."""
+    n = length.double() if isinstance(length, Tensor) else float(length)
     if cfg.length_norm == "gnmt":
-        return ((5.0 + length) / 6.0) ** cfg.length_penalty
+        return ((5.0 + n) / 6.0) ** cfg.length_penalty
     if cfg.length_norm == "average":
-        return float(length)
-    return 1.0
+        return n
+    if cfg.length_norm == "power":
+        return n**cfg.length_penalty
+    return torch.ones_like(n) if isinstance(n, Tensor) else 1.0
 
 
 def max_output_lengths(src_mask: Tensor, cfg: DecodeConfig, cap: int | None = None) -> Tensor:

@@ -80,11 +80,14 @@ class TranslateBody(BaseModel):
         "events.",
     )
     beam_size: int | None = Field(None, ge=1, description=f"1: greedy. {_DEFAULT}")
-    length_penalty: float | None = Field(None, description=f"GNMT alpha. {_DEFAULT}")
-    length_norm: Literal["gnmt", "average", "none"] | None = Field(
+    length_penalty: float | None = Field(
+        None, description=f"The exponent of length_norm gnmt and power. {_DEFAULT}"
+    )
+    length_norm: Literal["gnmt", "average", "none", "power"] | None = Field(
         None,
         description="How a hypothesis' log-probability is divided by its length n: "
-        f'"gnmt" ((5 + n) / 6) ** length_penalty, "average" (n), "none". {_DEFAULT}',
+        f'"gnmt" ((5 + n) / 6) ** length_penalty, "average" (n), "none", "power" '
+        f"(n ** length_penalty). {_DEFAULT}",
     )
     max_len_a: float | None = Field(
         None,
