@@ -63,10 +63,12 @@ def imported(request, tmp_path_factory) -> Imported:
     found = Imported(
         root / "hf", root / "imported.pt", model, tokenizer, None if separate else "fra"
     )
-    # The searches the imported checkpoint defaults to (its generation settings): beam 5, no
-    # translation ends before its first token (as the margins of `end_half_the_sentences`
-    # assume), and room for STEPS tokens.
-    settings = dict(num_beams=5, min_length=2, max_length=STEPS + 1)
+    # The searches the imported checkpoint defaults to (its generation settings): beam 5 that
+    # ends a sentence once 5 hypotheses have finished (searching on, a beam of this greedily
+    # tuned model would find hypotheses cut at the limit), no translation ends before its
+    # first token (as the margins of `end_half_the_sentences` assume), and room for STEPS
+    # tokens.
+    settings = dict(num_beams=5, early_stopping=True, min_length=2, max_length=STEPS + 1)
     for key, value in settings.items():
         setattr(model.generation_config, key, value)
     end_half_the_sentences(model, tokenizer, found.tagged(SOURCES), STEPS)

@@ -17,7 +17,10 @@ from transformer_mt.interop.import_generation import read_generation
 transformers = pytest.importorskip("transformers")
 
 LINES = slice_lines("valid", "de")[:50]
-MAPPED = ("beam_size", "length_norm", "length_penalty", "max_len_a", "max_len_b", "min_len")
+MAPPED = (
+    "beam_size", "length_norm", "length_penalty", "early_stopping", "max_len_a", "max_len_b",
+    "min_len",
+)  # fmt: skip
 
 
 def mapped(decode):
@@ -32,22 +35,23 @@ def write_json(path, values):
 @pytest.mark.parametrize(
     "files, decode",
     [
-        pytest.param({}, (1, "average", 1.0, 0.0, 20, 0), id="transformers-defaults"),
+        pytest.param({}, (1, "power", 1.0, "heuristic", 0.0, 20, 0), id="transformers-defaults"),
         pytest.param(
             {"generation_config.json": {"num_beams": 4, "length_penalty": 0.0, "max_length": 20,
                                         "min_length": 2, "early_stopping": True}},
-            (4, "none", 0.0, 0.0, 19, 1),
+            (4, "power", 0.0, "k_finished", 0.0, 19, 1),
             id="generation_config",
         ),
         pytest.param(
-            {"config.json": {"num_beams": 5, "max_length": 200, "early_stopping": True}},
-            (5, "average", 1.0, 0.0, 199, 0),
+            {"config.json": {"num_beams": 5, "max_length": 200, "early_stopping": "never",
+                             "length_penalty": 0.6}},
+            (5, "power", 0.6, "never", 0.0, 199, 0),
             id="config-only",
         ),
         pytest.param(
             {"generation_config.json": {"max_length": 50, "max_new_tokens": 7,
                                         "min_new_tokens": 3}},
-            (1, "average", 1.0, 0.0, 7, 3),
+            (1, "power", 1.0, "heuristic", 0.0, 7, 3),
             id="new-tokens",
         ),
     ],
@@ -65,15 +69,15 @@ def test_settings_map_onto_the_decode_section(tmp_path, files, decode):
 
 
 def test_what_our_search_does_otherwise_is_noted(tmp_path):
-    settings = {"num_beams": 4, "length_penalty": 0.6, "bad_words_ids": [[5], [6, 7]]}
+    settings = {"num_beams": 4, "length_penalty": 0.6, "bad_words_ids": [[5], [6, 7]],
+                "no_repeat_ngram_size": 3}  # fmt: skip
     write_json(tmp_path / "config.json", {"model_type": "marian"})
     write_json(tmp_path / "generation_config.json", settings)
     generation = read_generation(tmp_path, pad=9, rows=10)
     assert generation.never == (9, 5)
-    assert mapped(generation.decode)["length_norm"] == "average"  # |y| ** 1, the nearer
     notes = [note.split(": ", 1)[1] for note in generation.notes]
     assert [note.split(":")[0] for note in notes] == [
-        "length_penalty=0.6", "early_stopping=false", "bad_words_ids of several tokens"
+        "no_repeat_ngram_size=3", "bad_words_ids of several tokens"
     ]  # fmt: skip
 
 
@@ -86,14 +90,30 @@ def test_a_bad_setting_is_named(tmp_path):
         read_generation(tmp_path, pad=9, rows=10)
 
 
-@pytest.fixture(scope="module", params=[0.0, 1.0], ids=["length_penalty=0", "length_penalty=1"])
+# (num_beams, length_penalty, early_stopping) of the Marian models searched below: the rules
+# of transformers' beam search, each with the length penalties that tell them apart (False is
+# transformers' default and OPUS-MT's).
+SEARCHES = [(4, 0.0, True), (4, 1.0, True), (4, 1.0, False), (4, 0.6, False), (5, 0.6, False),
+            (5, 1.0, "never")]  # fmt: skip
+# What each rule is called in our decode section.
+RULES = {True: "k_finished", False: "heuristic", "never": "never"}
+
+
+@pytest.fixture(
+    scope="module",
+    params=SEARCHES,
+    ids=[f"beams={k}-length_penalty={p:g}-early_stopping={e}" for k, p, e in SEARCHES],
+)
 def searching(request, tmp_path_factory):
-    """A Marian whose generation config sets beam 4, a length penalty, max_length 20,
+    """A Marian whose generation config sets a beam, a length penalty, max_length 20,
     min_length 2 and early_stopping, imported: (model as transformers loads it, tokenizer,
     checkpoint)."""
     root = tmp_path_factory.mktemp("searching")
-    settings = dict(num_beams=4, length_penalty=request.param, max_length=20, min_length=2)
-    _, tokenizer = build_marian_searching(root / "hf", LINES, early_stopping=True, **settings)
+    beams, penalty, early_stopping = request.param
+    settings = dict(num_beams=beams, length_penalty=penalty, max_length=20, min_length=2)
+    _, tokenizer = build_marian_searching(
+        root / "hf", LINES, early_stopping=early_stopping, **settings
+    )
     assert main(["import", str(root / "hf"), "--out", str(root / "imported.pt")]) == 0
     model = transformers.MarianMTModel.from_pretrained(root / "hf").eval()
     return model, tokenizer, root / "imported.pt"
@@ -115,18 +135,28 @@ def generated(model, tokenizer, **changes):
 
 def test_the_checkpoint_holds_the_mapped_settings(searching):
     model, _, checkpoint = searching
-    penalty = model.generation_config.length_penalty
+    hf = model.generation_config
     decode = load_checkpoint(checkpoint).config["decode"]
-    norm = "none" if penalty == 0 else "average"
-    assert mapped(decode) == dict(zip(MAPPED, (4, norm, penalty, 0.0, 19, 1), strict=True))
+    rule = RULES[hf.early_stopping]
+    values = (hf.num_beams, "power", hf.length_penalty, rule, 0.0, 19, 1)
+    assert mapped(decode) == dict(zip(MAPPED, values, strict=True))
 
 
 def test_translate_equals_generate_with_the_models_defaults(searching, tmp_path):
     model, tokenizer, checkpoint = searching
     theirs = generated(model, tokenizer)
     assert len({len(text.split()) for text in theirs}) > 3  # not all at the length limit
-    assert translate(checkpoint, tmp_path) == theirs
-    # A flag still overrides the checkpoint's setting.
+    ours = translate(checkpoint, tmp_path)
+    equal = sum(a == b for a, b in zip(ours, theirs, strict=True))
+    assert equal == len(LINES), f"{equal} / {len(LINES)} texts equal"
+    # A flag still overrides the checkpoint's setting: the other rules, equal to generate's,
+    # of which one at least translates otherwise (the model's own rule is what is tried).
+    rule = model.generation_config.early_stopping
+    others = {other: generated(model, tokenizer, early_stopping=other) for other in RULES}
+    del others[rule]
+    for other, texts in others.items():
+        assert translate(checkpoint, tmp_path, "--early-stopping", RULES[other]) == texts
+    assert any(texts != theirs for texts in others.values())
     assert translate(checkpoint, tmp_path, "--beam-size", "1") == generated(
         model, tokenizer, num_beams=1
     )
@@ -149,9 +179,9 @@ def test_nllb_translates_as_generate_with_its_defaults(tmp_path, settings):
 
 
 def test_tmt_import_says_each_setting_our_search_follows_otherwise(tmp_path, capsys):
-    settings = dict(num_beams=4, length_penalty=0.6, max_length=20, early_stopping=False)
+    settings = dict(num_beams=4, length_penalty=0.6, max_length=20, repetition_penalty=1.2)
     build_marian_searching(tmp_path / "hf", LINES[:4], **settings)
     assert main(["import", str(tmp_path / "hf"), "--out", str(tmp_path / "imported.pt")]) == 0
     notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: ")]
     said = [note.removeprefix("note: ").split(": ", 1)[1].split(":")[0] for note in notes]
-    assert said == ["length_penalty=0.6", "early_stopping=false"]
+    assert said == ["repetition_penalty=1.2"]

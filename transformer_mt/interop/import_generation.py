@@ -11,15 +11,14 @@ transformers counts the decoder's start token in `max_length` and `min_length`, 
 its beam search ranks a finished hypothesis by log P(y|x) / |y| ** length_penalty, the same |y|.
 
     num_beams = K            beam_size = K (1: greedy search)
-    length_penalty = p       p = 0: length_norm "none"; p = 1: "average" (lp = |y|); any other
-                             p: the nearer of the two and a note (no length_norm of ours is
-                             |y| ** p); decode.length_penalty records p
+    length_penalty = p       length_norm "power" (lp = |y| ** p), length_penalty = p
     max_length = L           max_len_a = 0, max_len_b = L - 1
     max_new_tokens = N       max_len_b = N (`generate` prefers it to max_length; with neither
                              set, it adds 20 tokens: max_len_b = 20)
     min_length = M           min_len = max(M - 1, min_new_tokens, 0)
     bad_words_ids            its single tokens are never generated (`SpecialTokens.never`)
-    early_stopping = True    our beam's rule: a sentence ends once K hypotheses have finished
+    early_stopping           True: "k_finished", False: "heuristic", "never": "never" (the
+                             same rules, `DecodeConfig`)
 
 A note names each setting our search follows otherwise (`_notes`).
 """
@@ -66,6 +65,10 @@ HF_DEFAULTS: dict[str, Any] = {
 DEFAULT_NEW_TOKENS = 20
 
 _LOW, _HIGH = DECODE_RANGES["length_penalty"]
+
+
+# transformers' `early_stopping` values and the rules of ours that are theirs.
+EARLY_STOPPING = {True: "k_finished", False: "heuristic", "never": "never"}
 
 
 def _penalty(value: Any) -> bool:
@@ -123,15 +126,15 @@ def read_generation(directory: Path, pad: int, rows: int) -> Generation:
 def decode_config(settings: Mapping[str, Any]) -> DecodeConfig:
     """The decode section that searches as `generate` with `settings` (every key of
     `HF_DEFAULTS`) does, in the module's table."""
-    penalty = float(settings["length_penalty"])
     max_len_b = settings["max_new_tokens"] or DEFAULT_NEW_TOKENS
     if settings["max_new_tokens"] is None and settings["max_length"] is not None:
         max_len_b = settings["max_length"] - 1
     min_len = max(settings["min_length"] - 1, settings["min_new_tokens"] or 0, 0)
     return DecodeConfig(
         beam_size=settings["num_beams"],
-        length_norm="average" if penalty >= 0.5 else "none",
-        length_penalty=penalty,
+        length_norm="power",
+        length_penalty=float(settings["length_penalty"]),
+        early_stopping=EARLY_STOPPING[settings["early_stopping"]],
         max_len_a=0.0,
         max_len_b=min(max_len_b, int(DECODE_RANGES["max_len_b"][1])),
         min_len=min(min_len, int(DECODE_RANGES["min_len"][1])),
@@ -141,18 +144,7 @@ def decode_config(settings: Mapping[str, Any]) -> DecodeConfig:
 def _notes(settings: Mapping[str, Any], values: Mapping[str, Any], path: Path) -> tuple[str, ...]:
     """One line per setting of `generate` that our search does not follow as it is."""
     notes = []
-    beams, penalty = settings["num_beams"], settings["length_penalty"]
-    if beams > 1 and penalty not in (0, 1):
-        norm = "average" if penalty >= 0.5 else "none"
-        notes.append(
-            f"length_penalty={penalty:g}: generate divides by |y| ** {penalty:g}, ours by "
-            f"{'|y|' if norm == 'average' else '1'} (length_norm {norm})"
-        )
-    if beams > 1 and settings["early_stopping"] is not True:
-        notes.append(
-            f"early_stopping={shown(settings['early_stopping'])}: generate may search on after "
-            f"{beams} hypotheses have finished; ours ends the sentence there"
-        )
+    beams = settings["num_beams"]
     if settings["do_sample"]:
         notes.append("do_sample=true: ours searches; sample with decode.sampling")
     if beams > 1 and settings["renormalize_logits"]:
