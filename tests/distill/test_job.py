@@ -1,6 +1,7 @@
 """The teacher's translation job: the same output as the Translator, resuming after SIGKILL
 without translating finished chunks again, and one-line refusals."""
 
+import json
 import os
 import subprocess
 import sys
@@ -134,6 +135,24 @@ def test_a_run_directory_of_another_distillation_is_refused_naming_what_differs(
     )
     assert main([*args, "--beam-size", "2"]) == 0  # its own settings: resumed, nothing to do
     assert "3 chunk(s) of 8 lines, 3 finished before" in (tmp_path / "run/distill.log").read_text()
+
+
+def test_a_manifest_from_before_a_decode_field_existed_resumes(
+    reversing_checkpoint, corpus, tmp_path, capsys
+):
+    """A decode field added later (early_stopping) is missing from an older manifest: that run
+    searched as the field's default does, so the same command resumes it."""
+    config = write_config(tmp_path / "config.yaml", corpus)
+    args = ["distill", "--checkpoint", str(reversing_checkpoint), "--config", str(config)]
+    args += ["--run-dir", str(tmp_path / "run"), "--chunk-lines", "8"]
+    assert main(args) == 0
+    path = tmp_path / "run" / MANIFEST_NAME
+    manifest = json.loads(path.read_text())
+    del manifest["decode"]["early_stopping"]
+    path.write_text(json.dumps(manifest))
+    assert main(args) == 0
+    assert main([*args, "--early-stopping", "never"]) == 2
+    assert "decode.early_stopping: k_finished there, never here" in capsys.readouterr().err
 
 
 def test_a_directory_holding_other_files_or_a_broken_manifest_is_refused(

@@ -31,13 +31,15 @@ def parse(body: dict) -> api.TranslateRequest:
 def test_every_decode_field_is_a_body_key_or_refused_with_a_reason():
     for field in dataclasses.fields(DecodeConfig):
         assert (field.name in api.DECODE_FIELDS) != (field.name in api.UNSERVED_DECODE), field.name
-    assert {"min_len", "length_norm", "sampling"} <= set(api.DECODE_FIELDS)
+    assert {"min_len", "length_norm", "sampling", "early_stopping"} <= set(api.DECODE_FIELDS)
 
 
 def test_min_len_and_length_norm_set_the_requests_decode_settings():
     parsed = parse({"text": "a", "min_len": 3, "length_norm": "average"})
     assert parsed.decode == DecodeConfig(min_len=3, length_norm="average")
     assert parsed.decode_keys == ("length_norm", "min_len")
+    parsed = parse({"text": "a", "early_stopping": "never", "length_norm": "power"})
+    assert parsed.decode == DecodeConfig(early_stopping="never", length_norm="power")
 
 
 @pytest.mark.parametrize(
@@ -46,6 +48,7 @@ def test_min_len_and_length_norm_set_the_requests_decode_settings():
         ({"length_norm": "gnm"}, "length_norm", ["one of gnmt, average, none", "'gnm'"]),
         ({"length_norm": 1}, "length_norm", ["a number"]),
         ({"min_len": 1.5}, "min_len", ["an integer"]),
+        ({"early_stopping": True}, "early_stopping", ["k_finished", "heuristic", "never"]),
         ({"min_len": -1}, "min_len", ["min_len=-1"]),
         ({"sampling": "yes"}, "sampling", ["true or false", "a string"]),
         ({"top_k": 5}, "top_k", ["sampling setting", "searches"]),
@@ -75,8 +78,10 @@ def test_the_server_translates_with_min_len_and_length_norm_as_tmt_translate(
     source.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
     command = ["translate", "--checkpoint", str(checkpoint), "--input", str(source)]
     flags = ["--min-len", "6", "--length-norm", "none", "--beam-size", "3"]
+    flags += ["--early-stopping", "heuristic"]
     assert main([*command, "--output", str(out), *flags]) == 0
     body = {"text": TEXTS, "min_len": 6, "length_norm": "none", "beam_size": 3}
+    body["early_stopping"] = "heuristic"
     status, answer = post(f"{url}/v1/translate", body)
     assert status == 200, answer
     served_texts = [t["text"] for t in answer["translations"]]

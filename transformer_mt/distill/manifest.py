@@ -58,11 +58,7 @@ class Manifest:
         head = data.format
         if data.format == "hub":  # no local files: its name is all there is to compare
             head += f":{data.hub_name}:{data.hub_config}:{describe_train(data)}"
-        settings = {
-            field.name: getattr(decode, field.name)
-            for field in dataclasses.fields(decode)
-            if field.name not in OUTPUT_NEUTRAL_FIELDS
-        }
+        settings = _decode_settings(decode)
         return cls(
             teacher=str(checkpoint),
             teacher_sha256=sha256([Path(checkpoint)]),
@@ -82,7 +78,12 @@ class Manifest:
             TmtError: not JSON, or not the fields of a manifest.
         """
         try:
-            return cls(**json.loads(path.read_text(encoding="utf-8")))
+            fields = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(fields, dict) and isinstance(fields.get("decode"), dict):
+                # A decode field added since the manifest was written: the search then ran as
+                # its default does (new fields default to the earlier behaviour).
+                fields["decode"] = {**_decode_settings(DecodeConfig()), **fields["decode"]}
+            return cls(**fields)
         except (ValueError, TypeError) as err:
             raise TmtError(f"{path}: not a distillation manifest ({one_line(err)})") from None
 
@@ -108,6 +109,15 @@ class Manifest:
             else:
                 found.append(f"{field.name}: {mine} there, {theirs} here")
         return found
+
+
+def _decode_settings(decode: DecodeConfig) -> dict[str, Any]:
+    """The fields of `decode` that change output, by name."""
+    return {
+        field.name: getattr(decode, field.name)
+        for field in dataclasses.fields(decode)
+        if field.name not in OUTPUT_NEUTRAL_FIELDS
+    }
 
 
 def claim_run_dir(run_dir: Path, manifest: Manifest) -> bool:

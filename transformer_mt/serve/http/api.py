@@ -50,7 +50,6 @@ UNSERVED_DECODE = {
     "top_k": "a sampling setting, and the server searches (greedy or beam)",
     "top_p": "a sampling setting, and the server searches (greedy or beam)",
     "temperature": "a sampling setting, and the server searches (greedy or beam)",
-    "early_stopping": "the server's beams stop by the checkpoint's rule (decode.early_stopping)",
 }
 # Decode settings a request may change: every other DecodeConfig field, with the JSON type
 # each takes, DecodeConfig's type of the field (a float field takes an integer too; a

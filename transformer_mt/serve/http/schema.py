@@ -95,6 +95,12 @@ class TranslateBody(BaseModel):
         description=f"Output length <= max_len_a * source length + max_len_b. {_DEFAULT}",
     )
     max_len_b: int | None = Field(None, ge=0, description=_DEFAULT)
+    early_stopping: Literal["k_finished", "heuristic", "never"] | None = Field(
+        None,
+        description='When a beam stops: "k_finished" once beam_size hypotheses have '
+        'finished; "heuristic" and "never" as transformers\' early_stopping false and '
+        f'"never". {_DEFAULT}',
+    )
     min_len: int | None = Field(
         None, ge=0, description=f"Tokens before end-of-sentence may be chosen. {_DEFAULT}"
     )
