@@ -2,15 +2,16 @@
 our model and for Hugging Face `MarianMTModel` of identical dimensions on identical batches.
 
     python scripts/bench_train.py [--sizes quickstart base] [--systems ours hf hf-eager] [--steps 5]
-        [--max-tokens 4096] [--peak-gflops G]
+        [--max-tokens 4096] [--pad-to-multiple 8] [--peak-gflops G]
 
 Synthetic batches with a Multi30k-like length distribution (about 15 subword tokens a sentence)
 go through the update `tmt train` makes (`training.update.Updater`: forward, label-smoothed
-loss, backward, clip, AdamW). The `hf` system is our model, built with the same seed, converted
-by `to_marian` and called through our model's signature, so batches, optimizer, schedule and
-autocast are the same code; the network differs, and so does the loss: ours is
-`fused_label_smoothed_loss`, the hf system's is transformers' own `LabelSmoother`, what a
-Hugging Face training loop computes.
+loss, backward, clip, AdamW), every system the same batches (`--pad-to-multiple`: lengths
+padded as `train.pad_to_multiple` pads them). The `hf` system is our model, built with the
+same seed, converted by `to_marian` and called through our model's signature, so batches,
+optimizer, schedule and autocast are the same code; the network differs, and so does the
+loss: ours is `fused_label_smoothed_loss`, the hf system's is transformers' own `LabelSmoother`,
+what a Hugging Face training loop computes.
 `hf-eager` is the same with transformers' eager (plain-math) attention instead of SDPA.
 Each (system, size) runs in a fresh process so its peak memory (ru_maxrss on CPU, the CUDA
 allocator's peak on GPU) is its own; on CPU the hf figure also holds the transformers import
@@ -92,6 +93,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=5, help="timed updates per run")
     parser.add_argument("--warmup", type=int, default=2, help="untimed updates first")
     parser.add_argument("--max-tokens", type=int, default=4096, help="token budget per batch")
+    parser.add_argument(
+        "--pad-to-multiple", type=int, default=1, help="train.pad_to_multiple of the batches"
+    )
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: auto")
     parser.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="auto")
@@ -181,9 +185,8 @@ def _start_run(system: str, size: str, options: dict) -> None:
     keep_freed_memory()  # as `tmt train` does; every system's process alike
     device = pick_device(args.device)
     updater = _build_updater(system, size, args, device)
-    batches = BatchIterator(
-        synthetic_corpus(MULTI30K_PAIRS, args.vocab_size), args.max_tokens, seed=1
-    )
+    corpus = synthetic_corpus(MULTI30K_PAIRS, args.vocab_size)
+    batches = BatchIterator(corpus, args.max_tokens, seed=1, pad_to_multiple=args.pad_to_multiple)
     update_freq = updater.cfg.update_freq
     for step in range(1, args.warmup + 1):
         updater.update([next(batches) for _ in range(update_freq)], step)
@@ -351,7 +354,7 @@ def hf_label_smoothed_loss(
     loss = LabelSmoother(epsilon, ignore_index=pad_id)(
         {"logits": logits}, labels, num_items_in_batch=1
     )
-    return LossSums(loss=loss, nll=loss.detach(), n_tokens=int(labels.ne(pad_id).sum()))
+    return LossSums(loss=loss, nll=loss.detach(), n_tokens=labels.ne(pad_id).sum())
 
 
 def _build_updater(system: str, size: str, args: SimpleNamespace, device: torch.device) -> Updater:
@@ -391,6 +394,7 @@ def _run_info(updater: Updater, args: SimpleNamespace) -> dict:
         "torch": torch.__version__,
         "python": platform.python_version(),
         "max_tokens": args.max_tokens,
+        "pad_to_multiple": args.pad_to_multiple,
         "steps": args.steps,
     }
     if isinstance(updater.model, MarianForUpdater):

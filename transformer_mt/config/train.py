@@ -17,6 +17,11 @@ class TrainConfig:
     max_epochs: int | None = None  # stop after this many passes as well (None: no limit)
     max_minutes: float | None = None  # stop after this much wall-clock time, resumes included
     max_tokens: int = 4096  # tokens per batch, padding included, max(source, target) side
+    # Pad batch lengths up to multiples of this (8 suits tensor cores): a GPU then sees a few
+    # dozen batch shapes, not a new one almost every batch, each costing kernel selection and
+    # allocator growth once. 1 (off) for CPUs: at max_tokens 2048 padding to 8 leaves 14% fewer
+    # real target tokens in a Multi30k batch, for no per-shape cost on a CPU to save.
+    pad_to_multiple: int = 1
     update_freq: int = 1  # batches accumulated into one update
     schedule: Literal["inverse_sqrt", "noam", "linear"] = "inverse_sqrt"
     lr: float = 5e-4  # inverse_sqrt, linear: peak lr reached at warmup_steps
@@ -55,7 +60,7 @@ class TrainConfig:
 
     def validate(self) -> None:
         check_positive(self, "train", ["max_steps", "max_tokens", "update_freq", "lr"])
-        check_positive(self, "train", ["log_every", "valid_every", "adam_eps"])
+        check_positive(self, "train", ["log_every", "valid_every", "adam_eps", "pad_to_multiple"])
         if self.max_minutes is not None and self.max_minutes <= 0:
             raise ConfigError(
                 f"train.max_minutes={self.max_minutes} must be > 0", keys=("train.max_minutes",)

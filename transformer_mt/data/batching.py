@@ -9,6 +9,14 @@ What the model sees, for a pair with source ids x (length m) and target ids y (l
 A batch of B pairs costs B * max(S, T) tokens, S and T the padded source and target lengths;
 `make_batches` keeps that at or below `max_tokens`.
 
+Shapes (`pad_to_multiple` m > 1): each side is padded up to a multiple of m, though never past
+the longest row of the corpus, and the budget counts those padded lengths, so the batch size
+of a full batch follows from its lengths (max_tokens // max(S, T)). A GPU then meets a few
+dozen batch shapes instead of a new one for almost every batch, and pays what a new shape
+costs (kernel choice, allocator growth, CUDA graphs) a few dozen times per run. The padding
+is masked like any other: the loss and the gradient do not change. m = 1 pads to the longest
+row of the batch.
+
 Order: the batches of an epoch are a pure function of (lengths, max_tokens, seed, epoch). Pairs
 are shuffled, stably sorted by (source, target) length so that batch neighbours have almost the
 same length (little padding), cut greedily at the token budget, and the batch order shuffled.
@@ -44,7 +52,7 @@ class BatchingError(TmtError):
 class Batch:
     """One training batch, padded with the pad id on the right.
 
-    Shape:
+    Shape (S, T: the longest row, or rounded up with `pad_to_multiple`):
         src_ids: (B, S) int64, each row x + EOS.
         src_mask: (B, 1, 1, S) bool, True at real source tokens (may be attended to).
         tgt_in_ids: (B, T) int64, BOS + y: the decoder input.
@@ -61,10 +69,16 @@ class Batch:
     n_tgt_tokens: int
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
-        """The tensors the model reads, on `device`; `indices` stays on the CPU for bookkeeping."""
+        """The tensors the model reads, on `device`; `indices` stays on the CPU for bookkeeping.
+
+        A non-blocking copy to a CUDA device goes through pinned memory: from pageable memory
+        the driver may wait for the device before it copies, which would stall the host at
+        every batch.
+        """
+        pin = non_blocking and torch.device(device).type == "cuda"
 
         def move(t: torch.Tensor) -> torch.Tensor:
-            return t.to(device, non_blocking=non_blocking)
+            return (t.pin_memory() if pin else t).to(device, non_blocking=non_blocking)
 
         return Batch(
             move(self.src_ids),
@@ -99,14 +113,22 @@ class SourceBatch:
 
 
 def make_batches(
-    src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int, seed: int, epoch: int
+    src_lens: np.ndarray,
+    tgt_lens: np.ndarray,
+    max_tokens: int,
+    seed: int,
+    epoch: int,
+    pad_to_multiple: int = 1,
 ) -> list[np.ndarray]:
     """Split all pairs into length-grouped batches of at most `max_tokens`, in epoch order.
 
     Args:
         src_lens, tgt_lens: (N,) token counts without BOS/EOS.
-        max_tokens: budget per batch, B * max(S, T) with S, T counting EOS / BOS.
+        max_tokens: budget per batch, B * max(S, T) with S, T counting EOS / BOS and the
+            padding of `pad_to_multiple`.
         seed, epoch: the order is a pure function of these (and the lengths).
+        pad_to_multiple: the lengths `collate` pads to (module docstring); pairs are sorted
+            by their padded lengths, so that a batch rarely spans two of them.
 
     Returns:
         A list of (B_i,) int64 index arrays; each pair appears in exactly one.
@@ -123,6 +145,10 @@ def make_batches(
             f"pair {worst} needs {int(cost[worst])} tokens > max_tokens={max_tokens}; lower "
             "data.max_len or raise the token budget"
         )
+    # Padded lengths stay within the longest pair, which fits the budget (checked above).
+    src_cost = padded_lengths(src_cost, pad_to_multiple)
+    tgt_cost = padded_lengths(tgt_cost, pad_to_multiple)
+    cost = np.maximum(src_cost, tgt_cost)
     rng = np.random.default_rng([seed % 2**32, epoch])
     shuffled = rng.permutation(len(cost))
     # lexsort is stable and sorts by the last key first: source length, then target length;
@@ -130,6 +156,15 @@ def make_batches(
     ordered = shuffled[np.lexsort((tgt_cost[shuffled], src_cost[shuffled]))]
     batches = _cut_at_budget(ordered, cost, max_tokens)
     return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def padded_lengths(lengths: np.ndarray, multiple: int) -> np.ndarray:
+    """`lengths` rounded up to a multiple of `multiple`, capped at the longest of them (a
+    padded row never needs a position the corpus' longest row does not)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if multiple == 1:
+        return lengths
+    return np.minimum(-(-lengths // multiple) * multiple, lengths.max(initial=0))
 
 
 def _cut_at_budget(ordered: np.ndarray, cost: np.ndarray, max_tokens: int) -> list[np.ndarray]:
@@ -159,10 +194,16 @@ def shard_batches(batches: Sequence[T], rank: int, world_size: int) -> list[T]:
     return list(batches[rank:usable:world_size])
 
 
-def collate(corpus: EncodedCorpus, indices: np.ndarray, framing: Framing = OWN_FRAMING) -> Batch:
+def collate(
+    corpus: EncodedCorpus,
+    indices: np.ndarray,
+    framing: Framing = OWN_FRAMING,
+    pad_to_multiple: int = 1,
+) -> Batch:
     """Pad the pairs `indices` of `corpus` into a Batch (masks and shifted targets built here):
     each side framed by `framing` (the special ids, and the language tags of each pair's
-    direction, around the tokens)."""
+    direction, around the tokens), and padded to a multiple of `pad_to_multiple` within the
+    longest row of `corpus` (the lengths `make_batches` budgets with the same multiple)."""
     indices = np.asarray(indices, dtype=np.int64)
     specials = framing.specials
     pad, eos = specials.pad, (specials.eos,)
@@ -170,9 +211,11 @@ def collate(corpus: EncodedCorpus, indices: np.ndarray, framing: Framing = OWN_F
     source_tags = np.asarray(framing.source_prefixes, dtype=np.int64)[directions]  # (B, P)
     tags = np.asarray(framing.target_prefixes, dtype=np.int64)[directions]  # (B, Q)
     starts = np.full((len(indices), 1), specials.bos, dtype=np.int64)
-    src_ids = _pad_rows(corpus.src, indices, pad, source_tags, eos)
-    tgt_in_ids = _pad_rows(corpus.tgt, indices, pad, np.concatenate([starts, tags], 1), ())
-    tgt_out_ids = _pad_rows(corpus.tgt, indices, pad, tags, eos)
+    multiple = pad_to_multiple
+    src_ids = _pad_rows(corpus.src, indices, pad, source_tags, eos, multiple)
+    tgt_in = np.concatenate([starts, tags], 1)
+    tgt_in_ids = _pad_rows(corpus.tgt, indices, pad, tgt_in, (), multiple)
+    tgt_out_ids = _pad_rows(corpus.tgt, indices, pad, tags, eos, multiple)
     src = torch.from_numpy(src_ids)
     return Batch(
         src_ids=src,
@@ -190,13 +233,19 @@ def _pad_rows(
     pad: int,
     prefix: np.ndarray,
     suffix: tuple[int, ...],
+    multiple: int = 1,
 ) -> np.ndarray:
     """(B, L) int64 array of rows `indices`, each wrapped in its prefix (a row of the (B, P)
-    `prefix`) and `suffix`, padded with `pad`."""
+    `prefix`) and `suffix`, padded with `pad` to L, the longest such row rounded up to a
+    multiple of `multiple` within the longest row of `column`."""
     rows = column.select(indices)
     lengths = rows.lengths
     start = prefix.shape[1]
-    width = int(lengths.max(initial=0)) + start + len(suffix)
+    framed = start + len(suffix)
+    width = int(lengths.max(initial=0)) + framed
+    if multiple > 1:
+        longest = int(column.lengths.max(initial=0)) + framed
+        width = min(-(-width // multiple) * multiple, longest)
     out = np.full((len(indices), width), pad, dtype=np.int64)  # (B, L)
     row_of = np.repeat(np.arange(len(indices)), lengths)
     col_of = np.arange(len(rows.values)) - np.repeat(rows.offsets[:-1], lengths) + start
@@ -222,7 +271,8 @@ class BatchIterator:
     `next(batches)` collates the batch at `position` and moves on, to batch 0 of the next epoch
     after an epoch's last. An epoch's batches are a pure function of (seed, epoch), so an
     iterator given a saved position with `restore(state())` reads on exactly as an
-    uninterrupted one. With `resample` (e.g. a `DropoutCorpus`) every epoch reads the corpus
+    uninterrupted one. `pad_to_multiple` pads the lengths to a few shapes (module docstring).
+    With `resample` (e.g. a `DropoutCorpus`) every epoch reads the corpus
     `resample(epoch)`, a new segmentation of the same pairs, instead of `corpus`; it is made
     once per epoch.
 
@@ -241,10 +291,12 @@ class BatchIterator:
         world_size: int = 1,
         resample: Callable[[int], EncodedCorpus] | None = None,
         framing: Framing = OWN_FRAMING,
+        pad_to_multiple: int = 1,
     ) -> None:
         self.corpus = corpus
         self.framing = framing
         self.max_tokens = max_tokens
+        self.pad_to_multiple = pad_to_multiple
         self.seed = seed
         self.rank = rank
         self.world_size = world_size
@@ -269,7 +321,8 @@ class BatchIterator:
                 f"epoch {epoch} has no batches for rank {self.rank} of {self.world_size}: the "
                 "training set is too small for this many ranks"
             )
-        batch = collate(self.corpus_for(epoch), indices[self.position.batch_index], self.framing)
+        rows = indices[self.position.batch_index]
+        batch = collate(self.corpus_for(epoch), rows, self.framing, self.pad_to_multiple)
         self.position.batch_index += 1
         if self.position.batch_index >= len(indices):
             self.position = DataPosition(epoch + 1, 0)
@@ -330,8 +383,9 @@ class BatchIterator:
         """This rank's batches of `epoch`, as index arrays into `corpus_for(epoch)`."""
         if self._indices is None or self._indices[0] != epoch:
             corpus = self.corpus_for(epoch)
+            lengths = (corpus.src.lengths, corpus.tgt.lengths)
             batches = make_batches(
-                corpus.src.lengths, corpus.tgt.lengths, self.max_tokens, self.seed, epoch
+                *lengths, self.max_tokens, self.seed, epoch, self.pad_to_multiple
             )
             self._indices = (epoch, shard_batches(batches, self.rank, self.world_size))
         return self._indices[1]

@@ -9,7 +9,8 @@ and the one being read. The in-memory path (`pipeline.encode_splits`,
     its pairs, in order, are cut into chunks of `data.shuffle_buffer` pairs (read, not kept)
     chunk c of epoch e: tokenize -> drop by `select_training_pairs` (the in-memory rules) ->
         `make_batches` (shuffle, length sort, cut at `train.max_tokens`, shuffle the batches),
-        seeded by (train.seed, rank, c) and e -> `collate`
+        seeded by (train.seed, rank, c) and e -> `collate` (lengths padded to multiples of
+        `train.pad_to_multiple`, within the chunk's longest row)
     the chunks of every epoch in order, epoch after epoch, without end
 
 Each pair therefore lands in one batch per epoch on one rank; ranks read at their own pace
@@ -91,11 +92,10 @@ class Chunk:
     numbers: np.ndarray  # (N,) int64 each kept pair's number in the corpus
     batches: list[np.ndarray]  # rows of `corpus` per batch, in reading order
 
-    def batch(self, index: int, framing: Framing) -> Batch:
+    def batch(self, index: int, framing: Framing, pad_to_multiple: int = 1) -> Batch:
         rows = self.batches[index]
-        return dataclasses.replace(
-            collate(self.corpus, rows, framing), indices=torch.from_numpy(self.numbers[rows])
-        )
+        batch = collate(self.corpus, rows, framing, pad_to_multiple)
+        return dataclasses.replace(batch, indices=torch.from_numpy(self.numbers[rows]))
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,7 @@ class StreamSettings:
     seed: int  # train.seed
     rank: int = 0
     world_size: int = 1
+    pad_to_multiple: int = 1  # train.pad_to_multiple
 
 
 class ChunkStream(IterableDataset):
@@ -212,10 +213,10 @@ class ChunkStream(IterableDataset):
             encoded.src.lengths, encoded.tgt.lengths, data.max_len, data.max_len_ratio
         )
         encoded, numbers = encoded.select(keep), numbers[keep]
-        seed = chunk_seed(self.settings.seed, self.settings.rank, chunk)
-        batches = make_batches(
-            encoded.src.lengths, encoded.tgt.lengths, self.settings.max_tokens, seed, epoch
-        )
+        settings = self.settings
+        seed = chunk_seed(settings.seed, settings.rank, chunk)
+        lengths = (encoded.src.lengths, encoded.tgt.lengths)
+        batches = make_batches(*lengths, settings.max_tokens, seed, epoch, settings.pad_to_multiple)
         return Chunk(epoch, chunk, encoded, report, numbers, batches)
 
 
@@ -262,7 +263,7 @@ class StreamingBatches:
             self._open()
         assert self._chunk is not None
         epoch, chunk, index = dataclasses.astuple(self.position)
-        batch = self._chunk.batch(index, self.framing)
+        batch = self._chunk.batch(index, self.framing, self.settings.pad_to_multiple)
         self.position = StreamPosition(epoch, chunk, index + 1)
         if self.position.batch_index >= len(self._chunk.batches):
             self._next_chunk()
