@@ -40,6 +40,12 @@ class DistributedContext:
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return tensor.tolist()
 
+    def sum_in_place(self, tensor: torch.Tensor) -> None:
+        """`tensor` summed over ranks, where it is (on one process: left as it is); unlike
+        `sum_over_ranks`, nothing is read back to the host."""
+        if self.enabled:
+            dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+
     def broadcast(self, obj: Any) -> Any:
         """Rank 0's `obj` on every rank (picklable values: decisions, scores)."""
         if not self.enabled:

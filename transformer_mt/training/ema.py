@@ -26,10 +26,14 @@ class WeightAverage:
         }
 
     @torch.no_grad()
-    def update(self, model: torch.nn.Module) -> None:
+    def update(self, model: torch.nn.Module, applied: torch.Tensor | None = None) -> None:
+        """One step of the average towards `model`'s weights; none where `applied`, a () bool
+        tensor, is False (a skipped update), decided on its device without reading it."""
+        weight = 1.0 - self.decay
+        step = weight if applied is None else applied * weight
         for name, t in model.state_dict().items():
             if name in self.shadow:
-                self.shadow[name].lerp_(t.float(), 1.0 - self.decay)
+                self.shadow[name].lerp_(t.float(), step)
 
     def state_dict(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
         """A full state_dict for `model` (non-float buffers from the model) with EMA weights."""

@@ -29,12 +29,13 @@ class LossSums:
     Attributes:
         loss: label-smoothed loss summed over non-pad tokens, a scalar tensor (differentiable).
         nll: negative log-likelihood of the references summed over the same tokens (detached).
-        n_tokens: number of non-pad target tokens.
+        n_tokens: number of non-pad target tokens, a () int64 tensor on the logits' device
+            (counted without waiting for the device).
     """
 
     loss: torch.Tensor
     nll: torch.Tensor
-    n_tokens: int
+    n_tokens: torch.Tensor
 
 
 def label_smoothed_loss(
@@ -60,7 +61,7 @@ def label_smoothed_loss(
     return LossSums(
         loss=torch.where(keep, per_token, zero).sum(),
         nll=torch.where(keep, nll, zero).sum().detach(),
-        n_tokens=int(keep.sum()),
+        n_tokens=keep.sum(),
     )
 
 
@@ -81,7 +82,7 @@ def fused_label_smoothed_loss(
     twin.
     """
     loss, nll, n_tokens = _FusedLabelSmoothedLoss.apply(logits, tgt_out_ids, epsilon, pad_id)
-    return LossSums(loss=loss, nll=nll, n_tokens=int(n_tokens))
+    return LossSums(loss=loss, nll=nll, n_tokens=n_tokens)
 
 
 # Rows of the logits the fused loss converts to float32 at a time: CHUNK_ELEMENTS / V of them.

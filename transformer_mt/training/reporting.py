@@ -1,5 +1,8 @@
 """What a run reports, and where: metrics.jsonl (and TensorBoard) on rank 0, the tqdm bar and the
-log; with no terminal to draw the bar on, a plain progress line as well (see `progress`)."""
+log; with no terminal to draw the bar on, a plain progress line as well (see `progress`).
+
+The updates' figures are summed where they are, on the device, and read once per row: the
+training loop never waits for a GPU to report an update."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 from tqdm import tqdm
 
 from transformer_mt.config import TrainConfig
@@ -18,28 +22,48 @@ from transformer_mt.run_layout import METRICS_NAME
 from transformer_mt.training.loss import perplexity
 from transformer_mt.training.metrics import MetricsLog
 from transformer_mt.training.progress import LogClock, progress_line, remaining_seconds
-from transformer_mt.training.update import UpdateResult
+from transformer_mt.training.update import LaunchedUpdate
 from transformer_mt.training.validation import ValidResult
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class WindowFigures:
+    """`UpdateTotals` read: the sums of the applied updates, the latest gradient norm and lr."""
+
+    loss: float
+    nll: float
+    tokens: float
+    updates: int
+    grad_norm: float
+    lr: float
+
+
 @dataclass
 class UpdateTotals:
-    """Sums of the updates made since the last metrics row (skipped updates left out)."""
+    """The updates since the last metrics row: their sums on the device (skipped updates left
+    out), the latest one, and the host's clock."""
 
-    loss: float = 0.0
-    nll: float = 0.0
-    tokens: float = 0.0
-    updates: int = 0
+    sums: torch.Tensor | None = None  # (4,) float64: loss, nll, tokens, updates
+    latest: LaunchedUpdate | None = None  # its gradient norm and lr go in the row
     data_seconds: float = 0.0  # spent waiting for the next batches, skipped updates included
     start: float = field(default_factory=time.perf_counter)
 
-    def add(self, result: UpdateResult) -> None:
-        self.loss += result.loss
-        self.nll += result.nll
-        self.tokens += result.tokens
-        self.updates += 1
+    def add(self, update: LaunchedUpdate) -> None:
+        """Add `update` without reading it: a skipped one adds zeros."""
+        one = torch.ones_like(update.loss)
+        values = torch.stack([update.loss, update.nll, one * update.tokens, one])
+        values = torch.where(update.applied, values, 0.0)
+        self.sums = values if self.sums is None else self.sums + values
+        self.latest = update
+
+    def read(self) -> WindowFigures:
+        """The sums and the latest gradient norm on the host: one wait for the device."""
+        assert self.sums is not None and self.latest is not None
+        grad_norm = self.latest.grad_norm.double().reshape(1)
+        loss, nll, tokens, updates, norm = torch.cat([self.sums, grad_norm]).tolist()
+        return WindowFigures(loss, nll, tokens, int(updates), norm, self.latest.lr)
 
 
 @dataclass(frozen=True)
@@ -83,21 +107,23 @@ class TrainingReport:
         if self.metrics is not None:
             self.metrics.close()
 
-    def updated(
-        self, step: int, result: UpdateResult, counters: RunCounters, data_seconds: float
-    ) -> bool:
-        """Count update `step`, which waited `data_seconds` for its batches; write a train
-        row when one is due. Returns whether it was due."""
+    def updated(self, step: int, update: LaunchedUpdate, data_seconds: float) -> bool:
+        """Count update `step`, which waited `data_seconds` for its batches, without reading
+        it. Returns whether a train row is due (`train_row` writes it)."""
         self.window.data_seconds += data_seconds
-        if result.applied:
-            self.window.add(result)
+        self.window.add(update)
         self.bar.update(1)
-        if not self.clock.due(step):
-            return False
-        if self.window.updates:
-            self._train_row(step, result, counters)
+        return self.clock.due(step)
+
+    def train_row(self, step: int, counters: RunCounters) -> None:
+        """Read the updates since the last row and write their row (none when every one was
+        skipped); the next row counts from here."""
+        window = self.window
+        if window.sums is not None:
+            figures = window.read()  # before the clock: the device has caught up
+            if figures.updates:
+                self._write_row(step, figures, counters)
         self.window = UpdateTotals()
-        return True
 
     @contextmanager
     def paused(self) -> Iterator[None]:
@@ -119,35 +145,35 @@ class TrainingReport:
             " (best)" if best else "",
         )
 
-    def _train_row(self, step: int, result: UpdateResult, counters: RunCounters) -> None:
+    def _write_row(self, step: int, figures: WindowFigures, counters: RunCounters) -> None:
         """A metrics row, the bar's numbers, and (when the bar is off: no terminal) a line."""
         window = self.window
         seconds = max(time.perf_counter() - window.start, 1e-9)
-        loss = window.loss / window.tokens
+        loss = figures.loss / figures.tokens
         row = {
             "loss": loss,
-            "nll": window.nll / window.tokens,
-            "ppl": perplexity(window.nll / window.tokens),
-            "lr": result.lr,
-            "grad_norm": result.grad_norm,
-            "tokens_per_s": window.tokens / seconds,
+            "nll": figures.nll / figures.tokens,
+            "ppl": perplexity(figures.nll / figures.tokens),
+            "lr": figures.lr,
+            "grad_norm": figures.grad_norm,
+            "tokens_per_s": figures.tokens / seconds,
             "data_wait": window.data_seconds / seconds,
             "epoch": counters.epoch,
             "skipped_updates": counters.skipped_updates,
             "elapsed": round(counters.elapsed, 3),
         }
         self.bar.set_postfix(
-            loss=f"{loss:.3f}", lr=f"{result.lr:.2e}", tok_s=f"{row['tokens_per_s']:.0f}"
+            loss=f"{loss:.3f}", lr=f"{figures.lr:.2e}", tok_s=f"{row['tokens_per_s']:.0f}"
         )
         if self.metrics is not None:
             self.metrics.write("train", step, row)
         if self.bar.disable and self.is_main:
-            rate = window.updates / seconds
+            rate = figures.updates / seconds
             left = remaining_seconds(
                 step, counters.elapsed, rate, self.cfg.max_steps, self.cfg.max_minutes
             )
             line = progress_line(
-                *(step, counters.epoch, loss, result.lr, row["tokens_per_s"], counters.elapsed),
+                *(step, counters.epoch, loss, figures.lr, row["tokens_per_s"], counters.elapsed),
                 *(left, row["data_wait"]),
             )
             log.info("%s", line)

@@ -5,6 +5,10 @@ Its collaborators do the rest: the batches come from the data's `BatchIterator` 
 rows and lines are `reporting.TrainingReport`'s, and `early_stopping.EarlyStopping` keeps the
 best score.
 
+The loop does not wait for the device between updates: an update's figures are read at the
+next metrics row (every train.log_every updates, or PROGRESS_SECONDS), and the updates skipped
+as non-finite are settled there and before every checkpoint (`Updater.settle`).
+
 A run directory holds config.yaml (resolved), the tokenizer model(s), metrics.jsonl and
 checkpoints/{last,best,step_*}.pt. Running the same command again resumes from last.pt with
 every state a continuation needs (optimizer, scaler, RNGs, data position), so a run stopped at
@@ -39,7 +43,7 @@ from transformer_mt.training.early_stopping import EarlyStopping
 from transformer_mt.training.reporting import RunCounters, TrainingReport
 from transformer_mt.training.rng import capture_rng_state, restore_rng_state
 from transformer_mt.training.signals import StopRequests
-from transformer_mt.training.update import Updater, UpdateResult
+from transformer_mt.training.update import LaunchedUpdate, Updater
 from transformer_mt.training.validation import validate
 
 log = logging.getLogger(__name__)
@@ -134,8 +138,10 @@ class Trainer:
         """Updates until a limit, patience or a signal; returns which of them it was."""
         validated_at = self.step
         while (limit := self._limit_reached()) is None:
-            result, data_seconds = self._update()
-            if report.updated(self.step, result, self._counters(), data_seconds):
+            launched, data_seconds = self._update()
+            if report.updated(self.step, launched, data_seconds):
+                self._settle()
+                report.train_row(self.step, self._counters())
                 self._follow_load()
             if self.step % self.cfg.valid_every == 0:
                 with report.paused():  # tokens/s counts training only
@@ -143,22 +149,30 @@ class Trainer:
                 validated_at = self.step
                 if self.early_stopping.exhausted:
                     return "patience"
-            if result.stop:
+            if launched.stop:
                 return self.stop_requests.name
         if validated_at != self.step:
             self._validate_and_save(report)
         return limit
 
-    def _update(self) -> tuple[UpdateResult, float]:
-        """The next `update_freq` batches of this rank, as update number `step + 1`; with the
-        seconds spent waiting for them (reading, tokenizing, collating: the data pipeline)."""
+    def _update(self) -> tuple[LaunchedUpdate, float]:
+        """The next `update_freq` batches of this rank, as update number `step + 1`, queued
+        on the device; with the seconds spent waiting for them (reading, tokenizing,
+        collating: the data pipeline)."""
         started = time.perf_counter()
         batches = [next(self.data.train) for _ in range(self.cfg.update_freq)]
         data_seconds = time.perf_counter() - started
         self.step += 1
-        result = self.updater.update(batches, self.step, self.stop_requests.caught_one)
-        self.skipped_updates += not result.applied
-        return result, data_seconds
+        launched = self.updater.launch(batches, self.step, self.stop_requests.caught_one)
+        return launched, data_seconds
+
+    def _settle(self) -> None:
+        """Count the updates skipped as non-finite since the last look (a wait for the device).
+
+        Raises:
+            TmtError: one was, under train.nonfinite_loss: stop.
+        """
+        self.skipped_updates += self.updater.settle()
 
     def _limit_reached(self) -> str | None:
         """max_steps, max_epochs or max_minutes when that limit ends the run now, else None."""
@@ -187,6 +201,7 @@ class Trainer:
 
     def _validate_and_save(self, report: TrainingReport) -> None:
         """Validate on rank 0, share the result, track the best score, write checkpoints."""
+        self._settle()  # a run that must stop for a non-finite loss stops before validating
         result = None
         if self.dist.is_main:
             ema = self.updater.ema
@@ -309,7 +324,12 @@ class Trainer:
         last.pt is gone, exists only once best.pt agrees with it. Old periodic files are
         pruned only after the new one is on disk. Every rank sends its RNG states and data
         position, so dropout and (streamed) data continue exactly on each one.
+
+        Raises:
+            TmtError: an update since the last look was non-finite, under
+                train.nonfinite_loss: stop (nothing is written).
         """
+        self._settle()
         states = self.dist.gather((capture_rng_state(), self.data.train.state()))
         if not self.dist.is_main:
             return

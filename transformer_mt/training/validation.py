@@ -52,17 +52,16 @@ def valid_loss(
     device: torch.device,
     autocast: Callable[[], AbstractContextManager],
 ) -> tuple[float, float]:
-    """Mean label-smoothed loss and NLL per non-pad target token over all `batches`."""
-    total_loss = total_nll = 0.0
-    tokens = 0
+    """Mean label-smoothed loss and NLL per non-pad target token over all `batches`, summed on
+    the device and read once at the end."""
+    totals = torch.zeros(3, dtype=torch.float64, device=device)  # loss, nll, tokens
     for batch in batches:
-        batch = batch.to(device)
+        batch = batch.to(device, non_blocking=True)
         with autocast():
             logits = model(batch.src_ids, batch.tgt_in_ids, batch.src_mask)
         sums = label_smoothed_loss(logits, batch.tgt_out_ids, label_smoothing, model.pad_id)
-        total_loss += sums.loss.item()
-        total_nll += sums.nll.item()
-        tokens += sums.n_tokens
+        totals += torch.stack([sums.loss.double(), sums.nll.double(), sums.n_tokens.double()])
+    total_loss, total_nll, tokens = totals.tolist()
     return total_loss / max(tokens, 1), total_nll / max(tokens, 1)
 
 
