@@ -1,13 +1,31 @@
 #!/usr/bin/env bash
-# The prepared GPU check: CUDA tests and GPU benchmark figures in one run of a few minutes.
+# The prepared GPU check: the CUDA tests and every GPU measurement of training on a GPU, in one
+# run of at most 8 minutes (each step has its own timeout), so that a 15-minute lease holds a
+# run, a look, a fix and a second run.
 #
 #   bash scripts/gpu_check.sh --fetch-wheels   # beforehand, where a package registry is reached
 #   OUT=DIR bash scripts/gpu_check.sh          # on the GPU machine, from the repository root
 #
+# Steps and their timeouts:
+#   tests      the CUDA tests, the update without a wait for the device among them      45 s
+#   recipe     `make quickstart`'s GPU recipe end to end (scripts/run_experiment.py with
+#              configs/multi30k_de_en_gpu.yaml): test2016 BLEU and the minutes it took, and
+#              its tokens/s in the first epoch against later ones (metrics.jsonl)           240 s
+#   unpadded   the same recipe with train.pad_to_multiple=1 for 300 updates: the first
+#              epoch's tokens/s without padded shapes                                       45 s
+#   train      scripts/benchmark.py train, ours and HF Marian at the quickstart and base
+#              sizes, 4k and then 32k tokens an update                                   2 x 40 s
+#   translate  scripts/benchmark.py translate, ours, HF generate and CTranslate2, beam 5 and
+#              greedy, 64 sentences a batch                                                 50 s
+# Opt-in, beyond the 8 minutes: GPU_CHECK_COMPILE=1 (train.compile at the base size, 150 s),
+# GPU_CHECK_WMT14=1 (the WMT14 base recipe's first 100 updates on a stand-in corpus, 180 s).
+#
 # The GPU machine reaches no registry, so it runs a python whose torch already sees CUDA, this
 # checkout on PYTHONPATH, and the packages its image lacks from carried wheels (docs/benchmarks.md,
-# "GPU", says what to carry). Every step runs even after a failure; failures are listed at the
-# end and make the exit status 1. $OUT gets 8 files (the tool brings back at most 8).
+# "GPU", says what to carry: build/gpu_wheels, data/multi30k, data/cache/bench_translate).
+# Without a CUDA device it stops at once. Every step runs even after a failure; failures are
+# listed at the end and make the exit status 1. $OUT gets at most 8 files (the tool brings back
+# at most 8).
 set -u
 WHEELS=build/gpu_wheels
 if [[ ${1:-} == --fetch-wheels ]]; then  # pure Python; multiprocess has one wheel per version
@@ -20,11 +38,22 @@ if [[ ${1:-} == --fetch-wheels ]]; then  # pure Python; multiprocess has one whe
   exit 0
 fi
 : "${OUT:?set OUT to the folder whose files come back}"
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "gpu_check: no CUDA device here (nvidia-smi finds none); this script measures a GPU" >&2
+  exit 2
+fi
 mkdir -p "$OUT"
-ENV=$OUT/env.txt  # what was found and installed, and every setup error
+ENV=$OUT/env.txt  # what was found and installed, every setup error, and nvidia-smi
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1  # no network: fail fast
 failed=()
 fail() { failed+=("$1"); echo "FAILED: $1" | tee -a "$ENV" >&2; }
+timings=()
+step() {  # step NAME SECONDS COMMAND...: run under a timeout, note its time and failure
+  local name=$1 limit=$2 started=$SECONDS
+  shift 2
+  timeout -k 10 "$limit" "$@" || fail "$name (exit $?)"
+  timings+=("$name $((SECONDS - started)) s")
+}
 
 # (i) Prefer a torch that already sees CUDA; install one only when there is none.
 PY=
@@ -60,64 +89,97 @@ import importlib, os, sys, torch
 print("python", sys.executable, sys.version.split()[0], "PYTHONPATH", os.environ["PYTHONPATH"])
 print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())
 print("gpu", torch.cuda.is_available() and torch.cuda.get_device_name())
-for name in ("triton", "transformers", "datasets", "pyarrow", "numpy", "sentencepiece"):
+for name in ("triton", "transformers", "ctranslate2", "datasets", "numpy", "sentencepiece"):
     try:  # a missing one is recorded here; a step that needs it fails on its own
         print(name, importlib.import_module(name).__version__)
     except Exception as error:
         print(name, "MISSING", repr(error))
 REPORT
 echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)" >>"$ENV"
+nvidia-smi >>"$ENV" 2>&1 || fail "nvidia-smi"  # the card, driver and clocks of the figures
+[[ -f data/multi30k/test2016.de ]] || fail "data/multi30k not carried: recipe and translate fail"
 
-# (ii) The card, driver and clocks the figures below belong to.
-nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1 || fail "nvidia-smi"
+# (ii) The CUDA tests; TMT_GPU_TEST_DEVICE=cuda turns a missing CUDA into failures, not skips.
+TMT_GPU_TEST_DEVICE=cuda step tests 45 "$PY" -m pytest -m gpu tests/gpu \
+  tests/training/test_sync_free.py -q -p no:cacheprovider >"$OUT/tests.txt" 2>&1
 
-# (iii) The CUDA tests; TMT_GPU_TEST_DEVICE=cuda turns a missing CUDA into failures, not skips.
-TMT_GPU_TEST_DEVICE=cuda timeout -k 10 240 "$PY" -m pytest -m gpu tests/gpu -q \
-  -p no:cacheprovider >"$OUT/tests.txt" 2>&1 || fail "pytest -m gpu tests/gpu (tests.txt)"
+# (iii) The GPU recipe as `make quickstart` runs it where torch sees CUDA, from a fresh run
+# directory: trains (3 minutes, or fewer when validation BLEU stops improving), averages,
+# translates test2016 with beam search and prints BLEU; then the same recipe unpadded, for
+# the speed of a first epoch whose every batch brings a new shape.
+RECIPE=/tmp/gpu_check_recipe UNPADDED=/tmp/gpu_check_unpadded
+rm -rf "$RECIPE" "$UNPADDED"
+step recipe 240 "$PY" scripts/run_experiment.py --config configs/multi30k_de_en_gpu.yaml \
+  --run-dir "$RECIPE" >"$OUT/recipe.log" 2>&1
+cp "$RECIPE/metrics.jsonl" "$OUT/recipe_metrics.jsonl" 2>/dev/null
+step unpadded 45 "$PY" -m transformer_mt train --config configs/multi30k_de_en_gpu.yaml \
+  --run-dir "$UNPADDED" --set train.pad_to_multiple=1 train.max_steps=300 \
+  train.warmup_steps=100 train.max_minutes=null >"$OUT/unpadded.log" 2>&1
+cat "$UNPADDED/metrics.jsonl" >>"$OUT/unpadded.log" 2>/dev/null
 
-# (iv) Benchmarks: JSON lines on stdout; progress rows (kept if a timeout cuts a run short),
-# errors and the table on stderr, in the .log beside them.
-# MFU against the card's dense bf16 peak from its datasheet (H100/H200 SXM: 989 TFLOP/s).
+# (iv) Side by side on this card. MFU against the card's dense bf16 peak from its datasheet
+# (H100/H200 SXM: 989 TFLOP/s). JSON lines on stdout, progress rows and the table on stderr,
+# both in one file (progress rows are kept when a timeout cuts a run short).
 case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)" in
   *H100*|*H200*) PEAK=(--peak-gflops 989000) ;;
   *) PEAK=() ;;  # another card: MFU left out rather than guessed
 esac
-# Translation first: of the benchmarks, the one a 15-minute lease must not lose.
-[[ -f data/multi30k/test2016.de ]] || fail "data/multi30k not carried: translate cannot run"
-timeout -k 10 120 "$PY" scripts/benchmark.py translate --device cuda --beams 5 1 \
-  --batch-sizes 32 64 --fixed-length 20 --repeats 2 >"$OUT/bench_translate.jsonl" \
-  2>"$OUT/bench_translate.log" || fail "benchmark translate (bench_translate.log)"
-timeout -k 10 150 "$PY" scripts/benchmark.py train --sizes quickstart base --precision bf16 \
-  --device cuda --steps 20 --warmup 5 "${PEAK[@]}" >"$OUT/bench_train.jsonl" \
-  2>"$OUT/bench_train.log" || fail "benchmark train (bench_train.log)"
-# train.compile: slower than eager on the development CPU (docs/benchmarks.md); measured here
-# only on request, as it does not fit a 15-minute lease beside the rest.
-if [[ ${GPU_CHECK_COMPILE:-0} == 1 ]]; then
-  timeout -k 10 150 "$PY" scripts/benchmark.py train --sizes base --systems ours --compile \
-    --precision bf16 --device cuda --steps 20 --warmup 5 "${PEAK[@]}" \
-    >>"$OUT/bench_train.jsonl" 2>>"$OUT/bench_train.log" \
-    || fail "benchmark train --compile (bench_train.log)"
+for tokens in 4096 32768; do
+  step "train $tokens" 40 "$PY" scripts/benchmark.py train --sizes quickstart base \
+    --systems ours hf --max-tokens "$tokens" --pad-to-multiple 8 --precision bf16 --device cuda \
+    --steps 10 --warmup 3 "${PEAK[@]}" >>"$OUT/bench_train.txt" 2>&1
+done
+step translate 50 "$PY" scripts/benchmark.py translate --device cuda --beams 5 1 \
+  --batch-sizes 64 --fixed-length 20 --repeats 2 >"$OUT/bench_translate.txt" 2>&1
+if [[ ${GPU_CHECK_COMPILE:-0} == 1 ]]; then  # slower than eager on the development CPU
+  step "train --compile" 150 "$PY" scripts/benchmark.py train --sizes base --systems ours \
+    --compile --precision bf16 --device cuda --steps 20 --warmup 5 "${PEAK[@]}" \
+    >>"$OUT/bench_train.txt" 2>&1
 fi
-# The WMT14 base recipe's first 100 updates, streamed from a 100k-pair stand-in (docs/data.md);
-# warm-up shortened to fit in them (max_steps must exceed it), which speed does not notice.
-{ "$PY" scripts/get_data.py wmt14_standin --pairs 100000 --out /tmp/standin \
-  && timeout -k 10 180 "$PY" -m transformer_mt train \
+if [[ ${GPU_CHECK_WMT14:-0} == 1 ]]; then  # batch shapes that keep changing, streamed
+  step "wmt14 stand-in" 180 bash -c "'$PY' scripts/get_data.py wmt14_standin --pairs 100000 \
+    --out /tmp/standin && '$PY' -m transformer_mt train \
     --config configs/transformer_base_wmt14_en_de.yaml --run-dir /tmp/wmt14_run --set \
     data.train=/tmp/standin/train data.valid=/tmp/standin/valid data.test=/tmp/standin/test \
     tokenizer.vocab_size=8000 tokenizer.input_sentence_size=100000 train.max_steps=100 \
-    train.warmup_steps=50 \
-    train.valid_every=100 train.valid_max_sentences=100 train.log_every=20 \
-    train.precision=bf16 train.device=cuda; } >"$OUT/wmt14_standin.log" 2>&1 \
-  || fail "wmt14 base on the stand-in (wmt14_standin.log)"
+    train.warmup_steps=50 train.valid_every=100 train.valid_max_sentences=100 \
+    train.log_every=20 train.precision=bf16 train.device=cuda train.pad_to_multiple=8" \
+    >"$OUT/wmt14_standin.log" 2>&1
+fi
 
-# (v) Summary on stdout, whose tail the tool returns: the tables, paragraphs of the logs that
-# start with their "system" header line.
+# (v) Summary on stdout, whose tail the tool returns.
 grep -E '^(torch|gpu|commit) ' "$ENV"
-echo "== tests"; tail -n 12 "$OUT/tests.txt"
-grep -E 'step (20|60|100) \|' "$OUT/wmt14_standin.log" | tail -n 3
-for log in "$OUT"/bench_*.log; do
+echo "== tests"; tail -n 6 "$OUT/tests.txt"
+echo "== recipe (test2016; train_minutes from results.json)"
+grep -E '^(BLEU|chrF)|run_experiment:' "$OUT/recipe.log"
+"$PY" - "$RECIPE" "$UNPADDED" <<'SPEED' || fail "recipe summary"
+import json, statistics, sys
+from pathlib import Path
+for run in sys.argv[1:]:
+    metrics, results = Path(run, "metrics.jsonl"), Path(run, "results.json")
+    if not metrics.exists():
+        print(run, "no metrics.jsonl")
+        continue
+    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    train = [r for r in rows if r["kind"] == "train" and r["step"] > 1]  # step 1: start-up
+    first = [r["tokens_per_s"] for r in train if r["epoch"] == 0]
+    later = [r["tokens_per_s"] for r in train if r["epoch"] >= 2]
+    line = f"{run}: epoch 0 median {statistics.median(first):.0f} tok/s" if first else run
+    if first and later:
+        ratio = statistics.median(later) / statistics.median(first)
+        line += f", epochs 2+ {statistics.median(later):.0f} (later / first {ratio:.2f})"
+    valid = [(r["step"], r["bleu"]) for r in rows if r["kind"] == "valid"]
+    line += f"; valid BLEU by step {valid}"
+    if results.exists():
+        result = json.loads(results.read_text())
+        line += f"; test2016 {result['bleu']:.2f} after {result['train_minutes']:.2f} min"
+    print(line)
+SPEED
+for log in "$OUT"/bench_*.txt; do
   echo "== $log"
   awk 'NF == 0 { keep = 0; next } /^system / { keep = 1 } keep' "$log"
 done
+[[ -f $OUT/wmt14_standin.log ]] && grep -E 'step (20|60|100) \|' "$OUT/wmt14_standin.log"
+echo "== times: ${timings[*]/%/;} total ${SECONDS} s"
 echo "== ${#failed[@]} failed step(s)" && printf '  %s\n' "${failed[@]}"
 ((${#failed[@]} == 0))

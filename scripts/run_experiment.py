@@ -1,7 +1,9 @@
 """Train a config, translate its test set with beam search, and score it: one experiment.
 
-    python scripts/run_experiment.py --config configs/multi30k_de_en.yaml [--average N]
+    python scripts/run_experiment.py [--config configs/multi30k_de_en.yaml] [--average N]
 
+Without --config it takes the quickstart recipe for the machine (`quickstart_config`, one line
+on stderr says which and why): the GPU recipe where torch sees a CUDA device, else the CPU one.
 Runs (or resumes) `tmt train`, averages the periodic checkpoints it kept (`train.keep_last`;
 `--average N`: the last N; none kept or N <= 1: best.pt is decoded instead), translates
 `data.test` with the config's decode settings and prints detokenized cased BLEU, lowercased
@@ -26,6 +28,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+CPU_RECIPE = "configs/multi30k_de_en.yaml"
+GPU_RECIPE = "configs/multi30k_de_en_gpu.yaml"
+
+import torch  # noqa: E402
 
 from transformer_mt.artifacts import load_checkpoint, load_for_inference  # noqa: E402
 from transformer_mt.cli import main as tmt  # noqa: E402
@@ -40,7 +46,7 @@ from transformer_mt.inference.translator import LineSettings, Translator  # noqa
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--config", required=True)
+    p.add_argument("--config", help="default: the quickstart recipe for this machine")
     p.add_argument("--run-dir", help="default: runs/<config name>")
     p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="config overrides")
     p.add_argument(
@@ -56,8 +62,25 @@ def parse_args() -> argparse.Namespace:
     return p.parse_args()
 
 
+def quickstart_config() -> tuple[str, str]:
+    """(the quickstart config for this machine, why): the GPU recipe when torch sees a CUDA
+    device, whose batches and validation schedule the CPU recipe's would waste; else the CPU
+    recipe, sized for an hour on two cores."""
+    if torch.cuda.is_available():
+        return GPU_RECIPE, f"torch sees a CUDA device ({torch.cuda.get_device_name()})"
+    return CPU_RECIPE, "torch sees no CUDA device"
+
+
 def main() -> int:
     args = parse_args()
+    if args.config is None:
+        recipe, reason = quickstart_config()
+        print(
+            f"run_experiment: {recipe}: {reason} (--config, or make quickstart CONFIG=FILE, "
+            "picks another)",
+            file=sys.stderr,
+        )
+        args.config = str(REPO / recipe)
     run_dir = Path(args.run_dir or REPO / "runs" / Path(args.config).stem)
     overrides = ["--set", *args.set] if args.set else []
     try:

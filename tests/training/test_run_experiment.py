@@ -85,3 +85,24 @@ def test_joined_bleu_scores_lines_of_n_sentences_against_joined_references():
     assert length == (7 + 8) / 2
     wrong = ["x y z w", "v u t", "s r q", "p o n m l", "k"]
     assert joined_bleu(_EchoTranslator(), sources, wrong, 2)[0] < 1.0
+
+
+@pytest.mark.parametrize("cuda", [False, True])
+def test_without_a_config_the_recipe_follows_the_machine(
+    run_experiment, tmp_path, monkeypatch, capsys, cuda
+):
+    """`make quickstart` passes no --config: the GPU recipe where torch sees CUDA, else the
+    CPU one, named in one line with the reason; both recipes load."""
+    calls = []
+    monkeypatch.setattr(run_experiment, "tmt", lambda argv: calls.append(argv) or 2)
+    monkeypatch.setattr(run_experiment.torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(run_experiment.torch.cuda, "get_device_name", lambda: "NVIDIA H200")
+    monkeypatch.setattr(run_experiment, "check_sources", lambda data: None)
+    argv = ["run_experiment.py", "--run-dir", str(tmp_path / "run")]
+    monkeypatch.setattr(sys, "argv", argv)
+    assert run_experiment.main() == 2
+    recipe = "configs/multi30k_de_en_gpu.yaml" if cuda else "configs/multi30k_de_en.yaml"
+    assert calls[0][:3] == ["train", "--config", str(REPO / recipe)]
+    note = capsys.readouterr().err.strip().splitlines()[0]
+    why = "torch sees a CUDA device (NVIDIA H200)" if cuda else "torch sees no CUDA device"
+    assert note.startswith(f"run_experiment: {recipe}: {why}")
