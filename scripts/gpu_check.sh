@@ -7,16 +7,17 @@
 #   OUT=DIR bash scripts/gpu_check.sh          # on the GPU machine, from the repository root
 #
 # Steps and their timeouts:
-#   tests      the CUDA tests, the update without a wait for the device among them      45 s
+#   tests      the CUDA tests, the update without a wait for the device among them      80 s
 #   recipe     `make quickstart`'s GPU recipe end to end (scripts/run_experiment.py with
 #              configs/multi30k_de_en_gpu.yaml): test2016 BLEU and the minutes it took, and
 #              its tokens/s in the first epoch against later ones (metrics.jsonl)           240 s
-#   unpadded   the same recipe with train.pad_to_multiple=1 for 300 updates: the first
-#              epoch's tokens/s without padded shapes                                       45 s
+#   unpadded   the same recipe with train.pad_to_multiple=1 for 200 updates (3 epochs):
+#              the first epoch's tokens/s without padded shapes                             30 s
 #   train      scripts/benchmark.py train, ours and HF Marian at the quickstart and base
-#              sizes, 4k and then 32k tokens an update                                   2 x 40 s
+#              sizes, 4k and then 32k tokens an update                                   2 x 35 s
 #   translate  scripts/benchmark.py translate, ours, HF generate and CTranslate2, beam 5 and
-#              greedy, 64 sentences a batch                                                 50 s
+#              greedy, 64 sentences a batch                                                 45 s
+# with about 15 s of setup: 480 s at most.
 # Opt-in, beyond the 8 minutes: GPU_CHECK_COMPILE=1 (train.compile at the base size, 150 s),
 # GPU_CHECK_WMT14=1 (the WMT14 base recipe's first 100 updates on a stand-in corpus, 180 s).
 #
@@ -100,7 +101,7 @@ nvidia-smi >>"$ENV" 2>&1 || fail "nvidia-smi"  # the card, driver and clocks of 
 [[ -f data/multi30k/test2016.de ]] || fail "data/multi30k not carried: recipe and translate fail"
 
 # (ii) The CUDA tests; TMT_GPU_TEST_DEVICE=cuda turns a missing CUDA into failures, not skips.
-TMT_GPU_TEST_DEVICE=cuda step tests 45 "$PY" -m pytest -m gpu tests/gpu \
+TMT_GPU_TEST_DEVICE=cuda step tests 80 "$PY" -m pytest -m gpu tests/gpu \
   tests/training/test_sync_free.py -q -p no:cacheprovider >"$OUT/tests.txt" 2>&1
 
 # (iii) The GPU recipe as `make quickstart` runs it where torch sees CUDA, from a fresh run
@@ -112,8 +113,8 @@ rm -rf "$RECIPE" "$UNPADDED"
 step recipe 240 "$PY" scripts/run_experiment.py --config configs/multi30k_de_en_gpu.yaml \
   --run-dir "$RECIPE" >"$OUT/recipe.log" 2>&1
 cp "$RECIPE/metrics.jsonl" "$OUT/recipe_metrics.jsonl" 2>/dev/null
-step unpadded 45 "$PY" -m transformer_mt train --config configs/multi30k_de_en_gpu.yaml \
-  --run-dir "$UNPADDED" --set train.pad_to_multiple=1 train.max_steps=300 \
+step unpadded 30 "$PY" -m transformer_mt train --config configs/multi30k_de_en_gpu.yaml \
+  --run-dir "$UNPADDED" --set train.pad_to_multiple=1 train.max_steps=200 \
   train.warmup_steps=100 train.max_minutes=null >"$OUT/unpadded.log" 2>&1
 cat "$UNPADDED/metrics.jsonl" >>"$OUT/unpadded.log" 2>/dev/null
 
@@ -125,11 +126,11 @@ case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)" in
   *) PEAK=() ;;  # another card: MFU left out rather than guessed
 esac
 for tokens in 4096 32768; do
-  step "train $tokens" 40 "$PY" scripts/benchmark.py train --sizes quickstart base \
+  step "train $tokens" 35 "$PY" scripts/benchmark.py train --sizes quickstart base \
     --systems ours hf --max-tokens "$tokens" --pad-to-multiple 8 --precision bf16 --device cuda \
     --steps 10 --warmup 3 "${PEAK[@]}" >>"$OUT/bench_train.txt" 2>&1
 done
-step translate 50 "$PY" scripts/benchmark.py translate --device cuda --beams 5 1 \
+step translate 45 "$PY" scripts/benchmark.py translate --device cuda --beams 5 1 \
   --batch-sizes 64 --fixed-length 20 --repeats 2 >"$OUT/bench_translate.txt" 2>&1
 if [[ ${GPU_CHECK_COMPILE:-0} == 1 ]]; then  # slower than eager on the development CPU
   step "train --compile" 150 "$PY" scripts/benchmark.py train --sizes base --systems ours \

@@ -19,8 +19,10 @@ class TrainConfig:
     max_tokens: int = 4096  # tokens per batch, padding included, max(source, target) side
     # Pad batch lengths up to multiples of this (8 suits tensor cores): a GPU then sees a few
     # dozen batch shapes, not a new one almost every batch, each costing kernel selection and
-    # allocator growth once. 1 (off) for CPUs: at max_tokens 2048 padding to 8 leaves 14% fewer
-    # real target tokens in a Multi30k batch, for no per-shape cost on a CPU to save.
+    # allocator growth once. On the 2-core CPU (Multi30k, max_tokens 2048) 8 gave 20% more
+    # updates an hour at about the same real tokens/s, each batch holding 14% fewer real target
+    # tokens, and no lower BLEU at equal updates (docs/results.md); 1 keeps the CPU recipe's
+    # batches, whose hour-long BLEU with 8 is not measured.
     pad_to_multiple: int = 1
     update_freq: int = 1  # batches accumulated into one update
     schedule: Literal["inverse_sqrt", "noam", "linear"] = "inverse_sqrt"
@@ -52,7 +54,9 @@ class TrainConfig:
     valid_max_sentences: int | None = None  # decode only the first N valid sentences for BLEU
     keep_last: int = 5  # periodic checkpoints kept besides best.pt and last.pt
     patience: int = 0  # stop after this many validations without a better BLEU (0: off)
-    nonfinite_loss: Literal["stop", "skip"] = "stop"  # a NaN/inf loss stops or skips the update
+    # A NaN/inf loss or gradient norm: the update is skipped on the device; stop then ends the
+    # run at the next metrics row or checkpoint, naming the step (no wait in every update).
+    nonfinite_loss: Literal["stop", "skip"] = "stop"
     # Fine-tuning: start from this checkpoint's weights, tokenizers and special ids (ours or
     # `tmt import`ed); the run's model and tokenizer sections are the checkpoint's (keys set
     # otherwise are refused, training-only ones such as dropout excepted). None: from scratch.
