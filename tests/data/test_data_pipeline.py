@@ -1,10 +1,19 @@
 """The data path of `tmt train` on a Multi30k slice: tokenizer in the run dir, cached encodings,
 batches of the kept pairs."""
 
+import dataclasses
+import itertools
+
 import pytest
 
 from tests.corpora import slice_lines
-from transformer_mt.config import DataConfig, ExperimentConfig, TokenizerConfig, dump_config
+from transformer_mt.config import (
+    DataConfig,
+    ExperimentConfig,
+    TokenizerConfig,
+    TrainConfig,
+    dump_config,
+)
 from transformer_mt.data.dataset import DataError, column_texts
 from transformer_mt.data.encoding import encode_corpus
 from transformer_mt.data.pipeline import encode_splits, prepare_data, train_tokenizers_for
@@ -56,6 +65,17 @@ def test_prepare_data_twice(tmp_path):
     batched = [i for batch in data.train.iterate(epoch=0) for i in batch.indices.tolist()]
     assert sorted(batched) == list(range(len(second.train)))  # every kept pair, once an epoch
     assert data.valid_references == column_texts(second.valid_text, "tgt")
+    for streaming in (False, True):  # train.pad_to_multiple reaches both kinds of batches
+        experiment = ExperimentConfig(
+            data=dataclasses.replace(cfg, streaming=streaming, workers=0),
+            tokenizer=tok_cfg,
+            train=TrainConfig(max_tokens=200, pad_to_multiple=8),
+        )
+        padded = prepare_data(experiment, tokenizers.src, tokenizers.tgt, SpecialTokens())
+        batches = itertools.islice(padded.train, 30)  # an epoch and more
+        shapes = {(b.src_ids.shape[1], b.tgt_in_ids.shape[1]) for b in batches}
+        longest = 20 + 1  # max_len and the eos or bos
+        assert all(n % 8 == 0 or n == longest for shape in shapes for n in shape), shapes
 
 
 def test_missing_valid_file_is_reported_before_any_work(tmp_path):

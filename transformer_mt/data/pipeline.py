@@ -156,7 +156,12 @@ def prepare_data(
     train: BatchIterator | StreamingBatches
     if config.data.streaming:
         settings = StreamSettings(
-            config.data, train_cfg.max_tokens, train_cfg.seed, rank, world_size
+            config.data,
+            train_cfg.max_tokens,
+            train_cfg.seed,
+            rank,
+            world_size,
+            train_cfg.pad_to_multiple,
         )
         train = StreamingBatches(settings, src_tok, tgt_tok, framing)
         valid_text = load_split(config.data, "valid")
@@ -165,7 +170,8 @@ def prepare_data(
         splits = encode_splits(config.data, src_tok, tgt_tok)
         resample = _dropout_corpus(config, splits, src_tok, tgt_tok)
         train = BatchIterator(
-            splits.train, train_cfg.max_tokens, train_cfg.seed, rank, world_size, resample, framing
+            *(splits.train, train_cfg.max_tokens, train_cfg.seed, rank, world_size),
+            *(resample, framing, train_cfg.pad_to_multiple),
         )
         valid, valid_text = splits.valid, splits.valid_text
     n_bleu = min(len(valid), train_cfg.valid_max_sentences or len(valid))

@@ -9,7 +9,6 @@ both ready.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import platform
 import sys
@@ -31,11 +30,9 @@ from transformer_mt.config import (
     given_keys,
     load_config,
 )
-from transformer_mt.data.batching import BatchIterator
 from transformer_mt.data.dataset import check_sources
-from transformer_mt.data.pipeline import TrainData, prepare_data, train_tokenizers_for
+from transformer_mt.data.pipeline import prepare_data, train_tokenizers_for
 from transformer_mt.data.specials import own_specials
-from transformer_mt.data.streaming import StreamingBatches
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import atomic_open, atomic_path
@@ -161,7 +158,6 @@ def _train(
         dist,
         lambda: prepare_data(config, src_tok, tgt_tok, specials, dist.rank, dist.world_size),
     )
-    data = _padded_to_multiple(data, config.train.pad_to_multiple)
     seed_everything(config.train.seed)
     vocab_sizes = (src_tok.vocab_size, tgt_tok.vocab_size)
     model = build_model(config.model, *vocab_sizes, specials.pad, kernel=kernels.attention)
@@ -180,25 +176,6 @@ def _train(
         trainer.restore(resume)
         log.info("resumed from %s at step %d", resume_path, trainer.step)
     return trainer.train().exit_code
-
-
-def _padded_to_multiple(data: TrainData, multiple: int) -> TrainData:
-    """`data` with training batches whose lengths are padded to multiples of `multiple`
-    (train.pad_to_multiple): the same cursor, corpus and position, built again with it
-    before its first batch, since `prepare_data` pads each batch to its longest row."""
-    train = data.train
-    if multiple == 1:
-        return data
-    padded: BatchIterator | StreamingBatches
-    if isinstance(train, StreamingBatches):
-        settings = dataclasses.replace(train.settings, pad_to_multiple=multiple)
-        padded = StreamingBatches(settings, *train.tokenizers, train.framing)
-    else:
-        padded = BatchIterator(
-            *(train.corpus, train.max_tokens, train.seed, train.rank, train.world_size),
-            *(train.resample, train.framing, multiple),
-        )
-    return dataclasses.replace(data, train=padded)
 
 
 @contextmanager
