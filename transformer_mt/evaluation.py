@@ -4,22 +4,27 @@ Scores are computed on detokenised text (what `tmt translate` writes and what th
 file holds), letting each metric tokenise the text its own standard way (BLEU: 13a), so the
 numbers are comparable across papers (Post 2018, "A Call for Clarity in Reporting BLEU Scores").
 Files are read as sacrebleu's command line reads them: UTF-8, one segment per "\\n"-separated
-line, trailing whitespace stripped.
+line, trailing whitespace stripped. A stream too long to hold (`tmt translate --ref` of a large
+file) is scored a chunk at a time by `CorpusScorer`, which keeps only the summed statistics.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.metrics.base import Metric
+from sacrebleu.metrics.base import Score as BaseScore
 
 from transformer_mt.errors import TmtError
-from transformer_mt.files import read_lines
+from transformer_mt.files import iter_lines, read_lines
 
 METRICS = ("bleu", "chrf", "ter")
+# sacrebleu's BLEU warns once a corpus holds this many hypotheses ending in " ." (tokenised text).
+TOKENIZED_PERIODS = 100
 
 
 @dataclass(frozen=True)
@@ -32,14 +37,16 @@ class Score:
     string: str  # sacrebleu's one-line report, signature included
 
 
-def build_metric(name: str, lowercase: bool = False) -> Metric:
+def build_metric(name: str, lowercase: bool = False, force: bool = False) -> Metric:
     """A sacrebleu metric with its default settings, case-insensitive if `lowercase`.
 
     `lowercase` means the same for every metric, so TER is case-sensitive unless it is set
     (sacrebleu's own TER default is case-insensitive, its command line's `--ter-case-sensitive`).
+    `force` silences BLEU's warning about tokenised hypotheses (not in the signature), for a
+    caller that warns once itself rather than once per call.
     """
     if name == "bleu":
-        return BLEU(lowercase=lowercase)
+        return BLEU(lowercase=lowercase, force=force)
     if name == "chrf":
         return CHRF(lowercase=lowercase)
     if name == "ter":
@@ -73,12 +80,76 @@ def corpus_scores(
     scores = []
     for name in metrics:
         metric = build_metric(name, lowercase)
-        result = metric.corpus_score(list(hypotheses), [list(references)])
-        signature = str(metric.get_signature())
-        scores.append(
-            Score(result.name, result.score, signature, result.format(signature=signature))
-        )
+        scores.append(_score(metric, metric.corpus_score(list(hypotheses), [list(references)])))
     return scores
+
+
+def _score(metric: Metric, result: BaseScore) -> Score:
+    """`result`, scored by `metric`, with the metric's signature."""
+    signature = str(metric.get_signature())
+    return Score(result.name, result.score, signature, result.format(signature=signature))
+
+
+class CorpusScorer:
+    """Corpus scores of segments added a chunk at a time, equal to `corpus_scores` of them all.
+
+    A corpus score is computed from per-segment statistics (n-gram matches and lengths, edit
+    counts) summed over the corpus, so only each metric's running sums are held, whatever the
+    number of segments. sacrebleu (2.6) offers no public call for that: `corpus_score` itself
+    is `_extract_corpus_statistics`, summed, then `_compute_score_from_stats`, and those two
+    are called here; tests/test_corpus_scorer.py pins the result to `corpus_score`, so a
+    sacrebleu that changes them fails there.
+    """
+
+    def __init__(self, metrics: Sequence[str] = ("bleu", "chrf"), lowercase: bool = False):
+        """Raises: TmtError: an unknown metric name."""
+        self._metrics = [build_metric(name, lowercase, force=True) for name in metrics]
+        self._sums: list[list[float] | None] = [None] * len(self._metrics)
+        self.segments = 0
+        self._tokenized = 0  # hypotheses ending in " .", for BLEU's one warning
+
+    def add(self, hypotheses: Sequence[str], references: Sequence[str]) -> None:
+        """Count the statistics of `hypotheses` against one reference each.
+
+        Raises:
+            TmtError: hypotheses and references differ in number.
+        """
+        if len(hypotheses) != len(references):
+            raise TmtError(
+                f"{len(hypotheses)} hypotheses but {len(references)} references: one each needed"
+            )
+        if not hypotheses:
+            return
+        for i, metric in enumerate(self._metrics):
+            stats = metric._extract_corpus_statistics(list(hypotheses), [list(references)])
+            sums = [sum(column) for column in zip(*stats, strict=True)]
+            total = self._sums[i]
+            self._sums[i] = (
+                sums if total is None else [a + b for a, b in zip(total, sums, strict=True)]
+            )
+        self.segments += len(hypotheses)
+        self._tokenized += sum(hypothesis.endswith(" .") for hypothesis in hypotheses)
+
+    def scores(self) -> list[Score]:
+        """The scores of every segment added, in the order of the metrics.
+
+        Raises:
+            TmtError: no segment was added.
+        """
+        if self.segments == 0:
+            raise TmtError("no segments to score: hypotheses and references are both empty")
+        if self._tokenized >= TOKENIZED_PERIODS and any(
+            isinstance(metric, BLEU) for metric in self._metrics
+        ):
+            logging.getLogger("sacrebleu").warning(
+                "%d hypotheses end in a tokenized period (' .'): if the text was not "
+                "detokenized, BLEU is lower than it should be",
+                self._tokenized,
+            )
+        return [
+            _score(metric, metric._compute_score_from_stats(sums))
+            for metric, sums in zip(self._metrics, self._sums, strict=True)
+        ]
 
 
 def evaluate_files(
@@ -128,3 +199,13 @@ def read_segments(path: str | Path) -> list[str]:
         TmtError: the file is missing, unreadable or not UTF-8 (naming the line).
     """
     return [line.rstrip() for line in read_lines(path)]
+
+
+def iter_segments(path: str | Path) -> Iterator[str]:
+    """`read_segments`, one segment at a time: for files larger than memory.
+
+    Raises:
+        TmtError: as `read_segments`, when the bad part is reached.
+    """
+    for line in iter_lines(path):
+        yield line.rstrip()

@@ -3,11 +3,13 @@ per-line options of their files (--prefix, --constraints), a glossary, a report 
 content (--report) and scores against references (--ref). Also the Translator as the flags
 load it, and the warnings about what it changed in the input, which documents share.
 
-A file given as --input is counted in a first pass over its bytes (the total for progress and
-for the per-line files' checks) and then translated as it is read, a chunk at a time: memory
-stays flat whatever its size. Written to a file (--output), such a run is resumable: stopped,
-it keeps the chunks done beside the output and the same command continues from there
-(`inference.resume`). Piped input is read whole, to know its total, as before."""
+The input is translated as it is read, a chunk at a time, and so are the references of --ref
+(each chunk's translations scored as they come, `evaluation.CorpusScorer`): memory stays flat
+whatever their size. A file given as --input is counted first, in a pass over its bytes (the
+total for progress and for checking the per-line and reference files before any decoding);
+piped input cannot be counted before it is read, so its lines are checked against those files
+as they come. Written to a file (--output), a file's run is resumable: stopped, it keeps the
+chunks done beside the output and the same command continues from there (`inference.resume`)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import argparse
 import contextlib
 import itertools
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +28,7 @@ from transformer_mt.errors import TmtError
 from transformer_mt.progress import PROGRESS_SECONDS, ProgressReport
 
 if TYPE_CHECKING:  # imported where used: `tmt --help` loads no model library
+    from transformer_mt.evaluation import CorpusScorer
     from transformer_mt.inference.glossary import Glossary
     from transformer_mt.inference.requests import Texts
     from transformer_mt.inference.resume import PartialOutput
@@ -42,14 +45,28 @@ CHUNK_LINES = 2000
 @dataclass(frozen=True)
 class _LineFiles:
     """What the files of --ref, --prefix, --constraints and --glossary hold (None: not given),
-    read before the model loads. They are held whole: references are scored with the whole
-    output at the end, and a per-line file is checked (its count, UTF-8, phrase lengths)
-    before any decoding, so that a mistake on its last line costs no translation time."""
+    read before the model loads, so that a mistake on their last line costs no translation
+    time. The references are only counted (their UTF-8 checked): they are read again beside
+    the translations and scored a chunk at a time. A per-line file is held whole, checked (its
+    count, UTF-8, phrase lengths) before any decoding."""
 
-    references: list[str] | None
+    ref_lines: int | None
     prefixes: list[str] | None
     constraints: list[list[str]] | None
     glossary: Glossary | None
+
+
+@dataclass(frozen=True)
+class _RefScores:
+    """The scores against --ref of the translations so far: each chunk's best translations
+    against the reference lines beside them, read as they come."""
+
+    scorer: CorpusScorer
+    references: Iterator[str]
+
+    def add(self, translations: Sequence[Translation]) -> None:
+        hypotheses = [translation.texts[0] for translation in translations]
+        self.scorer.add(hypotheses, list(itertools.islice(self.references, len(hypotheses))))
 
 
 @dataclass(frozen=True)
@@ -57,9 +74,9 @@ class _Source:
     """The input: its name in messages, its lines, and their per-line options."""
 
     name: str
-    lines: Iterable[str]  # read as it streams, except from a pipe (held, to count it)
+    lines: Iterable[str]  # read as it streams
     interactive: bool  # typed at a terminal: each line is translated as it comes
-    total: int | None  # None: read as typed
+    total: int | None  # None: not known before it is read (a pipe, a terminal)
     options: Texts | None
     is_file: bool  # --input names a regular file (counted, then streamed)
 
@@ -72,25 +89,31 @@ def translate_lines(args: argparse.Namespace) -> int:
     files = _read_line_files(args)
     if args.device == "cpu":
         set_cpu_threads(args.quiet)
-    best: list[str] | None = None if files.references is None else []
     with contextlib.ExitStack() as stack:
         source = _read_source(args, files, stack)
+        scores = None if args.ref is None else _ref_scores(args.ref, stack)
         alignment_layer = args.alignment_layer if args.alignments else None
         translator = load_translator(
             args, alignment_layer=alignment_layer, split_sentences=args.split_sentences
         )
         count = _translate(
-            args, translator, source, glossary=files.glossary, stack=stack, best=best
+            args, translator, source, glossary=files.glossary, stack=stack, scores=scores
         )
     print_input_warnings(translator)
     if not args.quiet:
         print(f"translated {count} line(s)", file=sys.stderr)
-    if files.references is not None and best is not None:
-        from transformer_mt.evaluation import corpus_scores
-
-        for score in corpus_scores(best, files.references, ["bleu", "chrf"]):
+    if scores is not None:
+        for score in scores.scorer.scores():
             print(score.string, file=sys.stderr)
     return 0
+
+
+def _ref_scores(path: str, stack: contextlib.ExitStack) -> _RefScores:
+    """BLEU and chrF against the references of `path`, read as the translations come."""
+    from transformer_mt.evaluation import CorpusScorer, iter_segments
+
+    references = stack.enter_context(contextlib.closing(iter_segments(path)))
+    return _RefScores(CorpusScorer(["bleu", "chrf"]), references)
 
 
 def load_translator(
@@ -142,16 +165,12 @@ def load_glossary(args: argparse.Namespace) -> Glossary | None:
 
 
 def _read_line_files(args: argparse.Namespace) -> _LineFiles:
-    from transformer_mt.files import read_lines
+    from transformer_mt.files import iter_lines, read_lines
     from transformer_mt.inference.glossary import read_constraints
 
-    references = None
-    if args.ref is not None:
-        from transformer_mt.evaluation import read_segments
-
-        references = read_segments(args.ref)
+    ref_lines = None if args.ref is None else sum(1 for _ in iter_lines(args.ref))
     return _LineFiles(
-        references=references,
+        ref_lines=ref_lines,
         prefixes=None if args.prefix is None else read_lines(args.prefix),
         constraints=None if args.constraints is None else read_constraints(args.constraints),
         glossary=load_glossary(args),
@@ -161,27 +180,70 @@ def _read_line_files(args: argparse.Namespace) -> _LineFiles:
 def _read_source(
     args: argparse.Namespace, files: _LineFiles, stack: contextlib.ExitStack
 ) -> _Source:
-    """The input: a file counted, then read as it streams; a pipe read whole to count it; a
-    terminal's lines as typed. Per-line files must have as many lines as it."""
+    """The input, read as it streams: a file counted first and the reference and per-line
+    files checked against it; a pipe's (or a terminal's) lines checked as they come
+    (`_checked_lines`), a terminal's translated as typed."""
     from transformer_mt.files import decode_lines
 
     interactive = args.input == "-" and sys.stdin is not None and sys.stdin.isatty()
     name = "<stdin>" if args.input == "-" else args.input
     is_file = args.input != "-" and Path(args.input).is_file()
+    lines: Iterator[str] = decode_lines(open_in(args.input, stack), name)
     total = _count_lines(args.input) if is_file else None
-    lines: Iterable[str] = decode_lines(open_in(args.input, stack), name)
-    if interactive and files.prefixes is None and files.constraints is None:
-        return _Source(name, lines, interactive=True, total=None, options=None, is_file=False)
-    if total is None:
-        lines = list(lines)
-        total = len(lines)
-    if files.references is not None:
+    if total is not None:
+        _check_ref_lines(args, files, name, total)
+        options = _line_options(args, files, name=name, total=total)
+        return _Source(name, lines, interactive, total, options, is_file=True)
+
+    def check(count: int) -> None:
+        _check_ref_lines(args, files, name, count)
+        _line_options(args, files, name=name, total=count)
+
+    expected = _expected_lines(files, lines, check)
+    if expected is None:
+        return _Source(name, lines, interactive, None, None, is_file=False)
+    options = _line_options(args, files, name=name, total=expected)
+    lines = _checked_lines(lines, expected, check)
+    return _Source(name, lines, interactive, None, options, is_file=False)
+
+
+def _check_ref_lines(args: argparse.Namespace, files: _LineFiles, name: str, count: int) -> None:
+    """Refuse a --ref file without a line for each of the input's `count` lines, or an empty
+    input and reference (`evaluation.check_line_counts`)."""
+    if files.ref_lines is not None:
         from transformer_mt.evaluation import check_line_counts
 
-        check_line_counts(name, total, args.ref, len(files.references))
-    options = _line_options(args, files, name=name, total=total)
-    total_known = None if interactive else total
-    return _Source(name, lines, interactive, total_known, options, is_file=is_file)
+        check_line_counts(name, count, args.ref, files.ref_lines)
+
+
+def _expected_lines(
+    files: _LineFiles, lines: Iterator[str], check: Callable[[int], None]
+) -> int | None:
+    """The lines a pipe must hold: those of its reference and per-line files (None: none
+    given). When they differ, one of them cannot match: the pipe is counted (not held) and
+    `check` refuses that one by name."""
+    counts = {len(held) for held in (files.prefixes, files.constraints) if held is not None}
+    if files.ref_lines is not None:
+        counts.add(files.ref_lines)
+    if len(counts) > 1:
+        check(sum(1 for _ in lines))
+    return min(counts, default=None)
+
+
+def _checked_lines(
+    lines: Iterator[str], expected: int, check: Callable[[int], None]
+) -> Iterator[str]:
+    """The lines of a pipe as they come, refused by `check` (with their number) once they
+    pass `expected` (the rest counted, not held) or when they end short of it. The end is
+    reached before the last chunk is translated, so a short input costs only the chunks
+    before."""
+    count = 0
+    for line in lines:
+        if count == expected:
+            check(count + 1 + sum(1 for _ in lines))
+        count += 1
+        yield line
+    check(count)
 
 
 def _count_lines(path: str) -> int:
@@ -229,11 +291,11 @@ def _translate(
     *,
     glossary: Glossary | None,
     stack: contextlib.ExitStack,
-    best: list[str] | None,
+    scores: _RefScores | None,
 ) -> int:
-    """Translate `source` to --output (and --report), the best translations appended to
-    `best` (None: not kept); the number of lines translated, by this run and the earlier
-    ones it continued. A phrase that cannot be met names its line."""
+    """Translate `source` to --output (and --report), each chunk's best translations added
+    to `scores` (None: --ref not given); the number of lines translated, by this run and the
+    earlier ones it continued. A phrase that cannot be met names its line."""
     from transformer_mt.inference.constrained import ConstraintsError
     from transformer_mt.inference.stream import LineOptions, translate_stream
 
@@ -243,8 +305,8 @@ def _translate(
     report = None if args.report is None else open_out(args.report, stack)
 
     def chunk_done(translations: Sequence[Translation], lines_done: int) -> None:
-        if best is not None:
-            best.extend(translation.texts[0] for translation in translations)
+        if scores is not None:
+            scores.add(translations)
         if partial is not None:
             partial.commit(lines_done)
 
@@ -293,7 +355,8 @@ def _open_partial(
 ) -> PartialOutput | None:
     """The resumable output of a file translated to a file (None: another run), saying on
     stderr what became of an earlier run's partial. Not with --ref, whose scores need the
-    translations of every chunk, nor --report, a second output."""
+    translations of every chunk (an earlier run's are not scored again), nor --report, a
+    second output."""
     output = Path(args.output)
     stream = output.exists() and not output.is_file()  # a device, a FIFO
     if args.output == "-" or stream or not source.is_file or args.ref or args.report:

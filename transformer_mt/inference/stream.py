@@ -47,8 +47,7 @@ class LineOptions:
 
     Attributes:
         per_line: the options of each line (`Texts` of all the lines: prefixes, constraints),
-            each chunk asked with its own lines'; None: none, and the lines may stream (a
-            terminal's, whose number is not known in advance).
+            each chunk asked with its own lines'; None: none given.
         glossary: terms whose targets the translation of a sentence holding them contains,
             for every line.
         first_line: the input line (from 0) the stream's first line is: the lines before it
