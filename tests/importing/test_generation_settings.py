@@ -9,7 +9,7 @@ import torch
 
 from tests.corpora import slice_lines
 from tests.importing.builders import build_marian_searching, build_nllb
-from transformer_mt.artifacts import load_checkpoint
+from transformer_mt.artifacts import load_checkpoint, save_checkpoint
 from transformer_mt.cli import main
 from transformer_mt.config import DecodeConfig
 from transformer_mt.interop.import_generation import read_generation
@@ -185,3 +185,34 @@ def test_tmt_import_says_each_setting_our_search_follows_otherwise(tmp_path, cap
     notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: ")]
     said = [note.removeprefix("note: ").split(": ", 1)[1].split(":")[0] for note in notes]
     assert said == ["repetition_penalty=1.2"]
+
+
+def test_the_hf_export_searches_as_the_checkpoint(searching, tmp_path, capsys):
+    """`tmt export --format hf` writes the decode section back as the generation config: the
+    original model's settings come back, and generate() on the export equals tmt translate."""
+    original, tokenizer, checkpoint = searching
+    out = tmp_path / "hf"
+    assert main(["export", str(checkpoint), str(out), "--format", "hf"]) == 0
+    assert "note:" not in capsys.readouterr().err  # every setting said
+    exported = transformers.MarianMTModel.from_pretrained(out).eval()
+    mine, theirs = original.generation_config, exported.generation_config
+    for key in ("num_beams", "length_penalty", "early_stopping"):
+        assert getattr(theirs, key) == getattr(mine, key), key
+    assert (theirs.max_new_tokens, theirs.min_new_tokens) == (19, 1)  # max_length 20, min 2
+    assert generated(exported, tokenizer) == translate(checkpoint, tmp_path)
+
+
+def test_what_generate_cannot_say_is_noted_at_export(searching, tmp_path, capsys):
+    """Our own defaults (GNMT penalty, a limit growing with the source) are noted, one line
+    each, and written as the nearest settings generate has."""
+    _, _, checkpoint = searching
+    changed = tmp_path / "gnmt.pt"
+    loaded = load_checkpoint(checkpoint)
+    loaded.config["decode"].update(length_norm="gnmt", max_len_a=1.5, max_len_b=10)
+    save_checkpoint(loaded, changed)
+    assert main(["export", str(changed), str(tmp_path / "hf"), "--format", "hf"]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    assert len(notes) == 2
+    assert "gnmt" in notes[0] and "max_len_a=1.5" in notes[1]
+    generation = transformers.GenerationConfig.from_pretrained(tmp_path / "hf")
+    assert (generation.length_penalty, generation.max_new_tokens) == (1.0, None)

@@ -76,7 +76,7 @@ def add_export(sub: argparse._SubParsersAction) -> None:
 def _run_export(args: argparse.Namespace) -> int:
     from transformer_mt.interop.export import export
 
-    out = export(
+    out, notes = export(
         args.checkpoint,
         args.out_dir,
         fmt=args.format,
@@ -84,4 +84,6 @@ def _run_export(args: argparse.Namespace) -> int:
         shortlist=args.shortlist,
     )
     print(f"wrote {args.format} model to {out}", file=sys.stderr)
+    for note in notes:  # decode settings generate follows otherwise
+        print(f"note: {note}", file=sys.stderr)
     return 0

@@ -49,6 +49,7 @@ from transformer_mt.files import output_folder
 from transformer_mt.interop.export_ct2 import export_ctranslate2, export_inputs
 from transformer_mt.interop.hf_m2m100 import SPM_FILE, m2m100_limits, to_m2m100
 from transformer_mt.interop.hf_marian import MARIAN, to_marian
+from transformer_mt.interop.import_generation import generation_keys
 from transformer_mt.interop.limits import check_expressible
 
 FORMATS = ("hf", "ctranslate2")
@@ -77,9 +78,11 @@ def hf_family(cfg: ModelConfig) -> str:
     return "m2m100" if cfg.pre_norm and cfg.positions == "sinusoidal_fairseq" else "marian"
 
 
-def export_hf(checkpoint: str | Path, out_dir: str | Path) -> Path:
+def export_hf(checkpoint: str | Path, out_dir: str | Path) -> tuple[Path, list[str]]:
     """Write a Hugging Face model + tokenizer directory equivalent to `checkpoint`: Marian, or
-    M2M100 with an NllbTokenizer (`hf_family`).
+    M2M100 with an NllbTokenizer (`hf_family`), whose generation config searches as the
+    checkpoint's decode section does; returns it with a line for each decode setting
+    `generate` cannot follow (`generation_keys`).
 
     Raises:
         TmtError: transformers is missing, the model uses options the family lacks, an M2M100
@@ -101,7 +104,7 @@ def export_hf(checkpoint: str | Path, out_dir: str | Path) -> Path:
         write = _write_marian
     with output_folder(out_dir, export_inputs(checkpoint, bundle)) as tmp:
         write(bundle, tmp)
-    return Path(out_dir)
+    return Path(out_dir), generation_keys(bundle.config.decode, cfg.max_positions)[1]
 
 
 def _write_marian(bundle: InferenceBundle, out: Path) -> None:
@@ -113,6 +116,7 @@ def _write_marian(bundle: InferenceBundle, out: Path) -> None:
     hf_model = to_marian(bundle.model, bos_id=specials.bos, eos_id=specials.eos)
     # transformers' generate then never produces them either (OPUS-MT ships [[pad]]).
     hf_model.generation_config.bad_words_ids = [[i] for i in specials.never] or None
+    _set_search(hf_model.generation_config, bundle)
     hf_model.save_pretrained(out)
     joint = _one_vocabulary(src, tgt)
     (out / "source.spm").write_bytes(src.model_bytes)
@@ -137,6 +141,13 @@ def _write_marian(bundle: InferenceBundle, out: Path) -> None:
         model_max_length=bundle.config.model.max_positions,
     )
     tokenizer.save_pretrained(out)
+
+
+def _set_search(generation: Any, bundle: InferenceBundle) -> None:
+    """The checkpoint's decode section as `generation` (a GenerationConfig) says it."""
+    keys, _ = generation_keys(bundle.config.decode, bundle.config.model.max_positions)
+    for key, value in keys.items():
+        setattr(generation, key, value)
 
 
 def _check_nllb_tokenizer(bundle: InferenceBundle) -> None:
@@ -173,6 +184,7 @@ def _write_m2m100(bundle: InferenceBundle, out: Path) -> None:
     generation.decoder_start_token_id = specials.bos
     generation.forced_bos_token_id = None  # the target language's code: per request
     generation.bad_words_ids = [[i] for i in specials.never] or None
+    _set_search(generation, bundle)
     hf_model.save_pretrained(out)
 
 
@@ -254,13 +266,15 @@ def export(
     fmt: str,
     quantize: str | None,
     shortlist: str | Path | None = None,
-) -> Path:
+) -> tuple[Path, list[str]]:
     """Dispatch on `fmt` (one of FORMATS); `quantize` is CTranslate2's weight type and
-    `shortlist` its vocabulary map."""
+    `shortlist` its vocabulary map. Returns the folder written and the notes on what the
+    format's search does otherwise (Hugging Face's generation config; none for CTranslate2,
+    whose search settings are given at each call)."""
     if fmt == "hf":
         if quantize:
             raise SettingError("quantize", quantize, "applies to format ctranslate2 only")
         if shortlist:
             raise SettingError("shortlist", shortlist, "applies to format ctranslate2 only")
         return export_hf(checkpoint, out_dir)
-    return export_ctranslate2(checkpoint, out_dir, quantize, shortlist)
+    return export_ctranslate2(checkpoint, out_dir, quantize, shortlist), []

@@ -1,6 +1,8 @@
 """A model's own search settings, those `generate` uses by default, as the checkpoint's decode
 section: `tmt translate` on an imported model then searches as transformers' `generate` does
 without arguments, as far as our search can say it, and names the rest (`Generation.notes`).
+The same table read backwards (`generation_keys`) is the generation config `tmt export --format
+hf` writes, so that an export searches as its checkpoint does.
 
 Where `generate` finds them: generation_config.json when the directory has one (that file
 alone), else the generation keys of config.json; what neither sets takes transformers' global
@@ -139,6 +141,42 @@ def decode_config(settings: Mapping[str, Any]) -> DecodeConfig:
         max_len_b=min(max_len_b, int(DECODE_RANGES["max_len_b"][1])),
         min_len=min(min_len, int(DECODE_RANGES["min_len"][1])),
     )
+
+
+def generation_keys(decode: DecodeConfig, max_positions: int) -> tuple[dict[str, Any], list[str]]:
+    """The generation settings under which `generate` searches as `decode` does (the module's
+    table read backwards, for `tmt export --format hf`), and one line for each setting it
+    cannot say: the GNMT penalty (written as log P / |y|) and a length limit that grows with
+    the source (written as the position table's `max_positions`, less the start token)."""
+    keys: dict[str, Any] = {
+        "num_beams": decode.beam_size,
+        "early_stopping": {rule: value for value, rule in EARLY_STOPPING.items()}[
+            decode.early_stopping
+        ],
+        "min_new_tokens": decode.min_len,
+        "do_sample": decode.sampling,
+        "forced_eos_token_id": None,  # ours keeps the token chosen at the limit
+        "length_penalty": {"power": decode.length_penalty, "none": 0.0}.get(
+            decode.length_norm, 1.0
+        ),
+    }
+    notes = []
+    if decode.length_norm == "gnmt":
+        notes.append(
+            f"length_norm gnmt (alpha {decode.length_penalty:g}): generate has no GNMT "
+            "penalty; written as length_penalty 1 (log P / |y|, our length_norm average)"
+        )
+    if decode.max_len_a == 0:
+        keys["max_new_tokens"] = decode.max_len_b
+    else:
+        keys["max_length"] = max_positions
+        notes.append(
+            f"max_len_a={decode.max_len_a:g}: generate's length limit does not grow with the "
+            f"source; written as max_length {max_positions} (the position table)"
+        )
+    if decode.sampling:
+        keys.update(top_k=decode.top_k, top_p=decode.top_p, temperature=decode.temperature)
+    return keys, notes
 
 
 def _notes(settings: Mapping[str, Any], values: Mapping[str, Any], path: Path) -> tuple[str, ...]:
