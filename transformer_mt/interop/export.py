@@ -102,13 +102,15 @@ def export_hf(checkpoint: str | Path, out_dir: str | Path) -> tuple[Path, list[s
     else:
         check_expressible(MARIAN, cfg)
         write = _write_marian
+    search, notes = generation_keys(bundle.config.decode, cfg.max_positions)
     with output_folder(out_dir, export_inputs(checkpoint, bundle)) as tmp:
-        write(bundle, tmp)
-    return Path(out_dir), generation_keys(bundle.config.decode, cfg.max_positions)[1]
+        write(bundle, tmp, search)
+    return Path(out_dir), notes
 
 
-def _write_marian(bundle: InferenceBundle, out: Path) -> None:
-    """The Marian model and tokenizer files of `bundle`, into the folder `out`."""
+def _write_marian(bundle: InferenceBundle, out: Path, search: dict[str, Any]) -> None:
+    """The Marian model and tokenizer files of `bundle`, into the folder `out`, its generation
+    config holding the `search` settings (`generation_keys`)."""
     from transformers import MarianTokenizer
 
     specials = bundle.specials
@@ -116,7 +118,7 @@ def _write_marian(bundle: InferenceBundle, out: Path) -> None:
     hf_model = to_marian(bundle.model, bos_id=specials.bos, eos_id=specials.eos)
     # transformers' generate then never produces them either (OPUS-MT ships [[pad]]).
     hf_model.generation_config.bad_words_ids = [[i] for i in specials.never] or None
-    _set_search(hf_model.generation_config, bundle)
+    hf_model.generation_config.update(**search)
     hf_model.save_pretrained(out)
     joint = _one_vocabulary(src, tgt)
     (out / "source.spm").write_bytes(src.model_bytes)
@@ -143,13 +145,6 @@ def _write_marian(bundle: InferenceBundle, out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
-def _set_search(generation: Any, bundle: InferenceBundle) -> None:
-    """The checkpoint's decode section as `generation` (a GenerationConfig) says it."""
-    keys, _ = generation_keys(bundle.config.decode, bundle.config.model.max_positions)
-    for key, value in keys.items():
-        setattr(generation, key, value)
-
-
 def _check_nllb_tokenizer(bundle: InferenceBundle) -> None:
     """Refuse, before writing anything, a tokenizer NllbTokenizer cannot be: two of them, one
     numbered by SentencePiece's own ids (a model trained here), or one without language codes.
@@ -172,8 +167,9 @@ def _check_nllb_tokenizer(bundle: InferenceBundle) -> None:
         raise TmtError(f"cannot export to Hugging Face M2M100: {problem}")
 
 
-def _write_m2m100(bundle: InferenceBundle, out: Path) -> None:
-    """The M2M100 model and NllbTokenizer files of `bundle`, into the folder `out`."""
+def _write_m2m100(bundle: InferenceBundle, out: Path, search: dict[str, Any]) -> None:
+    """The M2M100 model and NllbTokenizer files of `bundle`, into the folder `out`, its
+    generation config holding the `search` settings (`generation_keys`)."""
     specials = bundle.specials
     tokenizer = _write_nllb_tokenizer(bundle, out)
     hf_model = to_m2m100(bundle.model, bos_id=specials.bos, eos_id=specials.eos)
@@ -184,7 +180,7 @@ def _write_m2m100(bundle: InferenceBundle, out: Path) -> None:
     generation.decoder_start_token_id = specials.bos
     generation.forced_bos_token_id = None  # the target language's code: per request
     generation.bad_words_ids = [[i] for i in specials.never] or None
-    _set_search(generation, bundle)
+    generation.update(**search)
     hf_model.save_pretrained(out)
 
 
