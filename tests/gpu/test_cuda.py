@@ -31,6 +31,7 @@ from transformer_mt.model import build_model
 from transformer_mt.model.attention import attention
 from transformer_mt.search import SearchOptions, search
 from transformer_mt.training.distributed import DistributedContext
+from transformer_mt.training.metrics import read_metrics
 from transformer_mt.training.trainer import Placement, Trainer
 from transformer_mt.training.update import UpdateResult
 
@@ -234,6 +235,7 @@ def test_torchrun_one_process_trains_and_checkpoints(device, tmp_path):
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node"]
     cmd = [*launcher, "1", "-m", "transformer_mt", "train", "--config", str(config)]
     cmd += ["--run-dir", str(run_dir), "--set", "train.max_steps=4", "train.valid_every=2"]
+    cmd += ["train.log_every=2"]
     # Prepend: gpu_check.sh may have put carried packages on PYTHONPATH.
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
     env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
@@ -244,6 +246,14 @@ def test_torchrun_one_process_trains_and_checkpoints(device, tmp_path):
     state = load_checkpoint(run_dir / "checkpoints" / "last.pt")
     assert state.step == 4 and state.config["train"]["device"] == device.type
     assert all(torch.isfinite(t).all() for t in state.model.values())
+    rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "train"]
+    assert [r["step"] for r in rows] == [1, 2, 4]  # the first update has a row of its own
+    if device.type == "cuda":  # the allocator's figures: memory was taken, none given back
+        assert all(r["gpu_peak_gib"] > 0 and r["gpu_mallocs"] >= 1 for r in rows)
+        assert rows[-1]["gpu_mallocs"] >= rows[0]["gpu_mallocs"]
+        assert rows[-1]["gpu_alloc_retries"] == 0
+    else:
+        assert not any("gpu_peak_gib" in r for r in rows)
 
 
 class OneRankDDP(DistributedContext):

@@ -25,6 +25,7 @@ def test_validation_bleu_is_translate_plus_evaluate_of_the_same_checkpoint(tmp_p
     assert run_training(config, str(run)) == 0
     (valid,) = [r for r in read_metrics(run / "metrics.jsonl") if r["kind"] == "valid"]
     assert valid["bleu"] > 0.0  # moved by every hypothesis; the weights are last.pt's
+    assert 0.0 < valid["seconds"] < 60.0  # the validation's own time, in its row and the log
     pairs = [line.split("\t") for line in (tmp_path / "valid.tsv").read_text().splitlines()]
     source, reference, hypotheses = tmp_path / "valid.src", tmp_path / "valid.ref", tmp_path / "hyp"
     source.write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")

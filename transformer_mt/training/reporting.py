@@ -140,8 +140,8 @@ class TrainingReport:
             self.metrics.write("valid", step, {**result.as_dict(), "best_score": best_score})
         bleu = "off" if result.bleu is None else f"{result.bleu:.2f}"
         log.info(
-            "step %d valid loss %.4f nll %.4f ppl %.2f bleu %s%s",
-            *(step, result.loss, result.nll, result.ppl, bleu),
+            "step %d valid loss %.4f nll %.4f ppl %.2f bleu %s in %.1f s%s",
+            *(step, result.loss, result.nll, result.ppl, bleu, result.seconds),
             " (best)" if best else "",
         )
 
@@ -162,6 +162,9 @@ class TrainingReport:
             "skipped_updates": counters.skipped_updates,
             "elapsed": round(counters.elapsed, 3),
         }
+        assert window.latest is not None  # a row has updates
+        if window.latest.loss.device.type == "cuda":
+            row.update(cuda_memory(window.latest.loss.device))
         self.bar.set_postfix(
             loss=f"{loss:.3f}", lr=f"{figures.lr:.2e}", tok_s=f"{row['tokens_per_s']:.0f}"
         )
@@ -177,3 +180,18 @@ class TrainingReport:
                 *(left, row["data_wait"]),
             )
             log.info("%s", line)
+
+
+def cuda_memory(device: torch.device) -> dict[str, float]:
+    """The CUDA caching allocator's figures for a train row (host-side counters: no wait).
+
+    Its peak of allocated memory, and how many blocks it has asked the driver for
+    (`gpu_mallocs`) and how often it had to free its cache and ask again (`gpu_alloc_retries`):
+    each of those stops the device, so counts that still grow after the first epoch say that new
+    batch shapes keep needing new memory."""
+    stats = torch.cuda.memory_stats(device)
+    return {
+        "gpu_peak_gib": stats.get("allocated_bytes.all.peak", 0) / 2**30,
+        "gpu_mallocs": stats.get("segment.all.allocated", 0),
+        "gpu_alloc_retries": stats.get("num_alloc_retries", 0),
+    }

@@ -11,6 +11,7 @@ several times slower for a ranking of checkpoints that greedy BLEU already gives
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ class ValidResult:
     nll: float  # per target token, nats
     ppl: float
     bleu: float | None  # None when BLEU is switched off (train.valid_bleu: false)
+    seconds: float  # wall time of the whole validation: what it takes from training
 
     @property
     def score(self) -> float:
@@ -105,6 +107,7 @@ def validate(
     """Loss, NLL, perplexity and (with train.valid_bleu) greedy BLEU on `data`'s valid set, in
     eval mode; `config` gives the label smoothing, the decode length limits and the languages.
     """
+    started = time.perf_counter()
     was_training = model.training
     model.eval()
     try:
@@ -126,4 +129,5 @@ def validate(
                 )
     finally:
         model.train(was_training)
-    return ValidResult(loss, nll, perplexity(nll), None if bleu is None else float(bleu))
+    seconds = time.perf_counter() - started  # both parts end in a read: the device is done
+    return ValidResult(loss, nll, perplexity(nll), None if bleu is None else float(bleu), seconds)
