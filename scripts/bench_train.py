@@ -52,7 +52,7 @@ from bench_matmul import measure as measure_matmul  # noqa: E402
 
 from transformer_mt import kernels  # noqa: E402
 from transformer_mt.config import ModelConfig, TrainConfig  # noqa: E402
-from transformer_mt.data.batching import BatchIterator  # noqa: E402
+from transformer_mt.data.batching import Batch, BatchIterator  # noqa: E402
 from transformer_mt.data.encoding import EncodedCorpus, TokenColumn  # noqa: E402
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 from transformer_mt.interop.hf_marian import to_marian  # noqa: E402
@@ -92,6 +92,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--steps", type=int, default=5, help="timed updates per run")
     parser.add_argument("--warmup", type=int, default=2, help="untimed updates first")
+    parser.add_argument(
+        "--warm-shapes",
+        action="store_true",
+        help="before the warmup, one untimed update on each batch shape of an epoch, so that "
+        "the timed updates meet none for the first time (what a new one costs: bench_shapes)",
+    )
     parser.add_argument("--max-tokens", type=int, default=4096, help="token budget per batch")
     parser.add_argument(
         "--pad-to-multiple", type=int, default=1, help="train.pad_to_multiple of the batches"
@@ -188,13 +194,18 @@ def _start_run(system: str, size: str, options: dict) -> None:
     corpus = synthetic_corpus(MULTI30K_PAIRS, args.vocab_size)
     batches = BatchIterator(corpus, args.max_tokens, seed=1, pad_to_multiple=args.pad_to_multiple)
     update_freq = updater.cfg.update_freq
-    for step in range(1, args.warmup + 1):
-        updater.update([next(batches) for _ in range(update_freq)], step)
+    warm = []
+    if args.warm_shapes:
+        epoch = BatchIterator(corpus, args.max_tokens, seed=1, pad_to_multiple=args.pad_to_multiple)
+        warm = [[batch] for batch in distinct_shapes(epoch)]
+    warm += [[next(batches) for _ in range(update_freq)] for _ in range(args.warmup)]
+    for step, group in enumerate(warm, start=1):
+        updater.update(group, step)
     src_lens, tgt_lens = upcoming_pair_lengths(batches, args.steps * update_freq)
     if device.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-    _RUN[:] = [_Run(system, size, args, updater, batches, src_lens, tgt_lens, args.warmup + 1)]
+    _RUN[:] = [_Run(system, size, args, updater, batches, src_lens, tgt_lens, len(warm) + 1)]
 
 
 def _timed_update() -> None:
@@ -371,6 +382,19 @@ def _build_updater(system: str, size: str, args: SimpleNamespace, device: torch.
         model, criterion = MarianForUpdater(marian), hf_label_smoothed_loss
     # train(): to_marian returns an eval-mode model, and dropout is part of a training step.
     return Updater(model.train(), train, SIZES[size].d_model, device, criterion=criterion)
+
+
+def distinct_shapes(batches: BatchIterator, count: int | None = None) -> list[Batch]:
+    """The first batch of each shape (sentences, source length, target length) of the epoch
+    `batches` stands at, in the order the epoch meets them; the first `count` shapes only when
+    given."""
+    found: dict[tuple[int, ...], Batch] = {}
+    for _ in range(len(batches.batch_indices(batches.position.epoch))):
+        batch = next(batches)
+        found.setdefault((*batch.src_ids.shape, *batch.tgt_in_ids.shape), batch)
+        if len(found) == count:
+            break
+    return list(found.values())
 
 
 def upcoming_pair_lengths(batches: BatchIterator, n_batches: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,7 +1,8 @@
 """One entry point for the benchmarks: matmul, training, translation, data, attention, threads,
-serving, trained model variants, streamed training, translation cost growth, the compiled
-decoding step, offline language identifiers, sentence splitters, joined-sentence paragraphs,
-glossaries, the dropped-content check, fast students (BLEU against speed, ours and CTranslate2).
+serving, what a new training batch shape costs, trained model variants, streamed training,
+translation cost growth, the compiled decoding step, offline language identifiers, sentence
+splitters, joined-sentence paragraphs, glossaries, the dropped-content check, fast students
+(BLEU against speed, ours and CTranslate2).
 
     python scripts/benchmark.py matmul [--dtypes fp32 bf16]
     python scripts/benchmark.py train [--sizes quickstart base]
@@ -10,6 +11,7 @@ glossaries, the dropped-content check, fast students (BLEU against speed, ours a
     python scripts/benchmark.py attention [--parts heads patterns] [--lengths 256 1024 4096]
     python scripts/benchmark.py threads [--seconds 60] [--loads 0 1] [--load-delay 25]
     python scripts/benchmark.py serve --checkpoint CKPT [--rates 2 8 0] [--clients 32]
+    python scripts/benchmark.py shapes [--max-tokens 8192] [--allocators default expandable]
     python scripts/benchmark.py variants --runs RUN_DIR [RUN_DIR ...] [--joined 1 2 3]
     python scripts/benchmark.py variants --architectures NAME=OVERRIDES [...] [--config CONFIG]
     python scripts/benchmark.py stream --corpora PREFIX [PREFIX ...] [--steps 200]
@@ -50,6 +52,7 @@ BENCHMARKS = {
     "attention": "bench_attention",
     "threads": "bench_threads",
     "serve": "bench_serve",
+    "shapes": "bench_shapes",
     "variants": "bench_variants",
     "stream": "bench_stream",
     "growth": "bench_growth",

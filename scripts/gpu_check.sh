@@ -10,14 +10,20 @@
 #   tests      the CUDA tests, the update without a wait for the device among them      80 s
 #   recipe     `make quickstart`'s GPU recipe end to end (scripts/run_experiment.py with
 #              configs/multi30k_de_en_gpu.yaml): test2016 BLEU and the minutes it took, and
-#              its tokens/s in the first epoch against later ones (metrics.jsonl)           240 s
-#   unpadded   the same recipe with train.pad_to_multiple=1 for 200 updates (3 epochs):
-#              the first epoch's tokens/s without padded shapes                             30 s
+#              its tokens/s in the first epoch against later ones, the validations' share
+#              of the run and the allocator's driver requests (metrics.jsonl)               230 s
+#   shapes     scripts/benchmark.py shapes: an update on a batch shape met for the first
+#              time against one met before, unpadded lengths, torch's caching allocator
+#              as configured and with expandable segments                                   30 s
 #   train      scripts/benchmark.py train, ours and HF Marian at the quickstart and base
-#              sizes, 4k and then 32k tokens an update                                   2 x 35 s
+#              sizes, 4k and then 32k tokens an update, every batch shape of an epoch
+#              met once before the timed updates (--warm-shapes)                         2 x 45 s
 #   translate  scripts/benchmark.py translate, ours, HF generate and CTranslate2, beam 5 and
-#              greedy, 64 sentences a batch                                                 45 s
-# with about 15 s of setup: 480 s at most.
+#              greedy, 64 sentences a batch                                                 40 s
+# with about 15 s of setup: 485 s at most.
+# fairseq is not among the peers: its last release (0.12.2) does not import on Python 3.11 or
+# later (dataclass fields with mutable defaults, facebookresearch/fairseq#5012 and #5634), and
+# the GPU image's only python is 3.12.
 # Opt-in, beyond the 8 minutes: GPU_CHECK_COMPILE=1 (train.compile at the base size, 150 s),
 # GPU_CHECK_WMT14=1 (the WMT14 base recipe's first 100 updates on a stand-in corpus, 180 s).
 #
@@ -106,17 +112,16 @@ TMT_GPU_TEST_DEVICE=cuda step tests 80 "$PY" -m pytest -m gpu tests/gpu \
 
 # (iii) The GPU recipe as `make quickstart` runs it where torch sees CUDA, from a fresh run
 # directory: trains (3 minutes, or fewer when validation BLEU stops improving), averages,
-# translates test2016 with beam search and prints BLEU; then the same recipe unpadded, for
-# the speed of a first epoch whose every batch brings a new shape.
-RECIPE=/tmp/gpu_check_recipe UNPADDED=/tmp/gpu_check_unpadded
-rm -rf "$RECIPE" "$UNPADDED"
-step recipe 240 "$PY" scripts/run_experiment.py --config configs/multi30k_de_en_gpu.yaml \
+# translates test2016 with beam search and prints BLEU. Then what a batch shape met for the
+# first time costs an update (the first epoch's every batch, unpadded), and whether the
+# allocator's expandable segments take that away.
+RECIPE=/tmp/gpu_check_recipe
+rm -rf "$RECIPE"
+step recipe 230 "$PY" scripts/run_experiment.py --config configs/multi30k_de_en_gpu.yaml \
   --run-dir "$RECIPE" >"$OUT/recipe.log" 2>&1
 cp "$RECIPE/metrics.jsonl" "$OUT/recipe_metrics.jsonl" 2>/dev/null
-step unpadded 30 "$PY" -m transformer_mt train --config configs/multi30k_de_en_gpu.yaml \
-  --run-dir "$UNPADDED" --set train.pad_to_multiple=1 train.max_steps=200 \
-  train.warmup_steps=100 train.max_minutes=null >"$OUT/unpadded.log" 2>&1
-cat "$UNPADDED/metrics.jsonl" >>"$OUT/unpadded.log" 2>/dev/null
+step shapes 30 "$PY" scripts/benchmark.py shapes --device cuda --max-tokens 8192 \
+  --pad-to-multiple 1 --shapes 12 --allocators default expandable >"$OUT/bench_shapes.txt" 2>&1
 
 # (iv) Side by side on this card. MFU against the card's dense bf16 peak from its datasheet
 # (H100/H200 SXM: 989 TFLOP/s). JSON lines on stdout, progress rows and the table on stderr,
@@ -126,11 +131,11 @@ case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)" in
   *) PEAK=() ;;  # another card: MFU left out rather than guessed
 esac
 for tokens in 4096 32768; do
-  step "train $tokens" 35 "$PY" scripts/benchmark.py train --sizes quickstart base \
+  step "train $tokens" 45 "$PY" scripts/benchmark.py train --sizes quickstart base \
     --systems ours hf --max-tokens "$tokens" --pad-to-multiple 8 --precision bf16 --device cuda \
-    --steps 10 --warmup 3 "${PEAK[@]}" >>"$OUT/bench_train.txt" 2>&1
+    --warm-shapes --steps 10 --warmup 1 "${PEAK[@]}" >>"$OUT/bench_train.txt" 2>&1
 done
-step translate 45 "$PY" scripts/benchmark.py translate --device cuda --beams 5 1 \
+step translate 40 "$PY" scripts/benchmark.py translate --device cuda --beams 5 1 \
   --batch-sizes 64 --fixed-length 20 --repeats 2 >"$OUT/bench_translate.txt" 2>&1
 if [[ ${GPU_CHECK_COMPILE:-0} == 1 ]]; then  # slower than eager on the development CPU
   step "train --compile" 150 "$PY" scripts/benchmark.py train --sizes base --systems ours \
@@ -153,32 +158,36 @@ grep -E '^(torch|gpu|commit) ' "$ENV"
 echo "== tests"; tail -n 6 "$OUT/tests.txt"
 echo "== recipe (test2016; train_minutes from results.json)"
 grep -E '^(BLEU|chrF)|run_experiment:' "$OUT/recipe.log"
-"$PY" - "$RECIPE" "$UNPADDED" <<'SPEED' || fail "recipe summary"
+"$PY" - "$RECIPE" <<'SPEED' || fail "recipe summary"
 import json, statistics, sys
 from pathlib import Path
-for run in sys.argv[1:]:
-    metrics, results = Path(run, "metrics.jsonl"), Path(run, "results.json")
-    if not metrics.exists():
-        print(run, "no metrics.jsonl")
-        continue
-    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-    train = [r for r in rows if r["kind"] == "train" and r["step"] > 1]  # step 1: start-up
-    first = [r["tokens_per_s"] for r in train if r["epoch"] == 0]
-    later = [r["tokens_per_s"] for r in train if r["epoch"] >= 2]
-    line = f"{run}: epoch 0 median {statistics.median(first):.0f} tok/s" if first else run
-    if first and later:
-        ratio = statistics.median(later) / statistics.median(first)
-        line += f", epochs 2+ {statistics.median(later):.0f} (later / first {ratio:.2f})"
-    valid = [(r["step"], r["bleu"]) for r in rows if r["kind"] == "valid"]
-    line += f"; valid BLEU by step {valid}"
-    if results.exists():
-        result = json.loads(results.read_text())
-        line += f"; test2016 {result['bleu']:.2f} after {result['train_minutes']:.2f} min"
-    print(line)
+run = Path(sys.argv[1])
+rows = [json.loads(line) for line in Path(run, "metrics.jsonl").read_text().splitlines() if line]
+train = [r for r in rows if r["kind"] == "train" and r["step"] > 1]  # step 1: start-up
+valid = [r for r in rows if r["kind"] == "valid"]
+def median(key, rows):
+    return statistics.median(r[key] for r in rows) if rows else float("nan")
+first, later = [r for r in train if r["epoch"] == 0], [r for r in train if r["epoch"] >= 2]
+speed_first, speed_later = median("tokens_per_s", first), median("tokens_per_s", later)
+print(f"epoch 0 median {speed_first:.0f} tok/s, epochs 2+ {speed_later:.0f} "
+      f"(later / first {speed_later / speed_first:.2f}); waiting for data "
+      f"{median('data_wait', first):.1%} / {median('data_wait', later):.1%}")
+if first and "gpu_mallocs" in first[-1]:
+    print(f"allocator driver requests: {first[-1]['gpu_mallocs']} by the end of epoch 0, "
+          f"{train[-1]['gpu_mallocs']} at the end; retries {train[-1]['gpu_alloc_retries']}; "
+          f"peak {train[-1]['gpu_peak_gib']:.1f} GiB")
+elapsed = train[-1]["elapsed"] if train else float("nan")
+spent = sum(r["seconds"] for r in valid)
+print(f"{len(valid)} validations took {spent:.1f} s of {elapsed:.0f} s "
+      f"({spent / elapsed:.1%}); valid BLEU by step {[(r['step'], r['bleu']) for r in valid]}")
+results = Path(run, "results.json")
+if results.exists():
+    result = json.loads(results.read_text())
+    print(f"test2016 {result['bleu']:.2f} after {result['train_minutes']:.2f} min of training")
 SPEED
 for log in "$OUT"/bench_*.txt; do
   echo "== $log"
-  awk 'NF == 0 { keep = 0; next } /^system / { keep = 1 } keep' "$log"
+  awk 'NF == 0 { keep = 0; next } /^(system|allocator) / { keep = 1 } keep' "$log"
 done
 [[ -f $OUT/wmt14_standin.log ]] && grep -E 'step (20|60|100) \|' "$OUT/wmt14_standin.log"
 echo "== times: ${timings[*]/%/;} total ${SECONDS} s"
