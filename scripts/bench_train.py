@@ -68,7 +68,9 @@ SIZES = {
     # Vaswani et al. (2017) base
     "base": ModelConfig(d_model=512, n_heads=8, n_layers=6, d_ff=2048),
 }
-SYSTEMS = ["ours", "hf", "hf-eager"]
+SYSTEMS = ["ours", "ours-graphs", "hf", "hf-eager"]
+# ours-graphs: our update replayed from a CUDA graph per batch shape (train.cuda_graphs; CUDA
+# only): with --warm-shapes every timed update is a replay.
 # hf: MarianMTModel as transformers builds it (SDPA attention); hf-eager: its plain-math
 # attention (`attn_implementation="eager"`), a choice HF users have too.
 HF_ATTENTION = {"hf": "sdpa", "hf-eager": "eager"}
@@ -371,7 +373,12 @@ def hf_label_smoothed_loss(
 def _build_updater(system: str, size: str, args: SimpleNamespace, device: torch.device) -> Updater:
     """The training update of `system` at `size`; the same seed gives every system the same
     initial weights."""
-    train = TrainConfig(max_tokens=args.max_tokens, precision=args.precision, compile=args.compile)
+    train = TrainConfig(
+        max_tokens=args.max_tokens,
+        precision=args.precision,
+        compile=args.compile,
+        cuda_graphs=system == "ours-graphs",
+    )
     torch.manual_seed(0)
     vocab = args.vocab_size
     model = build_model(SIZES[size], vocab, vocab, PAD_ID, kernel=kernels.attention)
@@ -453,8 +460,9 @@ def synthetic_corpus(n_pairs: int, vocab_size: int, seed: int = 0) -> EncodedCor
 def print_table(results: list[dict], file=sys.stdout) -> None:
     """One row per run; "vs HF" is tokens/s over HF Marian's (SDPA attention) at the same size."""
     hf_speed = {r["size"]: r["tgt_tokens_per_s"] for r in results if r["system"] == "hf"}
+    w = max([9] + [len(r["system"]) + 1 for r in results])  # the system column
     print(
-        f"{'system':<9}{'size':<11}{'params':>8}{'tgt tok/s':>11}{'step s':>9}{'peak MiB':>10}"
+        f"{'system':<{w}}{'size':<11}{'params':>8}{'tgt tok/s':>11}{'step s':>9}{'peak MiB':>10}"
         f"{'MFU':>8}{'vs HF':>7}",
         file=file,
     )
@@ -463,7 +471,7 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
         speed = r["tgt_tokens_per_s"]
         vs_hf = f"{speed / hf_speed[r['size']]:.2f}" if r["size"] in hf_speed else "-"
         print(
-            f"{r['system']:<9}{r['size']:<11}{r['params_m']:>7}M{speed:>11}{r['step_time_s']:>9}"
+            f"{r['system']:<{w}}{r['size']:<11}{r['params_m']:>7}M{speed:>11}{r['step_time_s']:>9}"
             f"{r['peak_memory_mib']:>10}{mfu:>8}{vs_hf:>7}",
             file=file,
         )

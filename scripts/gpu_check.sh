@@ -7,23 +7,24 @@
 #   OUT=DIR bash scripts/gpu_check.sh          # on the GPU machine, from the repository root
 #
 # Steps and their timeouts:
-#   tests      the CUDA tests, the update without a wait for the device among them      80 s
+#   tests      the CUDA tests: the update without a wait for the device, updates replayed
+#              from CUDA graphs against eager ones, a run with train.cuda_graphs           100 s
 #   recipe     `make quickstart`'s GPU recipe end to end (scripts/run_experiment.py with
 #              configs/multi30k_de_en_gpu.yaml): test2016 BLEU and the minutes it took, and
 #              its tokens/s in the first epoch against later ones, the validations' share
-#              of the run and the allocator's driver requests (metrics.jsonl)               230 s
+#              of the run and the allocator's driver requests (metrics.jsonl); with
+#              GPU_CHECK_GRAPHS=1 the recipe trains with train.cuda_graphs instead          230 s
 #   shapes     scripts/benchmark.py shapes: an update on a batch shape met for the first
 #              time against one met before, unpadded lengths, torch's caching allocator
 #              as configured and with expandable segments                                   30 s
-#   train      scripts/benchmark.py train, ours and HF Marian at the quickstart and base
-#              sizes, 4k and then 32k tokens an update, every batch shape of an epoch
-#              met once before the timed updates (--warm-shapes)                         2 x 45 s
+#   train      scripts/benchmark.py train, ours (eager and replayed from CUDA graphs) and HF
+#              Marian at the quickstart and base sizes, 4k and then 32k tokens an update,
+#              every batch shape of an epoch met once before the timed updates           2 x 50 s
 #   translate  scripts/benchmark.py translate, ours, HF generate and CTranslate2, beam 5 and
 #              greedy, 64 sentences a batch                                                 40 s
-# with about 15 s of setup: 485 s at most.
+# with about 15 s of setup: 515 s at most.
 # fairseq is not among the peers: its last release (0.12.2) does not import on Python 3.11 or
-# later (dataclass fields with mutable defaults, facebookresearch/fairseq#5012 and #5634), and
-# the GPU image's only python is 3.12.
+# later (its config dataclasses have mutable defaults), and the GPU image's python is 3.12.
 # Opt-in, beyond the 8 minutes: GPU_CHECK_COMPILE=1 (train.compile at the base size, 150 s),
 # GPU_CHECK_WMT14=1 (the WMT14 base recipe's first 100 updates on a stand-in corpus, 180 s).
 #
@@ -107,7 +108,7 @@ nvidia-smi >>"$ENV" 2>&1 || fail "nvidia-smi"  # the card, driver and clocks of 
 [[ -f data/multi30k/test2016.de ]] || fail "data/multi30k not carried: recipe and translate fail"
 
 # (ii) The CUDA tests; TMT_GPU_TEST_DEVICE=cuda turns a missing CUDA into failures, not skips.
-TMT_GPU_TEST_DEVICE=cuda step tests 80 "$PY" -m pytest -m gpu tests/gpu \
+TMT_GPU_TEST_DEVICE=cuda step tests 100 "$PY" -m pytest -m gpu tests/gpu \
   tests/training/test_sync_free.py -q -p no:cacheprovider >"$OUT/tests.txt" 2>&1
 
 # (iii) The GPU recipe as `make quickstart` runs it where torch sees CUDA, from a fresh run
@@ -117,8 +118,10 @@ TMT_GPU_TEST_DEVICE=cuda step tests 80 "$PY" -m pytest -m gpu tests/gpu \
 # allocator's expandable segments take that away.
 RECIPE=/tmp/gpu_check_recipe
 rm -rf "$RECIPE"
+RECIPE_SET=()
+[[ ${GPU_CHECK_GRAPHS:-0} == 1 ]] && RECIPE_SET=(--set train.cuda_graphs=true)
 step recipe 230 "$PY" scripts/run_experiment.py --config configs/multi30k_de_en_gpu.yaml \
-  --run-dir "$RECIPE" >"$OUT/recipe.log" 2>&1
+  --run-dir "$RECIPE" "${RECIPE_SET[@]}" >"$OUT/recipe.log" 2>&1
 cp "$RECIPE/metrics.jsonl" "$OUT/recipe_metrics.jsonl" 2>/dev/null
 step shapes 30 "$PY" scripts/benchmark.py shapes --device cuda --max-tokens 8192 \
   --pad-to-multiple 1 --shapes 12 --allocators default expandable >"$OUT/bench_shapes.txt" 2>&1
@@ -131,8 +134,8 @@ case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)" in
   *) PEAK=() ;;  # another card: MFU left out rather than guessed
 esac
 for tokens in 4096 32768; do
-  step "train $tokens" 45 "$PY" scripts/benchmark.py train --sizes quickstart base \
-    --systems ours hf --max-tokens "$tokens" --pad-to-multiple 8 --precision bf16 --device cuda \
+  step "train $tokens" 50 "$PY" scripts/benchmark.py train --sizes quickstart base \
+    --systems ours ours-graphs hf --max-tokens "$tokens" --pad-to-multiple 8 --precision bf16 --device cuda \
     --warm-shapes --steps 10 --warmup 1 "${PEAK[@]}" >>"$OUT/bench_train.txt" 2>&1
 done
 step translate 40 "$PY" scripts/benchmark.py translate --device cuda --beams 5 1 \

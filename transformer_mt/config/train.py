@@ -47,6 +47,10 @@ class TrainConfig:
     # sizes). Minutes of compilation at the first update; for GPUs: on the development CPU it
     # trained at 0.83-1.01x eager's tokens/s (docs/benchmarks.md).
     compile: bool = False
+    # Replay each update from a CUDA graph recorded once per batch shape (with pad_to_multiple,
+    # a few dozen): a GPU then pays one launch an update instead of one per kernel. One CUDA
+    # process, update_freq 1, bf16 or fp32, no compile (training/graphs.py says why).
+    cuda_graphs: bool = False
     seed: int = 1
     log_every: int = 100  # steps between metrics.jsonl rows
     valid_every: int = 1000  # steps between validations (and checkpoints)
@@ -94,4 +98,17 @@ class TrainConfig:
             if getattr(self, name) < 0:
                 raise ConfigError(
                     f"train.{name}={getattr(self, name)} must be >= 0", keys=(f"train.{name}",)
+                )
+        if self.cuda_graphs:
+            conflicts = {
+                "train.update_freq": self.update_freq != 1,
+                "train.precision": self.precision == "fp16",
+                "train.compile": self.compile,
+            }
+            named = [key for key, conflict in conflicts.items() if conflict]
+            if named:
+                raise ConfigError(
+                    f"train.cuda_graphs records one batch an update in bf16 or fp32, eagerly: "
+                    f"it cannot go with {', '.join(named)} as set",
+                    keys=("train.cuda_graphs", *named),
                 )

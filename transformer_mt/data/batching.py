@@ -78,7 +78,8 @@ class Batch:
         pin = non_blocking and torch.device(device).type == "cuda"
 
         def move(t: torch.Tensor) -> torch.Tensor:
-            return (t.pin_memory() if pin else t).to(device, non_blocking=non_blocking)
+            pinned = t.pin_memory() if pin and t.device.type == "cpu" else t
+            return pinned.to(device, non_blocking=non_blocking)
 
         return Batch(
             move(self.src_ids),

@@ -95,4 +95,5 @@ def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Opt
         betas=cfg.adam_betas,
         eps=cfg.adam_eps,
         fused=True,
+        capturable=cfg.cuda_graphs,  # its step may be recorded in a CUDA graph
     )

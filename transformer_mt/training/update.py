@@ -42,6 +42,7 @@ from transformer_mt.training.execution import (
     resolve_precision,
     wrap_for_training,
 )
+from transformer_mt.training.graphs import CapturedUpdates
 from transformer_mt.training.loss import LossSums, fused_label_smoothed_loss
 from transformer_mt.training.schedule import learning_rate
 
@@ -126,10 +127,20 @@ class Updater:
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=fp16)
         self.ema = WeightAverage(self.model, cfg.ema_decay) if cfg.ema_decay > 0 else None
         self.criterion = criterion or fused_label_smoothed_loss
+        self.autocast_cache = True  # autocast's cast weights kept for the pass (not in graphs)
         # Since the last `settle`, on the device: the first non-finite update (step, mean
         # loss, gradient norm; step 0: none) and how many there were.
         self._nonfinite = torch.zeros(3, dtype=torch.float64, device=self.device)
         self._skipped = torch.zeros((), dtype=torch.int64, device=self.device)
+        self.graphs = None
+        if cfg.cuda_graphs:
+            if self.device.type != "cuda" or self.dist.enabled:
+                where = f"{self.dist.world_size} processes" if self.dist.enabled else self.device
+                raise TmtError(
+                    f"train.cuda_graphs needs one process on a CUDA device (this run: {where}); "
+                    "set train.cuda_graphs: false"
+                )
+            self.graphs = CapturedUpdates(self)
 
     def update(
         self, batches: Sequence[Batch], step: int, stopping: Callable[[], bool] | None = None
@@ -155,14 +166,19 @@ class Updater:
         """
         local_tokens = float(sum(b.n_tgt_tokens for b in batches))
         (tokens,) = self.dist.sum_over_ranks([local_tokens], self.device)
-        loss, nll = self._forward_backward(batches, tokens)
+        lr = learning_rate(step, self.cfg, self.d_model)
+        if self.graphs is not None:  # one batch on one rank (train.cuda_graphs' conditions)
+            (batch,) = batches
+            loss, nll, grad_norm, applied = self.graphs.launch(batch, step, tokens, lr)
+            stop = stopping is not None and stopping()
+            return LaunchedUpdate(loss, nll, tokens, grad_norm, lr, applied, stop)
+        loss, nll = self.forward_backward(batches, self.dist.world_size / tokens)
         stop = stopping is not None and stopping()
         if self.dist.enabled:
             sums = torch.stack([loss, nll, torch.full_like(loss, float(stop))])
             self.dist.sum_in_place(sums)
             loss, nll, stop = sums[0], sums[1], bool(sums[2] > 0)
-        grad_norm, applied = self._step(loss / tokens, step)
-        lr = self.optimizer.param_groups[0]["lr"]
+        grad_norm, applied = self.step(loss / tokens, step, lr)
         return LaunchedUpdate(loss, nll, tokens, grad_norm, lr, applied, stop)
 
     def settle(self) -> int:
@@ -194,17 +210,19 @@ class Updater:
         """The mixed-precision context of the forward pass (nothing under float32)."""
         if self.amp_dtype is None:
             return nullcontext()
-        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+        return torch.autocast(
+            self.device.type, dtype=self.amp_dtype, cache_enabled=self.autocast_cache
+        )
 
-    def _forward_backward(
-        self, batches: Sequence[Batch], tokens: float
+    def forward_backward(
+        self, batches: Sequence[Batch], scale: float | torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Backward of every batch's summed loss * world_size / tokens (see module doc); the
-        summed loss and NLL of this rank's batches, () float64 on the device.
+        """Backward of every batch's summed loss * `scale` (world_size / tokens, see module
+        doc); the summed loss and NLL of this rank's batches, () float64 on the device.
+        `scale` is a () float32 tensor when the update is recorded in a CUDA graph.
 
         DDP synchronises gradients only on the last batch of the update (no_sync before it).
         """
-        scale = self.dist.world_size / tokens
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         nll_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         for i, batch in enumerate(batches):
@@ -222,11 +240,14 @@ class Updater:
             nll_sum += sums.nll.double()
         return loss_sum, nll_sum
 
-    def _step(self, loss: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def step(
+        self, loss: torch.Tensor, step: int | torch.Tensor, lr: float | torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Clip, set the learning rate, step, on the device: (the gradient norm before
         clipping, whether the update was applied), both unread.
 
-        `loss` is the update's mean loss, () float64.
+        `loss` is the update's mean loss, () float64; `step` and `lr` are () tensors on the
+        device when the update is recorded in a CUDA graph (`graphs.CapturedUpdates`).
         """
         self.scaler.unscale_(self.optimizer)
         max_norm = self.cfg.clip_norm if self.cfg.clip_norm > 0 else float("inf")
@@ -235,7 +256,6 @@ class Updater:
         if not self.scaler.is_enabled():
             finite &= torch.isfinite(grad_norm)
         self._count_nonfinite(finite, step, loss, grad_norm)
-        lr = learning_rate(step, self.cfg, self.d_model)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         if self.scaler.is_enabled():
@@ -255,11 +275,17 @@ class Updater:
         return grad_norm, finite
 
     def _count_nonfinite(
-        self, finite: torch.Tensor, step: int, loss: torch.Tensor, grad_norm: torch.Tensor
+        self,
+        finite: torch.Tensor,
+        step: int | torch.Tensor,
+        loss: torch.Tensor,
+        grad_norm: torch.Tensor,
     ) -> None:
-        """Count a non-finite update and keep the first one's figures, on the device."""
+        """Count a non-finite update and keep the first one's figures, on the device, in place
+        (a CUDA graph's replays update the counters the graph was recorded with)."""
         bad = ~finite
         first = bad & (self._nonfinite[0] == 0)
-        figures = torch.stack([torch.full_like(loss, step), loss, grad_norm.to(loss.dtype)])
-        self._nonfinite = torch.where(first, figures, self._nonfinite)
+        number = torch.full_like(loss, step) if isinstance(step, int) else step.to(loss.dtype)
+        figures = torch.stack([number, loss, grad_norm.to(loss.dtype)])
+        self._nonfinite.copy_(torch.where(first, figures, self._nonfinite))
         self._skipped += bad
