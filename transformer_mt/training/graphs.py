@@ -27,6 +27,7 @@ torch.compile; `TrainConfig.validate` and `Updater` refuse them with train.cuda_
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,8 @@ from transformer_mt.data.batching import Batch
 
 if TYPE_CHECKING:
     from transformer_mt.training.update import Updater
+
+log = logging.getLogger(__name__)
 
 # (loss, nll, grad_norm, applied) of one update, on the device: as `LaunchedUpdate` holds them.
 Figures = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -124,6 +127,11 @@ class CapturedUpdates:
             shape.figures = self._update(shape.inputs)
         self.pool = self.pool if self.pool is not None else graph.pool()
         shape.graph = graph
+        src, tgt = shape.inputs.src_ids.shape, shape.inputs.tgt_in_ids.shape
+        log.info(
+            "cuda_graphs: recorded the update of %d x %d -> %d tokens (%d batch shapes so far)",
+            *(src[0], src[1], tgt[1], self.captured),
+        )
 
 
 def _tensors(batch: Batch) -> tuple[torch.Tensor, ...]:
