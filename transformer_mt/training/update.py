@@ -17,6 +17,10 @@ skipped: under train.nonfinite_loss=stop it raises, naming the first, so the run
 next metrics row or checkpoint instead of at that update. Under DDP the token count and the
 stop flag cross ranks in every update, and that waits for them.
 
+With train.cuda_graphs the same update (`forward_backward`, then `step`, fed the learning
+rate, step number and token scale as tensors) is recorded once per batch shape and replayed
+(training/graphs.py).
+
 The trainer runs `Updater.launch` once per step and nothing else changes the weights, so a
 benchmark or a custom loop that builds an `Updater` over any model called as
 `model(src_ids, tgt_in_ids, src_mask) -> logits` runs the very update `tmt train` runs
