@@ -28,17 +28,32 @@ torch.compile; `TrainConfig.validate` and `Updater` refuse them with train.cuda_
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
 from transformer_mt.data.batching import Batch
 
-if TYPE_CHECKING:
-    from transformer_mt.training.update import Updater
-
 log = logging.getLogger(__name__)
+
+
+class RecordableUpdate(Protocol):
+    """What of `update.Updater` a graph records: its device, its autocast setting, and the
+    update's two halves, which take their scalars as tensors."""
+
+    device: torch.device
+    autocast_cache: bool
+
+    def forward_backward(
+        self, batches: Sequence[Batch], scale: float | torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def step(
+        self, loss: torch.Tensor, step: int | torch.Tensor, lr: float | torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
 
 # (loss, nll, grad_norm, applied) of one update, on the device: as `LaunchedUpdate` holds them.
 Figures = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -62,7 +77,7 @@ class CapturedUpdates:
         capture: record and replay CUDA graphs; False runs the same update eagerly (CPU tests).
     """
 
-    def __init__(self, updater: Updater, capture: bool = True) -> None:
+    def __init__(self, updater: RecordableUpdate, capture: bool = True) -> None:
         self.updater = updater
         self.capture = capture
         device = updater.device
@@ -71,7 +86,7 @@ class CapturedUpdates:
         lr_dtype = torch.float32 if device.type == "cuda" else torch.float64
         self.lr = torch.zeros((), dtype=lr_dtype, device=device)
         self.step = torch.zeros((), dtype=torch.float64, device=device)
-        self.scale = torch.zeros((), dtype=torch.float32, device=device)  # world_size / tokens
+        self.scale = torch.zeros((), dtype=torch.float32, device=device)  # 1 / tokens
         self.tokens = torch.zeros((), dtype=torch.float64, device=device)
         self.shapes: dict[tuple[int, ...], _Shape] = {}
         self.pool = None  # the graphs' shared memory pool, from the first capture
@@ -87,7 +102,7 @@ class CapturedUpdates:
         tokens, `lr` its learning rate) without waiting for the device."""
         self.lr.fill_(lr)
         self.step.fill_(step)
-        self.scale.fill_(self.updater.dist.world_size / tokens)
+        self.scale.fill_(1.0 / tokens)  # world_size / tokens, with one process
         self.tokens.fill_(tokens)
         key = (*batch.src_ids.shape, *batch.tgt_in_ids.shape)
         shape = self.shapes.get(key)
