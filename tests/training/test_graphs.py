@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from transformer_mt import kernels
+from transformer_mt.cli import main
 from transformer_mt.config import TrainConfig
 from transformer_mt.config.errors import ConfigError
 from transformer_mt.data.batching import BatchIterator
@@ -25,6 +26,7 @@ from transformer_mt.training.graphs import CapturedUpdates
 from transformer_mt.training.update import Updater
 
 from ..model.tiny import V, tiny_cfg
+from .conftest import write_config, write_corpus
 
 
 def batch_list(n: int) -> list:
@@ -104,3 +106,13 @@ def test_what_graphs_cannot_record_is_refused_by_name(changes, key):
 def test_graphs_on_a_cpu_are_refused_in_one_line():
     with pytest.raises(TmtError, match="train.cuda_graphs needs one process on a CUDA device"):
         updater(cuda_graphs=True)
+
+
+def test_tmt_train_with_graphs_on_a_cpu_stops_in_one_line(tmp_path, capsys):
+    write_corpus(tmp_path, n_train=40)
+    config = str(write_config(tmp_path, train="max_steps: 4, device: cpu"))
+    args = ["train", "--config", config, "--run-dir", str(tmp_path / "run")]
+    assert main([*args, "--set", "train.cuda_graphs=true"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: train.cuda_graphs needs one process on a CUDA device")
+    assert "Traceback" not in "".join(err)
