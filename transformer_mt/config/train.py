@@ -21,8 +21,9 @@ class TrainConfig:
     # dozen batch shapes, not a new one almost every batch, each costing kernel selection and
     # allocator growth once. On the 2-core CPU (Multi30k, max_tokens 2048) 8 gave 20% more
     # updates an hour at about the same real tokens/s, each batch holding 14% fewer real target
-    # tokens, and no lower BLEU at equal updates (docs/results.md); 1 keeps the CPU recipe's
-    # batches, whose hour-long BLEU with 8 is not measured.
+    # tokens, and no lower BLEU at equal updates; the hour-long quickstart with 8 made 16% more
+    # updates and scored 42.48 on test2016 against 42.07 (docs/results.md), so both quickstart
+    # recipes set 8. The default leaves batches as the budget cuts them.
     pad_to_multiple: int = 1
     update_freq: int = 1  # batches accumulated into one update
     schedule: Literal["inverse_sqrt", "noam", "linear"] = "inverse_sqrt"
