@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The prepared GPU check: the CUDA tests and every GPU measurement of training on a GPU, in one
-# run of at most 8 minutes (each step has its own timeout), so that a 15-minute lease holds a
-# run, a look, a fix and a second run.
+# run of at most 515 s (each step has its own timeout): one command within a 10-minute limit,
+# and with the machine's start inside a 15-minute lease.
 #
 #   bash scripts/gpu_check.sh --fetch-wheels   # beforehand, where a package registry is reached
 #   OUT=DIR bash scripts/gpu_check.sh          # on the GPU machine, from the repository root
@@ -25,7 +25,10 @@
 # with about 15 s of setup: 515 s at most.
 # fairseq is not among the peers: its last release (0.12.2) does not import on Python 3.11 or
 # later (its config dataclasses have mutable defaults), and the GPU image's python is 3.12.
-# Opt-in, beyond the 8 minutes: GPU_CHECK_COMPILE=1 (train.compile at the base size, 150 s),
+# Opt-in, beyond those 515 s: GPU_CHECK_PROFILE=1 (the shapes step's allocator as configured
+# again under torch's profiler, into bench_shapes.txt: the heaviest operations of new and of
+# repeated shapes, 40 s),
+# GPU_CHECK_COMPILE=1 (train.compile at the base size, 150 s),
 # GPU_CHECK_WMT14=1 (the WMT14 base recipe's first 100 updates on a stand-in corpus, 180 s).
 #
 # The GPU machine reaches no registry, so it runs a python whose torch already sees CUDA, this
@@ -125,6 +128,10 @@ step recipe 230 "$PY" scripts/run_experiment.py --config configs/multi30k_de_en_
 cp "$RECIPE/metrics.jsonl" "$OUT/recipe_metrics.jsonl" 2>/dev/null
 step shapes 30 "$PY" scripts/benchmark.py shapes --device cuda --max-tokens 8192 \
   --pad-to-multiple 1 --shapes 12 --allocators default expandable >"$OUT/bench_shapes.txt" 2>&1
+if [[ ${GPU_CHECK_PROFILE:-0} == 1 ]]; then
+  step "shapes --profile" 40 "$PY" scripts/benchmark.py shapes --device cuda --max-tokens 8192 \
+    --pad-to-multiple 1 --shapes 12 --allocators default --profile >>"$OUT/bench_shapes.txt" 2>&1
+fi
 
 # (iv) Side by side on this card. MFU against the card's dense bf16 peak from its datasheet
 # (H100/H200 SXM: 989 TFLOP/s). JSON lines on stdout, progress rows and the table on stderr,
