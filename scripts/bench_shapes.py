@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from bench_machine import pick_device, run_standalone  # noqa: E402
-from bench_train import SIZES, _build_updater, distinct_shapes, synthetic_corpus  # noqa: E402
+from bench_train import SIZES, build_updater, distinct_shapes, synthetic_corpus  # noqa: E402
 
 from transformer_mt.data.batching import Batch, BatchIterator  # noqa: E402
 from transformer_mt.machine import keep_freed_memory  # noqa: E402
@@ -84,7 +84,7 @@ def _measure(allocator: str, options: dict) -> dict:
     args = SimpleNamespace(**options, compile=False)
     keep_freed_memory()  # as `tmt train` does
     device = pick_device(args.device)
-    updater = _build_updater("ours", args.size, args, device)
+    updater = build_updater("ours", args.size, args, device)
     corpus = synthetic_corpus(CORPUS_PAIRS, args.vocab_size)
     iterator = BatchIterator(corpus, args.max_tokens, seed=1, pad_to_multiple=args.pad_to_multiple)
     batches = distinct_shapes(iterator, args.shapes)

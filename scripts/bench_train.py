@@ -192,7 +192,7 @@ def _start_run(system: str, size: str, options: dict) -> None:
     _set_threads(args.threads)
     keep_freed_memory()  # as `tmt train` does; every system's process alike
     device = pick_device(args.device)
-    updater = _build_updater(system, size, args, device)
+    updater = build_updater(system, size, args, device)
     corpus = synthetic_corpus(MULTI30K_PAIRS, args.vocab_size)
     batches = BatchIterator(corpus, args.max_tokens, seed=1, pad_to_multiple=args.pad_to_multiple)
     update_freq = updater.cfg.update_freq
@@ -370,7 +370,7 @@ def hf_label_smoothed_loss(
     return LossSums(loss=loss, nll=loss.detach(), n_tokens=labels.ne(pad_id).sum())
 
 
-def _build_updater(system: str, size: str, args: SimpleNamespace, device: torch.device) -> Updater:
+def build_updater(system: str, size: str, args: SimpleNamespace, device: torch.device) -> Updater:
     """The training update of `system` at `size`; the same seed gives every system the same
     initial weights."""
     train = TrainConfig(
