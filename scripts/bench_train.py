@@ -151,16 +151,28 @@ def _measure_in_turns(systems: list[str], size: str, options: dict) -> list[dict
     """Each system's run (`_start_run` .. `_finish_run`) in a fresh process of its own (its own
     peak memory, no state left by earlier runs), the timed updates taken in turns: one update
     of each system, then the next round, so that a machine slowing down for a while (a VM's
-    neighbours: 10-15% on the 2-core VMs here) slows every system alike."""
+    neighbours: 10-15% on the 2-core VMs here) slows every system alike. A system whose run
+    fails is left out with one line on stderr, so that it costs the others none of their rows.
+    """
     context = multiprocessing.get_context("spawn")
     pools = {system: context.Pool(1) for system in systems}
+
+    def each(call: Callable[..., Any], args_of: Callable[[str], tuple] = lambda _: ()) -> dict:
+        """`call(*args_of(system))` in each remaining system's process; a failing one is dropped."""
+        results = {}
+        for system, pool in list(pools.items()):
+            try:
+                results[system] = pool.apply(call, args_of(system))
+            except Exception as error:  # noqa: BLE001 - any failure of one system's run
+                print(f"{system} at {size}: left out ({error!r})", file=sys.stderr, flush=True)
+                pools.pop(system).terminate()
+        return results
+
     try:
-        for system, pool in pools.items():
-            pool.apply(_start_run, (system, size, options))
+        each(_start_run, lambda system: (system, size, options))
         for _ in range(options["steps"]):
-            for pool in pools.values():
-                pool.apply(_timed_update)
-        return [pool.apply(_finish_run) for pool in pools.values()]
+            each(_timed_update)
+        return list(each(_finish_run).values())
     finally:
         for pool in pools.values():
             pool.terminate()
