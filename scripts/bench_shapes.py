@@ -65,13 +65,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> list[dict]:
-    """One result per allocator setting, each measured in a fresh process."""
+    """One result per allocator setting, each measured in a fresh process; a setting whose
+    run fails is left out with one line on stderr."""
     allocators = args.allocators if pick_device(args.device).type == "cuda" else ["default"]
     context = multiprocessing.get_context("spawn")
     results = []
     for allocator in allocators:
         with context.Pool(1) as pool:
-            result = pool.apply(_measure, (allocator, vars(args)))
+            try:
+                result = pool.apply(_measure, (allocator, vars(args)))
+            except Exception as error:  # noqa: BLE001 - any failure of one setting's run
+                print(f"{allocator}: left out ({error!r})", file=sys.stderr, flush=True)
+                continue
         print(json.dumps(result), file=sys.stderr, flush=True)
         results.append(result)
     return results
