@@ -45,3 +45,11 @@ def test_row_and_table_on_the_cpu(bench_shapes):
     table = io.StringIO()
     bench_shapes.print_table([row], file=table)
     assert "default           3" in table.getvalue()
+
+
+@pytest.mark.slow  # a spawned process that loads torch: a few seconds
+def test_a_setting_that_fails_is_left_out_in_one_line(bench_shapes, capsys):
+    argv = ["--max-tokens", "256", "--shapes", "2", "--device", "cpu", "--vocab-size", "2"]
+    assert bench_shapes.run(bench_args(bench_shapes, argv)) == []  # ids need a vocabulary > 4
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "left out" in line]
+    assert line.startswith("default: left out (ValueError(")
