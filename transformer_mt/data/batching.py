@@ -75,20 +75,29 @@ class Batch:
         the driver may wait for the device before it copies, which would stall the host at
         every batch.
         """
-        pin = non_blocking and torch.device(device).type == "cuda"
+        device = torch.device(device)
 
         def move(t: torch.Tensor) -> torch.Tensor:
-            pinned = t.pin_memory() if pin and t.device.type == "cpu" else t
-            return pinned.to(device, non_blocking=non_blocking)
+            return (_staged(t, device) if non_blocking else t).to(device, non_blocking=non_blocking)
 
-        return Batch(
-            move(self.src_ids),
-            move(self.src_mask),
-            move(self.tgt_in_ids),
-            move(self.tgt_out_ids),
-            self.indices,
-            self.n_tgt_tokens,
-        )
+        src_ids, src_mask, tgt_in_ids, tgt_out_ids = map(move, self.model_inputs())
+        return Batch(src_ids, src_mask, tgt_in_ids, tgt_out_ids, self.indices, self.n_tgt_tokens)
+
+    def model_inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The tensors the model and the loss read: src_ids, src_mask, tgt_in_ids, tgt_out_ids."""
+        return self.src_ids, self.src_mask, self.tgt_in_ids, self.tgt_out_ids
+
+    def copy_into(self, buffers: Batch) -> None:
+        """Write this batch's tensors into `buffers`, a batch of the same shapes (a CUDA
+        graph's inputs), without waiting: through pinned memory, as `to` copies."""
+        for buffer, values in zip(buffers.model_inputs(), self.model_inputs(), strict=True):
+            buffer.copy_(_staged(values, buffer.device), non_blocking=True)
+
+
+def _staged(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """`t` ready for a copy to `device` that does not wait: in pinned memory when it goes from
+    the CPU to a CUDA device (from pageable memory the driver may wait for the device)."""
+    return t.pin_memory() if device.type == "cuda" and t.device.type == "cpu" else t
 
 
 @dataclass(frozen=True)

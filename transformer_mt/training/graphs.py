@@ -85,8 +85,7 @@ class CapturedUpdates:
         # Python float that eager training passes, bit for bit.
         lr_dtype = torch.float32 if device.type == "cuda" else torch.float64
         self.lr = torch.zeros((), dtype=lr_dtype, device=device)
-        self.step = torch.zeros((), dtype=torch.float64, device=device)
-        self.scale = torch.zeros((), dtype=torch.float32, device=device)  # 1 / tokens
+        self.step_number = torch.zeros((), dtype=torch.float64, device=device)
         self.tokens = torch.zeros((), dtype=torch.float64, device=device)
         self.shapes: dict[tuple[int, ...], _Shape] = {}
         self.pool = None  # the graphs' shared memory pool, from the first capture
@@ -101,8 +100,7 @@ class CapturedUpdates:
         """Queue update `step` on `batch` (this update's only batch, `tokens` its target
         tokens, `lr` its learning rate) without waiting for the device."""
         self.lr.fill_(lr)
-        self.step.fill_(step)
-        self.scale.fill_(1.0 / tokens)  # world_size / tokens, with one process
+        self.step_number.fill_(step)
         self.tokens.fill_(tokens)
         key = (*batch.src_ids.shape, *batch.tgt_in_ids.shape)
         shape = self.shapes.get(key)
@@ -119,8 +117,7 @@ class CapturedUpdates:
             torch.cuda.current_stream().wait_stream(side)
             self._capture(shape)
             return figures
-        for buffer, values in zip(_tensors(shape.inputs), _tensors(batch), strict=True):
-            buffer.copy_(values.pin_memory() if buffer.is_cuda else values, non_blocking=True)
+        batch.copy_into(shape.inputs)
         if shape.graph is None:
             return self._update(shape.inputs)
         shape.graph.replay()
@@ -130,8 +127,9 @@ class CapturedUpdates:
     def _update(self, inputs: Batch) -> Figures:
         """`Updater`'s update, fed by the scalars on the device."""
         updater = self.updater
-        loss, nll = updater.forward_backward([inputs], self.scale)
-        grad_norm, applied = updater.step(loss / self.tokens, self.step, self.lr)
+        scale = (1.0 / self.tokens).float()  # world_size / tokens, with one process
+        loss, nll = updater.forward_backward([inputs], scale)
+        grad_norm, applied = updater.step(loss / self.tokens, self.step_number, self.lr)
         return loss, nll, grad_norm, applied
 
     def _capture(self, shape: _Shape) -> None:
@@ -147,8 +145,3 @@ class CapturedUpdates:
             "cuda_graphs: recorded the update of %d x %d -> %d tokens (%d batch shapes so far)",
             *(src[0], src[1], tgt[1], self.captured),
         )
-
-
-def _tensors(batch: Batch) -> tuple[torch.Tensor, ...]:
-    """The tensors of `batch` the model reads, in a fixed order."""
-    return batch.src_ids, batch.src_mask, batch.tgt_in_ids, batch.tgt_out_ids

@@ -175,14 +175,14 @@ class Updater:
             (batch,) = batches
             loss, nll, grad_norm, applied = self.graphs.launch(batch, step, tokens, lr)
             stop = stopping is not None and stopping()
-            return LaunchedUpdate(loss, nll, tokens, grad_norm, lr, applied, stop)
-        loss, nll = self.forward_backward(batches, self.dist.world_size / tokens)
-        stop = stopping is not None and stopping()
-        if self.dist.enabled:
-            sums = torch.stack([loss, nll, torch.full_like(loss, float(stop))])
-            self.dist.sum_in_place(sums)
-            loss, nll, stop = sums[0], sums[1], bool(sums[2] > 0)
-        grad_norm, applied = self.step(loss / tokens, step, lr)
+        else:
+            loss, nll = self.forward_backward(batches, self.dist.world_size / tokens)
+            stop = stopping is not None and stopping()
+            if self.dist.enabled:
+                sums = torch.stack([loss, nll, torch.full_like(loss, float(stop))])
+                self.dist.sum_in_place(sums)
+                loss, nll, stop = sums[0], sums[1], bool(sums[2] > 0)
+            grad_norm, applied = self.step(loss / tokens, step, lr)
         return LaunchedUpdate(loss, nll, tokens, grad_norm, lr, applied, stop)
 
     def settle(self) -> int:
