@@ -172,9 +172,15 @@ def padded_lengths(lengths: np.ndarray, multiple: int) -> np.ndarray:
     """`lengths` rounded up to a multiple of `multiple`, capped at the longest of them (a
     padded row never needs a position the corpus' longest row does not)."""
     lengths = np.asarray(lengths, dtype=np.int64)
+    return _rounded_up(lengths, multiple, lengths.max(initial=0))
+
+
+def _rounded_up(lengths: np.ndarray | int, multiple: int, longest: int) -> np.ndarray | int:
+    """`lengths` rounded up to a multiple of `multiple`, none above `longest`: the one rule
+    by which `make_batches` budgets a pair and `collate` pads its batch."""
     if multiple == 1:
         return lengths
-    return np.minimum(-(-lengths // multiple) * multiple, lengths.max(initial=0))
+    return np.minimum(-(-lengths // multiple) * multiple, longest)
 
 
 def _cut_at_budget(ordered: np.ndarray, cost: np.ndarray, max_tokens: int) -> list[np.ndarray]:
@@ -252,10 +258,8 @@ def _pad_rows(
     lengths = rows.lengths
     start = prefix.shape[1]
     framed = start + len(suffix)
-    width = int(lengths.max(initial=0)) + framed
-    if multiple > 1:
-        longest = int(column.lengths.max(initial=0)) + framed
-        width = min(-(-width // multiple) * multiple, longest)
+    longest = int(column.lengths.max(initial=0)) + framed
+    width = int(_rounded_up(int(lengths.max(initial=0)) + framed, multiple, longest))
     out = np.full((len(indices), width), pad, dtype=np.int64)  # (B, L)
     row_of = np.repeat(np.arange(len(indices)), lengths)
     col_of = np.arange(len(rows.values)) - np.repeat(rows.offsets[:-1], lengths) + start
