@@ -12,7 +12,7 @@ Without --checkpoint the model has random weights of the quickstart size; HF get
 `to_marian`, CTranslate2 through our exporter (`export_ct2.build_spec`, float32; `ct2-int8`
 loads that model with compute_type int8). `ours-int8` is `tmt translate --quantize int8`'s
 model (`quantize_int8`). Systems whose package is missing, or that cannot express the model
-(CTranslate2: rotary positions), are skipped with a note.
+(HF Marian: rotary positions; CTranslate2: e.g. latent attention), are skipped with a note.
 
 The search settings are made equivalent (see `decode_config` and `hf_generation_config`): K
 beams, a sentence stops at K finished hypotheses (HF early_stopping=True), score = log P / |y|

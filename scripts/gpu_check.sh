@@ -20,11 +20,13 @@
 #   train      scripts/benchmark.py train, ours (eager and replayed from CUDA graphs) and HF
 #              Marian at the quickstart and base sizes, 4k and then 32k tokens an update,
 #              every batch shape of an epoch met once before the timed updates           2 x 50 s
-#   translate  scripts/benchmark.py translate, ours, HF generate and CTranslate2, beam 5 and
-#              greedy, 64 sentences a batch                                                 40 s
+#   translate  scripts/benchmark.py translate, ours and HF generate (CTranslate2: below), beam
+#              5 and greedy, 64 sentences a batch                                                 40 s
 # with about 15 s of setup: 515 s at most.
 # fairseq is not among the peers: its last release (0.12.2) does not import on Python 3.11 or
 # later (its config dataclasses have mutable defaults), and the GPU image's python is 3.12.
+# Nor is CTranslate2 on the GPU: its CUDA build opens libcublas.so.12, the image has CUDA 13's
+# cuBLAS only, and cuBLAS 12's wheel (581 MB) cannot be carried; translate skips it in a line.
 # Opt-in, beyond those 515 s: GPU_CHECK_PROFILE=1 (the shapes step's allocator as configured
 # again under torch's profiler, into bench_shapes.txt: the heaviest operations of new and of
 # repeated shapes, 40 s),
