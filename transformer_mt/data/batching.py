@@ -258,8 +258,9 @@ def _pad_rows(
     lengths = rows.lengths
     start = prefix.shape[1]
     framed = start + len(suffix)
-    longest = int(column.lengths.max(initial=0)) + framed
-    width = int(_rounded_up(int(lengths.max(initial=0)) + framed, multiple, longest))
+    width = int(lengths.max(initial=0)) + framed
+    if multiple > 1:  # the cap reads the whole column's lengths: only when there is padding
+        width = int(_rounded_up(width, multiple, int(column.lengths.max(initial=0)) + framed))
     out = np.full((len(indices), width), pad, dtype=np.int64)  # (B, L)
     row_of = np.repeat(np.arange(len(indices)), lengths)
     col_of = np.arange(len(rows.values)) - np.repeat(rows.offsets[:-1], lengths) + start
