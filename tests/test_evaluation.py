@@ -9,7 +9,7 @@ import pytest
 
 from transformer_mt.cli import main
 from transformer_mt.errors import TmtError
-from transformer_mt.evaluation import corpus_scores, evaluate_files, read_segments
+from transformer_mt.evaluation import corpus_scores, evaluate_files, iter_segments
 
 REFERENCES = [
     "The cat sat on the mat.",
@@ -76,11 +76,45 @@ def test_line_count_mismatch_names_both_files_and_counts(tmp_path):
         evaluate_files(hyp, ref)
 
 
+@pytest.mark.parametrize("chunk", [1, 4, 6, 100])
+def test_files_scored_a_chunk_at_a_time_equal_the_whole(files, monkeypatch, chunk):
+    """Chunks shorter than, across and longer than the files: the same scores and strings."""
+    monkeypatch.setattr("transformer_mt.evaluation.CHUNK_SEGMENTS", chunk)
+    metrics = ("bleu", "chrf", "ter")
+    whole = corpus_scores(HYPOTHESES, [r.rstrip() for r in REFERENCES], metrics)
+    assert evaluate_files(*files, metrics) == whole
+
+
+def test_cli_counts_the_lines_scored_in_a_log(files, monkeypatch, capsys):
+    """Without a terminal, a plain progress line as each chunk is scored (every 0 s here)."""
+    monkeypatch.setattr("transformer_mt.evaluation.CHUNK_SEGMENTS", 4)
+    monkeypatch.setattr("transformer_mt.progress.PROGRESS_SECONDS", 0.0)
+    hyp, ref = files
+    assert main(["evaluate", "--hyp", str(hyp), "--ref", str(ref), "--metrics", "bleu"]) == 0
+    said = capsys.readouterr()
+    lines = [line.split(",")[0] for line in said.err.splitlines()]
+    assert lines == ["scored 4 lines", "scored 6 lines"]
+    assert said.out.startswith("BLEU|")
+
+
+@pytest.mark.parametrize("hyp_lines, ref_lines", [(9, 4), (4, 9), (8, 7)])
+def test_a_mismatch_past_the_first_chunk_counts_the_longer_file(
+    tmp_path, monkeypatch, hyp_lines, ref_lines
+):
+    monkeypatch.setattr("transformer_mt.evaluation.CHUNK_SEGMENTS", 3)
+    hyp, ref = tmp_path / "hyp.txt", tmp_path / "ref.txt"
+    hyp.write_text("a b c\n" * hyp_lines, encoding="utf-8")
+    ref.write_text("a b c\n" * ref_lines, encoding="utf-8")
+    expected = f"{hyp} has {hyp_lines} lines but {ref} has {ref_lines}"
+    with pytest.raises(TmtError, match=re.escape(expected)):
+        evaluate_files(hyp, ref)
+
+
 def test_bad_utf8_names_the_file_and_line(tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"fine\nstill fine\nbroken \xff here\n")
     with pytest.raises(TmtError, match=re.escape(f"{bad}:3: not valid UTF-8")):
-        read_segments(bad)
+        list(iter_segments(bad))
 
 
 def test_missing_file_is_named(tmp_path):
@@ -91,7 +125,7 @@ def test_missing_file_is_named(tmp_path):
 def test_lines_split_at_newline_only_and_keep_empty_lines(tmp_path):
     path = tmp_path / "lines.txt"
     path.write_bytes("one\rstill one  \n\nthree\u2028same line".encode())
-    assert read_segments(path) == ["one\rstill one", "", "three\u2028same line"]
+    assert list(iter_segments(path)) == ["one\rstill one", "", "three\u2028same line"]
 
 
 def test_unknown_metric_and_count_mismatch_in_memory():

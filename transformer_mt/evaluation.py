@@ -4,14 +4,14 @@ Scores are computed on detokenised text (what `tmt translate` writes and what th
 file holds), letting each metric tokenise the text its own standard way (BLEU: 13a), so the
 numbers are comparable across papers (Post 2018, "A Call for Clarity in Reporting BLEU Scores").
 Files are read as sacrebleu's command line reads them: UTF-8, one segment per "\\n"-separated
-line, trailing whitespace stripped. A stream too long to hold (`tmt translate --ref` of a large
-file) is scored a chunk at a time by `CorpusScorer`, which keeps only the summed statistics.
+line, trailing whitespace stripped. Files and streams of any size (`tmt evaluate`, `tmt translate
+--ref`) are scored a chunk at a time by `CorpusScorer`, which keeps only the summed statistics.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,11 +20,13 @@ from sacrebleu.metrics.base import Metric
 from sacrebleu.metrics.base import Score as BaseScore
 
 from transformer_mt.errors import TmtError
-from transformer_mt.files import iter_lines, read_lines
+from transformer_mt.files import iter_lines, parallel_chunks
 
 METRICS = ("bleu", "chrf", "ter")
 # sacrebleu's BLEU warns once a corpus holds this many hypotheses ending in " ." (tokenised text).
 TOKENIZED_PERIODS = 100
+# Segments of two files read and scored at a time by `evaluate_files`.
+CHUNK_SEGMENTS = 10_000
 
 
 @dataclass(frozen=True)
@@ -157,18 +159,31 @@ def evaluate_files(
     ref_path: str | Path,
     metrics: Sequence[str] = ("bleu", "chrf"),
     lowercase: bool = False,
+    progress: Callable[[int], None] | None = None,
 ) -> list[Score]:
-    """Corpus scores of a translation file against a reference file, line by line.
+    """Corpus scores of a translation file against a reference file, line by line, read and
+    scored `CHUNK_SEGMENTS` lines at a time (`CorpusScorer`): memory stays flat whatever the
+    files' size, and the scores equal `corpus_scores` of all the lines. `progress` is told
+    each chunk's line count once it is scored (None: silent).
 
     Raises:
         TmtError: a missing or unreadable file, a file that is not UTF-8 (naming the line),
             files with different line counts (naming both files and both counts), or two empty
             files.
     """
-    hypotheses = read_segments(hyp_path)
-    references = read_segments(ref_path)
-    check_line_counts(hyp_path, len(hypotheses), ref_path, len(references))
-    return corpus_scores(hypotheses, references, metrics, lowercase)
+    scorer = CorpusScorer(metrics, lowercase)
+
+    def check(hyp_lines: int, ref_lines: int) -> None:
+        check_line_counts(hyp_path, hyp_lines, ref_path, ref_lines)
+
+    chunks = parallel_chunks(
+        iter_segments(hyp_path), iter_segments(ref_path), CHUNK_SEGMENTS, check
+    )
+    for hypotheses, references in chunks:
+        scorer.add(hypotheses, references)
+        if progress is not None:
+            progress(len(hypotheses))
+    return scorer.scores()
 
 
 def check_line_counts(
@@ -191,21 +206,13 @@ def check_line_counts(
         raise TmtError(f"{hyp_name} and {ref_name} are empty: there is nothing to score")
 
 
-def read_segments(path: str | Path) -> list[str]:
-    """The segments of a text file as sacrebleu's command line reads them: UTF-8 lines split at
-    "\\n" only (`files.read_lines`), trailing whitespace stripped.
-
-    Raises:
-        TmtError: the file is missing, unreadable or not UTF-8 (naming the line).
-    """
-    return [line.rstrip() for line in read_lines(path)]
-
-
 def iter_segments(path: str | Path) -> Iterator[str]:
-    """`read_segments`, one segment at a time: for files larger than memory.
+    """The segments of a text file as sacrebleu's command line reads them, one at a time:
+    UTF-8 lines split at "\\n" only (`files.iter_lines`), trailing whitespace stripped.
 
     Raises:
-        TmtError: as `read_segments`, when the bad part is reached.
+        TmtError: the file is missing, unreadable or not UTF-8 (naming the line), when the bad
+            part is reached.
     """
     for line in iter_lines(path):
         yield line.rstrip()

@@ -16,12 +16,13 @@ import errno
 import gzip
 import hashlib
 import io
+import itertools
 import logging
 import os
 import re
 import shutil
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -108,6 +109,34 @@ def iter_lines(path: str | Path) -> Iterator[str]:
         raise TmtError(f"{path}: file not found") from None
     except (OSError, EOFError) as err:
         raise TmtError(f"{path}: cannot read ({one_line(err)})") from None
+
+
+def parallel_chunks(
+    first: Iterable[str], second: Iterable[str], size: int, check: Callable[[int, int], None]
+) -> Iterator[tuple[list[str], list[str]]]:
+    """The lines of two parallel files, `size` pairs at a time, holding one chunk only.
+
+    `check(n_first, n_second)` is called with both line counts once both ended, before the
+    last chunk is yielded, and raises for counts the caller refuses (a shorter file, no lines):
+    a caller that writes as it goes discards its output then. The longer file's extra lines
+    are counted, not held, so the message can say both counts.
+    """
+    missing = object()
+    chunk: tuple[list[str], list[str]] = ([], [])
+    counts = [0, 0]
+    for pair in itertools.zip_longest(first, second, fillvalue=missing):
+        counts[0] += pair[0] is not missing
+        counts[1] += pair[1] is not missing
+        if missing in pair:
+            continue
+        chunk[0].append(pair[0])
+        chunk[1].append(pair[1])
+        if len(chunk[0]) == size:
+            yield chunk
+            chunk = ([], [])
+    check(*counts)
+    if chunk[0]:
+        yield chunk
 
 
 @contextmanager

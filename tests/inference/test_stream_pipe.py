@@ -97,6 +97,8 @@ def test_ref_is_scored_chunk_by_chunk_from_a_file_or_a_pipe(
     capsys.readouterr()
     assert main(["evaluate", "--hyp", str(tmp_path / "hyp.txt"), "--ref", str(ref)]) == 0
     evaluated = [line.split(" = ")[1] for line in capsys.readouterr().out.splitlines()]
+    assert added == [len(LINES)]  # tmt evaluate's chunks are larger than these files
+    added.clear()
 
     def scores(*flags) -> list[str]:
         assert translate(checkpoint, tmp_path / "out.txt", "--ref", str(ref), *flags) == 0

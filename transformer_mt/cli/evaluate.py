@@ -52,8 +52,13 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         raise TmtError("evaluate: give --hyp and --ref, or --checkpoint")
 
     from transformer_mt.evaluation import evaluate_files
+    from transformer_mt.progress import Counted, ProgressReport
 
-    scores = evaluate_files(args.hyp, args.ref, args.metrics, args.lowercase)
+    report = ProgressReport.on_stderr(None, Counted("scored", "lines", "lines"))
+    try:
+        scores = evaluate_files(args.hyp, args.ref, args.metrics, args.lowercase, report.update)
+    finally:
+        report.close()
     if args.json:
         print(json.dumps([dataclasses.asdict(s) for s in scores], indent=1))
     else:

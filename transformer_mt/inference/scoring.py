@@ -21,9 +21,8 @@ EOS alone, the probability of translating into nothing, which an n-best list may
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import zip_longest
 from pathlib import Path
 from typing import TextIO
 
@@ -31,7 +30,7 @@ import torch
 
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.errors import TmtError
-from transformer_mt.files import iter_lines, read_lines
+from transformer_mt.files import iter_lines, parallel_chunks, read_lines
 from transformer_mt.inference.translator import Translator
 from transformer_mt.model import Seq2SeqTransformer
 
@@ -215,7 +214,10 @@ def score_files(
             shorter ends: `out` is expected to be discarded then), or one cannot be read.
     """
     counts = ScoredCounts()
-    for sources, targets in _parallel_chunks(src_path, tgt_path):
+    chunks = parallel_chunks(
+        iter_lines(src_path), iter_lines(tgt_path), CHUNK_PAIRS, _refuse_unequal(src_path, tgt_path)
+    )
+    for sources, targets in chunks:
         scores = score_pairs(translator, sources, targets, max_tokens)
         counts.add(scores)
         for score in scores:
@@ -223,32 +225,17 @@ def score_files(
     return counts
 
 
-def _parallel_chunks(
-    src_path: str | Path, tgt_path: str | Path
-) -> Iterator[tuple[list[str], list[str]]]:
-    missing = object()
-    sources: list[str] = []
-    targets: list[str] = []
-    n_src = n_tgt = 0
-    for source, target in zip_longest(
-        iter_lines(src_path), iter_lines(tgt_path), fillvalue=missing
-    ):
-        n_src += source is not missing
-        n_tgt += target is not missing
-        if source is missing or target is missing:
-            continue  # counting the longer file's lines, for the message
-        sources.append(source)
-        targets.append(target)
-        if len(sources) == CHUNK_PAIRS:
-            yield sources, targets
-            sources, targets = [], []
-    if n_src != n_tgt:
-        raise TmtError(
-            f"{src_path} has {n_src} lines but {tgt_path} has {n_tgt}: "
-            "scoring reads one target line per source line"
-        )
-    if sources:
-        yield sources, targets
+def _refuse_unequal(src_path: str | Path, tgt_path: str | Path) -> Callable[[int, int], None]:
+    """The line-count check of `parallel_chunks` for the sources and targets to score."""
+
+    def check(n_src: int, n_tgt: int) -> None:
+        if n_src != n_tgt:
+            raise TmtError(
+                f"{src_path} has {n_src} lines but {tgt_path} has {n_tgt}: "
+                "scoring reads one target line per source line"
+            )
+
+    return check
 
 
 @dataclass(frozen=True)
