@@ -4,7 +4,7 @@ file and line for every kind of bad input."""
 import pytest
 
 from transformer_mt.errors import TmtError
-from transformer_mt.inference.glossary import MAX_TERM_CHARS, Glossary, read_constraints
+from transformer_mt.inference.glossary import MAX_TERM_CHARS, Glossary, iter_constraints
 
 
 def glossary_file(tmp_path, text: str | bytes):
@@ -104,10 +104,10 @@ def test_pairs_are_checked_and_named_by_their_origin():
 def test_constraints_file_gives_each_line_its_phrases(tmp_path):
     path = tmp_path / "constraints.txt"
     path.write_text("the house\tred\n\n\t  \t\nStraße \n")
-    assert read_constraints(path) == [["the house", "red"], [], [], ["Straße"]]
+    assert list(iter_constraints(path)) == [["the house", "red"], [], [], ["Straße"]]
     path.write_text("ok\n" + "y" * (MAX_TERM_CHARS + 1) + "\n")
     with pytest.raises(TmtError, match=rf"^{path}:2: phrase of {MAX_TERM_CHARS + 1} characters"):
-        read_constraints(path)
+        list(iter_constraints(path))
     path.write_bytes(b"ok\n\xff\n")
     with pytest.raises(TmtError, match=rf"^{path}:2: not valid UTF-8"):
-        read_constraints(path)
+        list(iter_constraints(path))

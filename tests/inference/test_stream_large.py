@@ -186,3 +186,45 @@ def test_an_output_written_by_a_running_process_is_refused(checkpoint, source, t
         sleeper.kill()
         sleeper.wait()
     assert os.path.exists(sidecar) and not out.exists()
+
+
+def test_each_chunk_is_asked_with_its_own_prefixes_and_constraints(
+    checkpoint, source, tmp_path, calls, monkeypatch
+):
+    """--prefix and --constraints are read beside the input, a chunk at a time, and from the
+    first line not done when an interrupted run continues."""
+    lines = source.read_text(encoding="utf-8").splitlines()
+    prefixes = ["das" if i % 2 else "" for i in range(N_LINES)]
+    phrases = ["buch" if i % 3 == 0 and lines[i] else "" for i in range(N_LINES)]
+    (tmp_path / "prefix.txt").write_text("\n".join(prefixes) + "\n", encoding="utf-8")
+    (tmp_path / "phrases.txt").write_text("\n".join(phrases) + "\n", encoding="utf-8")
+    flags = ["--prefix", str(tmp_path / "prefix.txt")]
+    flags += ["--constraints", str(tmp_path / "phrases.txt")]
+    asked = []
+    counting = Translator.translate
+
+    def recording(self, request, *args, **kwargs):
+        asked.append(request)
+        return counting(self, request, *args, **kwargs)
+
+    monkeypatch.setattr(Translator, "translate", recording)
+
+    def options_asked(first: int) -> None:
+        assert [text for request in asked for text in request.texts] == lines[first:]
+        assert [p for request in asked for p in request.prefixes] == prefixes[first:]
+        constraints = [list(c) for request in asked for c in request.constraints]
+        assert constraints == [[p] if p else [] for p in phrases[first:]]
+
+    whole = tmp_path / "whole.txt"
+    assert translate(checkpoint, source, whole, *flags) == 0
+    assert [len(request) for request in asked] == [4, 4, 4, 4, 4, 2]
+    options_asked(0)
+
+    out = tmp_path / "out.txt"
+    calls.update(chunks=0, stop_after=2)
+    assert translate(checkpoint, source, out, *flags) == 130
+    asked.clear()
+    calls.update(chunks=0, stop_after=None)
+    assert translate(checkpoint, source, out, *flags) == 0
+    options_asked(2 * CHUNK)
+    assert out.read_bytes() == whole.read_bytes()

@@ -4,8 +4,9 @@ content (--report) and scores against references (--ref). Also the Translator as
 load it, and the warnings about what it changed in the input, which documents share.
 
 The input is translated as it is read, a chunk at a time, and so are the references of --ref
-(each chunk's translations scored as they come, `evaluation.CorpusScorer`): memory stays flat
-whatever their size. A file given as --input is counted first, in a pass over its bytes (the
+(each chunk's translations scored as they come, `evaluation.CorpusScorer`) and the lines of
+--prefix and --constraints (each chunk asked with its own): memory stays flat whatever their
+size. A file given as --input is counted first, in a pass over its bytes (the
 total for progress and for checking the per-line and reference files before any decoding);
 piped input cannot be counted before it is read, so its lines are checked against those files
 as they come. Written to a file (--output), a file's run is resumable: stopped, it keeps the
@@ -30,8 +31,8 @@ from transformer_mt.progress import PROGRESS_SECONDS, ProgressReport
 if TYPE_CHECKING:  # imported where used: `tmt --help` loads no model library
     from transformer_mt.evaluation import CorpusScorer
     from transformer_mt.inference.glossary import Glossary
-    from transformer_mt.inference.requests import Texts
     from transformer_mt.inference.resume import PartialOutput
+    from transformer_mt.inference.stream import LineOptions
     from transformer_mt.inference.translator import Translation, Translator
 
 # Flags that change what is said on stderr or where the output goes, not the translations:
@@ -44,15 +45,16 @@ CHUNK_LINES = 2000
 
 @dataclass(frozen=True)
 class _LineFiles:
-    """What the files of --ref, --prefix, --constraints and --glossary hold (None: not given),
-    read before the model loads, so that a mistake on their last line costs no translation
-    time. The references are only counted (their UTF-8 checked): they are read again beside
-    the translations and scored a chunk at a time. A per-line file is held whole, checked (its
-    count, UTF-8, phrase lengths) before any decoding."""
+    """The line counts of the files of --ref, --prefix and --constraints (None: not given) and
+    the glossary of --glossary, read before the model loads, so that a mistake on their last
+    line costs no translation time. Each of those files is read through once here and counted
+    (its UTF-8 and a constraint's phrase lengths checked), not held: it is read again beside
+    the input, a chunk at a time (the references scored, the options asked with their lines).
+    """
 
     ref_lines: int | None
-    prefixes: list[str] | None
-    constraints: list[list[str]] | None
+    prefix_lines: int | None
+    constraint_lines: int | None
     glossary: Glossary | None
 
 
@@ -77,7 +79,6 @@ class _Source:
     lines: Iterable[str]  # read as it streams
     interactive: bool  # typed at a terminal: each line is translated as it comes
     total: int | None  # None: not known before it is read (a pipe, a terminal)
-    options: Texts | None
     is_file: bool  # --input names a regular file (counted, then streamed)
 
 
@@ -165,14 +166,16 @@ def load_glossary(args: argparse.Namespace) -> Glossary | None:
 
 
 def _read_line_files(args: argparse.Namespace) -> _LineFiles:
-    from transformer_mt.files import iter_lines, read_lines
-    from transformer_mt.inference.glossary import read_constraints
+    from transformer_mt.files import iter_lines
+    from transformer_mt.inference.glossary import iter_constraints
 
-    ref_lines = None if args.ref is None else sum(1 for _ in iter_lines(args.ref))
+    def count(path: str | None, read: Callable[[str], Iterator]) -> int | None:
+        return None if path is None else sum(1 for _ in read(path))
+
     return _LineFiles(
-        ref_lines=ref_lines,
-        prefixes=None if args.prefix is None else read_lines(args.prefix),
-        constraints=None if args.constraints is None else read_constraints(args.constraints),
+        ref_lines=count(args.ref, iter_lines),
+        prefix_lines=count(args.prefix, iter_lines),
+        constraint_lines=count(args.constraints, iter_constraints),
         glossary=load_glossary(args),
     )
 
@@ -181,7 +184,7 @@ def _read_source(
     args: argparse.Namespace, files: _LineFiles, stack: contextlib.ExitStack
 ) -> _Source:
     """The input, read as it streams: a file counted first and the reference and per-line
-    files checked against it; a pipe's (or a terminal's) lines checked as they come
+    files' counts checked against it; a pipe's (or a terminal's) lines checked as they come
     (`_checked_lines`), a terminal's translated as typed."""
     from transformer_mt.files import decode_lines
 
@@ -191,29 +194,36 @@ def _read_source(
     lines: Iterator[str] = decode_lines(open_in(args.input, stack), name)
     total = _count_lines(args.input) if is_file else None
     if total is not None:
-        _check_ref_lines(args, files, name, total)
-        options = _line_options(args, files, name=name, total=total)
-        return _Source(name, lines, interactive, total, options, is_file=True)
+        _check_line_counts(args, files, name, total)
+        return _Source(name, lines, interactive, total, is_file=True)
 
     def check(count: int) -> None:
-        _check_ref_lines(args, files, name, count)
-        _line_options(args, files, name=name, total=count)
+        _check_line_counts(args, files, name, count)
 
     expected = _expected_lines(files, lines, check)
-    if expected is None:
-        return _Source(name, lines, interactive, None, None, is_file=False)
-    options = _line_options(args, files, name=name, total=expected)
-    lines = _checked_lines(lines, expected, check)
-    return _Source(name, lines, interactive, None, options, is_file=False)
+    if expected is not None:
+        lines = _checked_lines(lines, expected, check)
+    return _Source(name, lines, interactive, None, is_file=False)
 
 
-def _check_ref_lines(args: argparse.Namespace, files: _LineFiles, name: str, count: int) -> None:
-    """Refuse a --ref file without a line for each of the input's `count` lines, or an empty
-    input and reference (`evaluation.check_line_counts`)."""
+def _check_line_counts(args: argparse.Namespace, files: _LineFiles, name: str, count: int) -> None:
+    """Refuse a --ref, --prefix or --constraints file without one line for each of the
+    input's `count` lines, naming both (with --ref, an empty input too:
+    `evaluation.check_line_counts`)."""
     if files.ref_lines is not None:
         from transformer_mt.evaluation import check_line_counts
 
         check_line_counts(name, count, args.ref, files.ref_lines)
+    per_line = (
+        (args.prefix, files.prefix_lines, "prefix", "one prefix line"),
+        (args.constraints, files.constraint_lines, "constraint", "one line of phrases"),
+    )
+    for path, given, what, one in per_line:
+        if given is not None and given != count:
+            raise TmtError(
+                f"{path}: {given} {what} line(s) for the {count} line(s) of {name}: give {one} "
+                "(blank for none) per input line"
+            )
 
 
 def _expected_lines(
@@ -222,9 +232,8 @@ def _expected_lines(
     """The lines a pipe must hold: those of its reference and per-line files (None: none
     given). When they differ, one of them cannot match: the pipe is counted (not held) and
     `check` refuses that one by name."""
-    counts = {len(held) for held in (files.prefixes, files.constraints) if held is not None}
-    if files.ref_lines is not None:
-        counts.add(files.ref_lines)
+    given = (files.ref_lines, files.prefix_lines, files.constraint_lines)
+    counts = {count for count in given if count is not None}
     if len(counts) > 1:
         check(sum(1 for _ in lines))
     return min(counts, default=None)
@@ -261,27 +270,23 @@ def _count_lines(path: str) -> int:
 
 
 def _line_options(
-    args: argparse.Namespace, files: _LineFiles, *, name: str, total: int
-) -> Texts | None:
-    """The per-line options of the `total` input lines from their files (None: none given);
-    a file without one line per input line is refused, naming both files
-    (`TextsCountError.field`). The lines themselves come chunk by chunk
-    (`LineOptions.chunk`); blanks stand in for them here."""
-    from transformer_mt.inference.requests import Texts, TextsCountError
+    args: argparse.Namespace, glossary: Glossary | None, first: int, stack: contextlib.ExitStack
+) -> LineOptions:
+    """What the input lines from line `first` (from 0) on are asked with: the lines of --prefix
+    and --constraints from that line on, read as the input's are, and the glossary."""
+    from transformer_mt.files import iter_lines
+    from transformer_mt.inference.glossary import iter_constraints
+    from transformer_mt.inference.stream import LineOptions
 
-    if files.prefixes is None and files.constraints is None:
-        return None
-    try:
-        return Texts.of([""] * total, prefixes=files.prefixes, constraints=files.constraints)
-    except TextsCountError as err:
-        path, what, one = {
-            "prefixes": (args.prefix, "prefix", "one prefix line"),
-            "constraints": (args.constraints, "constraint", "one line of phrases"),
-        }[err.field]
-        raise TmtError(
-            f"{path}: {err.given} {what} line(s) for the {err.n_texts} line(s) of "
-            f"{name}: give {one} (blank for none) per input line"
-        ) from None
+    def from_first(path: str | None, read: Callable[[str], Iterator]) -> Iterator | None:
+        if path is None:
+            return None
+        lines = stack.enter_context(contextlib.closing(read(path)))
+        return itertools.islice(lines, first, None)
+
+    prefixes = from_first(args.prefix, iter_lines)
+    constraints = from_first(args.constraints, iter_constraints)
+    return LineOptions(prefixes, constraints, glossary, first_line=first)
 
 
 def _translate(
@@ -297,7 +302,7 @@ def _translate(
     to `scores` (None: --ref not given); the number of lines translated, by this run and the
     earlier ones it continued. A phrase that cannot be met names its line."""
     from transformer_mt.inference.constrained import ConstraintsError
-    from transformer_mt.inference.stream import LineOptions, translate_stream
+    from transformer_mt.inference.stream import translate_stream
 
     partial = _open_partial(args, source, stack)
     out = open_out(args.output, stack) if partial is None else partial.file
@@ -316,7 +321,7 @@ def _translate(
             itertools.islice(source.lines, first, None),
             out,
             1 if source.interactive else CHUNK_LINES,
-            options=LineOptions(source.options, glossary, first_line=first),
+            options=_line_options(args, glossary, first, stack),
             progress=_progress(args, source, first),
             chunk_done=chunk_done,
             report_out=report,

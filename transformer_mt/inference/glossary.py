@@ -11,7 +11,7 @@ that sentence's constraints, which the `Translator` encodes with the target toke
 search enforces (search/constraints.py). Matching on the text, not on subwords, is what makes
 it subword-aware: a term is found whichever pieces the source tokenizer would cut it into.
 
-A constraints file (`read_constraints`) gives each input line's target phrases directly,
+A constraints file (`iter_constraints`) gives each input line's target phrases directly,
 TAB-separated, a blank line for none. `sentence_phrases` gives each sentence its line's own
 phrases and its glossary's terms: `Translator.translate` and the server's engine both ask it.
 
@@ -23,7 +23,7 @@ different targets.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -169,21 +169,19 @@ class Glossary:
         return re.compile(rf"(?<!\w)(?:{terms})(?!\w)", flags)
 
 
-def read_constraints(path: str | Path) -> list[list[str]]:
-    """Each line's target phrases from a constraints file: TAB-separated, a blank line (or
-    blank fields) for none.
+def iter_constraints(path: str | Path) -> Iterator[list[str]]:
+    """Each line's target phrases from a constraints file, one line at a time (files of any
+    size): TAB-separated, a blank line (or blank fields) for none.
 
     Raises:
         TmtError: text that is not UTF-8, or a phrase over `MAX_TERM_CHARS`, naming the file
-            and line.
+            and line, when that line is reached.
     """
-    lines = []
     for number, line in enumerate(iter_lines(path), start=1):
         phrases = [p.strip() for p in line.split("\t") if p.strip()]
         for phrase in phrases:
             _check_length(phrase, "phrase", f"{path}:{number}")
-        lines.append(phrases)
-    return lines
+        yield phrases
 
 
 def sentence_phrases(

@@ -9,9 +9,10 @@ with the line number); lines translated so far are counted by `progress.Progress
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TextIO
 
 from transformer_mt.inference.checked import translate_checked
@@ -46,25 +47,34 @@ class LineOptions:
     """What the lines of a stream are asked with, chunk by chunk.
 
     Attributes:
-        per_line: the options of each line (`Texts` of all the lines: prefixes, constraints),
-            each chunk asked with its own lines'; None: none given.
+        prefixes: each line's forced prefix ("": none), read as the lines are; None: none
+            given.
+        constraints: each line's target phrases, read as the lines are; None: none given.
         glossary: terms whose targets the translation of a sentence holding them contains,
             for every line.
         first_line: the input line (from 0) the stream's first line is: the lines before it
-            were translated by an earlier run (`resume.resumable_output`).
+            were translated by an earlier run (`resume.resumable_output`), and `prefixes` and
+            `constraints` start at it too.
     """
 
-    per_line: Texts | None = None
+    prefixes: Iterator[str] | None = None
+    constraints: Iterator[list[str]] | None = None
     glossary: Glossary | None = None
     first_line: int = 0
 
-    def chunk(self, start: int, lines: list[str]) -> Texts:
-        """The request of `lines`, the chunk of the input from line `start` on."""
-        request = Texts.of(lines, glossary=self.glossary)
-        if self.per_line is None:
-            return request
-        own = self.per_line.picked(range(start, start + len(lines)))
-        return replace(own, texts=request.texts, glossaries=request.glossaries)
+    def chunk(self, lines: list[str]) -> Texts:
+        """The request of `lines`, the next chunk of the input, with the next options of each
+        per-line source (a source that ends early leaves its option short: `Texts` refuses)."""
+
+        def next_of(values: Iterator | None) -> list | None:
+            return None if values is None else list(itertools.islice(values, len(lines)))
+
+        return Texts.of(
+            lines,
+            prefixes=next_of(self.prefixes),
+            constraints=next_of(self.constraints),
+            glossary=self.glossary,
+        )
 
 
 def translate_stream(
@@ -96,15 +106,14 @@ def translate_stream(
 
     Raises:
         ConstraintsError: a line whose constraints cannot fit, numbered among all `lines`.
-        TmtError: a report asked for with prefixes or constraints (`Texts.refuse_report`).
+        TmtError: a report asked for with prefixes or constraints (`Texts.refuse_report`),
+            before the first chunk is translated.
     """
-    if report_out is not None and options.per_line is not None:
-        options.per_line.refuse_report()
     count = 0
     report = progress or stream_progress(None)
     for chunk in _chunks(lines, chunk_lines):
         start = options.first_line + count
-        request = options.chunk(start, chunk)
+        request = options.chunk(chunk)
         if report_out is not None:
             checked = translate_checked(translator, request, report.update)
             translations = [line.translation for line in checked]
