@@ -11,6 +11,7 @@ from transformer_mt.inference import packed
 from transformer_mt.inference.packed import (
     PACKING_SPEEDUP,
     PackedLinear,
+    bucketed_rows,
     pack_linears,
     pack_where_it_pays,
     packing_available,
@@ -31,6 +32,27 @@ def test_packed_linear_equals_nn_linear(bias, shape):
     x = torch.randn(*shape)
     with torch.inference_mode():
         torch.testing.assert_close(PackedLinear(linear)(x), linear(x), atol=1e-5, rtol=1e-5)
+
+
+def test_row_counts_fall_into_few_buckets_with_little_padding():
+    buckets = [bucketed_rows(rows) for rows in range(1, 5001)]
+    assert buckets[:9] == [8] * 8 + [16] and bucketed_rows(320) == 320
+    assert all(b >= r and b % 8 == 0 for r, b in enumerate(buckets, start=1))
+    assert all((b - r) / r < 0.125 for r, b in enumerate(buckets, start=1) if r > 64)
+    assert len(set(buckets[:400])) == 29 and len(set(buckets)) <= 80
+
+
+@pytest.mark.parametrize("relu", [False, True])
+def test_every_row_count_gives_the_rows_of_nn_linear(relu):
+    """Padded to its bucket inside, the product returns exactly the rows asked for."""
+    torch.manual_seed(0)
+    linear = nn.Linear(32, 48)
+    layer = PackedLinear(linear, relu=relu)
+    with torch.inference_mode():
+        for rows in range(1, 140):
+            x = torch.randn(rows, 32)
+            expected = torch.relu(linear(x)) if relu else linear(x)
+            torch.testing.assert_close(layer(x), expected, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("shape", [(7, 32), (2, 5, 32)])
