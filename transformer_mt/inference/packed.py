@@ -63,8 +63,13 @@ class PackedLinear(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         flat = x.reshape(-1, self.in_features)
-        out = _product(flat, self.packed, self.bias, self.post_op)
+        out = on_bucketed_rows(self._product, flat)
         return out.view(*x.shape[:-1], self.out_features)
+
+    def _product(self, rows: Tensor) -> Tensor:
+        return torch.ops.mkldnn._linear_pointwise(
+            rows, self.packed, self.bias, self.post_op, [], ""
+        )
 
 
 def packed_product(rows: Tensor, bias: Tensor | None) -> Callable[[Tensor], Tensor]:
@@ -74,27 +79,30 @@ def packed_product(rows: Tensor, bias: Tensor | None) -> Callable[[Tensor], Tens
     packed = torch.ops.mkldnn._reorder_linear_weight(rows, ROWS_HINT)
 
     def project(x: Tensor) -> Tensor:
-        return _product(x, packed, bias, "none")
+        return on_bucketed_rows(
+            lambda rows: torch.ops.mkldnn._linear_pointwise(rows, packed, bias, "none", [], ""), x
+        )
 
     return project
 
 
-def _product(x: Tensor, packed: Tensor, bias: Tensor | None, post_op: str) -> Tensor:
-    """oneDNN's product of the rows of `x` (2-D) with a packed weight, computed on the rows
-    padded with zeros to `bucketed_rows`.
+def on_bucketed_rows(product: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
+    """`product(x)` for a 2-D `x`, computed on its rows padded with zeros to `bucketed_rows`.
 
-    oneDNN builds (and keeps) kernels and buffers for each row count it meets, about 0.6 MB
-    for a 256 x 8,000 projection, and a beam search whose finished rows are pruned meets
-    hundreds of row counts: resident memory grew by gigabytes over a long `tmt translate`
-    (docs/results.md, 2026-12-05). Padded, a layer meets a few dozen row counts. The padded
-    rows' products are thrown away; the real rows' equal the unpadded product bit for bit
-    where measured (every row count from 1 to 400, AVX-512 EPYC).
+    The CPU libraries behind the packed products (oneDNN here, fbgemm and oneDNN for int8,
+    `quantize`) build and keep kernels and buffers for each row count they meet: about 0.6 MB
+    for a packed 256 x 8,000 projection, up to 2 GB over 400 row counts for its int8 twin
+    through fbgemm. A beam search whose finished rows are pruned meets hundreds of row counts,
+    and resident memory grew by gigabytes over a long `tmt translate` (docs/results.md,
+    2026-12-05). Padded, a layer meets a few dozen. The padded rows' products are thrown away;
+    the real rows' equal the unpadded product bit for bit where measured (every row count from
+    1 to 400, AVX-512 EPYC; int8 too, since its dynamic scale always spans zero).
     """
     rows = x.size(0)
     padded = bucketed_rows(rows)
-    if padded != rows:
-        x = F.pad(x, (0, 0, 0, padded - rows))
-    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, post_op, [], "")[:rows]
+    if padded == rows:
+        return product(x)
+    return product(torch.constant_pad_nd(x, (0, 0, 0, padded - rows)))[:rows]
 
 
 def bucketed_rows(rows: int) -> int:

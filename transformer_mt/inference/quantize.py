@@ -16,7 +16,13 @@ from torch.ao.nn.quantized.dynamic import Linear as QuantizedLinear
 from torch.ao.quantization import quantize_dynamic
 
 from transformer_mt import timed_choices
-from transformer_mt.inference.packed import Kind, best_times, kind_label, timing_input
+from transformer_mt.inference.packed import (
+    Kind,
+    best_times,
+    kind_label,
+    on_bucketed_rows,
+    timing_input,
+)
 from transformer_mt.machine import cpu_has, native_bf16
 from transformer_mt.model.layers import FeedForward
 from transformer_mt.timed_choices import TimedChoices
@@ -149,7 +155,12 @@ class Int8Linear(nn.Module):
         self.packed = layer._packed_params._packed_params
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.op(x, self.packed, True)  # reduce_range, as torch's module passes
+        flat = x.reshape(-1, self.in_features)
+        out = on_bucketed_rows(self._product, flat)
+        return out.view(*x.shape[:-1], self.out_features)
+
+    def _product(self, rows: Tensor) -> Tensor:
+        return self.op(rows, self.packed, True)  # reduce_range, as torch's module passes
 
     def extra_repr(self) -> str:
         return (
