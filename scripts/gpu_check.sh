@@ -21,7 +21,7 @@
 #              Marian at the quickstart and base sizes, 4k and then 32k tokens an update,
 #              every batch shape of an epoch met once before the timed updates           2 x 50 s
 #   translate  scripts/benchmark.py translate, ours and HF generate (CTranslate2: below), beam
-#              5 and greedy, 64 sentences a batch                                                 40 s
+#              5 and greedy, 64 sentences a batch                                           40 s
 # with about 15 s of setup: 515 s at most.
 # fairseq is not among the peers: its last release (0.12.2) does not import on Python 3.11 or
 # later (its config dataclasses have mutable defaults), and the GPU image's python is 3.12.
