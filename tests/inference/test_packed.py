@@ -14,6 +14,7 @@ from transformer_mt.inference.packed import (
     bucketed_rows,
     pack_linears,
     pack_where_it_pays,
+    packed_product,
     packing_available,
     packing_pays,
 )
@@ -53,6 +54,22 @@ def test_every_row_count_gives_the_rows_of_nn_linear(relu):
             x = torch.randn(rows, 32)
             expected = torch.relu(linear(x)) if relu else linear(x)
             torch.testing.assert_close(layer(x), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_packed_product_of_any_width_gives_the_columns_of_f_linear(bias):
+    """A shortlist's rows, padded to a bucketed width inside, give exactly the columns asked
+    for, at every row count of the input."""
+    torch.manual_seed(0)
+    for width in (1, 7, 65, 130, 300):
+        rows, b = torch.randn(width, 32), torch.randn(width) if bias else None
+        project = packed_product(rows, b)
+        for n in (1, 9, 70):
+            x = torch.randn(n, 32)
+            out = project(x)
+            assert out.shape == (n, width)
+            expected = torch.nn.functional.linear(x, rows, b)
+            torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("shape", [(7, 32), (2, 5, 32)])

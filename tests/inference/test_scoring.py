@@ -7,6 +7,7 @@ import torch
 
 from transformer_mt.cli import main
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
+from transformer_mt.inference import scoring
 from transformer_mt.inference.scoring import format_score, score_ids, score_pairs
 from transformer_mt.inference.translator import Translator
 
@@ -188,6 +189,11 @@ def test_score_cli_reranks_an_nbest_list_by_log_prob(trained, tmp_path, capsys):
         ("0 ||| no score", "nbest.txt:2: expected `index ||| text ||| score`"),
         ("x ||| a ||| 1.0", "nbest.txt:2: index 'x' is not a whole number"),
         ("5 ||| a ||| 1.0", "nbest.txt:2: index 5 names no source line: the sources have 2"),
+        (
+            "1 ||| a ||| 1.0\n0 ||| b ||| 1.0",
+            "nbest.txt:3: index 0 again after other indices: a list holds each source's "
+            "hypotheses on consecutive lines",
+        ),
     ],
 )
 def test_score_cli_names_the_nbest_line_it_cannot_read(checkpoint, tmp_path, capsys, line, message):
@@ -199,7 +205,51 @@ def test_score_cli_names_the_nbest_line_it_cannot_read(checkpoint, tmp_path, cap
     assert err.count("\n") == 1 and message in err
 
 
+def test_rescoring_in_chunks_fetches_each_chunks_sources_in_any_order(
+    trained, tmp_path, monkeypatch
+):
+    """Chunks of two hypotheses: the sources' lines are fetched per chunk, reading on where the
+    list's indices ascend and from the start where they go back; the output is the one-chunk
+    output, and a source's hypotheses stay together even when they outnumber a chunk."""
+    src = _write(tmp_path / "src.txt", SOURCES)
+    groups = {4: ["schnee", "schnee schnee", "buch"], 1: ["buch das"], 3: ["hunde zwei", "rad"]}
+    groups[0] = ["rad fährt mann ein"]
+    lines = [f"{i} ||| {t} ||| 0.0" for i, texts in groups.items() for t in texts]
+    nbest = _write(tmp_path / "nbest.txt", lines)
+    argv = ["score", "--checkpoint", str(trained), "--src", src, "--nbest", nbest]
+    assert main([*argv, "--output", str(tmp_path / "whole.txt")]) == 0
+    monkeypatch.setattr(scoring, "CHUNK_PAIRS", 2)
+    fetched = []
+    fetch = scoring._LinesByIndex.fetch
+    monkeypatch.setattr(
+        scoring._LinesByIndex,
+        "fetch",
+        lambda self, indices: fetched.append(fetch(self, indices)) or fetched[-1],
+    )
+    opened = []
+    read = scoring.iter_lines
+    monkeypatch.setattr(scoring, "iter_lines", lambda path: opened.append(path) or read(path))
+    assert main([*argv, "--output", str(tmp_path / "chunked.txt")]) == 0
+    assert fetched == [{4: SOURCES[4]}, {1: SOURCES[1], 3: SOURCES[3]}, {0: SOURCES[0]}]
+    assert len(opened) == 1 + 3  # counted, then read from the start for 4, back to 1, back to 0
+    chunked = (tmp_path / "chunked.txt").read_text(encoding="utf-8")
+    assert chunked == (tmp_path / "whole.txt").read_text(encoding="utf-8")
+    assert [line.split(" ||| ")[0] for line in chunked.splitlines()] == list("4441330")
+
+
 def test_score_cli_needs_one_of_tgt_and_nbest(checkpoint, capsys):
     with pytest.raises(SystemExit):
         main(["score", "--checkpoint", str(checkpoint), "--src", "s.txt"])
     assert "one of the arguments --tgt --nbest is required" in capsys.readouterr().err
+
+
+def test_lines_by_index_reads_on_while_indices_ascend(tmp_path, monkeypatch):
+    path = _write(tmp_path / "src.txt", SOURCES)
+    opened = []
+    read = scoring.iter_lines
+    monkeypatch.setattr(scoring, "iter_lines", lambda path: opened.append(path) or read(path))
+    lines = scoring._LinesByIndex(path)
+    assert lines.fetch([2, 0, 2]) == {0: SOURCES[0], 2: SOURCES[2]}
+    assert lines.fetch([4, 3]) == {3: SOURCES[3], 4: SOURCES[4]}
+    assert len(opened) == 1
+    assert lines.fetch([1]) == {1: SOURCES[1]} and len(opened) == 2

@@ -20,8 +20,9 @@ EOS alone, the probability of translating into nothing, which an n-best list may
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -30,12 +31,12 @@ import torch
 
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.errors import TmtError
-from transformer_mt.files import iter_lines, parallel_chunks, read_lines
+from transformer_mt.files import iter_lines, parallel_chunks
+from transformer_mt.inference.nbest import Hypotheses, format_hypothesis, iter_nbest
 from transformer_mt.inference.translator import Translator
 from transformer_mt.model import Seq2SeqTransformer
 
 CHUNK_PAIRS = 10_000  # pairs of two parallel files read, scored and written at a time
-NBEST_SEPARATOR = " ||| "  # `index ||| text ||| score`, as `tmt translate --nbest` writes
 UNSCORED = "nan"  # the score written for a pair with a blank source: no threshold keeps it
 
 
@@ -238,42 +239,6 @@ def _refuse_unequal(src_path: str | Path, tgt_path: str | Path) -> Callable[[int
     return check
 
 
-@dataclass(frozen=True)
-class NbestEntry:
-    """One hypothesis of an n-best list: its source's index (0-based line of the sources) and
-    its text."""
-
-    index: int
-    text: str
-
-
-def read_nbest(path: str | Path, n_sources: int) -> list[NbestEntry]:
-    """The hypotheses of an n-best file of `index ||| text ||| score` lines (the score is
-    ignored; the text is everything between the first and the last separator).
-
-    Raises:
-        TmtError: a line not in that format, or an index that is not a line of the sources,
-            naming the file and line.
-    """
-    entries = []
-    for number, line in enumerate(iter_lines(path), start=1):
-        head, _, rest = line.partition(NBEST_SEPARATOR)
-        text, separator, _ = rest.rpartition(NBEST_SEPARATOR)
-        if not separator:
-            raise TmtError(f"{path}:{number}: expected `index ||| text ||| score`")
-        try:
-            index = int(head)
-        except ValueError:
-            raise TmtError(f"{path}:{number}: index {head[:40]!r} is not a whole number") from None
-        if not 0 <= index < n_sources:
-            raise TmtError(
-                f"{path}:{number}: index {index} names no source line: the sources have "
-                f"{n_sources} (indices 0 to {n_sources - 1})"
-            )
-        entries.append(NbestEntry(index, text))
-    return entries
-
-
 def rescore_nbest(
     translator: Translator,
     src_path: str | Path,
@@ -281,25 +246,71 @@ def rescore_nbest(
     out: TextIO,
     max_tokens: int | None = None,
 ) -> ScoredCounts:
-    """Write each hypothesis of the n-best file as `index ||| text ||| log_prob` (four
-    decimals; `nan` for a blank source's), each source's hypotheses together in the order the
-    sources first appear, best log-prob first (ties keep the file's order).
+    """Write each hypothesis of the n-best list (`inference.nbest`) with its log-prob as the
+    score (`nan` for a blank source's), each source's hypotheses best first (ties keep the
+    list's order), the sources in the list's order.
+
+    The list is read through once to check it before anything is scored, so that a mistake on
+    its last line costs no scoring; then scored `CHUNK_PAIRS` hypotheses at a time.
 
     Raises:
-        TmtError: as `read_nbest`, or the sources cannot be read.
+        TmtError: as `nbest.iter_nbest`, or the sources cannot be read.
     """
-    sources = read_lines(src_path)
-    entries = read_nbest(nbest_path, len(sources))
-    pair_sources = [sources[e.index] for e in entries]
-    scores = score_pairs(translator, pair_sources, [e.text for e in entries], max_tokens)
-    groups: dict[int, list[tuple[NbestEntry, PairScore | None]]] = {}
-    for entry, score in zip(entries, scores, strict=True):
-        groups.setdefault(entry.index, []).append((entry, score))
-    for group in groups.values():
-        group.sort(key=lambda pair: math.inf if pair[1] is None else -pair[1].log_prob)
-        for entry, score in group:
-            shown = UNSCORED if score is None else f"{score.log_prob:.4f}"
-            print(NBEST_SEPARATOR.join((str(entry.index), entry.text, shown)), file=out)
+    n_sources = sum(1 for _ in iter_lines(src_path))
+    for _ in iter_nbest(nbest_path, n_sources):
+        pass
+    sources = _LinesByIndex(src_path)
     counts = ScoredCounts()
-    counts.add(scores)
+    for chunk in _chunks(iter_nbest(nbest_path, n_sources), CHUNK_PAIRS):
+        text_of = sources.fetch(group.index for group in chunk)
+        pairs = [(group.index, text) for group in chunk for text in group.texts]
+        scores = iter(
+            score_pairs(
+                translator, [text_of[i] for i, _ in pairs], [t for _, t in pairs], max_tokens
+            )
+        )
+        for group in chunk:
+            scored = [(text, next(scores)) for text in group.texts]
+            counts.add([score for _, score in scored])
+            scored.sort(key=lambda pair: math.inf if pair[1] is None else -pair[1].log_prob)
+            for text, score in scored:
+                log_prob = math.nan if score is None else score.log_prob
+                print(format_hypothesis(group.index, text, log_prob), file=out)
     return counts
+
+
+def _chunks(groups: Iterator[Hypotheses], size: int) -> Iterator[list[Hypotheses]]:
+    """Whole sources' hypotheses, at least `size` hypotheses a chunk (but the last)."""
+    chunk: list[Hypotheses] = []
+    held = 0
+    for group in groups:
+        chunk.append(group)
+        held += len(group.texts)
+        if held >= size:
+            yield chunk
+            chunk, held = [], 0
+    if chunk:
+        yield chunk
+
+
+class _LinesByIndex:
+    """Lines of a file fetched by their index (from 0), holding none: a fetch reads on from
+    the last one when its indices come later in the file (an n-best list's sources in order:
+    one pass in all), and from the start otherwise."""
+
+    def __init__(self, path: str | Path):
+        self.path = path
+        self._lines: Iterator[str] | None = None
+        self._next = 0  # the index of the line `_lines` yields next
+
+    def fetch(self, indices: Iterable[int]) -> dict[int, str]:
+        wanted = sorted(set(indices))
+        if self._lines is None or (wanted and wanted[0] < self._next):
+            self._lines, self._next = iter_lines(self.path), 0
+        found = {}
+        for index in wanted:
+            line = next(itertools.islice(self._lines, index - self._next, None), None)
+            if line is None:
+                raise TmtError(f"{self.path}: ended before line {index + 1} (changed while read?)")
+            found[index], self._next = line, index + 1
+        return found

@@ -18,6 +18,7 @@ from typing import TextIO
 from transformer_mt.inference.checked import translate_checked
 from transformer_mt.inference.constrained import ConstraintsError
 from transformer_mt.inference.glossary import Glossary
+from transformer_mt.inference.nbest import format_hypothesis
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translation, Translator
 from transformer_mt.progress import Counted, ProgressReport
@@ -27,7 +28,7 @@ TRANSLATED = Counted(verb="translated", noun="lines", rate_unit="sentences")
 
 
 def format_translation(translation: Translation, index: int, nbest: int) -> str:
-    """One line for 1-best; `index ||| text ||| score` lines (Moses n-best style) otherwise.
+    """One line for 1-best; n-best lines (`inference.nbest`) otherwise.
 
     With alignments: the translation, a TAB, then space-separated `src_idx-tgt_idx` pairs.
     """
@@ -37,7 +38,7 @@ def format_translation(translation: Translation, index: int, nbest: int) -> str:
     if nbest == 1:
         return translation.texts[0]
     return "\n".join(
-        f"{index} ||| {text} ||| {score:.4f}"
+        format_hypothesis(index, text, score)
         for text, score in zip(translation.texts, translation.scores, strict=True)
     )
 

@@ -1,0 +1,79 @@
+"""The n-best list format: `index ||| text ||| score` lines, Moses's, which `tmt translate
+--nbest` writes and `tmt score --nbest` reads back to rerank.
+
+The index is the source's line, from 0; the text is everything between the first and the last
+separator, so a translation holding ` ||| ` reads back whole. A list holds each source's
+hypotheses on consecutive lines, as `tmt translate`, Moses and Marian write them, in any order
+of the sources; that is what lets a reader hold one source's hypotheses at a time, whatever
+the list's size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transformer_mt.errors import TmtError
+from transformer_mt.files import iter_lines
+
+SEPARATOR = " ||| "
+
+
+def format_hypothesis(index: int, text: str, score: float) -> str:
+    """One line of a list, the score with four decimals (`nan`: not scored)."""
+    return SEPARATOR.join((str(index), text, f"{score:.4f}"))
+
+
+@dataclass
+class Hypotheses:
+    """One source's hypotheses, in the list's order: `index` is the source's line (from 0)."""
+
+    index: int
+    texts: list[str] = field(default_factory=list)
+
+
+def iter_nbest(path: str | Path, n_sources: int) -> Iterator[Hypotheses]:
+    """Each source's hypotheses of the list at `path`, one source at a time, in the list's
+    order (scores ignored); `n_sources`: the lines of the sources, which indices must name.
+
+    Raises:
+        TmtError: a line not in the format, an index that names no source line, or a source
+            whose hypotheses are not on consecutive lines, naming the file and line.
+    """
+    seen = bytearray(n_sources)
+    group: Hypotheses | None = None
+    for number, line in enumerate(iter_lines(path), start=1):
+        index, text = _parse(line, f"{path}:{number}", n_sources)
+        if group is not None and index == group.index:
+            group.texts.append(text)
+            continue
+        if seen[index]:
+            raise TmtError(
+                f"{path}:{number}: index {index} again after other indices: a list holds "
+                "each source's hypotheses on consecutive lines"
+            )
+        seen[index] = 1
+        if group is not None:
+            yield group
+        group = Hypotheses(index, [text])
+    if group is not None:
+        yield group
+
+
+def _parse(line: str, where: str, n_sources: int) -> tuple[int, str]:
+    """(index, text) of one line; `where`: `file:line` for the error."""
+    head, _, rest = line.partition(SEPARATOR)
+    text, separator, _ = rest.rpartition(SEPARATOR)
+    if not separator:
+        raise TmtError(f"{where}: expected `index ||| text ||| score`")
+    try:
+        index = int(head)
+    except ValueError:
+        raise TmtError(f"{where}: index {head[:40]!r} is not a whole number") from None
+    if not 0 <= index < n_sources:
+        raise TmtError(
+            f"{where}: index {index} names no source line: the sources have {n_sources} "
+            f"(indices 0 to {n_sources - 1})"
+        )
+    return index, text
