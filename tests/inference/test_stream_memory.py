@@ -6,7 +6,11 @@ one's, given as a file, or through a pipe with itself as --ref; and every output
 non-streaming translation of its input line (`Translator.translate` of the lines at once).
 Holding every line would cost about 160 MiB at a million for a file, 72 MiB for a pipe and
 3 GiB for --ref (docs/results.md, 2026-12-04): the bound catches each. Lines are one or two
-of fourteen words, whose 210 distinct lines are translated once for the check."""
+of fourteen words, whose 210 distinct lines are translated once for the check.
+
+`tmt score --nbest` reranks a list of NBEST_LARGE hypotheses within the same bound of its peak
+for NBEST_SMALL: holding the list cost about 0.85 KiB a hypothesis (docs/results.md,
+2026-12-05)."""
 
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from transformer_mt.inference.translator import Translator
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL, LARGE = 10_000, 1_000_000
+NBEST_SMALL, NBEST_LARGE = 60_000, 300_000  # hypotheses, five a source
 MEMORY_BOUND_MIB = 32
 # Greedy and at most two output tokens: the untrained tiny model would otherwise write ten or
 # more tokens a line, and the million lines take twice as long; memory does not care.
@@ -87,3 +92,23 @@ def test_a_million_lines_stream_in_the_memory_of_ten_thousand(checkpoint, tmp_pa
             assert row[:-1] == expected[line[:-1]], (rows, line)
             rows += 1
     assert rows == LARGE
+
+
+@pytest.mark.slow
+def test_an_nbest_list_is_reranked_in_flat_memory(checkpoint, tmp_path):
+    score = [sys.executable, "-m", "transformer_mt", "score", "--checkpoint", str(checkpoint)]
+    peaks = {}
+    for count in (NBEST_SMALL, NBEST_LARGE):
+        sources = write_lines(tmp_path / f"src{count}.txt", count // 5)
+        texts = write_lines(tmp_path / f"hyp{count}.txt", count)
+        nbest = tmp_path / f"nbest{count}.txt"
+        with open(texts, encoding="utf-8") as lines, open(nbest, "w", encoding="utf-8") as f:
+            for i, text in enumerate(lines):
+                f.write(f"{i // 5} ||| {text[:-1]} ||| 0.0\n")
+        out = tmp_path / f"out{count}.txt"
+        command = [*score, "--src", str(sources), "--nbest", str(nbest), "--output", str(out)]
+        peaks[count] = peak_rss_kib(command, sources, piped=False)
+        with open(out, encoding="utf-8") as written:
+            assert sum(1 for _ in written) == count
+    grown_mib = (peaks[NBEST_LARGE] - peaks[NBEST_SMALL]) / 1024
+    assert grown_mib < MEMORY_BOUND_MIB, peaks
