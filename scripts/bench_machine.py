@@ -109,6 +109,27 @@ def print_markdown_table(headers: list[str], aligns: str, rows: list[list], file
         print("| " + " | ".join(str(cell) for cell in row) + " |", file=file)
 
 
+# A bare python that runs the command after its first argument, writes the command's peak
+# resident memory (KiB) into the file named by that argument, and exits with its status.
+_PEAK_LAUNCHER = (
+    "import resource, subprocess, sys; status = subprocess.call(sys.argv[2:]); "
+    "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); "
+    "sys.exit(status)"
+)
+
+
+def own_peak_rss(command: list[str], report: Path) -> list[str]:
+    """`command`, started by a small launcher that writes the command's peak resident memory
+    (KiB) to `report` when it exits, and exits with its status; standard streams pass through.
+
+    On Linux a child's `ru_maxrss` starts at the resident size of the process it was forked
+    from, whose copy counts until the exec: from a process that has imported torch (~230 MiB,
+    ~360 MiB for pytest with the test fixtures) a command can never read lower, and a
+    memory figure or test of a smaller command measures its starter. Forked from the launcher
+    (~14 MiB), the command's figure is its own."""
+    return [sys.executable, "-c", _PEAK_LAUNCHER, str(report), *command]
+
+
 def run_standalone(
     doc: str,
     add_arguments: Callable[[argparse.ArgumentParser], None],

@@ -21,9 +21,10 @@ With --translate-lines, `tmt translate` of inputs of each size (the lines of --s
 or short lines of a few German words, which the tiny test model of tests/conftest.py knows),
 given as `--input FILE` (`file`), through a pipe from `cat` (`pipe`), or as a file with itself
 as `--ref` (`ref`: scored as it streams). Measured: the exact peak resident memory of the
-translating process (its `ru_maxrss`, from `wait4`), seconds and lines per second; the output
-must have a line per input line. Memory should be the same for any number of lines. --package
-names the folder whose `transformer_mt` translates (another checkout, to compare two).
+translating process (its own `ru_maxrss`: `bench_machine.own_peak_rss`), seconds and lines per
+second; the output must have a line per input line. Memory should be the same for any number of
+lines. --package names the folder whose `transformer_mt` translates (another checkout, to
+compare two).
 `scripts/benchmark.py stream` calls `add_arguments` and `run` from here.
 """
 
@@ -45,7 +46,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout, uninstalled
 
-from bench_machine import print_markdown_table, run_standalone  # noqa: E402
+from bench_machine import own_peak_rss, print_markdown_table, run_standalone  # noqa: E402
 
 from transformer_mt.config import load_config  # noqa: E402
 from transformer_mt.data.corpus_files import count_file_lines  # noqa: E402
@@ -176,18 +177,20 @@ def _measure_translate(args: argparse.Namespace, source: Path, lines: int, how: 
         command += ["--ref", str(source)]
     started = time.perf_counter()
     cat = subprocess.Popen(["cat", str(source)], stdout=subprocess.PIPE) if how == "pipe" else None
-    with tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as folder:
         stdin = subprocess.DEVNULL if cat is None else cat.stdout
-        process = subprocess.Popen(command, cwd=args.package, stdin=stdin, stderr=err)
+        report = Path(folder) / "peak_kib"
+        measured = own_peak_rss(command, report)
+        process = subprocess.Popen(measured, cwd=args.package, stdin=stdin, stderr=err)
         if cat is not None:
             cat.stdout.close()  # ours: `cat` sees the pipe close if the translation stops
-        _, status, usage = os.wait4(process.pid, 0)
-        process.returncode = os.waitstatus_to_exitcode(status)
+        process.wait()
         seconds = time.perf_counter() - started
         if cat is not None:
             cat.wait()
         err.seek(0)
         said = err.read().decode(errors="replace")
+        peak_kib = int(report.read_text()) if report.exists() else 0
     if process.returncode != 0:
         raise SystemExit(f"{how}, {lines} lines: translate failed:\n{said[-2000:]}")
     written = count_file_lines(out)
@@ -198,7 +201,7 @@ def _measure_translate(args: argparse.Namespace, source: Path, lines: int, how: 
         "bench": "stream_translate",
         "lines": lines,
         "input": how,
-        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),  # Linux: in KiB
+        "peak_rss_mib": round(peak_kib / 1024, 1),
         "seconds": round(seconds, 1),
         "lines_per_s": round(lines / seconds),
         "scores": [line for line in said.splitlines() if line.startswith(("BLEU", "chrF"))],

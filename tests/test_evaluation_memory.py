@@ -1,6 +1,6 @@
 """`tmt evaluate` of large files in flat memory (slow: about a minute).
 
-The peak resident memory of `tmt evaluate` (`ru_maxrss` from `wait4`: exact, not sampled) for
+The peak resident memory of `tmt evaluate` (its own `ru_maxrss`: exact, not sampled) for
 200,000 distinct lines stays within MEMORY_BOUND_MIB of its peak for 70,000. Both sizes fill
 sacreBLEU's tokenizer caches (an `lru_cache` of 2**16 lines each), which account for the ~40
 MiB between ten thousand lines and a million; past them the files' length costs nothing.
@@ -9,7 +9,6 @@ between these two sizes: docs/results.md, 2026-12-05)."""
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.benches import import_bench
 from tests.conftest import WORDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,18 +38,17 @@ def write_pair(folder: Path, count: int) -> tuple[Path, Path]:
 
 
 @pytest.mark.slow
-def test_large_files_are_scored_in_flat_memory(tmp_path):
+def test_large_files_are_scored_in_flat_memory(tmp_path, monkeypatch):
+    own_peak_rss = import_bench(monkeypatch, "bench_machine").own_peak_rss
     peaks = {}
     for count in (SMALL, LARGE):
         hyp, ref = write_pair(tmp_path, count)
         command = [sys.executable, "-m", "transformer_mt", "evaluate", "--hyp", str(hyp)]
-        process = subprocess.Popen(
-            [*command, "--ref", str(ref)], cwd=ROOT, stdout=subprocess.PIPE, text=True
-        )
-        out = process.stdout.read()
-        _, status, usage = os.wait4(process.pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 0, out
-        assert out.startswith("BLEU|") and "chrF2|" in out
-        peaks[count] = usage.ru_maxrss  # KiB on Linux
+        report = tmp_path / f"peak{count}"
+        measured = own_peak_rss([*command, "--ref", str(ref)], report)
+        done = subprocess.run(measured, cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("BLEU|") and "chrF2|" in done.stdout
+        peaks[count] = int(report.read_text())  # KiB
     grown_mib = (peaks[LARGE] - peaks[SMALL]) / 1024
     assert grown_mib < MEMORY_BOUND_MIB, peaks

@@ -1,6 +1,6 @@
 """A million lines through `tmt translate` in the memory of ten thousand (slow, minutes).
 
-The peak resident memory of the translating process (`ru_maxrss` from `wait4`: exact, not
+The peak resident memory of the translating process (its own `ru_maxrss`: exact, not
 sampled) for a generated 1,000,000-line file stays within MEMORY_BOUND_MIB of a 10,000-line
 one's, given as a file, or through a pipe with itself as --ref; and every output line is the
 non-streaming translation of its input line (`Translator.translate` of the lines at once).
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.benches import import_bench
 from tests.conftest import WORDS
 from transformer_mt.inference.stream import format_translation
 from transformer_mt.inference.translator import Translator
@@ -44,26 +45,31 @@ def write_lines(path: Path, count: int) -> Path:
     return path
 
 
-def peak_rss_kib(command: list[str], source: Path, piped: bool) -> int:
-    """The peak resident memory of `command` (KiB), which must succeed, reading `source`
-    through a pipe (`piped`) or given nothing on stdin."""
+def peak_rss_kib(
+    monkeypatch: pytest.MonkeyPatch, command: list[str], source: Path, piped: bool
+) -> int:
+    """The peak resident memory of `command` itself (KiB, `bench_machine.own_peak_rss`: exact,
+    not sampled, and not floored by this test process's own), which must succeed, reading
+    `source` through a pipe (`piped`) or given nothing on stdin."""
+    report = source.with_name(source.name + ".peak_kib")
     with open(os.devnull, "wb") as devnull:
         cat = subprocess.Popen(["cat", str(source)], stdout=subprocess.PIPE) if piped else None
         stdin = cat.stdout if cat is not None else subprocess.DEVNULL
-        process = subprocess.Popen(command, cwd=ROOT, stdin=stdin, stderr=devnull)
+        measured = import_bench(monkeypatch, "bench_machine").own_peak_rss(command, report)
+        process = subprocess.Popen(measured, cwd=ROOT, stdin=stdin, stderr=devnull)
         if cat is not None:
             cat.stdout.close()
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
+    assert process.wait() == 0, command
     if cat is not None:
         cat.wait()
-    assert process.returncode == 0, command
-    return usage.ru_maxrss
+    return int(report.read_text())
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("piped", [False, True], ids=["file", "pipe-with-ref"])
-def test_a_million_lines_stream_in_the_memory_of_ten_thousand(checkpoint, tmp_path, piped):
+def test_a_million_lines_stream_in_the_memory_of_ten_thousand(
+    checkpoint, tmp_path, piped, monkeypatch
+):
     translate = [sys.executable, "-m", "transformer_mt", "translate"]
     translate += ["--checkpoint", str(checkpoint), *FLAGS]
     peaks = {}
@@ -71,7 +77,7 @@ def test_a_million_lines_stream_in_the_memory_of_ten_thousand(checkpoint, tmp_pa
         source = write_lines(tmp_path / f"in{count}.txt", count)
         reads = ["--ref", str(source)] if piped else ["--input", str(source)]
         command = [*translate, *reads, "--output", str(tmp_path / f"out{count}.txt")]
-        peaks[count] = peak_rss_kib(command, source, piped)
+        peaks[count] = peak_rss_kib(monkeypatch, command, source, piped)
     grown_mib = (peaks[LARGE] - peaks[SMALL]) / 1024
     assert grown_mib < MEMORY_BOUND_MIB, peaks
 
@@ -95,7 +101,7 @@ def test_a_million_lines_stream_in_the_memory_of_ten_thousand(checkpoint, tmp_pa
 
 
 @pytest.mark.slow
-def test_an_nbest_list_is_reranked_in_flat_memory(checkpoint, tmp_path):
+def test_an_nbest_list_is_reranked_in_flat_memory(checkpoint, tmp_path, monkeypatch):
     score = [sys.executable, "-m", "transformer_mt", "score", "--checkpoint", str(checkpoint)]
     peaks = {}
     for count in (NBEST_SMALL, NBEST_LARGE):
@@ -107,7 +113,7 @@ def test_an_nbest_list_is_reranked_in_flat_memory(checkpoint, tmp_path):
                 f.write(f"{i // 5} ||| {text[:-1]} ||| 0.0\n")
         out = tmp_path / f"out{count}.txt"
         command = [*score, "--src", str(sources), "--nbest", str(nbest), "--output", str(out)]
-        peaks[count] = peak_rss_kib(command, sources, piped=False)
+        peaks[count] = peak_rss_kib(monkeypatch, command, sources, piped=False)
         with open(out, encoding="utf-8") as written:
             assert sum(1 for _ in written) == count
     grown_mib = (peaks[NBEST_LARGE] - peaks[NBEST_SMALL]) / 1024
