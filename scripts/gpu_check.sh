@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The prepared GPU check: the CUDA tests and every GPU measurement of training on a GPU, in one
-# run of at most 515 s (each step has its own timeout): one command within a 10-minute limit,
+# run of at most 555 s (each step has its own timeout): one command within a 10-minute limit,
 # and with the machine's start inside a 15-minute lease.
 #
 #   bash scripts/gpu_check.sh --fetch-wheels   # beforehand, where a package registry is reached
@@ -20,14 +20,20 @@
 #   train      scripts/benchmark.py train, ours (eager and replayed from CUDA graphs) and HF
 #              Marian at the quickstart and base sizes, 4k and then 32k tokens an update,
 #              every batch shape of an epoch met once before the timed updates           2 x 50 s
-#   translate  scripts/benchmark.py translate, ours and HF generate (CTranslate2: below), beam
-#              5 and greedy, 64 sentences a batch                                           40 s
-# with about 15 s of setup: 515 s at most.
+#   translate  scripts/benchmark.py translate, ours and HF generate, beam 5 and greedy, 64
+#              sentences a batch                                                            40 s
+#   ct2        the same, ours and CTranslate2 (below)                                        40 s
+# with about 15 s of setup: 555 s at most.
 # fairseq is not among the peers: its last release (0.12.2) does not import on Python 3.11 or
 # later (its config dataclasses have mutable defaults), and the GPU image's python is 3.12.
-# Nor is CTranslate2 on the GPU: its CUDA build opens libcublas.so.12, the image has CUDA 13's
-# cuBLAS only, and cuBLAS 12's wheel (581 MB) cannot be carried; translate skips it in a line.
-# Opt-in, beyond those 515 s: GPU_CHECK_PROFILE=1 (the shapes step's allocator as configured
+# CTranslate2's CUDA build (4.8.5, carried as a wheel) opens libcublas.so.12 when it first
+# multiplies; the image has CUDA 13's cuBLAS only, and cuBLAS 12's wheel (581 MB) cannot be
+# carried. Where no libcublas.so.12 is found, the ct2 step offers CUDA 13's cuBLAS under that
+# name (CTranslate2 looks up eight functions in it: handle, stream, math mode and GEMMs, whose
+# signatures CUDA 13 kept) and says so in env.txt; the benchmark's agreement with our
+# translations shows whether its products are right. The step runs apart, so that a crash
+# there costs no other figure.
+# Opt-in, beyond those 555 s: GPU_CHECK_PROFILE=1 (the shapes step's allocator as configured
 # again under torch's profiler, into bench_shapes.txt: the heaviest operations of new and of
 # repeated shapes, 40 s),
 # GPU_CHECK_COMPILE=1 (train.compile at the base size, 150 s),
@@ -48,6 +54,9 @@ if [[ ${1:-} == --fetch-wheels ]]; then  # pure Python; multiprocess has one whe
       --platform manylinux2014_x86_64 -d "$WHEELS" \
       datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 sentencex==1.0.32 || exit 1
   done
+  # CTranslate2 (43 MB) for the image's python only: two of them would not fit a call's 64 MiB
+  "$py" -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+    --platform manylinux_2_28_x86_64 -d "$WHEELS" ctranslate2==4.8.5 || exit 1
   exit 0
 fi
 : "${OUT:?set OUT to the folder whose files come back}"
@@ -85,7 +94,7 @@ fi
 # The checkout, uninstalled: an editable install would need setuptools from a registry.
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 NEEDED="import datasets, sentencepiece, sacrebleu, yaml, tqdm, sentencex, pytest, transformers"
-if ! "$PY" -c "$NEEDED" 2>>"$ENV"; then
+if ! "$PY" -c "$NEEDED; import ctranslate2" 2>>"$ENV"; then
   if compgen -G "$WHEELS/*.whl" >/dev/null; then
     for wheel in "$WHEELS"/*.whl; do  # one by one: pip refuses another Python's wheel
       "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/tmt_site \
@@ -144,11 +153,30 @@ case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)" in
 esac
 for tokens in 4096 32768; do
   step "train $tokens" 50 "$PY" scripts/benchmark.py train --sizes quickstart base \
-    --systems ours ours-graphs hf --max-tokens "$tokens" --pad-to-multiple 8 --precision bf16 --device cuda \
-    --warm-shapes --steps 10 --warmup 1 "${PEAK[@]}" >>"$OUT/bench_train.txt" 2>&1
+    --systems ours ours-graphs hf --max-tokens "$tokens" --pad-to-multiple 8 --precision bf16 \
+    --device cuda --warm-shapes --steps 10 --warmup 1 "${PEAK[@]}" >>"$OUT/bench_train.txt" 2>&1
 done
-step translate 40 "$PY" scripts/benchmark.py translate --device cuda --beams 5 1 \
-  --batch-sizes 64 --fixed-length 20 --repeats 2 >"$OUT/bench_translate.txt" 2>&1
+TRANSLATE=(scripts/benchmark.py translate --device cuda --beams 5 1 --batch-sizes 64
+  --fixed-length 20 --repeats 2)
+step translate 40 "$PY" "${TRANSLATE[@]}" --systems ours hf >"$OUT/bench_translate.txt" 2>&1
+if "$PY" -c "import ctranslate2" 2>>"$ENV"; then
+  SHIM=/tmp/gpu_check_cublas CUBLAS=
+  if ! ldconfig -p | grep -q 'libcublas\.so\.12 '; then  # torch's own cuBLAS, else the system's
+    CUBLAS=$("$PY" -c 'import glob, os, torch; root = os.path.dirname(os.path.dirname(
+      torch.__file__)); print(max([""] + glob.glob(root + "/nvidia/**/libcublas.so.*",
+      recursive=True)))' 2>>"$ENV")
+    [[ -n $CUBLAS ]] ||
+      CUBLAS=$(ldconfig -p | awk '/libcublas\.so\.[0-9]+ /{print $NF}' | sort | tail -1)
+    if [[ -n $CUBLAS ]]; then
+      mkdir -p "$SHIM" && ln -sf "$CUBLAS" "$SHIM/libcublas.so.12"
+      echo "ctranslate2: no libcublas.so.12; offered $CUBLAS under that name" >>"$ENV"
+    fi
+  fi
+  step ct2 40 env LD_LIBRARY_PATH="$SHIM:${CUBLAS%/*}:${LD_LIBRARY_PATH:-}" "$PY" \
+    "${TRANSLATE[@]}" --systems ours ct2 >>"$OUT/bench_translate.txt" 2>&1
+else
+  fail "ct2: ctranslate2 does not import (build/gpu_wheels carried?)"
+fi
 if [[ ${GPU_CHECK_COMPILE:-0} == 1 ]]; then  # slower than eager on the development CPU
   step "train --compile" 150 "$PY" scripts/benchmark.py train --sizes base --systems ours \
     --compile --precision bf16 --device cuda --steps 20 --warmup 5 "${PEAK[@]}" \
