@@ -253,3 +253,12 @@ def test_lines_by_index_reads_on_while_indices_ascend(tmp_path, monkeypatch):
     assert lines.fetch([4, 3]) == {3: SOURCES[3], 4: SOURCES[4]}
     assert len(opened) == 1
     assert lines.fetch([1]) == {1: SOURCES[1]} and len(opened) == 2
+
+
+def test_score_cli_says_when_the_sources_of_an_nbest_list_are_empty(checkpoint, tmp_path, capsys):
+    src = _write(tmp_path / "src.txt", [])
+    nbest = _write(tmp_path / "nbest.txt", ["0 ||| das buch ||| -1.0"])
+    argv = ["score", "--checkpoint", str(checkpoint), "--src", src, "--nbest", nbest]
+    assert main([*argv, "--output", str(tmp_path / "out.txt")]) == 2
+    said = "nbest.txt:1: index 0 names no source line: the sources have no lines\n"
+    assert capsys.readouterr().err.endswith(said)

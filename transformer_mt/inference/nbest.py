@@ -72,8 +72,6 @@ def _parse(line: str, where: str, n_sources: int) -> tuple[int, str]:
     except ValueError:
         raise TmtError(f"{where}: index {head[:40]!r} is not a whole number") from None
     if not 0 <= index < n_sources:
-        raise TmtError(
-            f"{where}: index {index} names no source line: the sources have {n_sources} "
-            f"(indices 0 to {n_sources - 1})"
-        )
+        held = f"{n_sources} (indices 0 to {n_sources - 1})" if n_sources else "no lines"
+        raise TmtError(f"{where}: index {index} names no source line: the sources have {held}")
     return index, text
