@@ -1,6 +1,8 @@
 """Batches padded to multiples (`train.pad_to_multiple`) train as the unpadded ones do: the same
 loss and gradient, the same updates, and a run with them resumes exactly."""
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -12,6 +14,7 @@ from transformer_mt.config import TrainConfig
 from transformer_mt.data.batching import collate
 from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
 from transformer_mt.data.tokenizer import PAD_ID
+from transformer_mt.machine import TRAINING_PRIMITIVES
 from transformer_mt.model import build_model
 from transformer_mt.training.loss import fused_label_smoothed_loss
 from transformer_mt.training.run import run_training
@@ -103,3 +106,13 @@ def test_a_run_on_padded_batches_resumes_exactly(tmp_path, streaming):
     assert run_training(config, str(plain), [*extra, "train.pad_to_multiple=1"]) == 0
     unpadded = load_checkpoint(plain / "checkpoints/last.pt").model
     assert any(not torch.equal(unpadded[k], v) for k, v in expected.model.items())
+
+
+def test_a_run_on_the_cpu_bounds_ondnns_kept_primitives(tmp_path, monkeypatch):
+    """Whatever the padding, a CPU run keeps few oneDNN primitives (`machine.
+    bound_primitive_cache`: the memory new batch shapes cost), unless the user chose."""
+    write_corpus(tmp_path, n_train=40)
+    config = str(write_config(tmp_path, train="max_steps: 4"))
+    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
+    assert run_training(config, str(tmp_path / "run"), ["train.device=cpu"]) == 0
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == str(TRAINING_PRIMITIVES)

@@ -36,7 +36,13 @@ from transformer_mt.data.specials import own_specials
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import atomic_open, atomic_path
-from transformer_mt.machine import ThreadGovernor, keep_freed_memory, resolve_device, set_threads
+from transformer_mt.machine import (
+    ThreadGovernor,
+    bound_primitive_cache,
+    keep_freed_memory,
+    resolve_device,
+    set_threads,
+)
 from transformer_mt.model import build_model
 from transformer_mt.run_layout import (
     CHECKPOINTS_DIR,
@@ -97,7 +103,10 @@ def run_training(
     device = _train_device(config.train.device)
     dist = init_distributed(device.type)
     _setup_logging(dist.is_main)
-    governor = _set_threads(config.train.threads) if device.type == "cpu" else None
+    governor = None
+    if device.type == "cpu":
+        governor = _set_threads(config.train.threads)
+        bound_primitive_cache()
     keep_freed_memory()
     if dist.enabled and device.type == "cuda":
         device = torch.device("cuda", dist.local_rank)
