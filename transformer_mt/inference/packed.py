@@ -62,9 +62,7 @@ class PackedLinear(nn.Module):
         self.post_op = "relu" if relu else "none"
 
     def forward(self, x: Tensor) -> Tensor:
-        flat = x.reshape(-1, self.in_features)
-        out = on_bucketed_rows(self._product, flat)
-        return out.view(*x.shape[:-1], self.out_features)
+        return on_bucketed_rows(self._product, x)
 
     def _product(self, rows: Tensor) -> Tensor:
         return torch.ops.mkldnn._linear_pointwise(
@@ -98,7 +96,8 @@ def packed_product(rows: Tensor, bias: Tensor | None) -> Callable[[Tensor], Tens
 
 
 def on_bucketed_rows(product: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
-    """`product(x)` for a 2-D `x`, computed on its rows padded with zeros to `bucketed_rows`.
+    """`product` of `x` (..., in) as rows (`product`: (N, in) -> (N, out)), computed on its
+    N rows padded with zeros to `bucketed_rows(N)`; (..., out).
 
     The CPU libraries behind the packed products (oneDNN here, fbgemm and oneDNN for int8,
     `quantize`) build and keep kernels and buffers for each row count they meet: about 0.6 MB
@@ -109,11 +108,14 @@ def on_bucketed_rows(product: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     the real rows' equal the unpadded product bit for bit where measured (every row count from
     1 to 400, AVX-512 EPYC; int8 too, since its dynamic scale always spans zero).
     """
-    rows = x.size(0)
+    flat = x.reshape(-1, x.size(-1))
+    rows = flat.size(0)
     padded = bucketed_rows(rows)
     if padded == rows:
-        return product(x)
-    return product(torch.constant_pad_nd(x, (0, 0, 0, padded - rows)))[:rows]
+        out = product(flat)
+    else:
+        out = product(torch.constant_pad_nd(flat, (0, 0, 0, padded - rows)))[:rows]
+    return out.view(*x.shape[:-1], out.size(-1))
 
 
 def bucketed_rows(rows: int) -> int:

@@ -155,9 +155,7 @@ class Int8Linear(nn.Module):
         self.packed = layer._packed_params._packed_params
 
     def forward(self, x: Tensor) -> Tensor:
-        flat = x.reshape(-1, self.in_features)
-        out = on_bucketed_rows(self._product, flat)
-        return out.view(*x.shape[:-1], self.out_features)
+        return on_bucketed_rows(self._product, x)
 
     def _product(self, rows: Tensor) -> Tensor:
         return self.op(rows, self.packed, True)  # reduce_range, as torch's module passes
