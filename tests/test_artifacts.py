@@ -73,12 +73,15 @@ def test_load_errors_are_friendly(tmp_path):
         artifacts.load_checkpoint(tmp_path / "missing.pt")
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"not a zip file at all")
-    with pytest.raises(TmtError, match="not a readable checkpoint"):
+    with pytest.raises(TmtError, match=r"bad.pt: not a readable checkpoint \(not a file that"):
+        artifacts.load_checkpoint(bad)
+    bad.write_bytes(b"")
+    with pytest.raises(TmtError, match=r"bad.pt: not a readable checkpoint \(an empty file\)$"):
         artifacts.load_checkpoint(bad)
     truncated = tmp_path / "truncated.pt"
     artifacts.save_checkpoint(state(1.0), truncated)
     truncated.write_bytes(truncated.read_bytes()[:100])
-    with pytest.raises(TmtError, match="not a readable checkpoint"):
+    with pytest.raises(TmtError, match=r"not a readable checkpoint \(truncated or damaged: \w"):
         artifacts.load_checkpoint(truncated)
     foreign = tmp_path / "foreign.pt"
     torch.save({"weights": torch.ones(1)}, foreign)

@@ -317,3 +317,16 @@ def test_a_byte_order_mark_is_removed_from_the_first_line_only(tmp_path, caplog)
     path.write_bytes("\ufeffA man.\n\ufeffB\n".encode())
     assert read_lines(path) == ["A man.", "\ufeffB"]
     assert "starts with a UTF-8 byte order mark" in caplog.text
+
+
+def test_reading_a_folder_says_so_in_words(tmp_path):
+    with pytest.raises(TmtError) as caught:
+        read_lines(tmp_path)
+    assert str(caught.value) == f"{tmp_path}: cannot read (Is a directory)"
+
+
+def test_a_temporary_name_of_bytes_that_are_not_utf8_fits_the_file_system():
+    name = os.fsdecode(b"\xff" * 300)
+    assert len(os.fsencode(temporary_name(name, 4194304))) <= 255
+    short = os.fsdecode(b"\xff.txt")
+    assert temporary_name(short, 12) == f".{short}.tmp12"

@@ -45,7 +45,7 @@ from transformer_mt.checkpoint_checksums import CHECKSUMS_KEY, check_checksums, 
 from transformer_mt.config import ExperimentConfig, config_from_dict, config_to_dict
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import PieceTable, Tokenizer
-from transformer_mt.errors import TmtError, one_line
+from transformer_mt.errors import TmtError, one_line, shown_value
 from transformer_mt.files import atomic_open, atomic_path
 from transformer_mt.model import Seq2SeqTransformer, build_model
 from transformer_mt.run_layout import BEST_NAME, CHECKPOINTS_DIR
@@ -230,10 +230,29 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     except OSError as err:
         raise TmtError(f"{path}: cannot read ({err.strerror or one_line(err)})") from None
     except Exception as err:  # torch raises many types for truncated or foreign files
-        raise TmtError(f"{path}: not a readable checkpoint ({type(err).__name__})") from None
+        raise TmtError(
+            f"{path}: not a readable checkpoint ({_why_unreadable(path, err)})"
+        ) from None
     checkpoint = Checkpoint.from_dict(state, path)
     check_checksums(state, path)
     return checkpoint
+
+
+# How the files `torch.save` writes begin: a zip archive (since torch 1.6), or a pickle.
+_TORCH_FILE_STARTS = (b"PK\x03\x04", b"\x80")
+
+
+def _why_unreadable(path: Path, err: Exception) -> str:
+    """Why `torch.load` failed on `path`, in words: its own message names a zip record or a
+    pickle opcode, which says little about what the file is."""
+    with open(path, "rb") as f:
+        start = f.read(4)
+    if not start:
+        return "an empty file"
+    if not start.startswith(_TORCH_FILE_STARTS):
+        return "not a file that torch.save writes"
+    first_sentence = one_line(err).split(". ")[0]  # torch goes on with advice about pickles
+    return f"truncated or damaged: {shown_value(first_sentence)}"
 
 
 # What `stat` says a path is, for the names that are not regular files.

@@ -62,7 +62,7 @@ def decode_lines(lines: Iterable[bytes], name: str | Path) -> Iterator[str]:
                 f"(byte 0x{raw[err.start]:02x} at column {err.start + 1})"
             ) from None
         if number == 1 and text.startswith(BOM):
-            log.warning("%s: starts with a UTF-8 byte order mark; it was removed", name)
+            _note_bom(name)
             text = text[1:]
         yield text.removesuffix("\n").removesuffix("\r")
 
@@ -81,9 +81,20 @@ def decode_document(raw: bytes, name: str | Path) -> str:
             pass
         raise
     if text.startswith(BOM):
-        log.warning("%s: starts with a UTF-8 byte order mark; it was removed", name)
+        _note_bom(name)
         text = text[1:]
     return text
+
+
+_BOMS_NOTED: set[str] = set()  # the files whose byte order mark was noted
+
+
+def _note_bom(name: str | Path) -> None:
+    """Warn that `name` starts with a byte order mark, once a process: a file read twice
+    (checked to its end, then used, as `tmt score --nbest` reads its list) is noted once."""
+    if str(name) not in _BOMS_NOTED:
+        _BOMS_NOTED.add(str(name))
+        log.warning("%s: starts with a UTF-8 byte order mark; it was removed", name)
 
 
 def read_lines(path: str | Path) -> list[str]:
@@ -107,7 +118,9 @@ def iter_lines(path: str | Path) -> Iterator[str]:
             yield from decode_lines(f, path)
     except FileNotFoundError:
         raise TmtError(f"{path}: file not found") from None
-    except (OSError, EOFError) as err:
+    except OSError as err:
+        raise TmtError(f"{path}: cannot read ({err.strerror or one_line(err)})") from None
+    except EOFError as err:  # a cut-off .gz
         raise TmtError(f"{path}: cannot read ({one_line(err)})") from None
 
 
@@ -352,10 +365,11 @@ def _remove(path: Path) -> None:
 
 def _temporary_stem(name: str) -> str:
     room = NAME_MAX - len(".") - len(".tmp") - PID_DIGITS
-    if len(name.encode()) <= room:
+    raw = os.fsencode(name)  # a name's bytes as the system has them, UTF-8 or not
+    if len(raw) <= room:
         return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
-    kept = name.encode()[: room - len(digest) - 1].decode(errors="ignore")
+    digest = hashlib.sha256(raw).hexdigest()[:12]
+    kept = raw[: room - len(digest) - 1].decode(errors="ignore")
     return f"{kept}-{digest}"
 
 

@@ -75,6 +75,9 @@ def test_alignment_errors_name_the_flags_on_the_command_line(checkpoint, tmp_pat
     assert "drop --nbest" in capsys.readouterr().err
     assert main([*args, "--alignment-layer", "1"]) == 2
     assert "--alignment-layer 1: the model has 1 decoder layer" in capsys.readouterr().err
+    assert main([*args[:-1], "--alignment-layer", "0"]) == 2  # without --alignments
+    said = "error: --alignment-layer 0: goes with --alignments (or a document's --format)"
+    assert said in capsys.readouterr().err
 
 
 def test_attention_errors_name_the_argument_in_the_library(checkpoint, tmp_path):

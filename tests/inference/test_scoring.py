@@ -8,6 +8,7 @@ import torch
 from transformer_mt.cli import main
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
 from transformer_mt.inference import scoring
+from transformer_mt.inference.nbest import iter_nbest
 from transformer_mt.inference.scoring import format_score, score_ids, score_pairs
 from transformer_mt.inference.translator import Translator
 
@@ -262,3 +263,30 @@ def test_score_cli_says_when_the_sources_of_an_nbest_list_are_empty(checkpoint, 
     assert main([*argv, "--output", str(tmp_path / "out.txt")]) == 2
     said = "nbest.txt:1: index 0 names no source line: the sources have no lines\n"
     assert capsys.readouterr().err.endswith(said)
+
+
+def test_marian_and_moses_nbest_lines_give_their_text_without_the_features(tmp_path):
+    lines = [
+        "0 ||| a man ||| F0= -1.25 ||| -1.25",  # Marian
+        "0 ||| a ||| b ||| -1.0",  # ours, the text holding the separator
+        "1 ||| two ||| LM0= -2 TM0= -1 -0.5 ||| -3",  # Moses, a feature of three values
+        "1 ||| ends ||| F0= ||| -1",  # a name without a value: text
+        "1 ||| 3 ||| 4 ||| -1",  # numbers without a name: text
+    ]
+    nbest = _write(tmp_path / "nbest.txt", lines)
+    groups = [(g.index, g.texts) for g in iter_nbest(nbest, 2)]
+    assert groups == [(0, ["a man", "a ||| b"]), (1, ["two", "ends ||| F0=", "3 ||| 4"])]
+
+
+def test_a_byte_order_mark_of_an_nbest_list_is_noted_once(checkpoint, tmp_path, caplog):
+    """The list is read twice (checked, then scored); the note is said once."""
+    src = _write(tmp_path / "src.txt", SOURCES[:2])
+    nbest = tmp_path / "nbest.txt"
+    nbest.write_text("\ufeff0 ||| das buch ||| -1.0\n1 ||| buch ||| -2.0\n", encoding="utf-8")
+    argv = ["score", "--checkpoint", str(checkpoint), "--src", src, "--nbest", str(nbest)]
+    assert main([*argv, "--output", str(tmp_path / "out.txt")]) == 0
+    notes = [r for r in caplog.records if "starts with a UTF-8 byte order mark" in r.message]
+    assert [r.message for r in notes] == [
+        f"{nbest}: starts with a UTF-8 byte order mark; it was removed"
+    ]
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8").startswith("0 ||| das buch ||| ")

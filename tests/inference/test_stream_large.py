@@ -111,6 +111,50 @@ def test_a_changed_input_starts_afresh(checkpoint, source, tmp_path, calls, caps
     assert "(--input file differ)" in capsys.readouterr().err and calls["chunks"] == 6
 
 
+@pytest.mark.parametrize("nbest", [1, 2])
+def test_an_nbest_run_continues_where_it_stopped(checkpoint, source, tmp_path, calls, nbest):
+    """The partial holds `nbest` lines a source line, which the continued run checks."""
+    flags = ["--nbest", str(nbest), "--beam-size", "2"]
+    whole = tmp_path / "whole.txt"
+    assert translate(checkpoint, source, whole, *flags) == 0
+    out = tmp_path / "out.txt"
+    calls.update(chunks=0, stop_after=2)
+    assert translate(checkpoint, source, out, *flags) == 130
+    calls.update(chunks=0, stop_after=None)
+    assert translate(checkpoint, source, out, *flags) == 0
+    assert calls["chunks"] == 4 and out.read_bytes() == whole.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "lines_done, shown",
+    [
+        (-5, "lines done -5"),
+        (3 * CHUNK, "lines done 12"),
+        (CHUNK, "lines done 4"),
+        ("8", 'lines done "8"'),
+    ],
+)
+def test_a_sidecar_that_disagrees_with_its_partial_starts_afresh(
+    checkpoint, source, tmp_path, calls, capsys, lines_done, shown
+):
+    """A sidecar edited or damaged by hand: continuing from it would skip lines or repeat
+    them; the run starts afresh instead, and says why."""
+    whole = tmp_path / "whole.txt"
+    assert translate(checkpoint, source, whole) == 0
+    out = tmp_path / "out.txt"
+    partial, sidecar = partial_paths(out)
+    calls.update(chunks=0, stop_after=2)
+    assert translate(checkpoint, source, out) == 130
+    record = json.loads(sidecar.read_text(encoding="utf-8"))
+    sidecar.write_text(json.dumps({**record, "lines_done": lines_done}), encoding="utf-8")
+    capsys.readouterr()
+    calls.update(chunks=0, stop_after=None)
+    assert translate(checkpoint, source, out) == 0
+    err = capsys.readouterr().err
+    assert f"{sidecar.name} does not match {partial.name} ({shown}" in err, err
+    assert calls["chunks"] == 6 and out.read_bytes() == whole.read_bytes()
+
+
 def test_an_interruption_before_any_chunk_leaves_nothing(checkpoint, source, tmp_path, calls):
     calls.update(stop_after=0)
     assert translate(checkpoint, source, tmp_path / "out.txt") == 130

@@ -53,6 +53,8 @@ def test_translate_with_the_shortlist_writes_what_the_translator_gives(
     [
         (["--set", "train.max_steps=1"], "error: --set: overrides --config; give --config too"),
         (["--per-source", "-1"], "error: --per-source -1: must be 0 or more"),
+        (["--frequent", "-5"], "error: --frequent -5: must be 0 or more"),
+        (["--min-prob", "2"], "error: --min-prob 2.0: must be within [0, 1]"),
     ],
 )
 def test_bad_shortlist_arguments_are_one_line(

@@ -142,6 +142,7 @@ def test_evaluate_prints_one_table_with_the_off_target_rate(multilingual, capsys
             "direction de-cs: tgt_lang cs: the model has no such language; it knows de, en, fr",
         ),
         (["--directions", "deen"], "--directions 'deen': expected SRC-TGT, e.g. de-en"),
+        (["--pivot", "cs"], "--pivot cs: the model has no such language; it knows de, en, fr"),
         (["--hyp", "x"], "evaluate: give --hyp and --ref, or --checkpoint, not both"),
     ],
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_mt.cli.common import add_language_flags
+from transformer_mt.cli.common import add_language_flags, require_text
 
 
 def add_attention(sub: argparse._SubParsersAction) -> None:
@@ -25,6 +25,8 @@ def _run_attention(args: argparse.Namespace) -> int:
     from transformer_mt.files import check_output
     from transformer_mt.inference.attention_maps import draw_attention
 
+    require_text("--src", args.src)
+    require_text("--tgt", args.tgt)
     check_output(args.out, checkpoint_input_files(args.checkpoint))
     out = draw_attention(
         args.checkpoint,

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import BinaryIO, TextIO
 
 from transformer_mt.cli.signals import Interrupted, interrupting_signals
@@ -43,9 +44,13 @@ def run_command(
         _silence_stdout()
         return fail("stdout was closed by its reader (broken pipe); output stopped", 1)
     except OSError as err:
-        if err.errno not in MACHINE_ERRNOS:
+        if err.errno in MACHINE_ERRNOS:
+            return fail(f"{err.filename or 'a file'}: {err.strerror}", 1)
+        if err.filename is None:
             raise
-        return fail(f"{err.filename or 'a file'}: {err.strerror}", 1)
+        # A path the user gave that the system refuses (a name over 255 bytes, a file where a
+        # folder should be): the commands check what they can foresee, this says the rest.
+        return fail(f"{err.filename}: {err.strerror}", 2)
     except (MemoryError, RuntimeError) as err:
         from transformer_mt.machine import out_of_memory_message
 
@@ -99,15 +104,49 @@ def open_in(path: str, stack: contextlib.ExitStack) -> BinaryIO:
         raise TmtError(f"{path}: {err.strerror}") from None
 
 
-def open_out(path: str, stack: contextlib.ExitStack) -> TextIO:
-    """stdout, or a temporary file renamed to `path` only when the `stack` closes cleanly."""
+def open_out(path: str, stack: contextlib.ExitStack, flag: str | None = "--output") -> TextIO:
+    """stdout, or a temporary file renamed to `path` only when the `stack` closes cleanly;
+    `flag`: the command's flag for a file instead of stdout (None: it has none)."""
     if path == "-":
         if sys.stdout is None:  # started with descriptor 1 closed (`>&-`)
-            raise TmtError("<stdout>: is closed; redirect it or give --output FILE")
-        return stack.enter_context(open(sys.stdout.fileno(), "w", encoding="utf-8", closefd=False))
+            instead = "" if flag is None else f" or give {flag} FILE"
+            raise TmtError(f"<stdout>: is closed; redirect it{instead}")
+        stack.enter_context(_named_stdout())  # entered first, so it sees the close's errors too
+        try:
+            fd = sys.stdout.fileno()
+        except (AttributeError, io.UnsupportedOperation):
+            return sys.stdout  # a stream put in place of the process's (an embedding program's)
+        return stack.enter_context(open(fd, "w", encoding="utf-8", closefd=False))
     from transformer_mt.files import atomic_open
 
     return stack.enter_context(atomic_open(path))
+
+
+@contextlib.contextmanager
+def _named_stdout() -> Iterator[None]:
+    """Name stdout in a machine's write error (a full disk) that a write to it raised: the
+    OSError of a write to an open stream carries no file name."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is not None or err.errno not in MACHINE_ERRNOS:
+            raise
+        raise OSError(err.errno, err.strerror, "<stdout>") from None
+
+
+def require_text(flag: str, value: str | None) -> None:
+    """Refuse a command-line value that is not UTF-8 text: the system hands such bytes to
+    Python as lone surrogates, which no tokenizer takes.
+
+    Raises:
+        TmtError: naming the flag.
+    """
+    if value is None:
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise TmtError(f"{flag}: not valid UTF-8 text; give the text in UTF-8") from None
 
 
 def set_cpu_threads(quiet: bool = False) -> None:

@@ -4,6 +4,7 @@ set translated and scored in each of its directions."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 
@@ -46,10 +47,28 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_evaluate(args: argparse.Namespace) -> int:
-    if args.checkpoint is not None:
-        return _evaluate_directions(args)
+    from transformer_mt.cli.common import open_out
+
+    with contextlib.ExitStack() as stack:
+        out = open_out("-", stack, flag=None)  # a closed stdout is refused before the work
+        evaluate = _evaluate_files if args.checkpoint is None else _evaluate_directions
+        lines = evaluate(args)
+        out.write("".join(f"{line}\n" for line in lines))
+    return 0
+
+
+# Flags that only `--checkpoint` reads, by their argparse names.
+_CHECKPOINT_FLAGS = ("test", "directions", "pivot", "no_off_target", "beam_size")
+
+
+def _evaluate_files(args: argparse.Namespace) -> list[str]:
+    """`tmt evaluate --hyp --ref`: a line per metric, or the JSON list."""
     if args.hyp is None or args.ref is None:
         raise TmtError("evaluate: give --hyp and --ref, or --checkpoint")
+    for name in _CHECKPOINT_FLAGS:
+        if getattr(args, name) not in (None, False):
+            flag = "--" + name.replace("_", "-")
+            raise TmtError(f"evaluate: {flag} goes with --checkpoint, not with --hyp and --ref")
 
     from transformer_mt.evaluation import evaluate_files
     from transformer_mt.progress import Counted, ProgressReport
@@ -60,14 +79,11 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     finally:
         report.close()
     if args.json:
-        print(json.dumps([dataclasses.asdict(s) for s in scores], indent=1))
-    else:
-        for score in scores:
-            print(score.string)
-    return 0
+        return [json.dumps([dataclasses.asdict(s) for s in scores], indent=1)]
+    return [score.string for score in scores]
 
 
-def _evaluate_directions(args: argparse.Namespace) -> int:
+def _evaluate_directions(args: argparse.Namespace) -> list[str]:
     """`tmt evaluate --checkpoint`: one table of BLEU, chrF and off-target rate by direction."""
     from transformer_mt.inference.direction_scores import directions_table, score_directions
 
@@ -86,13 +102,8 @@ def _evaluate_directions(args: argparse.Namespace) -> int:
         **decode,
     )
     if args.json:
-        print(json.dumps([dataclasses.asdict(s) for s in scores], indent=1))
-    else:
-        print(directions_table(scores))
-        print()
-        for line in _table_signatures():
-            print(line)
-    return 0
+        return [json.dumps([dataclasses.asdict(s) for s in scores], indent=1)]
+    return [directions_table(scores), "", *_table_signatures()]
 
 
 def _table_signatures() -> list[str]:

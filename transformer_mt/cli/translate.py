@@ -106,7 +106,6 @@ def _add_output_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--alignment-layer",
         type=int,
-        default=-1,
         help="decoder layer whose cross-attention aligns (default -1: the last); also places "
         "a document's inline markup",
     )
@@ -114,6 +113,8 @@ def _add_output_flags(p: argparse.ArgumentParser) -> None:
 
 def _run_translate(args: argparse.Namespace) -> int:
     _check_combinations(args)
+    if args.alignment_layer is None:
+        args.alignment_layer = -1  # the last layer
     _check_outputs(args)
     if args.length_penalty is not None and not math.isfinite(args.length_penalty):
         raise TmtError(
@@ -125,10 +126,16 @@ def _run_translate(args: argparse.Namespace) -> int:
 
 
 def _check_combinations(args: argparse.Namespace) -> None:
-    """Refuse alignments of an n-best list, and a report of lines it cannot retry."""
+    """Refuse alignments of an n-best list, an alignment layer with nothing to align, and a
+    report of lines it cannot retry."""
     if args.alignments and args.n_best is not None and args.n_best > 1:
         raise TmtError(
             f"--nbest {args.n_best}: --alignments aligns the 1-best translation: drop --nbest"
+        )
+    if args.alignment_layer is not None and args.format == "text" and not args.alignments:
+        raise TmtError(
+            f"--alignment-layer {args.alignment_layer}: goes with --alignments (or a document's "
+            "--format); add --alignments, or drop it"
         )
     if args.report is not None and args.format == "text":
         for flag, given in (

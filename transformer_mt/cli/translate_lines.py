@@ -304,7 +304,7 @@ def _translate(
     from transformer_mt.inference.constrained import ConstraintsError
     from transformer_mt.inference.stream import translate_stream
 
-    partial = _open_partial(args, source, stack)
+    partial = _open_partial(args, source, translator.decode.n_best, stack)
     out = open_out(args.output, stack) if partial is None else partial.file
     first = 0 if partial is None else partial.resumed
     report = None if args.report is None else open_out(args.report, stack)
@@ -356,19 +356,19 @@ def _progress(args: argparse.Namespace, source: _Source, first: int) -> Progress
 
 
 def _open_partial(
-    args: argparse.Namespace, source: _Source, stack: contextlib.ExitStack
+    args: argparse.Namespace, source: _Source, n_best: int, stack: contextlib.ExitStack
 ) -> PartialOutput | None:
-    """The resumable output of a file translated to a file (None: another run), saying on
-    stderr what became of an earlier run's partial. Not with --ref, whose scores need the
-    translations of every chunk (an earlier run's are not scored again), nor --report, a
-    second output."""
+    """The resumable output of a file translated to a file (None: another run), `n_best` lines
+    for each line of the input, saying on stderr what became of an earlier run's partial. Not
+    with --ref, whose scores need the translations of every chunk (an earlier run's are not
+    scored again), nor --report, a second output."""
     output = Path(args.output)
     stream = output.exists() and not output.is_file()  # a device, a FIFO
     if args.output == "-" or stream or not source.is_file or args.ref or args.report:
         return None
     from transformer_mt.inference.resume import resumable_output
 
-    partial = stack.enter_context(resumable_output(args.output, _fingerprint(args)))
+    partial = stack.enter_context(resumable_output(args.output, _fingerprint(args), n_best))
     if args.quiet:
         return partial
     if partial.note is not None:

@@ -18,16 +18,17 @@ def read_yaml(path: Path) -> dict[str, Any]:
     twice is blamed by its dotted name.
     """
     text = _read_text(path)
-    loader = yaml.SafeLoader(text)
     try:
-        root = loader.get_single_node()
-        if root is not None:
-            _refuse_duplicate_keys(root, path)
-        data = {} if root is None else loader.construct_document(root)
+        loader = yaml.SafeLoader(text)  # refuses control characters as it is made
+        try:
+            root = loader.get_single_node()
+            if root is not None:
+                _refuse_duplicate_keys(root, path)
+            data = {} if root is None else loader.construct_document(root)
+        finally:
+            loader.dispose()
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML ({one_line(err)})", keys=()) from None
-    finally:
-        loader.dispose()
     if data is None:
         return {}
     if not isinstance(data, dict):

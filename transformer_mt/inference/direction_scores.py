@@ -70,6 +70,7 @@ def score_directions(
 
     Raises:
         TmtError: a direction the model does not translate, naming it and the language.
+        SettingError: a pivot the model does not know.
         DataError: a test file of a direction is missing or unequal.
         LinguaMissing: off_target without lingua installed.
     """
@@ -83,6 +84,9 @@ def score_directions(
             raise TmtError(
                 f"direction {src_lang}-{tgt_lang}: {err.setting} {err.value}: {err.reason}"
             ) from None
+    if pivot is not None and pivot not in languages.codes:
+        known = ", ".join(languages.codes)
+        raise SettingError("pivot", pivot, f"the model has no such language; it knows {known}")
     data = load_for_inference(checkpoint).config.data  # where and how its test set is read
     data = dataclasses.replace(data, test=test or data.test)
     identifier = LanguageIdentifier(languages.codes) if off_target else None

@@ -1,15 +1,17 @@
-"""The n-best list format: `index ||| text ||| score` lines, Moses's, which `tmt translate
---nbest` writes and `tmt score --nbest` reads back to rerank.
+"""The n-best list format: `index ||| text ||| score` lines, which `tmt translate --nbest`
+writes and `tmt score --nbest` reads back to rerank; it also reads Moses's and Marian's lists,
+`index ||| text ||| features ||| score`, the features `name= value ...`.
 
 The index is the source's line, from 0; the text is everything between the first and the last
-separator, so a translation holding ` ||| ` reads back whole. A list holds each source's
-hypotheses on consecutive lines, as `tmt translate`, Moses and Marian write them, in any order
-of the sources; that is what lets a reader hold one source's hypotheses at a time, whatever
-the list's size.
+separator (but for a features field before the last), so a translation holding ` ||| ` reads
+back whole. A list holds each source's hypotheses on consecutive lines, as `tmt translate`,
+Moses and Marian write them, in any order of the sources; that is what lets a reader hold one
+source's hypotheses at a time, whatever the list's size.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +69,9 @@ def _parse(line: str, where: str, n_sources: int) -> tuple[int, str]:
     text, separator, _ = rest.rpartition(SEPARATOR)
     if not separator:
         raise TmtError(f"{where}: expected `index ||| text ||| score`")
+    before, separator, last = text.rpartition(SEPARATOR)
+    if separator and _is_features(last):
+        text = before
     try:
         index = int(head)
     except ValueError:
@@ -75,3 +80,26 @@ def _parse(line: str, where: str, n_sources: int) -> tuple[int, str]:
         held = f"{n_sources} (indices 0 to {n_sources - 1})" if n_sources else "no lines"
         raise TmtError(f"{where}: index {index} names no source line: the sources have {held}")
     return index, text
+
+
+def _is_features(field: str) -> bool:
+    """Whether `field` is a Moses or Marian features field: named numbers, `F0= -1.2` or
+    `LM0= -2.3 TM0= -1 -0.5` (the name ends with `=`, one or more numbers follow each)."""
+    tokens = field.split()
+    if not tokens or not tokens[0].endswith("="):
+        return False
+    for previous, token in itertools.pairwise(tokens):
+        if token.endswith("="):
+            if previous.endswith("="):  # a name without a value
+                return False
+        elif not _is_number(token):
+            return False
+    return not tokens[-1].endswith("=")
+
+
+def _is_number(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True

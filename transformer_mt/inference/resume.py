@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
-from transformer_mt.errors import TmtError
+from transformer_mt.errors import TmtError, shown_value
 from transformer_mt.files import atomic_open, refuse_read_only, write_errors
 
 PARTIAL = ".partial"
@@ -50,10 +50,11 @@ class PartialOutput:
         note: what became of an earlier run's partial (None: there was none).
     """
 
-    def __init__(self, path: str | Path, fingerprint: dict[str, object]):
+    def __init__(self, path: str | Path, fingerprint: dict[str, object], lines_per_input: int):
         self.path = Path(path)
         self.partial, self.sidecar = partial_paths(path)
         self.fingerprint = json.loads(json.dumps(fingerprint))  # as it reads back
+        self.lines_per_input = lines_per_input
         self.note: str | None = None
         self.resumed = self._earlier_lines()
         self.lines_done = self.resumed
@@ -97,21 +98,44 @@ class PartialOutput:
             raise TmtError(
                 f"{self.path}: another run (PID {pid}) is writing it; wait for it, or stop it"
             )
-        size = self.partial.stat().st_size if self.partial.is_file() else -1
-        same = earlier.get("fingerprint") == self.fingerprint
         lines, recorded = earlier.get("lines_done"), earlier.get("bytes")
-        if same and isinstance(lines, int) and isinstance(recorded, int) and size >= recorded:
+        if earlier.get("fingerprint") != self.fingerprint:
+            differ = _differences(earlier.get("fingerprint"), self.fingerprint) or ["its record"]
+            self.note = (
+                f"{self.partial.name} was left by another run ({', '.join(differ)} differ); "
+                "starting afresh"
+            )
+        elif self._holds(lines, recorded):
             os.truncate(self.partial, recorded)
             self._write_sidecar(lines_done=lines)
             return lines
-        differ = _differences(earlier.get("fingerprint"), self.fingerprint) or ["its record"]
-        self.note = (
-            f"{self.partial.name} was left by another run ({', '.join(differ)} differ); "
-            "starting afresh"
-        )
+        else:
+            self.note = (
+                f"{self.sidecar.name} does not match {self.partial.name} (lines done "
+                f"{shown_value(json.dumps(lines))}, bytes {shown_value(json.dumps(recorded))}); "
+                "starting afresh"
+            )
         self.partial.unlink(missing_ok=True)
         self._write_sidecar(lines_done=0)
         return 0
+
+    def _holds(self, lines: object, size: object) -> bool:
+        """Whether the partial's first `size` bytes are the translations of `lines` input lines:
+        whole numbers, and as many line ends as those lines write (a sidecar edited or damaged
+        by hand would otherwise have the run skip lines, or translate some twice)."""
+        counts = (lines, size)
+        if not all(type(v) is int and v >= 0 for v in counts):  # bool is an int, not a count
+            return False
+        if not self.partial.is_file() or self.partial.stat().st_size < size:
+            return False
+        ends, left = 0, size
+        with open(self.partial, "rb") as f:
+            while left:
+                block = f.read(min(left, 1 << 20))
+                if not block:
+                    return False
+                ends, left = ends + block.count(b"\n"), left - len(block)
+        return ends == lines * self.lines_per_input
 
     def _read_sidecar(self) -> dict | None:
         try:
@@ -136,10 +160,13 @@ class PartialOutput:
 
 
 @contextlib.contextmanager
-def resumable_output(path: str | Path, fingerprint: dict[str, object]) -> Iterator[PartialOutput]:
+def resumable_output(
+    path: str | Path, fingerprint: dict[str, object], lines_per_input: int = 1
+) -> Iterator[PartialOutput]:
     """The partial output of `path` for a run described by `fingerprint` (JSON values: what
-    decides the output, e.g. the identities of its input files and its flags); renamed to
-    `path` when the block succeeds, kept for a rerun when it fails with lines done.
+    decides the output, e.g. the identities of its input files and its flags), which writes
+    `lines_per_input` lines for each input line; renamed to `path` when the block succeeds,
+    kept for a rerun when it fails with lines done.
 
     Raises:
         TmtError: `path` is read-only or cannot be written, or another running process is
@@ -149,7 +176,7 @@ def resumable_output(path: str | Path, fingerprint: dict[str, object]) -> Iterat
     refuse_read_only(target)
     with write_errors(Path(path), target):
         target.parent.mkdir(parents=True, exist_ok=True)
-        output = PartialOutput(path, fingerprint)
+        output = PartialOutput(path, fingerprint, lines_per_input)
         try:
             yield output
         except BaseException:

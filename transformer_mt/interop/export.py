@@ -35,8 +35,11 @@ shortlist) is refused before any work. A full disk is one line, whichever librar
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -103,9 +106,27 @@ def export_hf(checkpoint: str | Path, out_dir: str | Path) -> tuple[Path, list[s
         check_expressible(MARIAN, cfg)
         write = _write_marian
     search, notes = generation_keys(bundle.config.decode, cfg.max_positions)
-    with output_folder(out_dir, export_inputs(checkpoint, bundle)) as tmp:
+    with output_folder(out_dir, export_inputs(checkpoint, bundle)) as tmp, _quiet_transformers():
         write(bundle, tmp, search)
     return Path(out_dir), notes
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """Writing without transformers' progress bar ("Writing model shards") and its advice to
+    install sacremoses (a Marian tokenizer only uses it to translate, not to be saved): the
+    export's own output is the line that says where it went, or one error line."""
+    from transformers.utils import logging as hf_logging
+
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Recommended: pip install sacremoses")
+            yield
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()
 
 
 def _write_marian(bundle: InferenceBundle, out: Path, search: dict[str, Any]) -> None:

@@ -6,9 +6,10 @@ validation NLL, validation BLEU, and the learning rate.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from transformer_mt.errors import TmtError
+from transformer_mt.errors import TmtError, shown_value
 from transformer_mt.files import atomic_path, check_output
 from transformer_mt.run_layout import METRICS_NAME
 from transformer_mt.training.metrics import read_metrics
@@ -49,6 +50,12 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
 
     def series(rs: list[dict], key: str) -> tuple[list, list]:
         points = [(r["step"], r[key]) for r in rs if r.get(key) is not None]
+        for step, value in points:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TmtError(
+                    f"{metrics}: the {rs[0]['kind']} row of step {step} has {key} "
+                    f"{shown_value(json.dumps(value))}, not a number"
+                )
         return [p[0] for p in points], [p[1] for p in points]
 
     fig, (ax_loss, ax_bleu, ax_lr) = plt.subplots(3, 1, figsize=(7, 9), sharex=True)
