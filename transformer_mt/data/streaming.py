@@ -366,9 +366,13 @@ def _unchanged(item: Chunk | ReadFailure) -> Chunk | ReadFailure:
 
 
 def _ignore_interrupts(worker_id: int) -> None:
-    """Workers leave Ctrl-C to the training process, which finishes its update, saves and
-    stops them; a worker killed by it would fail the batches that update still reads."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """Workers leave Ctrl-C, SIGTERM and SIGHUP to the training process, which finishes its
+    update, saves and stops them; a worker killed by one would fail the batches that update
+    still reads. The signals reach every process of the group at once (Ctrl-C, `timeout`,
+    `kill -- -PGID`, a job scheduler); a worker outlives no training process, as torch's
+    workers stop when their parent is gone."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def sample_pairs(

@@ -1,0 +1,66 @@
+"""A signal sent to a training's whole process group (Ctrl-C in a terminal, `timeout`,
+`kill -- -PGID`, a job scheduler) reaches its data workers too: the run still saves and exits
+as the signal says."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from transformer_mt.run_layout import CHECKPOINTS_DIR
+from transformer_mt.training.metrics import read_metrics
+
+from .conftest import write_config, write_corpus
+
+REPO = Path(__file__).resolve().parents[2]
+TIMEOUT = 180  # seconds: generous, the machine may be shared
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_to_the_group_of_a_streamed_run_saves_it(tmp_path, signum):
+    write_corpus(tmp_path, n_train=120)
+    config = write_config(tmp_path, train="max_steps: 100000, valid_every: 100000")
+    settings = yaml.safe_load(config.read_text(encoding="utf-8"))
+    settings["data"] |= {"streaming": True, "workers": 1}
+    config.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    run = tmp_path / "run"
+    log = tmp_path / "train.log"
+    with open(log, "w", encoding="utf-8") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "transformer_mt", "train", "--config", str(config)]
+            + ["--run-dir", str(run)],
+            cwd=REPO,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,  # its own process group, as a terminal's job has
+        )
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not _trained_steps(run) and proc.poll() is None:
+            assert time.monotonic() < deadline, log.read_text(encoding="utf-8")
+            time.sleep(0.2)
+        os.killpg(proc.pid, signum)
+        status = proc.wait(TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    said = log.read_text(encoding="utf-8")
+    assert status == 128 + signum, said
+    assert "Traceback" not in said
+    assert (run / CHECKPOINTS_DIR / "last.pt").is_file(), said
+
+
+def _trained_steps(run: Path) -> int:
+    metrics = run / "metrics.jsonl"
+    if not metrics.is_file():
+        return 0
+    return sum(row["kind"] == "train" for row in read_metrics(metrics))
