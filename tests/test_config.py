@@ -338,3 +338,28 @@ def test_output_settings_are_every_field_but_the_output_neutral_ones():
     changed = DecodeConfig(max_tokens=7)
     assert changed.output_settings() == DecodeConfig().output_settings()
     assert len(DecodeConfig().output_settings()) == len(dataclasses.fields(DecodeConfig)) - 1
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("train.max_epochs=0", r"train\.max_epochs=0 must be > 0 \(or null: no limit\)"),
+        ("train.valid_max_sentences=-1", r"train\.valid_max_sentences=-1 must be > 0"),
+        ("train.max_minutes=0", r"train\.max_minutes=0\.0 must be > 0"),
+        ("train.warmup_init_lr=-1", r"train\.warmup_init_lr=-1\.0 must be >= 0"),
+        ("train.noam_scale=-1", r"train\.noam_scale=-1\.0 must be > 0"),
+        ("train.threads=100000", r"train\.threads=100000 must be in \[0, 1024\]"),
+        ("train.seed=99999999999999999999", r"train\.seed=99999999999999999999 must be in \[0, "),
+        ("train.seed=-1", r"train\.seed=-1 must be in \[0, 4294967295\]"),
+    ],
+)
+def test_settings_that_a_library_would_fail_on_later_are_refused(tmp_path, setting, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(write(tmp_path, "train: {}\n"), [setting])
+
+
+def test_yaml_nested_too_deeply_is_one_line(tmp_path):
+    with pytest.raises(ConfigError, match=r"not valid YAML \(nested too deeply\)"):
+        load_config(write(tmp_path, "train:\n  lr: " + "[" * 5000 + "\n"))
+    with pytest.raises(ConfigError, match=r"train\.lr"):
+        load_config(write(tmp_path, "train: {}\n"), ["train.lr=" + "[" * 5000])

@@ -255,3 +255,42 @@ def test_resume_with_larger_batches_trains_on(tiny_experiment, tmp_path, caplog)
     assert f"resuming with changed settings: {changed}" in caplog.text
     assert "data position batch 4 of epoch 0 is past the" in caplog.text
     assert load_checkpoint(run_dir / "checkpoints/last.pt").step == 6
+
+
+def test_a_run_stopped_before_its_first_checkpoint_is_still_its_directorys(
+    tiny_experiment, tmp_path, capsys
+):
+    """Its config.yaml and metrics say whose directory it is: another model is refused, the
+    same one starts afresh."""
+    run_dir = tmp_path / "run"
+    args = ["train", "--config", str(tiny_experiment), "--run-dir", str(run_dir), "--set"]
+    assert main([*args, "train.max_steps=4"]) == 0
+    shutil.rmtree(run_dir / "checkpoints")  # as if killed before its first save
+    before = run_files(run_dir)
+    capsys.readouterr()
+    assert main([*args, "train.max_steps=4", "model.n_layers=1"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {run_dir} holds a run of another model or corpus (model.n_layers differ); "
+        "resume it with its own config.yaml or choose another run directory\n"
+    )
+    assert run_files(run_dir) == before
+    assert main([*args, "train.max_steps=4", "train.lr=1e-3"]) == 0
+    assert load_checkpoint(run_dir / "checkpoints/last.pt").step == 4
+
+
+def test_a_config_history_edited_by_hand_is_refused_before_anything_is_written(
+    tiny_experiment, tmp_path, capsys
+):
+    run_dir = tmp_path / "run"
+    args = ["train", "--config", str(tiny_experiment), "--run-dir", str(run_dir), "--set"]
+    assert main([*args, "train.max_steps=4"]) == 0
+    assert main([*args, "train.max_steps=6", "train.lr=1e-3"]) == 0
+    history = run_dir / "config_history.yaml"
+    edited = history.read_text(encoding="utf-8").replace("train.lr:", "lr:")
+    history.write_text(edited, encoding="utf-8")
+    before = run_files(run_dir)
+    capsys.readouterr()
+    assert main([*args, "train.max_steps=8"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {history}: not a config history (each change needs a step")
+    assert run_files(run_dir) == before

@@ -73,7 +73,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
             )
         try:
             value = yaml.safe_load(raw)
-        except yaml.YAMLError:
+        except (yaml.YAMLError, RecursionError):  # kept as text, which the key's type refuses
             value = raw
         *parents, leaf = key.strip().split(".")
         node = data

@@ -29,6 +29,8 @@ def read_yaml(path: Path) -> dict[str, Any]:
             loader.dispose()
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML ({one_line(err)})", keys=()) from None
+    except RecursionError:  # PyYAML descends one Python call per level of nesting
+        raise ConfigError(f"{path}: not valid YAML (nested too deeply)", keys=()) from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -8,6 +8,9 @@ from typing import Literal
 from transformer_mt.config.checks import check_positive, check_unit_interval
 from transformer_mt.config.errors import ConfigError
 
+MAX_THREADS = 1024  # torch threads a run may ask for
+MAX_SEED = 2**32 - 1  # numpy's range, which every library's seed takes
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -70,10 +73,13 @@ class TrainConfig:
     def validate(self) -> None:
         check_positive(self, "train", ["max_steps", "max_tokens", "update_freq", "lr"])
         check_positive(self, "train", ["log_every", "valid_every", "adam_eps", "pad_to_multiple"])
-        if self.max_minutes is not None and self.max_minutes <= 0:
-            raise ConfigError(
-                f"train.max_minutes={self.max_minutes} must be > 0", keys=("train.max_minutes",)
-            )
+        check_positive(self, "train", ["noam_scale"])
+        for name in ("max_epochs", "max_minutes", "valid_max_sentences"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ConfigError(
+                    f"train.{name}={value} must be > 0 (or null: no limit)", keys=(f"train.{name}",)
+                )
         if self.warmup_steps < 0:
             raise ConfigError(
                 f"train.warmup_steps={self.warmup_steps} must be >= 0",
@@ -95,10 +101,18 @@ class TrainConfig:
                 f"train.adam_betas={list(self.adam_betas)} must be in [0, 1)",
                 keys=("train.adam_betas",),
             )
-        for name in ("weight_decay", "clip_norm", "keep_last", "patience", "threads"):
+        for name in ("weight_decay", "clip_norm", "keep_last", "patience", "warmup_init_lr"):
             if getattr(self, name) < 0:
                 raise ConfigError(
                     f"train.{name}={getattr(self, name)} must be >= 0", keys=(f"train.{name}",)
+                )
+        # Above these, the libraries fail with their own errors (a thread they cannot start,
+        # a seed that does not fit 64 bits), not naming the key.
+        for name, most in (("threads", MAX_THREADS), ("seed", MAX_SEED)):
+            if not 0 <= getattr(self, name) <= most:
+                raise ConfigError(
+                    f"train.{name}={getattr(self, name)} must be in [0, {most}]",
+                    keys=(f"train.{name}",),
                 )
         if self.cuda_graphs:
             conflicts = {

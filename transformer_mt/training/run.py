@@ -30,6 +30,7 @@ from transformer_mt.config import (
     given_keys,
     load_config,
 )
+from transformer_mt.config.reading import read_yaml
 from transformer_mt.data.dataset import check_sources
 from transformer_mt.data.pipeline import prepare_data, train_tokenizers_for
 from transformer_mt.data.specials import own_specials
@@ -224,10 +225,23 @@ def _resume_state(
                 f"{run_dir} is not empty and holds no run ({', '.join(sorted(stray)[:3])}); "
                 "choose another run directory"
             )
+        started = _started_config(run_dir / CONFIG_NAME)
+        if started is not None:  # a run stopped before its first checkpoint
+            _refuse_another_run(run_dir, started, config_to_dict(config))
         return None, None
     last, checkpoint = found
     stored = artifacts.normalized_config(checkpoint.config, f"{last} (stored config)")
     current = config_to_dict(config)
+    _refuse_another_run(run_dir, stored, current)
+    changes = artifacts.config_changes(stored, current)
+    if changes:
+        log.warning("resuming with changed settings: %s", ", ".join(changes))
+    return last, checkpoint
+
+
+def _refuse_another_run(run_dir: Path, stored: dict[str, Any], current: dict[str, Any]) -> None:
+    """Refuse `current` where the run of `run_dir` (its config `stored`) has another model or
+    corpus: one run per directory."""
     defining = artifacts.model_setting_changes(
         stored, current, (*artifacts.MODEL_SETTINGS, *CORPUS_SETTINGS)
     )
@@ -236,10 +250,17 @@ def _resume_state(
             f"{run_dir} holds a run of another model or corpus ({', '.join(defining)} differ); "
             "resume it with its own config.yaml or choose another run directory"
         )
-    changes = artifacts.config_changes(stored, current)
-    if changes:
-        log.warning("resuming with changed settings: %s", ", ".join(changes))
-    return last, checkpoint
+
+
+def _started_config(path: Path) -> dict[str, Any] | None:
+    """The config a run wrote at `path` when it started (None: none, or not one we can read,
+    which a fresh run replaces)."""
+    if not path.is_file():
+        return None
+    try:
+        return artifacts.normalized_config(read_yaml(path), str(path))
+    except TmtError:
+        return None
 
 
 def _record_config(run_dir: Path, config: ExperimentConfig, resume: Checkpoint | None) -> None:
@@ -251,13 +272,14 @@ def _record_config(run_dir: Path, config: ExperimentConfig, resume: Checkpoint |
     not the checkpoint's copy, so that a changed run killed before its first save and resumed
     with the old settings records the change back. A fresh run drops a history left behind.
     """
+    history_path = run_dir / HISTORY_NAME
+    recorded = None if resume is None else _read_history(history_path)  # refused: nothing written
     with atomic_path(run_dir / CONFIG_NAME) as tmp:
         dump_config(config, tmp)
-    history_path = run_dir / HISTORY_NAME
     if resume is None:
         history_path.unlink(missing_ok=True)
         return
-    history = _read_history(history_path) or {
+    history = recorded or {
         "original": artifacts.normalized_config(
             resume.config, f"{history_path.parent} (stored config)"
         ),
@@ -300,7 +322,22 @@ def _read_history(path: Path) -> dict[str, Any] | None:
         raise TmtError(f"{path}: unreadable config history ({type(err).__name__})") from None
     if not isinstance(history, dict) or {"original", "changes"} - history.keys():
         raise TmtError(f"{path}: not a config history (needs 'original' and 'changes')")
+    if not isinstance(history["changes"], list) or not all(map(_is_change, history["changes"])):
+        raise TmtError(
+            f"{path}: not a config history (each change needs a step and `section.key: "
+            "[old, new]` pairs); restore it, or delete it to start the history afresh"
+        )
     return history
+
+
+def _is_change(entry: object) -> bool:
+    """Whether `entry` is one resume's record as `_record_config` writes it."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("changes"), dict):
+        return False
+    return all(
+        isinstance(key, str) and "." in key and isinstance(pair, list) and len(pair) == 2
+        for key, pair in entry["changes"].items()
+    )
 
 
 def _load_parent_weights(model: torch.nn.Module, parent: Checkpoint, path: str | None) -> None:
