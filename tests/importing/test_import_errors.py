@@ -150,15 +150,26 @@ SETTINGS = [
     setting("marian", C, "pad_token_id", 2, "in vocab.json, where <pad> is"),
     setting("marian", C, "decoder_start_token_id", 9999, "decoder_start_token_id=9999 is outside"),
     setting("marian", C, "decoder_start_token_id", -2, f"decoder_start_token_id {IDS} -2"),
-    setting("marian", C, "d_model", "32", 'd_model must be a positive integer, got "32"'),
+    setting(
+        "marian", C, "d_model", "32", 'd_model must be a positive integer below 2**31, got "32"'
+    ),
     setting(
         "marian", C, "d_model", 30, "d_model=30 is not a multiple of encoder_attention_heads=4"
     ),
-    setting("marian", C, "encoder_layers", 0, "encoder_layers must be a positive integer, got 0"),
+    setting(
+        "marian",
+        C,
+        "encoder_layers",
+        0,
+        "encoder_layers must be a positive integer below 2**31, got 0",
+    ),
     setting("marian", C, "decoder_attention_heads", 0, "decoder_attention_heads must be a"),
     setting("marian", C, "encoder_ffn_dim", -1, "encoder_ffn_dim must be a positive integer"),
     setting("marian", C, "max_position_embeddings", 2.5, "max_position_embeddings must be a"),
-    setting("marian", C, "vocab_size", 0, "vocab_size must be a positive integer, got 0"),
+    setting("marian", C, "max_position_embeddings", 10**30, "max_position_embeddings must be a"),
+    setting(
+        "marian", C, "vocab_size", 0, "vocab_size must be a positive integer below 2**31, got 0"
+    ),
     setting("marian", C, "decoder_vocab_size", "a", "decoder_vocab_size must be a positive"),
     setting("marian", C, "activation_function", ["relu"], "activation_function must be a"),
     setting(
@@ -178,10 +189,16 @@ SETTINGS = [
     setting("marian", G, "bad_words_ids", [[-1]], "bad_words_ids[0][0] must be a token id"),
     setting("marian", G, "bad_words_ids", [[True]], "bad_words_ids[0][0] must be a token id"),
     setting("marian", G, "bad_words_ids", [[1], [9999]], "bad_words_ids[1][0]=9999 is outside"),
-    setting("marian", G, "num_beams", 0, "num_beams must be a positive integer or null, got 0"),
+    setting(
+        "marian",
+        G,
+        "num_beams",
+        0,
+        "num_beams must be a positive integer below 2**31, or null, got 0",
+    ),
     setting("marian", G, "length_penalty", "1", "length_penalty must be a number in [-10, 10]"),
     setting("marian", G, "early_stopping", "yes", 'early_stopping must be true, false, "never"'),
-    setting("nllb", G, "max_length", 2.5, "max_length must be a positive integer or null"),
+    setting("nllb", G, "max_length", 2.5, "max_length must be a positive integer below 2**31, or"),
     setting("marian", T, "separate_vocabs", "no", "separate_vocabs must be true, false or null"),
     setting("marian", T, "source_lang", 5, "source_lang must be a string or null, got 5"),
     setting("marian", T, "target_lang", ["en"], "target_lang must be a string or null"),

@@ -294,3 +294,14 @@ def test_a_config_history_edited_by_hand_is_refused_before_anything_is_written(
     err = capsys.readouterr().err
     assert err.startswith(f"error: {history}: not a config history (each change needs a step")
     assert run_files(run_dir) == before
+
+
+def test_flex_attention_is_refused_for_training_on_a_cpu(tiny_experiment, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    args = ["train", "--config", str(tiny_experiment), "--run-dir", str(run_dir), "--set"]
+    flex = ["model.attention_backend=flex", "model.attn_dropout=0", "train.device=cpu"]
+    assert main([*args, "train.max_steps=4", *flex]) == 2
+    assert capsys.readouterr().err.startswith(
+        "error: model.attention_backend=flex: trains on CUDA only"
+    )
+    assert not run_dir.exists()

@@ -24,8 +24,11 @@ from transformer_mt.errors import TmtError
 SHOWN_CHARS = 80  # of a value quoted in a message
 
 
+COUNT_LIMIT = 2**31  # a size above it is no model's (and would overflow the tensors sized by it)
+
+
 def _count(value: Any) -> bool:
-    return _is_int(value) and value > 0
+    return _is_int(value) and 0 < value < COUNT_LIMIT
 
 
 def _probability(value: Any) -> bool:
@@ -66,13 +69,13 @@ class Kind:
     nullable: bool = False  # whether null passes
 
 
-COUNT = Kind(_count, "a positive integer")
+COUNT = Kind(_count, "a positive integer below 2**31")
 PROBABILITY = Kind(_probability, "a number in [0, 1)")
 RATE = Kind(_rate, "a number in [0, 1]")
 FLAG = Kind(_flag, "true or false")
 NAME = Kind(_name, "a non-empty string")
 TOKEN_ID = Kind(is_id, "one token id (an integer >= 0)", nullable=True)
-OPTIONAL_COUNT = Kind(_count, "a positive integer or null", nullable=True)
+OPTIONAL_COUNT = Kind(_count, "a positive integer below 2**31, or null", nullable=True)
 OPTIONAL_FLAG = Kind(_flag, "true, false or null", nullable=True)
 OPTIONAL_TEXT = Kind(lambda value: isinstance(value, str), "a string or null", nullable=True)
 

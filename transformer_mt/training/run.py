@@ -120,6 +120,11 @@ def run_training(
         if config.train.init_from is not None:
             given = given_keys(config_path, list(overrides))
             config, parent = finetune.resolve(config, given, found)
+        if device.type == "cpu" and config.model.attention_backend == "flex":
+            raise TmtError(
+                "model.attention_backend=flex: trains on CUDA only (torch's FlexAttention has "
+                "no backward pass on a CPU); use sdpa to train on a CPU"
+            )
         with _run_dir_lock(run_path, dist):
             code = _train(config, run_path, device, dist, governor, found, parent)
         dist.barrier()  # rank 0 may still be saving: the ranks leave the group together
