@@ -165,6 +165,9 @@ def test_a_directory_holding_other_files_or_a_broken_manifest_is_refused(
     (tmp_path / "run" / MANIFEST_NAME).write_text('{"teacher": "x"}')
     with pytest.raises(TmtError, match="manifest.json: not a distillation manifest .*missing"):
         distill(reversing_checkpoint, corpus, tmp_path / "run")
+    (tmp_path / "run" / MANIFEST_NAME).write_text('{"teacher": "x", "decode": [1]}')
+    with pytest.raises(TmtError, match="not a distillation manifest .its decode is not a mapping"):
+        distill(reversing_checkpoint, corpus, tmp_path / "run")
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [MANIFEST_NAME, "notes.txt"]
 
 

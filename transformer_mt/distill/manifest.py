@@ -79,7 +79,9 @@ class Manifest:
         """
         try:
             fields = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(fields, dict) and isinstance(fields.get("decode"), dict):
+            if isinstance(fields, dict) and "decode" in fields:
+                if not isinstance(fields["decode"], dict):
+                    raise TypeError("its decode is not a mapping of settings")
                 # A decode field added since the manifest was written: the search then ran as
                 # its default does (new fields default to the earlier behaviour).
                 fields["decode"] = {**_decode_settings(DecodeConfig()), **fields["decode"]}
