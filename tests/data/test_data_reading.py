@@ -3,6 +3,7 @@
 import dataclasses
 import gzip
 import json
+import os
 import socket
 
 import numpy as np
@@ -173,3 +174,14 @@ def test_check_sources_single_file_formats_and_hub(tmp_path):
         assert one_line_error(err).startswith(f"data.valid={str(tmp_path / 'dev')!r}: ")
         assert "train.tsv" not in str(err.value) and "data.test" not in str(err.value)
     check_sources(DataConfig(format="hub", hub_name="wmt14", train="train", valid="validation"))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_check_sources_refuses_a_named_pipe(tmp_path):
+    """Training reads its corpus several times; a pipe gives it once, or blocks."""
+    write_text_pair(tmp_path, "train")
+    (tmp_path / "train.en").unlink()
+    os.mkfifo(tmp_path / "train.en")
+    with pytest.raises(DataError) as err:
+        check_sources(DataConfig(train=str(tmp_path / "train"), valid=None, test=None))
+    assert f"{tmp_path}/train.en is not a regular file" in one_line_error(err)

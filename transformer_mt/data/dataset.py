@@ -212,6 +212,8 @@ def _file_fault(path: Path) -> str | None:
         return "is a folder, not a file"
     if not path.exists():
         return "not found"
+    if not path.is_file():  # a pipe, a socket, a device: training reads a corpus several times
+        return "is not a regular file"
     if path.stat().st_size == 0:
         return "is empty"
     return None
