@@ -351,6 +351,7 @@ def test_output_settings_are_every_field_but_the_output_neutral_ones():
         ("train.threads=100000", r"train\.threads=100000 must be in \[0, 1024\]"),
         ("train.seed=99999999999999999999", r"train\.seed=99999999999999999999 must be in \[0, "),
         ("train.seed=-1", r"train\.seed=-1 must be in \[0, 4294967295\]"),
+        ("tokenizer.language_tags=[de,de,en]", r"tokenizer\.language_tags lists de more than once"),
     ],
 )
 def test_settings_that_a_library_would_fail_on_later_are_refused(tmp_path, setting, message):

@@ -60,6 +60,14 @@ class TokenizerConfig:
                 "is a target language's, one id on both sides)",
                 keys=("tokenizer.language_tags", "tokenizer.joint"),
             )
+        repeated = sorted(
+            {code for code in self.language_tags if self.language_tags.count(code) > 1}
+        )
+        if repeated:
+            raise ConfigError(
+                f"tokenizer.language_tags lists {', '.join(repeated)} more than once",
+                keys=("tokenizer.language_tags",),
+            )
         if not 0.98 <= self.character_coverage <= 1.0:
             raise ConfigError(
                 f"tokenizer.character_coverage={self.character_coverage} must be in [0.98, 1] "
