@@ -64,3 +64,35 @@ def _trained_steps(run: Path) -> int:
     if not metrics.is_file():
         return 0
     return sum(row["kind"] == "train" for row in read_metrics(metrics))
+
+
+def _worker(ready) -> None:
+    from transformer_mt.data.streaming import _leave_signals_to_the_trainer
+
+    _leave_signals_to_the_trainer(0)
+    ready.set()
+    time.sleep(TIMEOUT)
+
+
+@pytest.mark.skipif(not hasattr(signal, "sigwaitinfo"), reason="POSIX signals")
+def test_a_worker_outlives_anothers_sigterm_and_ends_on_its_trainers():
+    """The trainer's own `terminate()` (a DataLoader that stops a slow worker, Python's exit)
+    must end a worker: ignored, the exit would wait on it forever."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    ready = context.Event()
+    worker = context.Process(target=_worker, args=(ready,), daemon=True)
+    worker.start()
+    try:
+        assert ready.wait(TIMEOUT)
+        for name in ("TERM", "INT", "HUP"):  # from another process, as `kill -- -PGID` sends
+            subprocess.run(["kill", f"-{name}", str(worker.pid)], check=True)
+        worker.join(1.0)
+        assert worker.is_alive()
+        worker.terminate()
+        worker.join(TIMEOUT)
+        assert worker.exitcode == -signal.SIGTERM
+    finally:
+        if worker.is_alive():
+            worker.kill()

@@ -39,8 +39,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import random
 import signal
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -308,7 +310,7 @@ class StreamingBatches:
             # global torch generator otherwise, which would shift the dropout masks of a
             # resumed run (the draw comes at another step). Nothing here uses the seed.
             generator=torch.Generator().manual_seed(0),
-            worker_init_fn=_ignore_interrupts,
+            worker_init_fn=_leave_signals_to_the_trainer,
         )
         self._chunks = iter(loader)
         self._chunk = self._fetch()
@@ -365,14 +367,31 @@ def _unchanged(item: Chunk | ReadFailure) -> Chunk | ReadFailure:
     return item
 
 
-def _ignore_interrupts(worker_id: int) -> None:
-    """Workers leave Ctrl-C, SIGTERM and SIGHUP to the training process, which finishes its
-    update, saves and stops them; a worker killed by one would fail the batches that update
-    still reads. The signals reach every process of the group at once (Ctrl-C, `timeout`,
-    `kill -- -PGID`, a job scheduler); a worker outlives no training process, as torch's
-    workers stop when their parent is gone."""
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, signal.SIG_IGN)
+def _leave_signals_to_the_trainer(worker_id: int) -> None:
+    """Workers leave Ctrl-C, SIGHUP and another process's SIGTERM to the training process,
+    which finishes its update, saves and stops them; a worker killed by one would fail the
+    batches that update still reads. Such signals reach every process of the group at once
+    (Ctrl-C, `timeout`, `kill -- -PGID`, a job scheduler).
+
+    The trainer's own SIGTERM (`Process.terminate`, which a DataLoader and Python's exit send
+    to workers that do not stop when asked) still ends a worker at once: SIGTERM is blocked and
+    a thread takes each one with its sender's PID, so that none is ignored that the exit waits
+    on. A worker outlives no training process: torch's workers stop when their parent is gone.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not hasattr(signal, "sigwaitinfo"):  # not POSIX: Ctrl-C only
+        return
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler forked from the trainer
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # threads made later inherit it
+    threading.Thread(target=_end_on_the_trainers_sigterm, args=(os.getppid(),), daemon=True).start()
+
+
+def _end_on_the_trainers_sigterm(trainer: int) -> None:
+    while signal.sigwaitinfo({signal.SIGTERM}).si_pid != trainer:
+        pass  # another process's: the trainer stops this worker when it has saved
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # this thread's mask
+    os.kill(os.getpid(), signal.SIGTERM)  # taken by this thread: ends as SIGTERM would have
 
 
 def sample_pairs(
