@@ -2,6 +2,7 @@
 
 import logging
 import os
+import platform
 import subprocess
 import sys
 
@@ -170,7 +171,6 @@ def test_resolve_device_refuses_cuda_without_a_device(monkeypatch):
 
 
 def test_freed_memory_is_kept_where_the_c_library_is_glibc():
-    import platform
 
     from transformer_mt.machine import keep_freed_memory
 
@@ -186,10 +186,12 @@ def test_bound_primitive_cache_sets_ondnns_variable_unless_the_user_did(monkeypa
     assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "300"
 
 
-# Resident memory gained by bfloat16 products (forward and backward) of one layer over 240
-# shapes, in a fresh process: printed in MiB.
+# Memory held after bfloat16 products (forward and backward) of one layer over 240 shapes, in a
+# fresh process, in MiB: resident memory after glibc's malloc_trim hands back the freed pages it
+# keeps, whose amount varies from run to run (549 to 2,159 MiB for the default untrimmed, 431
+# and 431 trimmed; docs/results.md, 2026-12-05).
 _SHAPES_SCRIPT = """
-import sys, torch
+import ctypes, sys, torch
 from transformer_mt.machine import bound_primitive_cache
 if sys.argv[1] == "bounded":
     bound_primitive_cache()
@@ -200,6 +202,7 @@ def update(rows):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         layer(x).float().sum().backward()
 def resident():
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
     status = open("/proc/self/status").read()
     return int(status.split("VmRSS:")[1].split()[0]) / 1024
 update(998)
@@ -211,6 +214,9 @@ print(resident() - before)
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(
+    platform.libc_ver()[0] != "glibc", reason="reads what glibc's malloc_trim leaves"
+)
 def test_a_bounded_primitive_cache_bounds_the_memory_of_new_bf16_shapes():
     """What `bound_primitive_cache` is for, where oneDNN keeps memory per bfloat16 shape."""
     grown = {}
@@ -226,4 +232,4 @@ def test_a_bounded_primitive_cache_bounds_the_memory_of_new_bf16_shapes():
         grown[mode] = float(done.stdout)
     if grown["default"] < 300:
         pytest.skip(f"oneDNN kept {grown['default']:.0f} MiB for 240 bf16 shapes here")
-    assert grown["bounded"] < grown["default"] / 2, grown
+    assert grown["bounded"] < 0.6 * grown["default"], grown  # measured: 200 against 431
