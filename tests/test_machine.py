@@ -171,7 +171,6 @@ def test_resolve_device_refuses_cuda_without_a_device(monkeypatch):
 
 
 def test_freed_memory_is_kept_where_the_c_library_is_glibc():
-
     from transformer_mt.machine import keep_freed_memory
 
     assert keep_freed_memory() is (platform.libc_ver()[0] == "glibc")
