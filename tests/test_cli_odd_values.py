@@ -3,31 +3,15 @@
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import make_run_dir, without_notes
+from tests.test_cli_hostile import _tmt, one_error_line
 from transformer_mt.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
 TOO_LONG = "a" * 300  # one path component over NAME_MAX (255 bytes)
-
-
-def one_error_line(capsys) -> str:
-    err = without_notes(capsys.readouterr().err)
-    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
-    return err
-
-
-def _tmt(args: str) -> subprocess.CompletedProcess:
-    """`tmt ARGS` in a shell (for redirections of its own streams), from the repository root."""
-    command = f"{sys.executable} -m transformer_mt {args}"
-    return subprocess.run(
-        ["bash", "-c", command], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
 
 
 @pytest.fixture
