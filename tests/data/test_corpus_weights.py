@@ -26,7 +26,7 @@ from transformer_mt.data.dataset import (
     stream_pairs,
 )
 from transformer_mt.data.encoding import corpus_key
-from transformer_mt.data.mixing import interleave
+from transformer_mt.data.mixing import IN_MEMORY_REPEATS, MixError, interleave
 from transformer_mt.data.pipeline import encode_splits
 
 
@@ -155,6 +155,30 @@ def test_an_empty_source_is_named_when_streamed(tmp_path):
     )
     with pytest.raises(DataError, match=r"data\.train\[1\]='.*empty\.tsv': no pairs"):
         list(stream_pairs(cfg, "train"))
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_source_drawn_almost_never_is_refused_by_its_key(tmp_path, streaming):
+    """An epoch ends when the rarest source has been read to its end: 1e30 pairs here."""
+    cfg = mixed_config(tmp_path, [(10, 1.0), (10, 1e-30)])
+    with pytest.raises(MixError, match=r"^data\.train\[1\]\.weight=1e-30: .* under 1e-06"):
+        list(stream_pairs(cfg, "train")) if streaming else load_split(cfg, "train")
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_temperature_near_zero_is_refused_with_the_source_it_starves(tmp_path, streaming):
+    cfg = mixed_config(tmp_path, [(10, 1.0), (20, 1.0)], temperature=0.001)
+    with pytest.raises(MixError, match=r"^data\.train\[0\]\.weight=1 at data\.temperature=0"):
+        list(stream_pairs(cfg, "train")) if streaming else load_split(cfg, "train")
+
+
+def test_an_epoch_too_long_to_hold_is_streamed_instead(tmp_path):
+    weight = 0.1 / IN_MEMORY_REPEATS  # b's 10 pairs at a share of ~0.001: an epoch of ~1e4
+    cfg = mixed_config(tmp_path, [(20, 1.0), (10, weight)])
+    with pytest.raises(MixError, match=r"about 1e\+04 pairs, over 100 times the 30 read.*stream"):
+        load_split(cfg, "train")
+    streamed = [source_of(pair) for pair, _ in zip(stream_pairs(cfg, "train"), range(3000))]
+    assert set(streamed) == {"a", "b"}  # streamed, the same mix is read as it goes
 
 
 def test_messages_name_the_sources_by_their_paths(tmp_path, valid_tokenizers):

@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transformer_mt.config import DataConfig, TrainSource
-from transformer_mt.data.mixing import interleave, mixing_weights
+from transformer_mt.data.mixing import checked_proportions, interleave
 from transformer_mt.data.specials import BACK_TRANSLATION_TAG
 from transformer_mt.errors import TmtError, one_line
 from transformer_mt.files import iter_lines, read_lines
@@ -114,9 +114,10 @@ def _load_mixed(cfg: DataConfig, sources: tuple[TrainSource, ...]) -> datasets.D
     for location, part in zip(locations, parts, strict=True):
         if not len(part):
             raise DataError(f"{location.key}={location.path!r}: no pairs")
-    bounds = [0, *itertools.accumulate(len(part) for part in parts)]
+    keys, sizes = [location.key for location in locations], [len(part) for part in parts]
+    bounds = [0, *itertools.accumulate(sizes)]
     rows = [functools.partial(range, start, end) for start, end in itertools.pairwise(bounds)]
-    weights = mixing_weights(sources, [len(part) for part in parts], cfg.temperature)
+    weights = checked_proportions(keys, sources, sizes, cfg.temperature, in_memory=True)
     order = np.fromiter(interleave(rows, weights), np.int64)
     # An Arrow take, not `Dataset.select`: `column_texts` reads the table beneath the rows that
     # `select` would only point at, and flattening those pointers runs at ~40k rows/s.
@@ -331,7 +332,9 @@ def stream_pairs(cfg: DataConfig, split: str) -> Iterator[DirectedPair]:
     sizes = None
     if cfg.temperature is not None:
         sizes = [sum(1 for _ in read()) for read in readers]
-    yield from interleave(readers, mixing_weights(sources, sizes, cfg.temperature))
+    keys = [location.key for location in locations]
+    weights = checked_proportions(keys, sources, sizes, cfg.temperature, in_memory=False)
+    yield from interleave(readers, weights)
 
 
 def _stream_location(cfg: DataConfig, location: Location) -> Iterator[DirectedPair]:

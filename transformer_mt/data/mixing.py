@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
+from transformer_mt.errors import TmtError
+
 if TYPE_CHECKING:
     from transformer_mt.config import TrainSource
 
@@ -36,6 +38,12 @@ T = TypeVar("T")
 
 MIX_SEED = 0x5EED  # the draws of every mix; a constant, see the module docstring
 DRAW_BLOCK = 4096  # source choices drawn at once; the draws do not depend on it
+MIN_SHARE = 1e-6  # the least share of the pairs a source may be drawn for
+IN_MEMORY_REPEATS = 100  # an epoch held in memory: at most this many times the pairs read
+
+
+class MixError(TmtError):
+    """Proportions under which an epoch of the mix would in practice never end."""
 
 
 def mixing_weights(
@@ -52,6 +60,52 @@ def mixing_weights(
     assert sizes is not None, "temperature sampling needs the sources' sizes"
     scaled = np.asarray(weights, np.float64) * np.asarray(sizes, np.float64)
     return ((scaled / scaled.sum()) ** (1.0 / temperature)).tolist()
+
+
+def checked_proportions(
+    keys: Sequence[str],
+    sources: Sequence[TrainSource],
+    sizes: Sequence[int] | None,
+    temperature: float | None,
+    *,
+    in_memory: bool,
+) -> list[float]:
+    """`mixing_weights`, refused when a source is drawn for less than `MIN_SHARE` of the pairs,
+    or (`in_memory`, the training set held whole) when an epoch would hold more than
+    `IN_MEMORY_REPEATS` times the pairs read.
+
+    An epoch ends when every source has been read to its end, so the rarest source sets its
+    length: about n_k / p_k pairs. A weight of 1e-30 beside 1, or a temperature near 0 that
+    sends p_k to 0, makes an epoch that never ends, or a training set beyond any memory; and
+    a source drawn that rarely is not trained on anyway.
+
+    Args:
+        keys: each source's config key (`data.train[k]`), for the messages.
+
+    Raises:
+        MixError: naming the source, its weight and share.
+    """
+    proportions = mixing_weights(sources, sizes, temperature)
+    with np.errstate(invalid="ignore", divide="ignore"):  # all zero: NaN shares, refused
+        shares = np.asarray(proportions, np.float64) / sum(proportions)
+        epochs = np.asarray(sizes or (), np.float64) / shares if in_memory else None
+    tempered = "" if temperature is None else f" at data.temperature={temperature:g}"
+    for key, source, share in zip(keys, sources, shares.tolist(), strict=True):
+        if not share >= MIN_SHARE:
+            raise MixError(
+                f"{key}.weight={source.weight:g}{tempered}: the source is drawn for {share:.3g}"
+                f" of the pairs, under {MIN_SHARE:g}; raise its weight or leave it out"
+            )
+    if epochs is not None and epochs.max() > IN_MEMORY_REPEATS * sum(sizes or ()):
+        k = int(epochs.argmax())
+        raise MixError(
+            f"{keys[k]}.weight={sources[k].weight:g}{tempered}: an epoch ends when this source"
+            f" of {sizes[k]} pairs, drawn for {shares[k]:.3g} of the pairs, has been read to"
+            f" its end: about {epochs[k]:.3g} pairs, over {IN_MEMORY_REPEATS} times the"
+            f" {sum(sizes)} read, to hold in memory; raise its weight, or stream the"
+            " training set (data.streaming: true)"
+        )
+    return proportions
 
 
 def interleave(
