@@ -367,6 +367,24 @@ def test_damaged_settings_are_refused(tmp_path):
         artifacts.load_checkpoint(path)
 
 
+@pytest.mark.parametrize(
+    "tokenizers, named",
+    [({"src": b"not a model", "tgt": b"x"}, "tokenizers.src: not a SentencePiece model"),
+     ({"src": b"x"}, "tokenizers: not the source and target models"),
+     ("garbage", "tokenizers: not the source and target models")],
+)  # fmt: skip
+def test_tokenizers_that_are_not_models_name_the_checkpoint(
+    checkpoint, tmp_path, tokenizers, named
+):
+    """A file written without checksums (by another tool, or an early release) is read
+    unchecked: what it holds is refused by the checkpoint's name and the key."""
+    path = tmp_path / "model.pt"
+    stored = torch.load(checkpoint, weights_only=True)
+    torch.save(stored | {"tokenizers": tokenizers}, path)
+    with pytest.raises(TmtError, match=f"^{path}: {named}"):
+        artifacts.load_for_inference(path)
+
+
 def test_resume_skips_a_damaged_checkpoint_for_the_newest_sound_one(tmp_path, caplog):
     write_run(tmp_path, [4, 8], last_step=10)
     last = tmp_path / "last.pt"

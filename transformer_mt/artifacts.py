@@ -115,8 +115,14 @@ class Checkpoint:
     def unpack_tokenizers(self, source: str | Path) -> tuple[Tokenizer, Tokenizer]:
         """The source and target tokenizers (see `pack_tokenizers`) of the checkpoint file
         `source`, which errors name."""
+        if not isinstance(self.tokenizers, dict) or not {"src", "tgt"} <= self.tokenizers.keys():
+            raise TmtError(f"{source}: tokenizers: not the source and target models")
         return tuple(  # type: ignore[return-value]
-            Tokenizer.from_bytes(self.tokenizers[side], _table(self.tokenizers, side, source))
+            Tokenizer(
+                self.tokenizers[side],
+                f"{source}: tokenizers.{side}",
+                _table(self.tokenizers, side, str(source)),
+            )
             for side in ("src", "tgt")
         )
 

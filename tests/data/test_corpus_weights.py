@@ -181,6 +181,14 @@ def test_an_epoch_too_long_to_hold_is_streamed_instead(tmp_path):
     assert set(streamed) == {"a", "b"}  # streamed, the same mix is read as it goes
 
 
+def test_a_streamed_corpus_of_blank_lines_is_named(tmp_path):
+    for lang in ("de", "en"):
+        (tmp_path / f"blank.{lang}").write_text("\n  \n\n")
+    cfg = DataConfig(train=str(tmp_path / "blank"))
+    with pytest.raises(DataError, match=r"^data\.train='.*blank': no pairs$"):
+        list(stream_pairs(cfg, "train"))
+
+
 def test_messages_name_the_sources_by_their_paths(tmp_path, valid_tokenizers):
     tok = valid_tokenizers.src
     cfg = mixed_config(tmp_path, [(5, 1.0), (5, 2.0)], max_len=1, cache_dir=str(tmp_path))

@@ -353,7 +353,7 @@ def _stream_location(cfg: DataConfig, location: Location) -> Iterator[DirectedPa
     empty = True
     tag = f"{BACK_TRANSLATION_TAG} " if location.tagged else ""
     for src, tgt in pairs:
-        empty = False
+        empty = empty and not (src.strip() and tgt.strip())  # blank lines are no pairs
         yield tag + src, tgt, location.direction
     if empty:
         raise DataError(f"{location.key}={location.path!r}: no pairs")
