@@ -94,6 +94,34 @@ def test_constraints_that_cannot_fit_are_refused_naming_the_line(translator):
         translator.translate(Texts.of(LINES, constraints=[[], ["漢字"], [], [], []]))
 
 
+LONG_PREFIX = "mann hunde buch " * 30  # about 90 target tokens; the model has room for 63
+
+
+def test_a_forced_prefix_longer_than_the_position_table_is_refused_naming_the_line(translator):
+    with pytest.raises(ConstraintsError) as err:
+        translator.translate(Texts.of(LINES[:2], prefixes=["", LONG_PREFIX]))
+    assert (err.value.line, err.value.field) == (1, "prefix")
+    assert re.fullmatch(
+        r"line 2: its forced prefix takes \d\d+ target tokens; the model has room for 63",
+        str(err.value),
+    )
+    # Scoring a target reads it as a prefix too: cut to the table, as a long source is.
+    assert len(translator.prefix_ids(LONG_PREFIX)) == 63
+
+
+def test_cli_refuses_a_forced_prefix_too_long_in_one_line(checkpoint, tmp_path, capsys):
+    source, prefixes = tmp_path / "in.txt", tmp_path / "prefixes.txt"
+    source.write_text("\n".join(LINES[:2]) + "\n")
+    prefixes.write_text(f"ein\n{LONG_PREFIX}\n")
+    args = ["--input", source, "--output", tmp_path / "out.txt", "--prefix", prefixes]
+    assert translate(checkpoint, *args) == 2
+    assert re.fullmatch(
+        rf"error: {source}:2: its forced prefix takes \d+ target tokens; the model has room for 63",
+        capsys.readouterr().err.splitlines()[-1],
+    )
+    assert not (tmp_path / "out.txt").exists()
+
+
 def translate(checkpoint, *args):
     return main(["translate", "--checkpoint", str(checkpoint), *map(str, args)])
 

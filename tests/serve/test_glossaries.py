@@ -147,6 +147,10 @@ def test_constraints_that_cannot_fit_refuse_the_request_naming_the_text(checkpoi
     unspelled = Glossary.of_pairs([("buch", "漢字")])
     with pytest.raises(TextRefused, match=r"^text\[2\]: target phrase '漢字' has characters"):
         engine.submit(Texts.of(["a", "b", "das buch"], glossaries=[None, None, unspelled]), decode)
+    prefixes = ["", "mann hunde buch " * 30]  # about 90 tokens; the model has room for 63
+    with pytest.raises(TextRefused, match=r"^text\[1\]: its forced prefix takes \d+") as err:
+        engine.submit(Texts.of(["a", "b"], prefixes=prefixes), decode)
+    assert err.value.field == "prefix"
     narrow = Engine.from_checkpoint(str(checkpoint), limits=ServeLimits(max_beam_size=5))
     with pytest.raises(TextRefused, match=r"^text\[0\]: its 5 constraints need a beam of 6;"):
         narrow.submit(Texts.of(["a"], constraints=[MANY[:5]]), decode)

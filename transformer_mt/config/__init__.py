@@ -15,7 +15,12 @@ options and their counts are the request type's (`inference.requests.Texts`).
 """
 
 from transformer_mt.config.data import DataConfig, TrainSource
-from transformer_mt.config.decode import DECODE_RANGES, OUTPUT_NEUTRAL_FIELDS, DecodeConfig
+from transformer_mt.config.decode import (
+    DECODE_RANGES,
+    GREEDY,
+    OUTPUT_NEUTRAL_FIELDS,
+    DecodeConfig,
+)
 from transformer_mt.config.decode_rules import decode_field_types
 from transformer_mt.config.errors import ConfigError
 from transformer_mt.config.experiment import ExperimentConfig
@@ -33,6 +38,7 @@ from transformer_mt.config.train import TrainConfig
 
 __all__ = [
     "DECODE_RANGES",
+    "GREEDY",
     "OUTPUT_NEUTRAL_FIELDS",
     "ConfigError",
     "DataConfig",

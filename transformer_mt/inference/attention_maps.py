@@ -15,10 +15,11 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from transformer_mt.config import GREEDY
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import atomic_path, check_output
 from transformer_mt.inference.languages import Pair
-from transformer_mt.inference.translator import GREEDY, LineSettings, Translator
+from transformer_mt.inference.translator import LineSettings, Translator
 
 CELL_INCHES = 3.0
 DPI = 100

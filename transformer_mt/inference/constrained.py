@@ -26,17 +26,17 @@ from transformer_mt.search import constrained_beam_size
 
 
 class ConstraintsError(TmtError):
-    """The constraints of one line cannot be met. Carries the line (0-based, among the lines
-    given) and the reason, so that a caller that translates a file in chunks names the line
-    in its own numbering (`shifted`)."""
+    """The constraints of one line (target phrases, or its forced prefix: `field` "prefix")
+    cannot be met. Carries the line (0-based, among the lines given) and the reason, so that a
+    caller that translates a file in chunks names the line in its own numbering (`shifted`)."""
 
-    def __init__(self, line: int, reason: str):
-        self.line, self.reason = line, reason
+    def __init__(self, line: int, reason: str, field: str | None = None):
+        self.line, self.reason, self.field = line, reason, field
         super().__init__(f"line {line + 1}: {reason}")
 
     def shifted(self, lines: int) -> ConstraintsError:
         """The same error, `lines` lines further down."""
-        return ConstraintsError(self.line + lines, self.reason)
+        return ConstraintsError(self.line + lines, self.reason, self.field)
 
 
 def phrase_ids(

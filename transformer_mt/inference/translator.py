@@ -54,7 +54,7 @@ from transformer_mt.data.batching import SourceBatch, make_source_batches, resto
 from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError
-from transformer_mt.inference.constrained import beam_groups, phrase_ids
+from transformer_mt.inference.constrained import ConstraintsError, beam_groups, phrase_ids
 from transformer_mt.inference.cross_attention import alignment_pairs, check_alignment_layer
 from transformer_mt.inference.ensemble import ensemble_model
 from transformer_mt.inference.languages import Direction, Languages, Pair
@@ -66,15 +66,6 @@ from transformer_mt.machine import resolve_device
 from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.search import SearchResult, search
 from transformer_mt.shortlist.select import Shortlist
-
-# The decode changes that make any settings a greedy search with the same length limits
-# (validation and attention maps: one cheap, deterministic hypothesis).
-GREEDY = {"beam_size": 1, "n_best": 1, "sampling": False}
-
-
-def greedy(decode: DecodeConfig) -> DecodeConfig:
-    """`decode` as a greedy search (see GREEDY)."""
-    return dataclasses.replace(decode, **GREEDY)
 
 
 @dataclass(frozen=True)
@@ -351,7 +342,8 @@ class Translator:
         todo = [i for i, ids in enumerate(encoded) if ids]
         no_pairs = None if self.alignment_layer is None else []
         results = [Translation.empty(self.decode.n_best, no_pairs) for _ in sentences]
-        forced = [self.prefix_ids(prefixes[i] if prefixes else "", directions[i]) for i in todo]
+        asked = prefixes or [""] * len(sentences)
+        forced = [self.prefix_ids(asked[i], directions[i], owners[i]) for i in todo]
         constraints = None
         if phrases is not None:
             constraints = [
@@ -423,14 +415,20 @@ class Translator:
             ids = ids[:room]
         return [*direction.source_prefix, *ids]
 
-    def prefix_ids(self, text: str, direction: Direction | None = None) -> list[int]:
+    def prefix_ids(
+        self, text: str, direction: Direction | None = None, line: int | None = None
+    ) -> list[int]:
         """The target subword ids a translation is forced to start with: the target tags of
         `direction` (None: the default), then `text`'s, cut so that the prefix and one more
-        token fit the position table."""
+        token fit the position table; a prefix forced on `line` (0-based) is refused instead
+        (ConstraintsError, field "prefix"): cut, the translation would not start with it."""
         direction = direction or self.default
         room = self._room - len(direction.target_prefix)
-        ids = self.tgt_tokenizer.encode(text)[:room] if text.strip() else []
-        return [*direction.target_prefix, *ids]
+        ids = self.tgt_tokenizer.encode(text) if text.strip() else []
+        if line is not None and len(ids) > room:
+            reason = f"its forced prefix takes {len(ids)} target tokens; the model has room for"
+            raise ConstraintsError(line, f"{reason} {room}", "prefix")
+        return [*direction.target_prefix, *ids[:room]]
 
     def constraint_ids(self, phrases: Sequence[str], prefix_len: int, line: int) -> list[list[int]]:
         """The target ids of one sentence's constraint `phrases` (`constrained.phrase_ids`),

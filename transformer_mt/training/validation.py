@@ -18,13 +18,13 @@ from dataclasses import dataclass
 
 import torch
 
-from transformer_mt.config import DecodeConfig, ExperimentConfig
+from transformer_mt.config import GREEDY, DecodeConfig, ExperimentConfig
 from transformer_mt.data.batching import Batch
 from transformer_mt.data.pipeline import TrainData
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.evaluation import corpus_scores
-from transformer_mt.inference.translator import LineSettings, Translator, greedy
+from transformer_mt.inference.translator import LineSettings, Translator
 from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.training.loss import label_smoothed_loss, perplexity
 
@@ -89,7 +89,12 @@ def greedy_bleu(
     """
     lines = LineSettings(src_lang=languages[0], tgt_lang=languages[1])
     translator = Translator(
-        model, tokenizers, greedy(decode_cfg), device=device, lines=lines, specials=specials
+        model,
+        tokenizers,
+        dataclasses.replace(decode_cfg, **GREEDY),
+        device=device,
+        lines=lines,
+        specials=specials,
     )
     hypotheses = [t.texts[0] for t in translator.translate(sources)]
     return corpus_scores(hypotheses, references, ["bleu"])[0].score

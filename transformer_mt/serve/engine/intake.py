@@ -89,7 +89,8 @@ class Intake:
             ]
         except ConstraintsError as err:
             own = any(p.strip() for p in request.phrases(err.line))
-            raise TextRefused(err.line, "constraints" if own else "glossary", err.reason) from None
+            field = err.field or ("constraints" if own else "glossary")
+            raise TextRefused(err.line, field, err.reason) from None
         return job, [w for w in prepared if w is not None]
 
     def _check(self, request: Texts, decode: DecodeConfig) -> None:
@@ -132,7 +133,8 @@ class Intake:
         or cached).
 
         Raises:
-            ConstraintsError: its `phrases` cannot all be met, naming its text as the line.
+            ConstraintsError: its `phrases` cannot all be met, or its prefix does not fit,
+                naming its text as the line.
         """
         text = job.split.sentences[index]
         key = translation_key(text, prefix, direction, decode, phrases)
@@ -148,8 +150,8 @@ class Intake:
         mask = torch.ones(1, 1, 1, source_positions(src), dtype=torch.bool)
         cap = self.translator.options.max_len_cap
         max_len = int(max_output_lengths(mask, decode, cap)[0])
-        forced = self.translator.prefix_ids(prefix, direction)
         line = job.split.owners[index]
+        forced = self.translator.prefix_ids(prefix, direction, line)
         constraints = self.translator.constraint_ids(phrases, len(forced), line)
         if constraints:
             decode, max_len = self._constrained(decode, max_len, len(forced), constraints, line)
