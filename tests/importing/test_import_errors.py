@@ -98,6 +98,26 @@ def test_without_transformers_the_extra_is_named(tmp_path, capsys, monkeypatch):
     assert line == "error: tmt import needs transformers: pip install 'transformer_mt[hf]'"
 
 
+def test_too_little_memory_to_load_the_weights_is_the_machines_failure(
+    marian_dir, tmp_path, capsys, monkeypatch
+):
+    """Exit 1 and the out-of-memory line, as for training: the files are fine."""
+    import transformers
+
+    def no_memory(*args, **kwargs):
+        raise RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
+            "memory: you tried to allocate 6400000000 bytes. Error code 12"
+        )
+
+    monkeypatch.setattr(transformers.MarianMTModel, "from_pretrained", no_memory)
+    out = tmp_path / "out.pt"
+    assert main(["import", str(marian_dir), "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: out of memory: the work asked for 6.0 GiB in one allocation")
+    assert not out.exists()
+
+
 # --- every value read from a model directory is checked, and named when refused ---------------
 
 

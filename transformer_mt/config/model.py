@@ -8,6 +8,10 @@ from typing import Literal
 from transformer_mt.config.checks import check_positive, check_unit_interval
 from transformer_mt.config.errors import ConfigError
 
+# Layers of a stack, at most. The deepest Transformers trained (DeepNet, Wang et al. 2022) have
+# 1,000 layers in all; a deeper stack is a typo, and building one fails in Python's allocator.
+MAX_LAYERS = 1024
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -123,17 +127,17 @@ class ModelConfig:
         return self.decoder_layers * per_layer * element_size
 
     def validate(self) -> None:
-        check_positive(self, "model", ["d_model", "n_heads", "n_layers", "d_ff", "max_positions"])
+        check_positive(self, "model", ["d_model", "n_heads", "d_ff", "max_positions"])
         if self.d_model % self.n_heads:
             raise ConfigError(
                 f"model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}",
                 keys=("model.d_model", "model.n_heads"),
             )
-        if self.n_decoder_layers is not None and self.n_decoder_layers < 1:
-            raise ConfigError(
-                f"model.n_decoder_layers={self.n_decoder_layers} must be >= 1",
-                keys=("model.n_decoder_layers",),
-            )
+        for key, layers in (("n_layers", self.n_layers), ("n_decoder_layers", self.decoder_layers)):
+            if not 1 <= layers <= MAX_LAYERS:
+                raise ConfigError(
+                    f"model.{key}={layers} must be in [1, {MAX_LAYERS}]", keys=(f"model.{key}",)
+                )
         check_unit_interval(self, "model", ["dropout", "attn_dropout", "activation_dropout"])
         self._check_sinusoidal()
         if self.positions == "rope" and (self.d_model // self.n_heads) % 2:

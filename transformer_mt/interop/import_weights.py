@@ -28,6 +28,7 @@ from torch import Tensor
 
 from transformer_mt.errors import TmtError, one_line
 from transformer_mt.interop.import_files import check_file, present, read_json
+from transformer_mt.machine import out_of_memory_message
 
 # In transformers' order of preference; an index names the shards that hold the tensors.
 WEIGHT_FILES = (
@@ -57,9 +58,9 @@ def read_weights(model_class: Any, directory: Path, hf_config: Any) -> dict[str,
         hf_model, info = model_class.from_pretrained(
             directory, config=hf_config, output_loading_info=True
         )
-    except MemoryError:
-        raise  # the machine's, not the file's
     except Exception as err:  # transformers, safetensors and torch raise many kinds
+        if out_of_memory_message(err) is not None:
+            raise  # the machine's, not the file's: the CLI says so and exits 1
         raise TmtError(f"{source}: transformers cannot load it ({one_line(err)})") from None
     refuse_made_up_tensors(info, source)
     return hf_model.state_dict()
