@@ -20,7 +20,6 @@ from transformer_mt.config import (
     load_config,
 )
 from transformer_mt.data.dataset import (
-    DataError,
     check_sources,
     describe_train,
     load_split,
@@ -29,6 +28,7 @@ from transformer_mt.data.dataset import (
 from transformer_mt.data.encoding import corpus_key
 from transformer_mt.data.mixing import IN_MEMORY_REPEATS, MixError, interleave
 from transformer_mt.data.pipeline import encode_splits
+from transformer_mt.data.readers import DataError
 
 
 def write_corpus(directory, name, fmt, pairs) -> str:

@@ -14,9 +14,10 @@ from transformer_mt.config import (
     TrainConfig,
     dump_config,
 )
-from transformer_mt.data.dataset import DataError, column_texts
+from transformer_mt.data.dataset import column_texts
 from transformer_mt.data.encoding import encode_corpus
 from transformer_mt.data.pipeline import encode_splits, prepare_data, train_tokenizers_for
+from transformer_mt.data.readers import DataError
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.errors import TmtError
 from transformer_mt.training.run import run_training

@@ -5,7 +5,9 @@
     corpus_files.py  the text files a fetched corpus is written as: checked, atomic, resumable
     hub_export.py    a `datasets` hub corpus (WMT14) streamed to text files, train shuffled on disk
     standin.py       the offline WMT14 stand-in: Multi30k en-de repeated to any size
-    dataset.py       check and read text / TSV / JSONL / hub corpora into src/tgt; clean training
+    dataset.py       the config's corpora (text / TSV / JSONL files, hub splits) as src/tgt,
+                     whole or streamed; clean training pairs
+    readers.py       local corpus files read line by line, each bad line named
     mixing.py        several training corpora as one stream, mixed by weight (data.train as a list)
     tokenizer.py     SentencePiece model: load, encode, decode; our special ids; an imported
                      model's numbering of pieces (PieceTable)

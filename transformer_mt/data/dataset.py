@@ -13,9 +13,9 @@ is read as one training set, the sources mixed by weight (`mixing.interleave`), 
 in the same order both ways; each pair carries its direction's number in
 `DataConfig.directions()` (a `direction` column; 0 where the split has one direction).
 
-Local files are read and checked here rather than by `datasets`' own loaders, so that every bad
-input (missing, empty, not UTF-8, unequal line counts, malformed line) is a one-line `DataError`
-naming the file and, where it applies, the line.
+Local files are read and checked by `readers` rather than by `datasets`' own loaders, so that
+every bad input (missing, empty, not UTF-8, unequal line counts, malformed line) is a one-line
+`DataError` naming the file and, where it applies, the line.
 
 Cleaning (`select_training_pairs`) applies to training data only; validation and test sets are
 scored against their references and are never filtered.
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import os
 import socket
 from collections.abc import Iterator, Sequence
@@ -40,16 +39,21 @@ import pyarrow.compute as pc
 
 from transformer_mt.config import DataConfig, TrainSource
 from transformer_mt.data.mixing import checked_proportions, interleave
+from transformer_mt.data.readers import (
+    DataError,
+    jsonl_pair,
+    read_jsonl,
+    read_text_pair,
+    read_tsv,
+    stream_lines,
+    stream_text_pair,
+    tsv_pair,
+)
 from transformer_mt.data.specials import BACK_TRANSLATION_TAG
-from transformer_mt.errors import TmtError, one_line
-from transformer_mt.files import iter_lines, read_lines
+from transformer_mt.errors import one_line
 
 HUB_HOST = "huggingface.co"
 HUB_PROBE_TIMEOUT_S = 3.0  # an offline machine answers "no" this fast instead of hanging
-
-
-class DataError(TmtError):
-    """A corpus cannot be read: missing, empty or malformed file, unequal sides, no network."""
 
 
 class Location(NamedTuple):
@@ -220,56 +224,6 @@ def _file_fault(path: Path) -> str | None:
     return None
 
 
-def read_text_pair(src_path: str | Path, tgt_path: str | Path) -> datasets.Dataset:
-    """Two line-aligned plain-text files (one sentence a line) as a `src`/`tgt` Dataset."""
-    src = _corpus_lines(src_path)
-    tgt = _corpus_lines(tgt_path)
-    if len(src) != len(tgt):
-        raise DataError(
-            f"line counts differ: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}"
-        )
-    return datasets.Dataset.from_dict({"src": src, "tgt": tgt})
-
-
-def read_tsv(path: str | Path) -> datasets.Dataset:
-    """One `source<TAB>target` pair a line."""
-    pairs = [_tsv_pair(line, path, n) for n, line in enumerate(_corpus_lines(path), start=1)]
-    return datasets.Dataset.from_dict({"src": [s for s, _ in pairs], "tgt": [t for _, t in pairs]})
-
-
-def read_jsonl(path: str | Path, src_lang: str, tgt_lang: str) -> datasets.Dataset:
-    """JSON lines in the hub's translation layout: {"translation": {"de": ..., "en": ...}}."""
-    lines = enumerate(_corpus_lines(path), start=1)
-    pairs = [_jsonl_pair(line, path, n, src_lang, tgt_lang) for n, line in lines if line.strip()]
-    if not pairs:
-        raise DataError(f"{path}: file is empty")
-    return datasets.Dataset.from_dict({"src": [s for s, _ in pairs], "tgt": [t for _, t in pairs]})
-
-
-def _tsv_pair(line: str, path: str | Path, number: int) -> tuple[str, str]:
-    """(source, target) of TSV line `number` of `path`."""
-    fields = line.split("\t")
-    if len(fields) != 2:
-        raise DataError(f"{path}:{number}: expected 2 tab-separated fields, found {len(fields)}")
-    return fields[0], fields[1]
-
-
-def _jsonl_pair(
-    line: str, path: str | Path, number: int, src_lang: str, tgt_lang: str
-) -> tuple[str, str]:
-    """(source, target) of the non-blank JSONL line `number` of `path`."""
-    try:
-        pair = json.loads(line)["translation"]
-        return _text_field(pair, src_lang), _text_field(pair, tgt_lang)
-    except json.JSONDecodeError as err:
-        raise DataError(f"{path}:{number}: not valid JSON ({err.msg})") from None
-    except (KeyError, TypeError) as err:
-        raise DataError(
-            f'{path}:{number}: expected {{"translation": {{"{src_lang}": ..., '
-            f'"{tgt_lang}": ...}}}} (missing {err})'
-        ) from None
-
-
 def load_hub(
     name: str, config: str | None, split: str, src_lang: str, tgt_lang: str
 ) -> datasets.Dataset:
@@ -342,12 +296,12 @@ def _stream_location(cfg: DataConfig, location: Location) -> Iterator[DirectedPa
     files = _files(cfg, location)
     langs = location.src_lang, location.tgt_lang
     if cfg.format == "text":
-        pairs = _stream_text_pair(*files)
+        pairs = stream_text_pair(*files)
     elif cfg.format == "tsv":
-        pairs = (_tsv_pair(line, files[0], n) for n, line in _stream_lines(files[0]))
+        pairs = (tsv_pair(line, files[0], n) for n, line in stream_lines(files[0]))
     elif cfg.format == "jsonl":
-        lines = ((n, line) for n, line in _stream_lines(files[0]) if line.strip())
-        pairs = (_jsonl_pair(line, files[0], n, *langs) for n, line in lines)
+        lines = ((n, line) for n, line in stream_lines(files[0]) if line.strip())
+        pairs = (jsonl_pair(line, files[0], n, *langs) for n, line in lines)
     else:
         pairs = _stream_hub(cfg, location.path, *langs)
     empty = True
@@ -357,28 +311,6 @@ def _stream_location(cfg: DataConfig, location: Location) -> Iterator[DirectedPa
         yield tag + src, tgt, location.direction
     if empty:
         raise DataError(f"{location.key}={location.path!r}: no pairs")
-
-
-def _stream_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(number, text) of each line of a UTF-8 file (`.gz` decompressed), read lazily."""
-    try:
-        yield from enumerate(iter_lines(path), start=1)
-    except TmtError as err:
-        raise DataError(str(err)) from None
-
-
-def _stream_text_pair(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
-    counts = [0, 0]
-    for src, tgt in itertools.zip_longest(_stream_lines(src_path), _stream_lines(tgt_path)):
-        if src is None or tgt is None:
-            counts[src is None] += 1  # only one file goes on: count its lines for the message
-            continue
-        counts = [src[0], tgt[0]]
-        yield src[1], tgt[1]
-    if counts[0] != counts[1]:
-        raise DataError(
-            f"line counts differ: {src_path} has {counts[0]} lines, {tgt_path} has {counts[1]}"
-        )
 
 
 def _stream_hub(
@@ -399,21 +331,6 @@ def column_texts(corpus: datasets.Dataset, name: str) -> list[str]:
     slower (0.2 s instead of 4 ms for Multi30k train).
     """
     return corpus.data.column(name).to_pylist()
-
-
-def _corpus_lines(path: str | Path) -> list[str]:
-    """`files.read_lines` of a corpus file, which must hold some text.
-
-    Raises:
-        DataError: the file is missing, empty, or not UTF-8 (with the line number).
-    """
-    try:
-        lines = read_lines(path)
-    except TmtError as err:
-        raise DataError(str(err)) from None
-    if not any(line.strip() for line in lines):
-        raise DataError(f"{path}: file is empty")
-    return lines
 
 
 @dataclass(frozen=True)
@@ -478,13 +395,6 @@ def _resolve(path: str) -> Path:
     plain = Path(path)
     gz = Path(path + ".gz")
     return gz if not plain.exists() and gz.exists() else plain
-
-
-def _text_field(pair: dict, lang: str) -> str:
-    value = pair[lang]
-    if not isinstance(value, str):
-        raise TypeError(f"translation.{lang} is not a string")
-    return value
 
 
 def _offline_variable() -> str | None:

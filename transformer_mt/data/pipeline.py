@@ -30,7 +30,6 @@ from transformer_mt.config import DataConfig, ExperimentConfig, TokenizerConfig
 from transformer_mt.data.batching import Batch, BatchIterator, collate, make_batches
 from transformer_mt.data.dataset import (
     CleanReport,
-    DataError,
     column_texts,
     describe_train,
     load_split,
@@ -38,6 +37,7 @@ from transformer_mt.data.dataset import (
     stream_pairs,
 )
 from transformer_mt.data.encoding import DropoutCorpus, EncodedCorpus, encode_corpus
+from transformer_mt.data.readers import DataError
 from transformer_mt.data.specials import BACK_TRANSLATION_TAG, Framing, SpecialTokens
 from transformer_mt.data.streaming import (
     StreamingBatches,

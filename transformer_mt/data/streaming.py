@@ -54,12 +54,12 @@ from transformer_mt.config import DataConfig
 from transformer_mt.data.batching import Batch, collate, make_batches
 from transformer_mt.data.dataset import (
     CleanReport,
-    DataError,
     describe_train,
     select_training_pairs,
     stream_pairs,
 )
 from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
+from transformer_mt.data.readers import DataError
 from transformer_mt.data.specials import OWN_FRAMING, Framing
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import TmtError

@@ -1,0 +1,119 @@
+"""Local corpus files read line by line: two line-aligned text files, TSV and JSONL, whole
+(`read_text_pair`, `read_tsv`, `read_jsonl`) or lazily (`stream_lines`, `stream_text_pair`, a
+line parsed by `tsv_pair` or `jsonl_pair`).
+
+Read and checked here rather than by `datasets`' own loaders, so that every bad input
+(missing, empty, not UTF-8, unequal line counts, malformed line) is a one-line `DataError`
+naming the file and, where it applies, the line; `dataset` puts these readers behind the
+config's corpus locations.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import datasets
+
+from transformer_mt.errors import TmtError
+from transformer_mt.files import iter_lines, read_lines
+
+
+class DataError(TmtError):
+    """A corpus cannot be read: missing, empty or malformed file, unequal sides, no network."""
+
+
+def read_text_pair(src_path: str | Path, tgt_path: str | Path) -> datasets.Dataset:
+    """Two line-aligned plain-text files (one sentence a line) as a `src`/`tgt` Dataset."""
+    src = _corpus_lines(src_path)
+    tgt = _corpus_lines(tgt_path)
+    if len(src) != len(tgt):
+        raise DataError(
+            f"line counts differ: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}"
+        )
+    return datasets.Dataset.from_dict({"src": src, "tgt": tgt})
+
+
+def read_tsv(path: str | Path) -> datasets.Dataset:
+    """One `source<TAB>target` pair a line."""
+    pairs = [tsv_pair(line, path, n) for n, line in enumerate(_corpus_lines(path), start=1)]
+    return datasets.Dataset.from_dict({"src": [s for s, _ in pairs], "tgt": [t for _, t in pairs]})
+
+
+def read_jsonl(path: str | Path, src_lang: str, tgt_lang: str) -> datasets.Dataset:
+    """JSON lines in the hub's translation layout: {"translation": {"de": ..., "en": ...}}."""
+    lines = enumerate(_corpus_lines(path), start=1)
+    pairs = [jsonl_pair(line, path, n, src_lang, tgt_lang) for n, line in lines if line.strip()]
+    if not pairs:
+        raise DataError(f"{path}: file is empty")
+    return datasets.Dataset.from_dict({"src": [s for s, _ in pairs], "tgt": [t for _, t in pairs]})
+
+
+def tsv_pair(line: str, path: str | Path, number: int) -> tuple[str, str]:
+    """(source, target) of TSV line `number` of `path`."""
+    fields = line.split("\t")
+    if len(fields) != 2:
+        raise DataError(f"{path}:{number}: expected 2 tab-separated fields, found {len(fields)}")
+    return fields[0], fields[1]
+
+
+def jsonl_pair(
+    line: str, path: str | Path, number: int, src_lang: str, tgt_lang: str
+) -> tuple[str, str]:
+    """(source, target) of the non-blank JSONL line `number` of `path`."""
+    try:
+        pair = json.loads(line)["translation"]
+        return _text_field(pair, src_lang), _text_field(pair, tgt_lang)
+    except json.JSONDecodeError as err:
+        raise DataError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+    except (KeyError, TypeError) as err:
+        raise DataError(
+            f'{path}:{number}: expected {{"translation": {{"{src_lang}": ..., '
+            f'"{tgt_lang}": ...}}}} (missing {err})'
+        ) from None
+
+
+def stream_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(number, text) of each line of a UTF-8 file (`.gz` decompressed), read lazily."""
+    try:
+        yield from enumerate(iter_lines(path), start=1)
+    except TmtError as err:
+        raise DataError(str(err)) from None
+
+
+def stream_text_pair(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
+    counts = [0, 0]
+    for src, tgt in itertools.zip_longest(stream_lines(src_path), stream_lines(tgt_path)):
+        if src is None or tgt is None:
+            counts[src is None] += 1  # only one file goes on: count its lines for the message
+            continue
+        counts = [src[0], tgt[0]]
+        yield src[1], tgt[1]
+    if counts[0] != counts[1]:
+        raise DataError(
+            f"line counts differ: {src_path} has {counts[0]} lines, {tgt_path} has {counts[1]}"
+        )
+
+
+def _corpus_lines(path: str | Path) -> list[str]:
+    """`files.read_lines` of a corpus file, which must hold some text.
+
+    Raises:
+        DataError: the file is missing, empty, or not UTF-8 (with the line number).
+    """
+    try:
+        lines = read_lines(path)
+    except TmtError as err:
+        raise DataError(str(err)) from None
+    if not any(line.strip() for line in lines):
+        raise DataError(f"{path}: file is empty")
+    return lines
+
+
+def _text_field(pair: dict, lang: str) -> str:
+    value = pair[lang]
+    if not isinstance(value, str):
+        raise TypeError(f"translation.{lang} is not a string")
+    return value
