@@ -189,6 +189,15 @@ def test_html_from_auto_identifies_the_text_not_the_markup(client, engine):
         (b'["a"]', "application/json", "Invalid JSON format"),
         (b"q=%FF&source=de&target=en", "application/x-www-form-urlencoded", "not UTF-8"),
         (b"--b\r\n\r\n--b--", "multipart/form-data; boundary=b", "multipart"),
+        (b'{"q": ' + b"9" * 5000 + b"}", "application/json", "more than 4300 digits"),
+        (b'{"q": "a", "q": "b"}', "application/json", 'the key "q" is given twice'),
+        # our glossary as JSON text in a form: parsed by the same rules, named
+        (b"q=a&source=de&target=en&glossary=" + b"%5B" * 20_000, FORM_TYPE, "glossary: not JSON"),
+        (
+            b"q=a&source=de&target=en&glossary=" + b"1" * 5000,
+            FORM_TYPE,
+            "glossary: not JSON (a num",
+        ),
     ],
 )
 def test_bodies_that_do_not_read_are_refused(client, content, content_type, message):

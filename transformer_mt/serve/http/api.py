@@ -15,13 +15,14 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import sys
 import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from transformer_mt import documents
 from transformer_mt.config import ConfigError, DecodeConfig, decode_field_types
-from transformer_mt.errors import SettingError, TmtError, one_line, printable
+from transformer_mt.errors import VALUE_CHARS, SettingError, TmtError, one_line, printable
 from transformer_mt.inference.languages import Languages, Pair
 from transformer_mt.inference.requests import Texts, TextsCountError
 from transformer_mt.langid import Detection
@@ -322,29 +323,49 @@ def max_body_bytes(limits: RequestLimits) -> int:
 
 
 def json_object(body: bytes) -> dict:
-    """The JSON object of a body; a 400 (field body) for bytes that are not UTF-8, not JSON
-    (NaN and Infinity included), nested too deeply, or not an object."""
+    """The JSON object of a body; a 400 (field body) for bytes that are not UTF-8, or text
+    that `json_value` refuses, or not an object."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as err:
         raise ApiError(
             400, "body", f"body: not UTF-8 (byte {body[err.start]:#04x} at offset {err.start})"
         ) from None
-    try:
-        data = json.loads(text, parse_constant=_refuse_constant)
-    except json.JSONDecodeError as err:
-        raise ApiError(
-            400, "body", f"body: not JSON ({err.msg} at line {err.lineno} column {err.colno})"
-        ) from None
-    except RecursionError:
-        raise ApiError(400, "body", "body: JSON nested too deeply") from None
+    data = json_value(text, "body")
     if not isinstance(data, dict):
         raise ApiError(400, "body", f"body: expected a JSON object, got {_kind(data)}")
     return data
 
 
-def _refuse_constant(name: str) -> None:
-    raise ApiError(400, "body", f"body: not JSON ({name} is not a JSON value)")
+def json_value(text: str, field: str) -> object:
+    """The JSON value of `text` (a body, or JSON text in a form field); a 400 naming `field`
+    for text that is not JSON (NaN and Infinity included), a number of more digits than
+    Python converts (`sys.get_int_max_str_digits`), nesting too deep for the parser, or an
+    object that gives a key twice (which of the two to believe is not ours to choose)."""
+
+    def refuse(reason: str) -> ApiError:
+        return ApiError(400, field, f"{field}: not JSON ({reason})")
+
+    def refuse_constant(name: str) -> None:
+        raise refuse(f"{name} is not a JSON value")
+
+    def unique(pairs: list[tuple[str, object]]) -> dict:
+        found: dict[str, object] = {}
+        for key, value in pairs:
+            if key in found:
+                shown = printable(json.dumps(key), VALUE_CHARS)
+                raise ApiError(400, field, f"{field}: the key {shown} is given twice")
+            found[key] = value
+        return found
+
+    try:
+        return json.loads(text, parse_constant=refuse_constant, object_pairs_hook=unique)
+    except json.JSONDecodeError as err:
+        raise refuse(f"{err.msg} at line {err.lineno} column {err.colno}") from None
+    except RecursionError:
+        raise refuse("nested too deeply") from None
+    except ValueError:  # an integer literal of more digits than int() converts
+        raise refuse(f"a number of more than {sys.get_int_max_str_digits()} digits") from None
 
 
 def _check_keys(data: dict) -> None:
@@ -422,7 +443,10 @@ def _number(value: object, field: str, kind: type) -> int | float:
         raise ApiError(400, field, f"{field}: expected {_kind_name(kind)}, got {_kind(value)}")
     if kind is int and not isinstance(value, int):
         raise ApiError(400, field, f"{field}: expected an integer, got {value!r}")
-    return kind(value)
+    try:
+        return kind(value)
+    except OverflowError:  # an integer beyond any float: 1e309 written out
+        raise ApiError(400, field, f"{field}: a number too large") from None
 
 
 def _check_sizes(texts: list[str], prefixes: list[str] | None, limits: RequestLimits) -> None:

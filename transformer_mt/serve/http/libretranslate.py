@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import urllib.parse
 from collections import defaultdict
 from collections.abc import Sequence
@@ -50,6 +49,7 @@ from transformer_mt.serve.http.api import (
     TranslateRequest,
     count_error,
     json_object,
+    json_value,
     printable,
 )
 from transformer_mt.serve.http.terms import TermsError, request_glossaries
@@ -323,11 +323,9 @@ def _glossaries(value: object, n_texts: int) -> list[Glossary | None] | None:
         return None
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError as err:
-            raise LibreError(
-                400, "glossary", f"Invalid request: glossary is not JSON ({err.msg})"
-            ) from None
+            value = json_value(value, "glossary")
+        except ApiError as err:
+            raise LibreError(400, "glossary", f"Invalid request: {err.message}") from None
     try:
         return request_glossaries(value, n_texts)
     except TermsError as err:
