@@ -125,6 +125,12 @@ BAD = [
     ({**GOOD, "source": "auto", "target": "xx"}, 400, "xx is not supported"),
     ({**GOOD, "source": "en", "target": "de"}, 400, "(de) is not available as a target language"),
     ({**GOOD, "format": "markdown"}, 400, "markdown format is not supported"),
+    ({**GOOD, "format": {"a": 1}}, 400, '{"a": 1} format is not supported'),
+    (
+        (("q", "a"), ("format", "html"), ("format", "text"), ("source", "de"), ("target", "en")),
+        400,
+        '["html", "text"] format is not supported',
+    ),
     ({**GOOD, "alternatives": "two"}, 400, "alternatives parameter is not a number"),
     ({**GOOD, "alternatives": True}, 400, "alternatives parameter is not a number"),
     ({**GOOD, "alternatives": 2}, 400, "alternatives parameter must be <= 1"),  # beam 2

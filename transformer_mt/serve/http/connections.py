@@ -107,6 +107,8 @@ class GuardedH11Protocol(H11Protocol):
             limit = self.settings.max_header_bytes
             self._close_with(431, f"request head: more than {limit} bytes")
         else:
+            # h11 gives uvicorn its reason, and uvicorn passes on none (`msg` is one text for
+            # all): a missing or repeated Host is refused here, before the guard names it.
             self._close_with(400, "request head: not valid HTTP/1.1")
 
     def _make_room(self) -> tuple[int, str] | None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import urllib.parse
 from collections import defaultdict
 from collections.abc import Sequence
@@ -155,7 +156,9 @@ def parse_translate(
     _check_direction(source, target, languages)
     text_format = fields.get("format") or "text"
     if text_format not in FORMATS:
-        shown = printable(str(text_format), MAX_CODE_CHARS)
+        # a list (the field given twice) or an object shown as the client wrote it
+        written = text_format if isinstance(text_format, str) else json.dumps(text_format)
+        shown = printable(written, MAX_CODE_CHARS)
         raise LibreError(400, "format", f"{shown} format is not supported")
     alternatives = _alternatives(fields.get("alternatives", 0), defaults.beam_size)
     html = text_format == "html"  # a document has no alternatives (as in LibreTranslate)
