@@ -69,3 +69,26 @@ def test_cached_prefixes_give_their_blocks_back_for_a_reservation():
     gate.enqueue([first, second])
     assert gate.admit() == ([first, second], [])  # 6 + 10 + 6 > 20: the trie went
     assert gate.prefixes.blocks_held == 0 and gate.pool.n_free == 20
+
+
+def test_requests_are_queued_in_turns_and_the_head_keeps_its_place():
+    gate = admission(n_blocks=100, max_queue=20)
+    many = [work(k, 2, 8) for k in range(1, 5)]
+    for sentence in many[1:]:
+        sentence.job = many[0].job  # one request of four sentences
+    gate.enqueue(many)
+    one = work(5, 2, 8)
+    gate.enqueue([one])  # after the head, not after all four
+    assert list(gate.queue) == [many[0], one, *many[1:]]
+    two = [work(6, 2, 8), work(7, 2, 8)]
+    two[1].job = two[0].job
+    gate.enqueue(two)  # its first after the first turn, its second after the second
+    assert list(gate.queue) == [many[0], one, two[0], many[1], two[1], many[2], many[3]]
+    late = [work(k, 2, 8) for k in (8, 9, 10, 11, 12)]
+    for sentence in late[1:]:
+        sentence.job = late[0].job
+    gate.enqueue(late)  # turns beyond every other request's go to the end
+    assert list(gate.queue) == [
+        many[0], one, two[0], late[0], many[1], two[1], late[1], many[2], late[2], many[3],
+        *late[3:],
+    ]  # fmt: skip

@@ -1,4 +1,4 @@
-"""Admission: the bounded first-come-first-served queue of sentences, and the budgets a
+"""Admission: the bounded queue of sentences, taken in turns by request, and the budgets a
 sentence must fit to join the running batch.
 
 A sentence joins when the running sentences' source tokens stay within `max_batch_tokens` and
@@ -7,15 +7,20 @@ K * (ceil(max_len / block size) + 1) (K rows, each at most ceil(max_len / block 
 one more for a copy-on-write in flight). That many are reserved until it leaves, so a running
 search never finds the pool empty; cached prefixes give their blocks back when a reservation
 needs them. The first sentence in the queue waits for the budget rather than being overtaken,
-so that a long sentence is not starved by short ones. A `solo` sentence (one decoded again
-after a failed step, see engine.py) joins only an empty batch, and nothing joins while it runs.
+so that a long sentence is not starved by short ones. A request's sentences are queued in
+turns with those of the requests already waiting (`enqueue`): its k-th sentence after the k-th
+of each of theirs, so that a request of 256 sentences at the largest beam and length delays a
+later one-sentence request by about one of its sentences, not by all of them. A `solo`
+sentence (one decoded again after a failed step, see engine.py) joins only an empty batch,
+and nothing joins while it runs.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -68,11 +73,28 @@ class Admission:
         return not self.queue and not self.running
 
     def enqueue(self, work: list[Work]) -> None:
+        """Queue the sentences of one request in turns with the queued ones (see the module):
+        its k-th goes after the last queued sentence that is at most the k-th of its own
+        request still queued. The head of the queue is never overtaken."""
         if len(self.queue) + len(work) > self.max_queue:
             raise QueueFull(
                 f"the queue holds {len(self.queue)} of {self.max_queue} sentences", retry_after=1.0
             )
-        self.queue.extend(work)
+        turns: Counter = Counter()  # queued sentences seen of each request, by its job's id
+        last_in_turn: list[int] = []  # the index of the last queued sentence of each turn
+        for i, queued in enumerate(self.queue):
+            turn = turns[id(queued.job)]
+            turns[id(queued.job)] += 1
+            last_in_turn.extend([-1] * (turn + 1 - len(last_in_turn)))
+            last_in_turn[turn] = i
+        after = list(itertools.accumulate(last_in_turn, max))  # of turns 0..k: nondecreasing
+        merged, k = [], 0
+        for i, queued in enumerate(self.queue):
+            merged.append(queued)
+            while k < len(work) and k < len(after) and after[k] == i:
+                merged.append(work[k])
+                k += 1
+        self.queue = deque([*merged, *work[k:]])
 
     def admit(self) -> tuple[list[Work], list[tuple[Work, RequestTooLarge]]]:
         """Queued sentences that fit the budgets, in queue order; and those that never could
