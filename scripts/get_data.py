@@ -15,6 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
 
+from transformer_mt.cli.common import run_command  # noqa: E402
 from transformer_mt.data.fetch import CORPORA, fetch_corpus  # noqa: E402
 from transformer_mt.data.hub_export import HUB_CORPORA  # noqa: E402
 from transformer_mt.data.standin import (  # noqa: E402
@@ -23,7 +24,6 @@ from transformer_mt.data.standin import (  # noqa: E402
     STANDIN_SOURCES,
     make_standin,
 )
-from transformer_mt.errors import TmtError  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,17 +45,19 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--pairs: only for {STANDIN}")
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     out = args.out or f"data/{args.corpus}"
-    try:
+
+    def fetch() -> int:
         if args.corpus == STANDIN:
             sources = [args.mirror] if args.mirror else STANDIN_SOURCES
             paths = make_standin(out, STANDIN_PAIRS if args.pairs is None else args.pairs, sources)
         else:
             paths = fetch_corpus(args.corpus, out, args.mirror)
-    except TmtError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(f"{args.corpus}: {len(paths)} files in {paths[0].parent}")
-    return 0
+        print(f"{args.corpus}: {len(paths)} files in {paths[0].parent}")
+        return 0
+
+    # As every tmt command: one error line naming the file (exit 2; 1 for a full disk), 130
+    # when interrupted.
+    return run_command(fetch, own_signals=False, describe=str)
 
 
 if __name__ == "__main__":

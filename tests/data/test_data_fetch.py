@@ -74,6 +74,14 @@ def test_script_copies_a_mirror(tmp_path, slice_mirror, capsys):
     assert line_count(out / "valid.de") == 400
 
 
+def test_script_names_an_output_folder_it_cannot_make(tmp_path, slice_mirror, capsys):
+    main = runpy.run_path(str(GET_DATA), run_name="get_data")["main"]
+    (tmp_path / "a-file").write_text("")
+    out = tmp_path / "a-file" / "multi30k"
+    assert main(["multi30k", "--out", str(out), "--from", str(slice_mirror)]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"error: {out}: Not a directory"
+
+
 def test_script_refuses_a_mirror_short_of_the_corpus_in_one_line(tmp_path):
     """The script as a process, with the real spec: the slice is not the whole corpus."""
     mirror = tmp_path / "mirror"
