@@ -117,8 +117,9 @@ class Engine(Protocol):
         constraints, and glossaries whose target terms found in a sentence are that
         sentence's constraints (`Texts.sentence_phrases`).
 
-        Called on the server's event loop: it must return at once (tokenize and queue), never
-        wait for a decoding step."""
+        Called on the server's event loop (a request with glossaries, constraints or much
+        text: from a worker thread, `jobs.submit`): it must return at once (tokenize and
+        queue), never wait for a decoding step."""
 
     def align(self, source: str, target: str, direction: Pair) -> AlignedText:
         """`target`, a translation of `source` in `direction`, aligned word by word (what

@@ -6,15 +6,18 @@ then jobs.py counts them against the keys and limits (quotas.py), identifies the
 languages with `source: "auto"` and submits them to the engine, and waits for the result
 without blocking the event loop, so that one process serves many concurrent clients while the
 engine's thread decodes. A client that disconnects before its result has its job cancelled,
-freeing the engine's work. Every request gets one log line and its metrics from
-`RequestLog`, and every refusal the JSON body of `ApiError.body()`. Before a request reaches
-an endpoint, guard.py checks its Host, Origin and headers; a body is refused from its
-Content-Length when too large, and must arrive within `HttpSettings.body_timeout`.
+freeing the engine's work; a stream holds a bounded backlog of token events for a client
+that reads slowly or not at all (`TokenEvents`). Every request gets one log line and its
+metrics from `RequestLog`, and every refusal the JSON body of `ApiError.body()`. Before a
+request reaches an endpoint, guard.py checks its Host, Origin and headers; a body is refused
+from its Content-Length when too large, and must arrive within `HttpSettings.body_timeout`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import dataclasses
 import importlib.resources
 import json
 import logging
@@ -56,8 +59,9 @@ if TYPE_CHECKING:  # torch would come with it; a Translation is only read here
 
 logger = logging.getLogger("transformer_mt.serve")
 
-# Queued after a job's last token event: the job has finished (or failed, or was cancelled).
-_FINISHED = object()
+# The token events a stream holds for its client, in steps of the engine decoding the most
+# texts one request may hold (`TokenEvents`): a prompt reader is never that far behind.
+_BACKLOG_STEPS = 4
 # Where static/index.html holds its beam size field's starting value (`page_html`); a page
 # shown without the server (the mark left in) starts with an empty field, the server's default.
 BEAM_SIZE_MARK = "{{beam_size}}"
@@ -190,12 +194,14 @@ async def translate(request: Request) -> JSONResponse:
 
 async def translate_stream(request: Request) -> StreamingResponse:
     """As /v1/translate, as server-sent events: with beam size 1 `token` events ({"index",
-    "text"}: the text so far) as the tokens are decided, then `result` (the /v1/translate
-    body) or `error` (an error body), then `done`. Documents have no token events: their
-    `result` comes once they are translated (a refusal before that: an error response)."""
+    "text"}: the text so far) as the tokens are decided (to a client that falls behind, each
+    text's latest: `TokenEvents`), then `result` (the /v1/translate body) or `error` (an
+    error body), then `done`. Documents have no token events: their `result` comes once they
+    are translated (a refusal before that: an error response)."""
     started = time.perf_counter()
     loop = asyncio.get_running_loop()
-    events: asyncio.Queue = asyncio.Queue()
+    engine: Engine = request.app.state.engine
+    events = TokenEvents(_BACKLOG_STEPS * engine.limits.max_request_sentences)
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     parsed = await _parse(request)
     if parsed.format != TEXT:
@@ -204,12 +210,12 @@ async def translate_stream(request: Request) -> StreamingResponse:
         return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 
     def on_token(index: int, text: str) -> None:
-        jobs.call_in_loop(loop, events.put_nowait, (index, text))
+        jobs.call_in_loop(loop, events.put, index, text)
 
     parsed, job = await jobs.start(request, parsed, jobs.request_key(request), on_token)
-    jobs.when_done(job.future, lambda: events.put_nowait(_FINISHED))
+    jobs.when_done(job.future, events.finish)
     return StreamingResponse(
-        _events(request.app.state.engine, parsed, job, events, started),
+        _events(engine, parsed, job, events, started),
         media_type="text/event-stream",
         headers=headers,
     )
@@ -264,13 +270,12 @@ async def _documents_json(request: Request, parsed: TranslateRequest, started: f
 
 
 async def _events(
-    engine: Engine, parsed: TranslateRequest, job: Job, events: asyncio.Queue, started: float
+    engine: Engine, parsed: TranslateRequest, job: Job, events: TokenEvents, started: float
 ) -> AsyncIterator[str]:
     # Starlette cancels this generator when the client disconnects: `finally` frees the job.
     try:
-        while (item := await events.get()) is not _FINISHED:
-            index, text = item
-            yield _event("token", {"index": index, "text": text})
+        while (token := await events.next()) is not None:
+            yield _event("token", {"index": token.index, "text": token.text})
         try:
             translations = jobs.outcome(parsed, job)
             checks = await jobs.checked(engine, parsed, job) if parsed.report else None
@@ -281,6 +286,63 @@ async def _events(
     finally:
         if not job.future.done():
             job.cancel()
+
+
+@dataclasses.dataclass(slots=True)
+class _Token:
+    """A token event: text `index` of the request translated so far, `text`."""
+
+    index: int
+    text: str
+
+
+class TokenEvents:
+    """The token events of one stream that its client has not been sent yet, bounded whatever
+    the client does. Used on the event loop only (the engine's thread reaches it through
+    `jobs.call_in_loop`, as the job's end does).
+
+    The engine decides tokens whether or not the client reads them, and each event holds its
+    text so far: kept one by one for a client that does not read, they would grow with the
+    square of the translations' length. Up to `backlog` events wait in the order they came;
+    beyond that a text's new event takes the place of its latest waiting one, which it
+    supersedes, so at most `backlog` and one per text wait. A client that reads as fast as
+    the engine decodes is sent every event; one that falls behind, each text's latest.
+    """
+
+    def __init__(self, backlog: int):
+        self._backlog = backlog
+        self._waiting: collections.deque[_Token] = collections.deque()
+        self._latest: dict[int, _Token] = {}  # each text's last waiting event
+        self._changed = asyncio.Event()
+        self._finished = False
+
+    def put(self, index: int, text: str) -> None:
+        """Text `index` translated so far is `text`."""
+        latest = self._latest.get(index)
+        if latest is not None and len(self._waiting) >= self._backlog:
+            latest.text = text
+        else:
+            self._latest[index] = _Token(index, text)
+            self._waiting.append(self._latest[index])
+        self._changed.set()
+
+    def finish(self) -> None:
+        """The job is done: no event comes after those put."""
+        self._finished = True
+        self._changed.set()
+
+    async def next(self) -> _Token | None:
+        """The oldest waiting event, once there is one; None once the job is done and every
+        event has been taken."""
+        while not self._waiting:
+            if self._finished:
+                return None
+            self._changed.clear()
+            await self._changed.wait()
+        token = self._waiting.popleft()
+        if self._latest.get(token.index) is token:
+            del self._latest[token.index]
+        return token
 
 
 def _result_json(

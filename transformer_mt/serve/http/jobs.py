@@ -4,11 +4,13 @@ whichever API parsed the body (api.py for /v1, libretranslate.py for LibreTransl
 `request_body` reads the body within its limits (refused while the server drains); `start`
 counts the request against its key and limits (quotas.py), identifies its texts' languages
 when asked (`source: "auto"`, detection.py, in a worker thread), and submits it to the engine
-(`submit` only queues); `finished` waits for the job's future without blocking the event
-loop, so that one process serves many concurrent clients while the engine's thread decodes,
-and cancels the job when its client disconnects first. `translate_documents` does the same
-for documents (`format` html or markdown, markup.py). Every refusal is an `ApiError`, which
-each API renders in its own error body.
+(`submit` only queues; a request with glossaries, constraints or much text is submitted from a
+worker thread, as matching and tokenizing it would stall the event loop); `finished` waits
+for the job's future without blocking the event loop or a thread, so that one process serves
+many concurrent clients while the engine's thread decodes, and cancels the job when its
+client disconnects first. `translate_documents` does the same for documents (`format` html or
+markdown, markup.py). Every refusal is an `ApiError`, which each API renders in its own error
+body.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from typing import TYPE_CHECKING
 
 from starlette.requests import ClientDisconnect, Request
 
+from transformer_mt.config import DecodeConfig
 from transformer_mt.documents.markdown import MarkdownMissing
 from transformer_mt.documents.units import DocumentError
+from transformer_mt.inference.requests import Texts
 from transformer_mt.serve.contract import Engine, Job, ShuttingDown, TokenCallback
 from transformer_mt.serve.http import markup
 from transformer_mt.serve.http.api import (
@@ -46,6 +50,10 @@ logger = logging.getLogger("transformer_mt.serve")
 # nginx's "client closed request": logged and counted for a client that left before its
 # result; the client never sees it.
 CLIENT_GONE = 499
+# The most characters of text a request submitted on the event loop holds (`submit`): the
+# engine tokenizes them there, about 5 ms per 100,000 characters (256 texts of 10,000: 120 ms,
+# one core of an AMD EPYC).
+LOOP_CHARS = 100_000
 
 
 async def request_body(request: Request) -> bytes:
@@ -102,41 +110,62 @@ async def start(
     texts: the request with its detections, and the job; or an `ApiError`."""
     admit(request, key, parsed.texts)
     parsed = await identify(request, parsed)
-    engine: Engine = request.app.state.engine
     try:
-        # On the event loop, not in a worker thread: submitting only tokenizes and queues, and
-        # while the decoding thread holds the GIL each hand-over between threads costs up to a
-        # switch interval, which a request would pay twice more.
-        job = engine.submit(parsed.submitted(), parsed.decode, on_token)
+        job = await submit(request.app.state.engine, parsed.submitted(), parsed.decode, on_token)
     except Exception as err:  # every refusal, and an engine fault (500), as one error body
         raise failure(err, parsed) from None
     return parsed, job
+
+
+async def submit(
+    engine: Engine, texts: Texts, decode: DecodeConfig, on_token: TokenCallback | None = None
+) -> Job:
+    """`engine.submit(texts, decode, on_token)`: on the event loop when that is quick
+    (`_quick`), else in a worker thread, so that no request holds up every other client.
+    Raises what `Engine.submit` raises."""
+    if _quick(texts):
+        # On the event loop, not in a worker thread: submitting only tokenizes and queues, and
+        # while the decoding thread holds the GIL each hand-over between threads costs up to a
+        # switch interval, which a request would pay twice more.
+        return engine.submit(texts, decode, on_token)
+    return await asyncio.to_thread(engine.submit, texts, decode, on_token)
+
+
+def _quick(texts: Texts) -> bool:
+    """Whether submitting `texts` is quick enough for the event loop: no glossary (each is
+    matched against every sentence of its text: one of 10,000 entries over 256 texts of
+    10,000 characters stalled every client for seconds), no constraints (each phrase is
+    encoded), and at most LOOP_CHARS characters to tokenize."""
+    if any(texts.glossaries or ()) or any(texts.constraints or ()):
+        return False
+    return sum(map(len, texts.texts)) <= LOOP_CHARS
 
 
 async def translate_documents(
     request: Request, parsed: TranslateRequest, key: str | None
 ) -> tuple[TranslateRequest, list[str]]:
     """Admit the request (`admit`), identify the language of each document's text (not of
-    its markup) if asked, and translate its documents in a worker thread (markup.py): the
-    request with its detections, and one translated document per text. The engine's work
-    is not cancelled when the client leaves.
+    its markup) if asked, and translate its documents (markup.py): the request with its
+    detections, and one translated document per text. Parsing the documents and putting
+    their markup back (which runs the model) take a worker thread each; the engine's jobs
+    are waited for on the event loop, and cancelled when the client leaves (`until_done`).
 
     Raises:
         ApiError: a refusal (501 naming format for Markdown without markdown-it-py).
         DocumentError: a document that does not parse, which each API words its own way.
     """
     admit(request, key, parsed.texts)
+    engine: Engine = request.app.state.engine
     try:
-        shown = None
-        if parsed.source == AUTO:
-            shown = [markup.plain_text(text, parsed.format) for text in parsed.texts]
-        parsed = await identify(request, parsed, shown)
-        documents = await asyncio.to_thread(
-            markup.translate_documents,
-            request.app.state.engine,
-            parsed.submitted(),
-            parsed.format,
-            parsed.decode,
+        units = await asyncio.to_thread(markup.units, parsed.texts, parsed.format)
+        parsed = await identify(request, parsed, ["\n".join(texts) for texts in units])
+        documents = parsed.submitted()
+        asked = markup.unit_requests(documents, units, engine.limits.max_request_sentences)
+        submitted = await _submit_each(engine, asked, parsed.decode)
+        await until_done(request, submitted)
+        translations = [t for job in submitted for t in outcome(parsed, job)]
+        translated = await asyncio.to_thread(
+            markup.translate_documents, engine, documents, parsed.format, translations
         )
     except MarkdownMissing as err:
         raise ApiError(501, "format", str(err)) from None
@@ -144,7 +173,21 @@ async def translate_documents(
         raise
     except Exception as err:  # the engine's refusals, and its faults (500), as error bodies
         raise failure(err, parsed) from None
-    return parsed, documents
+    return parsed, translated
+
+
+async def _submit_each(engine: Engine, asked: list[Texts], decode: DecodeConfig) -> list[Job]:
+    """A job for each of `asked` (`submit`); when one is refused, the others are cancelled:
+    their work is of no use any more."""
+    submitted: list[Job] = []
+    try:
+        for texts in asked:
+            submitted.append(await submit(engine, texts, decode))
+    except BaseException:
+        for job in submitted:
+            job.cancel()
+        raise
+    return submitted
 
 
 async def identify(
@@ -164,20 +207,34 @@ async def identify(
 async def finished(request: Request, parsed: TranslateRequest, job: Job) -> list[Translation]:
     """The translations of `job` once done; the job is cancelled if the client leaves first
     (or the server cancels this request)."""
-    done_event = asyncio.Event()
-    when_done(job.future, done_event.set)
+    await until_done(request, [job])
+    return outcome(parsed, job)
+
+
+async def until_done(request: Request, submitted: list[Job]) -> None:
+    """Return once every job of `submitted` is done, without holding a thread. Those not done
+    are cancelled if the client leaves first (then an `ApiError` of status CLIENT_GONE) or
+    the server cancels this request."""
     gone = asyncio.ensure_future(_disconnect(request))
-    waiting = asyncio.ensure_future(done_event.wait())
+    waiting = asyncio.ensure_future(_each_done(submitted))
     try:
         done, _ = await asyncio.wait((waiting, gone), return_when=asyncio.FIRST_COMPLETED)
     finally:
         gone.cancel()
         waiting.cancel()
-        if not job.future.done():
-            job.cancel()
+        for job in submitted:
+            if not job.future.done():
+                job.cancel()
     if waiting not in done:
         raise ApiError(CLIENT_GONE, None, "the client disconnected before the result")
-    return outcome(parsed, job)
+
+
+async def _each_done(submitted: list[Job]) -> None:
+    """Return once every job of `submitted` is done (they resolve in the engine's thread)."""
+    for job in submitted:
+        done = asyncio.Event()
+        when_done(job.future, done.set)
+        await done.wait()
 
 
 async def checked(engine: Engine, parsed: TranslateRequest, job: Job) -> list[CheckedLine]:

@@ -5,22 +5,28 @@ inline markup finds its words: docs/documents.md).
 
 `documents.translate_document` translates with a `Translator`; the server translates through
 its engine, so that documents share its batches, caches and queue with every other request.
-So this module hands documents/ the engine as its `units.Translate`: a document's units
-(the text between block boundaries) go to the engine as jobs of at most the engine's texts per
-request, and each translation is aligned to its unit by `Engine.align` (the forced pass
-`translate_document` makes). It runs in a worker thread, waiting for the jobs: a client that
-leaves does not cancel them.
+A document is translated in three steps, so that no thread waits while the engine decodes
+(jobs.py): `units` parses the documents for the text of their units (the text between block
+boundaries), `unit_requests` cuts those into engine requests of at most the engine's texts
+per request, which jobs.py submits and waits for on the event loop (cancelled when the client
+leaves), and `translate_documents` writes each document with its units' translations, aligned
+by `Engine.align` (the forced pass `translate_document` makes).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
-from transformer_mt.config import DecodeConfig
 from transformer_mt.documents import html, markdown
 from transformer_mt.documents.units import AlignedText, Region, Translate
+from transformer_mt.inference.languages import Pair
 from transformer_mt.inference.requests import Texts
 from transformer_mt.serve.contract import Engine
+
+if TYPE_CHECKING:  # torch would come with it; a Translation is only read here
+    from transformer_mt.inference.translator import Translation
 
 # Each format of documents.FORMATS: how to find a document's units.
 _REGIONS: dict[str, Callable[[str], list[Region]]] = {
@@ -29,25 +35,49 @@ _REGIONS: dict[str, Callable[[str], list[Region]]] = {
 }
 
 
-def translate_documents(
-    engine: Engine, documents: Texts, text_format: str, decode: DecodeConfig
-) -> list[str]:
-    """Each of `documents`, in `text_format` (one of documents.FORMATS), translated in its
-    direction and with its glossary, markup kept: each unit of a document is asked with the
-    document's options (`Texts.picked`). Blocks: call it off the event loop.
-
-    An HTML page's root `lang` becomes its direction's target.
+def units(documents: Sequence[str], text_format: str) -> list[list[str]]:
+    """The text of each translatable unit of each of `documents` (in `text_format`, one of
+    documents.FORMATS), in order: what is translated, and, joined by newlines, what
+    `source: "auto"` identifies the language of. Parses: call it off the event loop.
 
     Raises:
         DocumentError: a document that does not parse (or holds a control character, or a
             Markdown one nests too deeply), naming line and column.
         MarkdownMissing: Markdown without markdown-it-py installed.
-        TmtError: a refusal of the engine's (a full queue, a direction, a setting).
     """
+    parse = _REGIONS[text_format]
+    return [
+        [region.unit.text for region in parse(document) if region.unit.translatable]
+        for document in documents
+    ]
+
+
+def unit_requests(documents: Texts, found: list[list[str]], most: int) -> list[Texts]:
+    """The requests the engine is asked for `found`, the units of each of `documents`
+    (`units`): each document's units in order, at most `most` per request, asked with the
+    document's options (`Texts.picked`): its direction and its glossary."""
+    asked = []
+    for index, texts in enumerate(found):
+        for start in range(0, len(texts), most):
+            chunk = texts[start : start + most]
+            asked.append(documents.picked([index] * len(chunk)).of_texts(chunk))
+    return asked
+
+
+def translate_documents(
+    engine: Engine, documents: Texts, text_format: str, translations: list[Translation]
+) -> list[str]:
+    """Each of `documents`, in `text_format`, written with `translations` (one per unit of
+    `units`, in order) in place of its units' text, markup kept. Blocks (it runs the model to
+    align each unit with its translation): call it off the event loop.
+
+    An HTML page's root `lang` becomes its direction's target.
+    """
+    remaining = iter(translations)
     translated = []
     for i, document in enumerate(documents.texts):
         direction = documents.direction(i) or (None, None)
-        translate = _units(engine, decode, documents, i)
+        translate = _aligned(engine, direction, remaining)
         if text_format == "html":
             target = direction[1] or engine.languages.default[1]
             translated.append(html.translate_html(document, translate, target))
@@ -56,39 +86,15 @@ def translate_documents(
     return translated
 
 
-def plain_text(document: str, text_format: str) -> str:
-    """The text of `document` (in `text_format`) that would be translated, its units joined
-    by newlines: what `source: "auto"` identifies the language of.
-
-    Raises:
-        DocumentError: the document does not parse.
-        MarkdownMissing: Markdown without markdown-it-py installed.
-    """
-    units = [region.unit for region in _REGIONS[text_format](document)]
-    return "\n".join(unit.text for unit in units if unit.translatable)
-
-
-def _units(engine: Engine, decode: DecodeConfig, documents: Texts, index: int) -> Translate:
-    """The engine as documents' `units.Translate` for document `index` of `documents`: its
-    units asked with its options."""
-    direction = documents.direction(index) or (None, None)
+def _aligned(engine: Engine, direction: Pair, remaining: Iterator[Translation]) -> Translate:
+    """Documents' `units.Translate` for one document: its units' translations, the next of
+    `remaining`, each aligned with its unit by the engine."""
 
     def translate(texts: Sequence[str]) -> list[AlignedText]:
-        most = engine.limits.max_request_sentences
-        jobs = []
-        try:
-            for start in range(0, len(texts), most):
-                chunk = list(texts[start : start + most])
-                units = documents.picked([index] * len(chunk)).of_texts(chunk)
-                jobs.append(engine.submit(units, decode))
-            translations = [t for job in jobs for t in job.future.result()]
-        except BaseException:
-            for job in jobs:  # the others' work is of no use any more
-                job.cancel()
-            raise
+        found = list(itertools.islice(remaining, len(texts)))
         return [
             engine.align(text, translation.texts[0], direction)
-            for text, translation in zip(texts, translations, strict=True)
+            for text, translation in zip(texts, found, strict=True)
         ]
 
     return translate
