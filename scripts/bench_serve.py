@@ -224,7 +224,7 @@ class Ct2Engine:
         self.model = _ct2_translator(bundle.model, self.src, self.tgt, "ct2", device)
         self.pool = concurrent.futures.ThreadPoolExecutor(1)
 
-    def submit(self, texts, decode, on_token=None):
+    def submit(self, texts, decode, on_token=None, scope=None):  # one client: no scopes
         future = self.pool.submit(self._translate, list(Texts.plain(texts).texts), decode)
         return _Ct2Job(future)
 

@@ -5,8 +5,9 @@ running job advances each step, so concurrent requests overlap as in continuous 
 each step sleeps `step_seconds`. Greedy jobs (beam size 1) report each step's text to
 `on_token`. A job holding the text FAIL fails with a RuntimeError (an engine fault), one
 holding DIE kills the decoding thread (`failure` says why, later submits raise); a submit
-beyond `max_queue` sentences in the engine raises QueueFull. Texts seen before count as hits
-of a "translation" cache. Its dropped-content check flags a text holding DROP (`check`).
+beyond `max_queue` sentences in the engine raises QueueFull. Texts seen before in the same
+scope count as hits of a "translation" cache. Its dropped-content check flags a text holding
+DROP (`check`).
 """
 
 from __future__ import annotations
@@ -104,12 +105,17 @@ class FakeEngine:
         self.thread: threading.Thread | None = None
         self.most_running = 0  # the most jobs decoded in one step
         self.generated_tokens = self.done = self.cancelled = 0
-        self.seen: set[str] = set()
+        self.seen: set[tuple[str | None, str]] = set()  # (scope, text) translated
         self.hits = self.misses = 0
         self.failure: BaseException | None = None
 
     def submit(
-        self, texts: Texts | list[str], decode: DecodeConfig, on_token: TokenCallback | None = None
+        self,
+        texts: Texts | list[str],
+        decode: DecodeConfig,
+        on_token: TokenCallback | None = None,
+        *,
+        scope: str | None = None,
     ) -> FakeJob:
         request = Texts.plain(texts)
         texts = list(request.texts)
@@ -138,9 +144,9 @@ class FakeEngine:
             self.waiting.append(job)
             self.jobs.append(job)
             for text in texts:
-                self.hits += text in self.seen
-                self.misses += text not in self.seen
-                self.seen.add(text)
+                self.hits += (scope, text) in self.seen
+                self.misses += (scope, text) not in self.seen
+                self.seen.add((scope, text))
         return job
 
     def cancel(self, job: FakeJob) -> None:

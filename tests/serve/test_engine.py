@@ -167,6 +167,30 @@ def test_prefix_cache_hits_translate_as_misses_do(checkpoint, engine):
     assert engine.stats().generated_tokens == generated
 
 
+def test_requests_of_two_scopes_share_no_cached_work(engine):
+    """Two API keys never share a cache entry: a hit answers faster, which would tell one key
+    what the other has translated. Within a scope the caches serve as before."""
+    request = Texts.of(["ein mann liest das buch im schnee"], prefixes=["a man reads"])
+
+    def translate(scope: str, beam: int = 2) -> tuple:
+        """The translation, and the hits it made in the translation, encoder and prefix
+        caches."""
+        decode = dataclasses.replace(engine.defaults, beam_size=beam, n_best=1)
+        counts = engine.translations.hits, engine.encoder_outputs.hits, engine.prefixes.hits
+        (found,) = engine.submit(request, decode, scope=scope).future.result(timeout=60)
+        wait_idle(engine)  # the prefix is cached when its sentence leaves
+        after = engine.translations.hits, engine.encoder_outputs.hits, engine.prefixes.hits
+        return found, tuple(b - a for a, b in zip(counts, after, strict=True))
+
+    first, _ = translate("key:a")
+    for scope in ("key:b", None):
+        again, hits = translate(scope)
+        assert again == first and hits == (0, 0, 0), scope
+    assert translate("key:a") == (first, (1, 0, 0))
+    # Another beam is another translation: the scope's encoder output and prefix serve it.
+    assert translate("key:a", beam=3)[1] == (0, 1, 1)
+
+
 def wait_idle(engine, timeout: float = 60.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -149,8 +149,8 @@ def test_documents_waiting_for_the_engine_leave_worker_threads_to_other_requests
         loop = asyncio.get_running_loop()
         all_queued = asyncio.Event()
 
-        def counted(*args):
-            job = submit(*args)
+        def counted(*args, **kwargs):
+            job = submit(*args, **kwargs)
             if len(engine.jobs) == n_documents:
                 loop.call_soon_threadsafe(all_queued.set)
             return job
@@ -182,12 +182,12 @@ def test_a_request_with_a_glossary_is_submitted_off_the_event_loop_and_refused_a
     matching, release, matched = threading.Event(), threading.Event(), threading.Event()
     submit = engine.submit
 
-    def slow_to_match(texts, decode, on_token=None):
+    def slow_to_match(texts, decode, on_token=None, scope=None):
         if Texts.plain(texts).glossaries is not None:
             matching.set()
             release.wait(HANG_GUARD)
             matched.set()
-        return submit(texts, decode, on_token)
+        return submit(texts, decode, on_token, scope=scope)
 
     engine.submit = slow_to_match
     body = {"text": "ein hund", "glossary": GLOSSARY}
@@ -200,7 +200,7 @@ def test_a_request_with_a_glossary_is_submitted_off_the_event_loop_and_refused_a
             release.set()
             assert translating.result(HANG_GUARD).status_code == 200
 
-        def refusing(texts, decode, on_token=None):
+        def refusing(texts, decode, on_token=None, scope=None):
             raise TextRefused(0, "glossary", "its terms cannot all be met")
 
         engine.submit = refusing

@@ -172,6 +172,20 @@ def test_a_key_in_the_header_or_the_field_is_served(keyed):
     assert keyed.post("/translate", json=LT, headers=bearer(FREE)).status_code == 200
 
 
+def test_each_key_has_its_own_cache_scope_in_both_apis(keyed, engine):
+    """The fake engine counts a hit for a text its scope has seen (as the real one does)."""
+    for key in (FREE, CHARS):
+        assert keyed.post("/v1/translate", json=V1, headers=bearer(key)).status_code == 200
+    assert keyed.post("/translate", data={**LT, "api_key": TWO}).status_code == 200
+    assert engine.hits == 0  # three keys, one text: three scopes
+    assert keyed.post("/translate", data={**LT, "api_key": FREE}).status_code == 200
+    assert engine.hits == 1
+    unkeyed = client_for(engine)  # without keys: one scope for every client
+    assert unkeyed.post("/v1/translate", json=V1, headers=bearer(FREE)).status_code == 200
+    assert unkeyed.post("/v1/translate", json=V1).status_code == 200
+    assert engine.hits == 2
+
+
 DETECT = pytest.param(
     "/detect",
     {"q": "ein hund"},

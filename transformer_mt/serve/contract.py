@@ -108,13 +108,19 @@ class Engine(Protocol):
     failure: BaseException | None
 
     def submit(
-        self, texts: Texts | list[str], decode: DecodeConfig, on_token: TokenCallback | None = None
+        self,
+        texts: Texts | list[str],
+        decode: DecodeConfig,
+        on_token: TokenCallback | None = None,
+        *,
+        scope: str | None = None,
     ) -> Job:
         """Queue `texts`; raises QueueFull, RequestTooLarge, ShuttingDown, TextRefused, or a
-        TmtError naming a decode setting or a language it refuses. `on_token` is called with
-        beam size 1 only. `texts`: plain, or `Texts` with per-text options: directions (each
-        one of `languages.directions`; None: `languages.default` for every text), prefixes,
-        constraints, and glossaries whose target terms found in a sentence are that
+        TmtError naming a decode setting or a language it refuses. `on_token` is called with beam
+        size 1 only. `scope`: whose cached work it may reuse (the API key's; requests of other
+        scopes never share a cache entry with it). `texts`: plain, or `Texts` with per-text options:
+        directions (each one of `languages.directions`; None: `languages.default` for every text),
+        prefixes, constraints, and glossaries whose target terms found in a sentence are that
         sentence's constraints (`Texts.sentence_phrases`).
 
         Called on the server's event loop (a request with glossaries, constraints or much

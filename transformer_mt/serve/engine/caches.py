@@ -19,13 +19,16 @@ def translation_key(
     direction: Direction,
     decode: DecodeConfig,
     constraints: Sequence[str] = (),
+    scope: str | None = None,
 ) -> tuple:
     """The translation cache's key: the text, its forced prefix, the language tags of its
     direction (so that two targets never share an entry, while directions a model is told
     alike do), every decode setting that can change the translation
-    (`DecodeConfig.output_settings`) and the target phrases it must contain."""
+    (`DecodeConfig.output_settings`), the target phrases it must contain, and the scope of
+    who asked (`Sentence.cache_source`: an answer from the cache is faster, and would tell
+    one API key what another has translated)."""
     tags = (direction.source_prefix, direction.target_prefix)
-    return (text, prefix, *tags, *decode.output_settings(), tuple(constraints))
+    return (scope, text, prefix, *tags, *decode.output_settings(), tuple(constraints))
 
 
 class LruCache(Generic[V]):

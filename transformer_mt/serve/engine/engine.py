@@ -128,11 +128,14 @@ class Engine:
         texts: Texts | Sequence[str],
         decode: DecodeConfig,
         on_token: TokenCallback | None = None,
+        *,
+        scope: str | None = None,
     ) -> Job:
         """Queue `texts` (plain, or `Texts` with per-text prefixes, directions, constraints and
-        glossaries) for translation with `decode`; see the module docstring and
-        `contract.Engine.submit`."""
-        job, work = self.intake.job(Texts.plain(texts), decode, on_token, self._cancel)
+        glossaries) for translation with `decode`, reusing cached work of `scope` only; see the
+        module docstring and `contract.Engine.submit`."""
+        request = Texts.plain(texts)
+        job, work = self.intake.job(request, decode, on_token, self._cancel, scope)
         with self._cond:
             if self.failure is not None:
                 raise ShuttingDown(f"the decoding engine has stopped ({one_line(self.failure)})")
@@ -264,7 +267,7 @@ class Engine:
         """Encoder outputs (cached or computed together) for the admitted sentences; join."""
         missing = []
         for work in admitted:
-            cached = self.encoder_outputs.get(tuple(work.sentence.src_ids))
+            cached = self.encoder_outputs.get(work.sentence.cache_source)
             if cached is None:
                 missing.append(work)
             else:
@@ -281,12 +284,12 @@ class Engine:
                     sentence.memory = memory[row, :length]
                     sentence.cross = [(k[row, :, :length], v[row, :, :length]) for k, v in layers]
                     self.encoder_outputs.put(
-                        tuple(sentence.src_ids), (sentence.memory, sentence.cross)
+                        sentence.cache_source, (sentence.memory, sentence.cross)
                     )
         for work in admitted:
             sentence = work.sentence
             if sentence.prefix:
-                sentence.reused = self.prefixes.lookup(tuple(sentence.src_ids), sentence.prefix)
+                sentence.reused = self.prefixes.lookup(sentence.cache_source, sentence.prefix)
         self.batch.join([w.sentence for w in admitted])
 
     def _step(self) -> None:

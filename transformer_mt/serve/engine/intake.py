@@ -64,9 +64,11 @@ class Intake:
         decode: DecodeConfig,
         on_token: TokenCallback | None,
         cancel: Callable[[Job], None],
+        scope: str | None = None,
     ) -> tuple[Job, list[Work]]:
         """The job of `request` translated with `decode`, and the work to queue for it: one
-        per sentence that is neither blank nor cached (those have their results already).
+        per sentence that is neither blank nor cached in `scope` (those have their results
+        already; `Sentence.cache_source`).
 
         Raises:
             SettingError: a decode setting or a language the server refuses.
@@ -81,7 +83,7 @@ class Intake:
                 f"{len(split.sentences)} sentences; the queue holds {self.limits.max_queue}"
             )
         phrases = request.sentence_phrases(split.sentences, split.owners)
-        job = Job(split, directions, on_token, cancel)
+        job = Job(split, directions, on_token, cancel, scope)
         try:
             prepared = [
                 self._prepare(job, i, decode, request.prefix(line), directions[line], phrases[i])
@@ -137,7 +139,7 @@ class Intake:
                 naming its text as the line.
         """
         text = job.split.sentences[index]
-        key = translation_key(text, prefix, direction, decode, phrases)
+        key = translation_key(text, prefix, direction, decode, phrases, job.scope)
         with self._lock:
             cached = self.translations.get(key)
         if cached is not None:
@@ -158,7 +160,9 @@ class Intake:
         with self._lock:
             self._next_key += 1
             sentence_key = self._next_key
-        sentence = Sentence(sentence_key, src, decode, max_len, forced, constraints)
+        sentence = Sentence(
+            sentence_key, src, decode, max_len, forced, constraints, scope=job.scope
+        )
         return Work(sentence, job, index, key, direction)
 
     def _constrained(

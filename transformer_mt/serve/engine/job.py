@@ -26,6 +26,7 @@ class Job:
         directions: Sequence[Direction],
         on_token: TokenCallback | None,
         cancel: Callable[[Job], None],
+        scope: str | None = None,
     ):
         self.future: concurrent.futures.Future = concurrent.futures.Future()
         self.split = split
@@ -37,6 +38,7 @@ class Job:
         self.queue_seconds: float | None = None  # submit to the admission of its first sentence
         self._streamed = [""] * len(split.sentences)  # greedy text of each sentence so far
         self._cancel = cancel
+        self.scope = scope  # whose cached work its sentences may reuse (`Engine.submit`)
 
     def translations(self) -> list[Translation]:
         """One translation per text, once every sentence has its own."""

@@ -2,14 +2,15 @@
 RadixAttention, Zheng et al. 2024, adapted to an encoder-decoder).
 
 The encoder is bidirectional, so a source prefix says nothing about a longer source; but for
-one whole source (the key: its ids), the decoder's keys and values at position p depend only
-on the target tokens before p. So per source a trie over target tokens maps each forced prefix
-to the KV blocks that hold its positions and its cumulative log-probability. A request for the
-same source whose forced prefix extends, or repeats, an earlier one (interactive translation:
-the user typed more words) starts its search after the longest cached part instead of
-recomputing it. The trie holds one reference to every block it uses (the pool frees a block
-only when no row and no trie uses it) and whole sources are evicted, least recently used
-first, when it holds more than `capacity` sources or when admission needs their blocks.
+one whole source (the key: its ids, within the scope of who sent it, `Sentence.cache_source`),
+the decoder's keys and values at position p depend only on the target tokens before p. So per
+source a trie over target tokens maps each forced prefix to the KV blocks that hold its
+positions and its cumulative log-probability. A request for the same source whose forced prefix
+extends, or repeats, an earlier one (interactive translation: the user typed more words) starts
+its search after the longest cached part instead of recomputing it. The trie holds one
+reference to every block it uses (the pool frees a block only when no row and no trie uses it)
+and whole sources are evicted, least recently used first, when it holds more than `capacity`
+sources or when admission needs their blocks.
 
 Node at depth d: target tokens y_1..y_d were decided from decoder positions 0..d-1 (inputs
 BOS, y_1..y_{d-1}); it keeps the block holding position d-1 and log P(y_1..y_d).
@@ -18,7 +19,7 @@ BOS, y_1..y_{d-1}); it keeps the block holding position d-1 and log P(y_1..y_d).
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 from transformer_mt.serve.engine.paged import BlockPool
@@ -55,7 +56,7 @@ class PrefixTree:
         self.hits = 0  # lookups that reused at least one position
         self.misses = 0
         self.reused_tokens = 0
-        self._trees: OrderedDict[tuple[int, ...], _Tree] = OrderedDict()
+        self._trees: OrderedDict[Hashable, _Tree] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._trees)
@@ -64,7 +65,7 @@ class PrefixTree:
     def blocks_held(self) -> int:
         return sum(len(tree.blocks) for tree in self._trees.values())
 
-    def lookup(self, source: tuple[int, ...], prefix: Sequence[int]) -> PrefixMatch | None:
+    def lookup(self, source: Hashable, prefix: Sequence[int]) -> PrefixMatch | None:
         """The longest cached start of `prefix` for `source`, or None."""
         tree = self._trees.get(source)
         path: list[_Node] = []
@@ -89,7 +90,7 @@ class PrefixTree:
 
     def insert(
         self,
-        source: tuple[int, ...],
+        source: Hashable,
         tokens: Sequence[int],
         log_probs: Sequence[float],
         table: Sequence[int],

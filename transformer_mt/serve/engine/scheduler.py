@@ -51,6 +51,15 @@ class Sentence:
     reserved_blocks: int = 0  # KV blocks held back for it until it leaves
     reused: PrefixMatch | None = None  # the cached start of its prefix, if any
     prefix_log_probs: list[float] = field(default_factory=list)  # log P(y_1..y_d), d <= |prefix|
+    scope: str | None = None  # whose cached work it may reuse (`cache_source`)
+
+    @property
+    def cache_source(self) -> tuple:
+        """Its source as the engine's caches of encoder outputs and forced prefixes key it:
+        its ids within its `scope` (the API key that sent it; None on a server without keys),
+        so that two keys never share an entry: a hit answers faster, which would tell one key
+        what another has translated."""
+        return self.scope, tuple(self.src_ids)
 
 
 def source_positions(src_ids: Sequence[int]) -> int:
@@ -235,8 +244,9 @@ class ContinuousBatch:
             for n in (ended & (lane.state.prefix_lens > 0)).nonzero().squeeze(1).tolist():
                 sentence = lane.sentences[n]
                 table = self.cache.table(row + n * lane.state.beam_size)
-                source = tuple(sentence.src_ids)
-                self.prefixes.insert(source, sentence.prefix, sentence.prefix_log_probs, table)
+                self.prefixes.insert(
+                    sentence.cache_source, sentence.prefix, sentence.prefix_log_probs, table
+                )
             row += lane.state.tokens.shape[0]
 
     def remove(self, keys: set[int]) -> list[Sentence]:

@@ -92,12 +92,13 @@ def request_key(request: Request, given: str | None = None) -> str | None:
     return given or bearer_key(request.headers.get("authorization"))
 
 
-def admit(request: Request, key: str | None, texts: list[str]) -> None:
+def admit(request: Request, key: str | None, texts: list[str]) -> str | None:
     """Count the request against its key's and its address's limits (quotas.py); raises the
-    ApiError of a refusal. Also tells the request log how many texts it holds."""
+    ApiError of a refusal. Also tells the request log how many texts it holds. The scope of
+    the engine's caches the request may use (`Quotas.admit`)."""
     request.state.sentences = len(texts)
     address = request.client.host if request.client else "unknown"
-    request.app.state.quotas.admit(key, address, texts)
+    return request.app.state.quotas.admit(key, address, texts)
 
 
 async def start(
@@ -108,27 +109,32 @@ async def start(
 ) -> tuple[TranslateRequest, Job]:
     """Admit the request (`admit`), identify its texts' languages if asked, and queue its
     texts: the request with its detections, and the job; or an `ApiError`."""
-    admit(request, key, parsed.texts)
+    scope = admit(request, key, parsed.texts)
     parsed = await identify(request, parsed)
+    engine = request.app.state.engine
     try:
-        job = await submit(request.app.state.engine, parsed.submitted(), parsed.decode, on_token)
+        job = await submit(engine, parsed.submitted(), parsed.decode, on_token, scope)
     except Exception as err:  # every refusal, and an engine fault (500), as one error body
         raise failure(err, parsed) from None
     return parsed, job
 
 
 async def submit(
-    engine: Engine, texts: Texts, decode: DecodeConfig, on_token: TokenCallback | None = None
+    engine: Engine,
+    texts: Texts,
+    decode: DecodeConfig,
+    on_token: TokenCallback | None = None,
+    scope: str | None = None,
 ) -> Job:
-    """`engine.submit(texts, decode, on_token)`: on the event loop when that is quick
-    (`_quick`), else in a worker thread, so that no request holds up every other client.
+    """`engine.submit(texts, decode, on_token, scope=scope)`: on the event loop when that is
+    quick (`_quick`), else in a worker thread, so that no request holds up every other client.
     Raises what `Engine.submit` raises."""
     if _quick(texts):
         # On the event loop, not in a worker thread: submitting only tokenizes and queues, and
         # while the decoding thread holds the GIL each hand-over between threads costs up to a
         # switch interval, which a request would pay twice more.
-        return engine.submit(texts, decode, on_token)
-    return await asyncio.to_thread(engine.submit, texts, decode, on_token)
+        return engine.submit(texts, decode, on_token, scope=scope)
+    return await asyncio.to_thread(engine.submit, texts, decode, on_token, scope=scope)
 
 
 def _quick(texts: Texts) -> bool:
@@ -154,14 +160,14 @@ async def translate_documents(
         ApiError: a refusal (501 naming format for Markdown without markdown-it-py).
         DocumentError: a document that does not parse, which each API words its own way.
     """
-    admit(request, key, parsed.texts)
+    scope = admit(request, key, parsed.texts)
     engine: Engine = request.app.state.engine
     try:
         units = await asyncio.to_thread(markup.units, parsed.texts, parsed.format)
         parsed = await identify(request, parsed, ["\n".join(texts) for texts in units])
         documents = parsed.submitted()
         asked = markup.unit_requests(documents, units, engine.limits.max_request_sentences)
-        submitted = await _submit_each(engine, asked, parsed.decode)
+        submitted = await _submit_each(engine, asked, parsed.decode, scope)
         await until_done(request, submitted)
         translations = [t for job in submitted for t in outcome(parsed, job)]
         translated = await asyncio.to_thread(
@@ -176,13 +182,15 @@ async def translate_documents(
     return parsed, translated
 
 
-async def _submit_each(engine: Engine, asked: list[Texts], decode: DecodeConfig) -> list[Job]:
+async def _submit_each(
+    engine: Engine, asked: list[Texts], decode: DecodeConfig, scope: str | None
+) -> list[Job]:
     """A job for each of `asked` (`submit`); when one is refused, the others are cancelled:
     their work is of no use any more."""
     submitted: list[Job] = []
     try:
         for texts in asked:
-            submitted.append(await submit(engine, texts, decode))
+            submitted.append(await submit(engine, texts, decode, scope=scope))
     except BaseException:
         for job in submitted:
             job.cancel()

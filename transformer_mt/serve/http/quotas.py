@@ -106,15 +106,18 @@ class Quotas:
         self._storage = MemoryStorage()
         self._limiter = MovingWindowRateLimiter(self._storage)
 
-    def admit(self, key: str | None, address: str, texts: Sequence[str]) -> None:
-        """Count a request of `texts` from `address` with `key` (None: none given).
+    def admit(self, key: str | None, address: str, texts: Sequence[str]) -> str | None:
+        """Count a request of `texts` from `address` with `key` (None: none given); the scope
+        of the engine's caches it may use: its key's (`KeyEntry.id`) where keys are required,
+        so that no key learns from a cache hit what another has translated; else None, one
+        scope for every client.
 
         Raises:
             ApiError: 403 without a key, or with one the keys file lacks, where keys are
                 required; 413 for more than a limit allows in one request; 429 over a limit
                 (`retry_after` set), with nothing counted.
         """
-        charges = self._charges(key, address, len(texts), sum(map(len, texts)))
+        charges, scope = self._charges(key, address, len(texts), sum(map(len, texts)))
         for charge in charges:
             if charge.cost > charge.item.amount:
                 raise ApiError(
@@ -133,6 +136,7 @@ class Quotas:
                 )
         for charge in charges:
             self._limiter.hit(charge.item, charge.holder, cost=charge.cost)
+        return scope
 
     def reload_keys(self) -> None:
         """Read the keys file again before the next request (SIGHUP)."""
@@ -164,8 +168,12 @@ class Quotas:
                 low = middle + 1
         return low
 
-    def _charges(self, key: str | None, address: str, n_texts: int, n_chars: int) -> list:
-        charges = []
+    def _charges(
+        self, key: str | None, address: str, n_texts: int, n_chars: int
+    ) -> tuple[list[_Charge], str | None]:
+        """What the request costs against each limit, and its key's holder name (None
+        without keys)."""
+        charges, holder = [], None
         if self.keys is not None:
             if not key:
                 raise ApiError(403, None, MISSING_KEY)
@@ -182,6 +190,6 @@ class Quotas:
                         _Charge(RateLimitItemPerMinute(limit), holder, cost, unit, "this key")
                     )
         if self.per_address is not None:
-            holder = f"address:{address}"
-            charges.append(_Charge(self.per_address, holder, n_texts, "requests", "this address"))
-        return charges
+            at = f"address:{address}"
+            charges.append(_Charge(self.per_address, at, n_texts, "requests", "this address"))
+        return charges, holder
