@@ -73,9 +73,10 @@ class Admission:
         return not self.queue and not self.running
 
     def enqueue(self, work: list[Work]) -> None:
-        """Queue the sentences of one request in turns with the queued ones (see the module):
-        its k-th goes after the last queued sentence that is at most the k-th of its own
-        request still queued. The head of the queue is never overtaken."""
+        """Queue the sentences of one request in turns with the queued ones (see the module).
+        A queued sentence's turn is its rank among its own request's queued sentences (0 for
+        the first); the new request's k-th sentence (from 0) goes after the last queued
+        sentence of turn k or less, so the head of the queue is never overtaken."""
         if len(self.queue) + len(work) > self.max_queue:
             raise QueueFull(
                 f"the queue holds {len(self.queue)} of {self.max_queue} sentences", retry_after=1.0
