@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from tests.serve.fakes import FAIL, RETRY_AFTER, FakeEngine, fake_translation  # noqa: E402
 from transformer_mt.config import DecodeConfig  # noqa: E402
 from transformer_mt.inference.requests import TextsCountError  # noqa: E402
-from transformer_mt.serve.http import api, schema  # noqa: E402
+from transformer_mt.serve.http import api, app, schema  # noqa: E402
 from transformer_mt.serve.http.app import create_app  # noqa: E402
 
 GOOD = {"text": ["ein kleiner hund", "zwei katzen"]}
@@ -89,6 +89,23 @@ def test_a_bad_request_is_refused_naming_its_field_and_the_next_is_served(
     assert field in error["message"] and "decode." not in error["message"]
     for word in words:
         assert word in error["message"]
+    assert_served(client)
+
+
+def test_a_fault_of_the_servers_own_is_a_json_500_and_the_next_request_is_served(
+    client, monkeypatch
+):
+    real = api.parse_request
+
+    def broken(body, *args):
+        if b"BUG" in body:
+            raise KeyError("a bug")
+        return real(body, *args)
+
+    monkeypatch.setattr(app, "parse_request", broken)
+    response = client.post("/v1/translate", json={"text": "BUG"})
+    assert response.status_code == 500
+    assert response.json()["error"]["message"] == "internal error (KeyError); the log has more"
     assert_served(client)
 
 

@@ -138,6 +138,7 @@ def create_app(
     libretranslate_routes.add_routes(app)
     app.add_exception_handler(ApiError, _error_response)
     app.add_exception_handler(HTTPException, _http_error_response)
+    app.add_exception_handler(Exception, _internal_error_response)
     paths = frozenset(route.path for route in app.routes)
     # The last added runs first: log every request, then refuse foreign hosts and origins,
     # then answer CORS preflights and mark answers for the allowed origins.
@@ -376,6 +377,13 @@ async def _http_error_response(request: Request, err: HTTPException) -> JSONResp
     """Starlette's own refusals (404, 405) in the same error body."""
     body = ApiError(err.status_code, None, str(err.detail)).body()
     return JSONResponse(body, status_code=err.status_code, headers=err.headers)
+
+
+async def _internal_error_response(request: Request, err: Exception) -> JSONResponse:
+    """A fault of the server's own (a bug: every refusal is an `ApiError`) in the same error
+    body, not Starlette's plain text; Starlette logs its traceback after this answer."""
+    body = ApiError(500, None, f"internal error ({type(err).__name__}); the log has more").body()
+    return JSONResponse(body, status_code=500)
 
 
 class RequestLog:
