@@ -171,7 +171,7 @@ def test_a_limit_hit_is_429_with_retry_after(keyed_server):
     [
         ("ein hund", "en", "latex", "latex format is not supported"),
         ("", "en", "text", "missing q parameter"),
-        (["ein hund"] * 100_000, "en", "text", "request (100000) exceeds text limit (256)"),
+        (["ein hund"] * 10_000, "en", "text", "request (10000) exceeds text limit (256)"),
         ("ein hund", "xx", "text", "xx is not supported"),
     ],
 )

@@ -134,11 +134,10 @@ def _form_fields(encoded: bytes, what: str) -> dict[str, object]:
         pairs = urllib.parse.parse_qsl(text, keep_blank_values=True, errors="strict")
     except UnicodeDecodeError:
         raise LibreError(400, "body", f"Invalid request: {what} is not UTF-8") from None
-    fields: dict[str, object] = {}
-    for name, value in pairs:
-        held = fields.get(name)
-        fields[name] = value if held is None else [*_as_list(held), value]
-    return fields
+    values: dict[str, list[str]] = defaultdict(list)
+    for name, value in pairs:  # appended: linear in the fields, a form of 100,000 q's too
+        values[name].append(value)
+    return {name: found[0] if len(found) == 1 else found for name, found in values.items()}
 
 
 def parse_translate(
@@ -357,6 +356,3 @@ def _detection(detection: Detection) -> dict:
 def _name(code: str) -> str:
     return language_name(code) or code
 
-
-def _as_list(value: object) -> list:
-    return value if isinstance(value, list) else [value]
