@@ -10,6 +10,12 @@ def echo(texts: Sequence[str]) -> list[AlignedText]:
     return [_aligned(" ".join(text.split()).upper()) for text in texts]
 
 
+def same(texts: Sequence[str]) -> list[AlignedText]:
+    """Each text as it is (whitespace runs as one space), word i aligned to word i: whatever
+    changes in a document is the splicing's."""
+    return [_aligned(" ".join(text.split())) for text in texts]
+
+
 def saying(translation: str):
     """A translator that answers `translation` to every text, its words aligned in order."""
 

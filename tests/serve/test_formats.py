@@ -54,6 +54,18 @@ def test_html_keeps_its_markup_has_no_score_and_equals_libretranslates_html(clie
     assert answer["translatedText"] == [t["text"] for t in found]
 
 
+@pytest.mark.parametrize("format", ["html", "markdown"])
+def test_a_leading_byte_order_mark_is_no_part_of_a_document(client, engine, format):
+    """As `tmt translate` reads a file: a BOM parsed would be text before the doctype, or
+    would unmake a heading."""
+    document = "<p>a b</p>" if format == "html" else "# a b\n"
+    if format == "markdown":
+        pytest.importorskip("markdown_it")
+    plain = translations(client, {"text": document, "format": format})
+    assert translations(client, {"text": "\ufeff" + document, "format": format}) == plain
+    assert [job.texts for job in engine.jobs[-2:]] == [["a b"], ["a b"]]
+
+
 def test_plain_text_is_the_default_and_keeps_its_tags_as_text(client):
     text = "<b>ein</b> hund"
     assert translations(client, {"text": text, "format": "text"})[0]["text"] == "hund <b>ein</b>"

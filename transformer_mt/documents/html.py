@@ -77,6 +77,8 @@ INLINE_KEPT = frozenset({"code", "kbd", "samp", "var"})
 INLINE_EMPTY = frozenset({"img", "wbr", "br", "input", "embed"})
 # Elements left alone with their whole subtree.
 KEPT = frozenset({"script", "style", "pre", "textarea", "svg", "math"})
+# Elements whose content is raw text, not markup (html.parser's): a script may start with `<`.
+RAW_TEXT = frozenset(HTMLParser.CDATA_CONTENT_ELEMENTS)
 
 # A start tag ends the open element on top of the stack whose end tag was left out when that
 # element's name is in IMPLIED_ENDS[tag]; most blocks end an open <p>.
@@ -233,12 +235,19 @@ def _tokenize(document: str) -> list[Event]:
             parser.found, starts, ends, strict=True
         )
     ]
-    for event in events:
+    for before, event in zip([None, *events], events, strict=False):
+        if before is not None and before.kind == "start" and before.name in RAW_TEXT:
+            continue  # a script's own text: `<!--` there is JavaScript's
         after = document[event.start + 1 : event.start + 2]
         if event.kind == "text" and document[event.start] == "<" and _starts_markup(after):
             raise DocumentError(
                 event.line, event.column, f"markup {_quote(document, event)} never ends"
             )
+        raw = document[event.start : event.end]
+        if event.kind == "reference" and raw.startswith("&#") and not html.unescape(raw):
+            # `&#1;`, `&#xFFFE;`: HTML's noncharacters and controls, which unescape drops
+            reason = f"{raw} refers to a control character or a noncharacter, not text: remove it"
+            raise DocumentError(event.line, event.column, reason)
     return events
 
 
@@ -280,8 +289,8 @@ class _Structure:
                 self._push(_Element(event.name, event, self._role(event, hidden)))
             closed = self._close(event) if event.kind == "end" else None
             if hidden == "kept_inline":
-                if event.kind in ("text", "reference"):
-                    kept_text.append(self._text(event))
+                if event.kind in ("text", "reference") and self.stack[-1].name not in RAW_TEXT:
+                    kept_text.append(self._text(event))  # what the model reads: not a script
                 if closed is not None and closed.event is kept_from:
                     pieces.append(Piece("kept", kept_from.start, event.end, "".join(kept_text)))
                 continue

@@ -43,7 +43,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from transformer_mt.documents.placement import render
+from transformer_mt.documents.placement import is_punctuation, render
 from transformer_mt.documents.units import (
     AlignedText,
     DocumentError,
@@ -309,7 +309,12 @@ def _line_start(text: str) -> str:
 
 
 def _escape(word: str) -> str:
-    return "".join("\\" + char if char in _SPECIAL else char for char in word)
+    escaped = "".join("\\" + char if char in _SPECIAL else char for char in word)
+    if word.endswith("!") and all(map(is_punctuation, word)):
+        # Punctuation moved out of an element's markup (placement rule 5) is written right
+        # before its opening: a `!` there would make a link `[...](...)` an image.
+        escaped = escaped[:-1] + "\\!"
+    return escaped
 
 
 def _escape_line_start(word: str) -> str:

@@ -67,6 +67,7 @@ class _Node:
     later: int = 0  # what the siblings after it need
     start: int = 0  # placed: target words [start, end); start == end: between two words
     end: int = 0
+    absorbed: bool = False  # a kept element written by the one before it (`_kept_text`)
 
 
 # What `_Placement.write` writes next: literal text, target words, or an element.
@@ -225,9 +226,11 @@ class _Placement:
             gap = self._gap(node.start)  # before the words inside write theirs
             lead, trail = self._punctuation_outside(inline, node.start, node.end - 1)
             if isinstance(inline, Kept):
-                return gap + lead + inline.source + trail, []  # instead of its target words
+                return gap + lead + self._kept_text(node) + trail, []
             inside = self._sequence(node.children, node.start, node.end)
             return gap + lead + inline.open, [*inside, inline.close + trail]
+        if node.absorbed:
+            return "", []
         if isinstance(inline, Span):
             inside = self._sequence(node.children, node.start, node.start)
             return (inline.open, [*inside, inline.close]) if inline.may_be_empty else ("", inside)
@@ -241,6 +244,44 @@ class _Placement:
             self.written.add(node.start)  # it stands for the whitespace after it
         return inline.source, []
 
+    def _kept_text(self, node: _Node) -> str:
+        """What a kept element writes in place of its target words: itself as written; where
+        the words hold its text as the model read it (`git` in `git-Befehl`), in place of that
+        text only, the rest kept; and so for each kept sibling after it, placed around no word
+        of its own, whose source words are its (`<kbd>Strg</kbd>+<kbd>C</kbd>`): those then
+        write nothing (`absorbed`). Without this a word that holds a kept element and other
+        text lost the other text."""
+        words = [self.words[node.start]]
+        for i in range(node.start + 1, node.end):
+            words.append(self.gaps[i] + self.words[i])
+            self.written.add(i)
+        rest, parts = "".join(words), []
+        following = [node, *self._kept_after(node)]
+        for kept in following:
+            seen = self.unit.text[kept.inline.start : kept.inline.end]
+            at = rest.find(seen) if seen else -1
+            if at < 0:
+                break
+            parts += [self.escape(rest[:at]), kept.inline.source]
+            rest = rest[at + len(seen) :]
+            kept.absorbed = kept is not node
+        if not parts:
+            return node.inline.source
+        return "".join(parts) + (self.escape(rest) if rest else "")
+
+    def _kept_after(self, node: _Node) -> list[_Node]:
+        """The kept siblings right after `node` (none of another kind between) that were
+        placed around no word and whose source words are all `node`'s."""
+        siblings = self.nodes[node.parent].children if node.parent >= 0 else self.top
+        found = []
+        for index in siblings[siblings.index(self.nodes.index(node)) + 1 :]:
+            other = self.nodes[index]
+            inside = other.sources and set(other.sources) <= set(node.sources)
+            if not (isinstance(other.inline, Kept) and other.start == other.end and inside):
+                break
+            found.append(other)
+        return found
+
     def _punctuation_outside(self, inline: Inline, first: int, last: int) -> tuple[str, str]:
         """Punctuation that an element's target words start or end with and its source text
         does not, taken off those words to be written outside its markup: `*snow*,` for
@@ -248,15 +289,15 @@ class _Placement:
         text = self.unit.text[inline.start : inline.end].strip()
         lead = trail = ""
         word = self.words[last]
-        if text and not _punctuation(text[-1]) and not all(map(_punctuation, word)):
+        if text and not is_punctuation(text[-1]) and not all(map(is_punctuation, word)):
             cut = len(word)
-            while _punctuation(word[cut - 1]):
+            while is_punctuation(word[cut - 1]):
                 cut -= 1
             self.words[last], trail = word[:cut], word[cut:]
         word = self.words[first]
-        if text and not _punctuation(text[0]) and not all(map(_punctuation, word)):
+        if text and not is_punctuation(text[0]) and not all(map(is_punctuation, word)):
             cut = 0
-            while _punctuation(word[cut]):
+            while is_punctuation(word[cut]):
                 cut += 1
             lead, self.words[first] = word[:cut], word[cut:]
         return self.escape(lead) if lead else "", self.escape(trail) if trail else ""
@@ -272,7 +313,8 @@ class _Placement:
         return self.gaps[i]
 
 
-def _punctuation(char: str) -> bool:
+def is_punctuation(char: str) -> bool:
+    """Unicode punctuation (P*): what rule 5 moves out of markup."""
     return unicodedata.category(char).startswith("P")
 
 

@@ -161,6 +161,7 @@ async def translate_documents(
         DocumentError: a document that does not parse, which each API words its own way.
     """
     scope = admit(request, key, parsed.texts)
+    parsed = dataclasses.replace(parsed, options=markup.without_bom(parsed.options))
     engine: Engine = request.app.state.engine
     try:
         units = await asyncio.to_thread(markup.units, parsed.texts, parsed.format)

@@ -355,4 +355,3 @@ def _detection(detection: Detection) -> dict:
 
 def _name(code: str) -> str:
     return language_name(code) or code
-

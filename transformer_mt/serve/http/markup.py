@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from transformer_mt.documents import html, markdown
 from transformer_mt.documents.units import AlignedText, Region, Translate
+from transformer_mt.files import BOM
 from transformer_mt.inference.languages import Pair
 from transformer_mt.inference.requests import Texts
 from transformer_mt.serve.contract import Engine
@@ -33,6 +34,12 @@ _REGIONS: dict[str, Callable[[str], list[Region]]] = {
     "html": html.regions,
     "markdown": markdown.regions,
 }
+
+
+def without_bom(documents: Texts) -> Texts:
+    """`documents` as `tmt translate` reads a file: a leading byte order mark is no part of
+    the document (parsed, it would be text before the doctype, or unmake a heading)."""
+    return documents.of_texts([text.removeprefix(BOM) for text in documents.texts])
 
 
 def units(documents: Sequence[str], text_format: str) -> list[list[str]]:

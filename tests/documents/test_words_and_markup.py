@@ -1,0 +1,79 @@
+"""Documents whose words hold markup and text together, and markup the model must not read:
+translated as they are (`fakes.same`), they come back as written."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.documents.fakes import same
+from transformer_mt.documents import html, markdown
+from transformer_mt.documents.units import AlignedText, DocumentError
+
+TRANSLATE = {"html": html.translate_html, "markdown": markdown.translate_markdown}
+
+
+def translated(format: str, document: str, translate=same) -> str:
+    return TRANSLATE[format](document, translate)
+
+
+@pytest.mark.parametrize(
+    "format, document",
+    [
+        ("html", "<p>Drücke <kbd>Strg</kbd>+<kbd>C</kbd> zum Kopieren.</p>"),
+        ("html", "<p>Der <code>git</code>-Befehl hilft.</p>"),
+        ("html", "<p>Alle <code>Node</code>s werden gelöscht.</p>"),
+        ("html", "<p>Preis: 5<code>EUR</code></p>"),
+        ("html", "<p>Siehe <span translate=no>ACME</span>-Produkte hier</p>"),
+        ("markdown", "Der `git`-Befehl hilft.\n"),
+        ("markdown", "Siehe <https://x.org>-Seite hier\n"),
+    ],
+)
+def test_text_in_the_same_word_as_kept_markup_is_kept(format, document):
+    """A kept element replaces its text in the word the model wrote, not the whole word."""
+    assert translated(format, document) == document
+
+
+def test_a_kept_text_the_model_changed_still_replaces_its_words():
+    upper = [AlignedText("DER GIT-BEFEHL HILFT.", ((0, 0), (1, 1), (2, 2)))]
+    out = translated("html", "<p>Der <code>git</code>-Befehl hilft.</p>", lambda texts: upper)
+    assert out == "<p>DER <code>git</code> HILFT.</p>"  # the element as written, once
+
+
+def test_a_script_inside_kept_markup_is_not_read_by_the_model():
+    seen = []
+
+    def reading(texts):
+        seen.extend(texts)
+        return same(texts)
+
+    document = '<p>Siehe <span translate=no>ACME<script>track("x")</script></span> hier</p>'
+    assert translated("html", document, reading) == document
+    assert seen == ["Siehe ACME hier"]
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        "<script><!--\nalert(1);\n//--></script><p>Hallo Welt</p>",
+        "<style><!-- p { color: red } --></style><p>Hallo Welt</p>",
+        '<script type="text/template"><div class="x">y</div></script><p>Hallo</p>',
+    ],
+)
+def test_a_script_or_style_that_starts_with_markup_is_raw_text(document):
+    assert translated("html", document) == document
+
+
+@pytest.mark.parametrize("reference", ["&#1;", "&#x7F;", "&#x0B;", "&#xFFFE;"])
+def test_a_reference_to_a_control_character_is_refused_where_it_stands(reference):
+    with pytest.raises(DocumentError) as refused:
+        translated("html", f"<p>a\nb {reference}c</p>")
+    message = str(refused.value)
+    assert message.startswith(f"line 2, column 3: {reference} refers to a control"), message
+
+
+def test_punctuation_moved_out_of_a_link_does_not_make_it_an_image():
+    def answer(texts):  # "Siehe [Hallo](u) Welt": Hallo -> "!a", punctuation the source lacks
+        return [AlignedText("see !a b", ((0, 0), (1, 1), (2, 2)))]
+
+    out = translated("markdown", "Siehe [Hallo](http://x) Welt\n", answer)
+    assert out == "see \\![a](http://x) b\n"
