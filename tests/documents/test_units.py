@@ -1,6 +1,8 @@
 """Placing inline markup around aligned target words, with scripted alignments
 (placement.py), and translating the regions of a document (units.py)."""
 
+import random
+
 import pytest
 
 from transformer_mt.documents.placement import render
@@ -128,6 +130,24 @@ def test_translated_words_go_through_the_escape_and_markup_does_not():
 def test_a_unit_of_kept_markup_only_is_not_translated():
     assert not build(("kept", "<code>x y</code>", "x y")).translatable
     assert build(("kept", "<code>x</code>", "x"), " y").translatable
+
+
+def test_translatable_is_a_word_outside_every_kept_element_on_random_units():
+    """The lookup among kept starts agrees with the definition, word by word against every
+    kept element, on units of words, kept code, marks and spans in random order."""
+    rng = random.Random(0)
+    parts = [
+        "a ", "b", " c ", ("kept", "<code>x</code>", "x"), ("kept", "<code>y z</code>", "y z"),
+        ("mark", "<img>", "previous"), ("mark", "<br>", "apart"),
+    ]  # fmt: skip
+    for _ in range(300):
+        chosen = [rng.choice(parts) for _ in range(rng.randint(1, 8))]
+        if rng.random() < 0.3:
+            chosen = [B[0], *chosen, B[1]]
+        unit = build(*chosen)
+        kept = [(k.start, k.end) for k in unit.kept]
+        definition = any(not any(a <= s and e <= b for a, b in kept) for s, e in unit.words)
+        assert unit.translatable == definition, chosen
 
 
 def test_translate_regions_replaces_each_unit_and_keeps_the_rest():

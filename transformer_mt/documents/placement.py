@@ -43,6 +43,7 @@ import bisect
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from transformer_mt.documents.units import WORD, AlignedText, Inline, Kept, Span, Unit
 
@@ -190,20 +191,19 @@ class _Placement:
     def _anchor(self, position: int, after: bool) -> int:
         """Where markup without text at character `position` goes: after the target words of
         the nearest aligned source word before it (or around it), else before those of the
-        first aligned one after it; `after`: the other way round."""
-        words = self.unit.words
-        before = [
-            max(self.targets[i]) + 1
-            for i, (s, _) in enumerate(words)
-            if s < position and self.targets.get(i)
-        ]
-        later = [
-            min(self.targets[i])
-            for i, (s, _) in enumerate(words)
-            if s >= position and self.targets.get(i)
-        ]
-        candidates = [*later[:1], *before[-1:]] if after else [*before[-1:], *later[:1]]
+        first aligned one after it; `after`: the other way round. A lookup among the aligned
+        source words, not a walk over every word: a unit may hold thousands of images."""
+        aligned = self._aligned_words
+        split = bisect.bisect_left(aligned, position, key=lambda i: self.unit.words[i][0])
+        before = [max(self.targets[aligned[split - 1]]) + 1] if split > 0 else []
+        later = [min(self.targets[aligned[split]])] if split < len(aligned) else []
+        candidates = [*later, *before] if after else [*before, *later]
         return candidates[0] if candidates else 0
+
+    @cached_property
+    def _aligned_words(self) -> list[int]:
+        """The source words aligned to some target word, in order."""
+        return [i for i in range(len(self.unit.words)) if self.targets.get(i)]
 
     # --- writing -------------------------------------------------------------------------
 
