@@ -127,3 +127,29 @@ def test_a_word_after_a_hard_line_break_never_starts_a_block(word):
     out = translate_markdown(source, saying(f"a dog {word} runs"))
     assert [t[0] for t in constructs(out)] == [t[0] for t in constructs(source)]
     assert [r.unit.text for r in regions(out)] == [f"a dog {word} runs"]
+
+
+@pytest.mark.parametrize(
+    "front",
+    [
+        "---\ntitle: Ein Titel\ntags: [a, b]\n---\n",
+        "---\r\ntitle: x\r\n...\r\n",
+        '+++\ntitle = "Ein Titel"\n+++\n',
+        "---\n---\n",
+    ],
+)
+def test_front_matter_is_kept_as_written_and_not_read(front):
+    document = front + "# Hallo Welt\n\nText hier.\n"
+    assert translate_markdown(document, echo) == front + "# HALLO WELT\n\nTEXT HIER.\n"
+    assert [region.unit.text for region in regions(document)] == ["Hallo Welt", "Text hier."]
+
+
+def test_a_thematic_break_first_is_not_front_matter():
+    document = "---\n\nText a\n\n---\n"
+    assert translate_markdown(document, echo) == "---\n\nTEXT A\n\n---\n"
+
+
+@pytest.mark.parametrize("space", ["\xa0", "\u3000"])
+def test_a_paragraph_whose_first_line_is_unicode_whitespace(space):
+    """markdown-it trims that line away: the text is found on the line that holds it."""
+    assert translate_markdown(f"{space}\nzwei Worte\n", echo) == f"{space}\nZWEI WORTE\n"

@@ -26,7 +26,8 @@ URL and title kept); code spans and autolinks are kept in place of their text's 
 images and inline HTML tags go after the word before them, a hard line break (with the next
 line's `>`s and indentation) between the words around it. A translated paragraph is written on
 one line but for its hard line breaks. Translated words are written with Markdown's punctuation
-escaped where it could start syntax. Front matter is not recognised (CommonMark has none).
+escaped where it could start syntax. Front matter (`---` or `+++` fenced lines at the very
+start; CommonMark has none) is kept as written, never read by the model.
 
 markdown-it is told to take every link destination (it refuses `javascript:` and the like,
 which it would not render safely, and the link would be read as text and lose its markup: the
@@ -70,6 +71,15 @@ _LINE_START = frozenset("#>+-=")
 # and its item 2): its default preset's (its commonmark preset has 20). Its parser recurses
 # about 2 frames a level (3 per nested `[` inside a paragraph), far below Python's 1,000.
 MAX_NESTING = 100
+# Front matter: fenced by `---` (YAML, which may also close with `...`) or `+++` (TOML) lines,
+# its first line a key (`title:`, `title =`), so that a document opening with a thematic break
+# is not taken for it.
+_KEY = r"[\w\"'-]+[ \t]*[:=]"
+_FRONT_MATTER = re.compile(
+    rf"(?:---[ \t]*\r?\n(?:{_KEY}.*?\r?\n)??(?:---|\.\.\.)"
+    rf"|\+\+\+[ \t]*\r?\n(?:{_KEY}.*?\r?\n)??\+\+\+)[ \t]*(?:\r?\n|\Z)",
+    re.DOTALL,
+)
 
 
 class MarkdownMissing(TmtError):
@@ -98,7 +108,7 @@ def regions(document: str) -> list[Region]:
             expected).
     """
     check_characters(document)
-    tokens = _parser().parse(document)
+    tokens = _parser().parse(_front_matter_blanked(document))
     lines = _Lines(document)
     found: list[Region] = []
     row_start = 0  # where the next cell of a table row is looked for
@@ -114,6 +124,19 @@ def regions(document: str) -> list[Region]:
             offsets = _offsets(lines, token)
         found.append(_region(document, token.children, offsets, 0, len(token.content)))
     return found
+
+
+def _front_matter_blanked(document: str) -> str:
+    """`document` with its front matter (YAML between `---` lines, or TOML between `+++`
+    lines, at its very start: what Jekyll, Hugo and MkDocs read) turned into blank lines of
+    the same length, so that it is neither parsed (markdown-it would read a rule and a
+    heading, and the model its keys) nor translated, and every other character keeps its
+    place."""
+    found = _FRONT_MATTER.match(document)
+    if found is None:
+        return document
+    blanked = re.sub(r"[^\r\n]", " ", found.group())
+    return blanked + document[found.end() :]
 
 
 def _parser() -> Any:
@@ -207,14 +230,19 @@ class _Lines:
 
 def _offsets(lines: _Lines, token: Any) -> list[int]:
     """The document position of each character of an inline token's content (and of its end):
-    content line k is the end of source line map[0] + k, its leading whitespace aside."""
+    content line k is the end of source line map[0] + k, its leading whitespace aside; but
+    markdown-it trims a paragraph of Unicode whitespace, which may take a whole first line
+    (only a no-break space), so a line that does not hold the text is passed over."""
     offsets: list[int] = []
-    for k, content_line in enumerate(token.content.split("\n")):
-        number = token.map[0] + k
+    number = token.map[0]
+    for content_line in token.content.split("\n"):
         body = content_line.lstrip(" \t")
+        while body and number + 1 < token.map[1] and body not in lines.text(number):
+            number += 1
         base = lines.start(number) + _column(lines.text(number), body, number)
         lead = len(content_line) - len(body)
         offsets += [base] * lead + [base + j for j in range(len(body) + 1)]
+        number += 1
     return offsets
 
 
