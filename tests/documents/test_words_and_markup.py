@@ -77,3 +77,18 @@ def test_punctuation_moved_out_of_a_link_does_not_make_it_an_image():
 
     out = translated("markdown", "Siehe [Hallo](http://x) Welt\n", answer)
     assert out == "see \\![a](http://x) b\n"
+
+
+@pytest.mark.parametrize(
+    "format, document",
+    [
+        ("html", "<p><img src=x> Ein Text</p>"),
+        ("html", "<p>Ein Text <img src=x></p>"),
+        ("html", "<p><label>Name <input></label></p>"),
+        ("markdown", "![Bild](a.png) Ein Text\n"),
+        ("markdown", "Ein Text ![Bild](a.png)\n"),
+    ],
+)
+def test_markup_without_text_at_a_units_edge_keeps_its_space(format, document):
+    """The block's own markup around it is no word for it to stick to."""
+    assert translated(format, document) == document

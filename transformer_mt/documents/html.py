@@ -432,7 +432,8 @@ def _region(document: str, run: list[Piece]) -> list[Region]:
     if not run:
         return []
     builder = UnitBuilder()
-    for piece in run:
+    worded = [i for i, piece in enumerate(run) if piece.kind == "text" and piece.text.strip()]
+    for i, piece in enumerate(run):
         raw = document[piece.start : piece.end]
         if piece.kind == "text":
             builder.text(piece.text)
@@ -441,8 +442,9 @@ def _region(document: str, run: list[Piece]) -> list[Region]:
         elif piece.kind == "close":
             builder.close(raw)
         else:
-            around = document[piece.start - 1 : piece.start], document[piece.end : piece.end + 1]
-            builder.kept(raw, piece.text, attachment(*around), piece.kind == "break")
+            before = document[piece.start - 1 : piece.start] if worded and worded[0] < i else ""
+            after = document[piece.end : piece.end + 1] if worded and i < worded[-1] else ""
+            builder.kept(raw, piece.text, attachment(before, after), piece.kind == "break")
     start, end = run[0].start, run[-1].end
     while start < end and document[start].isspace():
         start += 1

@@ -281,7 +281,9 @@ def _region(document: str, run: list, offsets: list[int], start: int, end: int) 
 
     builder = UnitBuilder()
     autolink: list = []  # the tokens of an autolink being read
-    for child in run:
+    words = ("text", "text_special", "code_inline")
+    worded = [i for i, c in enumerate(run) if c.type in words and c.content.strip()]
+    for i, child in enumerate(run):
         kind = child.type
         if autolink or (kind == "link_open" and child.markup == "autolink"):
             autolink.append(child)
@@ -311,8 +313,9 @@ def _region(document: str, run: list, offsets: list[int], start: int, end: int) 
         elif kind in _KEPT:
             a, b = child.meta["source"]
             text = child.content if kind == "code_inline" else ""
-            around = document[offsets[a] - 1 : offsets[a]], document[offsets[b] : offsets[b] + 1]
-            builder.kept(source(a, b), text, attachment(*around))
+            before = document[offsets[a] - 1 : offsets[a]] if worded and worded[0] < i else ""
+            after = document[offsets[b] : offsets[b] + 1] if worded and i < worded[-1] else ""
+            builder.kept(source(a, b), text, attachment(before, after))
     first, last = offsets[start], offsets[end]
     while first < last and document[first].isspace():
         first += 1

@@ -55,10 +55,11 @@ Attach = Literal["previous", "next", "apart"]
 
 
 def attachment(before: str, after: str) -> Attach:
-    """How markup sits between the characters `before` and `after` it ("" at either end)."""
-    if not before.isspace():
+    """How markup sits between the characters `before` and `after` it: "" where its unit has
+    no text on that side (the markup of the block around it is no word to stick to)."""
+    if before and not before.isspace():
         return "previous"
-    return "apart" if after.isspace() else "next"
+    return "next" if after and not after.isspace() else "apart"
 
 
 @dataclass(frozen=True)
