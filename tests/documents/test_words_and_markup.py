@@ -57,9 +57,13 @@ def test_a_script_inside_kept_markup_is_not_read_by_the_model():
         "<script><!--\nalert(1);\n//--></script><p>Hallo Welt</p>",
         "<style><!-- p { color: red } --></style><p>Hallo Welt</p>",
         '<script type="text/template"><div class="x">y</div></script><p>Hallo</p>',
+        "<textarea><b>fett</textarea><p>Hallo</p>",
+        "<textarea></div></textarea><p>Hallo</p>",
+        "<xmp><b>a</xmp><iframe><p>b</iframe><p>Hallo</p>",
     ],
 )
-def test_a_script_or_style_that_starts_with_markup_is_raw_text(document):
+def test_raw_text_elements_hold_text_not_markup(document):
+    """As browsers read them, whatever Python's html.parser reads by itself."""
     assert translated("html", document) == document
 
 

@@ -75,10 +75,13 @@ INLINE_KEPT = frozenset({"code", "kbd", "samp", "var"})
 # Phrasing elements without text, kept beside the word they touch; a `<br>` inside a sentence
 # is a line break in it, not the end of a unit (units.Kept.line_break).
 INLINE_EMPTY = frozenset({"img", "wbr", "br", "input", "embed"})
+# Elements whose content is text up to their end tag, not markup (HTML's raw text elements,
+# and the textarea, whose escapable raw text is kept as written here): a script may start with
+# `<!--`, a textarea hold `<b>`. Set on the parser, so that no Python release reads them other
+# ways (html.parser reads only script and style so before 3.13's patch releases).
+RAW_TEXT = ("script", "style", "textarea", "xmp", "iframe", "noembed", "noframes")
 # Elements left alone with their whole subtree.
-KEPT = frozenset({"script", "style", "pre", "textarea", "svg", "math"})
-# Elements whose content is raw text, not markup (html.parser's): a script may start with `<`.
-RAW_TEXT = frozenset(HTMLParser.CDATA_CONTENT_ELEMENTS)
+KEPT = frozenset({"pre", "svg", "math", *RAW_TEXT})
 
 # A start tag ends the open element on top of the stack whose end tag was left out when that
 # element's name is in IMPLIED_ENDS[tag]; most blocks end an open <p>.
@@ -172,6 +175,8 @@ class Piece:
 
 
 class _Tokenizer(HTMLParser):
+    CDATA_CONTENT_ELEMENTS = RAW_TEXT
+
     def __init__(self) -> None:
         super().__init__(convert_charrefs=False)  # references as events of their own
         self.found: list[tuple[EventKind, str, bool, int, int]] = []
