@@ -10,7 +10,7 @@ from markdown_it import MarkdownIt
 from transformer_mt.documents.markdown import MarkdownMissing, regions, translate_markdown
 from transformer_mt.documents.translate import translate_document
 
-from .fakes import echo, saying
+from .fakes import echo, same, saying
 from .test_html import is_subsequence, kept_texts, outside
 
 GUIDE = Path(__file__).with_name("guide.md")
@@ -153,3 +153,14 @@ def test_a_thematic_break_first_is_not_front_matter():
 def test_a_paragraph_whose_first_line_is_unicode_whitespace(space):
     """markdown-it trims that line away: the text is found on the line that holds it."""
     assert translate_markdown(f"{space}\nzwei Worte\n", echo) == f"{space}\nZWEI WORTE\n"
+
+
+def test_footnote_references_are_written_as_they_are():
+    document = "Text[^1] hier.\n\n[^1]: Die Fußnote.\n"
+    assert translate_markdown(document, same) == document
+
+
+def test_an_ampersand_that_would_start_a_character_reference_is_escaped():
+    out = translate_markdown("x\n", saying("&lt;b&gt; und &#60; & Co"))
+    assert out == "\\&lt;b\\&gt; und \\&#60; & Co\n"
+    assert MarkdownIt().render(out) == "<p>&amp;lt;b&amp;gt; und &amp;#60; &amp; Co</p>\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.documents.fakes import same
+from tests.documents.fakes import echo, same
 from transformer_mt.documents import html, markdown
 from transformer_mt.documents.units import AlignedText, DocumentError
 
@@ -96,3 +96,9 @@ def test_punctuation_moved_out_of_a_link_does_not_make_it_an_image():
 def test_markup_without_text_at_a_units_edge_keeps_its_space(format, document):
     """The block's own markup around it is no word for it to stick to."""
     assert translated(format, document) == document
+
+
+@pytest.mark.parametrize("comment", ["<!-->", "<!--->"])
+def test_an_empty_comment_closed_early_ends_where_it_starts(comment):
+    document = f"<p>a {comment} c</p><p>b --></p>"
+    assert translated("html", document, echo) == f"<p>A {comment} C</p><p>B --></p>"

@@ -207,6 +207,17 @@ class _Tokenizer(HTMLParser):
     def handle_comment(self, data):
         self._add("comment")
 
+    def parse_comment(self, i: int, report: int = 1) -> int:
+        """`<!-->` and `<!--->` end where they start, as HTML reads them (empty comments closed
+        early); html.parser would read on to the next `-->` and take the text between for a
+        comment, or refuse the second as never ending."""
+        for empty in ("<!-->", "<!--->"):
+            if self.rawdata.startswith(empty, i):
+                if report:
+                    self.handle_comment("")
+                return i + len(empty)
+        return super().parse_comment(i, report)
+
     def handle_decl(self, decl):
         self._add("other")
 

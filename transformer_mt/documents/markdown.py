@@ -64,6 +64,13 @@ _OPENS = {"em_open": "em_close", "strong_open": "strong_close", "s_open": "s_clo
 _KEPT = {"code_inline", "image", "html_inline"}
 # Escaped in every translated word: they could start or end inline syntax.
 _SPECIAL = frozenset("\\`*_[]<|~")
+# Written as it is: a footnote reference (`[^1]`, GitHub's and markdown-it-footnote's syntax,
+# which markdown-it reads as text here and the model copies), whose brackets escaped would
+# read as text where footnotes are rendered.
+_FOOTNOTE = re.compile(r"\[\^[^\]\s\\]+\]")
+# An `&` that would start a character reference (`&lt;`, `&#60;`): escaped, or it would read as
+# the character it names.
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 # At the start of a line: an ordered list marker (`1.`, `2)`); the others are one character.
 _ORDERED = re.compile(r"^(\d{1,9})([.)])")
 _LINE_START = frozenset("#>+-=")
@@ -340,12 +347,25 @@ def _line_start(text: str) -> str:
 
 
 def _escape(word: str) -> str:
-    escaped = "".join("\\" + char if char in _SPECIAL else char for char in word)
+    """`word` written so that it reads as the text it is: Markdown's punctuation escaped where
+    it could start syntax, but for a footnote reference (`_FOOTNOTE`)."""
+    parts, position = [], 0
+    for found in _FOOTNOTE.finditer(word):
+        parts += [_escape_text(word[position : found.start()]), found.group()]
+        position = found.end()
+    escaped = "".join([*parts, _escape_text(word[position:])])
     if word.endswith("!") and all(map(is_punctuation, word)):
         # Punctuation moved out of an element's markup (placement rule 5) is written right
         # before its opening: a `!` there would make a link `[...](...)` an image.
         escaped = escaped[:-1] + "\\!"
     return escaped
+
+
+def _escape_text(text: str) -> str:
+    return "".join(
+        "\\" + char if char in _SPECIAL or (char == "&" and _ENTITY.match(text, i)) else char
+        for i, char in enumerate(text)
+    )
 
 
 def _escape_line_start(word: str) -> str:
