@@ -8,6 +8,7 @@
     alignment.py   AlignedTranslator: a Translator's translations with word alignments from
                    its cross-attention
     html.py        HTML through the standard library's html.parser, spliced into the input
+    html_events.py HTML as a flat list of positioned events (the tokenizer html.py reads)
     markdown.py    Markdown through markdown-it-py (the `documents` extra), spliced likewise
 
 What is translated and kept, and why these parsers: docs/documents.md. This file imports

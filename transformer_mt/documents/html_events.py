@@ -1,0 +1,146 @@
+"""HTML as a flat list of events, each with the characters of the document it is: what
+html.py builds units from and writes back into.
+
+Python's `html.parser` tokenizes (html.py says why), told what its own releases read
+differently: the elements whose content is text up to their end tag (`RAW_TEXT`), and the
+empty comments HTML closes early (`<!-->`). Character references are events of their own, so
+that a translated character is written as the input spelled it. Markup that never ends, and a
+reference to a control character (which the standard library drops), are refused naming the
+line and column.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from typing import Literal
+
+from transformer_mt.documents.units import DocumentError, check_characters
+
+# Elements without content or end tag.
+VOID = frozenset({
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
+    "source", "track", "wbr", "basefont", "bgsound", "frame", "keygen",
+})  # fmt: skip
+# Elements whose content is text up to their end tag, not markup (HTML's raw text elements,
+# and the textarea, whose escapable raw text is kept as written here): a script may start with
+# `<!--`, a textarea hold `<b>`. Set on the parser, so that no Python release reads them other
+# ways (Python 3.11's html.parser reads only script and style so).
+RAW_TEXT = ("script", "style", "textarea", "xmp", "iframe", "noembed", "noframes")
+EventKind = Literal["start", "end", "empty", "text", "reference", "comment", "other"]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One token of `html.parser`, with the characters [start, end) of the document it is."""
+
+    kind: EventKind
+    name: str  # the tag name, lower case; "" for text, references, comments
+    start: int
+    end: int
+    line: int
+    column: int  # from 1
+    translate_no: bool = False  # a start tag with translate="no"
+
+
+class _Tokenizer(HTMLParser):
+    CDATA_CONTENT_ELEMENTS = RAW_TEXT
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=False)  # references as events of their own
+        self.found: list[tuple[EventKind, str, bool, int, int]] = []
+
+    def _add(self, kind: EventKind, name: str = "", translate_no: bool = False) -> None:
+        line, column = self.getpos()
+        self.found.append((kind, name, translate_no, line, column))
+
+    def handle_starttag(self, tag, attrs):
+        no = any(k == "translate" and (v or "").strip().lower() == "no" for k, v in attrs)
+        self._add("empty" if tag in VOID else "start", tag, no)
+
+    def handle_startendtag(self, tag, attrs):
+        self._add("empty", tag)
+
+    def handle_endtag(self, tag):
+        self._add("end", tag)
+
+    def handle_data(self, data):
+        self._add("text")
+
+    def handle_entityref(self, name):
+        self._add("reference")
+
+    def handle_charref(self, name):
+        self._add("reference")
+
+    def handle_comment(self, data):
+        self._add("comment")
+
+    def parse_comment(self, i: int, report: int = 1) -> int:
+        """`<!-->` and `<!--->` end where they start, as HTML reads them (empty comments closed
+        early); html.parser would read on to the next `-->` and take the text between for a
+        comment, or refuse the second as never ending."""
+        for empty in ("<!-->", "<!--->"):
+            if self.rawdata.startswith(empty, i):
+                if report:
+                    self.handle_comment("")
+                return i + len(empty)
+        return super().parse_comment(i, report)
+
+    def handle_decl(self, decl):
+        self._add("other")
+
+    def handle_pi(self, data):
+        self._add("other")
+
+    def unknown_decl(self, data):
+        self._add("other")
+
+
+def tokenize(document: str) -> list[Event]:
+    """`document` as `html.parser`'s events, with where each starts and ends.
+
+    Raises:
+        DocumentError: a `<` that starts markup never ended (`html.parser` passes it on as
+            text), or markup left unread at the end (an unclosed `<script>`); a control
+            character (`check_characters`).
+    """
+    check_characters(document)
+    parser = _Tokenizer()
+    parser.feed(document)
+    parser.close()
+    line_starts = [0]
+    for number, line in enumerate(document.split("\n")[:-1]):
+        line_starts.append(line_starts[number] + len(line) + 1)
+    starts = [line_starts[line - 1] + column for _, _, _, line, column in parser.found]
+    ends = [*starts[1:], len(document) - len(parser.rawdata)][: len(starts)]
+    events = [
+        Event(kind, name, start, end, line, column + 1, no)
+        for (kind, name, no, line, column), start, end in zip(
+            parser.found, starts, ends, strict=True
+        )
+    ]
+    for before, event in zip([None, *events], events, strict=False):
+        if before is not None and before.kind == "start" and before.name in RAW_TEXT:
+            continue  # a script's own text: `<!--` there is JavaScript's
+        after = document[event.start + 1 : event.start + 2]
+        if event.kind == "text" and document[event.start] == "<" and _starts_markup(after):
+            raise DocumentError(
+                event.line, event.column, f"markup {_quote(document, event)} never ends"
+            )
+        raw = document[event.start : event.end]
+        if event.kind == "reference" and raw.startswith("&#") and not html.unescape(raw):
+            # `&#1;`, `&#xFFFE;`: HTML's noncharacters and controls, which unescape drops
+            reason = f"{raw} refers to a control character or a noncharacter, not text: remove it"
+            raise DocumentError(event.line, event.column, reason)
+    return events
+
+
+def _starts_markup(char: str) -> bool:
+    return char.isalpha() or char in ("/", "!", "?")
+
+
+def _quote(document: str, event: Event) -> str:
+    text = document[event.start : event.start + 20].split("\n")[0]
+    return repr(text)
