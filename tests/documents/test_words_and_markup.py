@@ -26,10 +26,28 @@ def translated(format: str, document: str, translate=same) -> str:
         ("html", "<p>Siehe <span translate=no>ACME</span>-Produkte hier</p>"),
         ("markdown", "Der `git`-Befehl hilft.\n"),
         ("markdown", "Siehe <https://x.org>-Seite hier\n"),
+        ("html", "<p>Rufe <code>foo</code><b>bar</b> auf</p>"),
+        ("html", "<p>Rufe <b>bar</b><code>foo</code> auf</p>"),
+        ("html", "<p>Rufe <code>foo</code><sup>2</sup> auf</p>"),
+        ("markdown", "Siehe `code`[Link](u) hier\n"),
+        ("markdown", "Siehe [Link](u)`code` hier\n"),
     ],
 )
 def test_text_in_the_same_word_as_kept_markup_is_kept(format, document):
-    """A kept element replaces its text in the word the model wrote, not the whole word."""
+    """A kept element replaces its text in the word the model wrote, not the whole word, and
+    the markup beside it in that word goes around its own text: none is lost or doubled."""
+    assert translated(format, document) == document
+
+
+@pytest.mark.parametrize(
+    "format, document",
+    [
+        ("html", "<p>x<sup>2</sup> und H<sub>2</sub>O</p>"),
+        ("html", "<p>die <b>Fahrrad</b>s hier</p>"),
+        ("markdown", "Fahr*rad*s und **H**2O\n"),
+    ],
+)
+def test_markup_around_part_of_a_word_stays_around_that_part(format, document):
     assert translated(format, document) == document
 
 

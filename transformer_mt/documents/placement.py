@@ -18,10 +18,13 @@ translation back with each inline element placed:
     4) kept elements (code, `translate="no"`, code spans): the model reads their text, so that
        the sentence stays whole, and the target words aligned to it (the longest run of
        neighbours among them: a stray link to a far word must not delete the words between)
-       are replaced by the element exactly as written; with no aligned free word it is written
+       are replaced by the element exactly as written (only its text, where the words hold it
+       as the model read it: `<code>git</code>-Befehl`); with no aligned free word it is written
        as a word of its own
     5) punctuation that an element's target words start or end with, and its source text does
-       not, is written outside its markup: `*Schnee*;` translated `snow,` is `*snow*,`
+       not, is written outside its markup: `*Schnee*;` translated `snow,` is `*snow*,`; an
+       element around part of one word (`x<sup>2</sup>`) goes around that part where the word's
+       translation holds its text, and the markup after it in the word around its own
     6) markup without text (an image, a comment, a Markdown inline HTML tag) sticks to the
        word it touches in the source: after the target word aligned to the source word before
        it (or around it), or before the one aligned to the word after it when only that one
@@ -62,13 +65,14 @@ class _Node:
     inline: Inline
     parent: int  # the index of its parent, -1 at the top
     previous: int  # the index of the sibling before it, -1 for the first
+    position: int  # its place among its siblings
     children: list[int] = field(default_factory=list)
     sources: range = range(0)  # the source words it holds
     need: int = 0  # target words it takes at least (`_Placement._need`)
     later: int = 0  # what the siblings after it need
     start: int = 0  # placed: target words [start, end); start == end: between two words
     end: int = 0
-    absorbed: bool = False  # a kept element written by the one before it (`_kept_text`)
+    absorbed: bool = False  # written by the kept element before it (`_kept_text`)
 
 
 # What `_Placement.write` writes next: literal text, target words, or an element.
@@ -222,15 +226,20 @@ class _Placement:
         of it; the side effects (whitespace written, punctuation taken off words) happen in
         writing order, the order of a recursive walk."""
         inline = node.inline
+        if node.absorbed:  # its markup is written; any words the fallback gave it are not its
+            return "", self._sequence(node.children, node.start, node.end)
         if node.start < node.end:
             gap = self._gap(node.start)  # before the words inside write theirs
             lead, trail = self._punctuation_outside(inline, node.start, node.end - 1)
             if isinstance(inline, Kept):
                 return gap + lead + self._kept_text(node) + trail, []
+            part = self._part_of_word(node)
+            if part is not None:  # `x<sup>2</sup>`: around its part of the word only
+                before, text, after = part
+                around = self.escape(before) + inline.open + self.escape(text) + inline.close
+                return gap + lead + around + self._and_followers(node, after) + trail, []
             inside = self._sequence(node.children, node.start, node.end)
             return gap + lead + inline.open, [*inside, inline.close + trail]
-        if node.absorbed:
-            return "", []
         if isinstance(inline, Span):
             inside = self._sequence(node.children, node.start, node.start)
             return (inline.open, [*inside, inline.close]) if inline.may_be_empty else ("", inside)
@@ -244,40 +253,77 @@ class _Placement:
             self.written.add(node.start)  # it stands for the whitespace after it
         return inline.source, []
 
+    def _part_of_word(self, node: _Node) -> tuple[str, str, str] | None:
+        """(before, its text, after) in its one target word, for an element without children
+        that holds part of one source word (`x<sup>2</sup>`, `H<sub>2</sub>O`) when that word's
+        translation holds the element's text as the model read it; else None (the element
+        goes around whole words)."""
+        if node.children or node.end != node.start + 1 or len(node.sources) != 1:
+            return None
+        first, last = self.unit.words[node.sources[0]]
+        raw = self.unit.text[node.inline.start : node.inline.end]
+        text = raw.strip()
+        start = node.inline.start + len(raw) - len(raw.lstrip())
+        if not text or (start <= first and last <= start + len(text)):
+            return None  # it holds the whole word
+        word = self.words[node.start]
+        at = word.find(text)
+        if at < 0 or len(text) == len(word):
+            return None
+        return word[:at], text, word[at + len(text) :]
+
     def _kept_text(self, node: _Node) -> str:
         """What a kept element writes in place of its target words: itself as written; where
         the words hold its text as the model read it (`git` in `git-Befehl`), in place of that
-        text only, the rest kept; and so for each kept sibling after it, placed around no word
-        of its own, whose source words are its (`<kbd>Strg</kbd>+<kbd>C</kbd>`): those then
-        write nothing (`absorbed`). Without this a word that holds a kept element and other
-        text lost the other text."""
+        text only, the rest kept (`_and_followers`). Without this a word that holds a kept
+        element and other text lost the other text."""
         words = [self.words[node.start]]
         for i in range(node.start + 1, node.end):
             words.append(self.gaps[i] + self.words[i])
             self.written.add(i)
-        rest, parts = "".join(words), []
-        following = [node, *self._kept_after(node)]
-        for kept in following:
-            seen = self.unit.text[kept.inline.start : kept.inline.end]
+        text = "".join(words)
+        seen = self.unit.text[node.inline.start : node.inline.end].strip()
+        at = text.find(seen) if seen else -1
+        if at < 0:
+            return node.inline.source
+        rest = text[at + len(seen) :]
+        return self.escape(text[:at]) + node.inline.source + self._and_followers(node, rest)
+
+    def _and_followers(self, node: _Node, rest: str) -> str:
+        """`rest`, what follows `node` in its target word, with the siblings right after it
+        whose source words are all its (`_followers`) written around their text where `rest`
+        holds it (`<kbd>Strg</kbd>+<kbd>C</kbd>`, `<b>f</b><code>x</code>`): kept ones as
+        written, the others around their text. Those are `absorbed`: placed around no word,
+        or around one the fallback gave them, they would write their text a second time."""
+        parts = []
+        for other in self._followers(node):
+            inline = other.inline
+            seen = self.unit.text[inline.start : inline.end].strip()
             at = rest.find(seen) if seen else -1
             if at < 0:
                 break
-            parts += [self.escape(rest[:at]), kept.inline.source]
+            if isinstance(inline, Kept):
+                written = inline.source
+            else:
+                written = inline.open + self.escape(seen) + inline.close
+            parts += [self.escape(rest[:at]), written]
             rest = rest[at + len(seen) :]
-            kept.absorbed = kept is not node
-        if not parts:
-            return node.inline.source
+            other.absorbed = True
         return "".join(parts) + (self.escape(rest) if rest else "")
 
-    def _kept_after(self, node: _Node) -> list[_Node]:
-        """The kept siblings right after `node` (none of another kind between) that were
-        placed around no word and whose source words are all `node`'s."""
+    def _followers(self, node: _Node) -> list[_Node]:
+        """The siblings right after `node` whose source words are all its: kept ones placed
+        around no word, and elements without children."""
         siblings = self.nodes[node.parent].children if node.parent >= 0 else self.top
         found = []
-        for index in siblings[siblings.index(self.nodes.index(node)) + 1 :]:
-            other = self.nodes[index]
+        for position in range(node.position + 1, len(siblings)):
+            other = self.nodes[siblings[position]]
             inside = other.sources and set(other.sources) <= set(node.sources)
-            if not (isinstance(other.inline, Kept) and other.start == other.end and inside):
+            if isinstance(other.inline, Kept):
+                inside = inside and other.start == other.end
+            elif other.children:
+                inside = False
+            if not inside:
                 break
             found.append(other)
         return found
@@ -337,7 +383,7 @@ def _flatten(inlines: Sequence[Inline]) -> tuple[list[_Node], list[int]]:
     while todo:
         inline, parent = todo.pop()
         siblings = nodes[parent].children if parent >= 0 else top
-        nodes.append(_Node(inline, parent, siblings[-1] if siblings else -1))
+        nodes.append(_Node(inline, parent, siblings[-1] if siblings else -1, len(siblings)))
         siblings.append(len(nodes) - 1)
         if isinstance(inline, Span):
             todo += [(child, len(nodes) - 1) for child in inline.children[::-1]]
