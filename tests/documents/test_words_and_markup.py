@@ -120,3 +120,8 @@ def test_markup_without_text_at_a_units_edge_keeps_its_space(format, document):
 def test_an_empty_comment_closed_early_ends_where_it_starts(comment):
     document = f"<p>a {comment} c</p><p>b --></p>"
     assert translated("html", document, echo) == f"<p>A {comment} C</p><p>B --></p>"
+
+
+def test_an_end_tag_br_is_a_line_break_as_browsers_read_it():
+    document = "<p>eins zwei</br>drei vier</p>"
+    assert translated("html", document, echo) == "<p>EINS ZWEI</br>DREI VIER</p>"

@@ -63,7 +63,9 @@ class _Tokenizer(HTMLParser):
         self._add("empty", tag)
 
     def handle_endtag(self, tag):
-        self._add("end", tag)
+        # `</br>` is a line break to HTML (a parse error browsers read as `<br>`), not the end
+        # of an element never opened.
+        self._add("empty" if tag == "br" else "end", tag)
 
     def handle_data(self, data):
         self._add("text")
