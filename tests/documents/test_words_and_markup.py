@@ -3,6 +3,8 @@ translated as they are (`fakes.same`), they come back as written."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.documents.fakes import echo, same
@@ -125,3 +127,11 @@ def test_an_empty_comment_closed_early_ends_where_it_starts(comment):
 def test_an_end_tag_br_is_a_line_break_as_browsers_read_it():
     document = "<p>eins zwei</br>drei vier</p>"
     assert translated("html", document, echo) == "<p>EINS ZWEI</br>DREI VIER</p>"
+
+
+def test_an_image_in_a_link_keeps_the_space_before_the_text_after_the_link():
+    """Looking through the link's tags, the image stands apart from `Text`: the space stays
+    between them (inside the link, where the image is written as a word of its own)."""
+    out = translated("html", '<p><a href=x><img src=y alt="Logo"></a> Text hier</p>')
+    assert re.sub(r"<[^>]*>", "", out) == " Text hier"
+    assert '<img src=y alt="Logo">' in out and out.count("</a>") == 1

@@ -331,8 +331,8 @@ def _region(document: str, run: list[Piece]) -> list[Region]:
         elif piece.kind == "close":
             builder.close(raw)
         else:
-            before = document[piece.start - 1 : piece.start] if worded and worded[0] < i else ""
-            after = document[piece.end : piece.end + 1] if worded and i < worded[-1] else ""
+            before = _beside(document, run, i, -1) if worded and worded[0] < i else ""
+            after = _beside(document, run, i, 1) if worded and i < worded[-1] else ""
             builder.kept(raw, piece.text, attachment(before, after), piece.kind == "break")
     start, end = run[0].start, run[-1].end
     while start < end and document[start].isspace():
@@ -340,6 +340,19 @@ def _region(document: str, run: list[Piece]) -> list[Region]:
     while end > start and document[end - 1].isspace():
         end -= 1
     return [Region(start, end, builder.build())]
+
+
+def _beside(document: str, run: list[Piece], i: int, step: int) -> str:
+    """The character beside piece i of `run` on the side `step` points to, looking through the
+    tags of inline elements: in `<a><img></a> Text` the image stands apart from `Text`, in
+    `<b>Wort</b><img>` it touches `Wort`."""
+    j = i + step
+    while 0 <= j < len(run) and run[j].kind in ("open", "close"):
+        j += step
+    if 0 <= j < len(run) and run[j].kind == "text":
+        edge = run[j].start if step > 0 else run[j].end - 1
+        return document[edge]
+    return document[run[i].start - 1] if step < 0 else document[run[i].end : run[i].end + 1]
 
 
 def _spellings(document: str, events: list[Event]) -> dict[str, str]:
