@@ -195,6 +195,8 @@ def test_html_from_auto_identifies_the_text_not_the_markup(client, engine):
         (b'["a"]', "application/json", "Invalid JSON format"),
         (b"q=%FF&source=de&target=en", "application/x-www-form-urlencoded", "not UTF-8"),
         (b"--b\r\n\r\n--b--", "multipart/form-data; boundary=b", "multipart"),
+        (b'{"q": "a"}', "", "the body is JSON but its Content-Type is not given"),
+        (b' {"q": "a"}', "text/plain", "its Content-Type is text/plain; send it as application"),
         (b'{"q": ' + b"9" * 5000 + b"}", "application/json", "more than 4300 digits"),
         (b'{"q": "a", "q": "b"}', "application/json", 'the key "q" is given twice'),
         # our glossary as JSON text in a form: parsed by the same rules, named

@@ -123,6 +123,13 @@ def _body_fields(body: bytes, content_type: str) -> dict[str, object]:
             "Invalid request: multipart bodies are not supported; send JSON or "
             "application/x-www-form-urlencoded",
         )
+    if body.lstrip()[:1] == b"{":  # read as a form, it would be one field named by the JSON
+        raise LibreError(
+            400,
+            "body",
+            f"Invalid request: the body is JSON but its Content-Type is {media or 'not given'}; "
+            "send it as application/json",
+        )
     return _form_fields(body, "the form")
 
 
