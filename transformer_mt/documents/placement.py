@@ -282,7 +282,7 @@ class _Placement:
             words.append(self.gaps[i] + self.words[i])
             self.written.add(i)
         text = "".join(words)
-        seen = self.unit.text[node.inline.start : node.inline.end].strip()
+        seen = self._read(node.inline)
         at = text.find(seen) if seen else -1
         if at < 0:
             return node.inline.source
@@ -298,7 +298,7 @@ class _Placement:
         parts = []
         for other in self._followers(node):
             inline = other.inline
-            seen = self.unit.text[inline.start : inline.end].strip()
+            seen = self._read(inline)
             at = rest.find(seen) if seen else -1
             if at < 0:
                 break
@@ -318,21 +318,24 @@ class _Placement:
         found = []
         for position in range(node.position + 1, len(siblings)):
             other = self.nodes[siblings[position]]
-            inside = other.sources and set(other.sources) <= set(node.sources)
-            if isinstance(other.inline, Kept):
-                inside = inside and other.start == other.end
-            elif other.children:
-                inside = False
-            if not inside:
-                break
+            words = other.sources
+            if not words or words.start < node.sources.start or words.stop > node.sources.stop:
+                break  # it holds a word that is not `node`'s
+            kept = isinstance(other.inline, Kept)
+            if (kept and other.start != other.end) or (not kept and other.children):
+                break  # kept and placed around words of its own, or a span with children
             found.append(other)
         return found
+
+    def _read(self, inline: Inline) -> str:
+        """An element's text as the model read it, without the whitespace around it."""
+        return self.unit.text[inline.start : inline.end].strip()
 
     def _punctuation_outside(self, inline: Inline, first: int, last: int) -> tuple[str, str]:
         """Punctuation that an element's target words start or end with and its source text
         does not, taken off those words to be written outside its markup: `*snow*,` for
         `*Schnee*;` translated `snow,` (never a whole word)."""
-        text = self.unit.text[inline.start : inline.end].strip()
+        text = self._read(inline)
         lead = trail = ""
         word = self.words[last]
         if text and not is_punctuation(text[-1]) and not all(map(is_punctuation, word)):

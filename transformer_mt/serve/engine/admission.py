@@ -86,8 +86,10 @@ class Admission:
         for i, queued in enumerate(self.queue):
             turn = turns[id(queued.job)]
             turns[id(queued.job)] += 1
-            last_in_turn.extend([-1] * (turn + 1 - len(last_in_turn)))
-            last_in_turn[turn] = i
+            if turn == len(last_in_turn):  # a request's turns come one after another
+                last_in_turn.append(i)
+            else:
+                last_in_turn[turn] = i
         after = list(itertools.accumulate(last_in_turn, max))  # of turns 0..k: nondecreasing
         merged, k = [], 0
         for i, queued in enumerate(self.queue):
