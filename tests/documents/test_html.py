@@ -159,8 +159,8 @@ def test_a_void_inline_element_inside_a_sentence_keeps_the_sentence_one_unit(tag
     expected = f"<p>EIN HUND{tag.rstrip()}LÄUFT SCHNELL</p>"
     if tag.startswith(" "):
         expected = f"<p>EIN HUND{tag}LÄUFT SCHNELL</p>"
-    if tag == "<wbr>":  # inside a word: after its translation, the word kept
-        expected = "<p>EIN HUNDLÄUFT<wbr> SCHNELL</p>"
+    if tag == "<wbr>":  # inside a word whose translation lacks "hund": before it
+        expected = "<p>EIN <wbr>HUNDLÄUFT SCHNELL</p>"
     assert translate_html(source, echo) == expected
 
 

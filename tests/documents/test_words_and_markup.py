@@ -33,6 +33,9 @@ def translated(format: str, document: str, translate=same) -> str:
         ("html", "<p>Rufe <code>foo</code><sup>2</sup> auf</p>"),
         ("markdown", "Siehe `code`[Link](u) hier\n"),
         ("markdown", "Siehe [Link](u)`code` hier\n"),
+        ("markdown", "Wort![Bild](a.png)`code` hier\n"),
+        ("html", "<p>Wort<img src=x><code>code</code> hier</p>"),
+        ("html", "<p>ein hund<wbr>läuft, a<wbr>b<!-- c -->c d</p>"),
     ],
 )
 def test_text_in_the_same_word_as_kept_markup_is_kept(format, document):
@@ -57,6 +60,15 @@ def test_a_kept_text_the_model_changed_still_replaces_its_words():
     upper = [AlignedText("DER GIT-BEFEHL HILFT.", ((0, 0), (1, 1), (2, 2)))]
     out = translated("html", "<p>Der <code>git</code>-Befehl hilft.</p>", lambda texts: upper)
     assert out == "<p>DER <code>git</code> HILFT.</p>"  # the element as written, once
+
+
+def test_markup_without_text_in_a_changed_word_goes_before_it():
+    """Where the translation of the word no longer starts with the text before the image, the
+    image goes before the word: after it, the kept element after it lost its word and wrote
+    its text a second time."""
+    upper = [AlignedText("WORTCODE HIER", ((0, 0), (1, 1)))]
+    out = translated("markdown", "Wort![Bild](a.png)`code` hier\n", lambda texts: upper)
+    assert out == "![Bild](a.png)`code` HIER\n"
 
 
 def test_a_script_inside_kept_markup_is_not_read_by_the_model():

@@ -28,7 +28,9 @@ translation back with each inline element placed:
     6) markup without text (an image, a comment, a Markdown inline HTML tag) sticks to the
        word it touches in the source: after the target word aligned to the source word before
        it (or around it), or before the one aligned to the word after it when only that one
-       touches it (`<span>` in `see <span>this`); with whitespace on both sides it stays apart.
+       touches it (`<span>` in `see <span>this`); with whitespace on both sides it stays apart;
+       inside a word (`hund<wbr>läuft`), after the same text in the word's translation, or
+       before the translation where it lacks that text
        A line break (`<br>`, a Markdown hard break; whitespace to the model, so a sentence
        broken across lines is one unit) stays first or last in its parent if it was so in the
        source, else between two of its parent's target words
@@ -73,6 +75,7 @@ class _Node:
     start: int = 0  # placed: target words [start, end); start == end: between two words
     end: int = 0
     absorbed: bool = False  # written by the kept element before it (`_kept_text`)
+    within: str | None = None  # markup without text inside a word: the word's text before it
 
 
 # What `_Placement.write` writes next: literal text, target words, or an element.
@@ -90,6 +93,7 @@ class _Placement:
             translation.text[ends[i] : m.start()] if i else "" for i, m in enumerate(matches)
         ]
         self.written: set[int] = set()  # target words whose whitespace is written
+        self.fronts: dict[int, str] = {}  # target word: its front written before markup in it
         self.targets: dict[int, set[int]] = {}
         for source, target in translation.pairs:
             self.targets.setdefault(source, set()).add(target)
@@ -167,12 +171,34 @@ class _Placement:
         if hits:
             start = min(hits)
             return start, max(max(hits) + 1, min(limit, start + node.need))
+        if isinstance(inline, Kept) and inline.start == inline.end and not inline.line_break:
+            inside = self._within_word(node, cursor, limit)
+            if inside is not None:
+                return inside, inside
         # The fallback: where the words around it went; a span takes the free words there.
         after = isinstance(inline, Kept) and inline.attach == "next" and not node.sources
         anchor = self._anchor(inline.start, after)
         width = min(node.need, limit - cursor)
         start = min(max(anchor, cursor), limit - width)
         return start, start + width
+
+    def _within_word(self, node: _Node, cursor: int, limit: int) -> int | None:
+        """Where markup without text inside a source word goes (`Wort<img><code>code</code>`,
+        `hund<wbr>läuft`): to the first target word aligned to that word, written after the
+        word's source text before it where the target word starts with that text (`_enter`),
+        else before the word. After the word, as `_anchor` would put it, it took the word from
+        a kept element after it in the same word, which then wrote its text a second time."""
+        position = node.inline.start
+        index = bisect.bisect_right(self.unit.words, position, key=lambda w: w[0]) - 1
+        if index < 0 or not self.targets.get(index):
+            return None
+        first, last = self.unit.words[index]
+        target = min(self.targets[index])
+        if not first < position < last or not cursor <= target <= limit:
+            return None
+        before = self.unit.text[first:position]
+        node.within = before if self.words[target].startswith(before) else ""
+        return target
 
     def _between(self, node: _Node, cursor: int, limit: int, lo: int, hi: int) -> int:
         """Where a line break goes: first or last in its parent if it was in the source, else
@@ -247,6 +273,9 @@ class _Placement:
             if node.start > 0:
                 return " " + inline.source, []
             return inline.source + (" " if self.words else ""), []
+        if node.within is not None:
+            front = self._front(node.start, node.within)
+            return self._gap(node.start) + front + inline.source, []
         if inline.attach == "next":
             return self._gap(node.start) + inline.source, []
         if inline.line_break:
@@ -326,6 +355,18 @@ class _Placement:
                 break  # kept and placed around words of its own, or a span with children
             found.append(other)
         return found
+
+    def _front(self, target: int, text: str) -> str:
+        """The part of `text`, the front of target word `target`, that markup inside the word
+        before this one has not written; taken off the word. "" where the word no longer starts
+        with it (punctuation written outside an element took part of it)."""
+        done = self.fronts.get(target, "")
+        piece = text[len(done) :]
+        if not text.startswith(done) or not self.words[target].startswith(piece):
+            return ""
+        self.words[target] = self.words[target][len(piece) :]
+        self.fronts[target] = text
+        return self.escape(piece)
 
     def _read(self, inline: Inline) -> str:
         """An element's text as the model read it, without the whitespace around it."""
