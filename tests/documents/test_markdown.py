@@ -121,6 +121,15 @@ def test_a_hard_line_break_keeps_the_sentence_one_unit(source):
     assert constructs(out) == constructs(source)
 
 
+@pytest.mark.parametrize("br", ["<br>", "<br />", "<BR/>", "</br>", " <br> ", "<br>\n"])
+def test_an_inline_html_line_break_is_whitespace_to_the_model(br):
+    """As in HTML documents: `hund<br>läuft` is two words, and the break stays between them
+    (a newline after it is the model's whitespace, written as a space or not at all)."""
+    source = f"ein hund{br}läuft schnell\n"
+    assert [r.unit.text for r in regions(source)] == ["ein hund läuft schnell"]
+    assert translate_markdown(source, echo) == f"EIN HUND{br.rstrip(chr(10))}LÄUFT SCHNELL\n"
+
+
 @pytest.mark.parametrize("word", ["-", "+", "#", ">", "=", "1.", "2)"])
 def test_a_word_after_a_hard_line_break_never_starts_a_block(word):
     source = "ein hund  \nläuft schnell\n"

@@ -62,6 +62,8 @@ INSTALL = "pip install 'transformer_mt[documents]'"
 
 _OPENS = {"em_open": "em_close", "strong_open": "strong_close", "s_open": "s_close"}
 _KEPT = {"code_inline", "image", "html_inline"}
+# An inline HTML line break (`<br>`, `<BR />`, `</br>`): a line break, as in HTML documents.
+_BR = re.compile(r"</?br\s*/?>", re.IGNORECASE)
 # Escaped in every translated word: they could start or end inline syntax.
 _SPECIAL = frozenset("\\`*_[]<|~")
 # Written as it is: a footnote reference (`[^1]`, GitHub's and markdown-it-footnote's syntax,
@@ -322,7 +324,8 @@ def _region(document: str, run: list, offsets: list[int], start: int, end: int) 
             text = child.content if kind == "code_inline" else ""
             before = document[offsets[a] - 1 : offsets[a]] if worded and worded[0] < i else ""
             after = document[offsets[b] : offsets[b] + 1] if worded and i < worded[-1] else ""
-            builder.kept(source(a, b), text, attachment(before, after))
+            line_break = kind == "html_inline" and _BR.fullmatch(child.content) is not None
+            builder.kept(source(a, b), text, attachment(before, after), line_break)
     first, last = offsets[start], offsets[end]
     while first < last and document[first].isspace():
         first += 1
@@ -334,7 +337,7 @@ def _region(document: str, run: list, offsets: list[int], start: int, end: int) 
 def _write(unit: Unit, translation: AlignedText) -> str:
     """A translated unit, escaped where its first word would start a block at a line start;
     with hard line breaks, where any word would (the one after a break starts a line)."""
-    breaks = any(kept.line_break for kept in unit.kept)
+    breaks = any(kept.line_break and "\n" in kept.source for kept in unit.kept)  # not `<br>`
     return _line_start(render(unit, translation, _escape_line_start if breaks else _escape))
 
 
