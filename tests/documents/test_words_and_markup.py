@@ -130,6 +130,22 @@ def test_markup_without_text_at_a_units_edge_keeps_its_space(format, document):
     assert translated(format, document) == document
 
 
+@pytest.mark.parametrize(
+    "document",
+    [
+        '<p><i class="fa fa-check"></i> Erledigt</p>',
+        '<p>Klicke <i class="icon"></i> hier, <span class="x"></span>dort</p>',
+        "<p>A <b></b> B <b><i></i></b></p>",
+        '<p><a href=x><img src=y alt="Logo"></a> Text hier</p>',
+        '<p><a id="top"></a>Titel und <a href=x><b>Text</b><img src=y></a> hier</p>',
+    ],
+)
+def test_an_element_without_text_keeps_the_whitespace_around_it(document):
+    """An icon font's `<i></i>` or a linked image is markup without text, as an image is: it
+    touches the word it touched in the source, and no other."""
+    assert translated("html", document) == document
+
+
 @pytest.mark.parametrize("comment", ["<!-->", "<!--->"])
 def test_an_empty_comment_closed_early_ends_where_it_starts(comment):
     document = f"<p>a {comment} c</p><p>b --></p>"

@@ -317,9 +317,36 @@ def _split_unmatched(run: list[Piece]) -> list[list[Piece]]:
     return [*parts, part]
 
 
+def _without_text_kept(run: list[Piece]) -> list[Piece]:
+    """`run` with each outermost inline element that holds no text and no line break (an icon,
+    `<i class="fa fa-check"></i>`; a linked image, `<a href=x><img></a>`) made one piece of
+    kept markup: markup without text, which keeps the whitespace around it (as a span it lost
+    it: `<i></i> Erledigt` came back `<i></i>Erledigt`, the icon touching the word)."""
+    opened: list[tuple[int, bool]] = []  # an open element's piece, and whether it holds text
+    textless: dict[int, int] = {}  # the piece that opens an element without text: its close
+    for i, piece in enumerate(run):
+        if piece.kind == "open":
+            opened.append((i, False))
+        elif piece.kind == "close":
+            start, worded = opened.pop()
+            if not worded:
+                textless[start] = i
+            elif opened:
+                opened[-1] = (opened[-1][0], True)
+        elif piece.kind in ("text", "break") and opened:
+            opened[-1] = (opened[-1][0], True)
+    merged, i = [], 0
+    while i < len(run):
+        close = textless.get(i)
+        merged.append(run[i] if close is None else Piece("kept", run[i].start, run[close].end))
+        i = i + 1 if close is None else close + 1
+    return merged
+
+
 def _region(document: str, run: list[Piece]) -> list[Region]:
     if not run:
         return []
+    run = _without_text_kept(run)
     builder = UnitBuilder()
     worded = [i for i, piece in enumerate(run) if piece.kind == "text" and piece.text.strip()]
     for i, piece in enumerate(run):
@@ -344,8 +371,8 @@ def _region(document: str, run: list[Piece]) -> list[Region]:
 
 def _beside(document: str, run: list[Piece], i: int, step: int) -> str:
     """The character beside piece i of `run` on the side `step` points to, looking through the
-    tags of inline elements: in `<a><img></a> Text` the image stands apart from `Text`, in
-    `<b>Wort</b><img>` it touches `Wort`."""
+    tags of inline elements: in `<b>Wort</b><img>` the image touches `Wort`, in
+    `<b>Wort</b> <img>` it stands apart."""
     j = i + step
     while 0 <= j < len(run) and run[j].kind in ("open", "close"):
         j += step
