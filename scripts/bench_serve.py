@@ -173,9 +173,10 @@ def serve_main(args: argparse.Namespace) -> None:
     if args.serve == "offline":
         print(json.dumps(_measure_offline(args)))
         return
-    from transformer_mt.serve.server import serve
+    from transformer_mt.serve.server import listen, serve
 
-    serve(_engine(args), "127.0.0.1", args.port, log_level="warning")
+    sock = listen("127.0.0.1", args.port)
+    serve(_engine(args), sock, "127.0.0.1", log_level="warning")
 
 
 def _engine(args: argparse.Namespace):

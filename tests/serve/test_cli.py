@@ -42,12 +42,14 @@ class StandInEngine:
 
 @pytest.fixture
 def served(monkeypatch):
-    """The (engine, host, port) `serve` was called with, engine.py and server.py stood in for
-    (the server module imports uvicorn, which this test must not need)."""
+    """The (engine, socket, host) `serve` was called with, engine.py and server.py stood in
+    for (the server module imports uvicorn, which this test must not need); the stand-in
+    socket is the (host, port) it was bound to."""
     calls = []
     engine_module = types.SimpleNamespace(Engine=StandInEngine, ServeLimits=StandInLimits)
     server_module = types.SimpleNamespace(
-        serve=lambda *args, **kwargs: calls.append((args, kwargs))
+        listen=lambda host, port: (host, port),
+        serve=lambda *args, **kwargs: calls.append((args, kwargs)),
     )
     monkeypatch.setitem(sys.modules, "transformer_mt.serve.engine", engine_module)
     monkeypatch.setitem(sys.modules, "transformer_mt.serve.server", server_module)
@@ -65,8 +67,9 @@ def test_serve_passes_the_flags_to_the_engine_and_the_server(served):
     assert shortlist is None
 
     assert limits == StandInLimits(max_queue=32, kv_blocks=512, block_size=8)
-    (((engine, host, port), kwargs),) = served
-    assert isinstance(engine, StandInEngine) and (host, port) == ("127.0.0.1", 9000)
+    (((engine, sock, host), kwargs),) = served
+    assert isinstance(engine, StandInEngine) and sock == ("127.0.0.1", 9000)
+    assert host == "127.0.0.1"
     assert kwargs == {"settings": HttpSettings()}
     StandInEngine.built.clear()
     assert cli.main([*argv, "--src-lang", "deu_Latn", "--tgt-lang", "fra_Latn"]) == 0
@@ -93,7 +96,7 @@ def test_serve_says_what_it_loads_before_it_loads_it(served, capsys, monkeypatch
 def test_serve_leaves_unset_limits_to_the_engine(served):
     assert cli.main(["serve", "--checkpoint", "best.pt", "--host", "0.0.0.0"]) == 0
     assert StandInEngine.built[0][3] == StandInLimits()
-    assert served[0][0][1:] == ("0.0.0.0", 8000)
+    assert served[0][0][1:] == (("0.0.0.0", 8000), "0.0.0.0")
 
 
 def test_serve_passes_who_may_connect_to_the_server(served):
@@ -161,10 +164,11 @@ def test_a_host_that_cannot_be_listened_on_is_blamed_not_the_port(host):
     assert "port" not in message and "8000" not in message
 
 
-def test_tmt_serve_with_a_port_out_of_range_says_so_in_one_line(checkpoint, monkeypatch, capsys):
+def test_tmt_serve_with_a_port_out_of_range_says_so_before_loading(tmp_path, capsys):
+    """The address is bound before the model is loaded: a bad one stops at once (here the
+    checkpoint does not even exist)."""
     pytest.importorskip("uvicorn")
-    monkeypatch.setattr(serve_command, "set_cpu_threads", lambda: None)
-    assert cli.main(["serve", "--checkpoint", str(checkpoint), "--port", "99999"]) == 2
+    missing = tmp_path / "missing.pt"
+    assert cli.main(["serve", "--checkpoint", str(missing), "--port", "99999"]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert err[-1] == "error: --port 99999: must be a port number from 0 to 65535"
-    assert not any("Traceback" in line for line in err)
+    assert err == ["error: --port 99999: must be a port number from 0 to 65535"]

@@ -264,8 +264,8 @@ def _answers(url: str) -> bool:
 SERVE = """
 import sys
 from tests.serve.fakes import FakeEngine
-from transformer_mt.serve.server import serve
-serve(FakeEngine(), port=int(sys.argv[1]))
+from transformer_mt.serve.server import listen, serve
+serve(FakeEngine(), listen("127.0.0.1", int(sys.argv[1])), "127.0.0.1")
 """
 
 

@@ -49,6 +49,14 @@ def test_a_host_the_server_does_not_listen_on_is_refused(engine, host):
     assert client_for(engine, host=host).get("/metrics").status_code == 400
 
 
+def test_the_guards_refusal_is_written_as_the_routes_write_theirs(engine):
+    """One body, whoever refuses: compact JSON."""
+    guarded = client_for(engine, host="evil.example").get("/health")
+    routed = client_for(engine).post("/v1/translate", json={"text": "a", "beam_sise": 2})
+    assert guarded.content.startswith(b'{"error":{"status":400,"field":"Host","message":')
+    assert routed.content.startswith(b'{"error":{"status":400,"field":"beam_sise",')
+
+
 @pytest.mark.parametrize("host", ["127.0.0.1:8000", "127.0.0.1", "localhost:8000", "LOCALHOST"])
 def test_the_listening_address_and_localhost_are_answered(engine, host):
     assert translated(client_for(engine, host=host).post("/v1/translate", json=GOOD))

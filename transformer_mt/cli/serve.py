@@ -83,6 +83,10 @@ def _run_serve(args: argparse.Namespace) -> int:
     if missing_dependencies():
         raise TmtError("tmt serve needs the serve extra: pip install 'transformer_mt[serve]'")
     http = HttpSettings(**given_fields(args, HTTP_LIMITS))
+    from transformer_mt.serve.server import listen, serve
+
+    # Bound first: an address or port it cannot have stops before the model's seconds.
+    sock = listen(args.host, args.port)
     # Importing torch and loading the model take seconds (16 s for a large model on a cold
     # disk): say so before, so that the wait is not silence.
     print(
@@ -93,7 +97,6 @@ def _run_serve(args: argparse.Namespace) -> int:
     from transformer_mt.inference.translator import LineSettings
     from transformer_mt.machine import keep_freed_memory
     from transformer_mt.serve.engine import Engine, ServeLimits
-    from transformer_mt.serve.server import serve
 
     keep_freed_memory()
     if args.device == "cpu":
@@ -107,5 +110,5 @@ def _run_serve(args: argparse.Namespace) -> int:
         shortlist=args.shortlist,
     )
     print(engine.describe(), file=sys.stderr)
-    serve(engine, args.host, args.port, settings=http)
+    serve(engine, sock, args.host, settings=http)
     return 0

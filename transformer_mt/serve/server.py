@@ -92,19 +92,19 @@ class DrainingServer(EngineServer):
 
 def serve(
     engine: Engine,
-    host: str = "127.0.0.1",
-    port: int = 8000,
+    sock: socket.socket,
+    host: str,
     log_level: str = "info",
     settings: HttpSettings | None = None,
 ) -> None:
-    """Serve `engine` over HTTP until SIGINT or SIGTERM, then drain and return.
+    """Serve `engine` over HTTP on `sock` (`listen(host, port)`, bound before the model was
+    loaded, so that an address it cannot have stops at once) until SIGINT or SIGTERM, then
+    drain and return.
 
     Logs (one line per request, uvicorn's own lines) go to stderr at `log_level`.
     `settings` None: the defaults of `HttpSettings`.
 
     Raises:
-        SettingError: `host` or `port` cannot be listened on (not an address of this
-            machine; a port in use, not allowed, or out of range).
         EngineStopped: the engine's decoding thread died; the server stopped with it.
     """
     logging.basicConfig(
@@ -113,7 +113,6 @@ def serve(
         stream=sys.stderr,
     )
     settings = settings if settings is not None else HttpSettings()
-    sock = listen(host, port)
     app = create_app(engine, settings, host)
     if hasattr(signal, "SIGHUP"):  # the keys file is read again (http/quotas.py); not on Windows
         signal.signal(signal.SIGHUP, lambda sig, frame: app.state.quotas.reload_keys())

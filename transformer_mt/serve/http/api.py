@@ -92,6 +92,11 @@ class ApiError(Exception):
         """The JSON error body: {"error": {"status", "field", "message"}}."""
         return {"error": {"status": self.status, "field": self.field, "message": self.message}}
 
+    def encoded(self) -> bytes:
+        """`body()` as the routes' `JSONResponse` writes it (compact, UTF-8), for the answers
+        written outside them (the host and origin guard, the connection limits)."""
+        return json.dumps(self.body(), ensure_ascii=False, separators=(",", ":")).encode()
+
 
 @dataclass(frozen=True)
 class TranslateRequest:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import http
-import json
 import time
 from typing import Any
 
@@ -160,7 +159,7 @@ class GuardedH11Protocol(H11Protocol):
     def _close_with(self, status: int, message: str) -> None:
         """Answer `status` with the API's error body outside h11 (which has no request to
         answer, or has given up on it), then close after `LINGER_SECONDS`."""
-        body = json.dumps(ApiError(status, None, message).body()).encode()
+        body = ApiError(status, None, message).encoded()
         head = [
             f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}",
             "content-type: application/json",

@@ -21,7 +21,6 @@ the any-address rule of a wildcard listener; this module answers in the API's er
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
 import socket
 from dataclasses import dataclass
@@ -170,7 +169,7 @@ def _resolve(host: str) -> set:
 
 
 async def _send_error(send, err: ApiError) -> None:
-    body = json.dumps(err.body()).encode()
+    body = err.encoded()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": err.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
