@@ -8,14 +8,13 @@ python scripts/get_data.py wmt14_standin [--pairs N] [--from DIR]   # offline, f
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
 
-from transformer_mt.cli.common import run_command  # noqa: E402
+from transformer_mt.cli.common import Parser, run_command  # noqa: E402
 from transformer_mt.data.fetch import CORPORA, fetch_corpus  # noqa: E402
 from transformer_mt.data.hub_export import HUB_CORPORA  # noqa: E402
 from transformer_mt.data.standin import (  # noqa: E402
@@ -27,7 +26,7 @@ from transformer_mt.data.standin import (  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("corpus", choices=sorted([*CORPORA, *HUB_CORPORA, STANDIN]))
     parser.add_argument("--out", help="output folder (default: data/<corpus>)")
     parser.add_argument(

@@ -35,6 +35,7 @@ import torch  # noqa: E402
 
 from transformer_mt.artifacts import load_checkpoint, load_for_inference  # noqa: E402
 from transformer_mt.cli import main as tmt  # noqa: E402
+from transformer_mt.cli.common import Parser  # noqa: E402
 from transformer_mt.config import DataConfig, load_config  # noqa: E402
 from transformer_mt.data.dataset import check_sources, column_texts, load_split  # noqa: E402
 from transformer_mt.errors import TmtError  # noqa: E402
@@ -45,7 +46,7 @@ from transformer_mt.inference.translator import LineSettings, Translator  # noqa
 
 
 def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--config", help="default: the quickstart recipe for this machine")
     p.add_argument("--run-dir", help="default: runs/<config name>")
     p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="config overrides")

@@ -116,14 +116,16 @@ def test_export_to_the_root_is_refused(checkpoint, capsys):
     assert "names no directory of its own" in one_error_line(capsys)
 
 
-def test_evaluate_removes_a_byte_order_mark_and_says_so(tmp_path, capsys, caplog):
+def test_evaluate_removes_a_byte_order_mark_and_says_so(tmp_path):
+    """In a process of its own: the library's warning is printed as the commands' are."""
     ref, hyp = tmp_path / "ref.txt", tmp_path / "hyp.txt"
     ref.write_text("A man rides a bike .\nTwo dogs play in the snow .\n", encoding="utf-8")
     hyp.write_bytes(b"\xef\xbb\xbf" + ref.read_bytes())
-    assert main(["evaluate", "--hyp", str(hyp), "--ref", str(ref), "--metrics", "bleu"]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith("BLEU") and " = 100.00 " in out
-    assert f"{hyp}: starts with a UTF-8 byte order mark; it was removed" in caplog.text
+    result = _tmt(f"evaluate --hyp {hyp} --ref {ref} --metrics bleu")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("BLEU") and " = 100.00 " in result.stdout
+    warning = f"warning: {hyp}: starts with a UTF-8 byte order mark; it was removed"
+    assert result.stderr.splitlines() == [warning]
 
 
 def test_too_little_memory_is_one_line_with_the_sizes(tmp_path, capsys, monkeypatch):
@@ -423,12 +425,14 @@ def test_a_file_name_with_a_newline_is_one_line(checkpoint, tmp_path, capsys):
     )
 
 
-def test_an_argparse_error_quotes_a_long_value_cut(checkpoint, capsys):
+def test_an_argparse_error_is_one_line_quoting_a_long_value_cut(checkpoint, capsys):
+    """As every other error: no usage block in front of it."""
     with pytest.raises(SystemExit) as stop:
         translate(checkpoint, "--max-tokens", "9" * 5000 + "x")
     assert stop.value.code == 2
-    last = capsys.readouterr().err.splitlines()[-1]
-    assert "invalid int value" in last and len(last) < 1100
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: argument --max-tokens: invalid int value")
+    assert line.endswith("(see tmt translate --help)") and len(line) < 1100
 
 
 def test_a_direction_is_escaped_and_cut(checkpoint, capsys):

@@ -29,7 +29,7 @@ def test_a_label_names_the_work_on_each_line():
     counted = Counted(verb="read", noun="pairs", rate_unit="pairs", label="hub split train")
     report = ProgressReport(4, counted, False, None, io.StringIO(), clock=lambda: 0.0)
     report.update(3)
-    assert report.line(2.0) == "hub split train: read 3/4 pairs (75%), 1.5 pairs/s, ETA 0s"
+    assert report.line(2.0) == "hub split train: read 3/4 pairs (75%), 1.5 pairs/s, ETA 0.7s"
     assert report.line(0.0).endswith("0.0 pairs/s, ETA unknown")
 
 
@@ -61,4 +61,5 @@ def test_durations_read_in_hours_minutes_and_seconds():
     assert duration(3725) == "1h02m"
     assert duration(723.9) == "12m03s"
     assert duration(45.9) == "45s"
+    assert duration(0.25) == "0.2s" and duration(9.94) == "9.9s"
     assert duration(float("inf")) == "?"

@@ -23,10 +23,12 @@ PROGRESS_SECONDS = 30.0
 
 
 def duration(seconds: float) -> str:
-    """`1h02m`, `12m03s`, `45s` (whole seconds, rounded down); `?` for an unknown (infinite)
-    time."""
+    """`1h02m`, `12m03s`, `45s` (whole seconds, rounded down), `0.6s` under ten seconds (a
+    short job does not take "0s"); `?` for an unknown (infinite) time."""
     if seconds == float("inf"):
         return "?"
+    if seconds < 10:
+        return f"{seconds:.1f}s"
     seconds = int(seconds)
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)

@@ -61,6 +61,14 @@ def test_a_model_without_tags_translates_its_trained_direction_only(checkpoint):
     )
 
 
+def test_a_tagged_model_asked_for_a_language_into_itself_refuses(multilingual_checkpoint):
+    """As the server does: it has the tags, not the direction (de->de would translate)."""
+    with pytest.raises(SettingError, match="the model does not translate de->de"):
+        Translator.from_checkpoint(
+            str(multilingual_checkpoint), lines=LineSettings(src_lang="de", tgt_lang="de")
+        )
+
+
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_lines_of_many_directions_translate_as_one_direction_at_a_time(
     multilingual_checkpoint, beam_size
@@ -71,8 +79,9 @@ def test_lines_of_many_directions_translate_as_one_direction_at_a_time(
     mixed = Translator.from_checkpoint(path, beam_size=beam_size)
     got = mixed.translate(Texts.of(LINES, prefixes=prefixes, directions=pairs))
     for target in ("en", "de", "fr"):
+        source = "en" if target == "de" else "de"  # a direction the model offers
         alone = Translator.from_checkpoint(
-            path, beam_size=beam_size, lines=LineSettings(tgt_lang=target)
+            path, beam_size=beam_size, lines=LineSettings(src_lang=source, tgt_lang=target)
         )
         rows = [i for i, (_, tgt) in enumerate(pairs) if tgt == target]
         expected = alone.translate(

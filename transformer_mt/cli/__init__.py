@@ -12,6 +12,7 @@ and the status is 128 + signal.
 from __future__ import annotations
 
 import argparse
+import logging
 
 from transformer_mt import __version__
 from transformer_mt.cli import (
@@ -90,9 +91,20 @@ def flag_message(err: TmtError) -> str:
     return f"{flag} {shown_value(err.value)}: {err.reason}"
 
 
+class _Prefixed(logging.Formatter):
+    """`warning: ...`, as the commands' own warnings and notes are printed."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname.lower()}: {record.getMessage()}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; its exit status (`common.run_command`): 0 done, 2 the user's mistake,
     1 the machine's, 128 + the signal's number when interrupted."""
+    # The library's warnings, where a command sets up no logging of its own (train and serve
+    # do), reach stderr through logging's last resort, which writes the bare message.
+    if logging.lastResort is not None:
+        logging.lastResort.setFormatter(_Prefixed())
     args = build_parser().parse_args(argv)
     own_signals = getattr(args, "own_signals", False)
     return run_command(lambda: args.handler(args), own_signals=own_signals, describe=flag_message)

@@ -79,11 +79,13 @@ def one_line(message: str) -> str:
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse's parser, whose errors quote a value at most `MESSAGE_CHARS` long (argparse
-    quotes a bad value whole: `invalid int value: '999...'`); subcommands' parsers too."""
+    """argparse's parser, whose errors are one line, as every other error of the command
+    (argparse prints its usage block first), quoting a value at most `MESSAGE_CHARS` long
+    (argparse quotes a bad value whole: `invalid int value: '999...'`); subcommands' parsers
+    too."""
 
     def error(self, message: str):  # type: ignore[override]
-        super().error(one_line(message))
+        self.exit(2, f"error: {one_line(message)} (see {self.prog} --help)\n")
 
 
 def _silence_stdout() -> None:

@@ -212,9 +212,9 @@ class Translator:
             shortlist=listed,
         )
         # A model without tags is not told languages: asked for another one, it would
-        # translate into its own silently. As the server does, refuse.
-        if not specials.language_tags:
-            translator.languages.check(*translator.languages.default)
+        # translate into its own silently; one with tags may lack the direction asked for
+        # (a language into itself). As the server does, refuse.
+        translator.languages.check(*translator.languages.default)
         return translator
 
     @property

@@ -140,7 +140,8 @@ def _vocabularies(text: str, where: str) -> Vocabularies:
 
 
 def _digest(tokenizer: Tokenizer) -> str:
-    """SHA-256 of the tokenizer's pieces in id order, one a line."""
+    """The first DIGEST_CHARS hex digits of the SHA-256 of the tokenizer's pieces in id order,
+    one a line."""
     pieces = (tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size))
     return hashlib.sha256("\n".join(pieces).encode(errors="surrogatepass")).hexdigest()[
         :DIGEST_CHARS
