@@ -157,7 +157,9 @@ def tmt_translate(checkpoint, tmp_path, texts: list[str], tgt_lang: str, beam: i
     source, out = tmp_path / f"in.{tgt_lang}", tmp_path / f"out.{tgt_lang}"
     source.write_text("\n".join(texts) + "\n", encoding="utf-8")
     args = ["translate", "--checkpoint", str(checkpoint), "--input", str(source)]
+    source = "en" if tgt_lang == "de" else "de"  # a direction the model offers
     args += ["--output", str(out), "--beam-size", str(beam), "--tgt-lang", tgt_lang]
+    args += ["--src-lang", source]
     assert main(args) == 0
     return out.read_text(encoding="utf-8").splitlines()
 
@@ -256,7 +258,7 @@ def test_a_typed_tag_is_taken_out_and_counted_never_switching_the_target(
     before = engine.stats().tagged_texts
     (item,) = translate(url, text=text, source="en", target="de", beam_size=1)["translations"]
     german = Translator.from_checkpoint(
-        str(multilingual_checkpoint), beam_size=1, lines=LineSettings(tgt_lang="de")
+        str(multilingual_checkpoint), beam_size=1, lines=LineSettings(src_lang="en", tgt_lang="de")
     )
     assert item["text"] == german.translate([text])[0].texts[0]
     assert engine.stats().tagged_texts == before + 1

@@ -134,8 +134,9 @@ def test_drain_refuses_new_requests_and_finishes_the_ones_in_flight(served):
 SERVE = """
 import sys
 from tests.serve.fakes import FakeEngine
-from transformer_mt.serve.server import serve
-serve(FakeEngine(step_seconds=float(sys.argv[2])), port=int(sys.argv[1]))
+from transformer_mt.serve.server import listen, serve
+sock = listen("127.0.0.1", int(sys.argv[1]))
+serve(FakeEngine(step_seconds=float(sys.argv[2])), sock, "127.0.0.1")
 """
 
 
