@@ -344,6 +344,42 @@ def test_damage_inside_a_tensor_is_refused_by_name(tmp_path):
     assert path.exists()  # refused, not deleted: the user may want to look at it
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_weights_of_a_run_that_diverged_are_refused_by_name(tmp_path, value):
+    """Their checksums are sound: the run saved them so. Translated, every hypothesis's score
+    was NaN and beam search had none to return."""
+    path = tmp_path / "model.pt"
+    diverged = dataclasses.replace(state(1.0), ema={"w": torch.tensor([0.0, value])})
+    artifacts.save_checkpoint(diverged, path)
+    with pytest.raises(TmtError) as err:
+        artifacts.load_checkpoint(path)
+    assert str(err.value) == (
+        f"{path}: ema/w holds NaN or infinite values (a run that diverged); take an earlier "
+        "checkpoint"
+    )
+
+
+def test_a_weight_that_is_not_a_tensor_is_refused_by_name(tmp_path):
+    path = tmp_path / "model.pt"
+    artifacts.save_checkpoint(dataclasses.replace(state(1.0), model={"w": [1.0, 2.0]}), path)
+    with pytest.raises(TmtError, match=r"model\.pt: model/w is a list, not a tensor$"):
+        artifacts.load_checkpoint(path)
+
+
+def test_weights_that_do_not_fit_the_config_are_named(checkpoint, tmp_path):
+    path = tmp_path / "model.pt"
+    loaded = artifacts.load_checkpoint(checkpoint)
+    artifacts.save_checkpoint(
+        dataclasses.replace(loaded, model={**loaded.model, "extra.weight": torch.ones(2)}), path
+    )
+    with pytest.raises(TmtError) as err:
+        artifacts.load_for_inference(path)
+    assert str(err.value) == (
+        f"{path}: weights do not match the stored config (Unexpected key(s) in state_dict: "
+        '"extra.weight".)'
+    )
+
+
 def test_a_damaged_embedding_is_refused_before_it_translates(checkpoint, tmp_path):
     """The session fixture predates checksums: it loads unchecked; saved again it has them."""
     assert artifacts.CHECKSUMS_KEY not in torch.load(checkpoint, weights_only=True)

@@ -241,7 +241,29 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         ) from None
     checkpoint = Checkpoint.from_dict(state, path)
     check_checksums(state, path)
+    _check_weights(checkpoint, path)
     return checkpoint
+
+
+def _check_weights(checkpoint: Checkpoint, path: Path) -> None:
+    """Refuse weights no command can use: an entry that is not a tensor (a damaged or foreign
+    file whose checksums were made after), or a floating one holding NaN or inf (a run that
+    diverged: its translations are empty, its average NaN). One pass over the weights."""
+    for field in ("model", "ema"):
+        weights = getattr(checkpoint, field)
+        if weights is None:
+            continue
+        if not isinstance(weights, dict):
+            raise TmtError(f"{path}: {field} is a {type(weights).__name__}, not a dict of tensors")
+        for name, tensor in weights.items():
+            if not isinstance(tensor, Tensor):
+                kind = type(tensor).__name__
+                raise TmtError(f"{path}: {field}/{name} is a {kind}, not a tensor")
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                raise TmtError(
+                    f"{path}: {field}/{name} holds NaN or infinite values (a run that "
+                    "diverged); take an earlier checkpoint"
+                )
 
 
 # How the files `torch.save` writes begin: a zip archive (since torch 1.6), or a pickle.
@@ -284,6 +306,8 @@ def checkpoint_input_files(path: str | Path, what: str = "checkpoint") -> list[t
         return files
     try:
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        if not isinstance(state, dict):
+            return files
         config = config_from_dict(state["config"], source=f"{path} (stored config)")
     except Exception:  # not a checkpoint, or damaged: the loader names why
         return files
@@ -373,6 +397,11 @@ def average_checkpoints(paths: Sequence[str | Path]) -> Checkpoint:
                 raise TmtError(
                     f"{path}: {name} has shape {list(tensor.shape)}, {list(sums[name].shape)} "
                     f"in {paths[0]}; cannot average"
+                )
+            if name in sums and sums[name].is_floating_point() != tensor.is_floating_point():
+                kinds = (str(t.dtype).removeprefix("torch.") for t in (tensor, first.model[name]))
+                raise TmtError(
+                    f"{path}: {name} is {' and '.join(kinds)} in {paths[0]}; cannot average"
                 )
             if tensor.is_floating_point():
                 sums[name] = sums.get(name, 0) + tensor.double()
@@ -479,8 +508,11 @@ def load_for_inference(path: str | Path, device: str | torch.device = "cpu") -> 
     model = build_model(config.model, *vocab_sizes, specials.pad, kernel=kernels.attention)
     try:
         model.load_state_dict(checkpoint.weights, strict=True)
-    except RuntimeError as err:
-        first = str(err).splitlines()[0]
-        raise TmtError(f"{path}: weights do not match the stored config ({first})") from None
+    except RuntimeError as err:  # torch's first line names the model; the next ones the keys
+        named = one_line(err).removeprefix(
+            f"Error(s) in loading state_dict for {type(model).__name__}:"
+        )
+        reason = shown_value(named.strip())
+        raise TmtError(f"{path}: weights do not match the stored config ({reason})") from None
     model.to(device).eval()
     return InferenceBundle(model, config, src_tokenizer, tgt_tokenizer, specials)

@@ -126,3 +126,34 @@ def test_checkpoints_of_another_model_are_refused_in_one_line(tmp_path, capsys):
         "checkpoints of one model\n"
     )
     assert not out.exists() and sorted(os.listdir(tmp_path)) == ["one", "other"]
+
+
+def test_a_directory_without_checkpoints_beside_others_is_refused(run, tmp_path, capsys):
+    """Not left out in silence: the user meant to average two runs."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["average", str(run), str(empty), "--out", str(tmp_path / "avg.pt")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {empty}: no periodic checkpoints (step_*.pt) in it\n"
+    )
+
+
+def test_a_checkpoint_given_twice_is_refused(run, tmp_path, capsys):
+    step = run / "checkpoints" / run_layout.periodic_name(100)
+    assert main(["average", str(run), str(step), "--out", str(tmp_path / "avg.pt")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {step}: given twice (also as {step}); average each once\n"
+    )
+
+
+def test_weights_of_another_kind_are_refused(tmp_path, capsys):
+    """An integer tensor where the other checkpoint has a float one: the sum would take it."""
+    floats, integers = tmp_path / "f.pt", tmp_path / "i.pt"
+    artifacts.save_checkpoint(state(1.0, 1), floats)
+    odd = state(2.0, 2)
+    odd.model["w"] = torch.full((2, 3), 2)
+    artifacts.save_checkpoint(odd, integers)
+    assert main(["average", str(floats), str(integers), "--out", str(tmp_path / "a.pt")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {integers}: w is int64 and float32 in {floats}; cannot average\n"
+    )

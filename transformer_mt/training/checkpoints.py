@@ -114,19 +114,30 @@ def resolve_average_inputs(
     `last` is not an error; the caller can compare and say so.
 
     Raises:
-        TmtError: `last` is below 1, an input does not exist, nothing is left to average, or
-            `out` names a run's checkpoint, an input or a directory.
+        TmtError: `last` is below 1, an input does not exist, one of several directories
+            holds no periodic checkpoint, a checkpoint is given twice, nothing is left to
+            average, or `out` names a run's checkpoint, an input or a directory.
     """
     if last is not None and last < 1:
         raise TmtError(f"cannot average the newest {last} checkpoints: the count must be 1 or more")
     paths: list[Path] = []
     for item in map(Path, inputs):
         if item.is_dir():
-            paths.extend(periodic_checkpoints(item))
+            found = periodic_checkpoints(item)
+            if not found and len(inputs) > 1:  # alone, it is said below with its reason
+                raise TmtError(
+                    f"{item}: no periodic checkpoints (step_*.pt) in it{_keeps_none(item)}"
+                )
+            paths.extend(found)
         elif item.exists():  # a file, or something `load_checkpoint` will say is not one
             paths.append(item)
         else:
             raise TmtError(f"{item}: no such checkpoint or directory")
+    seen: dict[Path, Path] = {}
+    for path in paths:  # the same file twice would count twice in the mean
+        first = seen.setdefault(path.resolve(), path)
+        if first is not path:
+            raise TmtError(f"{path}: given twice (also as {first}); average each once")
     if out is not None:
         check_output(
             out, [f for path in paths for f in checkpoint_input_files(path, "input checkpoint")]
