@@ -46,7 +46,7 @@ from transformer_mt.config import ExperimentConfig, config_from_dict, config_to_
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import PieceTable, Tokenizer
 from transformer_mt.errors import TmtError, one_line, shown_value
-from transformer_mt.files import atomic_open, atomic_path
+from transformer_mt.files import FILE_KINDS, atomic_open, atomic_path
 from transformer_mt.model import Seq2SeqTransformer, build_model
 from transformer_mt.run_layout import BEST_NAME, CHECKPOINTS_DIR
 
@@ -281,15 +281,6 @@ def _why_unreadable(path: Path, err: Exception) -> str:
         return "not a file that torch.save writes"
     first_sentence = one_line(err).split(". ")[0]  # torch goes on with advice about pickles
     return f"truncated or damaged: {shown_value(first_sentence)}"
-
-
-# What `stat` says a path is, for the names that are not regular files.
-FILE_KINDS = (
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISFIFO, "a named pipe (FIFO)"),
-    (stat.S_ISSOCK, "a socket"),
-)
 
 
 def checkpoint_input_files(path: str | Path, what: str = "checkpoint") -> list[tuple[Path, str]]:

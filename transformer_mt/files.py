@@ -97,6 +97,41 @@ def _note_bom(name: str | Path) -> None:
         log.warning("%s: starts with a UTF-8 byte order mark; it was removed", name)
 
 
+# stat's file types other than a regular file, as a message names them.
+FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def file_problem(path: Path) -> str | None:
+    """What keeps `path` from being read as a file ("missing", "a named pipe (FIFO), not a
+    regular file", ...); None for a regular file this process may read. A reader that opened
+    a FIFO would wait for a writer that never comes."""
+    try:
+        mode = os.stat(path).st_mode  # follows symlinks: the file a reader would open
+    except FileNotFoundError:
+        return "a symlink to a missing file" if path.is_symlink() else "missing"
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return "a symlink loop"
+        return f"cannot be examined ({err.strerror})"
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in FILE_KINDS if test(mode)), "a special file")
+        return f"{kind}, not a regular file"
+    try:
+        # O_NONBLOCK: were a FIFO swapped in after the stat, opening it returns at once.
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+    except PermissionError:
+        return "unreadable (permission denied)"
+    except OSError as err:
+        return f"unreadable ({err.strerror})"
+    return None
+
+
 def read_lines(path: str | Path) -> list[str]:
     """All lines of a UTF-8 text file (`.gz` decompressed), without line ends.
 

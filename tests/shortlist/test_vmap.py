@@ -1,5 +1,6 @@
 """The vocabulary map file: written and read back, bad lines named."""
 
+import os
 import re
 
 import pytest
@@ -45,3 +46,13 @@ def test_bad_lines_are_named_by_file_and_line(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(TmtError, match="^" + re.escape(f"{path}, {message}")):
         read_vmap(path)
+
+
+def test_a_shortlist_that_is_no_regular_file_is_refused_not_waited_on(tmp_path):
+    """A named pipe would be opened and waited on for a writer that never comes."""
+    pipe = tmp_path / "v.pipe"
+    os.mkfifo(pipe)
+    with pytest.raises(TmtError, match="^" + re.escape(f"{pipe}: a named pipe (FIFO), not a")):
+        read_vmap(pipe)
+    with pytest.raises(TmtError, match="^" + re.escape(f"{tmp_path}: a directory, not a")):
+        read_vmap(tmp_path)

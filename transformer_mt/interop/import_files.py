@@ -11,15 +11,13 @@ opened, and the one open that proves it readable does not block.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import stat
 from pathlib import Path
 from typing import Any
 
-from transformer_mt.artifacts import FILE_KINDS
 from transformer_mt.errors import TmtError, one_line
+from transformer_mt.files import file_problem
 from transformer_mt.interop.hf_m2m100 import SPM_FILE
 
 # Every file the importers read, or transformers reads for them (tokenizer and generation
@@ -43,33 +41,6 @@ READ_FILES = (
 )
 
 TOKENIZER_NEEDS_IT = "the model's tokenizer needs it"
-
-# stat's file types other than a regular file, as a message names them.
-_KINDS = ((stat.S_ISDIR, "a directory"), *FILE_KINDS)
-
-
-def file_problem(path: Path) -> str | None:
-    """What keeps `path` from being read as a file ("missing", "a named pipe (FIFO), not a
-    regular file", ...); None for a regular file this process may read."""
-    try:
-        mode = os.stat(path).st_mode  # follows symlinks: the file a reader would open
-    except FileNotFoundError:
-        return "a symlink to a missing file" if path.is_symlink() else "missing"
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            return "a symlink loop"
-        return f"cannot be examined ({err.strerror})"
-    if not stat.S_ISREG(mode):
-        kind = next((name for test, name in _KINDS if test(mode)), "a special file")
-        return f"{kind}, not a regular file"
-    try:
-        # O_NONBLOCK: were a FIFO swapped in after the stat, opening it returns at once.
-        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
-    except PermissionError:
-        return "unreadable (permission denied)"
-    except OSError as err:
-        return f"unreadable ({err.strerror})"
-    return None
 
 
 def check_file(path: Path, needed_for: str = TOKENIZER_NEEDS_IT) -> None:

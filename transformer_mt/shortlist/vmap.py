@@ -26,7 +26,7 @@ from pathlib import Path
 
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import TmtError, printable
-from transformer_mt.files import atomic_open, iter_lines
+from transformer_mt.files import atomic_open, file_problem, iter_lines
 
 VOCABULARIES_KEY = "#vocabularies"
 DIGEST_CHARS = 16  # hex digits of SHA-256 kept: 64 bits tell vocabularies apart
@@ -96,10 +96,14 @@ def read_vmap(path: str | Path) -> Vmap:
     first line names.
 
     Raises:
-        TmtError: the file is unreadable, or a line has no tab, a source of several pieces,
+        TmtError: the file is missing, not a regular file (a FIFO would block) or
+            unreadable, or a line has no tab, a source of several pieces,
             a piece with a tab, or a source given twice, or the vocabularies line is not
             `#vocabularies<TAB>source=DIGEST target=DIGEST` (naming the file and line).
     """
+    problem = file_problem(Path(path))
+    if problem is not None and problem != "missing":  # `iter_lines` says "file not found"
+        raise TmtError(f"{path}: {problem}; a shortlist is a file `tmt shortlist` writes")
     entries: list[Entry] = []
     vocabularies = None
     seen: dict[str, int] = {}
