@@ -189,6 +189,8 @@ def test_score_cli_reranks_an_nbest_list_by_log_prob(trained, tmp_path, capsys):
     [
         ("0 ||| no score", "nbest.txt:2: expected `index ||| text ||| score`"),
         ("x ||| a ||| 1.0", "nbest.txt:2: index 'x' is not a whole number"),
+        ("1_0 ||| a ||| 1.0", "nbest.txt:2: index '1_0' is not a whole number"),
+        ("\u0661 ||| a ||| 1.0", "nbest.txt:2: index '\u0661' is not a whole number"),
         ("5 ||| a ||| 1.0", "nbest.txt:2: index 5 names no source line: the sources have 2"),
         (
             "1 ||| a ||| 1.0\n0 ||| b ||| 1.0",

@@ -12,6 +12,7 @@ source's hypotheses at a time, whatever the list's size.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,10 @@ def iter_nbest(path: str | Path, n_sources: int) -> Iterator[Hypotheses]:
         yield group
 
 
+# An index as Moses and Marian write it: ASCII digits, spaces around them.
+_INDEX = re.compile(r"\s*[0-9]+\s*")
+
+
 def _parse(line: str, where: str, n_sources: int) -> tuple[int, str]:
     """(index, text) of one line; `where`: `file:line` for the error."""
     head, _, rest = line.partition(SEPARATOR)
@@ -72,10 +77,9 @@ def _parse(line: str, where: str, n_sources: int) -> tuple[int, str]:
     before, separator, last = text.rpartition(SEPARATOR)
     if separator and _is_features(last):
         text = before
-    try:
-        index = int(head)
-    except ValueError:
-        raise TmtError(f"{where}: index {head[:40]!r} is not a whole number") from None
+    if not _INDEX.fullmatch(head):  # `int` also reads `1_0` and digits of other scripts
+        raise TmtError(f"{where}: index {head[:40]!r} is not a whole number")
+    index = int(head)
     if not 0 <= index < n_sources:
         held = f"{n_sources} (indices 0 to {n_sources - 1})" if n_sources else "no lines"
         raise TmtError(f"{where}: index {index} names no source line: the sources have {held}")
