@@ -95,3 +95,22 @@ def test_an_empty_source_names_the_flag_on_the_command_line(checkpoint, tmp_path
     args = ["attention", "--checkpoint", str(checkpoint), "--src", " ", "--out"]
     assert main([*args, str(tmp_path / "a.png")]) == 2
     assert capsys.readouterr().err == "error: --src: the source sentence is empty\n"
+
+
+def test_an_empty_target_names_the_flag_on_the_command_line(checkpoint, tmp_path, capsys):
+    args = ["attention", "--checkpoint", str(checkpoint), "--src", "ein mann", "--tgt", " "]
+    assert main([*args, "--out", str(tmp_path / "a.png")]) == 2
+    assert capsys.readouterr().err == (
+        "error: --tgt: the target sentence is empty; leave it out to draw the model's own "
+        "translation\n"
+    )
+
+
+def test_sentences_longer_than_the_positions_are_drawn_cut_with_a_warning(
+    checkpoint, tmp_path, caplog
+):
+    long = " ".join(["ein mann fährt rad"] * 400)
+    out = draw_attention(checkpoint, long, tmp_path / "a.png", tgt=long, layer=0, head=0)
+    assert out.exists()
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert [w.split(" is longer")[0] for w in warned] == ["the source", "the target"]

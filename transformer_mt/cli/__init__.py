@@ -65,6 +65,7 @@ SAME_NAME = (
     "shortlist",
     "src",
     "src_lang",
+    "tgt",
     "tgt_lang",
 )
 FLAGS = {name: flag_name(name) for name in (*SAME_NAME, *serve.ENGINE_LIMITS, *serve.HTTP_LIMITS)}

@@ -10,6 +10,7 @@ translated first. Every panel is CELL_INCHES square at DPI, so the PNG is
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import torch
@@ -20,6 +21,8 @@ from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import atomic_path, check_output
 from transformer_mt.inference.languages import Pair
 from transformer_mt.inference.translator import LineSettings, Translator
+
+log = logging.getLogger(__name__)
 
 CELL_INCHES = 3.0
 DPI = 100
@@ -40,14 +43,14 @@ def draw_attention(
 
     The source goes through the `Translator` (truncated to the position table, language tag
     and EOS added); the decoder input, BOS and the target (after a forced language tag), is cut
-    to the position table too.
+    to the position table too; either cut is warned of.
 
     Args:
         layer, head: draw only this layer (of encoder and decoder) / head; None: all.
         languages: (src_lang, tgt_lang) of a model with language tags (see `LineSettings`).
 
     Raises:
-        TmtError: an empty source, a layer or head the model does not have, `out` would
+        TmtError: an empty source or target, a layer or head the model does not have, `out` would
             destroy a file (`files.check_output`), or no matplotlib.
     """
     check_output(out, [(checkpoint, "checkpoint")])
@@ -57,12 +60,22 @@ def draw_attention(
     source = translator.source_ids(src)
     if not source:
         raise SettingError("src", None, "the source sentence is empty")
+    if tgt is not None and not tgt.strip():
+        raise SettingError(
+            "tgt",
+            None,
+            "the target sentence is empty; leave it out to draw the model's own translation",
+        )
+    if translator.truncated_lines:
+        _warn_cut("source", cfg.max_positions)
     if tgt is None:
         ((batch, found),) = translator.search_batches([source])
         tgt_ids = found[0].best.tokens
     else:
         batch = next(translator.batches([source]))
-        tgt_ids = translator.prefix_ids(tgt)
+        tgt_ids = translator.prefix_ids(tgt)  # cut to the positions
+        if len(translator.tgt_tokenizer.encode(tgt)) > len(tgt_ids) - len(translator.target_prefix):
+            _warn_cut("target", cfg.max_positions)
     src_ids = batch.src_ids[0].tolist()  # the source subwords and EOS
     tgt_in = [translator.specials.bos, *tgt_ids][: cfg.max_positions]  # the last predicts EOS
     with torch.no_grad():
@@ -80,6 +93,14 @@ def draw_attention(
             "head", head, f"the model has {cfg.n_heads} heads (0..{cfg.n_heads - 1})"
         )
     return _plot(panels, heads, Path(out))
+
+
+def _warn_cut(side: str, positions: int) -> None:
+    log.warning(
+        "the %s is longer than the model's %d positions: only its first pieces are drawn",
+        side,
+        positions,
+    )
 
 
 def _pick(weights: list[Tensor], layer: int | None, side: str) -> list[tuple[int, Tensor]]:
