@@ -2,6 +2,7 @@
 `tgt_lang`): every pair framed by its own direction's tag, the languages and directions kept in
 the checkpoint, and the test set scored in every direction, zero-shot and pivoted ones too."""
 
+import json
 import random
 import re
 
@@ -133,6 +134,14 @@ def test_evaluate_prints_one_table_with_the_off_target_rate(multilingual, capsys
         ["| de->fr", "zero-shot"],
     ]
     assert all(line.endswith("% |") for line in lines[2:])
+
+
+def test_a_direction_asked_twice_is_scored_once(multilingual, capsys):
+    _, checkpoint = multilingual
+    args = ["evaluate", "--checkpoint", str(checkpoint), "--no-off-target", "--directions"]
+    assert main([*args, "de-en", "de-en", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(row["src_lang"], row["tgt_lang"]) for row in rows] == [("de", "en")]
 
 
 @pytest.mark.parametrize(

@@ -91,7 +91,7 @@ def _evaluate_directions(args: argparse.Namespace) -> list[str]:
         raise TmtError("evaluate: give --hyp and --ref, or --checkpoint, not both")
     directions = None
     if args.directions is not None:
-        directions = [_direction(text) for text in args.directions]
+        directions = list(dict.fromkeys(map(_direction, args.directions)))  # each scored once
     decode = {} if args.beam_size is None else {"beam_size": args.beam_size}
     scores = score_directions(
         args.checkpoint,
