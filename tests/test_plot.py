@@ -44,3 +44,21 @@ def test_nothing_to_plot_is_an_error_naming_the_file(tmp_path, capsys, rows):
         "nothing to plot (a run writes its first record after its first update)\n"
     )
     assert old.read_bytes() == b"an earlier plot"
+
+
+@pytest.mark.parametrize("step", [True, 2.5, -1, 10**26])
+def test_a_row_whose_step_is_no_update_count_is_named(tmp_path, capsys, step):
+    """Even the last row: only a line cut short (not JSON) is taken for a crash's."""
+    run_dir = run_dir_with(tmp_path, [*ROWS, {"kind": "valid", "step": step, "loss": 1.0}])
+    assert main(["plot", str(run_dir)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {run_dir / 'metrics.jsonl'}:4: not a metrics row (a JSON object with kind and "
+        "step)\n"
+    )
+
+
+def test_a_last_line_cut_short_is_left_out(tmp_path, capsys):
+    run_dir = run_dir_with(tmp_path, ROWS)
+    with open(run_dir / "metrics.jsonl", "a", encoding="utf-8") as log:
+        log.write('{"kind": "train", "st')
+    assert main(["plot", str(run_dir)]) == 0

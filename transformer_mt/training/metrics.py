@@ -70,11 +70,13 @@ class MetricsLog:
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """The rows of a metrics.jsonl file; a torn last line (crash mid-write) is skipped.
+    """The rows of a metrics.jsonl file; a torn last line (crash mid-write: not JSON) is
+    skipped.
 
     Raises:
-        TmtError: the file is unreadable or not UTF-8, or a line before the last is not a row
-            (a JSON object with a string `kind` and an integer `step`), naming the line.
+        TmtError: the file is unreadable or not UTF-8, or a line is not a row (a JSON object
+            with a string `kind` and a whole `step` from 0), naming the line; only the last
+            may be cut short.
     """
     lines = read_lines(path)
     rows = []
@@ -82,16 +84,20 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
+            if number == len(lines):  # torn
+                continue
             row = None
         if isinstance(row, dict) and isinstance(row.get("kind"), str) and _is_step(row):
             rows.append(row)
-        elif number < len(lines) and line.strip():
+        elif line.strip():
             raise TmtError(f"{path}:{number}: not a metrics row (a JSON object with kind and step)")
     return rows
 
 
 def _is_step(row: dict[str, Any]) -> bool:
-    return isinstance(row.get("step"), int) and not isinstance(row["step"], bool)
+    """An update count: a whole number from 0 to 2**53 (beyond, a float cannot hold it)."""
+    step = row.get("step")
+    return isinstance(step, int) and not isinstance(step, bool) and 0 <= step <= 2**53
 
 
 def _tensorboard_writer(directory: Path) -> Any:
