@@ -44,6 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the bench_* modules 
 
 from bench_machine import machine_info  # noqa: E402
 
+from transformer_mt.cli.common import Parser, run_command  # noqa: E402
+
 BENCHMARKS = {
     "matmul": "bench_matmul",
     "train": "bench_train",
@@ -67,7 +69,7 @@ BENCHMARKS = {
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--table", action="store_true", help="print the table on stdout")
     commands = parser.add_subparsers(dest="benchmark", required=True)
     modules = {}
@@ -78,16 +80,40 @@ def main(argv: list[str] | None = None) -> None:
         sub = commands.add_parser(name, help=modules[name].__doc__.splitlines()[0])
         modules[name].add_arguments(sub)
     args = parser.parse_args(argv)
+    _refuse_counts_below_one(parser, args)
     module = modules[args.benchmark]
     # Some modules print their own JSON progress on stdout; keep stdout to our lines only.
     with contextlib.redirect_stdout(sys.stderr):
-        results = module.run(args)
+        results: list[dict] = []
+        status = run_command(
+            lambda: results.extend(module.run(args)) or 0, own_signals=False, describe=str
+        )
+    if status:  # a bad checkpoint or data path: one line said why
+        raise SystemExit(status)
     print(json.dumps({"bench": "machine", **machine_info()}), flush=True)
     for row in results:
         print(json.dumps(row), flush=True)
     table_file = sys.stdout if args.table else sys.stderr
     print(file=table_file)
     _print_table(module, results, table_file)
+
+
+# Options of the benchmarks that count something (a thread, a beam, a repeat, a sentence):
+# each of their values is 1 or more.
+COUNTS = (
+    "batch_size", "batch_sizes", "beam_size", "beams", "clients", "fixed_length", "joins",
+    "lengths", "max_len", "max_tokens", "repeats", "sentences", "shapes", "steps", "threads",
+    "vocab_size", "workers",
+)  # fmt: skip
+
+
+def _refuse_counts_below_one(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    for name in COUNTS:
+        value = getattr(args, name, None)
+        values = value if isinstance(value, list) else [value]
+        low = [v for v in values if isinstance(v, int) and v < 1]
+        if low:
+            parser.error(f"--{name.replace('_', '-')} {low[0]}: must be 1 or more")
 
 
 def _print_table(module, results: list[dict], file) -> None:
