@@ -261,6 +261,24 @@ def test_sampling_is_reproducible_with_a_seeded_generator():
     assert all([s for _, s in r] == sorted((s for _, s in r), reverse=True) for r in first)
 
 
+def test_sampling_without_a_generator_draws_by_the_seed_and_the_batch_alone():
+    """Same input, same output: the global generator's state (moved here by another draw)
+    changes nothing; decode.seed and the batch's sentences do."""
+    model = RecurrentFake(seed=2, sharpness=1.0)
+    src_ids, src_mask = padded(random_sources(5))
+    cfg = DecodeConfig(beam_size=3, n_best=3, max_len_b=6, sampling=True)
+
+    def draw(cfg: DecodeConfig, ids=src_ids, mask=src_mask):
+        torch.rand(17)  # whatever ran before
+        return summary(search(model, ids, mask, cfg))
+
+    first = draw(cfg)
+    assert first == draw(cfg)
+    assert first != draw(dataclasses.replace(cfg, seed=1))
+    others, other_mask = padded(random_sources(5, seed=9))
+    assert draw(cfg, others, other_mask) != first
+
+
 # --- the real model -------------------------------------------------------------------------
 
 

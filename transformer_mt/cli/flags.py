@@ -64,6 +64,9 @@ DECODE_FLAGS = {
     "top_k": FieldFlag("sampling: draw among the K most probable tokens (0: all)"),
     "top_p": FieldFlag("sampling: draw among the most probable tokens holding P of the mass"),
     "temperature": FieldFlag("sampling: divide the log-probabilities by T (< 1: sharper)"),
+    "seed": FieldFlag(
+        "sampling: the seed of the draws (the same seed, input and flags: the same samples)"
+    ),
 }
 
 

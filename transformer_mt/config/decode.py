@@ -62,6 +62,9 @@ class DecodeConfig:
     top_k: int = 0  # 0: no top-k filter
     top_p: float = 1.0
     temperature: float = 1.0
+    # Sampling's draws: those of a batch are a function of this and of the batch's sources
+    # alone, so the same input and flags give the same samples (another seed, others).
+    seed: int = 0
 
     def validate(self) -> None:
         for name in ("length_penalty", "max_len_a", "top_p", "temperature"):
@@ -88,6 +91,10 @@ class DecodeConfig:
             )
         if self.top_k < 0:
             raise ConfigError(f"decode.top_k={self.top_k} must be >= 0", keys=("decode.top_k",))
+        if not 0 <= self.seed < 2**63:
+            raise ConfigError(
+                f"decode.seed={self.seed} must be in [0, 2**63)", keys=("decode.seed",)
+            )
 
     def output_settings(self) -> tuple:
         """The value of every field that can change a translation, in field order (all but

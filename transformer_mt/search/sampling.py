@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 
 import torch
@@ -52,11 +53,23 @@ def sample(
     draws from what is left. Hypothesis scores use the model's own (unfiltered, untempered)
     log-probs, so samples and beams are scored alike.
 
-    Args and Returns as `beam_search`; `options.generator`, seeded and on the device of
-    src_ids, makes the draws reproducible.
+    Args and Returns as `beam_search`. The draws come from `options.generator` where one is
+    given, else from a generator seeded by cfg.seed and the batch's sources (`batch_seed`):
+    the same batch gives the same samples in every run, whatever ran before it.
     """
-    choose = _sampler(cfg, options.generator)
+    generator = options.generator or torch.Generator(src_ids.device).manual_seed(
+        batch_seed(cfg.seed, src_ids)
+    )
+    choose = _sampler(cfg, generator)
     return _decode_rows(model, src_ids, src_mask, cfg, options, cfg.n_best, choose, prefixes)
+
+
+def batch_seed(seed: int, src_ids: Tensor) -> int:
+    """A 63-bit seed from `seed` and the ids of a batch of sources (B, S): the hash of their
+    bytes, so that a batch of other sentences draws otherwise."""
+    digest = hashlib.blake2b(src_ids.cpu().numpy().tobytes(), digest_size=8, key=b"tmt-sampling")
+    digest.update(seed.to_bytes(8, "little"))
+    return int.from_bytes(digest.digest(), "little") >> 1
 
 
 def _decode_rows(

@@ -51,6 +51,7 @@ UNSERVED_DECODE = {
     "top_k": "a sampling setting, and the server searches (greedy or beam)",
     "top_p": "a sampling setting, and the server searches (greedy or beam)",
     "temperature": "a sampling setting, and the server searches (greedy or beam)",
+    "seed": "a sampling setting, and the server searches (greedy or beam)",
 }
 # Decode settings a request may change: every other DecodeConfig field, with the JSON type
 # each takes, DecodeConfig's type of the field (a float field takes an integer too; a
