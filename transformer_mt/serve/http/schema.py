@@ -110,7 +110,7 @@ class TranslateBody(BaseModel):
     sampling: bool | None = Field(
         None,
         description="Refused when true: the server searches (greedy or beam) and does not "
-        "sample; `top_k`, `top_p` and `temperature` are refused for the same reason.",
+        "sample; `top_k`, `top_p`, `temperature` and `seed` are refused for the same reason.",
     )
     report: bool = Field(
         False,
