@@ -62,3 +62,20 @@ def test_a_last_line_cut_short_is_left_out(tmp_path, capsys):
     with open(run_dir / "metrics.jsonl", "a", encoding="utf-8") as log:
         log.write('{"kind": "train", "st')
     assert main(["plot", str(run_dir)]) == 0
+
+
+@pytest.mark.parametrize("name, start", [("curves.svg", b"<?xml"), ("curves.pdf", b"%PDF")])
+def test_the_figure_is_in_the_format_its_name_says(tmp_path, name, start):
+    run_dir = run_dir_with(tmp_path, ROWS)
+    out = tmp_path / name
+    assert main(["plot", str(run_dir), "--out", str(out)]) == 0
+    assert out.read_bytes().startswith(start)
+
+
+def test_a_suffix_of_no_figure_format_is_refused_before_drawing(tmp_path, capsys):
+    run_dir = run_dir_with(tmp_path, ROWS)
+    out = tmp_path / "curves.docx"
+    assert main(["plot", str(run_dir), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {out}: .docx is no figure format; name one of ")
+    assert "pdf, " in err and not out.exists()

@@ -17,7 +17,8 @@ import torch
 from torch import Tensor
 
 from transformer_mt.config import GREEDY
-from transformer_mt.errors import SettingError, TmtError
+from transformer_mt.errors import SettingError
+from transformer_mt.figures import figure_format, pyplot
 from transformer_mt.files import atomic_path, check_output
 from transformer_mt.inference.languages import Pair
 from transformer_mt.inference.translator import LineSettings, Translator
@@ -51,9 +52,12 @@ def draw_attention(
 
     Raises:
         TmtError: an empty source or target, a layer or head the model does not have, `out` would
-            destroy a file (`files.check_output`), or no matplotlib.
+            destroy a file (`files.check_output`), a suffix of `out` no figure format has,
+            or no matplotlib.
     """
     check_output(out, [(checkpoint, "checkpoint")])
+    pyplot("tmt attention")  # before the model loads: without matplotlib, nothing to do
+    chosen = figure_format(out)
     lines = LineSettings(src_lang=languages[0], tgt_lang=languages[1])
     translator = Translator.from_checkpoint(str(checkpoint), device=device, lines=lines, **GREEDY)
     model, cfg = translator.model, translator.model.cfg
@@ -92,7 +96,7 @@ def draw_attention(
         raise SettingError(
             "head", head, f"the model has {cfg.n_heads} heads (0..{cfg.n_heads - 1})"
         )
-    return _plot(panels, heads, Path(out))
+    return _plot(panels, heads, Path(out), chosen)
 
 
 def _warn_cut(side: str, positions: int) -> None:
@@ -116,16 +120,9 @@ def _plot(
     panels: list[tuple[str, list[tuple[int, Tensor]], list[str], list[str]]],
     heads: list[int],
     out: Path,
+    chosen: str,
 ) -> Path:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise TmtError(
-            "tmt attention needs matplotlib: pip install 'transformer_mt[plot]'"
-        ) from None
+    plt = pyplot("tmt attention")
     rows = [(kind, i, w, ys, xs) for kind, layers, ys, xs in panels for i, w in layers]
     fig, axes = plt.subplots(
         len(rows),
@@ -143,6 +140,6 @@ def _plot(
             ax.set_yticks(range(len(y_labels)), y_labels, fontsize=6)
     fig.tight_layout()
     with atomic_path(out) as tmp:
-        fig.savefig(tmp, dpi=DPI, format="png")  # the temporary name has no .png suffix
+        fig.savefig(tmp, dpi=DPI, format=chosen)  # the temporary name has no suffix
     plt.close(fig)
     return out

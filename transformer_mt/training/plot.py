@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from transformer_mt.errors import TmtError, shown_value
+from transformer_mt.figures import figure_format, pyplot
 from transformer_mt.files import atomic_path, check_output
 from transformer_mt.run_layout import METRICS_NAME
 from transformer_mt.training.metrics import read_metrics
@@ -18,13 +19,15 @@ PLOTTED = ("loss", "nll", "bleu", "lr")  # the keys of metrics.jsonl rows drawn 
 
 
 def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
-    """Draw the curves of `run_dir/metrics.jsonl` into a PNG (default run_dir/curves.png).
+    """Draw the curves of `run_dir/metrics.jsonl` into a figure (default run_dir/curves.png).
 
-    The PNG's folder is created when missing; the file appears only once it is complete.
+    The figure is in the format `out`'s suffix names (png, svg, pdf, ...); its folder is
+    created when missing; the file appears only once it is complete.
 
     Raises:
         TmtError: no metrics file, a metrics file with no point to draw or a bad line, `out`
-            would destroy a file (`files.check_output`), or matplotlib is not installed.
+            would destroy a file (`files.check_output`) or has a suffix no figure format has,
+            or matplotlib is not installed.
     """
     run_dir = Path(run_dir)
     metrics = run_dir / METRICS_NAME
@@ -32,13 +35,8 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
         raise TmtError(f"{metrics}: no metrics log (is {run_dir} a run directory?)")
     out = Path(out) if out is not None else run_dir / "curves.png"
     check_output(out, [(metrics, "metrics log")])
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise TmtError("tmt plot needs matplotlib: pip install 'transformer_mt[plot]'") from None
+    plt = pyplot("tmt plot")
+    chosen = figure_format(out)
     rows = read_metrics(metrics)
     if not any(row.get(key) is not None for row in rows for key in PLOTTED):
         raise TmtError(
@@ -74,6 +72,6 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     fig.suptitle(run_dir.name)
     fig.tight_layout()
     with atomic_path(out) as tmp:
-        fig.savefig(tmp, dpi=100, format="png")  # the temporary name has no .png suffix
+        fig.savefig(tmp, dpi=100, format=chosen)  # the temporary name has no suffix
     plt.close(fig)
     return out
