@@ -136,6 +136,15 @@ def test_evaluate_prints_one_table_with_the_off_target_rate(multilingual, capsys
     assert all(line.endswith("% |") for line in lines[2:])
 
 
+def test_a_pivot_with_nothing_to_pivot_says_so(multilingual, caplog):
+    _, checkpoint = multilingual
+    scores = score_directions(
+        str(checkpoint), directions=[("de", "en")], pivot="fr", off_target=False
+    )
+    assert [s.route for s in scores] == ["supervised"]
+    assert "--pivot fr: no direction asked is zero-shot" in caplog.text
+
+
 def test_a_direction_asked_twice_is_scored_once(multilingual, capsys):
     _, checkpoint = multilingual
     args = ["evaluate", "--checkpoint", str(checkpoint), "--no-off-target", "--directions"]

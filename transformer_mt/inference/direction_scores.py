@@ -97,14 +97,26 @@ def score_directions(
         )
         return [t.texts[0] for t in found]
 
+    pivoted = [
+        pair
+        for pair in asked
+        if pair not in languages.trained
+        and all(leg in languages.trained for leg in ((pair[0], pivot), (pivot, pair[1])))
+    ]
+    if pivot is not None and not pivoted:
+        log.warning(
+            "--pivot %s: no direction asked is zero-shot with both legs through %s trained; "
+            "nothing is pivoted",
+            pivot,
+            pivot,
+        )
     scores = []
     for src_lang, tgt_lang in asked:
         split = load_split(dataclasses.replace(data, src_lang=src_lang, tgt_lang=tgt_lang), "test")
         sources, references = column_texts(split, "src"), column_texts(split, "tgt")
         supervised = (src_lang, tgt_lang) in languages.trained
         routes = [("supervised" if supervised else "zero-shot", [tgt_lang])]
-        legs = ((src_lang, pivot), (pivot, tgt_lang))
-        if pivot and not supervised and all(leg in languages.trained for leg in legs):
+        if pivot and (src_lang, tgt_lang) in pivoted:
             routes.append((f"pivot {pivot}", [pivot, tgt_lang]))
         for route, targets in routes:
             texts, language = sources, src_lang
