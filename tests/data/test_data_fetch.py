@@ -82,6 +82,19 @@ def test_script_names_an_output_folder_it_cannot_make(tmp_path, slice_mirror, ca
     assert capsys.readouterr().err.splitlines()[-1] == f"error: {out}: Not a directory"
 
 
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_script_names_a_mirror_that_is_no_folder(tmp_path, capsys, kind):
+    main = runpy.run_path(str(GET_DATA), run_name="get_data")["main"]
+    mirror = tmp_path / "mirror"
+    if kind == "file":
+        mirror.write_text("")
+    assert main(["multi30k", "--out", str(tmp_path / "out"), "--from", str(mirror)]) == 2
+    what = "does not exist" if kind == "missing" else "is not a folder"
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {mirror}: {what}; --from names a folder of multi30k's .gz files"
+    ]
+
+
 def test_script_refuses_a_mirror_short_of_the_corpus_in_one_line(tmp_path):
     """The script as a process, with the real spec: the slice is not the whole corpus."""
     mirror = tmp_path / "mirror"

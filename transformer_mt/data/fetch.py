@@ -80,6 +80,9 @@ def fetch_corpus(name: str, out_dir: str | Path, mirror: str | Path | None = Non
         known = ", ".join(sorted([*CORPORA, *HUB_CORPORA]))
         raise FetchError(f"unknown corpus {name!r}; known: {known}")
     spec = CORPORA[name]
+    if mirror is not None and not Path(mirror).is_dir():
+        what = "does not exist" if not Path(mirror).exists() else "is not a folder"
+        raise FetchError(f"{mirror}: {what}; --from names a folder of {name}'s .gz files")
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for split, expected in spec.line_counts.items():
