@@ -11,6 +11,7 @@ import torch
 from torch.testing import assert_close
 
 from transformer_mt.config import DecodeConfig, ModelConfig
+from transformer_mt.errors import TmtError
 from transformer_mt.search import (
     SearchOptions,
     beam_search,
@@ -230,6 +231,20 @@ def test_beam_search_beats_or_ties_greedy_on_its_best():
     greedy = greedy_search(model, src_ids, src_mask, cfg)
     for b, g in zip(beam, greedy, strict=True):
         assert b.best.score >= g.best.score - 1e-9
+
+
+def test_a_model_whose_scores_are_nan_is_one_error_not_an_empty_result():
+    """No hypothesis can finish when every score is NaN; callers took the first of none."""
+
+    class NanModel(RecurrentFake):
+        def decode_step(self, *args, **kwargs):
+            log_probs, cache = super().decode_step(*args, **kwargs)
+            return torch.full_like(log_probs, float("nan")), cache
+
+    src_ids, src_mask = padded(random_sources(3))
+    cfg = DecodeConfig(beam_size=3, max_len_b=4)
+    with pytest.raises(TmtError, match=r"^the model's scores are not numbers \(NaN\)"):
+        beam_search(NanModel(seed=1), src_ids, src_mask, cfg)
 
 
 # --- sampling -------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from transformer_mt.config import DecodeConfig
+from transformer_mt.errors import TmtError
 from transformer_mt.search.beam_state import INF, BeamState
 from transformer_mt.search.constraints import Phrases, bank_order
 from transformer_mt.search.lengths import length_penalty
@@ -70,6 +71,9 @@ def beam_search(
     Returns:
         One `SearchResult` per source sentence, in input order, with up to cfg.n_best
         hypotheses sorted by score, best first.
+
+    Raises:
+        TmtError: a sentence whose every score was NaN (no hypothesis finished).
     """
     finished: list[list[Hypothesis]] = [[] for _ in range(src_ids.shape[0])]
     with torch.inference_mode():
@@ -90,6 +94,11 @@ def beam_search(
             else:
                 drop_done(state, rows, done, beam_rows)
             first = False
+    if not all(finished):  # every score NaN: no hypothesis can finish
+        raise TmtError(
+            "the model's scores are not numbers (NaN) for a batch of sentences: its arithmetic "
+            "overflowed; translate in float32 (without --quantize)"
+        )
     return ranked_results(finished, cfg.n_best)
 
 
