@@ -390,7 +390,7 @@ def average_checkpoints(paths: Sequence[str | Path]) -> Checkpoint:
                     f"in {paths[0]}; cannot average"
                 )
             if name in sums and sums[name].is_floating_point() != tensor.is_floating_point():
-                kinds = (str(t.dtype).removeprefix("torch.") for t in (tensor, first.model[name]))
+                kinds = (str(t.dtype).removeprefix("torch.") for t in (tensor, first.weights[name]))
                 raise TmtError(
                     f"{path}: {name} is {' and '.join(kinds)} in {paths[0]}; cannot average"
                 )

@@ -30,7 +30,7 @@ translation back with each inline element placed:
        it (or around it), or before the one aligned to the word after it when only that one
        touches it (`<span>` in `see <span>this`); with whitespace on both sides it stays apart;
        inside a word (`hund<wbr>läuft`), after the same text in the word's translation, or
-       before the translation where it lacks that text
+       before the translation where it lacks that text.
        A line break (`<br>`, a Markdown hard break; whitespace to the model, so a sentence
        broken across lines is one unit) stays first or last in its parent if it was so in the
        source, else between two of its parent's target words
