@@ -142,7 +142,7 @@ def test_a_pivot_with_nothing_to_pivot_says_so(multilingual, caplog):
         str(checkpoint), directions=[("de", "en")], pivot="fr", off_target=False
     )
     assert [s.route for s in scores] == ["supervised"]
-    assert "--pivot fr: no direction asked is zero-shot" in caplog.text
+    assert "pivot fr: no direction asked is zero-shot" in caplog.text
 
 
 def test_a_direction_asked_twice_is_scored_once(multilingual, capsys):

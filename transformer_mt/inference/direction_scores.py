@@ -105,7 +105,7 @@ def score_directions(
     ]
     if pivot is not None and not pivoted:
         log.warning(
-            "--pivot %s: no direction asked is zero-shot with both legs through %s trained; "
+            "pivot %s: no direction asked is zero-shot with both legs through %s trained; "
             "nothing is pivoted",
             pivot,
             pivot,
