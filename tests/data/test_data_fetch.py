@@ -91,7 +91,7 @@ def test_script_names_a_mirror_that_is_no_folder(tmp_path, capsys, kind):
     assert main(["multi30k", "--out", str(tmp_path / "out"), "--from", str(mirror)]) == 2
     what = "does not exist" if kind == "missing" else "is not a folder"
     assert capsys.readouterr().err.splitlines() == [
-        f"error: {mirror}: {what}; --from names a folder of multi30k's .gz files"
+        f"error: {mirror}: {what}; a mirror is a folder of multi30k's .gz files"
     ]
 
 

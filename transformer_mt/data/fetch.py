@@ -82,7 +82,7 @@ def fetch_corpus(name: str, out_dir: str | Path, mirror: str | Path | None = Non
     spec = CORPORA[name]
     if mirror is not None and not Path(mirror).is_dir():
         what = "does not exist" if not Path(mirror).exists() else "is not a folder"
-        raise FetchError(f"{mirror}: {what}; --from names a folder of {name}'s .gz files")
+        raise FetchError(f"{mirror}: {what}; a mirror is a folder of {name}'s .gz files")
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for split, expected in spec.line_counts.items():

@@ -97,7 +97,7 @@ def beam_search(
     if not all(finished):  # every score NaN: no hypothesis can finish
         raise TmtError(
             "the model's scores are not numbers (NaN) for a batch of sentences: its arithmetic "
-            "overflowed; translate in float32 (without --quantize)"
+            "overflowed; translate in float32, without int8 layers"
         )
     return ranked_results(finished, cfg.n_best)
 
