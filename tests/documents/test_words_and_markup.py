@@ -99,6 +99,21 @@ def test_raw_text_elements_hold_text_not_markup(document):
     assert translated("html", document) == document
 
 
+def test_a_title_holds_text_and_references_not_markup():
+    """As browsers read it: `<b>` in a title is text, `&amp;` the character it names."""
+    seen = []
+
+    def reading(texts):
+        seen.extend(texts)
+        return same(texts)
+
+    document = "<title>A <b> B &amp; C</title><p>Hallo</p>"
+    assert translated("html", document, reading) == "<title>A &lt;b> B &amp; C</title><p>Hallo</p>"
+    assert seen == ["A <b> B & C", "Hallo"]
+    with pytest.raises(DocumentError, match="^line 1, column 10: &#1; refers to a control"):
+        translated("html", "<title>a &#1;</title>")
+
+
 @pytest.mark.parametrize("reference", ["&#1;", "&#x7F;", "&#x0B;", "&#xFFFE;"])
 def test_a_reference_to_a_control_character_is_refused_where_it_stands(reference):
     with pytest.raises(DocumentError) as refused:

@@ -11,7 +11,9 @@ line and column.
 
 from __future__ import annotations
 
+import bisect
 import html
+import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Literal
@@ -28,6 +30,11 @@ VOID = frozenset({
 # `<!--`, a textarea hold `<b>`. Set on the parser, so that no Python release reads them other
 # ways (Python 3.11's html.parser reads only script and style so).
 RAW_TEXT = ("script", "style", "textarea", "xmp", "iframe", "noembed", "noframes")
+# The title's escapable raw text: no markup (`<title>A <b> B</title>` is the text "A <b> B"),
+# but character references; read as text up to its end tag, its references split off here.
+RCDATA = ("title",)
+# A character reference as html.parser reads one in text (the `;` may be left out).
+_REFERENCE = re.compile(r"&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[a-zA-Z][-.a-zA-Z0-9]*);?")
 EventKind = Literal["start", "end", "empty", "text", "reference", "comment", "other"]
 
 
@@ -45,7 +52,7 @@ class Event:
 
 
 class _Tokenizer(HTMLParser):
-    CDATA_CONTENT_ELEMENTS = RAW_TEXT
+    CDATA_CONTENT_ELEMENTS = (*RAW_TEXT, *RCDATA)
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=False)  # references as events of their own
@@ -117,14 +124,14 @@ def tokenize(document: str) -> list[Event]:
         line_starts.append(line_starts[number] + len(line) + 1)
     starts = [line_starts[line - 1] + column for _, _, _, line, column in parser.found]
     ends = [*starts[1:], len(document) - len(parser.rawdata)][: len(starts)]
-    events = [
-        Event(kind, name, start, end, line, column + 1, no)
-        for (kind, name, no, line, column), start, end in zip(
-            parser.found, starts, ends, strict=True
-        )
-    ]
+    events = []
+    for (kind, name, no, line, column), start, end in zip(parser.found, starts, ends, strict=True):
+        if kind == "text" and events and events[-1].kind == "start" and events[-1].name in RCDATA:
+            events += _with_references(document, start, end, line_starts)
+        else:
+            events.append(Event(kind, name, start, end, line, column + 1, no))
     for before, event in zip([None, *events], events, strict=False):
-        if before is not None and before.kind == "start" and before.name in RAW_TEXT:
+        if before is not None and before.kind == "start" and before.name in (*RAW_TEXT, *RCDATA):
             continue  # a script's own text: `<!--` there is JavaScript's
         after = document[event.start + 1 : event.start + 2]
         if event.kind == "text" and document[event.start] == "<" and _starts_markup(after):
@@ -136,6 +143,20 @@ def tokenize(document: str) -> list[Event]:
             # `&#1;`, `&#xFFFE;`: HTML's noncharacters and controls, which unescape drops
             reason = f"{raw} refers to a control character or a noncharacter, not text: remove it"
             raise DocumentError(event.line, event.column, reason)
+    return events
+
+
+def _with_references(document: str, start: int, end: int, line_starts: list[int]) -> list[Event]:
+    """The text [start, end) of an RCDATA element as text and reference events, as html.parser
+    gives them outside such elements."""
+    events, position = [], start
+    found = [(m.start(), m.end()) for m in _REFERENCE.finditer(document, start, end)]
+    for begin, stop in [*found, (end, end)]:
+        for kind, a, b in (("text", position, begin), ("reference", begin, stop)):
+            if a < b:
+                line = bisect.bisect_right(line_starts, a)
+                events.append(Event(kind, "", a, b, line, a - line_starts[line - 1] + 1))
+        position = stop
     return events
 
 
