@@ -100,4 +100,4 @@ def test_a_decode_value_the_config_refuses_is_one_line(checkpoint, tmp_path, cap
     assert main([*command, "--top-p", "1.5"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1, err
-    assert "top_p=1.5 must be in (0, 1]" in err
+    assert err == "error: --top-p 1.5: must be in (0, 1]\n"

@@ -91,7 +91,7 @@ def test_batch_equals_each_sentence_alone(checkpoint):
     [
         (b"ok\n\xff\xfe\n", [], "<stdin>:2: not valid UTF-8"),
         (b"", ["--input", "/no/such/file"], "/no/such/file"),
-        (b"", ["--beam-size", "0"], "decode.beam_size=0 must be > 0"),
+        (b"", ["--beam-size", "0"], "error: --beam-size 0: must be > 0"),
     ],
 )
 def test_bad_input_gives_one_line_error(checkpoint, stdin, args, message):

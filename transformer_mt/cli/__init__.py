@@ -26,7 +26,8 @@ from transformer_mt.cli import (
     translate,
 )
 from transformer_mt.cli.common import Parser, run_command
-from transformer_mt.cli.flags import flag_name
+from transformer_mt.cli.flags import DECODE_FLAGS, flag_name
+from transformer_mt.config.errors import ConfigError
 from transformer_mt.errors import SettingError, TmtError, shown_value
 
 # The subcommands, in the order `tmt --help` lists them.
@@ -82,14 +83,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def flag_message(err: TmtError) -> str:
-    """The message of `err`, naming the flag instead of the library argument it set."""
+def flag_message(err: TmtError, args: argparse.Namespace | None = None) -> str:
+    """The message of `err`, naming the flag instead of the library argument it set, or
+    instead of the decode key a flag of `args` set (`--beam-size 0`, not `decode.beam_size=0`).
+    """
+    if isinstance(err, ConfigError) and args is not None:
+        return _decode_flag_message(err, args) or str(err)
     flag = FLAGS.get(err.setting) if isinstance(err, SettingError) else None
     if flag is None:
         return str(err)
     if err.value is None:
         return f"{flag}: {err.reason}"
     return f"{flag} {shown_value(err.value)}: {err.reason}"
+
+
+def _decode_flag_message(err: ConfigError, args: argparse.Namespace) -> str | None:
+    """`decode.beam_size=0 must be > 0` as `--beam-size 0: must be > 0` when the command line
+    set beam_size; None for a message about another key, or several (the config or the
+    checkpoint may have set them)."""
+    if len(err.keys) != 1 or not err.keys[0].startswith("decode."):
+        return None
+    field = err.keys[0].removeprefix("decode.")
+    if field not in DECODE_FLAGS or getattr(args, field, None) is None:
+        return None
+    value, _, reason = str(err).removeprefix(f"{err.keys[0]}=").partition(" ")
+    if not str(err).startswith(f"{err.keys[0]}=") or not reason:
+        return None
+    return f"{DECODE_FLAGS[field].flag or flag_name(field)} {value}: {reason}"
 
 
 class _Prefixed(logging.Formatter):
@@ -108,4 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         logging.lastResort.setFormatter(_Prefixed())
     args = build_parser().parse_args(argv)
     own_signals = getattr(args, "own_signals", False)
-    return run_command(lambda: args.handler(args), own_signals=own_signals, describe=flag_message)
+    return run_command(
+        lambda: args.handler(args),
+        own_signals=own_signals,
+        describe=lambda err: flag_message(err, args),
+    )
