@@ -181,3 +181,23 @@ def test_shortlist_never_writes_over_what_it_reads(
     err = without_notes(capsys.readouterr().err)
     assert err.startswith(f"error: {path}: is the ") and err.count("\n") == 1, err
     assert path.read_bytes() == before
+
+
+def test_a_corpus_of_the_other_direction_is_refused(reversing_checkpoint, corpus_config, capsys):
+    """The lists of an en->de corpus for a de->en model keep the wrong pieces; a joint
+    vocabulary's digest cannot tell."""
+    text = corpus_config.read_text(encoding="utf-8")
+    src, tgt = (line.split(": ")[1] for line in text.splitlines()[1:3])
+    corpus_config.write_text(
+        text.replace(f"src_lang: {src}", "src_lang: X")
+        .replace(f"tgt_lang: {tgt}", f"tgt_lang: {src}")
+        .replace("src_lang: X", f"src_lang: {tgt}"),
+        encoding="utf-8",
+    )
+    out = corpus_config.parent / "model.vmap"
+    assert main(_shortlist_args(reversing_checkpoint, corpus_config, out)) == 2
+    err = without_notes(capsys.readouterr().err)
+    assert err.startswith(
+        f"error: {reversing_checkpoint}: translates {src}->{tgt}, not {tgt}->{src}"
+    )
+    assert not out.exists()

@@ -211,10 +211,12 @@ class Translator:
             specials=specials,
             shortlist=listed,
         )
-        # A model without tags is not told languages: asked for another one, it would
-        # translate into its own silently; one with tags may lack the direction asked for
-        # (a language into itself). As the server does, refuse.
-        translator.languages.check(*translator.languages.default)
+        # As the server does, refuse a default direction the model lacks: without tags, any
+        # other (it would translate into its own silently); with them, one into itself. A
+        # tagged model with no default direction is given one per text (evaluate, distill).
+        default = translator.languages.default
+        if not specials.language_tags or None not in default:
+            translator.languages.check(*default)
         return translator
 
     @property

@@ -17,6 +17,7 @@ from pathlib import Path
 from transformer_mt.artifacts import config_input_files, load_checkpoint
 from transformer_mt.config import DataConfig, config_from_dict
 from transformer_mt.data.dataset import check_sources, describe_train, split_files, stream_pairs
+from transformer_mt.errors import TmtError
 from transformer_mt.files import check_output
 from transformer_mt.shortlist.lexicon import DEFAULT_SETTINGS, ShortlistSettings, frequent, model1
 from transformer_mt.shortlist.vmap import Vocabularies, write_vmap
@@ -38,6 +39,23 @@ class ShortlistReport:
         )
 
 
+def _check_direction(
+    checkpoint: str | Path, own: DataConfig, data: DataConfig, tagged: bool
+) -> None:
+    """Refuse a corpus of a direction a model without language tags does not translate: the
+    lists of an en->de corpus, scored by a de->en model, keep the wrong target pieces (and a
+    joint vocabulary's digest cannot tell). A tagged model is told its direction per text."""
+    if tagged:
+        return
+    other = [pair for pair in data.directions() if pair not in own.directions()]
+    if other:
+        names = ", ".join(f"{src}->{tgt}" for src, tgt in own.directions())
+        raise TmtError(
+            f"{checkpoint}: translates {names}, not {other[0][0]}->{other[0][1]}, the direction "
+            f"of data.train {describe_train(data)!r}; give a corpus of {names}"
+        )
+
+
 def build_shortlist(
     checkpoint: str | Path,
     out: str | Path,
@@ -48,13 +66,17 @@ def build_shortlist(
     own) to `out`.
 
     Raises:
-        TmtError: an unreadable checkpoint or corpus, an output over an input (the checkpoint,
-            the corpus, a file the checkpoint was made from).
+        TmtError: an unreadable checkpoint or corpus, a corpus of a direction the model does
+            not translate, an output over an input (the checkpoint, the corpus, a file the
+            checkpoint was made from).
     """
     settings.validate()
     stored = load_checkpoint(checkpoint, map_location="cpu")
     config = config_from_dict(stored.config, source=f"{checkpoint} (stored config)")
     data = data or config.data
+    _check_direction(
+        checkpoint, config.data, data, bool(stored.special_tokens(checkpoint).language_tags)
+    )
     check_sources(data, ("train",))
     corpus = [(path, "corpus the shortlist is learnt from") for path in split_files(data, "train")]
     made_from = config_input_files(config, f"checkpoint {checkpoint}")
