@@ -1,9 +1,11 @@
 """Fine-tuning (`train.init_from`): the child starts from the parent's weights, tokenizers and
 special ids, keeps its architecture, resumes exactly, and refuses a config that changes it."""
 
+import dataclasses
+
 import pytest
 
-from transformer_mt.artifacts import load_checkpoint
+from transformer_mt.artifacts import load_checkpoint, save_checkpoint
 from transformer_mt.cli import main
 from transformer_mt.errors import TmtError
 from transformer_mt.training.run import run_training
@@ -94,3 +96,17 @@ def test_a_fine_tuning_run_resumes_without_its_parent(parent, tmp_path):
     copy.unlink()
     assert run_training(config, str(run), []) == 0
     assert load_checkpoint(run / "checkpoints/last.pt").step == 6
+
+
+def test_the_child_searches_as_the_parent_unless_its_config_says_otherwise(parent, tmp_path):
+    """An imported model's checkpoint holds its authors' search; fine-tuned, it kept ours."""
+    searched = load_checkpoint(parent)
+    decode = {**searched.config["decode"], "beam_size": 3, "length_norm": "power", "max_len_b": 20}
+    own = tmp_path / "parent.pt"
+    save_checkpoint(
+        dataclasses.replace(searched, config={**searched.config, "decode": decode}), own
+    )
+    config = child_config(tmp_path, own)
+    assert run_training(str(config), str(tmp_path / "run"), ["decode.max_len_b=30"]) == 0
+    child = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.pt").config["decode"]
+    assert (child["beam_size"], child["length_norm"], child["max_len_b"]) == (3, "power", 30)

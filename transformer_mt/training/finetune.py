@@ -8,8 +8,10 @@ weights). Training-only settings (dropout, BPE-dropout, the attention backend;
 `artifacts.TRAINING_ONLY_SETTINGS`) may differ. Languages and data are the child's own: a
 fr->en parent fine-tuned on de->en pairs is the classic transfer for a small language pair.
 
-The parent gives the first weights, the tokenizers and the special ids; optimizer, schedule and
-step start afresh. The child's checkpoints hold all of it, so it resumes like any run.
+The parent gives the first weights, the tokenizers and the special ids, and the defaults of
+the `decode` section (the search `tmt import` wrote for an imported model, which the config's
+own decode keys override); optimizer, schedule and step start afresh. The child's checkpoints
+hold all of it, so it resumes like any run.
 """
 
 from __future__ import annotations
@@ -49,8 +51,9 @@ def _load_parent(path: str) -> Checkpoint:
 
 
 def inherit(config: ExperimentConfig, given: set[str], parent: Checkpoint) -> ExperimentConfig:
-    """`config` with the parent's model and tokenizer sections; `given` are the keys the
-    user's file and overrides set (`config.given_keys`).
+    """`config` with the parent's model and tokenizer sections, and its decode settings where
+    the config sets none; `given` are the keys the user's file and overrides set
+    (`config.given_keys`).
 
     Raises:
         TmtError: a given key of those sections differs from the parent's, naming both values.
@@ -72,4 +75,10 @@ def inherit(config: ExperimentConfig, given: set[str], parent: Checkpoint) -> Ex
                     "model's architecture and vocabulary (remove the key)"
                 )
             merged[section][key] = value
+    # The parent's search (for an import, the one its authors configured) unless the config
+    # sets its own: the child is the same kind of model.
+    merged["decode"] = {
+        key: value if f"decode.{key}" in given else stored["decode"].get(key, value)
+        for key, value in current["decode"].items()
+    }
     return config_from_dict(merged, f"{Path(source).name} + the fine-tuning config")
