@@ -340,3 +340,27 @@ def test_ctranslate2_greedy_output_equals_ours(imported, tmp_path, scale_embeddi
     ids = tgt_tokenizer.pieces
     for i, result in enumerate(results):
         assert [ids[piece] for piece in result.hypotheses[0]] == ours[i], SOURCES[i]
+
+
+def test_a_multilingual_import_is_evaluated_and_distilled_in_the_direction_named(
+    imported, tmp_path, capsys
+):
+    """It has no direction of its own: `evaluate --directions` and a distill config name one
+    (both refused it, asking for a --tgt-lang neither command has)."""
+    if imported.tgt_lang is None:
+        pytest.skip("a bilingual model has its own direction")
+    write_lines(tmp_path / "test.de", SOURCES)
+    write_lines(tmp_path / "test.fra", REFERENCES)
+    evaluate = ["evaluate", "--checkpoint", str(imported.checkpoint), "--test"]
+    evaluate += [str(tmp_path / "test"), "--no-off-target", "--json"]
+    assert main([*evaluate, "--directions", "de-fra"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["src_lang"], row["tgt_lang"], row["sentences"]) == ("de", "fra", len(SOURCES))
+    assert main(evaluate) == 2
+    assert "has no direction of its own" in capsys.readouterr().err
+
+    config = tmp_path / "distill.yaml"
+    config.write_text(f"data: {{src_lang: de, tgt_lang: fra, train: {tmp_path / 'test'}}}\n")
+    distill = ["distill", "--checkpoint", str(imported.checkpoint), "--config", str(config)]
+    assert main([*distill, "--run-dir", str(tmp_path / "run"), "--beam-size", "1"]) == 0
+    assert (tmp_path / "run" / "train.fra").exists()

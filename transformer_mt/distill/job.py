@@ -110,13 +110,7 @@ def distill(
         raise SettingError("chunk_lines", settings.chunk_lines, "must be at least 1")
     teacher_filter = TeacherFilter(rules)  # bad bounds fail here, before the teacher loads
     outputs = _outputs(data, run_dir, out, checkpoint)
-    translator = Translator.from_checkpoint(
-        str(checkpoint),
-        device=settings.device,
-        quantize=settings.quantize,
-        **settings.decode,
-        lines=LineSettings(split_sentences=False),
-    )
+    translator = _teacher(checkpoint, settings, data)
     _check_direction(checkpoint, translator, data)
     manifest = Manifest.of(
         checkpoint, data, translator.decode, settings.quantize, settings.chunk_lines
@@ -178,6 +172,28 @@ def _outputs(
     for path in paths:
         check_output(path, [*corpus, *teacher])
     return paths
+
+
+def _teacher(checkpoint: str | Path, settings: TeacherSettings, data: DataConfig) -> Translator:
+    """The teacher, translating data.train's direction. A multilingual model without a
+    default direction of its own (an import) is told that one; any other keeps its own, so
+    that `_check_direction` names what it translates."""
+
+    def load(lines: LineSettings) -> Translator:
+        return Translator.from_checkpoint(
+            str(checkpoint),
+            device=settings.device,
+            quantize=settings.quantize,
+            **settings.decode,
+            lines=lines,
+        )
+
+    try:
+        return load(LineSettings(split_sentences=False))
+    except SettingError as err:
+        if err.setting not in ("src_lang", "tgt_lang"):
+            raise
+    return load(LineSettings(src_lang=data.src_lang, tgt_lang=data.tgt_lang, split_sentences=False))
 
 
 def _check_direction(checkpoint: str | Path, translator: Translator, data: DataConfig) -> None:

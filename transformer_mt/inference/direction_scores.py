@@ -29,7 +29,7 @@ from transformer_mt.data.dataset import column_texts, load_split
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.evaluation import corpus_scores
 from transformer_mt.inference.requests import Texts
-from transformer_mt.inference.translator import Translator
+from transformer_mt.inference.translator import LineSettings, Translator
 from transformer_mt.langid import LanguageIdentifier
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,16 @@ def score_directions(
         DataError: a test file of a direction is missing or unequal.
         LinguaMissing: off_target without lingua installed.
     """
-    translator = Translator.from_checkpoint(checkpoint, **decode_changes)
+    try:
+        translator = Translator.from_checkpoint(checkpoint, **decode_changes)
+    except SettingError as err:  # a multilingual import, with no direction of its own
+        if err.setting not in ("src_lang", "tgt_lang"):
+            raise
+        if not directions:
+            reason = f"has no direction of its own ({err.reason})"
+            raise TmtError(f"{checkpoint}: {reason}; name the directions to score") from None
+        first = LineSettings(src_lang=directions[0][0], tgt_lang=directions[0][1])
+        translator = Translator.from_checkpoint(checkpoint, lines=first, **decode_changes)
     languages = translator.languages
     asked = list(directions if directions is not None else languages.directions)
     for src_lang, tgt_lang in asked:
