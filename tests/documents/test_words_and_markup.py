@@ -108,6 +108,8 @@ def test_a_title_holds_text_and_references_not_markup():
     out, seen = translated_and_read("<title>A <b> B &amp; C</title><p>Hallo</p>")
     assert out == "<title>A &lt;b> B &amp; C</title><p>Hallo</p>"
     assert seen == ["A <b> B & C", "Hallo"]
+    out, seen = translated_and_read("<title>&amp;<b> x</title>")  # markup after a reference
+    assert (out, seen) == ("<title>&amp;&lt;b> x</title>", ["&<b> x"])
     with pytest.raises(DocumentError, match="^line 1, column 10: &#1; refers to a control"):
         translated("html", "<title>a &#1;</title>")
 

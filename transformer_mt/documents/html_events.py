@@ -124,20 +124,21 @@ def tokenize(document: str) -> list[Event]:
         line_starts.append(line_starts[number] + len(line) + 1)
     starts = [line_starts[line - 1] + column for _, _, _, line, column in parser.found]
     ends = [*starts[1:], len(document) - len(parser.rawdata)][: len(starts)]
-    events = []
+    events: list[Event] = []
     for (kind, name, no, line, column), start, end in zip(parser.found, starts, ends, strict=True):
-        if kind == "text" and events and events[-1].kind == "start" and events[-1].name in RCDATA:
+        opened = events[-1].name if events and events[-1].kind == "start" else ""
+        # A raw text element's own text (a script's `<!--` is JavaScript's) is no markup.
+        if (
+            kind == "text"
+            and opened not in (*RAW_TEXT, *RCDATA)
+            and _starts_markup(document, start)
+        ):
+            raise DocumentError(line, column + 1, f"markup {_quote(document, start)} never ends")
+        if kind == "text" and opened in RCDATA:
             events += _with_references(document, start, end, line_starts)
         else:
             events.append(Event(kind, name, start, end, line, column + 1, no))
-    for before, event in zip([None, *events], events, strict=False):
-        if before is not None and before.kind == "start" and before.name in (*RAW_TEXT, *RCDATA):
-            continue  # a script's own text: `<!--` there is JavaScript's
-        after = document[event.start + 1 : event.start + 2]
-        if event.kind == "text" and document[event.start] == "<" and _starts_markup(after):
-            raise DocumentError(
-                event.line, event.column, f"markup {_quote(document, event)} never ends"
-            )
+    for event in events:
         raw = document[event.start : event.end]
         if event.kind == "reference" and raw.startswith("&#") and not html.unescape(raw):
             # `&#1;`, `&#xFFFE;`: HTML's noncharacters and controls, which unescape drops
@@ -160,10 +161,11 @@ def _with_references(document: str, start: int, end: int, line_starts: list[int]
     return events
 
 
-def _starts_markup(char: str) -> bool:
-    return char.isalpha() or char in ("/", "!", "?")
+def _starts_markup(document: str, start: int) -> bool:
+    """Whether the text at `start` begins like markup (`<b`, `</`, `<!`, `<?`)."""
+    after = document[start + 1 : start + 2]
+    return document[start] == "<" and (after.isalpha() or after in ("/", "!", "?"))
 
 
-def _quote(document: str, event: Event) -> str:
-    text = document[event.start : event.start + 20].split("\n")[0]
-    return repr(text)
+def _quote(document: str, start: int) -> str:
+    return repr(document[start : start + 20].split("\n")[0])
