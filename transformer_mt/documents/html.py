@@ -322,19 +322,21 @@ def _without_text_kept(run: list[Piece]) -> list[Piece]:
     `<i class="fa fa-check"></i>`; a linked image, `<a href=x><img></a>`) made one piece of
     kept markup: markup without text, which keeps the whitespace around it (as a span it lost
     it: `<i></i> Erledigt` came back `<i></i>Erledigt`, the icon touching the word)."""
-    opened: list[tuple[int, bool]] = []  # an open element's piece, and whether it holds text
+    opened: list[int] = []  # the pieces that open the elements open here
+    worded: list[bool] = []  # whether each of them holds text (or a line break) so far
     textless: dict[int, int] = {}  # the piece that opens an element without text: its close
     for i, piece in enumerate(run):
         if piece.kind == "open":
-            opened.append((i, False))
+            opened.append(i)
+            worded.append(False)
         elif piece.kind == "close":
-            start, worded = opened.pop()
-            if not worded:
+            start, held = opened.pop(), worded.pop()
+            if not held:
                 textless[start] = i
-            elif opened:
-                opened[-1] = (opened[-1][0], True)
-        elif piece.kind in ("text", "break") and opened:
-            opened[-1] = (opened[-1][0], True)
+            elif worded:  # what a child holds, its parent holds
+                worded[-1] = True
+        elif piece.kind in ("text", "break") and worded:
+            worded[-1] = True
     merged, i = [], 0
     while i < len(run):
         close = textless.get(i)
