@@ -49,6 +49,7 @@ from transformer_mt.distill.filtering import (
 from transformer_mt.distill.manifest import Manifest, claim_run_dir
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import atomic_open, check_output, read_lines
+from transformer_mt.inference.languages import Pair, in_direction
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import LineSettings, Translator
 from transformer_mt.progress import PROGRESS_SECONDS, Counted, ProgressReport, duration
@@ -175,11 +176,11 @@ def _outputs(
 
 
 def _teacher(checkpoint: str | Path, settings: TeacherSettings, data: DataConfig) -> Translator:
-    """The teacher, translating data.train's direction. A multilingual model without a
-    default direction of its own (an import) is told that one; any other keeps its own, so
-    that `_check_direction` names what it translates."""
+    """The teacher, for data.train's direction where it has no direction of its own
+    (`languages.in_direction`); any other keeps its own, which `_check_direction` checks."""
 
-    def load(lines: LineSettings) -> Translator:
+    def load(direction: Pair) -> Translator:
+        lines = LineSettings(src_lang=direction[0], tgt_lang=direction[1], split_sentences=False)
         return Translator.from_checkpoint(
             str(checkpoint),
             device=settings.device,
@@ -188,12 +189,7 @@ def _teacher(checkpoint: str | Path, settings: TeacherSettings, data: DataConfig
             lines=lines,
         )
 
-    try:
-        return load(LineSettings(split_sentences=False))
-    except SettingError as err:
-        if err.setting not in ("src_lang", "tgt_lang"):
-            raise
-    return load(LineSettings(src_lang=data.src_lang, tgt_lang=data.tgt_lang, split_sentences=False))
+    return in_direction(load, (data.src_lang, data.tgt_lang), str(checkpoint))
 
 
 def _check_direction(checkpoint: str | Path, translator: Translator, data: DataConfig) -> None:

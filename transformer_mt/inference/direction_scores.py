@@ -28,6 +28,7 @@ from transformer_mt.artifacts import load_for_inference
 from transformer_mt.data.dataset import column_texts, load_split
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.evaluation import corpus_scores
+from transformer_mt.inference.languages import Languages, Pair, in_direction
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import LineSettings, Translator
 from transformer_mt.langid import LanguageIdentifier
@@ -74,16 +75,12 @@ def score_directions(
         DataError: a test file of a direction is missing or unequal.
         LinguaMissing: off_target without lingua installed.
     """
-    try:
-        translator = Translator.from_checkpoint(checkpoint, **decode_changes)
-    except SettingError as err:  # a multilingual import, with no direction of its own
-        if err.setting not in ("src_lang", "tgt_lang"):
-            raise
-        if not directions:
-            reason = f"has no direction of its own ({err.reason})"
-            raise TmtError(f"{checkpoint}: {reason}; name the directions to score") from None
-        first = LineSettings(src_lang=directions[0][0], tgt_lang=directions[0][1])
-        translator = Translator.from_checkpoint(checkpoint, lines=first, **decode_changes)
+
+    def load(direction: Pair) -> Translator:
+        lines = LineSettings(src_lang=direction[0], tgt_lang=direction[1])
+        return Translator.from_checkpoint(checkpoint, lines=lines, **decode_changes)
+
+    translator = in_direction(load, directions[0] if directions else None, checkpoint)
     languages = translator.languages
     asked = list(directions if directions is not None else languages.directions)
     for src_lang, tgt_lang in asked:
@@ -106,26 +103,14 @@ def score_directions(
         )
         return [t.texts[0] for t in found]
 
-    pivoted = [
-        pair
-        for pair in asked
-        if pair not in languages.trained
-        and all(leg in languages.trained for leg in ((pair[0], pivot), (pivot, pair[1])))
-    ]
-    if pivot is not None and not pivoted:
-        log.warning(
-            "pivot %s: no direction asked is zero-shot with both legs through %s trained; "
-            "nothing is pivoted",
-            pivot,
-            pivot,
-        )
+    pivoted = _pivoted(asked, languages, pivot)
     scores = []
     for src_lang, tgt_lang in asked:
         split = load_split(dataclasses.replace(data, src_lang=src_lang, tgt_lang=tgt_lang), "test")
         sources, references = column_texts(split, "src"), column_texts(split, "tgt")
         supervised = (src_lang, tgt_lang) in languages.trained
         routes = [("supervised" if supervised else "zero-shot", [tgt_lang])]
-        if pivot and (src_lang, tgt_lang) in pivoted:
+        if (src_lang, tgt_lang) in pivoted:
             routes.append((f"pivot {pivot}", [pivot, tgt_lang]))
         for route, targets in routes:
             texts, language = sources, src_lang
@@ -134,6 +119,27 @@ def score_directions(
             scores.append(_scored(src_lang, tgt_lang, route, texts, references, identifier))
             log.info("%s", _row(scores[-1]))
     return scores
+
+
+def _pivoted(asked: list[Pair], languages: Languages, pivot: str | None) -> list[Pair]:
+    """The directions of `asked` scored through `pivot` too: zero-shot ones whose two legs
+    through it are trained (a warning where none is)."""
+    if pivot is None:
+        return []
+    pivoted = [
+        pair
+        for pair in asked
+        if pair not in languages.trained
+        and all(leg in languages.trained for leg in ((pair[0], pivot), (pivot, pair[1])))
+    ]
+    if not pivoted:
+        log.warning(
+            "pivot %s: no direction asked is zero-shot with both legs through %s trained; "
+            "nothing is pivoted",
+            pivot,
+            pivot,
+        )
+    return pivoted
 
 
 def _scored(

@@ -16,11 +16,12 @@ The server checks each request's languages here (`check`) and lists them at /v1/
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from transformer_mt.data.specials import SpecialTokens
-from transformer_mt.errors import SettingError
+from transformer_mt.errors import SettingError, TmtError
 
 # (source language, target language); None: not named (a model without tags needs none).
 Pair = tuple[str | None, str | None]
@@ -124,3 +125,27 @@ def _can_tell(specials: SpecialTokens, src_lang: str | None, tgt_lang: str | Non
     except SettingError:
         return False
     return True
+
+
+Loaded = TypeVar("Loaded")
+
+
+def in_direction(load: Callable[[Pair], Loaded], direction: Pair | None, what: str) -> Loaded:
+    """`load((None, None))`: a model in its own default direction; a multilingual model with
+    none (an import: the tag of its target language is needed, and unknown) is loaded for
+    `direction` instead. Any other model keeps its own, so that the caller can name the
+    directions it translates when `direction` is not one.
+
+    Raises:
+        TmtError: the model has no direction of its own and `direction` is None, naming
+            `what` it is (a checkpoint).
+    """
+    try:
+        return load((None, None))
+    except SettingError as err:
+        if err.setting not in ("src_lang", "tgt_lang"):
+            raise
+        if direction is None:
+            reason = f"has no direction of its own ({err.reason})"
+            raise TmtError(f"{what}: {reason}; name the directions to translate") from None
+    return load(direction)
