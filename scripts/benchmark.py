@@ -83,11 +83,14 @@ def main(argv: list[str] | None = None) -> None:
     _refuse_counts_below_one(parser, args)
     module = modules[args.benchmark]
     # Some modules print their own JSON progress on stdout; keep stdout to our lines only.
+    results: list[dict] = []
+
+    def bench() -> int:
+        results.extend(module.run(args))
+        return 0
+
     with contextlib.redirect_stdout(sys.stderr):
-        results: list[dict] = []
-        status = run_command(
-            lambda: results.extend(module.run(args)) or 0, own_signals=False, describe=str
-        )
+        status = run_command(bench, own_signals=False, describe=str)
     if status:  # a bad checkpoint or data path: one line said why
         raise SystemExit(status)
     print(json.dumps({"bench": "machine", **machine_info()}), flush=True)
