@@ -111,7 +111,7 @@ async def start(
     texts: the request with its detections, and the job; or an `ApiError`."""
     scope = admit(request, key, parsed.texts)
     parsed = await identify(request, parsed)
-    engine = request.app.state.engine
+    engine: Engine = request.app.state.engine
     try:
         job = await submit(engine, parsed.submitted(), parsed.decode, on_token, scope)
     except Exception as err:  # every refusal, and an engine fault (500), as one error body
