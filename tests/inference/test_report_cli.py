@@ -40,6 +40,20 @@ def translating_checkpoint(tmp_path_factory):
     return fit_tiny_checkpoint(path, pairs, 1e-2, 150, directory / "trained.pt")
 
 
+@pytest.fixture(scope="module")
+def quiet_line(translating_checkpoint):
+    """The first of a few one-sentence lines that the checks do not flag with this model.
+    Which ones they flag depends on the CPU that trained it (its kernels round differently,
+    and 150 steps at a high learning rate carry that into the weights)."""
+    candidates = [LINES[0], "zwei hunde spielen", "eine frau liest", "ein mann fährt rad"]
+    translator = Translator.from_checkpoint(str(translating_checkpoint), beam_size=1)
+    for line in translate_checked(translator, candidates):
+        (sentence,) = line.sentences
+        if not sentence.flags:
+            return sentence.source
+    raise AssertionError(f"the checks flag every one of {candidates}")
+
+
 def translate(checkpoint, tmp_path, lines, *args):
     source = tmp_path / "in.txt"
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -81,10 +95,10 @@ def test_with_splitting_on_the_output_file_is_the_same_byte_for_byte(
 
 
 def test_without_splitting_a_flagged_line_comes_out_sentence_by_sentence(
-    translating_checkpoint, tmp_path
+    translating_checkpoint, quiet_line, tmp_path
 ):
     report = tmp_path / "report.jsonl"
-    lines = [LINES[0], LINES[2], "das buch. eine frau"]  # the last: no sentence end found
+    lines = [quiet_line, LINES[2], "das buch. eine frau"]  # the last: no sentence end found
     whole = translate(translating_checkpoint, tmp_path, lines, "--no-split")
     split = translate(translating_checkpoint, tmp_path, lines)
     checked = translate(
@@ -97,9 +111,9 @@ def test_without_splitting_a_flagged_line_comes_out_sentence_by_sentence(
 
 
 def test_with_nothing_flagged_the_output_file_is_the_same_byte_for_byte(
-    translating_checkpoint, tmp_path
+    translating_checkpoint, quiet_line, tmp_path
 ):
-    quiet = [LINES[0], "", LINES[0]]
+    quiet = [quiet_line, "", quiet_line]
     report = tmp_path / "report.jsonl"
     translate(translating_checkpoint, tmp_path, quiet, "--no-split", "--report", str(report))
     assert all(not s["flags"] for line in read_report(report) for s in line["sentences"])

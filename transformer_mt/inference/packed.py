@@ -106,7 +106,9 @@ def on_bucketed_rows(product: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     and resident memory grew by gigabytes over a long `tmt translate` (docs/results.md,
     2026-12-05). Padded, a layer meets a few dozen. The padded rows' products are thrown away;
     the real rows' equal the unpadded product bit for bit where measured (every row count from
-    1 to 400, AVX-512 EPYC; int8 too, since its dynamic scale always spans zero).
+    1 to 400, AVX-512 EPYC; int8 too, since its dynamic scale always spans zero), but for
+    oneDNN's int8 product of 1-5 rows on an Intel Xeon with AMX, whose last bit differs: a
+    translation only ever sees the padded product, so it does not depend on which.
     """
     flat = x.reshape(-1, x.size(-1))
     rows = flat.size(0)
