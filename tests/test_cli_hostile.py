@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from tests.conftest import make_run_dir, without_notes
+from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,6 +70,16 @@ def test_translate_refuses_a_run_artifact_as_output(checkpoint, source, tmp_path
     assert translate(checkpoint, "--input", str(source), "--output", str(best)) == 2
     assert "is a training checkpoint of" in one_error_line(capsys)
     assert best.read_bytes() == b"the best weights"
+
+
+def test_translate_of_a_symlink_loop_is_one_line(checkpoint, tmp_path, capsys):
+    loop = tmp_path / "loop.txt"
+    loop.symlink_to(tmp_path / "loop2.txt")
+    (tmp_path / "loop2.txt").symlink_to(loop)
+    out = tmp_path / "out.txt"
+    assert translate(checkpoint, "--input", str(loop), "--output", str(out)) == 2
+    assert "Too many levels of symbolic links" in one_error_line(capsys)
+    assert not out.exists()
 
 
 def test_translate_through_a_symlink_keeps_the_link(checkpoint, source, tmp_path):
@@ -439,6 +450,17 @@ def test_a_direction_is_escaped_and_cut(checkpoint, capsys):
     assert main(["evaluate", "--checkpoint", str(checkpoint), "--directions", "de\n" * 3000]) == 2
     err = one_error_line(capsys)
     assert err.startswith("error: --directions 'de\\nde\\n") and len(err) < 300
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_evaluate_refuses_a_test_set_that_is_a_pipe(checkpoint, tmp_path, capsys):
+    """Before translating: a reader would wait on the pipe for a writer that never comes."""
+    data = load_for_inference(str(checkpoint)).config.data
+    os.mkfifo(tmp_path / f"test.{data.src_lang}")
+    (tmp_path / f"test.{data.tgt_lang}").write_text("a\n", encoding="utf-8")
+    args = ["--test", str(tmp_path / "test"), "--no-off-target"]
+    assert main(["evaluate", "--checkpoint", str(checkpoint), *args]) == 2
+    assert "is a named pipe (FIFO), not a regular file" in one_error_line(capsys)
 
 
 # --- A full disk: status 1 and one line, from every writing command.

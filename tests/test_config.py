@@ -355,6 +355,10 @@ def test_output_settings_are_every_field_but_the_output_neutral_ones():
         ("model.n_layers=100000", r"model\.n_layers=100000 must be in \[1, 1024\]"),
         ("model.n_decoder_layers=1025", r"model\.n_decoder_layers=1025 must be in \[1, 1024\]"),
         ("model.n_decoder_layers=0", r"model\.n_decoder_layers=0 must be in \[1, 1024\]"),
+        (f"model.d_model={10**30}", rf"model\.d_model={10**30} must be in \[1, 1048576\]"),
+        ("model.d_ff=2000000", r"model\.d_ff=2000000 must be in \[1, 1048576\]"),
+        ("tokenizer.vocab_size=3000000000", r"vocab_size=3000000000 must be in \[8, 2147483647\]"),
+        ("tokenizer.vocab_size=7", r"tokenizer\.vocab_size=7 must be in \[8, 2147483647\]"),
     ],
 )
 def test_settings_that_a_library_would_fail_on_later_are_refused(tmp_path, setting, message):

@@ -299,8 +299,18 @@ def refuse_same_file(input_path: str | Path, output_path: str | Path, what: str)
     """
     src, out = Path(input_path), Path(output_path)
     same = src.exists() and out.exists() and os.path.samefile(src, out)
-    if same or src.resolve() == out.resolve():
+    real = resolved(src)
+    if same or (real is not None and real == resolved(out)):
         raise TmtError(f"{output_path}: is the {what} itself; write the output elsewhere")
+
+
+def resolved(path: Path) -> Path | None:
+    """`path` absolute with its links followed; None inside a symlink loop, which names no
+    file (reading it fails by name where it is read)."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):  # Python 3.11 raises RuntimeError for a loop, 3.13 OSError
+        return None
 
 
 def check_output(path: str | Path, inputs: Iterable[tuple[str | Path | None, str]] = ()) -> None:

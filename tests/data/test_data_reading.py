@@ -177,4 +177,14 @@ def test_check_sources_refuses_a_named_pipe(tmp_path):
     os.mkfifo(tmp_path / "train.en")
     with pytest.raises(DataError) as err:
         check_sources(DataConfig(train=str(tmp_path / "train"), valid=None, test=None))
-    assert f"{tmp_path}/train.en is not a regular file" in one_line_error(err)
+    assert f"{tmp_path}/train.en is a named pipe (FIFO), not a regular file" in one_line_error(err)
+
+
+def test_check_sources_names_a_symlink_loop(tmp_path):
+    write_text_pair(tmp_path, "train")
+    (tmp_path / "train.en").unlink()
+    (tmp_path / "loop").symlink_to(tmp_path / "train.en")
+    (tmp_path / "train.en").symlink_to(tmp_path / "loop")
+    with pytest.raises(DataError) as err:
+        check_sources(DataConfig(train=str(tmp_path / "train"), valid=None, test=None))
+    assert f"{tmp_path}/train.en is a symlink loop; fix these paths" in one_line_error(err)

@@ -305,3 +305,35 @@ def test_flex_attention_is_refused_for_training_on_a_cpu(tiny_experiment, tmp_pa
         "error: model.attention_backend=flex: trains on CUDA only"
     )
     assert not run_dir.exists()
+
+
+def test_a_new_run_does_not_write_over_the_config_it_was_given(tiny_experiment, tmp_path, capsys):
+    """A config written into an empty run directory is the user's file, comments and all: a
+    new run there refuses it; once the directory holds a run, its config.yaml resumes it."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    own = run_dir / "config.yaml"
+    own.write_text("# my notes\n" + tiny_experiment.read_text(), encoding="utf-8")
+    before = own.read_bytes()
+    assert main(["train", "--config", str(own), "--run-dir", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --config {own}: is the config.yaml a new run in {run_dir}")
+    assert err.count("\n") == 1 and own.read_bytes() == before
+    assert run_training(str(tiny_experiment), str(run_dir.parent / "trained"), []) == 0
+    trained = run_dir.parent / "trained"
+    args = ["train", "--config", str(trained / "config.yaml"), "--run-dir", str(trained)]
+    assert main([*args, "--set", "train.max_steps=12"]) == 0
+
+
+def test_a_symlink_loop_among_the_corpus_files_is_one_line(tiny_experiment, tmp_path, capsys):
+    config = yaml.safe_load(tiny_experiment.read_text())
+    loop = tmp_path / "loop.tsv"
+    loop.symlink_to(tmp_path / "loop2.tsv")
+    (tmp_path / "loop2.tsv").symlink_to(loop)
+    config["data"]["valid"] = str(loop)
+    tiny_experiment.write_text(yaml.safe_dump(config))
+    args = ["train", "--config", str(tiny_experiment), "--run-dir", str(tmp_path / "run")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"{loop} is a symlink loop; fix these paths in the config" in err
+    assert err.count("\n") == 1

@@ -27,16 +27,27 @@ def _run_train(args: argparse.Namespace) -> int:
 def _check_run_dir(args: argparse.Namespace) -> None:
     """Refuse a run directory where training would write over a file it reads: a corpus,
     tokenizer text or parent checkpoint of the config named like a file the run writes
-    (`run_layout.run_file`). The config itself may be the run's config.yaml: resuming with
-    it rewrites it with the settings in use, as every resume does."""
+    (`run_layout.run_file`). The config itself may be the config.yaml of the run it resumes:
+    resuming with it rewrites it with the settings in use, as every resume does; a new run
+    would write over a config the user wrote (its comments, keys left at their defaults)."""
     from transformer_mt.artifacts import config_input_files
     from transformer_mt.config import load_config
-    from transformer_mt.run_layout import run_file
+    from transformer_mt.files import resolved
+    from transformer_mt.run_layout import CONFIG_NAME, is_run_dir, run_file
 
     cfg = load_config(args.config, args.set)
     run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / Path(args.config).stem
+    run_real = resolved(run_dir)
+    if run_real is None:  # a symlink loop: creating the run directory says so
+        return
+    if resolved(Path(args.config)) == run_real / CONFIG_NAME and not is_run_dir(run_real):
+        raise TmtError(
+            f"--config {args.config}: is the {CONFIG_NAME} a new run in {run_dir} writes; copy "
+            "it out of the run directory, or train into another --run-dir"
+        )
     for path, what in config_input_files(cfg, f"--config {args.config}"):
-        written = run_file(run_dir.resolve(), path.resolve())
+        real = resolved(path)  # None: a symlink loop, refused by name when the data is checked
+        written = None if real is None else run_file(run_real, real)
         if written is not None:
             raise TmtError(
                 f"{path}: the {what} is {written}, which training writes; move it, or train "

@@ -11,6 +11,9 @@ from transformer_mt.config.errors import ConfigError
 # Layers of a stack, at most. The deepest Transformers trained (DeepNet, Wang et al. 2022) have
 # 1,000 layers in all; a deeper stack is a typo, and building one fails in Python's allocator.
 MAX_LAYERS = 1024
+# Widths (d_model, d_ff) and positions, at most: 16x the widest layers trained (GPT-3's d_ff,
+# 49,152, is 3x less); a wider one is a typo, and torch cannot size its tensors past int64.
+MAX_WIDTH = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,12 @@ class ModelConfig:
 
     def validate(self) -> None:
         check_positive(self, "model", ["d_model", "n_heads", "d_ff", "max_positions"])
+        for key in ("d_model", "d_ff", "max_positions"):
+            if getattr(self, key) > MAX_WIDTH:
+                raise ConfigError(
+                    f"model.{key}={getattr(self, key)} must be in [1, {MAX_WIDTH}]",
+                    keys=(f"model.{key}",),
+                )
         if self.d_model % self.n_heads:
             raise ConfigError(
                 f"model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}",

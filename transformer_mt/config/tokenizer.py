@@ -8,6 +8,9 @@ from typing import Literal
 from transformer_mt.config.checks import check_positive
 from transformer_mt.config.errors import ConfigError
 
+# SentencePiece reads the vocabulary size as a 32-bit int.
+MAX_VOCAB = 2**31 - 1
+
 
 @dataclass(frozen=True)
 class TokenizerConfig:
@@ -49,9 +52,9 @@ class TokenizerConfig:
                 f"tokenizer.bpe_dropout needs model_type bpe, not {self.model_type!r}",
                 keys=("tokenizer.bpe_dropout", "tokenizer.model_type"),
             )
-        if self.vocab_size < 8:
+        if not 8 <= self.vocab_size <= MAX_VOCAB:
             raise ConfigError(
-                f"tokenizer.vocab_size={self.vocab_size} must be >= 8",
+                f"tokenizer.vocab_size={self.vocab_size} must be in [8, {MAX_VOCAB}]",
                 keys=("tokenizer.vocab_size",),
             )
         if self.language_tags and not self.joint:

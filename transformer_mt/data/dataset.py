@@ -51,6 +51,7 @@ from transformer_mt.data.readers import (
 )
 from transformer_mt.data.specials import BACK_TRANSLATION_TAG
 from transformer_mt.errors import one_line
+from transformer_mt.files import file_problem
 
 HUB_HOST = "huggingface.co"
 HUB_PROBE_TIMEOUT_S = 3.0  # an offline machine answers "no" this fast instead of hanging
@@ -213,12 +214,15 @@ def check_sources(cfg: DataConfig, splits: Sequence[str] = ("train", "valid", "t
 
 
 def _file_fault(path: Path) -> str | None:
+    """What keeps a corpus file from being read, in the words of `files.file_problem` (a pipe,
+    a socket or a device: training reads a corpus several times), or that it is empty."""
     if path.is_dir():
         return "is a folder, not a file"
-    if not path.exists():
+    problem = file_problem(path)
+    if problem == "missing":
         return "not found"
-    if not path.is_file():  # a pipe, a socket, a device: training reads a corpus several times
-        return "is not a regular file"
+    if problem is not None:
+        return f"is {problem}"
     if path.stat().st_size == 0:
         return "is empty"
     return None

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from transformer_mt.artifacts import load_for_inference
-from transformer_mt.data.dataset import column_texts, load_split
+from transformer_mt.data.dataset import check_sources, column_texts, load_split
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.evaluation import corpus_scores
 from transformer_mt.inference.languages import Languages, Pair, in_direction
@@ -104,9 +104,12 @@ def score_directions(
         return [t.texts[0] for t in found]
 
     pivoted = _pivoted(asked, languages, pivot)
+    tests = [dataclasses.replace(data, src_lang=s, tgt_lang=t) for s, t in asked]
+    for test_data in tests:  # a FIFO or a folder refused before any translation
+        check_sources(test_data, ("test",))
     scores = []
-    for src_lang, tgt_lang in asked:
-        split = load_split(dataclasses.replace(data, src_lang=src_lang, tgt_lang=tgt_lang), "test")
+    for (src_lang, tgt_lang), test_data in zip(asked, tests, strict=True):
+        split = load_split(test_data, "test")
         sources, references = column_texts(split, "src"), column_texts(split, "tgt")
         supervised = (src_lang, tgt_lang) in languages.trained
         routes = [("supervised" if supervised else "zero-shot", [tgt_lang])]
