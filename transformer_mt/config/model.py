@@ -11,8 +11,8 @@ from transformer_mt.config.errors import ConfigError
 # Layers of a stack, at most. The deepest Transformers trained (DeepNet, Wang et al. 2022) have
 # 1,000 layers in all; a deeper stack is a typo, and building one fails in Python's allocator.
 MAX_LAYERS = 1024
-# Widths (d_model, d_ff) and positions, at most: 16x the widest layers trained (GPT-3's d_ff,
-# 49,152, is 3x less); a wider one is a typo, and torch cannot size its tensors past int64.
+# Widths (d_model, d_ff) and positions, at most: over 20x GPT-3's d_ff (49,152); a wider one is
+# a typo, and torch cannot size its tensors past int64.
 MAX_WIDTH = 1 << 20
 
 
