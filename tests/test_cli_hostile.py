@@ -82,6 +82,20 @@ def test_translate_of_a_symlink_loop_is_one_line(checkpoint, tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("command", ["translate", "export"])
+def test_an_output_that_is_a_symlink_loop_is_one_line(
+    checkpoint, source, tmp_path, capsys, command
+):
+    loop = tmp_path / "loop"
+    loop.symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(loop)
+    if command == "translate":
+        assert translate(checkpoint, "--input", str(source), "--output", str(loop)) == 2
+    else:
+        assert main(["export", "--format", "hf", str(checkpoint), str(loop)]) == 2
+    assert one_error_line(capsys) == f"error: {loop}: is a symlink loop; write elsewhere\n"
+
+
 def test_translate_through_a_symlink_keeps_the_link(checkpoint, source, tmp_path):
     target, link = tmp_path / "real.txt", tmp_path / "link.txt"
     target.write_text("old\n")

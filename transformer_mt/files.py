@@ -270,8 +270,9 @@ def output_folder(
         raise TmtError(f"{out_dir}: names no directory of its own; give a new directory to write")
     if out.exists() and not out.is_dir():
         raise TmtError(f"{out}: is a file, not a directory; give a directory to export into")
+    real = _real_output(out)
     for source, what in inputs:
-        if source is not None and _inside(Path(source), out):
+        if source is not None and _inside(Path(source), real):
             raise TmtError(f"{out_dir}: holds the {what} ({source}); write into a new directory")
     with atomic_path(out) as tmp:
         tmp.mkdir()
@@ -286,9 +287,10 @@ def output_folder(
 
 
 def _inside(path: Path, folder: Path) -> bool:
-    """Whether `path` is `folder` or lies in it, through links too."""
-    path, folder = path.resolve(), folder.resolve()
-    return path == folder or folder in path.parents
+    """Whether `path` is `folder` (resolved) or lies in it, through links too (a symlink loop
+    lies nowhere)."""
+    real = resolved(path)
+    return real is not None and (real == folder or folder in real.parents)
 
 
 def refuse_same_file(input_path: str | Path, output_path: str | Path, what: str) -> None:
@@ -313,6 +315,14 @@ def resolved(path: Path) -> Path | None:
         return None
 
 
+def _real_output(path: Path) -> Path:
+    """`resolved(path)` of an output, which a symlink loop cannot be: writing would fail."""
+    real = resolved(path)
+    if real is None:
+        raise TmtError(f"{path}: is a symlink loop; write elsewhere")
+    return real
+
+
 def check_output(path: str | Path, inputs: Iterable[tuple[str | Path | None, str]] = ()) -> None:
     """Refuse, before any work, a file output that would destroy something the user keeps.
 
@@ -328,7 +338,7 @@ def check_output(path: str | Path, inputs: Iterable[tuple[str | Path | None, str
         raise TmtError(f"{path}: names a directory, not a file; give a file name to write")
     if out.is_dir():
         raise TmtError(f"{path}: is a directory; give a file name to write")
-    for name in (out, out.resolve()):
+    for name in (out, _real_output(out)):
         artifact = run_artifact(name)
         if artifact is not None:
             raise TmtError(f"{path}: is {artifact}, which training reads back; write elsewhere")
