@@ -468,13 +468,17 @@ def test_a_direction_is_escaped_and_cut(checkpoint, capsys):
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
 def test_evaluate_refuses_a_test_set_that_is_a_pipe(checkpoint, tmp_path, capsys):
-    """Before translating: a reader would wait on the pipe for a writer that never comes."""
+    """Before translating (a reader would wait on the pipe for a writer that never comes), and
+    naming the flag that gave the path, not the config."""
     data = load_for_inference(str(checkpoint)).config.data
     os.mkfifo(tmp_path / f"test.{data.src_lang}")
     (tmp_path / f"test.{data.tgt_lang}").write_text("a\n", encoding="utf-8")
     args = ["--test", str(tmp_path / "test"), "--no-off-target"]
     assert main(["evaluate", "--checkpoint", str(checkpoint), *args]) == 2
-    assert "is a named pipe (FIFO), not a regular file" in one_error_line(capsys)
+    pipe = tmp_path / f"test.{data.src_lang}"
+    assert one_error_line(capsys) == (
+        f"error: --test {tmp_path / 'test'}: {pipe} is a named pipe (FIFO), not a regular file\n"
+    )
 
 
 # --- A full disk: status 1 and one line, from every writing command.

@@ -66,6 +66,7 @@ SAME_NAME = (
     "shortlist",
     "src",
     "src_lang",
+    "test",
     "tgt",
     "tgt_lang",
 )

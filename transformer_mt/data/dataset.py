@@ -198,7 +198,20 @@ def check_sources(cfg: DataConfig, splits: Sequence[str] = ("train", "valid", "t
     Raises:
         DataError: one line naming each faulty file and the key that points to it.
     """
-    problems = []
+    problems = [
+        f"{key}={path!r}: {', '.join(faults)}" for key, path, faults in source_faults(cfg, splits)
+    ]
+    if problems:
+        test = problems[-1].startswith("data.test=")
+        hint = " (data.test: null when there is no test set)" if test else ""
+        raise DataError(f"{'; '.join(problems)}; fix these paths in the config{hint}")
+
+
+def source_faults(cfg: DataConfig, splits: Sequence[str]) -> list[tuple[str, str, list[str]]]:
+    """What `check_sources` refuses, for a caller that words it itself (`tmt evaluate --test`
+    names its flag, not the config): (key, path as given, ["FILE FAULT", ...]) for each
+    faulty location of the `splits` that are set."""
+    found = []
     for split in splits:
         if getattr(cfg, split) is None:
             continue
@@ -206,11 +219,8 @@ def check_sources(cfg: DataConfig, splits: Sequence[str] = ("train", "valid", "t
             paths = _files(cfg, location)
             faults = [f"{path} {fault}" for path in paths if (fault := _file_fault(path))]
             if faults:
-                problems.append(f"{location.key}={location.path!r}: {', '.join(faults)}")
-    if problems:
-        test = problems[-1].startswith("data.test=")
-        hint = " (data.test: null when there is no test set)" if test else ""
-        raise DataError(f"{'; '.join(problems)}; fix these paths in the config{hint}")
+                found.append((location.key, location.path, faults))
+    return found
 
 
 def _file_fault(path: Path) -> str | None:

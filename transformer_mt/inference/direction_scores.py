@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from transformer_mt.artifacts import load_for_inference
-from transformer_mt.data.dataset import check_sources, column_texts, load_split
+from transformer_mt.data.dataset import check_sources, column_texts, load_split, source_faults
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.evaluation import corpus_scores
 from transformer_mt.inference.languages import Languages, Pair, in_direction
@@ -71,8 +71,9 @@ def score_directions(
 
     Raises:
         TmtError: a direction the model does not translate, naming it and the language.
-        SettingError: a pivot the model does not know.
-        DataError: a test file of a direction is missing or unequal.
+        SettingError: a pivot the model does not know; a `test` whose files are missing,
+            empty or not regular files.
+        DataError: a test file of the checkpoint's data.test is missing, or one is unequal.
         LinguaMissing: off_target without lingua installed.
     """
 
@@ -106,7 +107,10 @@ def score_directions(
     pivoted = _pivoted(asked, languages, pivot)
     tests = [dataclasses.replace(data, src_lang=s, tgt_lang=t) for s, t in asked]
     for test_data in tests:  # a FIFO or a folder refused before any translation
-        check_sources(test_data, ("test",))
+        if test is None:
+            check_sources(test_data, ("test",))
+        elif faults := source_faults(test_data, ("test",)):
+            raise SettingError("test", test, ", ".join(faults[0][2]))
     scores = []
     for (src_lang, tgt_lang), test_data in zip(asked, tests, strict=True):
         split = load_split(test_data, "test")
