@@ -178,3 +178,37 @@ def test_config_repeats_a_default_only_with_a_reason(path):
         f"{path.name}: {', '.join(unexplained)} equal the defaults in transformer_mt/config/; "
         "remove them, or say on the line why the experiment sets them"
     )
+
+
+def flags_the_docs_show() -> list[tuple[str, str, str]]:
+    """(file:line, subcommand, flag) for every `--flag` after `tmt SUBCOMMAND` in the README
+    and the user docs (the log of results quotes commands as they were, and is left out);
+    a shell comment after `#` is not part of the command."""
+    shown = []
+    for doc in [README, *sorted((ROOT / "docs").glob("*.md"))]:
+        if doc == HISTORY_LOG:
+            continue
+        text = re.sub(r"\\\n\s*", " ", doc.read_text(encoding="utf-8"))  # continued lines
+        for number, line in enumerate(text.splitlines(), start=1):
+            for command in re.finditer(r"\btmt (\w+)([^`|;#\n]*)", line):
+                for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", command.group(2)):
+                    shown.append((f"{doc.name}:{number}", command.group(1), flag))
+    return shown
+
+
+def test_every_flag_the_docs_show_exists():
+    """A renamed or removed flag fails here rather than in a user's shell."""
+    from transformer_mt.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if a.dest == "command").choices
+    flags = {
+        name: {o for a in p._actions for o in a.option_strings} for name, p in commands.items()
+    }
+    shown = flags_the_docs_show()
+    assert len(shown) > 100  # the pattern still finds the commands
+    unknown = [
+        f"{where}: tmt {command} {flag}"
+        for where, command, flag in shown
+        if command in flags and flag not in flags[command]
+    ]
+    assert not unknown, unknown
