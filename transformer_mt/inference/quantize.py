@@ -174,10 +174,11 @@ def int8_cache_dtype() -> torch.dtype | None:
     decoding cache: reordering it after every step and reading it in attention, both bound by
     memory bandwidth. bfloat16 keys and values halve those bytes but cost conversions, as
     attention of one query computes in float32 whatever the cache stores. Where the CPU has
-    AMX tiles the halving won (beam 5, batch 64, one core of an Intel Xeon: int8
-    with the bfloat16 cache 1.60-1.68x fp32, at -0.27 BLEU on Multi30k test2016 en-de); on an
-    AMD EPYC with avx512_bf16 but no AMX the float32 cache was faster (greedy 4%, beam 5 6%,
-    docs/results.md), and where bfloat16 is emulated it is slower still.
+    AMX tiles the two balance: on one core of an Intel Xeon the bfloat16 cache decoded
+    Multi30k test2016 within 3% of a float32 one at beam 5 and 3-13% slower greedy, at the
+    same BLEU (docs/results.md), so it is kept there for its half of the memory, which
+    `tmt serve`'s cache budget counts. On an AMD EPYC with avx512_bf16 but no AMX the float32
+    cache was faster (greedy 4%, beam 5 6%), and where bfloat16 is emulated it is slower still.
     """
     return torch.bfloat16 if cpu_has("amx_tile") and native_bf16().value else None
 
