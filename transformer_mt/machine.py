@@ -284,17 +284,22 @@ def out_of_memory_message(err: BaseException) -> str | None:
         match = _ALLOCATION.search(str(err))
         if match is None:
             return None
-        asked = f"{_gib(int(match.group(1)))} in one allocation"
-    available = _available_memory()
-    have = "" if available is None else f"; this machine has {_gib(available)} available"
+        asked = f"{gib(int(match.group(1)))} in one allocation"
+    available = available_memory(torch.device("cpu"))
+    have = "" if available is None else f"; this machine has {gib(available)} available"
     return (
         f"out of memory: the work asked for {asked}{have} (use a smaller model, batch "
         "(--max-tokens, train.max_tokens) or beam)"
     )
 
 
-def _available_memory() -> int | None:
-    """Bytes of memory available to new allocations (Linux), else None."""
+def available_memory(device: torch.device) -> int | None:
+    """Bytes of memory available to new allocations on `device`: a GPU's free memory, or the
+    machine's `MemAvailable` (Linux); None where that is not known."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    if device.type != "cpu":
+        return None
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
@@ -304,5 +309,6 @@ def _available_memory() -> int | None:
     return None
 
 
-def _gib(count: int) -> str:
+def gib(count: int) -> str:
+    """`count` bytes in GiB, as messages show memory."""
     return f"{count / 2**30:,.1f} GiB"

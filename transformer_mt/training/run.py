@@ -60,6 +60,7 @@ from transformer_mt.training.distributed import (
     init_distributed,
     shutdown_distributed,
 )
+from transformer_mt.training.footprint import check_fits
 from transformer_mt.training.lock import lock_run_dir
 from transformer_mt.training.rng import seed_everything
 from transformer_mt.training.trainer import Placement, Trainer
@@ -125,6 +126,8 @@ def run_training(
                 "model.attention_backend=flex: trains on CUDA only (torch's FlexAttention has "
                 "no backward pass on a CPU); use sdpa to train on a CPU"
             )
+        origin = parent or (found[1] if found else None)
+        check_fits(config, origin.weights if origin else None, device)
         with _run_dir_lock(run_path, dist):
             code = _train(config, run_path, device, dist, governor, found, parent)
         dist.barrier()  # rank 0 may still be saving: the ranks leave the group together

@@ -1,0 +1,64 @@
+"""Whether a model can be trained in the memory the device has, asked before any work.
+
+A model too large for the machine does not fail cleanly by itself: with Linux's overcommit the
+allocations succeed, the first update touches the pages, and the kernel kills the process
+(no message, no exit code a script can read) after the tokenizer and the corpus took their
+minutes. The parameters are counted on torch's meta device (shapes, no storage), so the count
+is the model's own for every attention and position variant, and a model of any size costs
+nothing to count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from torch import Tensor
+
+from transformer_mt.config import ExperimentConfig
+from transformer_mt.errors import TmtError
+from transformer_mt.machine import available_memory, gib
+from transformer_mt.model import build_model
+
+# Training with Adam keeps, for every parameter, its float32 value, its gradient and Adam's
+# two moments; bfloat16 autocast keeps the float32 values too. Activations come on top, so
+# this is the least a training run needs.
+BYTES_PER_PARAMETER = 16
+
+
+def parameter_count(config: ExperimentConfig, weights: Mapping[str, Tensor] | None) -> int:
+    """Parameters of the model a run trains: those of `weights` (a checkpoint's, for a run
+    that resumes or fine-tunes), else of `config.model` with `tokenizer.vocab_size` pieces
+    (the tokenizer is not trained yet)."""
+    if weights is not None:
+        return sum(tensor.numel() for tensor in weights.values())
+    vocab = config.tokenizer.vocab_size
+    with torch.device("meta"):
+        model = build_model(config.model, vocab, vocab)
+    return sum(p.numel() for p in model.parameters())
+
+
+def check_fits(
+    config: ExperimentConfig, weights: Mapping[str, Tensor] | None, device: torch.device
+) -> None:
+    """Refuse a model whose parameters alone need more memory to train than `device` has
+    available (a lower bound: one that passes may still run out in its activations, which
+    `cli.common` then reports).
+
+    Raises:
+        TmtError: naming the parameters, the memory they need and the memory there is.
+    """
+    available = available_memory(device)
+    if available is None:
+        return
+    count = parameter_count(config, weights)
+    need = count * BYTES_PER_PARAMETER
+    if need <= available:
+        return
+    where = "this machine" if device.type == "cpu" else str(device)
+    raise TmtError(
+        f"the model has {count:,} parameters: training it needs at least {gib(need)} "
+        f"({BYTES_PER_PARAMETER} bytes each for weights, gradients and Adam's moments), and "
+        f"{where} has {gib(available)} available; make model.d_model, model.d_ff or the layers "
+        "smaller"
+    )
