@@ -240,6 +240,24 @@ def test_rescoring_in_chunks_fetches_each_chunks_sources_in_any_order(
     assert [line.split(" ||| ")[0] for line in chunked.splitlines()] == list("4441330")
 
 
+def test_score_cli_reports_its_progress_in_a_log_file(trained, tmp_path, capsys, monkeypatch):
+    """Without a terminal, a line per chunk scored (every 0 s here) with the total and the
+    time left; pairs for --tgt, sources for --nbest."""
+    monkeypatch.setattr("transformer_mt.progress.PROGRESS_SECONDS", 0.0)
+    monkeypatch.setattr(scoring, "CHUNK_PAIRS", 2)
+    src = _write(tmp_path / "src.txt", SOURCES)
+    tgt = _write(tmp_path / "tgt.txt", TARGETS)
+    argv = ["score", "--checkpoint", str(trained), "--src", src, "--output", str(tmp_path / "o")]
+    assert main([*argv, "--tgt", tgt]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" (")[0] for line in lines] == [f"scored {n}/5 pairs" for n in (2, 4, 5)]
+    assert all(", ETA " in line for line in lines)
+    nbest = _write(tmp_path / "nbest.txt", [f"{i} ||| {t} ||| 0.0" for i, t in enumerate(TARGETS)])
+    assert main([*argv, "--nbest", nbest]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" (")[0] for line in lines] == [f"reranked {n}/5 sources" for n in (2, 4, 5)]
+
+
 def test_score_cli_needs_one_of_tgt_and_nbest(checkpoint, capsys):
     with pytest.raises(SystemExit):
         main(["score", "--checkpoint", str(checkpoint), "--src", "s.txt"])

@@ -38,9 +38,10 @@ def add_score(sub: argparse._SubParsersAction) -> None:
 
 def _run_score(args: argparse.Namespace) -> int:
     from transformer_mt.artifacts import checkpoint_input_files
-    from transformer_mt.files import check_output
+    from transformer_mt.files import check_output, iter_lines
     from transformer_mt.inference.scoring import rescore_nbest, score_files
     from transformer_mt.inference.translator import LineSettings, Translator
+    from transformer_mt.progress import Counted, ProgressReport
 
     if args.batch_tokens is not None and args.batch_tokens < 1:
         raise TmtError(f"--batch-tokens {args.batch_tokens}: must be at least 1 (e.g. 4096)")
@@ -56,12 +57,23 @@ def _run_score(args: argparse.Namespace) -> int:
         set_cpu_threads(quiet=True)
     lines = LineSettings(src_lang=args.src_lang, tgt_lang=args.tgt_lang)
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device, lines=lines)
+    sources = sum(1 for _ in iter_lines(args.src))  # the total, for the time left
+    pairs = args.tgt is not None
+    counted = (
+        Counted("scored", "pairs", "pairs") if pairs else Counted("reranked", *["sources"] * 2)
+    )
     with contextlib.ExitStack() as stack:
         out = open_out(args.output, stack)
-        if args.tgt is not None:
-            counts = score_files(translator, args.src, args.tgt, out, args.batch_tokens)
+        report = ProgressReport.on_stderr(sources, counted)  # a bar, or a line every 30 s
+        stack.callback(report.close)
+        if pairs:
+            counts = score_files(
+                translator, args.src, args.tgt, out, args.batch_tokens, report.update
+            )
         else:
-            counts = rescore_nbest(translator, args.src, args.nbest, out, args.batch_tokens)
+            counts = rescore_nbest(
+                translator, args.src, args.nbest, out, args.batch_tokens, report.update
+            )
     if counts.unscored:
         print(f"warning: {counts.unscored} pair(s) with a blank source: nan", file=sys.stderr)
     if counts.cut:

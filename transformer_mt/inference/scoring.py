@@ -206,9 +206,11 @@ def score_files(
     tgt_path: str | Path,
     out: TextIO,
     max_tokens: int | None = None,
+    done: Callable[[int], None] | None = None,
 ) -> ScoredCounts:
     """Write `format_score` of each pair of the parallel files, one line per pair in input
-    order, reading and scoring `CHUNK_PAIRS` pairs at a time.
+    order, reading and scoring `CHUNK_PAIRS` pairs at a time; `done(n)` after each chunk of
+    `n` pairs written (a progress report's count).
 
     Raises:
         TmtError: the files differ in length (naming both and their line counts, once the
@@ -223,6 +225,8 @@ def score_files(
         counts.add(scores)
         for score in scores:
             print(format_score(score), file=out)
+        if done is not None:
+            done(len(scores))
     return counts
 
 
@@ -245,10 +249,12 @@ def rescore_nbest(
     nbest_path: str | Path,
     out: TextIO,
     max_tokens: int | None = None,
+    done: Callable[[int], None] | None = None,
 ) -> ScoredCounts:
     """Write each hypothesis of the n-best list (`inference.nbest`) with its log-prob as the
     score (`nan` for a blank source's), each source's hypotheses best first (ties keep the
-    list's order), the sources in the list's order.
+    list's order), the sources in the list's order; `done(n)` after each chunk of `n` sources
+    written.
 
     The list is read through once to check it before anything is scored, so that a mistake on
     its last line costs no scoring; then scored `CHUNK_PAIRS` hypotheses at a time.
@@ -276,6 +282,8 @@ def rescore_nbest(
             for text, score in scored:
                 log_prob = math.nan if score is None else score.log_prob
                 print(format_hypothesis(group.index, text, log_prob), file=out)
+        if done is not None:
+            done(len(chunk))
     return counts
 
 
