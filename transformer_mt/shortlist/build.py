@@ -9,20 +9,28 @@ is what the student imitates); its own config's `data.train` by default.
 
 from __future__ import annotations
 
+import itertools
 import logging
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from transformer_mt.artifacts import config_input_files, load_checkpoint
 from transformer_mt.config import DataConfig, config_from_dict
 from transformer_mt.data.dataset import check_sources, describe_train, split_files, stream_pairs
+from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.files import check_output
+from transformer_mt.shortlist.corpus import Chunk, EncodedCorpus
 from transformer_mt.shortlist.lexicon import DEFAULT_SETTINGS, ShortlistSettings, frequent, model1
 from transformer_mt.shortlist.vmap import Vocabularies, write_vmap
 
 log = logging.getLogger(__name__)
+
+CHUNK_PAIRS = 50_000  # pairs read and tokenised at a time
 
 
 @dataclass(frozen=True)
@@ -78,21 +86,16 @@ def build_shortlist(
         checkpoint, config.data, data, bool(stored.special_tokens(checkpoint).language_tags)
     )
     check_sources(data, ("train",))
-    corpus = [(path, "corpus the shortlist is learnt from") for path in split_files(data, "train")]
+    read = [(path, "corpus the shortlist is learnt from") for path in split_files(data, "train")]
     made_from = config_input_files(config, f"checkpoint {checkpoint}")
-    check_output(out, [(checkpoint, "checkpoint"), *corpus, *made_from])
+    check_output(out, [(checkpoint, "checkpoint"), *read, *made_from])
     src_tokenizer, tgt_tokenizer = stored.unpack_tokenizers(checkpoint)
     start = time.perf_counter()
-    sources, targets = [], []
-    for src, tgt, _ in stream_pairs(data, "train"):
-        sources.append(src)
-        targets.append(tgt)
-    log.info("shortlist: %d pairs read from %s", len(sources), describe_train(data))
-    src_ids = src_tokenizer.encode_batch(sources)
-    tgt_ids = tgt_tokenizer.encode_batch(targets)
-    lexicon = model1(zip(src_ids, tgt_ids, strict=True), settings.iterations)
+    with tempfile.TemporaryDirectory(prefix="tmt-shortlist-") as folder:
+        corpus = _encoded(data, src_tokenizer, tgt_tokenizer, Path(folder))
+        lexicon = model1(corpus.chunks, settings.iterations)
     best = lexicon.best(settings.per_source, settings.min_prob)
-    seen = sorted({token for ids in src_ids for token in ids})
+    seen = np.flatnonzero(corpus.source_seen).tolist()
     lists = widen(
         {
             src_tokenizer.id_to_piece(s): [tgt_tokenizer.id_to_piece(t) for t in best.get(s, [])]
@@ -100,17 +103,28 @@ def build_shortlist(
         },
         {tgt_tokenizer.id_to_piece(i) for i in range(tgt_tokenizer.vocab_size)},
     )
-    always = frequent(tgt_ids, settings.frequent)
+    always = frequent(corpus.target_counts, settings.frequent)
     vocabularies = Vocabularies.of(src_tokenizer, tgt_tokenizer)
     write_vmap(out, [tgt_tokenizer.id_to_piece(i) for i in always], lists, vocabularies)
     report = ShortlistReport(
-        pairs=len(sources),
+        pairs=corpus.pairs,
         sources=len(lists),
         mean_list=sum(map(len, lists.values())) / max(len(lists), 1),
         seconds=time.perf_counter() - start,
     )
     log.info("shortlist: %s; wrote %s", report, out)
     return report
+
+
+def _encoded(data: DataConfig, src: Tokenizer, tgt: Tokenizer, folder: Path) -> EncodedCorpus:
+    """`data.train` read once, tokenised a chunk at a time into `folder`."""
+    corpus = EncodedCorpus(folder, src.vocab_size, tgt.vocab_size)
+    pairs = stream_pairs(data, "train")
+    while chunk := list(itertools.islice(pairs, CHUNK_PAIRS)):
+        sources = src.encode_batch([source for source, _, _ in chunk])
+        corpus.add(Chunk.of(sources, tgt.encode_batch([target for _, target, _ in chunk])))
+    log.info("shortlist: %d pairs read from %s", corpus.pairs, describe_train(data))
+    return corpus
 
 
 def widen(lists: dict[str, list[str]], target_pieces: set[str]) -> dict[str, list[str]]:
