@@ -1,6 +1,7 @@
 """files.py: outputs appear whole or not at all, and never over their input."""
 
 import errno
+import io
 import os
 import stat
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import make_run_dir
+from transformer_mt import files
 from transformer_mt.errors import MachineError, TmtError
 from transformer_mt.files import (
     atomic_open,
@@ -330,3 +332,34 @@ def test_a_temporary_name_of_bytes_that_are_not_utf8_fits_the_file_system():
     assert len(os.fsencode(temporary_name(name, 4194304))) <= 255
     short = os.fsdecode(b"\xff.txt")
     assert temporary_name(short, 12) == f".{short}.tmp12"
+
+
+def test_a_line_is_read_up_to_the_longest_a_text_may_hold(monkeypatch):
+    """A line of exactly the limit (its line end aside) is read; one byte more is refused,
+    naming the file and the line, after reading no more than the limit."""
+    monkeypatch.setattr(files, "MAX_LINE_BYTES", 8)
+    assert list(files.decode_lines(io.BytesIO(b"12345678\nabc\n12345678"), "f")) == [
+        "12345678",
+        "abc",
+        "12345678",
+    ]
+    stream = io.BytesIO(b"ok\n123456789" + b"x" * 100)
+    with pytest.raises(TmtError, match=r"^f:2: a line longer than"):
+        list(files.decode_lines(stream, "f"))
+    assert stream.tell() == 3 + 9
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+@pytest.mark.parametrize("flag", ["--hyp", "--ref"])
+def test_dev_zero_as_text_is_one_line_not_all_the_memory(flag, tmp_path, capsys):
+    from transformer_mt.cli import main
+
+    text = tmp_path / "t.txt"
+    text.write_text("a\n", encoding="utf-8")
+    args = {"--hyp": str(text), "--ref": str(text), flag: "/dev/zero"}
+    assert main(["evaluate", *[x for pair in args.items() for x in pair]]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err == "error: /dev/zero:1: a line longer than 64 MiB; is this a text file with a "
+        "sentence a line?\n"
+    )

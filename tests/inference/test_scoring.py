@@ -2,6 +2,9 @@
 each pair alone, a full forward by hand, beam search's own log-probabilities and CTranslate2's
 `score_batch` on an exported model."""
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -149,7 +152,10 @@ def test_score_cli_writes_total_and_per_token_per_pair(checkpoint, tmp_path, cap
     assert capfd.readouterr().out.splitlines() == lines
 
 
-def test_score_cli_refuses_files_of_different_lengths_in_one_line(checkpoint, tmp_path, capsys):
+def test_score_cli_refuses_files_of_different_lengths_in_one_line(
+    checkpoint, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setattr(scoring, "CHUNK_PAIRS", 2)  # a pipe's count is known at its end only
     src = _write(tmp_path / "src.txt", SOURCES)
     tgt = _write(tmp_path / "tgt.txt", TARGETS[:3])
     out = tmp_path / "scores.tsv"
@@ -159,6 +165,8 @@ def test_score_cli_refuses_files_of_different_lengths_in_one_line(checkpoint, tm
     said = f"{src} has 5 lines but {tgt} has 3: scoring reads one target line per source line"
     assert err == f"error: {said}\n"
     assert not out.exists()
+    assert main(argv) == 2  # to stdout: refused before any pair is scored and written
+    assert capsys.readouterr() == ("", f"error: {said}\n")
     assert main([*argv, "--output", src]) == 2
     assert "is the --src file itself" in capsys.readouterr().err
 
@@ -256,6 +264,37 @@ def test_score_cli_reports_its_progress_in_a_log_file(trained, tmp_path, capsys,
     assert main([*argv, "--nbest", nbest]) == 0
     lines = capsys.readouterr().err.splitlines()
     assert [line.split(" (")[0] for line in lines] == [f"reranked {n}/5 sources" for n in (2, 4, 5)]
+
+
+def _score_from_stdin(checkpoint, text: str, *args: str) -> subprocess.CompletedProcess:
+    """`tmt score` in a process of its own whose stdin is a pipe holding `text`."""
+    command = [sys.executable, "-m", "transformer_mt", "score", "--checkpoint", str(checkpoint)]
+    return subprocess.run(
+        [*command, *args], input=text, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_score_cli_reads_a_source_pipe_once(checkpoint, tmp_path):
+    """A pipe cannot be counted before it is read: scored as it comes, without a total."""
+    tgt = _write(tmp_path / "tgt.txt", TARGETS)
+    sources = "".join(f"{line}\n" for line in SOURCES)
+    done = _score_from_stdin(checkpoint, sources, "--src", "/dev/stdin", "--tgt", tgt)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == len(SOURCES)
+
+
+def test_score_cli_refuses_an_nbest_list_in_a_pipe(checkpoint, tmp_path):
+    """Read twice (checked, then scored), a pipe's second reading would find nothing: refused
+    in one line."""
+    src = _write(tmp_path / "src.txt", SOURCES[:1])
+    done = _score_from_stdin(
+        checkpoint, "0 ||| the book ||| -1.0\n", "--src", src, "--nbest", "/dev/stdin"
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.endswith(
+        "error: /dev/stdin: a named pipe (FIFO), not a regular file; an n-best list and its "
+        "sources are read twice (checked, then scored): give them as files\n"
+    )
 
 
 def test_score_cli_needs_one_of_tgt_and_nbest(checkpoint, capsys):

@@ -15,6 +15,7 @@ import pytest
 
 from transformer_mt.cli import main
 from transformer_mt.cli import translate_lines as cli_lines
+from transformer_mt.files import count_lines
 from transformer_mt.inference.resume import partial_paths
 from transformer_mt.inference.translator import Translator
 
@@ -66,7 +67,7 @@ def test_a_file_streamed_equals_a_pipe_read_whole(checkpoint, source, tmp_path, 
 def test_lines_are_counted_as_they_are_read(tmp_path):
     for text, lines in [(b"", 0), (b"a\n", 1), (b"a\nb", 2), (b"\n\n", 2), (b"a\r\nb\n", 2)]:
         (tmp_path / "f").write_bytes(text)
-        assert cli_lines._count_lines(str(tmp_path / "f")) == lines
+        assert count_lines(str(tmp_path / "f")) == lines
 
 
 def test_an_interrupted_run_continues_where_it_stopped(checkpoint, source, tmp_path, calls):

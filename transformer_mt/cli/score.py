@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from pathlib import Path
 
 from transformer_mt.cli.common import add_language_flags, open_out, set_cpu_threads
 from transformer_mt.errors import TmtError
@@ -38,8 +39,8 @@ def add_score(sub: argparse._SubParsersAction) -> None:
 
 def _run_score(args: argparse.Namespace) -> int:
     from transformer_mt.artifacts import checkpoint_input_files
-    from transformer_mt.files import check_output, iter_lines
-    from transformer_mt.inference.scoring import rescore_nbest, score_files
+    from transformer_mt.files import check_output, count_lines
+    from transformer_mt.inference.scoring import refuse_unequal, rescore_nbest, score_files
     from transformer_mt.inference.translator import LineSettings, Translator
     from transformer_mt.progress import Counted, ProgressReport
 
@@ -57,7 +58,11 @@ def _run_score(args: argparse.Namespace) -> int:
         set_cpu_threads(quiet=True)
     lines = LineSettings(src_lang=args.src_lang, tgt_lang=args.tgt_lang)
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device, lines=lines)
-    sources = sum(1 for _ in iter_lines(args.src))  # the total, for the time left
+    # The total, for the time left, and the targets' count checked before any scoring; a pipe
+    # is read once, as it comes (its count is checked when it ends).
+    sources = count_lines(args.src) if Path(args.src).is_file() else None
+    if args.tgt is not None and sources is not None and Path(args.tgt).is_file():
+        refuse_unequal(args.src, args.tgt)(sources, count_lines(args.tgt))
     pairs = args.tgt is not None
     counted = (
         Counted("scored", "pairs", "pairs") if pairs else Counted("reranked", *["sources"] * 2)

@@ -186,13 +186,13 @@ def _read_source(
     """The input, read as it streams: a file counted first and the reference and per-line
     files' counts checked against it; a pipe's (or a terminal's) lines checked as they come
     (`_checked_lines`), a terminal's translated as typed."""
-    from transformer_mt.files import decode_lines
+    from transformer_mt.files import count_lines, decode_lines
 
     interactive = args.input == "-" and sys.stdin is not None and sys.stdin.isatty()
     name = "<stdin>" if args.input == "-" else args.input
     is_file = args.input != "-" and Path(args.input).is_file()
     lines: Iterator[str] = decode_lines(open_in(args.input, stack), name)
-    total = _count_lines(args.input) if is_file else None
+    total = count_lines(args.input) if is_file else None
     if total is not None:
         _check_line_counts(args, files, name, total)
         return _Source(name, lines, interactive, total, is_file=True)
@@ -253,20 +253,6 @@ def _checked_lines(
         count += 1
         yield line
     check(count)
-
-
-def _count_lines(path: str) -> int:
-    """The lines of the file `path` as `files.decode_lines` splits them, counted in its bytes
-    (a last line without a line end counts): nothing is decoded or held."""
-    count, last = 0, b"\n"
-    try:
-        with open(path, "rb") as f:
-            while block := f.read(1 << 20):
-                count += block.count(b"\n")
-                last = block[-1:]
-    except OSError as err:
-        raise TmtError(f"{path}: {err.strerror}") from None
-    return count + (last != b"\n")
 
 
 def _line_options(

@@ -31,7 +31,7 @@ import torch
 
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.errors import TmtError
-from transformer_mt.files import iter_lines, parallel_chunks
+from transformer_mt.files import file_problem, iter_lines, parallel_chunks
 from transformer_mt.inference.nbest import Hypotheses, format_hypothesis, iter_nbest
 from transformer_mt.inference.translator import Translator
 from transformer_mt.model import Seq2SeqTransformer
@@ -218,7 +218,7 @@ def score_files(
     """
     counts = ScoredCounts()
     chunks = parallel_chunks(
-        iter_lines(src_path), iter_lines(tgt_path), CHUNK_PAIRS, _refuse_unequal(src_path, tgt_path)
+        iter_lines(src_path), iter_lines(tgt_path), CHUNK_PAIRS, refuse_unequal(src_path, tgt_path)
     )
     for sources, targets in chunks:
         scores = score_pairs(translator, sources, targets, max_tokens)
@@ -230,7 +230,7 @@ def score_files(
     return counts
 
 
-def _refuse_unequal(src_path: str | Path, tgt_path: str | Path) -> Callable[[int, int], None]:
+def refuse_unequal(src_path: str | Path, tgt_path: str | Path) -> Callable[[int, int], None]:
     """The line-count check of `parallel_chunks` for the sources and targets to score."""
 
     def check(n_src: int, n_tgt: int) -> None:
@@ -260,8 +260,15 @@ def rescore_nbest(
     its last line costs no scoring; then scored `CHUNK_PAIRS` hypotheses at a time.
 
     Raises:
-        TmtError: as `nbest.iter_nbest`, or the sources cannot be read.
+        TmtError: as `nbest.iter_nbest`, or the sources cannot be read, or either is not a
+            regular file.
     """
+    for path in (src_path, nbest_path):  # a pipe's second reading would find it empty
+        if (problem := file_problem(Path(path))) is not None:
+            raise TmtError(
+                f"{path}: {problem}; an n-best list and its sources are read twice (checked, "
+                "then scored): give them as files"
+            )
     n_sources = sum(1 for _ in iter_lines(src_path))
     for _ in iter_nbest(nbest_path, n_sources):
         pass
