@@ -70,6 +70,22 @@ def test_members_of_another_vocabulary_are_refused_by_name(checkpoint, multiling
         )
 
 
+def test_members_of_the_other_direction_are_refused_by_name(checkpoint, tmp_path):
+    """The same joint vocabulary both ways: averaged, de->en and en->de would write neither."""
+    state = torch.load(checkpoint, weights_only=False)
+    data = state["config"]["data"]
+    data["src_lang"], data["tgt_lang"] = data["tgt_lang"], data["src_lang"]
+    torch.save(state, tmp_path / "reversed.pt")
+    paths = [str(checkpoint), str(tmp_path / "reversed.pt")]
+    with pytest.raises(SettingError) as refused:
+        Translator.from_checkpoint(paths)
+    assert str(refused.value) == (
+        f"checkpoint={paths[1]}: translates {data['src_lang']}->{data['tgt_lang']}, {paths[0]} "
+        f"{data['tgt_lang']}->{data['src_lang']}: an ensemble's models must translate the same "
+        "direction"
+    )
+
+
 def test_tmt_translate_takes_several_checkpoints(checkpoint, wider, tmp_path):
     source, out = tmp_path / "in.txt", tmp_path / "out.txt"
     source.write_text("\n".join(LINES) + "\n", encoding="utf-8")

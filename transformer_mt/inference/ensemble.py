@@ -99,8 +99,8 @@ def check_members(bundles: Sequence[InferenceBundle], paths: Sequence[str]) -> N
     """Refuse an ensemble of checkpoints that do not share what a token id means.
 
     Raises:
-        SettingError: naming the checkpoint whose tokenizers or special ids differ from the
-            first one's, or a member that cannot be ensembled (a position-less attention
+        SettingError: naming the checkpoint whose tokenizers, special ids or direction differ
+            from the first one's, or a member that cannot be ensembled (a position-less attention
             pattern is fine; a different target vocabulary is not).
     """
     first = bundles[0]
@@ -117,6 +117,22 @@ def check_members(bundles: Sequence[InferenceBundle], paths: Sequence[str]) -> N
                     f"its {what} differs from {paths[0]}'s: an ensemble's models must share "
                     "tokenizers and special ids",
                 )
+        if _direction(bundle) != _direction(first):  # one vocabulary serves both ways
+            (src, tgt), (first_src, first_tgt) = _direction(bundle), _direction(first)
+            raise SettingError(
+                "checkpoint",
+                path,
+                f"translates {src}->{tgt}, {paths[0]} {first_src}->{first_tgt}: an ensemble's "
+                "models must translate the same direction",
+            )
+
+
+def _direction(bundle: InferenceBundle) -> tuple[str, str] | None:
+    """The one direction a model without language tags translates; None for a tagged model,
+    which is told each text's."""
+    if bundle.specials.language_tags:
+        return None
+    return bundle.config.data.src_lang, bundle.config.data.tgt_lang
 
 
 def ensemble_model(
