@@ -274,6 +274,7 @@ def test_decode_config_built_in_code_is_checked_for_finite_numbers():
         ("max_len_b", 10**19),
         ("min_len", 10**7),
         ("temperature", 1e-300),
+        ("beam_size", 10**30),
     ],
 )
 def test_decode_numbers_are_bounded(key, value):
@@ -282,6 +283,14 @@ def test_decode_numbers_are_bounded(key, value):
     with pytest.raises(ConfigError, match=rf"decode\.{key}=.* must be in \["):
         DecodeConfig(**{key: value}).validate()
     DecodeConfig(**{key: DECODE_RANGES[key][1]}).validate()  # the bound itself is allowed
+
+
+def test_whole_numbers_and_their_bounds_are_shown_in_full():
+    with pytest.raises(ConfigError) as refused:
+        DecodeConfig(beam_size=10**30).validate()
+    assert str(refused.value) == f"decode.beam_size={10**30} must be in [1, 65536]"
+    with pytest.raises(ConfigError, match=r"^decode\.temperature=1e-300 must be in \[0\.01, 100\]"):
+        DecodeConfig(temperature=1e-300).validate()
 
 
 @pytest.mark.parametrize(

@@ -260,6 +260,14 @@ def test_sampling_with_one_candidate_equals_greedy(filters):
     )
 
 
+def test_a_top_p_below_float32s_least_keeps_the_most_probable_token():
+    """1e-300 is 0 in float32, where every token's mass above it is >= 0: all would go."""
+    cfg = DecodeConfig(sampling=True, top_p=1e-300)
+    choose = search_sampling._sampler(cfg, torch.Generator().manual_seed(0))
+    log_probs = torch.log_softmax(torch.tensor([[0.0, 2.0, 1.0], [3.0, 0.0, 1.0]]), -1)
+    assert choose(log_probs).tolist() == [1, 0]
+
+
 def test_sampling_is_reproducible_with_a_seeded_generator():
     model = RecurrentFake(seed=2, sharpness=1.0)
     src_ids, src_mask = padded(random_sources(5))

@@ -14,8 +14,10 @@ from transformer_mt.config.errors import ConfigError
 # Bounds of decode numbers that would otherwise overflow: a length penalty of 1e308 divides by
 # infinity, a max_len_b of 1e19 wraps a 64-bit length to 1 token. Output lengths past these
 # exceed every position table (the decoder stops there anyway), and |alpha| > 10 weighs a
-# length difference of one token more than any log-probability.
+# length difference of one token more than any log-probability. A beam of 10**30 overflows the
+# search's 64-bit row counts; one of 65,536 rows a sentence is already past any memory.
 DECODE_RANGES: dict[str, tuple[float, float]] = {
+    "beam_size": (1, 65_536),
     "length_penalty": (-10.0, 10.0),
     "max_len_a": (0.0, 1000.0),
     "max_len_b": (0, 1_000_000),
@@ -76,7 +78,8 @@ class DecodeConfig:
         for name, (low, high) in DECODE_RANGES.items():
             if not low <= getattr(self, name) <= high:
                 raise ConfigError(
-                    f"decode.{name}={getattr(self, name):g} must be in [{low:g}, {high:g}]",
+                    f"decode.{name}={_number(getattr(self, name))} must be in "
+                    f"[{_number(low)}, {_number(high)}]",
                     keys=(f"decode.{name}",),
                 )
         check_positive(self, "decode", ["beam_size", "n_best", "max_tokens", "temperature"])
@@ -113,3 +116,8 @@ class DecodeConfig:
 # search and of the Translator). Every other field is an output setting, a field added to
 # DecodeConfig included, unless it is named here.
 OUTPUT_NEUTRAL_FIELDS = frozenset({"max_tokens"})
+
+
+def _number(value: float) -> str:
+    """A bound or a value as a message shows it: an int in full, a float as `:g` does."""
+    return str(value) if isinstance(value, int) else f"{value:g}"

@@ -132,6 +132,7 @@ def _sampler(cfg: DecodeConfig, generator: torch.Generator | None) -> Callable[[
             # Drop a token once the tokens ranked above it already hold top_p of the mass; the
             # most probable token always stays.
             drop = probs.cumsum(dim=-1) - probs >= cfg.top_p
+            drop[:, 0] = False  # kept even where top_p is below float32's least (1.4e-45)
             logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
         probs = logits.softmax(dim=-1)
         return torch.multinomial(probs, 1, generator=generator).squeeze(1)
