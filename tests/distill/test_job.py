@@ -199,11 +199,13 @@ def test_several_sources_outputs_over_the_corpus_and_bad_numbers_are_refused(
     )
     assert main([*args, "--out", corpus.train]) == 2
     assert "is the corpus file itself" in capsys.readouterr().err
-    assert main([*args, "--chunk-lines", "0"]) == 2
-    assert (
-        without_notes(capsys.readouterr().err).strip()
-        == "error: --chunk-lines 0: must be at least 1"
-    )
+    for lines in ("0", "1" + "0" * 23):  # islice's bound is 2**63 - 1
+        assert main([*args, "--chunk-lines", lines]) == 2
+        assert without_notes(capsys.readouterr().err).strip() == (
+            f"error: --chunk-lines {lines}: must be in [1, 1000000] (a chunk's lines are held "
+            "in memory)"
+        )
+    assert not (tmp_path / "run").exists()  # no manifest left to refuse a sane rerun
     assert main([*args, "--max-length-ratio", "0.5"]) == 2
     assert without_notes(capsys.readouterr().err).strip() == (
         "error: --max-length-ratio 0.5: must be at least 1 (longer/shorter)"

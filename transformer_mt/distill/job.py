@@ -61,6 +61,9 @@ DROPPED_NAME = "dropped.tsv"
 DISTILLED = Counted(verb="translated", noun="lines", rate_unit="sentences", label="distill")
 
 
+MAX_CHUNK_LINES = 1_000_000
+
+
 @dataclass(frozen=True)
 class TeacherSettings:
     """How the teacher translates; the manifest records all of it but the device."""
@@ -107,8 +110,12 @@ def distill(
             direction, a run directory holding something else, an output over an input.
     """
     run_dir = Path(run_dir)
-    if settings.chunk_lines < 1:
-        raise SettingError("chunk_lines", settings.chunk_lines, "must be at least 1")
+    if not 1 <= settings.chunk_lines <= MAX_CHUNK_LINES:
+        raise SettingError(
+            "chunk_lines",
+            settings.chunk_lines,
+            f"must be in [1, {MAX_CHUNK_LINES}] (a chunk's lines are held in memory)",
+        )
     teacher_filter = TeacherFilter(rules)  # bad bounds fail here, before the teacher loads
     outputs = _outputs(data, run_dir, out, checkpoint)
     translator = _teacher(checkpoint, settings, data)
