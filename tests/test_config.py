@@ -274,7 +274,6 @@ def test_decode_config_built_in_code_is_checked_for_finite_numbers():
         ("max_len_b", 10**19),
         ("min_len", 10**7),
         ("temperature", 1e-300),
-        ("beam_size", 10**30),
     ],
 )
 def test_decode_numbers_are_bounded(key, value):
@@ -285,10 +284,18 @@ def test_decode_numbers_are_bounded(key, value):
     DecodeConfig(**{key: DECODE_RANGES[key][1]}).validate()  # the bound itself is allowed
 
 
-def test_whole_numbers_and_their_bounds_are_shown_in_full():
+def test_a_beam_past_any_memory_is_refused():
+    """10**30 overflowed the search's row counts (a traceback)."""
     with pytest.raises(ConfigError) as refused:
         DecodeConfig(beam_size=10**30).validate()
-    assert str(refused.value) == f"decode.beam_size={10**30} must be in [1, 65536]"
+    assert str(refused.value) == f"decode.beam_size={10**30} must be at most 65536"
+    DecodeConfig(beam_size=65_536).validate()
+
+
+def test_whole_numbers_and_their_bounds_are_shown_in_full():
+    with pytest.raises(ConfigError) as refused:
+        DecodeConfig(min_len=10**7).validate()
+    assert str(refused.value) == f"decode.min_len={10**7} must be in [0, 1000000]"
     with pytest.raises(ConfigError, match=r"^decode\.temperature=1e-300 must be in \[0\.01, 100\]"):
         DecodeConfig(temperature=1e-300).validate()
 

@@ -172,3 +172,25 @@ def test_tmt_serve_with_a_port_out_of_range_says_so_before_loading(tmp_path, cap
     assert cli.main(["serve", "--checkpoint", str(missing), "--port", "99999"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err == ["error: --port 99999: must be a port number from 0 to 65535"]
+
+
+def test_a_block_size_past_any_position_table_names_the_flag():
+    from transformer_mt.serve.engine.limits import ServeLimits
+
+    with pytest.raises(SettingError) as refused:
+        ServeLimits(block_size=10**20)
+    assert cli.flag_message(refused.value) == f"--block-size {10**20}: must be at most 65536"
+
+
+def test_a_kv_pool_larger_than_the_memory_names_the_flag_before_allocating(checkpoint):
+    from transformer_mt.inference.translator import Translator
+    from transformer_mt.serve.engine.limits import ServeLimits, new_pool
+
+    translator = Translator.from_checkpoint(str(checkpoint))
+    limits = ServeLimits(kv_blocks=10**20)
+    with pytest.raises(SettingError) as refused:
+        new_pool(translator, limits, 1024)
+    message = cli.flag_message(refused.value)
+    assert message.startswith(f"--kv-blocks {10**20}: a KV pool of ")
+    assert " bytes a block), and cpu has " in message and message.endswith(" GiB available")
+    assert new_pool(translator, ServeLimits(kv_blocks=64), 1024).n_blocks == 64

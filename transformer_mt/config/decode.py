@@ -14,16 +14,18 @@ from transformer_mt.config.errors import ConfigError
 # Bounds of decode numbers that would otherwise overflow: a length penalty of 1e308 divides by
 # infinity, a max_len_b of 1e19 wraps a 64-bit length to 1 token. Output lengths past these
 # exceed every position table (the decoder stops there anyway), and |alpha| > 10 weighs a
-# length difference of one token more than any log-probability. A beam of 10**30 overflows the
-# search's 64-bit row counts; one of 65,536 rows a sentence is already past any memory.
+# length difference of one token more than any log-probability.
 DECODE_RANGES: dict[str, tuple[float, float]] = {
-    "beam_size": (1, 65_536),
     "length_penalty": (-10.0, 10.0),
     "max_len_a": (0.0, 1000.0),
     "max_len_b": (0, 1_000_000),
     "min_len": (0, 1_000_000),
     "temperature": (0.01, 100.0),
 }
+
+# A beam of 10**30 overflows the search's 64-bit row counts; 65,536 hypotheses a sentence are
+# already past any memory.
+MAX_BEAM = 65_536
 
 # The changes that make any settings one greedy search with the same length limits: the cheap,
 # deterministic hypothesis of validation BLEU and of attention maps.
@@ -83,6 +85,11 @@ class DecodeConfig:
                     keys=(f"decode.{name}",),
                 )
         check_positive(self, "decode", ["beam_size", "n_best", "max_tokens", "temperature"])
+        if self.beam_size > MAX_BEAM:
+            raise ConfigError(
+                f"decode.beam_size={self.beam_size} must be at most {MAX_BEAM}",
+                keys=("decode.beam_size",),
+            )
         if self.n_best > self.beam_size:
             raise ConfigError(
                 f"decode.n_best={self.n_best} must be <= decode.beam_size={self.beam_size}",

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from transformer_mt.config import ModelConfig
 from transformer_mt.errors import SettingError
+from transformer_mt.machine import available_memory, gib
 from transformer_mt.serve.engine.paged import BlockPool
 
 if TYPE_CHECKING:
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
 
 # The most the KV pool takes when --kv-blocks is not given (see `new_pool`).
 DEFAULT_KV_BYTES = 512 * 2**20
+MAX_BLOCK_SIZE = 65_536  # positions a KV block holds, at most
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ class ServeLimits:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise SettingError(name, value, "must be at least 1")
+        if self.block_size > MAX_BLOCK_SIZE:  # longer than any position table
+            raise SettingError("block_size", self.block_size, f"must be at most {MAX_BLOCK_SIZE}")
         for name in ("max_queue", "cache_entries"):
             if getattr(self, name) < 0:
                 raise SettingError(name, getattr(self, name), "must be 0 or more")
@@ -55,12 +59,25 @@ def new_pool(translator: Translator, limits: ServeLimits, max_batch_tokens: int)
     """The KV pool: `limits.kv_blocks` blocks, or by default enough for `max_batch_tokens`
     source tokens at the checkpoint's beam size with outputs up to 4x the source (short
     sentences need more blocks per token), and at least for one sentence as long as the
-    position table; at most DEFAULT_KV_BYTES of them."""
+    position table; at most DEFAULT_KV_BYTES of them.
+
+    Raises:
+        SettingError: `limits.kv_blocks` blocks would take more memory than the device has
+            available (a pool allocated past it fails in torch's allocator, or is killed).
+    """
     cfg = translator.model.cfg
     dtype = translator.cache_dtype or next(translator.model.parameters()).dtype
     n_blocks = limits.kv_blocks
+    block_bytes = BlockPool.for_model(cfg, 1, limits.block_size, dtype).block_bytes
+    available = available_memory(translator.device)
+    if n_blocks is not None and available is not None and n_blocks * block_bytes > available:
+        raise SettingError(
+            "kv_blocks",
+            n_blocks,
+            f"a KV pool of {gib(n_blocks * block_bytes)} ({block_bytes:,} bytes a block), and "
+            f"{translator.device} has {gib(available)} available",
+        )
     if n_blocks is None:
-        block_bytes = BlockPool.for_model(cfg, 1, limits.block_size, dtype).block_bytes
         beam, size = translator.decode.beam_size, limits.block_size
         wanted = math.ceil(4 * max_batch_tokens * beam / size)
         longest = beam * (math.ceil(cfg.max_positions / size) + 1)
