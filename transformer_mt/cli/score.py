@@ -56,17 +56,18 @@ def _run_score(args: argparse.Namespace) -> int:
         check_output(args.output, inputs)
     if args.device == "cpu":
         set_cpu_threads(quiet=True)
+    # The total, for the time left, and the targets' count checked before the model loads; a
+    # pipe is read once, as it comes (its count is checked when it ends).
+    sources = count_lines(args.src) if Path(args.src).is_file() else None
+    pairs = args.tgt is not None
+    if pairs and sources is not None and Path(args.tgt).is_file():
+        refuse_unequal(args.src, args.tgt)(sources, count_lines(args.tgt))
+    if pairs:
+        counted = Counted("scored", "pairs", "pairs")
+    else:
+        counted = Counted("reranked", "sources", "sources")
     lines = LineSettings(src_lang=args.src_lang, tgt_lang=args.tgt_lang)
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device, lines=lines)
-    # The total, for the time left, and the targets' count checked before any scoring; a pipe
-    # is read once, as it comes (its count is checked when it ends).
-    sources = count_lines(args.src) if Path(args.src).is_file() else None
-    if args.tgt is not None and sources is not None and Path(args.tgt).is_file():
-        refuse_unequal(args.src, args.tgt)(sources, count_lines(args.tgt))
-    pairs = args.tgt is not None
-    counted = (
-        Counted("scored", "pairs", "pairs") if pairs else Counted("reranked", *["sources"] * 2)
-    )
     with contextlib.ExitStack() as stack:
         out = open_out(args.output, stack)
         report = ProgressReport.on_stderr(sources, counted)  # a bar, or a line every 30 s
