@@ -59,8 +59,7 @@ LOG_NAME = "distill.log"
 DROPPED_NAME = "dropped.tsv"
 # `distill: translated 1200/29000 lines (4%), 120.3 sentences/s, ETA 3m51s`
 DISTILLED = Counted(verb="translated", noun="lines", rate_unit="sentences", label="distill")
-
-
+# Corpus lines a chunk holds, at most: a chunk is read into memory and translated at once.
 MAX_CHUNK_LINES = 1_000_000
 
 

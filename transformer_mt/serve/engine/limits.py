@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 
 # The most the KV pool takes when --kv-blocks is not given (see `new_pool`).
 DEFAULT_KV_BYTES = 512 * 2**20
-MAX_BLOCK_SIZE = 65_536  # positions a KV block holds, at most
+# Positions a KV block holds, at most: far past the sentences a server translates; a block of
+# 10**20 would overflow the pool's allocation.
+MAX_BLOCK_SIZE = 65_536
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ class ServeLimits:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise SettingError(name, value, "must be at least 1")
-        if self.block_size > MAX_BLOCK_SIZE:  # longer than any position table
+        if self.block_size > MAX_BLOCK_SIZE:
             raise SettingError("block_size", self.block_size, f"must be at most {MAX_BLOCK_SIZE}")
         for name in ("max_queue", "cache_entries"):
             if getattr(self, name) < 0:
