@@ -194,3 +194,32 @@ def test_a_kv_pool_larger_than_the_memory_names_the_flag_before_allocating(check
     assert message.startswith(f"--kv-blocks {10**20}: a KV pool of ")
     assert " bytes a block), and cpu has " in message and message.endswith(" GiB available")
     assert new_pool(translator, ServeLimits(kv_blocks=64), 1024).n_blocks == 64
+
+
+def test_the_pool_says_how_long_a_sentence_it_holds(checkpoint, caplog):
+    """At start: a pool given too small for the position table warns in the log before the
+    first request is refused; the line the server prints says what any pool holds."""
+    import logging
+    import math
+
+    from transformer_mt.inference.translator import Translator
+    from transformer_mt.serve.engine import Engine
+    from transformer_mt.serve.engine.limits import ServeLimits, longest_output, new_pool
+
+    translator = Translator.from_checkpoint(str(checkpoint))
+    beam, table = translator.decode.beam_size, translator.model.cfg.max_positions
+    with caplog.at_level(logging.INFO, logger="transformer_mt.serve.engine.limits"):
+        new_pool(translator, ServeLimits(block_size=4), 1024)
+        assert not caplog.records  # the default holds a sentence as long as the table
+        new_pool(translator, ServeLimits(kv_blocks=3 * beam, block_size=4), 1024)
+    (small,) = caplog.records
+    assert small.levelname == "WARNING" and small.message == (
+        f"a KV pool of {3 * beam} blocks of 4 position(s) holds outputs of up to 8 positions at "
+        f"beam {beam}, fewer than the model's {table}: longer ones are refused"
+    )
+    engine = Engine(translator, ServeLimits(kv_blocks=3 * beam, block_size=4))
+    assert f"outputs of up to 8 positions at beam {beam};" in engine.describe()
+    for n_blocks, size in [(10, 1), (3 * beam, 4), (7 * beam + 3, 16)]:
+        reach = longest_output(n_blocks, size, beam)  # admission's count fits, one more does not
+        assert beam * (math.ceil(reach / size) + 1) <= n_blocks
+        assert beam * (math.ceil((reach + 1) / size) + 1) > n_blocks

@@ -49,7 +49,7 @@ from transformer_mt.serve.engine.admission import Admission, Work
 from transformer_mt.serve.engine.caches import LruCache
 from transformer_mt.serve.engine.intake import Intake
 from transformer_mt.serve.engine.job import Job
-from transformer_mt.serve.engine.limits import ServeLimits, group_rows, new_pool
+from transformer_mt.serve.engine.limits import ServeLimits, group_rows, longest_output, new_pool
 from transformer_mt.serve.engine.prefix_cache import PrefixTree
 from transformer_mt.serve.engine.scheduler import ContinuousBatch, source_positions
 
@@ -115,8 +115,10 @@ class Engine:
         """One line on what the engine holds, for the server's start."""
         pool = self.pool
         mib = pool.n_blocks * pool.block_bytes / 2**20
+        reach = max(longest_output(pool.n_blocks, pool.block_size, self.defaults.beam_size), 0)
         return (
-            f"KV cache: {pool.n_blocks} blocks of {pool.block_size} positions ({mib:.0f} MiB); "
+            f"KV cache: {pool.n_blocks} blocks of {pool.block_size} positions ({mib:.0f} MiB), "
+            f"outputs of up to {reach} positions at beam {self.defaults.beam_size}; "
             f"up to {self.max_batch_tokens} source tokens decoded together, "
             f"{self.limits.max_queue} sentences queued"
         )

@@ -3,6 +3,7 @@ self-attention groups for one model."""
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -14,6 +15,8 @@ from transformer_mt.serve.engine.paged import BlockPool
 
 if TYPE_CHECKING:
     from transformer_mt.inference.translator import Translator
+
+log = logging.getLogger(__name__)
 
 # The most the KV pool takes when --kv-blocks is not given (see `new_pool`).
 DEFAULT_KV_BYTES = 512 * 2**20
@@ -79,9 +82,27 @@ def new_pool(translator: Translator, limits: ServeLimits, max_batch_tokens: int)
             f"a KV pool of {gib(n_blocks * block_bytes)} ({block_bytes:,} bytes a block), and "
             f"{translator.device} has {gib(available)} available",
         )
+    beam, size = translator.decode.beam_size, limits.block_size
     if n_blocks is None:
-        beam, size = translator.decode.beam_size, limits.block_size
         wanted = math.ceil(4 * max_batch_tokens * beam / size)
         longest = beam * (math.ceil(cfg.max_positions / size) + 1)
         n_blocks = max(1, longest, min(wanted, DEFAULT_KV_BYTES // block_bytes))
+    reach = longest_output(n_blocks, size, beam)
+    if reach < cfg.max_positions:  # only a pool given: said at start, before the first refusal
+        log.warning(
+            "a KV pool of %d blocks of %d position(s) holds outputs of up to %d positions at "
+            "beam %d, fewer than the model's %d: longer ones are refused",
+            n_blocks,
+            size,
+            max(reach, 0),
+            beam,
+            cfg.max_positions,
+        )
     return BlockPool.for_model(cfg, n_blocks, limits.block_size, dtype, translator.device)
+
+
+def longest_output(n_blocks: int, block_size: int, beam_size: int) -> int:
+    """The most output positions a sentence at `beam_size` may have in a pool of `n_blocks`,
+    as admission counts a sentence's blocks (`beam_size * (ceil(positions / block_size) + 1)`);
+    below 1, none fits."""
+    return (n_blocks // beam_size - 1) * block_size
