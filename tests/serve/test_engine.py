@@ -201,6 +201,7 @@ def wait_idle(engine, timeout: float = 60.0):
     raise AssertionError(f"engine still busy: {engine.stats()}")
 
 
+@pytest.mark.slow  # 20 s: a thousand requests through the engine
 def test_no_leak_after_a_thousand_requests_some_cancelled_some_refused(checkpoint):
     limits = ServeLimits(
         kv_blocks=300, block_size=4, cache_entries=16, max_request_sentences=4, max_queue=64

@@ -53,7 +53,10 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.mark.parametrize("nodes", [1, 2], ids=["one-node", "two-nodes"])
+# Two nodes on one machine run the same code as one node but for the rendezvous: the slow run.
+@pytest.mark.parametrize(
+    "nodes", [1, pytest.param(2, marks=pytest.mark.slow)], ids=["one-node", "two-nodes"]
+)
 def test_two_ranks_match_each_other_and_one_process(tmp_path, nodes):
     _launch(tmp_path, nodes)
     rank0 = torch.load(tmp_path / "rank0.pt")
