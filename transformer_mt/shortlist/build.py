@@ -86,9 +86,11 @@ def build_shortlist(
         checkpoint, config.data, data, bool(stored.special_tokens(checkpoint).language_tags)
     )
     check_sources(data, ("train",))
-    read = [(path, "corpus the shortlist is learnt from") for path in split_files(data, "train")]
+    corpus_files = [
+        (path, "corpus the shortlist is learnt from") for path in split_files(data, "train")
+    ]
     made_from = config_input_files(config, f"checkpoint {checkpoint}")
-    check_output(out, [(checkpoint, "checkpoint"), *read, *made_from])
+    check_output(out, [(checkpoint, "checkpoint"), *corpus_files, *made_from])
     src_tokenizer, tgt_tokenizer = stored.unpack_tokenizers(checkpoint)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="tmt-shortlist-") as folder:
