@@ -307,8 +307,9 @@ def checkpoint_input_files(path: str | Path, what: str = "checkpoint") -> list[t
 
 def config_input_files(config: ExperimentConfig, owner: str) -> list[tuple[Path, str]]:
     """The local files a run of `config` reads besides the config file itself: its corpus
-    (data.train, data.valid, data.test), tokenizer.extra_text and train.init_from, as (path,
-    what it is) pairs naming `owner` (the config file or checkpoint they come from)."""
+    (data.train, data.valid, data.test), tokenizer.extra_text, the given tokenizer models and
+    train.init_from, as (path, what it is) pairs naming `owner` (the config file or checkpoint
+    they come from)."""
     from transformer_mt.data.dataset import split_files  # imports `datasets`: only when asked
 
     files: list[tuple[Path, str]] = []
@@ -318,6 +319,10 @@ def config_input_files(config: ExperimentConfig, owner: str) -> list[tuple[Path,
             files += [(path, what) for path in split_files(config.data, split)]
     what = f"tokenizer text (tokenizer.extra_text) of {owner}"
     files += [(Path(text), what) for text in config.tokenizer.extra_text]
+    for key in ("model_file", "tgt_model_file"):
+        given = getattr(config.tokenizer, key)
+        if given is not None:
+            files.append((Path(given), f"tokenizer model (tokenizer.{key}) of {owner}"))
     if config.train.init_from is not None:
         what = f"parent checkpoint (train.init_from) of {owner}"
         files.append((Path(config.train.init_from), what))

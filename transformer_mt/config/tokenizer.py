@@ -1,8 +1,8 @@
-"""TokenizerConfig: the SentencePiece subword model trained on the training corpus."""
+"""TokenizerConfig: the SentencePiece subword model trained on the training corpus, or given."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Literal
 
 from transformer_mt.config.checks import check_positive
@@ -11,12 +11,22 @@ from transformer_mt.config.errors import ConfigError
 # SentencePiece reads the vocabulary size as a 32-bit int.
 MAX_VOCAB = 2**31 - 1
 
+# The keys that configure training a tokenizer: a given model (model_file) takes none of them.
+TRAINING_KEYS = (
+    "model_type",
+    "vocab_size",
+    "character_coverage",
+    "input_sentence_size",
+    "extra_text",
+)
+
 
 @dataclass(frozen=True)
 class TokenizerConfig:
-    """SentencePiece subword model trained on the training corpus.
+    """SentencePiece subword model trained on the training corpus, or given as a file.
 
-    Special ids are fixed: pad=0, unk=1, bos=2, eos=3 (see data/tokenizer.py).
+    Special ids are fixed: pad=0, unk=1, bos=2, eos=3 (see data/tokenizer.py); a given model
+    is renumbered to them (data/tokenizer_adopt.py).
     """
 
     model_type: Literal["bpe", "unigram"] = "bpe"
@@ -40,8 +50,14 @@ class TokenizerConfig:
     # Which sides BPE-dropout re-segments. On the target it changes what the decoder must
     # predict, which slowed learning to half speed on Multi30k (en-de, 60-minute budget).
     bpe_dropout_sides: Literal["both", "source"] = "both"
+    # A SentencePiece model trained elsewhere (spm_train, another toolkit), used as it is
+    # instead of training one: its vocabulary, segmentation and normalisation, its specials
+    # renumbered. With joint: false it is the source side's, and tgt_model_file the target's.
+    model_file: str | None = None
+    tgt_model_file: str | None = None
 
     def validate(self) -> None:
+        self._check_given_model()
         if not 0.0 <= self.bpe_dropout < 1.0:
             raise ConfigError(
                 f"tokenizer.bpe_dropout={self.bpe_dropout} must be in [0, 1)",
@@ -78,3 +94,34 @@ class TokenizerConfig:
                 keys=("tokenizer.character_coverage",),
             )
         check_positive(self, "tokenizer", ["input_sentence_size"])
+
+    def _check_given_model(self) -> None:
+        if self.tgt_model_file is not None and self.joint:
+            raise ConfigError(
+                "tokenizer.tgt_model_file needs tokenizer.joint: false (a joint vocabulary is "
+                "one model, tokenizer.model_file)",
+                keys=("tokenizer.tgt_model_file", "tokenizer.joint"),
+            )
+        if self.tgt_model_file is not None and self.model_file is None:
+            raise ConfigError(
+                "tokenizer.tgt_model_file needs tokenizer.model_file (the source side's model)",
+                keys=("tokenizer.tgt_model_file",),
+            )
+        if self.model_file is None:
+            return
+        if not self.joint and self.tgt_model_file is None:
+            raise ConfigError(
+                "tokenizer.model_file with tokenizer.joint: false needs tokenizer.tgt_model_file "
+                "too (the target side's model)",
+                keys=("tokenizer.model_file", "tokenizer.joint"),
+            )
+        defaults = {f.name: f.default for f in fields(self)}
+        set_here = [key for key in TRAINING_KEYS if getattr(self, key) != defaults[key]]
+        if set_here:
+            keys = tuple(f"tokenizer.{key}" for key in set_here)
+            them = "them" if len(keys) > 1 else "it"
+            raise ConfigError(
+                f"{', '.join(keys)}: for training a tokenizer, and tokenizer.model_file gives a "
+                f"trained one, used as it is; remove {them}",
+                keys=(*keys, "tokenizer.model_file"),
+            )

@@ -9,7 +9,8 @@ sample of it, and `streaming.StreamingBatches` reads, encodes, cleans and batche
 training runs; valid is read as above.
 
 `tmt train` checks every corpus file first (`dataset.check_sources`), takes the tokenizers from
-the checkpoint it resumes or trains them (`train_tokenizers_for`), then calls `prepare_data`.
+the checkpoint it resumes or trains (or renumbers given ones: `train_tokenizers_for`), then
+calls `prepare_data`.
 
 Example:
     pair = train_tokenizers_for(config.data, config.tokenizer, run_dir)
@@ -45,6 +46,7 @@ from transformer_mt.data.streaming import (
     sample_pairs,
 )
 from transformer_mt.data.tokenizer import Tokenizer
+from transformer_mt.data.tokenizer_adopt import adopt_tokenizers
 from transformer_mt.data.tokenizer_training import TokenizerPair, train_tokenizers
 from transformer_mt.files import read_lines
 
@@ -106,8 +108,12 @@ def train_tokenizers_for(
     Streamed, the split is sampled in one pass (`streaming.sample_pairs`), at most
     `tokenizer.input_sentence_size` pairs held; otherwise it is read whole and SentencePiece
     samples as many sentences itself. Data in several directions gives each distinct sentence
-    of a side once.
+    of a side once. A given model (`tokenizer.model_file`) is renumbered instead, and the
+    corpus is not read (`tokenizer_adopt`).
     """
+    symbols = [BACK_TRANSLATION_TAG] if data_cfg.has_tagged_source() else []
+    if tokenizer_cfg.model_file is not None:
+        return adopt_tokenizers(tokenizer_cfg, run_dir, symbols)
     if data_cfg.streaming:
         sample = stream_pairs(data_cfg, "train")
         src, tgt = sample_pairs(sample, tokenizer_cfg.input_sentence_size)
@@ -122,7 +128,6 @@ def train_tokenizers_for(
     if extra:  # only then: the training side may hold millions of lines
         src = [*src, *extra]
     cache_dir = Path(data_cfg.cache_dir) / "tokenizers"
-    symbols = [BACK_TRANSLATION_TAG] if data_cfg.has_tagged_source() else []
     return train_tokenizers(tokenizer_cfg, src, tgt, run_dir, cache_dir, symbols)
 
 

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from transformer_mt.config import ExperimentConfig
+from transformer_mt.data.tokenizer_adopt import model_sizes
 from transformer_mt.errors import TmtError
 from transformer_mt.machine import available_memory, gib
 from transformer_mt.model import build_model
@@ -29,12 +30,11 @@ BYTES_PER_PARAMETER = 16
 def parameter_count(config: ExperimentConfig, weights: Mapping[str, Tensor] | None) -> int:
     """Parameters of the model a run trains: those of `weights` (a checkpoint's, for a run
     that resumes or fine-tunes), else of `config.model` with `tokenizer.vocab_size` pieces
-    (the tokenizer is not trained yet)."""
+    (the tokenizer is not trained yet) or the given tokenizer models' pieces."""
     if weights is not None:
         return sum(tensor.numel() for tensor in weights.values())
-    vocab = config.tokenizer.vocab_size
     with torch.device("meta"):
-        model = build_model(config.model, vocab, vocab)
+        model = build_model(config.model, *model_sizes(config.tokenizer))
     return sum(p.numel() for p in model.parameters())
 
 

@@ -1,0 +1,88 @@
+"""`tmt train` with a SentencePiece model trained elsewhere (`tokenizer.model_file`): the run
+trains, resumes and translates with the model's own segmentation; a bad model file is refused
+in one line before the run directory is made."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import sentencepiece as spm
+import yaml
+
+from transformer_mt.artifacts import config_input_files, load_checkpoint, load_for_inference
+from transformer_mt.cli import main
+from transformer_mt.config import ExperimentConfig, TokenizerConfig
+from transformer_mt.training.footprint import parameter_count
+
+from .conftest import write_config, write_corpus
+
+
+def given_model(tmp_path: Path) -> Path:
+    """A unigram model with spm_train's own ids (unk 0, bos 1, eos 2, no pad) on the corpus."""
+    lines = []
+    for line in (tmp_path / "train.tsv").read_text(encoding="utf-8").splitlines():
+        lines += line.split("\t")
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_writer=model, vocab_size=50, minloglevel=2
+    )
+    path = tmp_path / "team.model"
+    path.write_bytes(model.getvalue())
+    return path
+
+
+def experiment(tmp_path: Path, tokenizer: dict) -> Path:
+    write_corpus(tmp_path)
+    path = write_config(tmp_path)
+    sections = yaml.safe_load(path.read_text(encoding="utf-8"))
+    sections["tokenizer"] = tokenizer
+    path.write_text(yaml.safe_dump(sections), encoding="utf-8")
+    return path
+
+
+def test_trains_resumes_and_translates_with_the_given_model(tmp_path, capsys):
+    write_corpus(tmp_path)
+    original = spm.SentencePieceProcessor(model_file=str(given_model(tmp_path)))
+    config = experiment(tmp_path, {"model_file": str(tmp_path / "team.model")})
+    run_dir = tmp_path / "run"
+    args = ["train", "--config", str(config), "--run-dir", str(run_dir), "--set"]
+    assert main([*args, "train.max_steps=4"]) == 0
+    assert main([*args, "train.max_steps=8"]) == 0  # resumes
+    assert load_checkpoint(run_dir / "checkpoints" / "last.pt").step == 8
+    [saved] = run_dir.glob("spm-joint-*.model")
+    bundle = load_for_inference(run_dir / "checkpoints" / "last.pt", "cpu")
+    tok = bundle.src_tokenizer
+    assert tok.model_bytes == saved.read_bytes()
+    assert tok.vocab_size == original.get_piece_size() + 1  # a pad piece added
+    assert bundle.model.output_projection.out_features == tok.vocab_size
+    text = ["der hund sieht die katze", "das rote auto"]
+    assert tok._sp.encode(text, out_type=str) == original.encode(text, out_type=str)
+    (tmp_path / "in.de").write_text("\n".join(text) + "\n", encoding="utf-8")
+    translate = ["translate", "--checkpoint", str(run_dir / "checkpoints" / "last.pt")]
+    assert main([*translate, "--input", str(tmp_path / "in.de"), "--beam-size", "2"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+
+
+def test_a_bad_model_file_is_refused_before_the_run_directory(tmp_path, capsys):
+    config = experiment(tmp_path, {"model_file": str(tmp_path / "corpus.de")})
+    (tmp_path / "corpus.de").write_text("ein Satz\n", encoding="utf-8")
+    run_dir = tmp_path / "run"
+    assert main(["train", "--config", str(config), "--run-dir", str(run_dir)]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"error: tokenizer.model_file {tmp_path / 'corpus.de'}: not a ")
+    assert "SentencePiece model" in err[-1]
+    assert not run_dir.exists()
+
+
+def test_the_given_model_is_an_input_and_sizes_the_model(tmp_path):
+    write_corpus(tmp_path)
+    path = given_model(tmp_path)
+    config = ExperimentConfig(tokenizer=TokenizerConfig(model_file=str(path)))
+    assert (path, "tokenizer model (tokenizer.model_file) of x.yaml") in config_input_files(
+        config, "x.yaml"
+    )
+    small = parameter_count(config, None)
+    large = parameter_count(ExperimentConfig(tokenizer=TokenizerConfig(vocab_size=8000)), None)
+    # The embedding (shared, tied) has 50 rows, not tokenizer.vocab_size's 8000.
+    assert large - small == (8000 - 50) * config.model.d_model
