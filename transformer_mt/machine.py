@@ -285,8 +285,9 @@ def out_of_memory_message(err: BaseException) -> str | None:
         if match is None:
             return None
         asked = f"{gib(int(match.group(1)))} in one allocation"
-    available = available_memory(torch.device("cpu"))
-    have = "" if available is None else f"; this machine has {gib(available)} available"
+    cpu = torch.device("cpu")
+    available = available_memory(cpu)
+    have = "" if available is None else f"; {memory_left(cpu, available)}"
     return (
         f"out of memory: the work asked for {asked}{have} (use a smaller model, batch "
         "(--max-tokens, train.max_tokens) or beam)"
@@ -312,3 +313,10 @@ def available_memory(device: torch.device) -> int | None:
 def gib(count: int) -> str:
     """`count` bytes in GiB, as messages show memory."""
     return f"{count / 2**30:,.1f} GiB"
+
+
+def memory_left(device: torch.device, available: int) -> str:
+    """How refusals say `available_memory`: "this machine has 22.6 GiB available" on a CPU,
+    "cuda:0 has ..." on a GPU."""
+    where = "this machine" if device.type == "cpu" else str(device)
+    return f"{where} has {gib(available)} available"

@@ -192,7 +192,9 @@ def test_a_kv_pool_larger_than_the_memory_names_the_flag_before_allocating(check
         new_pool(translator, limits, 1024)
     message = cli.flag_message(refused.value)
     assert message.startswith(f"--kv-blocks {10**20}: a KV pool of ")
-    assert " bytes a block), and cpu has " in message and message.endswith(" GiB available")
+    assert " bytes a block), and this machine has " in message and message.endswith(
+        " GiB available"
+    )
     assert new_pool(translator, ServeLimits(kv_blocks=64), 1024).n_blocks == 64
 
 

@@ -18,7 +18,7 @@ from torch import Tensor
 from transformer_mt.config import ExperimentConfig
 from transformer_mt.data.tokenizer_adopt import model_sizes
 from transformer_mt.errors import TmtError
-from transformer_mt.machine import available_memory, gib
+from transformer_mt.machine import available_memory, gib, memory_left
 from transformer_mt.model import build_model
 
 # Training with Adam keeps, for every parameter, its float32 value, its gradient and Adam's
@@ -55,10 +55,8 @@ def check_fits(
     need = count * BYTES_PER_PARAMETER
     if need <= available:
         return
-    where = "this machine" if device.type == "cpu" else str(device)
     raise TmtError(
         f"the model has {count:,} parameters: training it needs at least {gib(need)} "
         f"({BYTES_PER_PARAMETER} bytes each for weights, gradients and Adam's moments), and "
-        f"{where} has {gib(available)} available; make model.d_model, model.d_ff or the layers "
-        "smaller"
+        f"{memory_left(device, available)}; make model.d_model, model.d_ff or the layers smaller"
     )

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from transformer_mt.config import ModelConfig
 from transformer_mt.errors import SettingError
-from transformer_mt.machine import available_memory, gib
+from transformer_mt.machine import available_memory, gib, memory_left
 from transformer_mt.serve.engine.paged import BlockPool
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def new_pool(translator: Translator, limits: ServeLimits, max_batch_tokens: int)
             "kv_blocks",
             n_blocks,
             f"a KV pool of {gib(n_blocks * block_bytes)} ({block_bytes:,} bytes a block), and "
-            f"{translator.device} has {gib(available)} available",
+            f"{memory_left(translator.device, available)}",
         )
     beam, size = translator.decode.beam_size, limits.block_size
     if n_blocks is None:
