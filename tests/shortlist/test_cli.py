@@ -201,3 +201,18 @@ def test_a_corpus_of_the_other_direction_is_refused(reversing_checkpoint, corpus
         f"error: {reversing_checkpoint}: translates {src}->{tgt}, not {tgt}->{src}"
     )
     assert not out.exists()
+
+
+def test_progress_counts_the_pairs_read_and_each_pass_over_them(
+    reversing_checkpoint, corpus_config, tmp_path, capsys, monkeypatch
+):
+    from transformer_mt import progress
+
+    monkeypatch.setattr(progress, "PROGRESS_SECONDS", 0.0)  # a line at every count
+    args = ["shortlist", "--checkpoint", str(reversing_checkpoint), "--config", str(corpus_config)]
+    assert main([*args, "--out", str(tmp_path / "model.vmap")]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if "pairs/s" in line]
+    assert lines[0].startswith("shortlist: read 23 pairs, ")
+    passes = [line.split(" (")[0] for line in lines[1:]]
+    assert passes == [f"shortlist: aligned {23 * n}/138 pairs over 6 passes" for n in range(1, 7)]
+    assert lines[-1].split(", ")[0].endswith("(100%)")

@@ -131,7 +131,7 @@ def _run_shortlist(args: argparse.Namespace) -> int:
     settings = ShortlistSettings(
         per_source=args.per_source, frequent=args.frequent, min_prob=args.min_prob
     )
-    report = build_shortlist(args.checkpoint, args.out, data, settings)
+    report = build_shortlist(args.checkpoint, args.out, data, settings, progress=True)
     print(f"shortlist: {report}; wrote {args.out}", file=sys.stderr)
     return 0
 

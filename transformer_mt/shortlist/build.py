@@ -9,10 +9,12 @@ is what the student imitates); its own config's `data.train` by default.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from transformer_mt.data.dataset import check_sources, describe_train, split_fil
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.files import check_output
+from transformer_mt.progress import Counted, ProgressReport
 from transformer_mt.shortlist.corpus import Chunk, EncodedCorpus
 from transformer_mt.shortlist.lexicon import DEFAULT_SETTINGS, ShortlistSettings, frequent, model1
 from transformer_mt.shortlist.vmap import Vocabularies, write_vmap
@@ -31,6 +34,7 @@ from transformer_mt.shortlist.vmap import Vocabularies, write_vmap
 log = logging.getLogger(__name__)
 
 CHUNK_PAIRS = 50_000  # pairs read and tokenised at a time
+READ = Counted(verb="read", noun="pairs", rate_unit="pairs", label="shortlist")
 
 
 @dataclass(frozen=True)
@@ -69,9 +73,11 @@ def build_shortlist(
     out: str | Path,
     data: DataConfig | None = None,
     settings: ShortlistSettings = DEFAULT_SETTINGS,
+    progress: bool = False,
 ) -> ShortlistReport:
     """Write the shortlist of `checkpoint` learnt from `data.train` (default: the checkpoint's
-    own) to `out`.
+    own) to `out`; with `progress`, the pairs read and the EM passes over them on stderr (a
+    bar on a terminal, else a line every 30 s: a million pairs take minutes).
 
     Raises:
         TmtError: an unreadable checkpoint or corpus, a corpus of a direction the model does
@@ -94,8 +100,11 @@ def build_shortlist(
     src_tokenizer, tgt_tokenizer = stored.unpack_tokenizers(checkpoint)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="tmt-shortlist-") as folder:
-        corpus = _encoded(data, src_tokenizer, tgt_tokenizer, Path(folder))
-        lexicon = model1(corpus.chunks, settings.iterations)
+        corpus = _encoded(data, src_tokenizer, tgt_tokenizer, Path(folder), progress)
+        passes = settings.iterations + 1  # model1 reads the corpus once, then once an iteration
+        aligned = Counted("aligned", f"pairs over {passes} passes", "pairs", label="shortlist")
+        with contextlib.closing(_report(corpus.pairs * passes, aligned, progress)) as report:
+            lexicon = model1(_counting(corpus.chunks, report), settings.iterations)
     best = lexicon.best(settings.per_source, settings.min_prob)
     seen = np.flatnonzero(corpus.source_seen).tolist()
     lists = widen(
@@ -118,15 +127,39 @@ def build_shortlist(
     return report
 
 
-def _encoded(data: DataConfig, src: Tokenizer, tgt: Tokenizer, folder: Path) -> EncodedCorpus:
+def _encoded(
+    data: DataConfig, src: Tokenizer, tgt: Tokenizer, folder: Path, progress: bool
+) -> EncodedCorpus:
     """`data.train` read once, tokenised a chunk at a time into `folder`."""
     corpus = EncodedCorpus(folder, src.vocab_size, tgt.vocab_size)
     pairs = stream_pairs(data, "train")
-    while chunk := list(itertools.islice(pairs, CHUNK_PAIRS)):
-        sources = src.encode_batch([source for source, _, _ in chunk])
-        corpus.add(Chunk.of(sources, tgt.encode_batch([target for _, target, _ in chunk])))
+    with contextlib.closing(_report(None, READ, progress)) as report:
+        while chunk := list(itertools.islice(pairs, CHUNK_PAIRS)):
+            sources = src.encode_batch([source for source, _, _ in chunk])
+            corpus.add(Chunk.of(sources, tgt.encode_batch([target for _, target, _ in chunk])))
+            report.update(len(chunk))
     log.info("shortlist: %d pairs read from %s", corpus.pairs, describe_train(data))
     return corpus
+
+
+def _counting(
+    chunks: Callable[[], Iterator[Chunk]], report: ProgressReport
+) -> Callable[[], Iterator[Chunk]]:
+    """`chunks`, each pass counting its pairs into `report`."""
+
+    def read() -> Iterator[Chunk]:
+        for chunk in chunks():
+            yield chunk
+            report.update(len(chunk))
+
+    return read
+
+
+def _report(total: int | None, counted: Counted, progress: bool) -> ProgressReport:
+    """A report on stderr with `progress`, else one that only counts."""
+    if progress:
+        return ProgressReport.on_stderr(total, counted)
+    return ProgressReport(total, counted, bar=False, every_s=None)
 
 
 def widen(lists: dict[str, list[str]], target_pieces: set[str]) -> dict[str, list[str]]:
