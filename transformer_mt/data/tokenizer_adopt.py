@@ -119,8 +119,8 @@ def renumbered_model(key: str, path: str, wanted: Sequence[str] = ()) -> ModelPr
         elif name in present:
             raise TokenizerError(
                 f"{key} {path}: the model has no special piece for {name} but a piece of its "
-                f"own named {name}; retrain it with its specials (spm_train --pad_id=0 "
-                "--unk_id=1 --bos_id=2 --eos_id=3)"
+                f"own named {name}; retrain it with an id for each special (SentencePiece's "
+                "pad_id, unk_id, bos_id and eos_id options)"
             )
         else:
             piece.piece, piece.score = name, 0.0
