@@ -12,6 +12,7 @@ from transformer_mt.config import (
     DecodeConfig,
     ExperimentConfig,
     ModelConfig,
+    TokenizerConfig,
     config_from_dict,
     config_to_dict,
     decode_field_types,
@@ -375,6 +376,13 @@ def test_output_settings_are_every_field_but_the_output_neutral_ones():
         ("model.d_ff=2000000", r"model\.d_ff=2000000 must be in \[1, 1048576\]"),
         ("tokenizer.vocab_size=3000000000", r"vocab_size=3000000000 must be in \[8, 2147483647\]"),
         ("tokenizer.vocab_size=7", r"tokenizer\.vocab_size=7 must be in \[8, 2147483647\]"),
+        (f"model.position_offset={10**40}", r"position_offset=1000+ must be in \[0, 1048576\]"),
+        (f"train.pad_to_multiple={10**40}", r"pad_to_multiple=1000+ must be in \[1, 65536\]"),
+        ("train.update_freq=1000000000000", r"train\.update_freq=1000000000000 must be in \[1, "),
+        (
+            f"tokenizer.input_sentence_size={10**40}",
+            r"input_sentence_size=1000+ must be in \[1, 9223372036854775807\]",
+        ),
     ],
 )
 def test_settings_that_a_library_would_fail_on_later_are_refused(tmp_path, setting, message):
@@ -387,3 +395,37 @@ def test_yaml_nested_too_deeply_is_one_line(tmp_path):
         load_config(write(tmp_path, "train:\n  lr: " + "[" * 5000 + "\n"))
     with pytest.raises(ConfigError, match=r"train\.lr"):
         load_config(write(tmp_path, "train: {}\n"), ["train.lr=" + "[" * 5000])
+
+
+def test_an_alias_bomb_is_shown_in_a_line(tmp_path):
+    """Nine levels of YAML aliases name one list 9**9 times: the error shows a few items."""
+    levels = ['&a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    levels += [f"&a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    with pytest.raises(ConfigError, match=r"^model\.d_model: expected an integer, got \[") as err:
+        load_config(write(tmp_path, "model:\n  d_model: [" + ", ".join(levels) + "]\n"))
+    assert len(str(err.value)) < 400
+
+
+def test_a_config_that_is_not_a_regular_file_is_refused(tmp_path):
+    """A pipe gives its text once, and training reads the config twice: the second read would
+    be the defaults."""
+    import os
+
+    fifo = tmp_path / "config.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match=r"config\.yaml: is a named pipe \(FIFO\), not a regu"):
+        load_config(fifo)
+    with pytest.raises(ConfigError, match=r"^/dev/zero: is a character device, not a regular "):
+        load_config("/dev/zero")
+
+
+def test_many_language_tags_are_checked_at_once():
+    codes = tuple(f"l{i}" for i in range(200_000))
+    TokenizerConfig(language_tags=codes).validate()  # seconds when each was counted in turn
+    with pytest.raises(ConfigError, match="lists l7 more than once"):
+        TokenizerConfig(language_tags=(*codes, "l7")).validate()
+
+
+def test_an_empty_tokenizer_model_file_is_refused():
+    with pytest.raises(ConfigError, match=r"tokenizer\.model_file is empty: name a Sentence"):
+        TokenizerConfig(model_file="").validate()

@@ -57,6 +57,15 @@ def test_a_row_whose_step_is_no_update_count_is_named(tmp_path, capsys, step):
     )
 
 
+def test_a_line_nested_too_deeply_for_json_is_named(tmp_path, capsys):
+    run_dir = run_dir_with(tmp_path, ROWS)
+    text = (run_dir / "metrics.jsonl").read_text(encoding="utf-8")
+    deep = "[" * 100_000 + "]" * 100_000
+    (run_dir / "metrics.jsonl").write_text(f"{deep}\n{text}", encoding="utf-8")
+    assert main(["plot", str(run_dir)]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {run_dir / 'metrics.jsonl'}:1: not a ")
+
+
 def test_a_last_line_cut_short_is_left_out(tmp_path, capsys):
     run_dir = run_dir_with(tmp_path, ROWS)
     with open(run_dir / "metrics.jsonl", "a", encoding="utf-8") as log:

@@ -70,7 +70,7 @@ class TimedChoices:
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, RecursionError) as err:
             log.warning("%s: unreadable kernel choices, timed again (%s)", self.path, one_line(err))
             return {}
         if not isinstance(data, dict):

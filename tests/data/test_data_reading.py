@@ -100,6 +100,10 @@ def test_malformed_tsv_and_jsonl_lines(tmp_path):
     with pytest.raises(DataError) as info:
         read_jsonl(jsonl, "de", "en")
     assert f"{jsonl}:1: not valid JSON" in one_line_error(info)
+    jsonl.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(DataError) as info:
+        read_jsonl(jsonl, "de", "en")
+    assert f"{jsonl}:1: not valid JSON (nested too deeply)" in one_line_error(info)
 
 
 def test_hub_fails_fast_offline(monkeypatch):

@@ -336,6 +336,9 @@ TOKENIZER_FILES = [
     damage_case("marian", G, write(G, b"[]"), "expected a JSON object, got list", "list"),
     damage_case("marian", C, write(C, b"{oops"), "not readable JSON", "garbage"),
     damage_case(
+        "marian", C, write(C, b"[" * 100_000 + b"]" * 100_000), "nested too deeply", "deep"
+    ),
+    damage_case(
         "marian", "source.spm", write("source.spm", b"garbage"), "not a SentencePiece", "junk"
     ),
     damage_case(

@@ -56,3 +56,11 @@ def test_masks_follow_the_global_seed():
     torch.manual_seed(5)
     assert torch.equal(module(x), first)
     assert not torch.equal(module(x), first)
+
+
+def test_a_rate_within_reach_of_one_keeps_one_level():
+    """p = 0.9999999 rounds to all 65536 levels: one is kept (it divided by zero)."""
+    torch.manual_seed(0)
+    y = dropout(torch.ones(1 << 20), 0.9999999, training=True)
+    assert torch.isfinite(y).all() and 0 < int((y != 0).sum()) < 64
+    assert set(y.unique().tolist()) <= {0.0, 65536.0}

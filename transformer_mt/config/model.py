@@ -173,9 +173,9 @@ class ModelConfig:
                 "(its frequencies divide by d_model / 2 - 1)",
                 keys=("model.d_model", "model.positions"),
             )
-        if self.position_offset < 0:
+        if not 0 <= self.position_offset <= MAX_WIDTH:
             raise ConfigError(
-                f"model.position_offset={self.position_offset} must be >= 0",
+                f"model.position_offset={self.position_offset} must be in [0, {MAX_WIDTH}]",
                 keys=("model.position_offset",),
             )
         if self.position_offset and not sinusoidal:

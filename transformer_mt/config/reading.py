@@ -9,6 +9,7 @@ import yaml
 
 from transformer_mt.config.errors import ConfigError
 from transformer_mt.errors import one_line
+from transformer_mt.files import file_problem
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -39,7 +40,12 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 
 def _read_text(path: Path) -> str:
-    """The file's text, refused when it is missing, a folder, unreadable or not UTF-8."""
+    """The file's text, refused when it is missing, a folder, unreadable or not UTF-8, or not
+    a regular file: a pipe (`<(cat x.yaml)`) gives its text once and `tmt train` reads the
+    config twice (the second read would be empty: the defaults), a device may never end."""
+    problem = None if path.is_dir() else file_problem(path)
+    if problem not in (None, "missing"):
+        raise ConfigError(f"{path}: is {problem}; give the config as a file", keys=())
     try:
         raw = path.read_bytes()
     except FileNotFoundError:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, fields
 from typing import Literal
 
-from transformer_mt.config.checks import check_positive
 from transformer_mt.config.errors import ConfigError
 
 # SentencePiece reads the vocabulary size as a 32-bit int.
 MAX_VOCAB = 2**31 - 1
+# ... and the sentences it samples as a 64-bit one.
+MAX_SENTENCES = 2**63 - 1
 
 # The keys that configure training a tokenizer: a given model (model_file) takes none of them.
 TRAINING_KEYS = (
@@ -79,9 +81,7 @@ class TokenizerConfig:
                 "is a target language's, one id on both sides)",
                 keys=("tokenizer.language_tags", "tokenizer.joint"),
             )
-        repeated = sorted(
-            {code for code in self.language_tags if self.language_tags.count(code) > 1}
-        )
+        repeated = sorted(code for code, n in Counter(self.language_tags).items() if n > 1)
         if repeated:
             raise ConfigError(
                 f"tokenizer.language_tags lists {', '.join(repeated)} more than once",
@@ -93,9 +93,20 @@ class TokenizerConfig:
                 "(the range SentencePiece accepts; 0.9995 suits scripts with many characters)",
                 keys=("tokenizer.character_coverage",),
             )
-        check_positive(self, "tokenizer", ["input_sentence_size"])
+        if not 1 <= self.input_sentence_size <= MAX_SENTENCES:
+            raise ConfigError(
+                f"tokenizer.input_sentence_size={self.input_sentence_size} must be in "
+                f"[1, {MAX_SENTENCES}]",
+                keys=("tokenizer.input_sentence_size",),
+            )
 
     def _check_given_model(self) -> None:
+        for key in ("model_file", "tgt_model_file"):
+            if getattr(self, key) == "":
+                raise ConfigError(
+                    f"tokenizer.{key} is empty: name a SentencePiece .model file, or null",
+                    keys=(f"tokenizer.{key}",),
+                )
         if self.tgt_model_file is not None and self.joint:
             raise ConfigError(
                 "tokenizer.tgt_model_file needs tokenizer.joint: false (a joint vocabulary is "

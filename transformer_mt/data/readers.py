@@ -68,6 +68,8 @@ def jsonl_pair(
         return _text_field(pair, src_lang), _text_field(pair, tgt_lang)
     except json.JSONDecodeError as err:
         raise DataError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+    except RecursionError:
+        raise DataError(f"{path}:{number}: not valid JSON (nested too deeply)") from None
     except (KeyError, TypeError) as err:
         raise DataError(
             f'{path}:{number}: expected {{"translation": {{"{src_lang}": ..., '

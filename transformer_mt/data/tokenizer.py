@@ -239,7 +239,7 @@ class PieceTable:
             if not ok or not isinstance(size, int) or max(ids.values(), default=-1) >= size:
                 raise ValueError("ids must number pieces below size")
             return cls(ids, size, frozenset(table["skip"]), bool(table.get("inline_tags")))
-        except (ValueError, KeyError, TypeError, AttributeError) as err:
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
             raise TokenizerError(f"{source}: not a piece table ({one_line(err)})") from None
 
 

@@ -86,7 +86,7 @@ class Manifest:
                 # its default does (new fields default to the earlier behaviour).
                 fields["decode"] = {**_decode_settings(DecodeConfig()), **fields["decode"]}
             return cls(**fields)
-        except (ValueError, TypeError) as err:
+        except (ValueError, TypeError, RecursionError) as err:
             raise TmtError(f"{path}: not a distillation manifest ({one_line(err)})") from None
 
     def differences(self, other: Manifest) -> list[str]:

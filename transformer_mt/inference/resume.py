@@ -142,7 +142,7 @@ class PartialOutput:
             data = json.loads(self.sidecar.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return {}  # unreadable: another run's, to be replaced
         return data if isinstance(data, dict) else {}
 

@@ -85,6 +85,8 @@ def read_json(path: Path, required: bool = True) -> dict[str, Any]:
     check_file(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
+    except RecursionError:
+        raise TmtError(f"{path}: not readable JSON (nested too deeply)") from None
     except (OSError, ValueError) as err:
         raise TmtError(f"{path}: not readable JSON ({one_line(err)})") from None
     if not isinstance(data, dict):

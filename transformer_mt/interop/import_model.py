@@ -37,7 +37,7 @@ def import_model(source: str, out: str | Path) -> ImportedModel:
     check_output(out, [(source, "the model to import")])
     directory = model_directory(source)
     check_model_files(directory)
-    check_output(out, [(path, "a file of the model to import") for path in directory.iterdir()])
+    check_output(out, [(path, "file of the model to import") for path in directory.iterdir()])
     with _quiet_transformers():
         model_type, hf_config = read_config(directory)
         imported = READERS[model_type](directory, hf_config)

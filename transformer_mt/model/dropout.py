@@ -26,7 +26,8 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
         return x
     if x.device.type != "cpu":
         return F.dropout(x, p, training=True)
-    dropped = round(p * _LEVELS)  # q of the module docstring
+    # q of the module docstring; a p within 2^-17 of 1 keeps one level (not a division by 0)
+    dropped = min(round(p * _LEVELS), _LEVELS - 1)
     n = x.numel()
     # int64 over the whole range (randint's high is exclusive: one value of 2^64 is missing),
     # four 16-bit lanes per draw; an int16 lane is uniform over [-32768, 32767].

@@ -83,7 +83,7 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     for number, line in enumerate(lines, start=1):
         try:
             row = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             if number == len(lines):  # torn
                 continue
             row = None
