@@ -86,7 +86,7 @@ def test_state_dict_keys_are_pinned():
 @pytest.mark.parametrize(
     "changes, message",
     [
-        (dict(position_offset=-1), "model.position_offset=-1 must be >= 0"),
+        (dict(position_offset=-1), r"model.position_offset=-1 must be in \[0, 1048576\]"),
         (dict(positions="rope", position_offset=2), "model.position_offset=2 needs sinusoidal"),
         (dict(positions="sinusoidal_fairseq", d_model=2, n_heads=1), "model.d_model=2 must be"),
     ],
