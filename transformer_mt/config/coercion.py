@@ -27,7 +27,7 @@ _KINDS = {str: "a string", int: "an integer", float: "a number", bool: "true or 
 _SHOWN = reprlib.Repr()
 _SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxdict = 2, 4, 4
 _SHOWN.maxstring = _SHOWN.maxother = 200
-shown = _SHOWN.repr
+_shown = _SHOWN.repr
 
 
 def from_dict(cls: type, data: Any, prefix: str) -> Any:
@@ -40,7 +40,7 @@ def from_dict(cls: type, data: Any, prefix: str) -> Any:
     if not isinstance(data, dict):
         name = prefix.rstrip(".")
         raise ConfigError(
-            f"{name or 'config'}: expected a mapping, got {shown(data)}",
+            f"{name or 'config'}: expected a mapping, got {_shown(data)}",
             keys=(name,) if name else (),
         )
     hints = typing.get_type_hints(cls)
@@ -79,11 +79,11 @@ def coerce(hint: Any, value: Any, dotted: str) -> Any:
     if hint is float:
         return _coerce_float(value, dotted)
     if hint is int and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ConfigError(f"{dotted}: expected an integer, got {shown(value)}", keys=(dotted,))
+        raise ConfigError(f"{dotted}: expected an integer, got {_shown(value)}", keys=(dotted,))
     if hint is bool and not isinstance(value, bool):
-        raise ConfigError(f"{dotted}: expected true or false, got {shown(value)}", keys=(dotted,))
+        raise ConfigError(f"{dotted}: expected true or false, got {_shown(value)}", keys=(dotted,))
     if hint is str and not isinstance(value, str):
-        raise ConfigError(f"{dotted}: expected a string, got {shown(value)}", keys=(dotted,))
+        raise ConfigError(f"{dotted}: expected a string, got {_shown(value)}", keys=(dotted,))
     return value
 
 
@@ -93,7 +93,7 @@ def _coerce_choice(choices: tuple[Any, ...], value: Any, dotted: str) -> Any:
         guess = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
         extra = f" (did you mean '{guess[0]}'?)" if guess else ""
         raise ConfigError(
-            f"{dotted}: {shown(value)} is not one of {', '.join(map(repr, choices))}{extra}",
+            f"{dotted}: {_shown(value)} is not one of {', '.join(map(repr, choices))}{extra}",
             keys=(dotted,),
         )
     return value
@@ -105,7 +105,7 @@ def _coerce_tuple(args: tuple[Any, ...], value: Any, dotted: str) -> tuple:
     variable = args[-1:] == (Ellipsis,)
     if not isinstance(value, (list, tuple)) or (not variable and len(value) != len(args)):
         count = "" if variable else f" of {len(args)} values"
-        raise ConfigError(f"{dotted}: expected a list{count}, got {shown(value)}", keys=(dotted,))
+        raise ConfigError(f"{dotted}: expected a list{count}, got {_shown(value)}", keys=(dotted,))
     if variable:
         args = args[:1] * len(value)
     return tuple(
@@ -116,7 +116,7 @@ def _coerce_tuple(args: tuple[Any, ...], value: Any, dotted: str) -> tuple:
 def _coerce_float(value: Any, dotted: str) -> float:
     """A finite number from an int, a float or a '1e-4'-style string; not from a bool."""
     if isinstance(value, bool):
-        raise ConfigError(f"{dotted}: expected a number, got {shown(value)}", keys=(dotted,))
+        raise ConfigError(f"{dotted}: expected a number, got {_shown(value)}", keys=(dotted,))
     number = None
     if isinstance(value, (int, float)):
         number = float(value)
@@ -124,9 +124,11 @@ def _coerce_float(value: Any, dotted: str) -> float:
         with contextlib.suppress(ValueError):
             number = float(value)
     if number is None:
-        raise ConfigError(f"{dotted}: expected a number, got {shown(value)}", keys=(dotted,))
+        raise ConfigError(f"{dotted}: expected a number, got {_shown(value)}", keys=(dotted,))
     if not math.isfinite(number):  # YAML's .nan and .inf: no setting means either
-        raise ConfigError(f"{dotted}: expected a finite number, got {shown(value)}", keys=(dotted,))
+        raise ConfigError(
+            f"{dotted}: expected a finite number, got {_shown(value)}", keys=(dotted,)
+        )
     return number
 
 
@@ -145,5 +147,5 @@ def _coerce_union(members: list[Any], value: Any, dotted: str) -> Any:
     except ConfigError:
         kind = _KINDS.get(scalar, scalar.__name__)
         raise ConfigError(
-            f"{dotted}: expected {kind} or a list, got {shown(value)}", keys=(dotted,)
+            f"{dotted}: expected {kind} or a list, got {_shown(value)}", keys=(dotted,)
         ) from None
