@@ -13,7 +13,12 @@ from transformer_mt.config import ExperimentConfig, load_config
 from transformer_mt.errors import TmtError
 from transformer_mt.model import build_model
 from transformer_mt.training import footprint
-from transformer_mt.training.footprint import BYTES_PER_PARAMETER, check_fits, parameter_count
+from transformer_mt.training.footprint import (
+    BYTES_PER_PARAMETER,
+    check_fits,
+    parameter_count,
+    training_bytes,
+)
 
 VARIANTS = [
     {},
@@ -47,12 +52,16 @@ def test_a_checkpoints_weights_are_counted_as_they_are():
 def test_the_bound_is_the_memory_available(tiny_experiment, monkeypatch):
     """Refused with one byte too few, accepted with exactly what the parameters need."""
     config = load_config(tiny_experiment, [])
-    need = parameter_count(config, None) * BYTES_PER_PARAMETER
+    need = training_bytes(config, None)
+    assert need == parameter_count(config, None) * BYTES_PER_PARAMETER + 200 * 60 * 4
     cpu = torch.device("cpu")
     monkeypatch.setattr(footprint, "available_memory", lambda device: need)
     check_fits(config, None, cpu)
     monkeypatch.setattr(footprint, "available_memory", lambda device: need - 1)
-    with pytest.raises(TmtError, match=r"^the model has [\d,]+ parameters: training it needs"):
+    with pytest.raises(
+        TmtError,
+        match=r"^the model has [\d,]+ parameters and [\d,]+ target pieces: training it needs",
+    ):
         check_fits(config, None, cpu)
     monkeypatch.setattr(footprint, "available_memory", lambda device: None)
     check_fits(config, None, cpu)  # where the memory is not known, nothing is refused
@@ -66,5 +75,19 @@ def test_tmt_train_refuses_a_model_no_machine_holds(tiny_experiment, tmp_path, c
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: the model has ") and err.count("\n") == 1, err
-    assert "make model.d_model, model.d_ff or the layers smaller" in err
+    assert "make model.d_model, model.d_ff, the layers, the vocabulary or train.max_tokens" in err
+    assert not run_dir.exists()
+
+
+def test_a_vocabulary_whose_logits_no_machine_holds_is_refused(tiny_experiment, tmp_path, capsys):
+    """3M pieces of width 8 are 24M parameters (0.4 GB with Adam), but a batch of 4096 tokens
+    has 49 GB of logits with their gradient: the kernel killed such a run at its first update."""
+    run_dir = tmp_path / "run"
+    sizes = ["model.d_model=8", "model.n_heads=1", "model.d_ff=8", "train.max_tokens=4096"]
+    big = [*sizes, "tokenizer.vocab_size=3000000"]
+    args = ["train", "--config", str(tiny_experiment), "--run-dir", str(run_dir), "--set", *big]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: the model has ") and " and 3,000,000 target pieces: " in err
+    assert "4 a token and piece for the logits of a batch of train.max_tokens=4096" in err
     assert not run_dir.exists()

@@ -25,6 +25,9 @@ from transformer_mt.model import build_model
 # two moments; bfloat16 autocast keeps the float32 values too. Activations come on top, so
 # this is the least a training run needs.
 BYTES_PER_PARAMETER = 16
+# A batch's logits (train.max_tokens x target pieces) and their gradient, 2 bytes each in
+# bfloat16 or float16 (4 in float32): a vocabulary of millions needs more than its weights.
+BYTES_PER_LOGIT = 4
 
 
 def parameter_count(config: ExperimentConfig, weights: Mapping[str, Tensor] | None) -> int:
@@ -36,6 +39,20 @@ def parameter_count(config: ExperimentConfig, weights: Mapping[str, Tensor] | No
     with torch.device("meta"):
         model = build_model(config.model, *model_sizes(config.tokenizer))
     return sum(p.numel() for p in model.parameters())
+
+
+def target_pieces(config: ExperimentConfig, weights: Mapping[str, Tensor] | None) -> int:
+    """Rows of the output layer: the checkpoint's, else the target vocabulary's to be."""
+    if weights is not None and "output_projection.weight" in weights:
+        return weights["output_projection.weight"].shape[0]
+    return model_sizes(config.tokenizer)[1]
+
+
+def training_bytes(config: ExperimentConfig, weights: Mapping[str, Tensor] | None) -> int:
+    """The least memory a run of `config` needs: its parameters with their gradients and Adam's
+    moments, and one batch's logits with their gradient."""
+    logits = config.train.max_tokens * target_pieces(config, weights) * BYTES_PER_LOGIT
+    return parameter_count(config, weights) * BYTES_PER_PARAMETER + logits
 
 
 def check_fits(
@@ -51,12 +68,14 @@ def check_fits(
     available = available_memory(device)
     if available is None:
         return
-    count = parameter_count(config, weights)
-    need = count * BYTES_PER_PARAMETER
+    need = training_bytes(config, weights)
     if need <= available:
         return
+    count, pieces = parameter_count(config, weights), target_pieces(config, weights)
     raise TmtError(
-        f"the model has {count:,} parameters: training it needs at least {gib(need)} "
-        f"({BYTES_PER_PARAMETER} bytes each for weights, gradients and Adam's moments), and "
-        f"{memory_left(device, available)}; make model.d_model, model.d_ff or the layers smaller"
+        f"the model has {count:,} parameters and {pieces:,} target pieces: training it needs at "
+        f"least {gib(need)} ({BYTES_PER_PARAMETER} bytes a parameter for weights, gradients and "
+        f"Adam's moments, {BYTES_PER_LOGIT} a token and piece for the logits of a batch of "
+        f"train.max_tokens={config.train.max_tokens}), and {memory_left(device, available)}; "
+        "make model.d_model, model.d_ff, the layers, the vocabulary or train.max_tokens smaller"
     )
