@@ -51,8 +51,12 @@ def target_pieces(config: ExperimentConfig, weights: Mapping[str, Tensor] | None
 def training_bytes(config: ExperimentConfig, weights: Mapping[str, Tensor] | None) -> int:
     """The least memory a run of `config` needs: its parameters with their gradients and Adam's
     moments, and one batch's logits with their gradient."""
-    logits = config.train.max_tokens * target_pieces(config, weights) * BYTES_PER_LOGIT
-    return parameter_count(config, weights) * BYTES_PER_PARAMETER + logits
+    count, pieces = parameter_count(config, weights), target_pieces(config, weights)
+    return _needed(count, pieces, config.train.max_tokens)
+
+
+def _needed(count: int, pieces: int, max_tokens: int) -> int:
+    return count * BYTES_PER_PARAMETER + max_tokens * pieces * BYTES_PER_LOGIT
 
 
 def check_fits(
@@ -68,10 +72,10 @@ def check_fits(
     available = available_memory(device)
     if available is None:
         return
-    need = training_bytes(config, weights)
+    count, pieces = parameter_count(config, weights), target_pieces(config, weights)
+    need = _needed(count, pieces, config.train.max_tokens)
     if need <= available:
         return
-    count, pieces = parameter_count(config, weights), target_pieces(config, weights)
     raise TmtError(
         f"the model has {count:,} parameters and {pieces:,} target pieces: training it needs at "
         f"least {gib(need)} ({BYTES_PER_PARAMETER} bytes a parameter for weights, gradients and "
