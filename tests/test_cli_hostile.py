@@ -481,6 +481,16 @@ def test_evaluate_refuses_a_test_set_that_is_a_pipe(checkpoint, tmp_path, capsys
     )
 
 
+def test_evaluate_of_a_checkpoint_without_a_test_set_names_the_flag(checkpoint, tmp_path, capsys):
+    state = torch.load(checkpoint, weights_only=False)
+    state["config"]["data"]["test"] = None
+    torch.save(state, tmp_path / "no-test.pt")
+    assert main(["evaluate", "--checkpoint", str(tmp_path / "no-test.pt")]) == 2
+    assert one_error_line(capsys) == (
+        "error: --test: the checkpoint's config sets no data.test; give one\n"
+    )
+
+
 # --- A full disk: status 1 and one line, from every writing command.
 
 

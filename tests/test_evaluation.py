@@ -137,7 +137,8 @@ def test_unknown_metric_and_count_mismatch_in_memory():
 
 def test_cli_prints_one_line_per_metric_or_json(files, capsys):
     hyp, ref = files
-    assert main(["evaluate", "--hyp", str(hyp), "--ref", str(ref), "--metrics", "bleu", "ter"]) == 0
+    metrics = ["--metrics", "bleu", "ter", "bleu"]  # each printed once
+    assert main(["evaluate", "--hyp", str(hyp), "--ref", str(ref), *metrics]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split("|")[0] for line in lines] == ["BLEU", "TER"]
     assert main(["evaluate", "--hyp", str(hyp), "--ref", str(ref), "--lowercase", "--json"]) == 0

@@ -279,6 +279,16 @@ def test_an_output_naming_no_file_is_refused(tmp_path, name, monkeypatch):
         pass
 
 
+def test_an_output_folder_that_is_not_a_directory_is_named_for_what_it_is(tmp_path):
+    (tmp_path / "file").write_text("keep\n")
+    os.mkfifo(tmp_path / "pipe")
+    for name, kind in [("file", "a file"), ("pipe", "a named pipe")]:
+        refused = pytest.raises(TmtError, match=rf"^{tmp_path / name}: {kind}.*, not a directory")
+        with refused, output_folder(tmp_path / name):
+            raise AssertionError("the block ran")
+    assert (tmp_path / "file").read_text() == "keep\n"
+
+
 def test_an_output_folder_holding_an_input_is_refused_before_any_work(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()

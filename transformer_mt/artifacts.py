@@ -46,7 +46,7 @@ from transformer_mt.config import ExperimentConfig, config_from_dict, config_to_
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import PieceTable, Tokenizer
 from transformer_mt.errors import TmtError, one_line, shown_value
-from transformer_mt.files import FILE_KINDS, atomic_open, atomic_path
+from transformer_mt.files import atomic_open, atomic_path, path_kind
 from transformer_mt.model import Seq2SeqTransformer, build_model
 from transformer_mt.run_layout import BEST_NAME, CHECKPOINTS_DIR
 
@@ -352,8 +352,7 @@ def _check_checkpoint_file(path: Path) -> None:
     except OSError as err:
         raise TmtError(f"{path}: cannot read ({err.strerror or one_line(err)})") from None
     if not stat.S_ISREG(mode):
-        kind = next((name for test, name in FILE_KINDS if test(mode)), "a special file")
-        raise TmtError(f"{path}: is {kind}, not a checkpoint file; name a .pt file")
+        raise TmtError(f"{path}: is {path_kind(path)}, not a checkpoint file; name a .pt file")
 
 
 def _file_hint(directory: Path) -> str:

@@ -119,10 +119,13 @@ FILE_KINDS = (
 )
 
 
-def file_problem(path: Path) -> str | None:
-    """What keeps `path` from being read as a file ("missing", "a named pipe (FIFO), not a
-    regular file", ...); None for a regular file this process may read. A reader that opened
-    a FIFO would wait for a writer that never comes."""
+REGULAR = "a file"  # what `path_kind` calls a regular file
+SPECIAL = "a special file"  # a file type FILE_KINDS does not name
+
+
+def path_kind(path: Path) -> str:
+    """What `path` is, in words: `REGULAR`, one of `FILE_KINDS`' names or `SPECIAL` (a link
+    followed to its target), or why it is none ("missing", "a symlink loop", ...)."""
     try:
         mode = os.stat(path).st_mode  # follows symlinks: the file a reader would open
     except FileNotFoundError:
@@ -131,9 +134,20 @@ def file_problem(path: Path) -> str | None:
         if err.errno == errno.ELOOP:
             return "a symlink loop"
         return f"cannot be examined ({err.strerror})"
-    if not stat.S_ISREG(mode):
-        kind = next((name for test, name in FILE_KINDS if test(mode)), "a special file")
+    if stat.S_ISREG(mode):
+        return REGULAR
+    return next((name for test, name in FILE_KINDS if test(mode)), SPECIAL)
+
+
+def file_problem(path: Path) -> str | None:
+    """What keeps `path` from being read as a file ("missing", "a named pipe (FIFO), not a
+    regular file", ...); None for a regular file this process may read. A reader that opened
+    a FIFO would wait for a writer that never comes."""
+    kind = path_kind(path)
+    if kind == SPECIAL or kind in (name for _, name in FILE_KINDS):
         return f"{kind}, not a regular file"
+    if kind != REGULAR:
+        return kind
     try:
         # O_NONBLOCK: were a FIFO swapped in after the stat, opening it returns at once.
         os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
@@ -297,7 +311,8 @@ def output_folder(
     if out.name in ("", ".", ".."):
         raise TmtError(f"{out_dir}: names no directory of its own; give a new directory to write")
     if out.exists() and not out.is_dir():
-        raise TmtError(f"{out}: is a file, not a directory; give a directory to export into")
+        kind = path_kind(out)
+        raise TmtError(f"{out}: {kind}, not a directory; give a directory to export into")
     real = _real_output(out)
     for source, what in inputs:
         if source is not None and _inside(Path(source), real):

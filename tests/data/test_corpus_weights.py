@@ -167,9 +167,14 @@ def test_a_source_drawn_almost_never_is_refused_by_its_key(tmp_path, streaming):
 
 
 @pytest.mark.parametrize("streaming", [False, True])
-def test_a_temperature_near_zero_is_refused_with_the_source_it_starves(tmp_path, streaming):
-    cfg = mixed_config(tmp_path, [(10, 1.0), (20, 1.0)], temperature=0.001)
-    with pytest.raises(MixError, match=r"^data\.train\[0\]\.weight=1 at data\.temperature=0"):
+@pytest.mark.parametrize("temperature", [0.001, 1e-300])
+def test_a_temperature_near_zero_is_refused_with_the_source_it_starves(
+    tmp_path, streaming, temperature
+):
+    """Even where every share's power underflows to 0 (1e-300): the larger source's stays."""
+    cfg = mixed_config(tmp_path, [(10, 1.0), (20, 1.0)], temperature=temperature)
+    starved = r"^data\.train\[0\]\.weight=1 at data\.temperature=[0-9.e-]+: the source is"
+    with pytest.raises(MixError, match=starved + r" drawn for [0-9.e-]+ of the pairs, under"):
         list(stream_pairs(cfg, "train")) if streaming else load_split(cfg, "train")
 
 

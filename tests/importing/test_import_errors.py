@@ -81,6 +81,20 @@ def test_a_hub_name_while_offline(tmp_path, capsys, monkeypatch):
     assert line.endswith("pass a local directory holding the model's files")
 
 
+@pytest.mark.parametrize("kind", ["a symlink loop", "a named pipe (FIFO)", "a file"])
+def test_a_source_that_is_no_directory_is_named_for_what_it_is(tmp_path, capsys, kind):
+    """Local, so not asked of the hub (which would answer with a network error)."""
+    source = tmp_path / "model"
+    if kind == "a symlink loop":
+        source.symlink_to("model")
+    elif kind == "a file":
+        source.write_text("")
+    else:
+        os.mkfifo(source)
+    line = refused([str(source)], capsys, tmp_path / "out.pt")
+    assert line == f"error: {source}: {kind}, not a directory; pass a Hugging Face model directory"
+
+
 def test_the_output_may_not_be_the_model(marian_dir, tmp_path, capsys):
     model = copy_of(marian_dir, tmp_path)
     assert main(["import", str(model), "--out", str(model / "config.json")]) == 2

@@ -75,7 +75,8 @@ def _evaluate_files(args: argparse.Namespace) -> list[str]:
 
     report = ProgressReport.on_stderr(None, Counted("scored", "lines", "lines"))
     try:
-        scores = evaluate_files(args.hyp, args.ref, args.metrics, args.lowercase, report.update)
+        metrics = list(dict.fromkeys(args.metrics))  # each scored once
+        scores = evaluate_files(args.hyp, args.ref, metrics, args.lowercase, report.update)
     finally:
         report.close()
     if args.json:

@@ -81,6 +81,12 @@ class TokenizerConfig:
                 "is a target language's, one id on both sides)",
                 keys=("tokenizer.language_tags", "tokenizer.joint"),
             )
+        blank = next((code for code in self.language_tags if not code.strip()), None)
+        if blank is not None:
+            raise ConfigError(
+                f"tokenizer.language_tags lists {blank!r}: a tag names a language, e.g. en",
+                keys=("tokenizer.language_tags",),
+            )
         repeated = sorted(code for code, n in Counter(self.language_tags).items() if n > 1)
         if repeated:
             raise ConfigError(

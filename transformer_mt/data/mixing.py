@@ -52,14 +52,16 @@ def mixing_weights(
     """The proportions `interleave` draws the sources by: their weights (temperature None), or
     (weight_k * n_k) ** (1 / T) for sources of `sizes` n_k pairs (`data.temperature`).
 
-    Normalised before the power, so that large corpora do not overflow it.
+    Taken in logarithms relative to the largest, so that neither large corpora nor a
+    temperature near 0 overflow it (the largest source keeps a share of 1 before the sum).
     """
     weights = [source.weight for source in sources]
     if temperature is None:
         return weights
     assert sizes is not None, "temperature sampling needs the sources' sizes"
-    scaled = np.asarray(weights, np.float64) * np.asarray(sizes, np.float64)
-    return ((scaled / scaled.sum()) ** (1.0 / temperature)).tolist()
+    scaled = np.log(np.asarray(weights, np.float64) * np.asarray(sizes, np.float64))
+    tempered = np.exp((scaled - scaled.max()) / temperature)  # the largest is 1: none overflow
+    return (tempered / tempered.sum()).tolist()
 
 
 def checked_proportions(

@@ -71,8 +71,8 @@ def score_directions(
 
     Raises:
         TmtError: a direction the model does not translate, naming it and the language.
-        SettingError: a pivot the model does not know; a `test` whose files are missing,
-            empty or not regular files.
+        SettingError: a pivot the model does not know; no `test` where the checkpoint sets
+            none; a `test` whose files are missing, empty or not regular files.
         DataError: a test file of the checkpoint's data.test is missing, or one is unequal.
         LinguaMissing: off_target without lingua installed.
     """
@@ -96,6 +96,8 @@ def score_directions(
         raise SettingError("pivot", pivot, f"the model has no such language; it knows {known}")
     data = load_for_inference(checkpoint).config.data  # where and how its test set is read
     data = dataclasses.replace(data, test=test or data.test)
+    if data.test is None:
+        raise SettingError("test", None, "the checkpoint's config sets no data.test; give one")
     identifier = LanguageIdentifier(languages.codes) if off_target else None
 
     def translate(src_lang: str, tgt_lang: str, lines: list[str]) -> list[str]:

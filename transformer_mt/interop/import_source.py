@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from transformer_mt.errors import TmtError, one_line
+from transformer_mt.files import path_kind
 from transformer_mt.interop.hf_m2m100 import SPM_FILE
 
 # The files a converter reads; weights in either format transformers writes.
@@ -31,8 +32,9 @@ def model_directory(source: str) -> Path:
     path = Path(source)
     if path.is_dir():
         return path
-    if path.exists():
-        raise TmtError(f"{source}: not a directory; pass a Hugging Face model directory")
+    if path.exists() or path.is_symlink():  # a link to nothing is local, not a hub name
+        kind = path_kind(path)
+        raise TmtError(f"{source}: {kind}, not a directory; pass a Hugging Face model directory")
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
