@@ -421,6 +421,18 @@ def test_a_config_that_is_not_a_regular_file_is_refused(tmp_path):
         load_config("/dev/zero")
 
 
+def test_a_config_file_far_too_large_is_refused_before_parsing(tmp_path):
+    """A corpus named as the config would take PyYAML minutes to parse (about 1 MB a second)."""
+    from transformer_mt.config.reading import MAX_CONFIG_BYTES
+
+    big = tmp_path / "big.yaml"
+    big.write_text("# a comment line\n" * (MAX_CONFIG_BYTES // 17 + 1))
+    with pytest.raises(ConfigError, match=r"big\.yaml: over 4 MiB, too large for a config file"):
+        load_config(big)
+    big.write_text("train: {lr: 0.001}\n" + "#\n" * 1000)  # comments are fine
+    assert load_config(big).train.lr == 0.001
+
+
 def test_many_language_tags_are_checked_at_once():
     codes = tuple(f"l{i}" for i in range(200_000))
     TokenizerConfig(language_tags=codes).validate()  # seconds when each was counted in turn

@@ -11,6 +11,10 @@ from transformer_mt.config.errors import ConfigError
 from transformer_mt.errors import one_line
 from transformer_mt.files import file_problem
 
+# Configs are a few KB; PyYAML parses about 1 MB a second, so a file far larger is a mistake
+# (a corpus named as the config) that would take minutes to refuse.
+MAX_CONFIG_BYTES = 4 << 20
+
 
 def read_yaml(path: Path) -> dict[str, Any]:
     """The mapping a config file holds; every way of not being one is a one-line ConfigError.
@@ -47,7 +51,8 @@ def _read_text(path: Path) -> str:
     if problem not in (None, "missing"):
         raise ConfigError(f"{path}: is {problem}; give the config as a file", keys=())
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found", keys=()) from None
     except IsADirectoryError:
@@ -58,6 +63,12 @@ def _read_text(path: Path) -> str:
         raise ConfigError(
             f"{path}: cannot read the config file ({err.strerror})", keys=()
         ) from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"{path}: over {MAX_CONFIG_BYTES >> 20} MiB, too large for a config file; is it the "
+            "config?",
+            keys=(),
+        )
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from transformer_mt.errors import TmtError
+from transformer_mt.files import path_kind
 from transformer_mt.run_layout import LOCK_NAME
 
 try:
@@ -52,7 +53,8 @@ def lock_run_dir(run_dir: Path) -> Iterator[None]:
 
 def _make_run_dir(run_dir: Path) -> None:
     if run_dir.exists() and not run_dir.is_dir():
-        raise TmtError(f"{run_dir}: is a file, not a run directory; choose a directory path")
+        kind = path_kind(run_dir)
+        raise TmtError(f"{run_dir}: is {kind}, not a run directory; choose a directory path")
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
