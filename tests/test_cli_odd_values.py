@@ -113,6 +113,15 @@ def test_evaluate_of_files_refuses_the_flags_of_a_checkpoint(texts, capsys, flag
     assert f"error: evaluate: {named} goes with --checkpoint" in one_error_line(capsys)
 
 
+@pytest.mark.parametrize(
+    "flags, named", [(["--metrics", "ter"], "--metrics"), (["--lowercase"], "--lowercase")]
+)
+def test_evaluate_of_a_checkpoint_refuses_the_flags_of_files(checkpoint, capsys, flags, named):
+    """Its table scores BLEU and chrF as cased: the flags would be ignored."""
+    assert main(["evaluate", "--checkpoint", str(checkpoint), *flags]) == 2
+    assert f"error: evaluate: {named} goes with --hyp and --ref, not with" in one_error_line(capsys)
+
+
 def test_export_into_a_folder_of_other_files_is_one_line(checkpoint, tmp_path):
     pytest.importorskip("transformers")
     folder = tmp_path / "mine"

@@ -20,9 +20,12 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hyp", help="detokenised translations, one per line")
     p.add_argument("--ref", help="detokenised references, one per line")
     p.add_argument(
-        "--metrics", nargs="+", default=["bleu", "chrf"], choices=["bleu", "chrf", "ter"]
+        "--metrics",
+        nargs="+",
+        choices=["bleu", "chrf", "ter"],
+        help="with --hyp/--ref (default: bleu chrf)",
     )
-    p.add_argument("--lowercase", action="store_true", help="case-insensitive scores")
+    p.add_argument("--lowercase", action="store_true", help="with --hyp/--ref: ignore case")
     p.add_argument("--json", action="store_true", help="print a JSON list instead of lines")
     p.add_argument(
         "--checkpoint", help="instead of --hyp/--ref: translate the test set and score it"
@@ -57,25 +60,24 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-# Flags that only `--checkpoint` reads, by their argparse names.
+# Flags that only `--checkpoint` reads, and those only `--hyp`/`--ref` read, by their argparse
+# names: one given with the other mode is refused, not ignored.
 _CHECKPOINT_FLAGS = ("test", "directions", "pivot", "no_off_target", "beam_size")
+_FILE_FLAGS = ("metrics", "lowercase")
 
 
 def _evaluate_files(args: argparse.Namespace) -> list[str]:
     """`tmt evaluate --hyp --ref`: a line per metric, or the JSON list."""
     if args.hyp is None or args.ref is None:
         raise TmtError("evaluate: give --hyp and --ref, or --checkpoint")
-    for name in _CHECKPOINT_FLAGS:
-        if getattr(args, name) not in (None, False):
-            flag = "--" + name.replace("_", "-")
-            raise TmtError(f"evaluate: {flag} goes with --checkpoint, not with --hyp and --ref")
+    _refuse_flags(args, _CHECKPOINT_FLAGS, "--checkpoint, not with --hyp and --ref")
 
     from transformer_mt.evaluation import evaluate_files
     from transformer_mt.progress import Counted, ProgressReport
 
     report = ProgressReport.on_stderr(None, Counted("scored", "lines", "lines"))
     try:
-        metrics = list(dict.fromkeys(args.metrics))  # each scored once
+        metrics = list(dict.fromkeys(args.metrics or ["bleu", "chrf"]))  # each scored once
         scores = evaluate_files(args.hyp, args.ref, metrics, args.lowercase, report.update)
     finally:
         report.close()
@@ -90,6 +92,11 @@ def _evaluate_directions(args: argparse.Namespace) -> list[str]:
 
     if args.hyp is not None or args.ref is not None:
         raise TmtError("evaluate: give --hyp and --ref, or --checkpoint, not both")
+    _refuse_flags(
+        args,
+        _FILE_FLAGS,
+        "--hyp and --ref, not with --checkpoint (its table scores BLEU and chrF as cased)",
+    )
     directions = None
     if args.directions is not None:
         directions = list(dict.fromkeys(map(_direction, args.directions)))  # each scored once
@@ -105,6 +112,14 @@ def _evaluate_directions(args: argparse.Namespace) -> list[str]:
     if args.json:
         return [json.dumps([dataclasses.asdict(s) for s in scores], indent=1)]
     return [directions_table(scores), "", *_table_signatures()]
+
+
+def _refuse_flags(args: argparse.Namespace, names: tuple[str, ...], goes_with: str) -> None:
+    """A one-line error for the first flag of `names` given, which the other mode reads."""
+    for name in names:
+        if getattr(args, name) not in (None, False):
+            flag = "--" + name.replace("_", "-")
+            raise TmtError(f"evaluate: {flag} goes with {goes_with}")
 
 
 def _table_signatures() -> list[str]:
