@@ -5,6 +5,7 @@ in one line before the run directory is made."""
 from __future__ import annotations
 
 import io
+import logging
 from pathlib import Path
 
 import sentencepiece as spm
@@ -18,14 +19,14 @@ from transformer_mt.training.footprint import parameter_count
 from .conftest import write_config, write_corpus
 
 
-def given_model(tmp_path: Path) -> Path:
+def given_model(tmp_path: Path, vocab_size: int = 50) -> Path:
     """A unigram model with spm_train's own ids (unk 0, bos 1, eos 2, no pad) on the corpus."""
     lines = []
     for line in (tmp_path / "train.tsv").read_text(encoding="utf-8").splitlines():
         lines += line.split("\t")
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(lines), model_writer=model, vocab_size=50, minloglevel=2
+        sentence_iterator=iter(lines), model_writer=model, vocab_size=vocab_size, minloglevel=2
     )
     path = tmp_path / "team.model"
     path.write_bytes(model.getvalue())
@@ -41,14 +42,16 @@ def experiment(tmp_path: Path, tokenizer: dict) -> Path:
     return path
 
 
-def test_trains_resumes_and_translates_with_the_given_model(tmp_path, capsys):
+def test_trains_resumes_and_translates_with_the_given_model(tmp_path, capsys, caplog):
     write_corpus(tmp_path)
     original = spm.SentencePieceProcessor(model_file=str(given_model(tmp_path)))
     config = experiment(tmp_path, {"model_file": str(tmp_path / "team.model")})
     run_dir = tmp_path / "run"
     args = ["train", "--config", str(config), "--run-dir", str(run_dir), "--set"]
     assert main([*args, "train.max_steps=4"]) == 0
-    assert main([*args, "train.max_steps=8"]) == 0  # resumes
+    with caplog.at_level(logging.WARNING):
+        assert main([*args, "train.max_steps=8"]) == 0  # resumes
+    assert "not the tokenizer model" not in caplog.text
     assert load_checkpoint(run_dir / "checkpoints" / "last.pt").step == 8
     [saved] = run_dir.glob("spm-joint-*.model")
     bundle = load_for_inference(run_dir / "checkpoints" / "last.pt", "cpu")
@@ -62,6 +65,22 @@ def test_trains_resumes_and_translates_with_the_given_model(tmp_path, capsys):
     translate = ["translate", "--checkpoint", str(run_dir / "checkpoints" / "last.pt")]
     assert main([*translate, "--input", str(tmp_path / "in.de"), "--beam-size", "2"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2
+
+
+def test_a_model_file_replaced_before_resuming_is_named_and_not_used(tmp_path, caplog):
+    """The checkpoint's tokenizer stays: its weights were trained on its ids."""
+    write_corpus(tmp_path)
+    given_model(tmp_path)
+    config = experiment(tmp_path, {"model_file": str(tmp_path / "team.model")})
+    run_dir = tmp_path / "run"
+    args = ["train", "--config", str(config), "--run-dir", str(run_dir), "--set"]
+    assert main([*args, "train.max_steps=4"]) == 0
+    started = load_checkpoint(run_dir / "checkpoints" / "last.pt").tokenizers
+    given_model(tmp_path, vocab_size=40)
+    with caplog.at_level(logging.WARNING):
+        assert main([*args, "train.max_steps=6"]) == 0
+    assert f"tokenizer.model_file {tmp_path / 'team.model'}: not the tokenizer model" in caplog.text
+    assert load_checkpoint(run_dir / "checkpoints" / "last.pt").tokenizers == started
 
 
 def test_a_bad_model_file_is_refused_before_the_run_directory(tmp_path, capsys):

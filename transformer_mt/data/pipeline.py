@@ -46,7 +46,7 @@ from transformer_mt.data.streaming import (
     sample_pairs,
 )
 from transformer_mt.data.tokenizer import Tokenizer
-from transformer_mt.data.tokenizer_adopt import adopt_tokenizers
+from transformer_mt.data.tokenizer_adopt import adopt_tokenizers, changed_files
 from transformer_mt.data.tokenizer_training import TokenizerPair, train_tokenizers
 from transformer_mt.files import read_lines
 
@@ -111,7 +111,7 @@ def train_tokenizers_for(
     of a side once. A given model (`tokenizer.model_file`) is renumbered instead, and the
     corpus is not read (`tokenizer_adopt`).
     """
-    symbols = [BACK_TRANSLATION_TAG] if data_cfg.has_tagged_source() else []
+    symbols = _whole_symbols(data_cfg)
     if tokenizer_cfg.model_file is not None:
         return adopt_tokenizers(tokenizer_cfg, run_dir, symbols)
     if data_cfg.streaming:
@@ -129,6 +129,21 @@ def train_tokenizers_for(
         src = [*src, *extra]
     cache_dir = Path(data_cfg.cache_dir) / "tokenizers"
     return train_tokenizers(tokenizer_cfg, src, tgt, run_dir, cache_dir, symbols)
+
+
+def unused_tokenizer_files(
+    data_cfg: DataConfig, tokenizer_cfg: TokenizerConfig, src: Tokenizer, tgt: Tokenizer
+) -> list[str]:
+    """The given model files (`tokenizer.model_file`, ...) that no longer give the tokenizers
+    `src` and `tgt` of the checkpoint a run resumes: replaced since it started, and unused."""
+    held = {"src": src.model_bytes, "tgt": tgt.model_bytes}
+    return changed_files(tokenizer_cfg, held, _whole_symbols(data_cfg))
+
+
+def _whole_symbols(data_cfg: DataConfig) -> list[str]:
+    """Pieces besides the language tags that a tokenizer must keep whole: the back-translation
+    tag, when a training source is tagged."""
+    return [BACK_TRANSLATION_TAG] if data_cfg.has_tagged_source() else []
 
 
 def prepare_data(

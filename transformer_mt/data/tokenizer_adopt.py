@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -81,6 +81,29 @@ def adopt_tokenizers(
     if cfg.joint:
         return TokenizerPair(src, src, paths["joint"], paths["joint"])
     return TokenizerPair(src, Tokenizer.load(paths["tgt"]), paths["src"], paths["tgt"])
+
+
+def changed_files(
+    cfg: TokenizerConfig, held: Mapping[str, bytes], symbols: Sequence[str] = ()
+) -> list[str]:
+    """The given model files ("key path") that `adopt_tokenizers` would no longer turn into
+    the models `held` ("src", "tgt": a checkpoint's), so a resumed run, which keeps its
+    checkpoint's, can say it does not use them. A file that cannot be read is not counted: the
+    checkpoint holds its tokenizers, and needs no file."""
+    wanted = [*(language_tag(code) for code in cfg.language_tags), *symbols]
+    files = {"src": ("tokenizer.model_file", cfg.model_file)}
+    files["tgt"] = files["src"] if cfg.joint else ("tokenizer.tgt_model_file", cfg.tgt_model_file)
+    changed = []
+    for side, (key, path) in files.items():
+        if path is None:
+            continue
+        try:
+            model = renumbered_model(key, str(path), wanted)
+        except TokenizerError:
+            continue
+        if model.SerializeToString(deterministic=True) != held[side]:
+            changed.append(f"{key} {path}")
+    return list(dict.fromkeys(changed))
 
 
 def model_sizes(cfg: TokenizerConfig) -> tuple[int, int]:

@@ -32,7 +32,11 @@ from transformer_mt.config import (
 )
 from transformer_mt.config.reading import read_yaml
 from transformer_mt.data.dataset import check_sources
-from transformer_mt.data.pipeline import prepare_data, train_tokenizers_for
+from transformer_mt.data.pipeline import (
+    prepare_data,
+    train_tokenizers_for,
+    unused_tokenizer_files,
+)
 from transformer_mt.data.specials import own_specials
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
@@ -363,7 +367,14 @@ def _tokenizers(
     """The tokenizers of the checkpoint the run resumes or fine-tunes (the file `source`);
     else train (or reuse) them into run_dir."""
     if origin is not None:
-        return origin.unpack_tokenizers(source)
+        src, tgt = origin.unpack_tokenizers(source)
+        for name in unused_tokenizer_files(config.data, config.tokenizer, src, tgt):
+            log.warning(
+                "%s: not the tokenizer model %s holds (replaced since?); the run goes on with "
+                "the checkpoint's, which its weights were trained on",
+                *(name, source),
+            )
+        return src, tgt
     pair = train_tokenizers_for(config.data, config.tokenizer, run_dir)
     return pair.src, pair.tgt
 
