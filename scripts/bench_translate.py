@@ -2,7 +2,8 @@
 
     python scripts/bench_translate.py [--fixed-length 20] [--beams 5 1] [--batch-sizes 32 64]
                                       [--checkpoint CKPT] [--repeats 3] [--threads 2]
-                                      [--systems ours ours-int8 hf ct2 ct2-int8] [--device cuda]
+                                      [--systems ours ours-int8 ours-bf16 hf ct2 ct2-int8]
+                                      [--device cuda]
 
 Multi30k test2016 (1,000 German sentences) is tokenized with a joint 8k SentencePiece model
 trained on Multi30k train (or the checkpoint's tokenizer), EOS appended and padded with 0 as our
@@ -10,9 +11,11 @@ batches are, sorted longest first and cut into batches of a fixed number of sent
 systems get the same id tensors (CTranslate2 their pieces, without the EOS it appends itself).
 Without --checkpoint the model has random weights of the quickstart size; HF gets them through
 `to_marian`, CTranslate2 through our exporter (`export_ct2.build_spec`, float32; `ct2-int8`
-loads that model with compute_type int8). `ours-int8` is `tmt translate --quantize int8`'s
-model (`quantize_int8`). Systems whose package is missing, or that cannot express the model
-(HF Marian: rotary positions; CTranslate2: e.g. latent attention), are skipped with a note.
+loads that model with compute_type int8). `ours-int8` and `ours-bf16` are `tmt translate
+--quantize int8`'s and `--quantize bf16`'s models (`quantize_int8`, `quantize_bf16`; bf16 only
+where the CPU computes bfloat16 natively). Systems whose package is missing, or that cannot
+express the model (HF Marian: rotary positions; CTranslate2: e.g. latent attention), are
+skipped with a note.
 
 The search settings are made equivalent (see `decode_config` and `hf_generation_config`): K
 beams, a sentence stops at K finished hypotheses (HF early_stopping=True), score = log P / |y|
@@ -61,7 +64,12 @@ from transformer_mt.data.tokenizer_training import train_tokenizers  # noqa: E40
 from transformer_mt.errors import TmtError  # noqa: E402
 from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.inference.packed import pack_where_it_pays  # noqa: E402
-from transformer_mt.inference.quantize import int8_cache_dtype, quantize_int8  # noqa: E402
+from transformer_mt.inference.quantize import (  # noqa: E402
+    bf16_refusal,
+    int8_cache_dtype,
+    quantize_bf16,
+    quantize_int8,
+)
 from transformer_mt.inference.running import search_options  # noqa: E402
 from transformer_mt.machine import keep_freed_memory  # noqa: E402
 from transformer_mt.model import Seq2SeqTransformer, build_model  # noqa: E402
@@ -70,7 +78,7 @@ from transformer_mt.search import search  # noqa: E402
 DEFAULT_DATA = REPO / "data" / "multi30k"
 # configs/quickstart-like: what a laptop trains on Multi30k.
 QUICKSTART = ModelConfig(d_model=256, n_heads=4, n_layers=3, d_ff=1024)
-SYSTEMS = ["ours", "ours-int8", "hf", "ct2", "ct2-int8"]
+SYSTEMS = ["ours", "ours-int8", "ours-bf16", "hf", "ct2", "ct2-int8"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -219,6 +227,10 @@ def engines(
                 if device.type != "cpu":
                     raise RuntimeError("int8 linear layers run on the CPU only")
                 engines[system] = partial(ours_translate, quantize_int8(model), int8_cache_dtype())
+            elif system == "ours-bf16":
+                if device.type != "cpu" or bf16_refusal() is not None:
+                    raise RuntimeError(bf16_refusal() or "bfloat16 linear layers run on the CPU")
+                engines[system] = partial(ours_translate, quantize_bf16(model), None)
             elif system == "hf":
                 engines[system] = partial(_hf, _hf_model(model).to(device))
             else:

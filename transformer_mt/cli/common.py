@@ -164,7 +164,12 @@ def set_cpu_threads(quiet: bool = False) -> None:
 
 def add_device_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--quantize", choices=["int8"], help="dynamic int8 linear layers (CPU)")
+    p.add_argument(
+        "--quantize",
+        choices=["int8", "bf16"],
+        help="CPU: int8 (dynamic int8 linear layers) or bf16 (bfloat16 linear layers, on CPUs "
+        "that compute bfloat16 natively: AMX or avx512_bf16)",
+    )
 
 
 def add_language_flags(p: argparse.ArgumentParser) -> None:

@@ -69,7 +69,7 @@ class TeacherSettings:
 
     chunk_lines: int = 2000  # corpus lines per chunk file (see the module)
     device: str = "cpu"
-    quantize: str | None = None  # "int8": the teacher's linear layers in int8 (CPU)
+    quantize: str | None = None  # "int8" or "bf16": the teacher's linear layers (CPU)
     # Changes to the checkpoint's decode section, e.g. {"beam_size": 5}.
     decode: Mapping[str, object] = field(default_factory=dict)
 

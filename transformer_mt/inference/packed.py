@@ -51,18 +51,31 @@ Kind = tuple[int, int, bool]
 
 class PackedLinear(nn.Module):
     """`nn.Linear`'s inference through oneDNN with a packed copy of its weight (frozen), and
-    with `relu`, relu(linear(x)) with the ReLU applied inside the product."""
+    with `relu`, relu(linear(x)) with the ReLU applied inside the product.
 
-    def __init__(self, linear: nn.Linear, rows_hint: int = ROWS_HINT, relu: bool = False):
+    `dtype` bfloat16 packs the weight and bias in bfloat16 and computes each product in it
+    (`quantize_bf16`): the input is rounded to bfloat16 and the output, rounded by the
+    product, returned as float32 for the rest of the model."""
+
+    def __init__(
+        self,
+        linear: nn.Linear,
+        rows_hint: int = ROWS_HINT,
+        relu: bool = False,
+        dtype: torch.dtype = torch.float32,
+    ):
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
-        weight = linear.weight.detach()
+        self.dtype = dtype
+        weight = linear.weight.detach().to(dtype)
         self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, rows_hint)
-        self.bias = None if linear.bias is None else linear.bias.detach()
+        self.bias = None if linear.bias is None else linear.bias.detach().to(dtype)
         self.post_op = "relu" if relu else "none"
 
     def forward(self, x: Tensor) -> Tensor:
-        return on_bucketed_rows(self._product, x)
+        if self.dtype == torch.float32:
+            return on_bucketed_rows(self._product, x)
+        return on_bucketed_rows(self._product, x.to(self.dtype)).to(x.dtype)
 
     def _product(self, rows: Tensor) -> Tensor:
         return torch.ops.mkldnn._linear_pointwise(
@@ -179,17 +192,20 @@ def _has_relu(parent: nn.Module, name: str) -> bool:
     return isinstance(parent, FeedForward) and name == "fc1" and parent.can_fuse_relu
 
 
-def pack_linears(model: nn.Module, kinds: set[Kind] | None = None) -> int:
+def pack_linears(
+    model: nn.Module, kinds: set[Kind] | None = None, dtype: torch.dtype = torch.float32
+) -> int:
     """Replace the float32 `nn.Linear`s of `model` (on the CPU, for inference only: the packed
-    weights are copies) by `PackedLinear`s: all of them, or those whose `Kind` is in `kinds`
-    (a feed-forward network's first layer with its ReLU); returns how many were replaced."""
+    weights are copies) by `PackedLinear`s computing in `dtype`: all of them, or those whose
+    `Kind` is in `kinds` (a feed-forward network's first layer with its ReLU); returns how
+    many were replaced."""
     replaced = 0
     for parent, name, child, kind in _packable(model):
         if kinds is None or kind in kinds:
             if kind[2]:
-                parent.fuse_relu(PackedLinear(child, relu=True))
+                parent.fuse_relu(PackedLinear(child, relu=True, dtype=dtype))
             else:
-                setattr(parent, name, PackedLinear(child))
+                setattr(parent, name, PackedLinear(child, dtype=dtype))
             replaced += 1
     return replaced
 

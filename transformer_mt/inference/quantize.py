@@ -1,4 +1,5 @@
-"""Dynamic int8 quantisation of a model's linear layers for CPU translation (`--quantize int8`)."""
+"""Linear layers in fewer bits for CPU translation (`--quantize`): dynamic int8 quantisation,
+or bfloat16 products where the CPU computes bfloat16 natively."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from transformer_mt.inference.packed import (
     best_times,
     kind_label,
     on_bucketed_rows,
+    pack_linears,
+    packing_available,
     timing_input,
 )
 from transformer_mt.machine import cpu_has, native_bf16
@@ -29,7 +32,7 @@ from transformer_mt.timed_choices import TimedChoices
 
 log = logging.getLogger(__name__)
 
-QUANTIZE_OPTIONS = ("int8",)
+QUANTIZE_OPTIONS = ("int8", "bf16")
 
 
 def quantize_int8(model: nn.Module, choices: TimedChoices | None = None) -> nn.Module:
@@ -81,6 +84,34 @@ def quantize_int8(model: nn.Module, choices: TimedChoices | None = None) -> nn.M
         ", ".join(f"{kind_label(kind)} {engine}" for kind, engine in sorted(engines.items())),
     )
     return fused.eval()
+
+
+def quantize_bf16(model: nn.Module) -> nn.Module:
+    """A copy of `model` whose nn.Linear layers compute in bfloat16 (`PackedLinear`): weights
+    rounded to bfloat16 once and packed for oneDNN, each input rounded as it comes, the output
+    of each product rounded to bfloat16 and handed on as float32, so that LayerNorm, softmax,
+    attention and the search stay float32.
+
+    Where the CPU computes bfloat16 natively (AMX tiles, avx512_bf16) a product costs a
+    fraction of its float32 twin (256 x 8,000 at 64 rows: 0.60 against 2.29 ms, one core of
+    an Intel Xeon with AMX), and the half-size weights halve what each decoding step reads
+    from memory. Elsewhere bfloat16 is emulated through float32 and many times slower, so
+    the caller refuses it there (`bf16_refusal`).
+    """
+    reduced = copy.deepcopy(model)
+    pack_linears(reduced, dtype=torch.bfloat16)
+    return reduced.eval()
+
+
+def bf16_refusal() -> str | None:
+    """Why `quantize_bf16` would not pay on this machine (emulated bfloat16, no oneDNN);
+    None where it runs natively."""
+    native = native_bf16()
+    if not native.value:
+        return f"this CPU has no native bfloat16 ({native.reason}), so it would run slower"
+    if not packing_available():
+        return "this torch has no oneDNN to compute the bfloat16 products"
+    return None
 
 
 def fastest_engine(layer: nn.Module, repeats: int = 10) -> str:

@@ -1,5 +1,5 @@
 """How a loaded model runs translations: the kernels of its linear layers (float32, packed
-where that pays on this machine, or int8), the shortlist of target ids it scores, and the
+where that pays on this machine, int8 or bfloat16), the shortlist of target ids it scores, and the
 options every search of it runs with. `Translator.from_checkpoint` and the benchmarks set
 models up through here, so that they measure what `tmt translate` runs.
 """
@@ -15,7 +15,13 @@ from transformer_mt.artifacts import InferenceBundle
 from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.errors import SettingError
 from transformer_mt.inference.packed import pack_where_it_pays, packed_product, packing_available
-from transformer_mt.inference.quantize import QUANTIZE_OPTIONS, int8_cache_dtype, quantize_int8
+from transformer_mt.inference.quantize import (
+    QUANTIZE_OPTIONS,
+    bf16_refusal,
+    int8_cache_dtype,
+    quantize_bf16,
+    quantize_int8,
+)
 from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.search import SearchOptions, SpecialIds
 from transformer_mt.shortlist.select import Shortlist
@@ -57,11 +63,13 @@ def load_shortlist(path: str | Path, bundle: InferenceBundle, device: torch.devi
 def inference_model(
     model: Seq2SeqTransformer, quantize: str | None, device: torch.device
 ) -> tuple[Seq2SeqTransformer, torch.dtype | None]:
-    """`model` as it runs translations on `device`: int8 layers with their cache dtype when
-    `quantize` asks, else float32 with the linear layers packed where that pays (CPU).
+    """`model` as it runs translations on `device`: int8 layers with their cache dtype, or
+    bfloat16 ones, when `quantize` asks, else float32 with the linear layers packed where
+    that pays (CPU).
 
     Raises:
-        SettingError: an unknown `quantize`, or int8 off the CPU.
+        SettingError: an unknown `quantize`; int8 or bf16 off the CPU; bf16 on a CPU that
+            emulates bfloat16.
     """
     if quantize is None:
         if device.type == "cpu":
@@ -70,5 +78,10 @@ def inference_model(
     if quantize not in QUANTIZE_OPTIONS:
         raise SettingError("quantize", quantize, f"choose one of {', '.join(QUANTIZE_OPTIONS)}")
     if device.type != "cpu":
-        raise SettingError("quantize", quantize, "int8 layers run on the CPU only (device cpu)")
-    return quantize_int8(model), int8_cache_dtype()
+        raise SettingError("quantize", quantize, f"{quantize} layers run on the CPU only")
+    if quantize == "int8":
+        return quantize_int8(model), int8_cache_dtype()
+    refusal = bf16_refusal()
+    if refusal is not None:
+        raise SettingError("quantize", quantize, refusal)
+    return quantize_bf16(model), None

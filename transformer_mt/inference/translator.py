@@ -167,8 +167,10 @@ class Translator:
         Args:
             path: a checkpoint, or several of one vocabulary searched as one ensemble (the
                 first's settings; `inference.ensemble`; no shortlist or alignments).
-            quantize: None (float32) or "int8": dynamic int8 linear layers, CPU only (see
-                `quantize_int8`), with the cache in `int8_cache_dtype()`.
+            quantize: None (float32), "int8": dynamic int8 linear layers, CPU only (see
+                `quantize_int8`), with the cache in `int8_cache_dtype()`, or "bf16":
+                bfloat16 linear layers on a CPU that computes bfloat16 natively
+                (`quantize_bf16`).
             lines: see `LineSettings`; the checkpoint fills in what they leave out: its data
                 languages where the model has tags for them, the directions it was trained
                 on, and its source language's sentence rules.
