@@ -66,6 +66,25 @@ def test_a_bf16_translator_scores_close_to_float32_and_is_deterministic(checkpoi
     assert [t.texts for t in again.translate(lines)] == first
 
 
+@native
+def test_tmt_serve_in_bf16_translates_as_the_bf16_translator_does(checkpoint):
+    """One request at a time, so that each batch holds the rows the translator's does."""
+    from transformer_mt.serve.engine import Engine, ServeLimits
+
+    limits = ServeLimits(kv_blocks=256, block_size=4)
+    engine = Engine.from_checkpoint(str(checkpoint), limits=limits, quantize="bf16")
+    offline = Translator.from_checkpoint(str(checkpoint), quantize="bf16")
+    engine.start()
+    try:
+        for text in ["ein mann fährt rad", "das buch", "der hund sieht die katze"]:
+            (served,) = engine.submit([text], engine.defaults).future.result(timeout=60)
+            (expected,) = offline.translate([text])
+            assert served.texts == expected.texts
+            assert served.scores == pytest.approx(expected.scores, abs=1e-4)
+    finally:
+        engine.stop()
+
+
 def test_bf16_is_refused_where_the_cpu_emulates_it(checkpoint, monkeypatch, capsys, tmp_path):
     """Emulated, each product runs many times slower than float32."""
     emulated = Choice(False, "CPU capability AVX2 has no native bf16")
