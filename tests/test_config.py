@@ -369,6 +369,8 @@ def test_output_settings_are_every_field_but_the_output_neutral_ones():
         ("train.seed=99999999999999999999", r"train\.seed=99999999999999999999 must be in \[0, "),
         ("train.seed=-1", r"train\.seed=-1 must be in \[0, 4294967295\]"),
         ("tokenizer.language_tags=[de,de,en]", r"tokenizer\.language_tags lists de more than once"),
+        ("data.workers=100000", r"data\.workers=100000 must be in \[0, 64\]"),
+        ("data.workers=-1", r"data\.workers=-1 must be in \[0, 64\]"),
         ("tokenizer.language_tags=['',en]", r"tokenizer\.language_tags lists '': a tag names a "),
         ("tokenizer.language_tags=[' ']", r"tokenizer\.language_tags lists ' ': a tag names a "),
         ("model.n_layers=100000", r"model\.n_layers=100000 must be in \[1, 1024\]"),

@@ -199,7 +199,7 @@ def test_a_streamed_corpus_trains_its_tokenizer_on_a_sample(corpus_dir, tmp_path
     "data, tokenizer, message",
     [
         ({"shuffle_buffer": 0}, {}, "data.shuffle_buffer=0 must be > 0"),
-        ({"workers": -1}, {}, "data.workers=-1 must be >= 0"),
+        ({"workers": -1}, {}, "data.workers=-1 must be in \\[0, 64\\]"),
         ({"streaming": True}, {"bpe_dropout": 0.1}, "tokenizer.bpe_dropout needs data.streaming"),
     ],
 )

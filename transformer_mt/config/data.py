@@ -10,6 +10,10 @@ from typing import Literal
 from transformer_mt.config.checks import check_positive
 from transformer_mt.config.errors import ConfigError
 
+# Reader processes a rank may start: each is a process of its own (100,000 would fork until
+# memory runs out), and a few keep any training step fed.
+MAX_WORKERS = 64
+
 
 @dataclass(frozen=True)
 class TrainSource:
@@ -93,8 +97,10 @@ class DataConfig:
                 f"data.temperature={self.temperature:g} must be > 0 and finite",
                 keys=("data.temperature",),
             )
-        if self.workers < 0:
-            raise ConfigError(f"data.workers={self.workers} must be >= 0", keys=("data.workers",))
+        if not 0 <= self.workers <= MAX_WORKERS:
+            raise ConfigError(
+                f"data.workers={self.workers} must be in [0, {MAX_WORKERS}]", keys=("data.workers",)
+            )
         self._check_train()
 
     def _check_train(self) -> None:
