@@ -94,6 +94,19 @@ def test_a_bad_model_file_is_refused_before_the_run_directory(tmp_path, capsys):
     assert not run_dir.exists()
 
 
+def test_a_model_refused_once_the_run_began_leaves_no_run_directory(tmp_path, capsys):
+    """bpe_dropout on a unigram model is found when the model is read, inside the run; the
+    directory made for it is removed again, as it holds nothing."""
+    write_corpus(tmp_path)
+    given_model(tmp_path)
+    tokenizer = {"model_file": str(tmp_path / "team.model"), "bpe_dropout": 0.1}
+    config = experiment(tmp_path, tokenizer)
+    run_dir = tmp_path / "runs" / "new"
+    assert main(["train", "--config", str(config), "--run-dir", str(run_dir)]) == 2
+    assert "needs a BPE model, and this one is unigram" in capsys.readouterr().err
+    assert not run_dir.exists()
+
+
 def test_the_given_model_is_an_input_and_sizes_the_model(tmp_path):
     write_corpus(tmp_path)
     path = given_model(tmp_path)

@@ -9,6 +9,7 @@ and host only so that a refused run can say who holds it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -30,12 +31,27 @@ log = logging.getLogger(__name__)
 
 @contextmanager
 def lock_run_dir(run_dir: Path) -> Iterator[None]:
-    """Hold the run directory's lock for the duration of the block; create the directory.
+    """Hold the run directory's lock for the duration of the block; create the directory, and
+    remove it again if the block leaves it empty (a run refused before writing anything, say
+    for its tokenizer model, leaves no trace).
 
     Raises:
         TmtError: the path is a file or cannot be created, or another process holds the lock.
     """
+    created = not run_dir.exists()
     _make_run_dir(run_dir)
+    try:
+        with _held(run_dir):
+            yield
+    finally:
+        if created:
+            with contextlib.suppress(OSError):  # not empty: the run's files stay
+                run_dir.rmdir()
+
+
+@contextmanager
+def _held(run_dir: Path) -> Iterator[None]:
+    """The lock on `run_dir / LOCK_NAME` for the duration of the block."""
     if fcntl is None:
         log.warning("no file locking on this system: nothing stops a second run in %s", run_dir)
         yield
