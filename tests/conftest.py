@@ -134,6 +134,15 @@ def save_tiny_checkpoint(
     return path
 
 
+def teacher_forced_log_probs(model: torch.nn.Module) -> torch.Tensor:
+    """`checkpoint`'s kind of model's log-probabilities of two fixed sentence pairs (one
+    padded), teacher-forced: how a quantised twin is compared with the float32 model."""
+    src_ids = torch.tensor([[5, 9, 12, EOS_ID], [7, 8, EOS_ID, PAD_ID]])
+    tgt_ids = torch.tensor([[BOS_ID, 5, 9, 12, 20], [BOS_ID, 7, 8, 30, 4]])
+    with torch.no_grad():
+        return torch.log_softmax(model(src_ids, tgt_ids), -1)
+
+
 def fit_tiny_checkpoint(
     path: Path, pairs: list[tuple[list[int], list[int]]], lr: float, steps: int, out: Path
 ) -> Path:

@@ -9,7 +9,6 @@ from torch import nn
 
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
-from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
 from transformer_mt.errors import SettingError
 from transformer_mt.inference import quantize
 from transformer_mt.inference.packed import PackedLinear
@@ -17,6 +16,8 @@ from transformer_mt.inference.quantize import bf16_refusal
 from transformer_mt.inference.running import inference_model
 from transformer_mt.inference.translator import Translator
 from transformer_mt.machine import Choice
+
+from ..conftest import teacher_forced_log_probs
 
 native = pytest.mark.skipif(
     bf16_refusal() is not None, reason=f"bfloat16 products: {bf16_refusal()}"
@@ -54,12 +55,8 @@ def test_a_bf16_translator_scores_close_to_float32_and_is_deterministic(checkpoi
     assert layers and all(m.dtype == torch.bfloat16 for m in layers)
     assert isinstance(bf16.model.output_projection, PackedLinear)
     assert bf16.model.decoder.embed.token_embedding.weight.dtype == torch.float32
-    src_ids = torch.tensor([[5, 9, 12, EOS_ID], [7, 8, EOS_ID, 0]])
-    tgt_ids = torch.tensor([[BOS_ID, 5, 9, 12, 20], [BOS_ID, 7, 8, 30, 4]])
-    with torch.no_grad():
-        expected = torch.log_softmax(float32.model(src_ids, tgt_ids), -1)
-        actual = torch.log_softmax(bf16.model(src_ids, tgt_ids), -1)
-    torch.testing.assert_close(actual, expected, atol=0.05, rtol=0.0)
+    expected = teacher_forced_log_probs(float32.model)
+    torch.testing.assert_close(teacher_forced_log_probs(bf16.model), expected, atol=0.05, rtol=0)
     lines = ["ein mann fährt rad", "das buch"]
     first = [t.texts for t in bf16.translate(lines)]
     again = Translator.from_checkpoint(str(checkpoint), quantize="bf16", beam_size=2)
