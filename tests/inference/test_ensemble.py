@@ -9,7 +9,7 @@ import torch
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
-from transformer_mt.errors import SettingError
+from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.inference.ensemble import Ensemble
 from transformer_mt.inference.translator import LineSettings, Translator
 
@@ -64,10 +64,44 @@ def test_members_of_another_vocabulary_are_refused_by_name(checkpoint, multiling
     paths = [str(checkpoint), str(multilingual_checkpoint)]
     with pytest.raises(SettingError, match="differs from .*must share tokenizers and special ids"):
         Translator.from_checkpoint(paths)
-    with pytest.raises(SettingError, match="no shortlist or alignments"):
+    with pytest.raises(TmtError, match="an ensemble of 2 checkpoints gives no alignments"):
         Translator.from_checkpoint(
             [str(checkpoint)] * 2, lines=LineSettings(alignment_layer=-1), n_best=1
         )
+    with pytest.raises(SettingError, match="^shortlist: an ensemble of 2 takes none"):
+        Translator.from_checkpoint([str(checkpoint)] * 2, shortlist="any.vmap")
+
+
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (["--report", "report.jsonl"], "--report"),
+        (["--format", "html"], "--format html"),
+        (["--format", "markdown"], "--format markdown"),
+        (["--alignments"], "--alignments"),
+        (["--shortlist", "any.vmap"], "--shortlist"),
+    ],
+)
+def test_what_needs_one_model_is_refused_for_an_ensemble_before_translating(
+    checkpoint, tmp_path, capsys, monkeypatch, flags, named
+):
+    """The dropped-content report and documents' markup read one model's cross-attention."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "in.txt").write_text("das buch\n", encoding="utf-8")
+    args = ["translate", "--checkpoint", str(checkpoint), str(checkpoint), "--input", "in.txt"]
+    assert main([*args, *flags]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {named}: needs one model (its cross-attention or its output rows), and 2 "
+        "checkpoints make an ensemble; give one checkpoint\n"
+    )
+
+
+def test_an_ensemble_has_no_cross_attention_to_read(checkpoint):
+    from transformer_mt.inference.cross_attention import cross_attention
+
+    ensemble = Translator.from_checkpoint([str(checkpoint)] * 2).model
+    with pytest.raises(TmtError, match="an ensemble of checkpoints has no one cross-attention"):
+        cross_attention(ensemble, [[5, EOS_ID]], [[5]], layer=-1, bos=BOS_ID)
 
 
 def test_members_of_the_other_direction_are_refused_by_name(checkpoint, tmp_path):

@@ -126,8 +126,24 @@ def _run_translate(args: argparse.Namespace) -> int:
 
 
 def _check_combinations(args: argparse.Namespace) -> None:
-    """Refuse alignments of an n-best list, an alignment layer with nothing to align, and a
-    report of lines it cannot retry."""
+    """Refuse alignments of an n-best list, an alignment layer with nothing to align, a
+    report of lines it cannot retry, and what an ensemble cannot give."""
+    if len(args.checkpoint) > 1:
+        needs_one = [
+            flag
+            for flag, given in (
+                ("--alignments", args.alignments),
+                ("--shortlist", args.shortlist is not None),
+                ("--report", args.report is not None),
+                (f"--format {args.format}", args.format != "text"),
+            )
+            if given
+        ]
+        if needs_one:
+            raise TmtError(
+                f"{needs_one[0]}: needs one model (its cross-attention or its output rows), "
+                f"and {len(args.checkpoint)} checkpoints make an ensemble; give one checkpoint"
+            )
     if args.alignments and args.n_best is not None and args.n_best > 1:
         raise TmtError(
             f"--nbest {args.n_best}: --alignments aligns the 1-best translation: drop --nbest"

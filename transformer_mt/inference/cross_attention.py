@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from transformer_mt.errors import SettingError
+from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.model import Seq2SeqTransformer
 
 
@@ -45,7 +45,15 @@ def cross_attention(
     Returns:
         per pair a (T, S) float32 tensor on the CPU, T = len(target), S = len(source); a
         pair with an empty target gets a (0, S) tensor.
+
+    Raises:
+        TmtError: `model` is an ensemble, which has no one cross-attention.
     """
+    if not isinstance(model, Seq2SeqTransformer):
+        raise TmtError(
+            "an ensemble of checkpoints has no one cross-attention to align or check with; "
+            "give one checkpoint"
+        )
     device = next(model.parameters()).device
     found: list[Tensor | None] = [None] * len(sources)
     for rows in _batches(sources, targets, max_tokens):

@@ -53,7 +53,7 @@ from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batching import SourceBatch, make_source_batches, restore_order
 from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
-from transformer_mt.errors import SettingError
+from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.inference.constrained import ConstraintsError, beam_groups, phrase_ids
 from transformer_mt.inference.cross_attention import alignment_pairs, check_alignment_layer
 from transformer_mt.inference.ensemble import ensemble_model
@@ -182,9 +182,12 @@ class Translator:
         paths = [str(path)] if isinstance(path, str | Path) else [str(p) for p in path]
         bundles = [load_for_inference(p, device) for p in paths]
         bundle = bundles[0]  # its config and tokenizers: every member's (ensemble.py)
-        if len(paths) > 1 and (shortlist is not None or lines.alignment_layer is not None):
-            raise SettingError(
-                "checkpoint", " ".join(paths), "an ensemble has no shortlist or alignments"
+        if len(paths) > 1 and shortlist is not None:
+            raise SettingError("shortlist", None, f"an ensemble of {len(paths)} takes none")
+        if len(paths) > 1 and lines.alignment_layer is not None:
+            raise TmtError(
+                f"an ensemble of {len(paths)} checkpoints gives no alignments (they are one "
+                "model's cross-attention); give one checkpoint"
             )
         listed = None
         if shortlist is not None:  # the float rows, before packing or int8 replaces them
