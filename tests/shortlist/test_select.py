@@ -120,5 +120,14 @@ def test_a_shortlist_of_another_model_is_named_by_file_line_and_piece(
 ):
     path = tmp_path / "other.vmap"
     write_vmap(path, [], {"▁Zeppelinfahrt": ["▁airship"]})
-    with pytest.raises(TmtError, match=rf"^{path}, line 2: source piece '▁Zeppelinfahrt' is not"):
+    with pytest.raises(TmtError, match=rf"^{path}:2: source piece '▁Zeppelinfahrt' is not"):
+        Translator.from_checkpoint(str(reversing_checkpoint), shortlist=path)
+
+
+@pytest.mark.parametrize("text", ["", "\t\n", "\n\n"], ids=["empty", "no-pieces", "blank"])
+def test_a_shortlist_listing_no_target_piece_is_refused(reversing_checkpoint, tmp_path, text):
+    """Every sentence could produce only the unknown piece: each line came out as ' ⁇ '."""
+    path = tmp_path / "empty.vmap"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(TmtError, match=rf"^{path}: lists no target pieces, so every sentence"):
         Translator.from_checkpoint(str(reversing_checkpoint), shortlist=path)

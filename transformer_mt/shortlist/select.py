@@ -64,7 +64,8 @@ class Shortlist:
 
         Raises:
             TmtError: as `read_vmap`; a file made for other vocabularies (`check_made_for`);
-                or a piece a tokenizer lacks (naming file, line and piece).
+                a piece a tokenizer lacks (naming file, line and piece); or no target piece
+                listed at all.
         """
         vmap = read_vmap(path)
         check_made_for(path, vmap.vocabularies, Vocabularies.of(src_tokenizer, tgt_tokenizer))
@@ -79,6 +80,11 @@ class Shortlist:
                 always += targets
             else:
                 rows[source] = targets
+        if not any(rows.values()) and len(always) == len(fixed):
+            raise TmtError(
+                f"{path}: lists no target pieces, so every sentence could produce only the "
+                "unknown piece; make one with tmt shortlist"
+            )
         width = max((len(targets) for targets in rows.values()), default=0)
         table = torch.full((src_tokenizer.vocab_size, max(width, 1)), -1, dtype=torch.long)
         for source, targets in rows.items():
@@ -134,7 +140,7 @@ def _id(tokenizer: Tokenizer, piece: str, path: str | Path, entry: Entry, side: 
     token = tokenizer.piece_id(piece)
     if tokenizer.id_to_piece(token) != piece:
         raise TmtError(
-            f"{path}, line {entry.line}: {side} piece {piece!r} is not in the model's "
+            f"{path}:{entry.line}: {side} piece {piece!r} is not in the model's "
             f"{side} vocabulary (a shortlist made for another model?)"
         )
     return token

@@ -111,7 +111,7 @@ def read_vmap(path: str | Path) -> Vmap:
         if not line.strip():
             continue
         source, tab, targets = line.partition("\t")
-        where = f"{path}, line {number}"
+        where = f"{path}:{number}"
         if number == 1 and source == VOCABULARIES_KEY:
             vocabularies = _vocabularies(targets, where)
             continue
