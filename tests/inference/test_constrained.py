@@ -2,6 +2,7 @@
 its sentences' glossary terms appear in the output, other lines translate as without, the beam
 widens for many constraints, and what cannot fit is refused naming the line."""
 
+import dataclasses
 import itertools
 import re
 
@@ -120,6 +121,22 @@ def test_cli_refuses_a_forced_prefix_too_long_in_one_line(checkpoint, tmp_path, 
         capsys.readouterr().err.splitlines()[-1],
     )
     assert not (tmp_path / "out.txt").exists()
+
+
+def test_forced_text_the_model_cannot_produce_is_refused_naming_its_line(checkpoint):
+    """Forced anyway, a prefix of characters the vocabulary lacks came out as ' ⁇ ', and a
+    piece the model never produces (as the back-translation tag) gave NaN scores."""
+    plain = Translator.from_checkpoint(str(checkpoint), beam_size=2)
+    with pytest.raises(ConstraintsError, match="^line 2: its forced prefix '漢字' has characters"):
+        plain.translate(Texts.of(["das buch", "ein mann"], prefixes=["", "漢字"]))
+    tagged = Translator.from_checkpoint(str(checkpoint), beam_size=2)
+    rad = tagged.tgt_tokenizer.encode("rad")
+    tagged.specials = dataclasses.replace(tagged.specials, never=(*tagged.specials.never, *rad))
+    never = "holds " + ", ".join(repr(tagged.tgt_tokenizer.id_to_piece(i)) for i in rad)
+    with pytest.raises(ConstraintsError, match=f"^line 1: its forced prefix 'rad' {never}, a "):
+        tagged.translate(Texts.of(["das buch"], prefixes=["rad"]))
+    with pytest.raises(ConstraintsError, match=f"^line 1: target phrase 'rad' {never}, a piece"):
+        tagged.translate(Texts.of(["das buch"], constraints=[["rad"]]))
 
 
 def translate(checkpoint, *args):

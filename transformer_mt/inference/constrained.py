@@ -13,13 +13,16 @@ tokenizer one by one, as a word of their own: SentencePiece gives "Haus" its wor
   beam of at least C + 1 (`constrained_beam_size`), in batches of the sentences that need the
   same beam (`beam_groups`); the others keep the configured beam.
 - A phrase with characters the target vocabulary lacks (it encodes to the unknown piece): the
-  model could only meet it by writing the unknown piece. Refused, naming the line.
+  model could only meet it by writing the unknown piece. Refused, naming the line; so is a
+  phrase holding a piece the model never produces (the back-translation tag), and a forced
+  prefix of either kind (`unproducible`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.search import constrained_beam_size
@@ -40,28 +43,32 @@ class ConstraintsError(TmtError):
 
 
 def phrase_ids(
-    tokenizer: Tokenizer, phrases: Sequence[str], room: int, unk: int, line: int
+    tokenizer: Tokenizer,
+    phrases: Sequence[str],
+    room: int,
+    specials: SpecialTokens,
+    line: int,
 ) -> list[list[int]]:
     """The target ids of a sentence's `phrases`, each once (blank phrases dropped).
 
     Args:
         room: the most constraint tokens the sentence can hold: the position table less its
             forced prefix and the end token.
-        unk: the target tokenizer's unknown piece.
+        specials: the model's special ids (its unknown piece, the ids it never produces).
         line: the sentence's line (0-based), for errors.
 
     Raises:
-        ConstraintsError: a phrase the vocabulary cannot spell, or more tokens than `room`.
+        ConstraintsError: a phrase the model cannot produce (`unproducible`), or more tokens
+            than `room`.
     """
     distinct: list[list[int]] = []
     for phrase in phrases:
         if not phrase.strip():
             continue
         ids = tokenizer.encode(phrase)
-        if unk in ids:
-            raise ConstraintsError(
-                line, f"target phrase {phrase!r} has characters the target vocabulary lacks"
-            )
+        fault = unproducible(tokenizer, ids, specials)
+        if fault is not None:
+            raise ConstraintsError(line, f"target phrase {phrase!r} {fault}")
         if ids not in distinct:
             distinct.append(ids)
     tokens = sum(map(len, distinct))
@@ -72,6 +79,18 @@ def phrase_ids(
             f"token the model has room for {room}",
         )
     return distinct
+
+
+def unproducible(tokenizer: Tokenizer, ids: Sequence[int], specials: SpecialTokens) -> str | None:
+    """Why a target text the search is made to produce, as `ids`, cannot be: characters the
+    target vocabulary lacks (it encodes to the unknown piece), or a piece the model never
+    produces (the back-translation tag); None when it can."""
+    if specials.unk in ids:
+        return "has characters the target vocabulary lacks"
+    never = [tokenizer.id_to_piece(i) for i in dict.fromkeys(ids) if i in specials.never]
+    if never:
+        return f"holds {', '.join(map(repr, never))}, a piece the model never produces"
+    return None
 
 
 def beam_groups(

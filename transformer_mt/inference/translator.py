@@ -54,7 +54,12 @@ from transformer_mt.data.batching import SourceBatch, make_source_batches, resto
 from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
-from transformer_mt.inference.constrained import ConstraintsError, beam_groups, phrase_ids
+from transformer_mt.inference.constrained import (
+    ConstraintsError,
+    beam_groups,
+    phrase_ids,
+    unproducible,
+)
 from transformer_mt.inference.cross_attention import alignment_pairs, check_alignment_layer
 from transformer_mt.inference.ensemble import ensemble_model
 from transformer_mt.inference.languages import Direction, Languages, Pair
@@ -432,6 +437,9 @@ class Translator:
         direction = direction or self.default
         room = self._room - len(direction.target_prefix)
         ids = self.tgt_tokenizer.encode(text) if text.strip() else []
+        fault = None if line is None else unproducible(self.tgt_tokenizer, ids, self.specials)
+        if fault is not None:
+            raise ConstraintsError(line, f"its forced prefix {text!r} {fault}", "prefix")
         if line is not None and len(ids) > room:
             reason = f"its forced prefix takes {len(ids)} target tokens; the model has room for"
             raise ConstraintsError(line, f"{reason} {room}", "prefix")
@@ -441,7 +449,7 @@ class Translator:
         """The target ids of one sentence's constraint `phrases` (`constrained.phrase_ids`),
         its forced prefix `prefix_len` tokens long, of line `line` (0-based, for errors)."""
         room = self._room - prefix_len
-        return phrase_ids(self.tgt_tokenizer, phrases, room, self.specials.unk, line)
+        return phrase_ids(self.tgt_tokenizer, phrases, room, self.specials, line)
 
     def batches(
         self, sources: Sequence[Sequence[int]], max_tokens: int | None = None
