@@ -139,6 +139,26 @@ def test_forced_text_the_model_cannot_produce_is_refused_naming_its_line(checkpo
         tagged.translate(Texts.of(["das buch"], constraints=[["rad"]]))
 
 
+def test_a_blank_line_given_a_prefix_or_phrases_stays_blank_and_is_counted(
+    checkpoint, tmp_path, capsys
+):
+    """A prefix file made for every line of a text with blank lines between paragraphs is
+    common: its blank lines' prefixes go unused, said once on stderr."""
+    fresh = Translator.from_checkpoint(str(checkpoint), beam_size=2)
+    found = fresh.translate(
+        Texts.of(["", " ", "das buch"], prefixes=["das", "", ""], constraints=[[], ["rad"], []])
+    )
+    assert [t.texts for t in found][:2] == [[""], [""]] and fresh.unforced_lines == 2
+    source, prefix = tmp_path / "in.txt", tmp_path / "prefix.txt"
+    source.write_text("das buch\n\nein mann\n", encoding="utf-8")
+    prefix.write_text("the\nthe\nthe\n", encoding="utf-8")
+    capsys.readouterr()
+    assert translate(checkpoint, "--input", source, "--prefix", prefix) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[1] == ""
+    assert "warning: 1 blank line(s) had a --prefix or --constraints line, unused" in err
+
+
 def translate(checkpoint, *args):
     return main(["translate", "--checkpoint", str(checkpoint), *map(str, args)])
 

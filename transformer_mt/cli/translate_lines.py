@@ -154,6 +154,12 @@ def print_input_warnings(translator: Translator, unit: str = "line") -> None:
             "language comes from --tgt-lang / --src-lang only",
             file=sys.stderr,
         )
+    if translator.unforced_lines:
+        print(
+            f"warning: {translator.unforced_lines} blank {unit}(s) had a --prefix or "
+            "--constraints line, unused: a blank line translates to a blank one",
+            file=sys.stderr,
+        )
 
 
 def load_glossary(args: argparse.Namespace) -> Glossary | None:

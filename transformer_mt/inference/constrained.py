@@ -15,7 +15,8 @@ tokenizer one by one, as a word of their own: SentencePiece gives "Haus" its wor
 - A phrase with characters the target vocabulary lacks (it encodes to the unknown piece): the
   model could only meet it by writing the unknown piece. Refused, naming the line; so is a
   phrase holding a piece the model never produces (the back-translation tag), and a forced
-  prefix of either kind (`unproducible`).
+  prefix of either kind (`unproducible`). A blank line gets no search, so its prefix and
+  phrases go unused; they are counted (`unused_forcing`).
 """
 
 from __future__ import annotations
@@ -91,6 +92,43 @@ def unproducible(tokenizer: Tokenizer, ids: Sequence[int], specials: SpecialToke
     if never:
         return f"holds {', '.join(map(repr, never))}, a piece the model never produces"
     return None
+
+
+def check_prefix(
+    tokenizer: Tokenizer,
+    text: str,
+    ids: Sequence[int],
+    room: int,
+    specials: SpecialTokens,
+    line: int,
+) -> None:
+    """Refuse the forced prefix `text` (target `ids`) of line `line` (0-based) that the model
+    cannot produce (`unproducible`) or that takes more than `room` tokens: cut, the
+    translation would not start with it.
+
+    Raises:
+        ConstraintsError: naming the line, field "prefix".
+    """
+    fault = unproducible(tokenizer, ids, specials)
+    if fault is not None:
+        raise ConstraintsError(line, f"its forced prefix {text!r} {fault}", "prefix")
+    if len(ids) > room:
+        reason = f"its forced prefix takes {len(ids)} target tokens; the model has room for"
+        raise ConstraintsError(line, f"{reason} {room}", "prefix")
+
+
+def unused_forcing(
+    prefixes: Sequence[str], phrases: Sequence[Sequence[str]] | None, blank: Sequence[int]
+) -> int:
+    """How many of the `blank` sentences were given a forced prefix or target phrases, which
+    go unused: a blank line translates to a blank one, without a search (a prefix file made
+    for every line of a text with blank lines between paragraphs is common, so they are
+    counted for a warning, not refused)."""
+    return sum(
+        bool(prefixes[i].strip())
+        or (phrases is not None and any(phrase.strip() for phrase in phrases[i]))
+        for i in blank
+    )
 
 
 def beam_groups(

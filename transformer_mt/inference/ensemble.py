@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
 from transformer_mt.artifacts import InferenceBundle
-from transformer_mt.errors import SettingError
-from transformer_mt.inference.running import inference_model
+from transformer_mt.errors import SettingError, TmtError
+from transformer_mt.inference.running import inference_model, load_shortlist
 from transformer_mt.model import Seq2SeqTransformer
+from transformer_mt.shortlist.select import Shortlist
 
 
 @dataclasses.dataclass
@@ -150,3 +152,33 @@ def ensemble_model(
     check_members(bundles, paths)
     prepared = [inference_model(bundle.model, quantize, device) for bundle in bundles]
     return Ensemble([model for model, _ in prepared]), prepared[0][1]
+
+
+def prepared_model(
+    bundles: Sequence[InferenceBundle],
+    paths: Sequence[str],
+    quantize: str | None,
+    device: torch.device,
+    shortlist: str | Path | None,
+    aligns: bool,
+) -> tuple[Seq2SeqTransformer | Ensemble, torch.dtype | None, Shortlist | None]:
+    """The model `Translator.from_checkpoint` searches: the one of `bundles` as it runs
+    translations (`running.inference_model`), or their `Ensemble`; its cache dtype; and the
+    `shortlist` file read over its float rows, before packing or int8 replace them.
+
+    Raises:
+        SettingError: a shortlist for an ensemble (each member would need its own), or as
+            `ensemble_model` and `running.load_shortlist`.
+        TmtError: alignments (`aligns`) asked of an ensemble, which has no one cross-attention.
+    """
+    if len(paths) > 1 and shortlist is not None:
+        raise SettingError("shortlist", None, f"an ensemble of {len(paths)} takes none")
+    if len(paths) > 1 and aligns:
+        raise TmtError(
+            f"an ensemble of {len(paths)} checkpoints gives no alignments (they are one "
+            "model's cross-attention); give one checkpoint"
+        )
+    listed = None if shortlist is None else load_shortlist(shortlist, bundles[0], device)
+    if len(paths) > 1:
+        return (*ensemble_model(bundles, paths, quantize, device), listed)
+    return (*inference_model(bundles[0].model, quantize, device), listed)

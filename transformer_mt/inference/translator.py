@@ -4,7 +4,8 @@
 through `Translator`, so its rules hold on every path and live only here:
 
     1) split each line into its sentences (`inference.sentences`; `split_sentences`)
-    2) encode each sentence; a blank line is not searched, its translation is empty
+    2) encode each sentence; a blank line is not searched, its translation is empty (a
+       prefix or phrases given to it are counted in `unforced_lines`)
     3) truncate to the position table: at most max_positions - 1 subwords, as the appended
        EOS takes one position (counted in `truncated_lines`, never dropped)
     4) batch the sentences of all lines by length under decode.max_tokens;
@@ -53,18 +54,18 @@ from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batching import SourceBatch, make_source_batches, restore_order
 from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
-from transformer_mt.errors import SettingError, TmtError
+from transformer_mt.errors import SettingError
 from transformer_mt.inference.constrained import (
-    ConstraintsError,
     beam_groups,
+    check_prefix,
     phrase_ids,
-    unproducible,
+    unused_forcing,
 )
 from transformer_mt.inference.cross_attention import alignment_pairs, check_alignment_layer
-from transformer_mt.inference.ensemble import ensemble_model
+from transformer_mt.inference.ensemble import prepared_model
 from transformer_mt.inference.languages import Direction, Languages, Pair
 from transformer_mt.inference.requests import Texts
-from transformer_mt.inference.running import inference_model, load_shortlist, search_options
+from transformer_mt.inference.running import search_options
 from transformer_mt.inference.sentences import Segments, SplitLines, split_line
 from transformer_mt.inference.translation import Translation
 from transformer_mt.machine import resolve_device
@@ -155,6 +156,7 @@ class Translator:
         self.max_src_tokens = self._room - len(self.default.source_prefix)
         self.truncated_lines = 0
         self.tagged_lines = 0  # lines that held a language tag, taken out
+        self.unforced_lines = 0  # blank lines given a prefix or phrases, unused
 
     @classmethod
     def from_checkpoint(
@@ -172,10 +174,8 @@ class Translator:
         Args:
             path: a checkpoint, or several of one vocabulary searched as one ensemble (the
                 first's settings; `inference.ensemble`; no shortlist or alignments).
-            quantize: None (float32), "int8": dynamic int8 linear layers, CPU only (see
-                `quantize_int8`), with the cache in `int8_cache_dtype()`, or "bf16":
-                bfloat16 linear layers on a CPU that computes bfloat16 natively
-                (`quantize_bf16`).
+            quantize: None (float32), "int8" (dynamic int8 linear layers, `quantize_int8`,
+                the cache in `int8_cache_dtype()`) or "bf16" (`quantize_bf16`); CPU only.
             lines: see `LineSettings`; the checkpoint fills in what they leave out: its data
                 languages where the model has tags for them, the directions it was trained
                 on, and its source language's sentence rules.
@@ -187,20 +187,8 @@ class Translator:
         paths = [str(path)] if isinstance(path, str | Path) else [str(p) for p in path]
         bundles = [load_for_inference(p, device) for p in paths]
         bundle = bundles[0]  # its config and tokenizers: every member's (ensemble.py)
-        if len(paths) > 1 and shortlist is not None:
-            raise SettingError("shortlist", None, f"an ensemble of {len(paths)} takes none")
-        if len(paths) > 1 and lines.alignment_layer is not None:
-            raise TmtError(
-                f"an ensemble of {len(paths)} checkpoints gives no alignments (they are one "
-                "model's cross-attention); give one checkpoint"
-            )
-        listed = None
-        if shortlist is not None:  # the float rows, before packing or int8 replaces them
-            listed = load_shortlist(shortlist, bundle, device)
-        if len(paths) > 1:
-            model, cache_dtype = ensemble_model(bundles, paths, quantize, device)
-        else:
-            model, cache_dtype = inference_model(bundle.model, quantize, device)
+        prepared = (bundles, paths, quantize, device, shortlist, lines.alignment_layer is not None)
+        model, cache_dtype, listed = prepared_model(*prepared)
         decode = dataclasses.replace(bundle.config.decode, **decode_changes)
         data, specials = bundle.config.data, bundle.specials
         lines = dataclasses.replace(
@@ -355,6 +343,8 @@ class Translator:
         no_pairs = None if self.alignment_layer is None else []
         results = [Translation.empty(self.decode.n_best, no_pairs) for _ in sentences]
         asked = prefixes or [""] * len(sentences)
+        blank = [i for i, ids in enumerate(encoded) if not ids]
+        self.unforced_lines += unused_forcing(asked, phrases, blank)
         forced = [self.prefix_ids(asked[i], directions[i], owners[i]) for i in todo]
         constraints = None
         if phrases is not None:
@@ -432,17 +422,13 @@ class Translator:
     ) -> list[int]:
         """The target subword ids a translation is forced to start with: the target tags of
         `direction` (None: the default), then `text`'s, cut so that the prefix and one more
-        token fit the position table; a prefix forced on `line` (0-based) is refused instead
-        (ConstraintsError, field "prefix"): cut, the translation would not start with it."""
+        token fit the position table; a prefix forced on `line` (0-based) is checked instead
+        (`constrained.check_prefix`)."""
         direction = direction or self.default
         room = self._room - len(direction.target_prefix)
         ids = self.tgt_tokenizer.encode(text) if text.strip() else []
-        fault = None if line is None else unproducible(self.tgt_tokenizer, ids, self.specials)
-        if fault is not None:
-            raise ConstraintsError(line, f"its forced prefix {text!r} {fault}", "prefix")
-        if line is not None and len(ids) > room:
-            reason = f"its forced prefix takes {len(ids)} target tokens; the model has room for"
-            raise ConstraintsError(line, f"{reason} {room}", "prefix")
+        if line is not None:
+            check_prefix(self.tgt_tokenizer, text, ids, room, self.specials, line)
         return [*direction.target_prefix, *ids[:room]]
 
     def constraint_ids(self, phrases: Sequence[str], prefix_len: int, line: int) -> list[list[int]]:
