@@ -178,6 +178,17 @@ def test_a_temperature_near_zero_is_refused_with_the_source_it_starves(
         list(stream_pairs(cfg, "train")) if streaming else load_split(cfg, "train")
 
 
+def test_a_streamed_epoch_repeating_the_rest_over_100_times_is_refused_as_it_shows(tmp_path):
+    """Sizes unknown up front, the stream stops once it has drawn 100 times the distinct pairs
+    read: a tokenizer's sample or a shortlist would read the whole epoch (about 1e6 pairs
+    here) before training starts, without a word."""
+    cfg = mixed_config(tmp_path, [(10, 1.0), (20, 1e5)], streaming=True)
+    refused = r"^data\.train\[0\]: an epoch ends when this source, drawn for 1e-05 of the pairs"
+    with pytest.raises(MixError, match=refused + r".*over 100 times the \d+ distinct pairs"):
+        list(stream_pairs(cfg, "train"))
+    assert len(list(stream_pairs(mixed_config(tmp_path, [(10, 1.0), (20, 5.0)]), "train"))) < 300
+
+
 def test_an_epoch_too_long_to_hold_is_streamed_instead(tmp_path):
     weight = 0.1 / IN_MEMORY_REPEATS  # b's 10 pairs at a share of ~0.001: an epoch of ~1e4
     cfg = mixed_config(tmp_path, [(20, 1.0), (10, weight)])

@@ -302,7 +302,7 @@ def stream_pairs(cfg: DataConfig, split: str) -> Iterator[DirectedPair]:
         sizes = [sum(1 for _ in read()) for read in readers]
     keys = [location.key for location in locations]
     weights = checked_proportions(keys, sources, sizes, cfg.temperature, in_memory=False)
-    yield from interleave(readers, weights)
+    yield from interleave(readers, weights, keys=keys)
 
 
 def _stream_location(cfg: DataConfig, location: Location) -> Iterator[DirectedPair]:

@@ -111,7 +111,10 @@ def checked_proportions(
 
 
 def interleave(
-    sources: Sequence[Callable[[], Iterable[T]]], weights: Sequence[float], seed: int = MIX_SEED
+    sources: Sequence[Callable[[], Iterable[T]]],
+    weights: Sequence[float],
+    seed: int = MIX_SEED,
+    keys: Sequence[str] | None = None,
 ) -> Iterator[T]:
     """The items of `sources` mixed by `weights`, until each has been read to its end once.
 
@@ -121,6 +124,11 @@ def interleave(
             empty one raises RuntimeError when first drawn).
         weights: (K,) positive mixing proportions, one per source.
         seed: of the generator that chooses the source of each item.
+        keys: each source's config key, for a stream whose sizes are not known before: the
+            mix is refused (MixError, naming the rarest unfinished source) once it has drawn
+            over `IN_MEMORY_REPEATS` times the distinct items read, as `checked_proportions`
+            refuses such an epoch up front where the sizes are known. Everything that reads
+            an epoch of the stream (a tokenizer's sample, a shortlist) would read it all.
 
     Returns:
         The mixed items, lazily: a source is read one item beyond what has been drawn from it
@@ -132,7 +140,11 @@ def interleave(
     readers = [iter(open_source()) for open_source in sources]
     ahead = [next(reader, end) for reader in readers]  # each source's next item
     unfinished = set(range(len(sources)))
+    drawn, distinct = 0, [0] * len(sources)  # items drawn; each source's on its first pass
     while True:
+        if keys is not None and drawn > IN_MEMORY_REPEATS * sum(distinct):
+            _refuse_repeats(keys, weights, unfinished, drawn, sum(distinct))
+        drawn += DRAW_BLOCK
         # Uniform doubles against the cumulative weights: the stream of `random` is stable
         # across NumPy versions, which `Generator.choice` does not promise.
         draws = rng.random(DRAW_BLOCK) * cumulative[-1]
@@ -142,8 +154,26 @@ def interleave(
                 readers[k] = iter(sources[k]())
                 ahead[k] = next(readers[k])
             item, ahead[k] = ahead[k], next(readers[k], end)
+            distinct[k] += k in unfinished
             yield item
             if ahead[k] is end:
                 unfinished.discard(k)
                 if not unfinished:
                     return
+
+
+def _refuse_repeats(
+    keys: Sequence[str],
+    weights: Sequence[float],
+    unfinished: set[int],
+    drawn: int,
+    distinct: int,
+) -> None:
+    """Raise the MixError of `interleave`, naming its rarest unfinished source."""
+    k = min(unfinished, key=lambda i: weights[i])
+    share = weights[k] / sum(weights)
+    raise MixError(
+        f"{keys[k]}: an epoch ends when this source, drawn for {share:.3g} of the pairs, has "
+        f"been read to its end, and after {drawn} pairs it has not: over {IN_MEMORY_REPEATS} "
+        f"times the {distinct} distinct pairs read; raise its weight"
+    )
