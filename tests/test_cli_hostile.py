@@ -164,6 +164,30 @@ def test_too_little_memory_is_one_line_with_the_sizes(tmp_path, capsys, monkeypa
     assert "available" in err
 
 
+def test_out_of_memory_names_a_process_limit_and_survives_its_own_message(capsys, monkeypatch):
+    """Under `ulimit -v` the machine may have plenty; and with memory gone, composing the
+    message may itself fail: it is still one line."""
+
+    def exhaust(*args):
+        raise MemoryError
+
+    monkeypatch.setattr("transformer_mt.evaluation.evaluate_files", exhaust)
+    monkeypatch.setattr("transformer_mt.machine.address_space_limit", lambda: 4 << 30)
+    assert main(["evaluate", "--hyp", "h", "--ref", "r"]) == 1
+    err = one_error_line(capsys)
+    assert "this process may address at most 4.0 GiB (ulimit -v)" in err
+    assert err.endswith("(use a smaller model, batch, beam or input)\n")
+
+    def no_memory_left(err):
+        raise MemoryError
+
+    monkeypatch.setattr("transformer_mt.machine.out_of_memory_message", no_memory_left)
+    assert main(["evaluate", "--hyp", "h", "--ref", "r"]) == 1
+    assert one_error_line(capsys) == (
+        "error: out of memory: the work asked for more memory than is available\n"
+    )
+
+
 def _tmt(args: str, **kwargs) -> subprocess.CompletedProcess:
     """`tmt ARGS` in a shell (for closed descriptors and pipes), from the repository root."""
     command = f"{sys.executable} -m transformer_mt {args}"

@@ -288,10 +288,23 @@ def out_of_memory_message(err: BaseException) -> str | None:
     cpu = torch.device("cpu")
     available = available_memory(cpu)
     have = "" if available is None else f"; {memory_left(cpu, available)}"
+    limit = address_space_limit()
+    if limit is not None:  # the machine may have plenty: this process may not take it
+        have += f", this process may address at most {gib(limit)} (ulimit -v)"
     return (
-        f"out of memory: the work asked for {asked}{have} (use a smaller model, batch "
-        "(--max-tokens, train.max_tokens) or beam)"
+        f"out of memory: the work asked for {asked}{have} (use a smaller model, batch, beam "
+        "or input)"
     )
+
+
+def address_space_limit() -> int | None:
+    """The bytes of address space this process may map (`ulimit -v`), None for no limit."""
+    try:
+        import resource
+    except ImportError:  # not on POSIX
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return None if soft == resource.RLIM_INFINITY else soft
 
 
 def available_memory(device: torch.device) -> int | None:

@@ -64,6 +64,12 @@ def test_the_same_term_twice_with_the_same_target_is_kept_once(tmp_path):
         ("Haus\thouse\tHaus\n", 1, "2 TABs; a glossary line is source term TAB target term"),
         ("\thouse\n", 1, "empty source term"),
         ("Haus\t  \n", 1, "empty target term"),
+        (  # two files joined with cat: the second one's mark starts a line of the first
+            "Hund\tdog\n\ufeffHunde\tpuppies\n",
+            2,
+            "source term '\\ufeffHunde' holds a byte order mark (U+FEFF), as where two files "
+            "were joined; remove it",
+        ),
         (
             "Haus\t" + "x" * (MAX_TERM_CHARS + 1) + "\n",
             1,

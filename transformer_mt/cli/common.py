@@ -9,6 +9,7 @@ import io
 import os
 import signal
 import sys
+import traceback
 from collections.abc import Callable, Iterator
 from typing import BinaryIO, TextIO
 
@@ -54,7 +55,12 @@ def run_command(
     except (MemoryError, RuntimeError) as err:
         from transformer_mt.machine import out_of_memory_message
 
-        message = out_of_memory_message(err)
+        if isinstance(err, MemoryError):  # free what the failed work held, to say so
+            traceback.clear_frames(err.__traceback__)
+        try:
+            message = out_of_memory_message(err)
+        except MemoryError:
+            message = "out of memory: the work asked for more memory than is available"
         if message is None:
             raise
         return fail(message, 1)

@@ -16,8 +16,8 @@ TAB-separated, a blank line for none. `sentence_phrases` gives each sentence its
 phrases and its glossary's terms: `Translator.translate` and the server's engine both ask it.
 
 Bad input stops with one line naming the file and the line: no TAB, more than one, an empty
-term, a term over `MAX_TERM_CHARS`, text that is not UTF-8, a source term given twice with
-different targets.
+term, a term over `MAX_TERM_CHARS` or holding a byte order mark, text that is not UTF-8, a
+source term given twice with different targets.
 """
 
 from __future__ import annotations
@@ -219,11 +219,18 @@ def checked_term(source: str, target: str, where: str) -> Term:
 
 
 def checked_phrase(text: str, what: str, where: str) -> str:
-    """`text` without the spaces around it, refused when empty or too long; `what` names it
-    in the error ("source term", "phrase")."""
+    """`text` without the spaces around it, refused when empty, too long, or holding a byte
+    order mark (U+FEFF: the start of a second file joined on with `cat`, which no sentence
+    holds, so the term would never be found); `what` names it in the error ("source term",
+    "phrase")."""
     phrase = text.strip()
     if not phrase:
         raise TmtError(f"{where}: empty {what}")
+    if "\ufeff" in phrase:
+        raise TmtError(
+            f"{where}: {what} {phrase!r} holds a byte order mark (U+FEFF), as where two files "
+            "were joined; remove it"
+        )
     _check_length(phrase, what, where)
     return phrase
 
