@@ -547,7 +547,7 @@ def test_a_full_disk_is_one_line_from_every_writing_command(
     "flags, message",
     [
         (["--temperature", "0", "--sampling"], "error: --temperature 0: must be in [0.01, 100]"),
-        (["--nbest", "3", "--beam-size", "2"], "error: decode.n_best=3 must be <= decode."),
+        (["--nbest", "3", "--beam-size", "2"], "error: --nbest 3 must be <= --beam-size 2"),
     ],
 )
 def test_a_decode_value_a_flag_set_is_named_by_its_flag(checkpoint, source, capsys, flags, message):

@@ -134,3 +134,39 @@ def test_export_into_a_folder_of_other_files_is_one_line(checkpoint, tmp_path):
         "directory\n"
     )
     assert sorted(p.name for p in folder.iterdir()) == ["NOTES.txt"]
+
+
+def test_a_glossary_with_sampling_is_refused_before_translating(checkpoint, tmp_path, capsys):
+    """Constraints are met by beam search; the refusal came at the first line holding a term."""
+    (tmp_path / "in.txt").write_text("das buch\n", encoding="utf-8")
+    (tmp_path / "terms.tsv").write_text("Hund\tdog\n", encoding="utf-8")
+    args = ["--input", str(tmp_path / "in.txt"), "--glossary", str(tmp_path / "terms.tsv")]
+    assert main(["translate", "--checkpoint", str(checkpoint), *args, "--sampling"]) == 2
+    assert one_error_line(capsys) == (
+        "error: --glossary: met by beam search only, and the search samples; add "
+        "--no-sampling or drop it\n"
+    )
+
+
+def test_checkpoints_of_other_vocabularies_are_named_by_the_flag(
+    checkpoint, multilingual_checkpoint, tmp_path, capsys
+):
+    (tmp_path / "in.txt").write_text("das buch\n", encoding="utf-8")
+    both = [str(checkpoint), str(multilingual_checkpoint)]
+    assert main(["translate", "--checkpoint", *both, "--input", str(tmp_path / "in.txt")]) == 2
+    assert one_error_line(capsys).startswith(f"error: --checkpoint {multilingual_checkpoint}: ")
+
+
+def test_a_damaged_distillation_manifest_is_named_in_words(tmp_path):
+    from transformer_mt.distill.manifest import Manifest
+    from transformer_mt.errors import TmtError
+
+    path = tmp_path / "manifest.json"
+    for text, said in [
+        ("[1, 2]", "a JSON list, not an object of fields"),
+        ('{"teacher": "x", "extra": 1}', "no teacher_sha256, corpus, corpus_sha256"),
+        ('{"decode": 5}', "its decode is not a mapping of settings"),
+    ]:
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(TmtError, match=f"manifest.json: not a distillation manifest .{said}"):
+            Manifest.read(path)

@@ -323,7 +323,7 @@ def test_nbest_keeps_the_checkpoints_beam(checkpoint, tmp_path, capsys):
     assert out.read_text(encoding="utf-8") == expected(5)
     capsys.readouterr()
     assert translate(checkpoint, "--input", source, "--nbest", "3", "--beam-size", "2") == 2
-    assert "decode.n_best=3 must be <= decode.beam_size=2" in one_error_line(capsys)
+    assert "--nbest 3 must be <= --beam-size 2" in one_error_line(capsys)
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])

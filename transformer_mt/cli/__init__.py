@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 
 from transformer_mt import __version__
 from transformer_mt.cli import (
@@ -50,6 +51,7 @@ COMMANDS = (
 # subcommand that has it: a SettingError naming one is shown as the flag's.
 SAME_NAME = (
     "alignment_layer",
+    "checkpoint",
     "chunk_lines",
     "device",
     "frequent",
@@ -63,6 +65,7 @@ SAME_NAME = (
     "pivot",
     "port",
     "quantize",
+    "sampling",
     "shortlist",
     "src",
     "src_lang",
@@ -102,6 +105,8 @@ def _decode_flag_message(err: ConfigError, args: argparse.Namespace) -> str | No
     """`decode.beam_size=0 must be > 0` as `--beam-size 0: must be > 0` when the command line
     set beam_size; None for a message about another key, or several (the config or the
     checkpoint may have set them)."""
+    if len(err.keys) > 1:
+        return _decode_flags_named(err, args)
     if len(err.keys) != 1 or not err.keys[0].startswith("decode."):
         return None
     field = err.keys[0].removeprefix("decode.")
@@ -111,6 +116,23 @@ def _decode_flag_message(err: ConfigError, args: argparse.Namespace) -> str | No
     if not str(err).startswith(f"{err.keys[0]}=") or not reason:
         return None
     return f"{DECODE_FLAGS[field].flag or flag_name(field)} {value}: {reason}"
+
+
+def _decode_flags_named(err: ConfigError, args: argparse.Namespace) -> str | None:
+    """A rule between decode keys (`decode.n_best=6 must be <= decode.beam_size=5`) with
+    each key the command line set named by its flag (`--nbest 6 must be <= --beam-size 5`);
+    None when the command line set none of them."""
+    given = {
+        key: DECODE_FLAGS[field].flag or flag_name(field)
+        for key in err.keys
+        if (field := key.removeprefix("decode.")) in DECODE_FLAGS
+        and key.startswith("decode.")
+        and getattr(args, field, None) is not None
+    }
+    if not given:
+        return None
+    pattern = "|".join(re.escape(key) for key in given)
+    return re.sub(rf"({pattern})=(\S+)", lambda m: f"{given[m[1]]} {m[2]}", str(err))
 
 
 class _Prefixed(logging.Formatter):

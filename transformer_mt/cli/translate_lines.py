@@ -97,6 +97,12 @@ def translate_lines(args: argparse.Namespace) -> int:
         translator = load_translator(
             args, alignment_layer=alignment_layer, split_sentences=args.split_sentences
         )
+        if translator.decode.sampling and (files.glossary or args.constraints):
+            flag = "--glossary" if files.glossary else "--constraints"
+            raise TmtError(
+                f"{flag}: met by beam search only, and the search samples; add "
+                "--no-sampling or drop it"
+            )
         count = _translate(
             args, translator, source, glossary=files.glossary, stack=stack, scores=scores
         )

@@ -79,12 +79,10 @@ class Manifest:
         """
         try:
             fields = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(fields, dict) and "decode" in fields:
-                if not isinstance(fields["decode"], dict):
-                    raise TypeError("its decode is not a mapping of settings")
-                # A decode field added since the manifest was written: the search then ran as
-                # its default does (new fields default to the earlier behaviour).
-                fields["decode"] = {**_decode_settings(DecodeConfig()), **fields["decode"]}
+            _check_fields(fields)
+            # A decode field added since the manifest was written: the search then ran as its
+            # default does (new fields default to the earlier behaviour).
+            fields["decode"] = {**_decode_settings(DecodeConfig()), **fields["decode"]}
             return cls(**fields)
         except (ValueError, TypeError, RecursionError) as err:
             raise TmtError(f"{path}: not a distillation manifest ({one_line(err)})") from None
@@ -100,7 +98,7 @@ class Manifest:
             if field.name == "decode":
                 keys = dict.fromkeys([*mine, *theirs])
                 found += [
-                    f"decode.{key}: {mine.get(key)} there, {theirs.get(key)} here"
+                    f"decode.{key}: {mine.get(key)!r} there, {theirs.get(key)!r} here"
                     for key in keys
                     if mine.get(key) != theirs.get(key)
                 ]
@@ -109,7 +107,7 @@ class Manifest:
             elif field.name == "corpus_sha256":
                 found.append(f"corpus: {self.corpus} there, {other.corpus} here, other contents")
             else:
-                found.append(f"{field.name}: {mine} there, {theirs} here")
+                found.append(f"{field.name}: {mine!r} there, {theirs!r} here")
         return found
 
 
@@ -161,3 +159,24 @@ def sha256(paths: list[Path], head: str = "") -> str:
             while block := f.read(READ_BYTES):
                 digest.update(block)
     return digest.hexdigest()
+
+
+def _check_fields(fields: object) -> None:
+    """Refuse what is not a manifest's mapping of fields, in words (not as the constructor's
+    TypeError would put it).
+
+    Raises:
+        TypeError: not a mapping, a field missing or unknown, or a decode that is not a
+            mapping of settings.
+    """
+    if not isinstance(fields, dict):
+        raise TypeError(f"a JSON {type(fields).__name__}, not an object of fields")
+    if not isinstance(fields.get("decode", {}), dict):
+        raise TypeError("its decode is not a mapping of settings")
+    names = [field.name for field in dataclasses.fields(Manifest)]
+    missing = [name for name in names if name not in fields]
+    unknown = [name for name in fields if name not in names]
+    if missing or unknown:
+        said = [f"no {', '.join(missing)}"] if missing else []
+        said += [f"unknown {', '.join(map(str, unknown))}"] if unknown else []
+        raise TypeError("; ".join(said))

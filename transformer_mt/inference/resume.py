@@ -100,11 +100,9 @@ class PartialOutput:
             )
         lines, recorded = earlier.get("lines_done"), earlier.get("bytes")
         if earlier.get("fingerprint") != self.fingerprint:
-            differ = _differences(earlier.get("fingerprint"), self.fingerprint) or ["its record"]
-            self.note = (
-                f"{self.partial.name} was left by another run ({', '.join(differ)} differ); "
-                "starting afresh"
-            )
+            differ = _differences(earlier.get("fingerprint"), self.fingerprint)
+            what = f"{', '.join(differ)} differ" if differ else "its record is not readable"
+            self.note = f"{self.partial.name} was left by another run ({what}); starting afresh"
         elif self._holds(lines, recorded):
             os.truncate(self.partial, recorded)
             self._write_sidecar(lines_done=lines)

@@ -124,7 +124,7 @@ def search(
     constrained = constraints is not None and any(any(c) for c in constraints)
     if cfg.sampling:
         if constrained:
-            raise SettingError("sampling", True, "constraints are met by beam search only")
+            raise SettingError("sampling", None, "constraints are met by beam search only")
         return sample(model, src_ids, src_mask, cfg, options, prefixes)
     if cfg.beam_size == 1 and not constrained:
         return greedy_search(model, src_ids, src_mask, cfg, options, prefixes)
