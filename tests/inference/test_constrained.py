@@ -111,13 +111,15 @@ def test_a_forced_prefix_longer_than_the_position_table_is_refused_naming_the_li
 
 
 def test_cli_refuses_a_forced_prefix_too_long_in_one_line(checkpoint, tmp_path, capsys):
+    """Named by the line of the --prefix file that holds it."""
     source, prefixes = tmp_path / "in.txt", tmp_path / "prefixes.txt"
     source.write_text("\n".join(LINES[:2]) + "\n")
     prefixes.write_text(f"ein\n{LONG_PREFIX}\n")
     args = ["--input", source, "--output", tmp_path / "out.txt", "--prefix", prefixes]
     assert translate(checkpoint, *args) == 2
     assert re.fullmatch(
-        rf"error: {source}:2: its forced prefix takes \d+ target tokens; the model has room for 63",
+        rf"error: {prefixes}:2: its forced prefix takes \d+ target tokens; the model has room "
+        "for 63",
         capsys.readouterr().err.splitlines()[-1],
     )
     assert not (tmp_path / "out.txt").exists()

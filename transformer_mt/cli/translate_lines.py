@@ -324,8 +324,9 @@ def _translate(
             chunk_done=chunk_done,
             report_out=report,
         )
-    except ConstraintsError as err:
-        raise TmtError(f"{source.name}:{err.line + 1}: {err.reason}") from None
+    except ConstraintsError as err:  # a forced prefix is named by its own file's line
+        where = args.prefix if err.field == "prefix" and args.prefix else source.name
+        raise TmtError(f"{where}:{err.line + 1}: {err.reason}") from None
     except BaseException:
         if partial is not None and partial.lines_done and not args.quiet:
             _say_kept(partial)
