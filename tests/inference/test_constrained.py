@@ -201,8 +201,11 @@ def test_cli_glossary_and_constraints_files(checkpoint, tmp_path, capsys, transl
     args = ["--input", source, "--output", out, "--constraints", constraints]
     assert translate(checkpoint, *args) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
-        f"error: {source}:5: target phrase '漢字' has characters the target vocabulary lacks"
+        f"error: {constraints}:5: target phrase '漢字' has characters the target vocabulary lacks"
     )
+    glossary.write_text("buch\t漢字\n")  # with a glossary too, the phrases are the line's
+    assert translate(checkpoint, *args, "--glossary", glossary) == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith(f"error: {source}:")
     glossary.write_text("hunde\tfrau\nbuch schnee\n")
     assert translate(checkpoint, "--input", source, "--output", out, "--glossary", glossary) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (

@@ -97,12 +97,7 @@ def translate_lines(args: argparse.Namespace) -> int:
         translator = load_translator(
             args, alignment_layer=alignment_layer, split_sentences=args.split_sentences
         )
-        if translator.decode.sampling and (files.glossary or args.constraints):
-            flag = "--glossary" if files.glossary else "--constraints"
-            raise TmtError(
-                f"{flag}: met by beam search only, and the search samples; add "
-                "--no-sampling or drop it"
-            )
+        _check_phrases(args, translator, files.glossary)
         count = _translate(
             args, translator, source, glossary=files.glossary, stack=stack, scores=scores
         )
@@ -113,6 +108,17 @@ def translate_lines(args: argparse.Namespace) -> int:
         for score in scores.scorer.scores():
             print(score.string, file=sys.stderr)
     return 0
+
+
+def _check_phrases(
+    args: argparse.Namespace, translator: Translator, glossary: Glossary | None
+) -> None:
+    """Refuse, before translating, phrases a sampling search cannot meet."""
+    if translator.decode.sampling and (glossary or args.constraints):
+        flag = "--glossary" if glossary else "--constraints"
+        raise TmtError(
+            f"{flag}: met by beam search only, and the search samples; add --no-sampling or drop it"
+        )
 
 
 def _ref_scores(path: str, stack: contextlib.ExitStack) -> _RefScores:
@@ -324,8 +330,10 @@ def _translate(
             chunk_done=chunk_done,
             report_out=report,
         )
-    except ConstraintsError as err:  # a forced prefix is named by its own file's line
-        where = args.prefix if err.field == "prefix" and args.prefix else source.name
+    except ConstraintsError as err:  # named by the line of the file that gave the text
+        where = source.name  # phrases of --constraints and a glossary's terms, together
+        if err.field == "prefix" or (args.constraints and glossary is None):
+            where = args.prefix if err.field == "prefix" else args.constraints
         raise TmtError(f"{where}:{err.line + 1}: {err.reason}") from None
     except BaseException:
         if partial is not None and partial.lines_done and not args.quiet:
