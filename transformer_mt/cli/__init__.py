@@ -103,11 +103,12 @@ def flag_message(err: TmtError, args: argparse.Namespace | None = None) -> str:
 
 def _decode_flag_message(err: ConfigError, args: argparse.Namespace) -> str | None:
     """`decode.beam_size=0 must be > 0` as `--beam-size 0: must be > 0` when the command line
-    set beam_size; None for a message about another key, or several (the config or the
-    checkpoint may have set them)."""
+    set beam_size; a rule between several keys with those the command line set named by
+    their flags (`_decode_flags_named`); None for a message about another key, or about keys
+    the config or the checkpoint set."""
     if len(err.keys) > 1:
         return _decode_flags_named(err, args)
-    if len(err.keys) != 1 or not err.keys[0].startswith("decode."):
+    if not err.keys or not err.keys[0].startswith("decode."):
         return None
     field = err.keys[0].removeprefix("decode.")
     if field not in DECODE_FLAGS or getattr(args, field, None) is None:

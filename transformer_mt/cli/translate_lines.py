@@ -331,9 +331,12 @@ def _translate(
             report_out=report,
         )
     except ConstraintsError as err:  # named by the line of the file that gave the text
-        where = source.name  # phrases of --constraints and a glossary's terms, together
-        if err.field == "prefix" or (args.constraints and glossary is None):
-            where = args.prefix if err.field == "prefix" else args.constraints
+        if err.field == "prefix":
+            where = args.prefix or source.name
+        elif args.constraints and glossary is None:
+            where = args.constraints
+        else:  # the line's --constraints phrases and its glossary terms are met together
+            where = source.name
         raise TmtError(f"{where}:{err.line + 1}: {err.reason}") from None
     except BaseException:
         if partial is not None and partial.lines_done and not args.quiet:

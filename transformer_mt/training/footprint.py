@@ -48,32 +48,23 @@ def target_pieces(config: ExperimentConfig, weights: Mapping[str, Tensor] | None
     return model_sizes(config.tokenizer)[1]
 
 
-def training_bytes(config: ExperimentConfig, weights: Mapping[str, Tensor] | None) -> int:
-    """The least memory a run of `config` needs: its parameters with their gradients and Adam's
-    moments, and one batch's logits with their gradient."""
-    count, pieces = parameter_count(config, weights), target_pieces(config, weights)
-    return _needed(count, pieces, config.train.max_tokens)
-
-
-def _needed(count: int, pieces: int, max_tokens: int) -> int:
-    return count * BYTES_PER_PARAMETER + max_tokens * pieces * BYTES_PER_LOGIT
-
-
 def check_fits(
     config: ExperimentConfig, weights: Mapping[str, Tensor] | None, device: torch.device
 ) -> None:
-    """Refuse a model whose parameters alone need more memory to train than `device` has
+    """Refuse a model whose parameters (with their gradients and Adam's moments) and one
+    batch's logits (with their gradient) need more memory to train than `device` has
     available (a lower bound: one that passes may still run out in its activations, which
     `cli.common` then reports).
 
     Raises:
-        TmtError: naming the parameters, the memory they need and the memory there is.
+        TmtError: naming the parameters, the target pieces, the memory they need and the
+            memory there is.
     """
     available = available_memory(device)
     if available is None:
         return
     count, pieces = parameter_count(config, weights), target_pieces(config, weights)
-    need = _needed(count, pieces, config.train.max_tokens)
+    need = count * BYTES_PER_PARAMETER + config.train.max_tokens * pieces * BYTES_PER_LOGIT
     if need <= available:
         return
     raise TmtError(
