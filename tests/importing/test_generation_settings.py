@@ -75,10 +75,9 @@ def test_what_our_search_does_otherwise_is_noted(tmp_path):
     write_json(tmp_path / "generation_config.json", settings)
     generation = read_generation(tmp_path, pad=9, rows=10)
     assert generation.never == (9, 5)
+    assert generation.decode.no_repeat_ngram_size == 3  # a rule of ours too: not noted
     notes = [note.split(": ", 1)[1] for note in generation.notes]
-    assert [note.split(":")[0] for note in notes] == [
-        "no_repeat_ngram_size=3", "bad_words_ids of several tokens"
-    ]  # fmt: skip
+    assert [note.split(":")[0] for note in notes] == ["bad_words_ids of several tokens"]
 
 
 def test_a_bad_setting_is_named(tmp_path):
@@ -160,6 +159,22 @@ def test_translate_equals_generate_with_the_models_defaults(searching, tmp_path)
     assert translate(checkpoint, tmp_path, "--beam-size", "1") == generated(
         model, tokenizer, num_beams=1
     )
+
+
+def test_no_repeated_ngrams_and_no_unknown_piece_as_generate(searching, tmp_path):
+    """--no-repeat-ngram-size N and --disable-unk search as generate's no_repeat_ngram_size and
+    bad_words_ids holding the unknown piece besides the model's own, under every beam rule;
+    the rule changes translations."""
+    model, tokenizer, checkpoint = searching
+    banned = [*model.generation_config.bad_words_ids, [tokenizer.unk_token_id]]
+    for n in (1, 2):
+        theirs = generated(model, tokenizer, no_repeat_ngram_size=n, bad_words_ids=banned)
+        flags = ("--no-repeat-ngram-size", str(n), "--disable-unk")
+        assert translate(checkpoint, tmp_path, *flags) == theirs, n
+    assert theirs != generated(model, tokenizer)
+    greedy = generated(model, tokenizer, num_beams=1, no_repeat_ngram_size=2, bad_words_ids=banned)
+    flags = ("--beam-size", "1", "--no-repeat-ngram-size", "2", "--disable-unk")
+    assert translate(checkpoint, tmp_path, *flags) == greedy
 
 
 @pytest.mark.parametrize("settings", [{}, {"num_beams": 5, "early_stopping": True}])

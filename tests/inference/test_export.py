@@ -281,6 +281,56 @@ def test_ct2_search_matches_ours(trained_checkpoint, ct2_model, beam_size):
         assert result.scores[0] == pytest.approx(renormalised / best.length, abs=1e-4)
 
 
+@pytest.fixture(scope="module")
+def looping(checkpoint, tmp_path_factory):
+    """An untrained model (the fixture's, random weights) and its CTranslate2 export: its
+    searches run to max_len repeating themselves, so a rule against repeats decides most of
+    their steps."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    directory = tmp_path_factory.mktemp("looping")
+    path, _ = variant_checkpoint(checkpoint, directory / "model.pt", {})
+    out = directory / "ct2"
+    assert main(["export", str(path), str(out), "--format", "ctranslate2"]) == 0
+    return path, ctranslate2.Translator(str(out), device="cpu", inter_threads=1, intra_threads=1)
+
+
+@pytest.mark.parametrize("ngram", [1, 2, 3])
+def test_ct2_greedy_search_without_repeats_matches_ours(looping, ngram):
+    """With no_repeat_ngram_size and disable_unk, greedy search gives CTranslate2's hypotheses
+    with the same settings, and the rule changes them. Greedy only: CTranslate2 removes the
+    banned tokens before its softmax (renormalises, as with min_decoding_length), so its beam
+    ranks hypotheses by other scores; ours, as transformers' and fairseq's, bans after it
+    (beam search against transformers: tests/importing/test_generation_settings.py)."""
+    path, ct2_translator = looping
+    ours = load_for_inference(path)
+    plain = dataclasses.replace(ours.config.decode, beam_size=1)
+    decode = dataclasses.replace(plain, no_repeat_ngram_size=ngram, disable_unk=True)
+    cap = ours.config.model.max_positions
+    options = SearchOptions(max_len_cap=cap)
+    for sentence in SENTENCES:
+        src_ids = torch.tensor([ours.src_tokenizer.encode(sentence) + [EOS_ID]])
+        src_mask = (src_ids != 0)[:, None, None, :]
+        best = search(ours.model, src_ids, src_mask, decode, options)[0].best
+        result = ct2_translator.translate_batch(
+            [[ours.src_tokenizer.id_to_piece(i) for i in src_ids[0, :-1].tolist()]],
+            beam_size=1,
+            max_decoding_length=int(max_output_lengths(src_mask, decode, cap)[0]),
+            min_decoding_length=decode.min_len,
+            no_repeat_ngram_size=ngram,
+            disable_unk=True,
+        )[0]
+        theirs = [_ids(ours.tgt_tokenizer)[p] for p in result.hypotheses[0]]
+        assert theirs == best.tokens, sentence
+        assert not _repeats(best.tokens, ngram), sentence
+        assert _repeats(search(ours.model, src_ids, src_mask, plain, options)[0].best.tokens, ngram)
+
+
+def _repeats(tokens: list[int], n: int) -> bool:
+    """Whether `tokens` holds some n-gram twice."""
+    grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+    return len(set(grams)) < len(grams)
+
+
 def test_ct2_scores_forced_target_like_our_log_probs(trained_checkpoint, ct2_model):
     ours = load_for_inference(trained_checkpoint)
     sentences, targets = ["ein mann fährt rad", "das buch"], [[5, 9, 12], [7, 8, 30, 4, 6]]

@@ -431,7 +431,13 @@ def test_every_decode_field_but_max_tokens_changes_the_cache_key_and_the_lane():
 
 
 @pytest.mark.parametrize(
-    "change", [{"min_len": 12}, {"length_norm": "none"}, {"length_norm": "average"}]
+    "change",
+    [
+        {"min_len": 12},
+        {"length_norm": "none"},
+        {"length_norm": "average"},
+        {"no_repeat_ngram_size": 1, "disable_unk": True},
+    ],
 )
 def test_a_cached_translation_never_answers_other_settings(checkpoint, engine, change):
     texts = sentences(12, seed=4)

@@ -53,6 +53,12 @@ DECODE_FLAGS = {
     "max_len_a": FieldFlag("output length <= max_len_a * source length + max_len_b"),
     "max_len_b": FieldFlag("see --max-len-a"),
     "min_len": FieldFlag("tokens before end-of-sentence may be chosen"),
+    "no_repeat_ngram_size": FieldFlag(
+        "no translation holds the same N tokens twice (0: off)", metavar="N"
+    ),
+    "disable_unk": FieldFlag(
+        "never produce the unknown piece (shown as ⁇); --no-disable-unk allows it"
+    ),
     "n_best": FieldFlag(
         "print N 'i ||| text ||| score' lines per input (N <= beam)", flag="--nbest"
     ),

@@ -20,6 +20,7 @@ DECODE_RANGES: dict[str, tuple[float, float]] = {
     "max_len_a": (0.0, 1000.0),
     "max_len_b": (0, 1_000_000),
     "min_len": (0, 1_000_000),
+    "no_repeat_ngram_size": (0, 1_000_000),
     "temperature": (0.01, 100.0),
 }
 
@@ -60,6 +61,14 @@ class DecodeConfig:
     max_len_a: float = 1.5
     max_len_b: int = 10
     min_len: int = 1  # tokens before end-of-sentence may be chosen
+    # A hypothesis never holds the same n tokens twice: the token that would repeat an n-gram
+    # is forbidden (fairseq's, transformers' and CTranslate2's no_repeat_ngram_size), which
+    # stops the loops ("a man a man a man") a model can fall into on text unlike its
+    # training data. 0: off. A forced prefix is exempt but counts as what came before.
+    no_repeat_ngram_size: int = 0
+    # The unknown piece (shown as ⁇, for characters the vocabulary lacks) is never produced
+    # (CTranslate2's disable_unk); the search takes the best known piece instead.
+    disable_unk: bool = False
     n_best: int = 1
     max_tokens: int = 4096  # source tokens per translation batch
     sampling: bool = False  # sample instead of searching (top_k / top_p / temperature)

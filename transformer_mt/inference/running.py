@@ -40,7 +40,7 @@ def search_options(
     new_cache = None
     if cache_dtype is not None:
         new_cache = functools.partial(model.decoder.new_cache, dtype=cache_dtype)
-    ids = SpecialIds(specials.pad, specials.bos, specials.eos, specials.never)
+    ids = SpecialIds(specials.pad, specials.bos, specials.eos, specials.never, specials.unk)
     return SearchOptions(
         ids=ids, max_len_cap=model.cfg.max_positions, new_cache=new_cache, vocabulary=shortlist
     )

@@ -105,7 +105,10 @@ def export_hf(checkpoint: str | Path, out_dir: str | Path) -> tuple[Path, list[s
     else:
         check_expressible(MARIAN, cfg)
         write = _write_marian
-    search, notes = generation_keys(bundle.config.decode, cfg.max_positions)
+    specials = bundle.specials
+    search, notes = generation_keys(
+        bundle.config.decode, cfg.max_positions, specials.never, specials.unk
+    )
     with output_folder(out_dir, export_inputs(checkpoint, bundle)) as tmp, _quiet_transformers():
         write(bundle, tmp, search)
     return Path(out_dir), notes
@@ -137,8 +140,6 @@ def _write_marian(bundle: InferenceBundle, out: Path, search: dict[str, Any]) ->
     specials = bundle.specials
     src, tgt = bundle.src_tokenizer, bundle.tgt_tokenizer
     hf_model = to_marian(bundle.model, bos_id=specials.bos, eos_id=specials.eos)
-    # transformers' generate then never produces them either (OPUS-MT ships [[pad]]).
-    hf_model.generation_config.bad_words_ids = [[i] for i in specials.never] or None
     hf_model.generation_config.update(**search)
     hf_model.save_pretrained(out)
     joint = _one_vocabulary(src, tgt)
@@ -200,7 +201,6 @@ def _write_m2m100(bundle: InferenceBundle, out: Path, search: dict[str, Any]) ->
     hf_model.config.bos_token_id = generation.bos_token_id = tokenizer.bos_token_id
     generation.decoder_start_token_id = specials.bos
     generation.forced_bos_token_id = None  # the target language's code: per request
-    generation.bad_words_ids = [[i] for i in specials.never] or None
     generation.update(**search)
     hf_model.save_pretrained(out)
 

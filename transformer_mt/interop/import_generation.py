@@ -18,7 +18,9 @@ its beam search ranks a finished hypothesis by log P(y|x) / |y| ** length_penalt
     max_new_tokens = N       max_len_b = N (`generate` prefers it to max_length; with neither
                              set, it adds 20 tokens: max_len_b = 20)
     min_length = M           min_len = max(M - 1, min_new_tokens, 0)
-    bad_words_ids            its single tokens are never generated (`SpecialTokens.never`)
+    no_repeat_ngram_size = n no_repeat_ngram_size = n (the same rule: search/repeats.py)
+    bad_words_ids            its single tokens are never generated (`SpecialTokens.never`;
+                             at export, also the unknown piece under disable_unk)
     early_stopping           True: "k_finished", False: "heuristic", "never": "never" (the
                              same rules, `DecodeConfig`)
 
@@ -92,6 +94,7 @@ GENERATION_KEYS: dict[str, Kind] = {
     ),
     "do_sample": OPTIONAL_FLAG,
     "renormalize_logits": OPTIONAL_FLAG,
+    "no_repeat_ngram_size": Kind(is_id, "an integer >= 0 or null", True),
 }
 
 
@@ -140,14 +143,21 @@ def decode_config(settings: Mapping[str, Any]) -> DecodeConfig:
         max_len_a=0.0,
         max_len_b=min(max_len_b, int(DECODE_RANGES["max_len_b"][1])),
         min_len=min(min_len, int(DECODE_RANGES["min_len"][1])),
+        no_repeat_ngram_size=min(
+            settings["no_repeat_ngram_size"], int(DECODE_RANGES["no_repeat_ngram_size"][1])
+        ),
     )
 
 
-def generation_keys(decode: DecodeConfig, max_positions: int) -> tuple[dict[str, Any], list[str]]:
+def generation_keys(
+    decode: DecodeConfig, max_positions: int, never: tuple[int, ...], unk: int
+) -> tuple[dict[str, Any], list[str]]:
     """The generation settings under which `generate` searches as `decode` does (the module's
-    table read backwards, for `tmt export --format hf`), and one line for each setting it
-    cannot say: the GNMT penalty (written as log P / |y|) and a length limit that grows with
-    the source (written as the position table's `max_positions`, less the start token)."""
+    table read backwards, for `tmt export --format hf`) for a model that never produces the
+    ids `never` and whose unknown piece is `unk`, and one line for each setting it cannot
+    say: the GNMT penalty (written as log P / |y|) and a length limit that grows with the
+    source (written as the position table's `max_positions`, less the start token)."""
+    banned = (*never, unk) if decode.disable_unk else never
     keys: dict[str, Any] = {
         "num_beams": decode.beam_size,
         "early_stopping": {rule: value for value, rule in EARLY_STOPPING.items()}[
@@ -159,6 +169,9 @@ def generation_keys(decode: DecodeConfig, max_positions: int) -> tuple[dict[str,
         "length_penalty": {"power": decode.length_penalty, "none": 0.0}.get(
             decode.length_norm, 1.0
         ),
+        "no_repeat_ngram_size": decode.no_repeat_ngram_size,
+        # transformers' generate then never produces them either (OPUS-MT ships [[pad]]).
+        "bad_words_ids": [[i] for i in banned] or None,
     }
     notes = []
     if decode.length_norm == "gnmt":
@@ -195,9 +208,9 @@ def _notes(settings: Mapping[str, Any], values: Mapping[str, Any], path: Path) -
             "forced_eos_token_id: generate ends a translation cut at max_length with EOS; "
             "ours keeps the token the search chose"
         )
-    for key in ("no_repeat_ngram_size", "repetition_penalty"):
-        if settings[key] != HF_DEFAULTS[key]:
-            notes.append(f"{key}={shown(settings[key])}: not applied (our search has no such rule)")
+    if settings["repetition_penalty"] != HF_DEFAULTS["repetition_penalty"]:
+        value = shown(settings["repetition_penalty"])
+        notes.append(f"repetition_penalty={value}: not applied (our search has no such rule)")
     if any(isinstance(ids, list) and len(ids) > 1 for ids in values.get("bad_words_ids") or []):
         notes.append("bad_words_ids of several tokens: not banned (single tokens are)")
     return tuple(f"{path.name}: {note}" for note in notes)

@@ -139,7 +139,7 @@ def beam_step(
         beam_rows (N * K,) long, the old row each new row continues, and done (N,) bool, the
         sentences whose search is over (their rows are still in `state`).
     """
-    candidates = _expand(state, log_probs, cfg.min_len, ids)
+    candidates = _expand(state, log_probs, cfg, ids)
     _retire_beams(state, candidates, cfg, ids.eos, finished)
     beam_rows = _advance(state, candidates, ids.eos)
     done = (
@@ -150,14 +150,14 @@ def beam_step(
     return beam_rows, done
 
 
-def _expand(state: BeamState, log_probs: Tensor, min_len: int, ids: SpecialIds) -> _Candidates:
+def _expand(state: BeamState, log_probs: Tensor, cfg: DecodeConfig, ids: SpecialIds) -> _Candidates:
     """The 2K allowed expansions of each sentence's K beams by one token that the beam takes
     first (log_probs (N*K, V), overwritten)."""
     n_sentences, beam_size = state.scores.shape
     vocab_size = log_probs.shape[-1]
     # In place: no new (N, K, V) tensor of megabytes (and its page faults) at every step.
     totals = log_probs.view(n_sentences, beam_size, vocab_size).add_(state.scores.unsqueeze(2))
-    state.forbid(totals, min_len, ids)
+    state.forbid(totals, cfg, ids)
     if state.constraints is not None:
         return _banked_candidates(state, totals)
     # 2K candidates: at most K of them end in EOS, so K non-EOS ones always remain.

@@ -9,10 +9,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from transformer_mt.config import DecodeConfig
 from transformer_mt.errors import SettingError
 from transformer_mt.search.constraints import Constraints, Phrases
 from transformer_mt.search.lengths import least_max_len
 from transformer_mt.search.options import OWN_IDS, SpecialIds
+from transformer_mt.search.repeats import forbid_repeats
 
 
 @dataclass
@@ -102,20 +104,24 @@ class BeamState:
         last = self.tokens.gather(1, (steps - 1).clamp(min=0)[:, None]).squeeze(1)
         return torch.where(steps > 0, last, bos_id)
 
-    def forbid(self, log_probs: Tensor, min_len: int, ids: SpecialIds) -> Tensor:
+    def forbid(self, log_probs: Tensor, cfg: DecodeConfig, ids: SpecialIds) -> Tensor:
         """`log_probs` (N, K, V), changed in place and returned: -inf for the ids the model
-        never produces (`SpecialIds.never`) always, for EOS before min_len tokens and in rows
-        that have not met all their constraints, and for all but the prefix token while a
-        sentence is inside its forced prefix (the prefix token keeps its log-prob, so scores
-        count it)."""
-        if ids.never:
-            log_probs.index_fill_(2, torch.tensor(ids.never, device=log_probs.device), -INF)
-        early = self.steps < min_len  # (N,)
+        never produces (`SpecialIds.never`) always, the unknown piece with cfg.disable_unk,
+        EOS before cfg.min_len tokens and in rows that have not met all their constraints,
+        a token that would repeat an n-gram (cfg.no_repeat_ngram_size, search/repeats.py)
+        after a forced prefix, and all but the prefix token while a sentence is inside its
+        forced prefix (the prefix token keeps its log-prob, so scores count it)."""
+        never = ids.never + (ids.unk,) if cfg.disable_unk else ids.never
+        if never:
+            log_probs.index_fill_(2, torch.tensor(never, device=log_probs.device), -INF)
+        early = self.steps < cfg.min_len  # (N,)
         if bool(early.any()):
             log_probs[:, :, ids.eos].masked_fill_(early[:, None], -INF)
         if self.constraints is not None:
             unmet = ~self.constraints.all_met().view(-1, self.beam_size)  # (N, K)
             log_probs[:, :, ids.eos].masked_fill_(unmet, -INF)
+        if cfg.no_repeat_ngram_size:
+            self._forbid_repeats(log_probs, cfg.no_repeat_ngram_size)
         if not self.prefix.shape[1]:  # no sentence has a prefix
             return log_probs
         forced = (self.steps < self.prefix_lens).nonzero().squeeze(1)  # (M,)
@@ -127,6 +133,21 @@ class BeamState:
                 2, index, rows.gather(2, index)
             )
         return log_probs
+
+    def _forbid_repeats(self, log_probs: Tensor, n: int) -> None:
+        """`forbid`'s n-gram rule on the rows of sentences past their forced prefix (a prefix
+        is the user's: its tokens are forced even where they repeat, and count as history)."""
+        free = (self.steps >= self.prefix_lens).nonzero().squeeze(1)  # (M,) sentences
+        if not free.numel():
+            return
+        k, vocab_size = self.beam_size, log_probs.shape[-1]
+        if free.numel() == self.steps.numel():
+            forbid_repeats(log_probs.view(-1, vocab_size), self.tokens, self.row_steps(), n)
+            return
+        rows = (free[:, None] * k + torch.arange(k, device=free.device)).reshape(-1)
+        part = log_probs[free].view(-1, vocab_size)  # (M * K, V), a copy
+        forbid_repeats(part, self.tokens[rows], self.row_steps()[rows], n)
+        log_probs[free] = part.view(-1, k, vocab_size)
 
     def append(self, row_tokens: Tensor) -> None:
         """Write every row's next token (N * K,) at its sentence's step, and count the step."""

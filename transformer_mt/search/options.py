@@ -14,7 +14,7 @@ from transformer_mt.search.protocol import ReorderableCache, SourceVocabulary
 # The special ids of the models this toolkit trains (data/tokenizer.py), repeated here rather
 # than imported so that search depends on the decoding protocol only; a model with others
 # (an imported one) passes its own (data/specials.py).
-PAD_ID, BOS_ID, EOS_ID = 0, 2, 3
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,7 @@ class SpecialIds:
     bos: int = BOS_ID  # the decoder's first input
     eos: int = EOS_ID  # ends a hypothesis
     never: tuple[int, ...] = (PAD_ID, BOS_ID)  # ids no hypothesis may contain
+    unk: int = UNK_ID  # the unknown piece (`DecodeConfig.disable_unk` forbids it)
 
 
 OWN_IDS = SpecialIds()  # the models this toolkit trains

@@ -93,7 +93,7 @@ def _decode_rows(
         while state.sentence_ids.numel():
             log_probs = next_log_probs(model, state, rows, ids.bos)  # (R, V)
             # In place: the log-probs are the caller's own (`DecodingModel.decode_step`).
-            log_probs = state.forbid(log_probs[:, None], cfg.min_len, ids)[:, 0]
+            log_probs = state.forbid(log_probs[:, None], cfg, ids)[:, 0]
             tokens = choose(log_probs)  # (R,)
             state.scores = state.scores + log_probs.gather(1, tokens[:, None])  # (R, 1)
             done = (tokens == ids.eos) | (state.max_lens <= state.steps + 1)

@@ -104,6 +104,15 @@ class TranslateBody(BaseModel):
     min_len: int | None = Field(
         None, ge=0, description=f"Tokens before end-of-sentence may be chosen. {_DEFAULT}"
     )
+    no_repeat_ngram_size: int | None = Field(
+        None,
+        ge=0,
+        description="No translation holds the same n tokens twice (0: off), as transformers' "
+        f"and CTranslate2's no_repeat_ngram_size. {_DEFAULT}",
+    )
+    disable_unk: bool | None = Field(
+        None, description=f"Never produce the unknown piece (shown as ⁇). {_DEFAULT}"
+    )
     n_best: int | None = Field(
         None, ge=1, description=f"Hypotheses per text, <= beam_size. {_DEFAULT}"
     )
