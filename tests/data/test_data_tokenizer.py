@@ -1,5 +1,6 @@
 """Tokenizer: round trip, fixed special ids, reuse instead of retraining, clear errors."""
 
+import dataclasses
 import re
 
 import pytest
@@ -13,7 +14,7 @@ from transformer_mt.data.tokenizer import (
     Tokenizer,
     TokenizerError,
 )
-from transformer_mt.data.tokenizer_training import train_tokenizers
+from transformer_mt.data.tokenizer_training import tokenizer_key, train_tokenizers
 
 
 def test_round_trip_on_multi30k_valid(valid_tokenizers, valid_texts):
@@ -95,6 +96,29 @@ def test_vocab_too_small_for_the_characters_says_raise(tmp_path):
     assert (
         train_tokenizers(TokenizerConfig(vocab_size=32), TINY, TINY, tmp_path).src.vocab_size == 32
     )
+
+
+def test_byte_fallback_writes_characters_the_vocabulary_lacks_as_bytes(tmp_path):
+    """A character the training text never held comes back from its UTF-8 bytes instead of
+    the unknown piece; without byte_fallback it is lost to <unk>."""
+    text = "Zoë und 漢字 spielen"  # ë and the kanji are not in TINY
+    plain = train_tokenizers(TokenizerConfig(vocab_size=40), TINY, TINY, tmp_path / "a").src
+    assert UNK_ID in plain.encode(text) and plain.decode(plain.encode(text)) != text
+    cfg = TokenizerConfig(vocab_size=300, byte_fallback=True)
+    pair = train_tokenizers(cfg, TINY, TINY, tmp_path / "b")
+    ids = pair.src.encode(text)
+    assert UNK_ID not in ids and pair.src.decode(ids) == text
+    assert len(ids) > len(pair.src.encode("Zo und  spielen"))  # the bytes are pieces
+    # Another setting, another model file: a cached model without byte fallback never stands in.
+    unset = dataclasses.replace(cfg, byte_fallback=False)
+    assert tokenizer_key(cfg, [TINY]) != tokenizer_key(unset, [TINY])
+
+
+def test_byte_fallback_counts_its_pieces_in_the_smallest_vocabulary(tmp_path):
+    with pytest.raises(TokenizerError) as info:
+        train_tokenizers(TokenizerConfig(vocab_size=200, byte_fallback=True), TINY, TINY, tmp_path)
+    message = str(info.value)
+    assert "256 byte pieces" in message and "to at least 288" in message
 
 
 def test_vocab_too_large_for_the_corpus_says_lower(tmp_path):

@@ -12,7 +12,7 @@ from torch.testing import assert_close
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
 from transformer_mt.config import ModelConfig, TokenizerConfig, config_to_dict
-from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
+from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, UNK_ID
 from transformer_mt.data.tokenizer_training import train_tokenizers
 from transformer_mt.errors import TmtError
 from transformer_mt.interop.export_ct2 import CT2, export_ctranslate2
@@ -41,6 +41,24 @@ def test_hf_export_matches_logits_and_tokenization(checkpoint, tmp_path):
             input_ids=batch.input_ids, attention_mask=batch.attention_mask, decoder_input_ids=tgt
         ).logits
         assert_close(theirs, ours.model(batch.input_ids, tgt), atol=1e-4, rtol=1e-4)
+
+
+def test_hf_export_of_a_byte_fallback_vocabulary_tokenizes_as_ours(checkpoint, tmp_path):
+    """Characters the vocabulary lacks are the same byte pieces in transformers' tokenizer, and
+    its decoding of our ids gives our text."""
+    transformers = pytest.importorskip("transformers")
+    texts = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(len(WORDS))] * 3
+    cfg = TokenizerConfig(vocab_size=300, byte_fallback=True)
+    pair = train_tokenizers(cfg, texts, texts, tmp_path / "spm")
+    path, _ = variant_checkpoint(checkpoint, tmp_path / "bytes.pt", {}, (pair.src, pair.tgt))
+    assert main(["export", str(path), str(tmp_path / "hf"), "--format", "hf"]) == 0
+    tokenizer = transformers.MarianTokenizer.from_pretrained(tmp_path / "hf")
+    sentence = "ein mann fährt nach Łódź"  # Ł, ó, ź: never in the training text
+    ids = pair.src.encode(sentence)
+    assert UNK_ID not in ids
+    assert tokenizer(sentence).input_ids == ids + [EOS_ID]
+    assert tokenizer(text_target=sentence).input_ids == pair.tgt.encode(sentence) + [EOS_ID]
+    assert tokenizer.decode(ids, skip_special_tokens=True) == pair.tgt.decode(ids) == sentence
 
 
 @pytest.fixture(scope="module")

@@ -104,6 +104,8 @@ def tokenizer_key(
         settings["language_tags"] = list(cfg.language_tags)
     if symbols:  # likewise
         settings["symbols"] = list(symbols)
+    if cfg.byte_fallback:  # likewise
+        settings["byte_fallback"] = True
     digest.update(json.dumps(settings, sort_keys=True).encode())
     for texts in corpora:
         digest.update(b"\x00corpus\x00")
@@ -172,6 +174,7 @@ def _train_sentencepiece(
             bos_id=BOS_ID,
             eos_id=EOS_ID,
             user_defined_symbols=[*(language_tag(c) for c in cfg.language_tags), *symbols],
+            byte_fallback=cfg.byte_fallback,
             num_threads=2,
             minloglevel=2,
         )
@@ -189,10 +192,13 @@ def _training_error(cfg: TokenizerConfig, n_lines: int, message: str) -> Tokeniz
     """
     if "smaller than required_chars" in message:
         at_least = _quoted_bound(message, r"\d+ vs (\d+)", " to at least {}")
+        specials = "4 special pieces" + (
+            " and tokenizer.byte_fallback's 256 byte pieces" if cfg.byte_fallback else ""
+        )
         return TokenizerError(
             f"tokenizer.vocab_size={cfg.vocab_size} is too small for the characters of this "
             f"corpus (each character kept by tokenizer.character_coverage={cfg.character_coverage}"
-            f" needs a piece, plus 4 special pieces); raise tokenizer.vocab_size{at_least}, or "
+            f" needs a piece, plus {specials}); raise tokenizer.vocab_size{at_least}, or "
             "lower tokenizer.character_coverage (down to 0.98) to leave rare characters out"
         )
     if "too high" in message:
