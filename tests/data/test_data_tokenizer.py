@@ -14,6 +14,7 @@ from transformer_mt.data.tokenizer import (
     Tokenizer,
     TokenizerError,
 )
+from transformer_mt.data.specials import own_specials
 from transformer_mt.data.tokenizer_training import tokenizer_key, train_tokenizers
 
 
@@ -109,6 +110,11 @@ def test_byte_fallback_writes_characters_the_vocabulary_lacks_as_bytes(tmp_path)
     ids = pair.src.encode(text)
     assert UNK_ID not in ids and pair.src.decode(ids) == text
     assert len(ids) > len(pair.src.encode("Zo und  spielen"))  # the bytes are pieces
+    # Control characters could be spelled from bytes too (a newline would break the output's
+    # lines): a model trained here never produces them; other bytes it may.
+    never = own_specials(pair.tgt, ()).never
+    assert {pair.tgt.piece_id(p) for p in ("<0x0A>", "<0x09>", "<0x00>", "<0x7F>")} <= set(never)
+    assert pair.tgt.piece_id("<0xC5>") not in never and UNK_ID not in never
     # Another setting, another model file: a cached model without byte fallback never stands in.
     unset = dataclasses.replace(cfg, byte_fallback=False)
     assert tokenizer_key(cfg, [TINY]) != tokenizer_key(unset, [TINY])

@@ -166,12 +166,22 @@ def tag_code(piece: str) -> str | None:
 _TAG = re.compile(r">>(.+)<<")
 
 
+# The byte pieces of the C0 control characters and DEL. With `tokenizer.byte_fallback` the
+# vocabulary can spell any character from its bytes, a newline or a tab too, which would break
+# an output of one line per input line (and the TAB-separated ones); the text a model learns
+# from never holds them (SentencePiece's normalisation removes them), so they are never
+# produced.
+CONTROL_BYTES = tuple(f"<0x{byte:02X}>" for byte in (*range(0x20), 0x7F))
+
+
 def own_specials(tokenizer: Tokenizer, codes: Sequence[str]) -> SpecialTokens:
     """The special ids of a model trained here with `tokenizer.language_tags` `codes` (none:
     `OWN_SPECIALS`): the target language's tag starts every source, and no tag is ever
-    produced as output, nor the back-translation tag of a tokenizer that has one."""
-    back_translation = tokenizer.piece_id(BACK_TRANSLATION_TAG)
-    never = (*OWN_SPECIALS.never, *([back_translation] if back_translation != UNK_ID else []))
+    produced as output, nor the back-translation tag of a tokenizer that has one, nor the
+    byte pieces of control characters (`CONTROL_BYTES`)."""
+    pieces = (BACK_TRANSLATION_TAG, *CONTROL_BYTES)
+    present = [i for i in (tokenizer.piece_id(piece) for piece in pieces) if i != UNK_ID]
+    never = (*OWN_SPECIALS.never, *present)
     if not codes:
         return OWN_SPECIALS if never == OWN_SPECIALS.never else SpecialTokens(never=never)
     tags = {code: tokenizer.piece_id(language_tag(code)) for code in codes}
