@@ -6,6 +6,7 @@ import re
 import pytest
 
 from transformer_mt.config import TokenizerConfig
+from transformer_mt.data.specials import own_specials
 from transformer_mt.data.tokenizer import (
     BOS_ID,
     EOS_ID,
@@ -14,7 +15,6 @@ from transformer_mt.data.tokenizer import (
     Tokenizer,
     TokenizerError,
 )
-from transformer_mt.data.specials import own_specials
 from transformer_mt.data.tokenizer_training import tokenizer_key, train_tokenizers
 
 
