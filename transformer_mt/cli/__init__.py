@@ -41,6 +41,7 @@ COMMANDS = (
     train.add_plot,
     checkpoints.add_import,
     checkpoints.add_export,
+    checkpoints.add_info,
     distill.add_distill,
     distill.add_shortlist,
     attention.add_attention,

@@ -1,9 +1,10 @@
-"""`tmt average`, `tmt import` and `tmt export`: checkpoints averaged, made from a public
-model, and written in another toolkit's format."""
+"""`tmt average`, `tmt import`, `tmt export` and `tmt info`: checkpoints averaged, made from a
+public model, written in another toolkit's format, and described."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 
@@ -86,4 +87,23 @@ def _run_export(args: argparse.Namespace) -> int:
     print(f"wrote {args.format} model to {out}", file=sys.stderr)
     for note in notes:  # decode settings generate follows otherwise
         print(f"note: {note}", file=sys.stderr)
+    return 0
+
+
+def add_info(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "info",
+        help="what a checkpoint holds: how it was made, what it translates, its model, "
+        "vocabulary, training and default search",
+    )
+    p.add_argument("checkpoint", help="e.g. runs/X/checkpoints/best.pt")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    p.set_defaults(handler=_run_info)
+
+
+def _run_info(args: argparse.Namespace) -> int:
+    from transformer_mt.checkpoint_info import describe
+
+    info = describe(args.checkpoint)
+    print(json.dumps(info.to_dict()) if args.json else "\n".join(info.lines()))
     return 0

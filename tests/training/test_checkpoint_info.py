@@ -1,0 +1,77 @@
+"""`tmt info`: what a training checkpoint, an average and a never-trained model hold, in text
+and JSON, from the file alone; a file that is no checkpoint is one line."""
+
+import json
+
+import pytest
+import torch
+
+from transformer_mt.artifacts import load_for_inference
+from transformer_mt.checkpoint_info import describe
+from transformer_mt.cli import main
+from transformer_mt.training.run import run_training
+
+from .conftest import write_config, write_corpus
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A tiny model trained for 8 updates, validated every 4 with BLEU."""
+    root = tmp_path_factory.mktemp("info")
+    write_corpus(root, n_train=120, seed=2)
+    config = write_config(root, train="max_steps: 8")
+    assert run_training(str(config), str(root / "run"), []) == 0
+    return root / "run"
+
+
+def info_lines(capsys, *args) -> dict[str, str]:
+    assert main(["info", *map(str, args)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    return {line[:11].strip(): line[12:] for line in lines}
+
+
+def test_a_training_checkpoint(run, capsys):
+    last = run / "checkpoints" / "last.pt"
+    shown = info_lines(capsys, last)
+    assert shown["made by"] == "training, update 8 (resumable)"
+    assert shown["translates"] == "de-en"
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    best = max(row["bleu"] for row in metrics if row.get("bleu") is not None)
+    assert f"best validation BLEU {best:.2f}" in shown["training"]
+    assert shown["training"].startswith("epoch ")
+    model = load_for_inference(last).model  # the weights themselves, tied matrices once
+    assert shown["model"] == (
+        "2+2 layers, d_model 32, 4 heads, d_ff 64, relu, post-norm, sinusoidal positions; "
+        f"{sum(p.numel() for p in model.parameters()):,} parameters"
+    )
+    assert shown["vocabulary"] == "one SentencePiece model for both sides, 60 pieces"
+    assert shown["decode"].startswith("beam 5, length_norm gnmt")
+
+
+def test_an_average_and_json(run, tmp_path, capsys):
+    out = tmp_path / "avg.pt"
+    assert main(["average", str(run), "--last", "2", "--out", str(out)]) == 0
+    capsys.readouterr()
+    shown = info_lines(capsys, out)
+    assert shown["made by"].startswith("averaging 2 checkpoints (")
+    assert "training" not in shown  # an average does not resume
+    assert main(["info", str(out), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data == describe(out).to_dict()
+    assert data["made_by"] == "averaging" and len(data["averaged_from"]) == 2
+    assert data["size_bytes"] == out.stat().st_size and data["training"] is None
+
+
+def test_a_never_trained_checkpoint(checkpoint, capsys):
+    shown = info_lines(capsys, checkpoint)
+    assert shown["made by"] == "tmt import, or a model never trained (step 0)"
+    state = torch.load(checkpoint, weights_only=True)
+    assert str(state["config"]["model"]["d_model"]) in shown["model"]
+
+
+def test_a_file_that_is_no_checkpoint_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "notes.pt"
+    bad.write_text("not a checkpoint")
+    assert main(["info", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {bad}: ") and "\n" not in err

@@ -1,0 +1,183 @@
+"""`tmt info CHECKPOINT`: what a checkpoint holds, in words or as JSON: how it was made
+(trained, averaged, imported), what it translates, its model and size, its vocabularies, how far
+its training went and the search it translates with by default.
+
+Which of several checkpoints to deploy, and whether a file is the one a run left, are questions
+a user asks before translating; the answers are all in the file. It is read as
+`load_checkpoint` reads it (its checksums checked) and the model is built on torch's meta
+device to count its parameters, tied matrices once, without copying a weight.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from transformer_mt.artifacts import Checkpoint, load_checkpoint
+from transformer_mt.config import ExperimentConfig, ModelConfig, config_from_dict
+from transformer_mt.data.tokenizer import UNK_ID, Tokenizer
+from transformer_mt.model import build_model
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """What `describe` found; `to_dict` is the JSON of `tmt info --json`."""
+
+    path: str
+    size_bytes: int
+    made_by: str  # "training", "averaging" or "import" (step 0, no training state)
+    step: int  # updates trained
+    directions: list[str]  # "de-en", ...
+    model: str  # the architecture in one line
+    parameters: int
+    vocabulary: str  # the tokenizers in one line
+    decode: str  # the default search in one line
+    averaged_from: list[str] | None = None
+    # A training checkpoint's progress: epoch, elapsed_seconds, best_valid_bleu or, with
+    # train.valid_bleu off, best_valid_nll (None before the first validation),
+    # skipped_updates; None for other checkpoints (they cannot resume).
+    training: dict[str, Any] | None = None
+    ema: bool = False  # the weights it translates with are an exponential moving average
+    version: str | None = None  # of transformer_mt, when written
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def lines(self) -> list[str]:
+        """The text of `tmt info`: one `name  value` line each."""
+        rows = [
+            ("checkpoint", f"{self.path} ({self.size_bytes / 1e6:.1f} MB)"),
+            ("made by", self._made_by()),
+            ("translates", ", ".join(self.directions)),
+            ("model", f"{self.model}; {self.parameters:,} parameters"),
+            ("vocabulary", self.vocabulary),
+            ("decode", self.decode),
+        ]
+        if self.training is not None:
+            rows.insert(3, ("training", self._progress()))
+        if self.version is not None:
+            rows.append(("written by", f"transformer_mt {self.version}"))
+        return [f"{name:<11} {value}" for name, value in rows]
+
+    def _made_by(self) -> str:
+        weights = " (EMA weights)" if self.ema else ""
+        if self.averaged_from:
+            first, last = Path(self.averaged_from[0]).name, Path(self.averaged_from[-1]).name
+            sources = first if len(self.averaged_from) == 1 else f"{first} ... {last}"
+            return f"averaging {len(self.averaged_from)} checkpoints ({sources}){weights}"
+        if self.made_by == "import":
+            return "tmt import, or a model never trained (step 0)"
+        resumable = "resumable" if self.training is not None else "weights only, not resumable"
+        return f"training, update {self.step:,} ({resumable}){weights}"
+
+    def _progress(self) -> str:
+        training = self.training or {}
+        seconds = int(training["elapsed_seconds"])
+        parts = [f"epoch {training['epoch']}", f"{seconds // 60} min {seconds % 60} s"]
+        if training["best_valid_bleu"] is not None:
+            parts.append(f"best validation BLEU {training['best_valid_bleu']:.2f}")
+        if training["best_valid_nll"] is not None:
+            parts.append(f"best validation NLL {training['best_valid_nll']:.4f}")
+        if training["skipped_updates"]:
+            parts.append(f"{training['skipped_updates']:,} updates skipped")
+        return ", ".join(parts)
+
+
+def describe(path: str | Path) -> CheckpointInfo:
+    """What the checkpoint file `path` holds.
+
+    Raises:
+        TmtError: the file is missing, unreadable or not a checkpoint (`load_checkpoint`), or
+            its stored config or tokenizers are damaged, naming it.
+    """
+    checkpoint = load_checkpoint(path)
+    config = config_from_dict(checkpoint.config, source=f"{path} (stored config)")
+    src, tgt = checkpoint.unpack_tokenizers(path)
+    with torch.device("meta"):
+        model = build_model(config.model, src.vocab_size, tgt.vocab_size)
+    made_by = "training" if checkpoint.step > 0 or checkpoint.training else "import"
+    return CheckpointInfo(
+        path=str(path),
+        size_bytes=Path(path).stat().st_size,
+        made_by="averaging" if checkpoint.averaged_from else made_by,
+        step=checkpoint.step,
+        directions=[f"{s}-{t}" for s, t in config.data.directions()],
+        model=_model_line(config.model),
+        parameters=sum(p.numel() for p in model.parameters()),
+        vocabulary=_vocabulary_line(src, tgt, config),
+        decode=_decode_line(config),
+        averaged_from=checkpoint.averaged_from,
+        training=_training(checkpoint, config.train.valid_bleu),
+        ema=checkpoint.ema is not None,
+        version=checkpoint.version,
+    )
+
+
+def _model_line(cfg: ModelConfig) -> str:
+    heads = f"{cfg.n_heads} heads"
+    if cfg.n_kv_heads not in (None, cfg.n_heads):
+        heads += f" ({cfg.n_kv_heads} key/value)"
+    norm = "pre-norm" if cfg.pre_norm else "post-norm"
+    parts = [
+        f"{cfg.n_layers}+{cfg.decoder_layers} layers",
+        f"d_model {cfg.d_model}",
+        heads,
+        f"d_ff {cfg.d_ff}",
+        cfg.activation,
+        norm,
+        f"{cfg.positions} positions",
+    ]
+    if cfg.attention != "mha":
+        parts.append(f"{cfg.attention} attention")
+    if cfg.attention_pattern not in (None, "full"):
+        parts.append(f"{cfg.attention_pattern} attention pattern")
+    return ", ".join(parts)
+
+
+def _vocabulary_line(src: Tokenizer, tgt: Tokenizer, config: ExperimentConfig) -> str:
+    if src.model_bytes == tgt.model_bytes:
+        line = f"one SentencePiece model for both sides, {src.vocab_size:,} pieces"
+    else:
+        line = f"SentencePiece, {src.vocab_size:,} source and {tgt.vocab_size:,} target pieces"
+    if tgt.piece_id("<0x00>") != UNK_ID:
+        line += ", byte fallback"
+    if config.tokenizer.language_tags:
+        line += f", language tags {' '.join(config.tokenizer.language_tags)}"
+    return line
+
+
+def _decode_line(config: ExperimentConfig) -> str:
+    decode = config.decode
+    search = "greedy" if decode.beam_size == 1 else f"beam {decode.beam_size}"
+    if decode.sampling:
+        search = "sampling"
+    parts = [search, f"length_norm {decode.length_norm}"]
+    if decode.length_norm in ("gnmt", "power"):
+        parts.append(f"length_penalty {decode.length_penalty:g}")
+    parts += [f"max_len {decode.max_len_a:g} x source + {decode.max_len_b}"]
+    parts += [f"min_len {decode.min_len}"]
+    if decode.no_repeat_ngram_size:
+        parts.append(f"no_repeat_ngram_size {decode.no_repeat_ngram_size}")
+    if decode.disable_unk:
+        parts.append("disable_unk")
+    return ", ".join(parts)
+
+
+def _training(checkpoint: Checkpoint, valid_bleu: bool) -> dict[str, Any] | None:
+    """A training checkpoint's progress; its best score is BLEU, or minus the NLL where the
+    run validated without BLEU (`ValidResult.score`)."""
+    training = checkpoint.training
+    if training is None:
+        return None
+    best = training.best_score
+    return {
+        "epoch": training.data_position.get("epoch"),
+        "elapsed_seconds": float(training.stats.get("elapsed_seconds", 0.0)),
+        "best_valid_bleu": best if valid_bleu else None,
+        "best_valid_nll": -best if best is not None and not valid_bleu else None,
+        "skipped_updates": int(training.stats.get("skipped_updates", 0)),
+    }
