@@ -1,0 +1,57 @@
+"""A flag of several values given more than once keeps every value (argparse alone keeps the
+last time's and drops the rest without a word): overrides, ensemble members, metrics, hosts."""
+
+import argparse
+
+import pytest
+
+from transformer_mt.cli import build_parser
+from transformer_mt.cli.flags import Extend
+
+
+def _subparsers(parser: argparse.ArgumentParser):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            yield from action.choices.items()
+
+
+def test_every_flag_of_several_values_adds_up():
+    many = [
+        (command, action.option_strings[0])
+        for command, sub in _subparsers(build_parser())
+        for action in sub._actions
+        if action.option_strings and action.nargs in ("+", "*")
+    ]
+    assert len(many) >= 8  # --set (3), --checkpoint, --metrics, --directions, serve's lists
+    for command, sub in _subparsers(build_parser()):
+        for action in sub._actions:
+            if action.option_strings and action.nargs in ("+", "*"):
+                assert isinstance(action, Extend), (command, action.option_strings)
+
+
+@pytest.mark.parametrize(
+    "argv, dest, expected",
+    [
+        (["train", "--config", "x", "--set", "a=1", "--set", "b=2", "c=3"], "set",
+         ["a=1", "b=2", "c=3"]),
+        (["train", "--config", "x"], "set", []),
+        (["distill", "--checkpoint", "t", "--config", "x", "--run-dir", "r", "--set", "a=1",
+          "--set", "b=2"], "set", ["a=1", "b=2"]),
+        (["translate", "--checkpoint", "a.pt", "--checkpoint", "b.pt"], "checkpoint",
+         ["a.pt", "b.pt"]),
+        (["evaluate", "--hyp", "h", "--ref", "r", "--metrics", "bleu", "--metrics", "ter"],
+         "metrics", ["bleu", "ter"]),
+        (["evaluate", "--hyp", "h", "--ref", "r"], "metrics", None),
+        (["serve", "--checkpoint", "a.pt", "--cors-origins", "http://a", "--cors-origins",
+          "http://b"], "cors_origins", ["http://a", "http://b"]),
+    ],
+)  # fmt: skip
+def test_a_repeated_flag_keeps_every_value(argv, dest, expected):
+    assert getattr(build_parser().parse_args(argv), dest) == expected
+
+
+def test_the_default_is_replaced_not_added_to():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--x", nargs="+", action=Extend, default=["d"])
+    assert parser.parse_args([]).x == ["d"]
+    assert parser.parse_args(["--x", "a", "--x", "b"]).x == ["a", "b"]
