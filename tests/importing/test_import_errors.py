@@ -185,8 +185,12 @@ SETTINGS = [
     setting("marian", C, "decoder_start_token_id", 9999, "decoder_start_token_id=9999 is outside"),
     setting("marian", C, "decoder_start_token_id", -2, f"decoder_start_token_id {IDS} -2"),
     setting(
-        "marian", C, "d_model", "32", 'd_model must be a positive integer below 2**31, got "32"'
+        "marian", C, "d_model", "32", 'd_model must be a positive integer <= 1048576, got "32"'
     ),
+    # Wider than any model: transformers would build it (overflowing) before a weight is read.
+    setting("marian", C, "d_model", 2 * 10**9, "d_model must be a positive integer <= 1048576"),
+    setting("marian", C, "max_position_embeddings", 2 * 10**9, "max_position_embeddings must"),
+    setting("marian", C, "decoder_ffn_dim", 2 * 10**9, "decoder_ffn_dim must be a positive"),
     setting(
         "marian", C, "d_model", 30, "d_model=30 is not a multiple of encoder_attention_heads=4"
     ),

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from transformer_mt.config.model import MAX_WIDTH
 from transformer_mt.errors import TmtError
 
 SHOWN_CHARS = 80  # of a value quoted in a message
@@ -70,6 +71,11 @@ class Kind:
 
 
 COUNT = Kind(_count, "a positive integer below 2**31")
+# A width or a position table's length: a model of this toolkit is at most MAX_WIDTH wide, and
+# a larger value would have transformers build (and allocate) a model no weights file fits.
+WIDTH = Kind(
+    lambda value: _count(value) and value <= MAX_WIDTH, f"a positive integer <= {MAX_WIDTH}"
+)
 PROBABILITY = Kind(_probability, "a number in [0, 1)")
 RATE = Kind(_rate, "a number in [0, 1]")
 FLAG = Kind(_flag, "true or false")
@@ -82,14 +88,14 @@ OPTIONAL_TEXT = Kind(lambda value: isinstance(value, str), "a string or null", n
 # The config.json keys both readers (and `hf_bart.stack_settings`) read.
 _STACK_KEYS: dict[str, Kind] = {
     "model_type": NAME,
-    "d_model": COUNT,
+    "d_model": WIDTH,
     "encoder_layers": COUNT,
     "decoder_layers": COUNT,
     "encoder_attention_heads": COUNT,
     "decoder_attention_heads": COUNT,
-    "encoder_ffn_dim": COUNT,
-    "decoder_ffn_dim": COUNT,
-    "max_position_embeddings": COUNT,
+    "encoder_ffn_dim": WIDTH,
+    "decoder_ffn_dim": WIDTH,
+    "max_position_embeddings": WIDTH,
     "vocab_size": COUNT,
     "dropout": PROBABILITY,
     "attention_dropout": PROBABILITY,
