@@ -32,7 +32,16 @@ def test_plot_creates_the_missing_output_folder(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == str(out)
 
 
-@pytest.mark.parametrize("rows", [[], [{"kind": "train", "step": 0}]])
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [],
+        [{"kind": "train", "step": 0}],
+        [{"kind": "bogus", "step": 5, "loss": 3.0}],  # a kind no curve is drawn of
+        [{"kind": "train", "step": 1, "loss": float("nan"), "lr": float("inf")}],
+    ],
+    ids=["empty", "no-values", "unknown-kind", "not-finite"],
+)
 def test_nothing_to_plot_is_an_error_naming_the_file(tmp_path, capsys, rows):
     run_dir = run_dir_with(tmp_path, rows)
     old = run_dir / "curves.png"
@@ -40,10 +49,21 @@ def test_nothing_to_plot_is_an_error_naming_the_file(tmp_path, capsys, rows):
     assert main(["plot", str(run_dir)]) == 2
     err = capsys.readouterr().err
     assert err == (
-        f"error: {run_dir / 'metrics.jsonl'}: no training or validation records yet, "
-        "nothing to plot (a run writes its first record after its first update)\n"
+        f"error: {run_dir / 'metrics.jsonl'}: no training or validation values yet, "
+        "nothing to plot (a run writes its first record after its first update; "
+        f"{len(rows)} rows, none with a finite loss, nll, bleu, lr)\n"
     )
     assert old.read_bytes() == b"an earlier plot"
+
+
+def test_a_value_no_float_holds_is_named(tmp_path, capsys):
+    run_dir = run_dir_with(tmp_path, ROWS)
+    with open(run_dir / "metrics.jsonl", "a", encoding="utf-8") as log:
+        log.write('{"kind": "train", "step": 3, "loss": 1' + "0" * 400 + "}\n")
+    assert main(["plot", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {run_dir / 'metrics.jsonl'}: the train row of step 3 has loss ")
+    assert err.endswith(", not a number\n") and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("step", [True, 2.5, -1, 10**26])
@@ -88,3 +108,16 @@ def test_a_suffix_of_no_figure_format_is_refused_before_drawing(tmp_path, capsys
     err = capsys.readouterr().err
     assert err.startswith(f"error: {out}: .docx is no figure format; name one of ")
     assert "pdf, " in err and not out.exists()
+
+
+def test_pgf_without_tex_is_refused_before_drawing(tmp_path, capsys, monkeypatch):
+    """matplotlib writes .pgf by running TeX on every label; without it, one line."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # no xelatex on it
+    run_dir = run_dir_with(tmp_path, ROWS)
+    out = tmp_path / "sub" / "curves.pgf"
+    assert main(["plot", str(run_dir), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {out}: the pgf format needs xelatex (a TeX installation), which is not on "
+        "PATH; name another format, e.g. .pdf or .svg\n"
+    )
+    assert not out.parent.exists()

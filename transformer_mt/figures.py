@@ -3,6 +3,7 @@ format their `--out` names."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from types import ModuleType
 
@@ -31,7 +32,8 @@ def figure_format(out: str | Path) -> str:
     as PNG whatever its name, `maps.pdf` was a PNG file.
 
     Raises:
-        TmtError: a suffix that names no format matplotlib writes, listing them.
+        TmtError: a suffix that names no format matplotlib writes, listing them, or pgf
+            without the TeX program it runs.
     """
     from matplotlib.backend_bases import FigureCanvasBase
 
@@ -41,4 +43,13 @@ def figure_format(out: str | Path) -> str:
     known = sorted(FigureCanvasBase.get_supported_filetypes())
     if suffix not in known:
         raise TmtError(f"{out}: .{suffix} is no figure format; name one of {', '.join(known)}")
+    if suffix == "pgf":  # LaTeX commands, whose text matplotlib measures by running TeX
+        import matplotlib
+
+        texsystem = matplotlib.rcParams["pgf.texsystem"]
+        if shutil.which(texsystem) is None:
+            raise TmtError(
+                f"{out}: the pgf format needs {texsystem} (a TeX installation), which is not "
+                "on PATH; name another format, e.g. .pdf or .svg"
+            )
     return suffix

@@ -113,4 +113,16 @@ def test_sentences_longer_than_the_positions_are_drawn_cut_with_a_warning(
     out = draw_attention(checkpoint, long, tmp_path / "a.png", tgt=long, layer=0, head=0)
     assert out.exists()
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert [w.split(" is longer")[0] for w in warned] == ["the source", "the target"]
+    assert [w.split(" is longer")[0] for w in warned[:2]] == ["the source", "the target"]
+    # 64 positions on an axis: too many labels for a panel, so every other one is named.
+    assert warned[2:] == ["3 panels with up to 64 pieces an axis: one piece in 2 is named"]
+
+
+def test_a_long_axis_names_every_kth_piece():
+    from transformer_mt.inference.attention_maps import MAX_LABELS, _every_kth
+
+    labels = [f"p{i}" for i in range(MAX_LABELS * 3 + 1)]
+    ticks, shown = _every_kth(labels)
+    assert list(ticks) == list(range(0, len(labels), 4)) and shown == labels[::4]
+    assert len(shown) <= MAX_LABELS
+    assert _every_kth(labels[:MAX_LABELS]) == (range(0, MAX_LABELS), labels[:MAX_LABELS])

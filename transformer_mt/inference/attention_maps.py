@@ -11,6 +11,7 @@ translated first. Every panel is CELL_INCHES square at DPI, so the PNG is
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 
 import torch
@@ -27,6 +28,10 @@ log = logging.getLogger(__name__)
 
 CELL_INCHES = 3.0
 DPI = 100
+# The most pieces an axis of a panel names: a 3-inch axis holds about this many labels in
+# 6-point type, and drawing 600 labels on each axis of 36 panels took minutes. A longer axis
+# names every k-th piece.
+MAX_LABELS = 60
 
 
 def draw_attention(
@@ -124,6 +129,14 @@ def _plot(
 ) -> Path:
     plt = pyplot("tmt attention")
     rows = [(kind, i, w, ys, xs) for kind, layers, ys, xs in panels for i, w in layers]
+    longest = max(len(labels) for _, _, ys, xs in panels for labels in (ys, xs))
+    if longest > MAX_LABELS:
+        log.warning(
+            "%d panels with up to %d pieces an axis: one piece in %d is named",
+            len(rows) * len(heads),
+            longest,
+            math.ceil(longest / MAX_LABELS),
+        )
     fig, axes = plt.subplots(
         len(rows),
         len(heads),
@@ -136,10 +149,17 @@ def _plot(
             ax = axes[r][c]
             ax.imshow(weights[h].float().cpu().numpy(), vmin=0.0, vmax=1.0, aspect="auto")
             ax.set_title(f"{kind} L{layer} H{h}", fontsize=8)
-            ax.set_xticks(range(len(x_labels)), x_labels, rotation=90, fontsize=6)
-            ax.set_yticks(range(len(y_labels)), y_labels, fontsize=6)
+            ax.set_xticks(*_every_kth(x_labels), rotation=90, fontsize=6)
+            ax.set_yticks(*_every_kth(y_labels), fontsize=6)
     fig.tight_layout()
     with atomic_path(out) as tmp:
         fig.savefig(tmp, dpi=DPI, format=chosen)  # the temporary name has no suffix
     plt.close(fig)
     return out
+
+
+def _every_kth(labels: list[str]) -> tuple[range, list[str]]:
+    """Tick positions and labels of an axis of `labels`: all of them, or every k-th where
+    there are more than MAX_LABELS."""
+    k = math.ceil(len(labels) / MAX_LABELS)
+    return range(0, len(labels), k), labels[::k]

@@ -7,6 +7,7 @@ validation NLL, validation BLEU, and the learning rate.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from transformer_mt.errors import TmtError, shown_value
@@ -38,33 +39,29 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     plt = pyplot("tmt plot")
     chosen = figure_format(out)
     rows = read_metrics(metrics)
-    if not any(row.get(key) is not None for row in rows for key in PLOTTED):
-        raise TmtError(
-            f"{metrics}: no training or validation records yet, nothing to plot "
-            "(a run writes its first record after its first update)"
-        )
     train = [r for r in rows if r["kind"] == "train"]
     valid = [r for r in rows if r["kind"] == "valid"]
-
-    def series(rs: list[dict], key: str) -> tuple[list, list]:
-        points = [(r["step"], r[key]) for r in rs if r.get(key) is not None]
-        for step, value in points:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TmtError(
-                    f"{metrics}: the {rs[0]['kind']} row of step {step} has {key} "
-                    f"{shown_value(json.dumps(value))}, not a number"
-                )
-        return [p[0] for p in points], [p[1] for p in points]
+    curves = {
+        (kind, key): _series(metrics, rs, key)
+        for kind, rs in (("train", train), ("valid", valid))
+        for key in PLOTTED
+    }
+    if not any(math.isfinite(v) for _, values in curves.values() for v in values):
+        raise TmtError(
+            f"{metrics}: no training or validation values yet, nothing to plot (a run writes "
+            f"its first record after its first update; {len(rows)} rows, none with a finite "
+            f"{', '.join(PLOTTED)})"
+        )
 
     fig, (ax_loss, ax_bleu, ax_lr) = plt.subplots(3, 1, figsize=(7, 9), sharex=True)
-    ax_loss.plot(*series(train, "loss"), label="train loss")
-    ax_loss.plot(*series(valid, "loss"), "o-", label="valid loss")
-    ax_loss.plot(*series(valid, "nll"), "s--", label="valid nll")
+    ax_loss.plot(*curves["train", "loss"], label="train loss")
+    ax_loss.plot(*curves["valid", "loss"], "o-", label="valid loss")
+    ax_loss.plot(*curves["valid", "nll"], "s--", label="valid nll")
     ax_loss.set_ylabel("nats / token")
     ax_loss.legend()
-    ax_bleu.plot(*series(valid, "bleu"), "o-", color="tab:green")
+    ax_bleu.plot(*curves["valid", "bleu"], "o-", color="tab:green")
     ax_bleu.set_ylabel("valid BLEU")
-    ax_lr.plot(*series(train, "lr"), color="tab:red")
+    ax_lr.plot(*curves["train", "lr"], color="tab:red")
     ax_lr.set_ylabel("learning rate")
     ax_lr.set_xlabel("update step")
     for ax in (ax_loss, ax_bleu, ax_lr):
@@ -75,3 +72,29 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
         fig.savefig(tmp, dpi=100, format=chosen)  # the temporary name has no suffix
     plt.close(fig)
     return out
+
+
+def _series(metrics: Path, rows: list[dict], key: str) -> tuple[list[int], list[float]]:
+    """The (steps, values) of `key` in `rows` (one kind), as floats (NaN: a gap in the curve).
+
+    Raises:
+        TmtError: a value that is no number, or one no float holds (a 400-digit integer),
+            naming the row.
+    """
+    steps, values = [], []
+    for row in rows:
+        value = row.get(key)
+        if value is None:
+            continue
+        try:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError
+            number = float(value)
+        except (TypeError, OverflowError):
+            raise TmtError(
+                f"{metrics}: the {row['kind']} row of step {row['step']} has {key} "
+                f"{shown_value(json.dumps(value))}, not a number"
+            ) from None
+        steps.append(row["step"])
+        values.append(number)
+    return steps, values
