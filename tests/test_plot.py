@@ -121,3 +121,13 @@ def test_pgf_without_tex_is_refused_before_drawing(tmp_path, capsys, monkeypatch
         "PATH; name another format, e.g. .pdf or .svg\n"
     )
     assert not out.parent.exists()
+
+
+def test_an_output_name_ending_in_a_slash_is_a_folder(tmp_path, capsys):
+    run_dir = run_dir_with(tmp_path, ROWS)
+    out = f"{tmp_path / 'figures'}/"
+    assert main(["plot", str(run_dir), "--out", out]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {out}: names a directory, not a file; give a file name to write\n"
+    )
+    assert not (tmp_path / "figures").exists()

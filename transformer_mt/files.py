@@ -349,6 +349,16 @@ def refuse_same_file(input_path: str | Path, output_path: str | Path, what: str)
         raise TmtError(f"{output_path}: is the {what} itself; write the output elsewhere")
 
 
+def file_identity(path: Path) -> object:
+    """What tells one file from another whatever names it: its device and inode (a hard link
+    is the same file under another name), else its resolved path where it cannot be read."""
+    try:
+        info = path.stat()
+    except OSError:
+        return resolved(path) or path
+    return (info.st_dev, info.st_ino)
+
+
 def resolved(path: Path) -> Path | None:
     """`path` absolute with its links followed; None inside a symlink loop, which names no
     file (reading it fails by name where it is read)."""
@@ -377,7 +387,7 @@ def check_output(path: str | Path, inputs: Iterable[tuple[str | Path | None, str
         TmtError: naming the output and what it would destroy.
     """
     out = Path(path)
-    if out.name in ("", ".", ".."):
+    if out.name in ("", ".", "..") or str(path).endswith(("/", os.sep)):  # `dir/`: a folder
         raise TmtError(f"{path}: names a directory, not a file; give a file name to write")
     if out.is_dir():
         raise TmtError(f"{path}: is a directory; give a file name to write")

@@ -146,6 +146,25 @@ def test_a_checkpoint_given_twice_is_refused(run, tmp_path, capsys):
     )
 
 
+def test_a_hard_link_to_a_checkpoint_given_is_the_same_checkpoint(run, tmp_path, capsys):
+    step = run / "checkpoints" / run_layout.periodic_name(100)
+    link = tmp_path / "another_name.pt"
+    os.link(step, link)
+    assert main(["average", str(step), str(link), "--out", str(tmp_path / "avg.pt")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {link}: given twice (also as {step}); average each once\n"
+    )
+
+
+def test_an_output_name_ending_in_a_slash_is_a_folder(run, tmp_path, capsys):
+    out = f"{tmp_path / 'new'}/"
+    assert main(["average", str(run), "--out", out]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {out}: names a directory, not a file; give a file name to write\n"
+    )
+    assert not (tmp_path / "new").exists()
+
+
 def test_weights_of_another_kind_are_refused(tmp_path, capsys):
     """An integer tensor where the other checkpoint has a float one: the sum would take it."""
     floats, integers = tmp_path / "f.pt", tmp_path / "i.pt"

@@ -34,8 +34,8 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     metrics = run_dir / METRICS_NAME
     if not metrics.is_file():
         raise TmtError(f"{metrics}: no metrics log (is {run_dir} a run directory?)")
+    check_output(out if out is not None else run_dir / "curves.png", [(metrics, "metrics log")])
     out = Path(out) if out is not None else run_dir / "curves.png"
-    check_output(out, [(metrics, "metrics log")])
     plt = pyplot("tmt plot")
     chosen = figure_format(out)
     rows = read_metrics(metrics)
