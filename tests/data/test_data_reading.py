@@ -106,6 +106,28 @@ def test_malformed_tsv_and_jsonl_lines(tmp_path):
     assert f"{jsonl}:1: not valid JSON (nested too deeply)" in one_line_error(info)
 
 
+@pytest.mark.parametrize(
+    "row, problem",
+    [
+        ('{"translation": {"de": "c"}}', "translation.en is missing"),
+        ('{"translation": {"de": 5, "en": "b"}}', "translation.de is a number, not a string"),
+        ('{"translation": {"de": "a", "en": null}}', "translation.en is null, not a string"),
+        ('{"translation": ["a", "b"]}', "translation is a list, not an object"),
+        ('{"de": "a", "en": "b"}', "it has no translation"),
+        ('["a", "b"]', "the line is a list, not an object"),
+        ("17", "the line is a number, not an object"),
+    ],
+)
+def test_a_jsonl_line_of_another_shape_says_what_it_holds(tmp_path, row, problem):
+    jsonl = tmp_path / "x.jsonl"
+    jsonl.write_text(f'{{"translation": {{"de": "a", "en": "b"}}}}\n{row}\n', "utf-8")
+    with pytest.raises(DataError) as info:
+        read_jsonl(jsonl, "de", "en")
+    assert one_line_error(info) == (
+        f'{jsonl}:2: expected {{"translation": {{"de": ..., "en": ...}}}} ({problem})'
+    )
+
+
 def test_hub_fails_fast_offline(monkeypatch):
     def refuse(*args, **kwargs):
         raise OSError("network is unreachable")

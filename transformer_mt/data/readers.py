@@ -62,19 +62,46 @@ def tsv_pair(line: str, path: str | Path, number: int) -> tuple[str, str]:
 def jsonl_pair(
     line: str, path: str | Path, number: int, src_lang: str, tgt_lang: str
 ) -> tuple[str, str]:
-    """(source, target) of the non-blank JSONL line `number` of `path`."""
+    """(source, target) of the non-blank JSONL line `number` of `path`.
+
+    Raises:
+        DataError: the line is not JSON, or not {"translation": {src_lang: text, tgt_lang:
+            text}}, saying what it holds instead.
+    """
     try:
-        pair = json.loads(line)["translation"]
-        return _text_field(pair, src_lang), _text_field(pair, tgt_lang)
+        row = json.loads(line)
     except json.JSONDecodeError as err:
         raise DataError(f"{path}:{number}: not valid JSON ({err.msg})") from None
     except RecursionError:
         raise DataError(f"{path}:{number}: not valid JSON (nested too deeply)") from None
-    except (KeyError, TypeError) as err:
-        raise DataError(
-            f'{path}:{number}: expected {{"translation": {{"{src_lang}": ..., '
-            f'"{tgt_lang}": ...}}}} (missing {err})'
-        ) from None
+    pair = row.get("translation") if isinstance(row, dict) else None
+    texts = [pair.get(lang) for lang in (src_lang, tgt_lang)] if isinstance(pair, dict) else []
+    if len(texts) == 2 and all(isinstance(text, str) for text in texts):
+        return texts[0], texts[1]
+    if not isinstance(row, dict):
+        problem = f"the line is {_json_kind(row)}, not an object"
+    elif "translation" not in row:
+        problem = "it has no translation"
+    elif not isinstance(pair, dict):
+        problem = f"translation is {_json_kind(pair)}, not an object"
+    else:
+        lang = next(lang for lang in (src_lang, tgt_lang) if not isinstance(pair.get(lang), str))
+        held = "missing" if lang not in pair else f"{_json_kind(pair[lang])}, not a string"
+        problem = f"translation.{lang} is {held}"
+    raise DataError(
+        f'{path}:{number}: expected {{"translation": {{"{src_lang}": ..., "{tgt_lang}": ...}}}} '
+        f"({problem})"
+    )
+
+
+def _json_kind(value: object) -> str:
+    """What a JSON value is, in words."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    kinds = {dict: "an object", list: "a list", str: "a string"}
+    return kinds.get(type(value), "a number")
 
 
 def stream_lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -112,10 +139,3 @@ def _corpus_lines(path: str | Path) -> list[str]:
     if not any(line.strip() for line in lines):
         raise DataError(f"{path}: file is empty")
     return lines
-
-
-def _text_field(pair: dict, lang: str) -> str:
-    value = pair[lang]
-    if not isinstance(value, str):
-        raise TypeError(f"translation.{lang} is not a string")
-    return value
