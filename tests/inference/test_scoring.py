@@ -324,17 +324,23 @@ def test_score_cli_says_when_the_sources_of_an_nbest_list_are_empty(checkpoint, 
     assert capsys.readouterr().err.endswith(said)
 
 
-def test_marian_and_moses_nbest_lines_give_their_text_without_the_features(tmp_path):
+def test_marian_moses_and_cdec_nbest_lines_give_their_text_without_the_features(tmp_path):
     lines = [
         "0 ||| a man ||| F0= -1.25 ||| -1.25",  # Marian
         "0 ||| a ||| b ||| -1.0",  # ours, the text holding the separator
         "1 ||| two ||| LM0= -2 TM0= -1 -0.5 ||| -3",  # Moses, a feature of three values
         "1 ||| ends ||| F0= ||| -1",  # a name without a value: text
         "1 ||| 3 ||| 4 ||| -1",  # numbers without a name: text
+        "1 ||| cdec ||| LM0=-1.2 TM0=-3 ||| -1",  # cdec and Joshua: name=value tokens
+        "1 ||| mixed ||| LM0=-1.2 TM0= -3 -1 ||| -1",
+        "1 ||| E=mc2 ||| x=y ||| -1",  # a value that is no number: text
     ]
     nbest = _write(tmp_path / "nbest.txt", lines)
     groups = [(g.index, g.texts) for g in iter_nbest(nbest, 2)]
-    assert groups == [(0, ["a man", "a ||| b"]), (1, ["two", "ends ||| F0=", "3 ||| 4"])]
+    assert groups == [
+        (0, ["a man", "a ||| b"]),
+        (1, ["two", "ends ||| F0=", "3 ||| 4", "cdec", "mixed", "E=mc2 ||| x=y"]),
+    ]
 
 
 def test_a_byte_order_mark_of_an_nbest_list_is_noted_once(checkpoint, tmp_path, caplog):

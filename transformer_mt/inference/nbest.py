@@ -11,7 +11,6 @@ source's hypotheses at a time, whatever the list's size.
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -87,18 +86,24 @@ def _parse(line: str, where: str, n_sources: int) -> tuple[int, str]:
 
 
 def _is_features(field: str) -> bool:
-    """Whether `field` is a Moses or Marian features field: named numbers, `F0= -1.2` or
-    `LM0= -2.3 TM0= -1 -0.5` (the name ends with `=`, one or more numbers follow each)."""
-    tokens = field.split()
-    if not tokens or not tokens[0].endswith("="):
-        return False
-    for previous, token in itertools.pairwise(tokens):
-        if token.endswith("="):
-            if previous.endswith("="):  # a name without a value
+    """Whether `field` is a features field of named numbers: Moses' and Marian's, the name
+    ending with `=` and one or more numbers after it (`F0= -1.2`, `LM0= -2.3 TM0= -1 -0.5`),
+    or cdec's and Joshua's, each name and number one token (`LM0=-1.2 TM0=-3`), or a mix."""
+    named = False  # after a Moses name: its numbers may follow
+    waiting = False  # a Moses name with no number yet
+    for token in field.split():
+        name, equals, value = token.partition("=")
+        if equals and name:
+            if waiting:  # a name without a value
                 return False
-        elif not _is_number(token):
+            if value and not _is_number(value):
+                return False
+            named = waiting = not value
+        elif named and _is_number(token):
+            waiting = False
+        else:
             return False
-    return not tokens[-1].endswith("=")
+    return bool(field.split()) and not waiting
 
 
 def _is_number(token: str) -> bool:
