@@ -93,6 +93,35 @@ def test_a_keys_file_that_does_not_read_stops_the_start(tmp_path):
         ApiKeys(keys_file(tmp_path, "one-field-only-0123456789\n"))
 
 
+@pytest.mark.parametrize("text", ["", "\n\n", "# key  requests  characters\n"])
+def test_a_keys_file_without_a_key_stops_the_start(tmp_path, text):
+    """Every request would be refused 403: the server does not start."""
+    with pytest.raises(SettingError) as caught:
+        ApiKeys(keys_file(tmp_path, text))
+    assert "holds no key, so every request would be refused" in caught.value.reason
+
+
+def test_a_byte_order_mark_is_removed_with_a_warning(tmp_path, caplog):
+    path = keys_file(tmp_path, "\ufeff" + KEYS)
+    with caplog.at_level(logging.WARNING, logger="transformer_mt.serve"):
+        api_keys = ApiKeys(path)
+    assert api_keys.lookup(FREE) is not None and len(api_keys) == 3
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        f"{path}: starts with a UTF-8 byte order mark; it was removed"
+    ]
+
+
+def test_a_file_emptied_while_serving_keeps_the_keys_before(tmp_path, caplog):
+    path = keys_file(tmp_path)
+    api_keys = ApiKeys(path)
+    with open(path, "w") as file:
+        file.write("# every key revoked by mistake\n")
+    with caplog.at_level(logging.ERROR, logger="transformer_mt.serve"):
+        assert api_keys.lookup(FREE) is not None
+    (error,) = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert "holds no key" in error and "keeping the 3 keys" in error
+
+
 def test_a_changed_file_is_read_again_and_a_broken_one_keeps_the_keys_before(tmp_path, caplog):
     path = keys_file(tmp_path)
     api_keys = ApiKeys(path)

@@ -66,7 +66,8 @@ def parse_keys(text: str, path: str) -> tuple[KeyEntry, ...]:
 
     Raises:
         KeysFileError: a line that is not `KEY REQUESTS CHARACTERS`, a short key, a limit that
-            is not a positive integer or `-`, a key given twice; naming `path` and the line.
+            is not a positive integer or `-`, a key given twice, naming `path` and the line;
+            a file without a key.
     """
     entries: dict[bytes, KeyEntry] = {}
     for number, line in enumerate(text.splitlines(), start=1):
@@ -89,6 +90,11 @@ def parse_keys(text: str, path: str) -> tuple[KeyEntry, ...]:
             raise KeysFileError(f"{where}: the key of an earlier line again")
         entries[digest] = KeyEntry(
             digest, _limit(requests, where, "requests"), _limit(characters, where, "characters")
+        )
+    if not entries:  # the server would answer every request 403
+        raise KeysFileError(
+            f"{path}: holds no key, so every request would be refused; add a line "
+            "KEY REQUESTS_PER_MINUTE CHARACTERS_PER_MINUTE, or serve without --api-keys"
         )
     return tuple(entries.values())
 
@@ -155,6 +161,9 @@ class ApiKeys:
                 text = file.read()
             except UnicodeDecodeError as err:
                 raise KeysFileError(f"{self.path}: not UTF-8 (offset {err.start})") from None
+        if text.startswith("\ufeff"):  # an editor's, as other files' (files.py)
+            logger.warning("%s: starts with a UTF-8 byte order mark; it was removed", self.path)
+            text = text[1:]
         return stamp, parse_keys(text, self.path)
 
 
