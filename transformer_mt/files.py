@@ -329,6 +329,25 @@ def output_folder(
             )
 
 
+def refuse_foreign_folder(out_dir: str | Path, marker: str) -> None:
+    """Before any work: refuse an `out_dir` that holds files but no `marker`, a file every
+    earlier output of its kind holds (an export's config.json). None of its files can be an
+    earlier output's, so `output_folder` would refuse it at the end, after the work.
+
+    Raises:
+        TmtError: naming the folder and its first files, as `output_folder` does.
+    """
+    out = Path(out_dir)
+    if not out.is_dir() or (out / marker).exists():
+        return
+    found = sorted(p.name for p in out.iterdir())
+    if found:
+        raise TmtError(
+            f"{out}: holds {', '.join(found[:3])}{', ...' if len(found) > 3 else ''}, "
+            "which would be lost; write into a new or empty directory"
+        )
+
+
 def _inside(path: Path, folder: Path) -> bool:
     """Whether `path` is `folder` (resolved) or lies in it, through links too (a symlink loop
     lies nowhere)."""

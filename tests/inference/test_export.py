@@ -132,16 +132,28 @@ def test_refused_export_names_the_option_and_leaves_nothing(
     assert not (tmp_path / "exports").exists()
 
 
-def test_export_refuses_a_folder_holding_other_files_and_keeps_them(checkpoint, tmp_path, capsys):
+@pytest.mark.parametrize("earlier", [False, True], ids=["user-folder", "earlier-export-too"])
+def test_export_refuses_a_folder_holding_other_files_and_keeps_them(
+    checkpoint, tmp_path, capsys, monkeypatch, earlier
+):
+    """A folder of the user's files is refused before the checkpoint is even loaded; one that
+    holds an earlier export too, once the new one shows which files are not its."""
     pytest.importorskip("transformers")
     out = tmp_path / "models"
     out.mkdir()
     (out / "notes.txt").write_text("mine\n", encoding="utf-8")
+    if earlier:
+        assert main(["export", str(checkpoint), str(tmp_path / "old"), "--format", "hf"]) == 0
+        (tmp_path / "old" / "config.json").rename(out / "config.json")
+    else:
+        loaded = []
+        monkeypatch.setattr("transformer_mt.interop.export.load_for_inference", loaded.append)
     assert main(["export", str(checkpoint), str(out), "--format", "hf"]) == 2
     err = capsys.readouterr().err
     assert "holds notes.txt, which would be lost" in err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["models"]  # no temporary folder left
-    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    if not earlier:
+        assert loaded == []  # refused before the checkpoint was loaded
+    assert {p.name for p in tmp_path.iterdir()} - {"old"} == {"models"}  # no temporary left
     assert (out / "notes.txt").read_text(encoding="utf-8") == "mine\n"
 
 

@@ -48,7 +48,7 @@ from transformer_mt.config import ModelConfig
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
-from transformer_mt.files import output_folder
+from transformer_mt.files import output_folder, refuse_foreign_folder
 from transformer_mt.interop.export_ct2 import export_ctranslate2, export_inputs
 from transformer_mt.interop.hf_m2m100 import SPM_FILE, m2m100_limits, to_m2m100
 from transformer_mt.interop.hf_marian import MARIAN, to_marian
@@ -288,6 +288,8 @@ def export(
     `shortlist` its vocabulary map. Returns the folder written and the notes on what the
     format's search does otherwise (Hugging Face's generation config; none for CTranslate2,
     whose search settings are given at each call)."""
+    # A folder of the user's is refused before the model is loaded and converted.
+    refuse_foreign_folder(out_dir, "config.json" if fmt == "hf" else "model.bin")
     if fmt == "hf":
         if quantize:
             raise SettingError("quantize", quantize, "applies to format ctranslate2 only")
