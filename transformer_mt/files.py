@@ -302,10 +302,34 @@ def output_folder(
     An existing `out_dir` is replaced as a whole, so it may hold only files the new contents
     hold too (an earlier export of the same format, say); anything else in it is the user's
     and is refused, not deleted. So is an `out_dir` that is or holds one of the `inputs`
-    ((path or None, what it is) pairs, as `check_output` takes), before any work.
+    ((path or None, what it is) pairs, as `check_output` takes), before any work
+    (`check_output_folder`).
 
     Raises:
         TmtError: `out_dir` is a file, holds an input, or holds files the block did not write.
+    """
+    check_output_folder(out_dir, inputs)
+    out = Path(out_dir)
+    with atomic_path(out) as tmp:
+        tmp.mkdir()
+        yield tmp
+        existing = out.iterdir() if out.is_dir() else []
+        _refuse_foreign(out, sorted(p.name for p in existing if not (tmp / p.name).exists()))
+
+
+def check_output_folder(
+    out_dir: str | Path,
+    inputs: Iterable[tuple[str | Path | None, str]] = (),
+    marker: str | None = None,
+) -> None:
+    """What `output_folder` refuses before any work, for a caller to ask before its own work
+    (a conversion of minutes): an `out_dir` that names no folder of its own, is no folder, or
+    holds an input; with `marker`, a file every earlier output of its kind holds (an export's
+    config.json), also a folder that holds files but not it: none of them can be an earlier
+    output's, so they would all be lost.
+
+    Raises:
+        TmtError: naming `out_dir` and what is wrong.
     """
     out = Path(out_dir)
     if out.name in ("", ".", ".."):
@@ -317,33 +341,15 @@ def output_folder(
     for source, what in inputs:
         if source is not None and _inside(Path(source), real):
             raise TmtError(f"{out_dir}: holds the {what} ({source}); write into a new directory")
-    with atomic_path(out) as tmp:
-        tmp.mkdir()
-        yield tmp
-        existing = out.iterdir() if out.is_dir() else []
-        foreign = sorted(p.name for p in existing if not (tmp / p.name).exists())
-        if foreign:
-            raise TmtError(
-                f"{out}: holds {', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}, "
-                "which would be lost; write into a new or empty directory"
-            )
+    if marker is not None and out.is_dir() and not (out / marker).exists():
+        _refuse_foreign(out, sorted(p.name for p in out.iterdir()))
 
 
-def refuse_foreign_folder(out_dir: str | Path, marker: str) -> None:
-    """Before any work: refuse an `out_dir` that holds files but no `marker`, a file every
-    earlier output of its kind holds (an export's config.json). None of its files can be an
-    earlier output's, so `output_folder` would refuse it at the end, after the work.
-
-    Raises:
-        TmtError: naming the folder and its first files, as `output_folder` does.
-    """
-    out = Path(out_dir)
-    if not out.is_dir() or (out / marker).exists():
-        return
-    found = sorted(p.name for p in out.iterdir())
-    if found:
+def _refuse_foreign(out: Path, names: list[str]) -> None:
+    """Refuse writing over the folder `out` while it holds the files `names` (the user's)."""
+    if names:
         raise TmtError(
-            f"{out}: holds {', '.join(found[:3])}{', ...' if len(found) > 3 else ''}, "
+            f"{out}: holds {', '.join(names[:3])}{', ...' if len(names) > 3 else ''}, "
             "which would be lost; write into a new or empty directory"
         )
 

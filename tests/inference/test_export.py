@@ -136,8 +136,8 @@ def test_refused_export_names_the_option_and_leaves_nothing(
 def test_export_refuses_a_folder_holding_other_files_and_keeps_them(
     checkpoint, tmp_path, capsys, monkeypatch, earlier
 ):
-    """A folder of the user's files is refused before the checkpoint is even loaded; one that
-    holds an earlier export too, once the new one shows which files are not its."""
+    """A folder of the user's files is refused before the model is converted; one that holds
+    an earlier export too, once the new one shows which files are not its."""
     pytest.importorskip("transformers")
     out = tmp_path / "models"
     out.mkdir()
@@ -146,13 +146,13 @@ def test_export_refuses_a_folder_holding_other_files_and_keeps_them(
         assert main(["export", str(checkpoint), str(tmp_path / "old"), "--format", "hf"]) == 0
         (tmp_path / "old" / "config.json").rename(out / "config.json")
     else:
-        loaded = []
-        monkeypatch.setattr("transformer_mt.interop.export.load_for_inference", loaded.append)
+        converted = []
+        monkeypatch.setattr("transformer_mt.interop.export.to_marian", converted.append)
     assert main(["export", str(checkpoint), str(out), "--format", "hf"]) == 2
     err = capsys.readouterr().err
     assert "holds notes.txt, which would be lost" in err
     if not earlier:
-        assert loaded == []  # refused before the checkpoint was loaded
+        assert converted == []  # refused before the conversion
     assert {p.name for p in tmp_path.iterdir()} - {"old"} == {"models"}  # no temporary left
     assert (out / "notes.txt").read_text(encoding="utf-8") == "mine\n"
 

@@ -9,19 +9,14 @@ import torch
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.checkpoint_info import describe
 from transformer_mt.cli import main
-from transformer_mt.training.run import run_training
 
-from .conftest import write_config, write_corpus
+from .conftest import trained_run
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """A tiny model trained for 8 updates, validated every 4 with BLEU."""
-    root = tmp_path_factory.mktemp("info")
-    write_corpus(root, n_train=120, seed=2)
-    config = write_config(root, train="max_steps: 8")
-    assert run_training(str(config), str(root / "run"), []) == 0
-    return root / "run"
+    return trained_run(tmp_path_factory.mktemp("info"), seed=2)
 
 
 def info_lines(capsys, *args) -> dict[str, str]:

@@ -10,18 +10,14 @@ from transformer_mt.cli import main
 from transformer_mt.errors import TmtError
 from transformer_mt.training.run import run_training
 
-from .conftest import write_config, write_corpus
+from .conftest import trained_run, write_config, write_corpus
 from .test_trainer import assert_same_training_state
 
 
 @pytest.fixture(scope="module")
 def parent(tmp_path_factory):
     """A tiny model trained for 8 updates (another corpus seed than the children's)."""
-    root = tmp_path_factory.mktemp("parent")
-    write_corpus(root, n_train=120, seed=5)
-    config = write_config(root, train="max_steps: 8")
-    assert run_training(str(config), str(root / "run"), []) == 0
-    return root / "run" / "checkpoints" / "last.pt"
+    return trained_run(tmp_path_factory.mktemp("parent"), seed=5) / "checkpoints" / "last.pt"
 
 
 def child_config(directory, parent, **sections):

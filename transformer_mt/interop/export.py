@@ -48,7 +48,7 @@ from transformer_mt.config import ModelConfig
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
-from transformer_mt.files import output_folder, refuse_foreign_folder
+from transformer_mt.files import check_output_folder, output_folder
 from transformer_mt.interop.export_ct2 import export_ctranslate2, export_inputs
 from transformer_mt.interop.hf_m2m100 import SPM_FILE, m2m100_limits, to_m2m100
 from transformer_mt.interop.hf_marian import MARIAN, to_marian
@@ -109,7 +109,9 @@ def export_hf(checkpoint: str | Path, out_dir: str | Path) -> tuple[Path, list[s
     search, notes = generation_keys(
         bundle.config.decode, cfg.max_positions, specials.never, specials.unk
     )
-    with output_folder(out_dir, export_inputs(checkpoint, bundle)) as tmp, _quiet_transformers():
+    inputs = export_inputs(checkpoint, bundle)
+    check_output_folder(out_dir, inputs, marker="config.json")  # before converting
+    with output_folder(out_dir, inputs) as tmp, _quiet_transformers():
         write(bundle, tmp, search)
     return Path(out_dir), notes
 
@@ -288,8 +290,6 @@ def export(
     `shortlist` its vocabulary map. Returns the folder written and the notes on what the
     format's search does otherwise (Hugging Face's generation config; none for CTranslate2,
     whose search settings are given at each call)."""
-    # A folder of the user's is refused before the model is loaded and converted.
-    refuse_foreign_folder(out_dir, "config.json" if fmt == "hf" else "model.bin")
     if fmt == "hf":
         if quantize:
             raise SettingError("quantize", quantize, "applies to format ctranslate2 only")

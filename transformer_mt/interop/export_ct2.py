@@ -70,7 +70,7 @@ from transformer_mt.config import ModelConfig
 from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
-from transformer_mt.files import output_folder
+from transformer_mt.files import check_output_folder, output_folder
 from transformer_mt.interop.limits import FormatLimits, Limit, check_expressible
 from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.model.rope import RotaryEmbedding
@@ -332,6 +332,8 @@ def export_ctranslate2(
         accepted = ", ".join(ACCEPTED_MODEL_TYPES)
         raise SettingError("quantize", quantize, f"CTranslate2 accepts {accepted}")
     bundle = load_for_inference(checkpoint)
+    inputs = export_inputs(checkpoint, bundle, shortlist)
+    check_output_folder(out_dir, inputs, marker="model.bin")  # before converting
     with torch.no_grad():
         spec = build_spec(bundle.model, bundle.src_tokenizer, bundle.tgt_tokenizer, bundle.specials)
     if shortlist is not None:
@@ -339,7 +341,7 @@ def export_ctranslate2(
         Shortlist.load(shortlist, bundle.src_tokenizer, bundle.tgt_tokenizer, output.weight, None)
         spec.register_vocabulary_mapping(str(shortlist))
     spec.optimize(quantization=quantize)
-    with output_folder(out_dir, export_inputs(checkpoint, bundle, shortlist)) as tmp:
+    with output_folder(out_dir, inputs) as tmp:
         spec.save(str(tmp))
         (tmp / "source.spm").write_bytes(bundle.src_tokenizer.model_bytes)
         (tmp / "target.spm").write_bytes(bundle.tgt_tokenizer.model_bytes)

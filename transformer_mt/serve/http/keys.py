@@ -94,7 +94,7 @@ def parse_keys(text: str, path: str) -> tuple[KeyEntry, ...]:
     if not entries:  # the server would answer every request 403
         raise KeysFileError(
             f"{path}: holds no key, so every request would be refused; add a line "
-            "KEY REQUESTS_PER_MINUTE CHARACTERS_PER_MINUTE, or serve without --api-keys"
+            "KEY REQUESTS_PER_MINUTE CHARACTERS_PER_MINUTE, or serve without API keys"
         )
     return tuple(entries.values())
 
