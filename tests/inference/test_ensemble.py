@@ -3,6 +3,9 @@ ensembled with itself translates as it does alone; members of other vocabularies
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import pytest
 import torch
 
@@ -43,10 +46,12 @@ def test_each_step_is_the_mean_of_the_members_full_forward_log_probs(checkpoint,
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])
-def test_a_model_ensembled_with_itself_translates_as_alone(checkpoint, beam_size):
+def test_a_model_ensembled_with_itself_translates_as_alone(checkpoint, beam_size, tmp_path):
     alone = Translator.from_checkpoint(str(checkpoint), beam_size=beam_size, n_best=beam_size)
+    copy = tmp_path / "copy.pt"  # the same weights in another file (one file twice is refused)
+    shutil.copyfile(checkpoint, copy)
     twice = Translator.from_checkpoint(
-        [str(checkpoint), str(checkpoint)], beam_size=beam_size, n_best=beam_size
+        [str(checkpoint), str(copy)], beam_size=beam_size, n_best=beam_size
     )
     assert isinstance(twice.model, Ensemble)
     assert twice.translate(LINES) == alone.translate(LINES)
@@ -60,16 +65,18 @@ def test_two_models_translate_with_every_decode_setting(checkpoint, wider):
     assert len(greedy.translate(LINES)) == len(LINES)
 
 
-def test_members_of_another_vocabulary_are_refused_by_name(checkpoint, multilingual_checkpoint):
+def test_members_of_another_vocabulary_are_refused_by_name(
+    checkpoint, multilingual_checkpoint, wider
+):
     paths = [str(checkpoint), str(multilingual_checkpoint)]
     with pytest.raises(SettingError, match="differs from .*must share tokenizers and special ids"):
         Translator.from_checkpoint(paths)
     with pytest.raises(TmtError, match="an ensemble of 2 checkpoints gives no alignments"):
         Translator.from_checkpoint(
-            [str(checkpoint)] * 2, lines=LineSettings(alignment_layer=-1), n_best=1
+            [str(checkpoint), str(wider)], lines=LineSettings(alignment_layer=-1), n_best=1
         )
     with pytest.raises(SettingError, match="^shortlist: an ensemble of 2 takes none"):
-        Translator.from_checkpoint([str(checkpoint)] * 2, shortlist="any.vmap")
+        Translator.from_checkpoint([str(checkpoint), str(wider)], shortlist="any.vmap")
 
 
 @pytest.mark.parametrize(
@@ -83,12 +90,12 @@ def test_members_of_another_vocabulary_are_refused_by_name(checkpoint, multiling
     ],
 )
 def test_what_needs_one_model_is_refused_for_an_ensemble_before_translating(
-    checkpoint, tmp_path, capsys, monkeypatch, flags, named
+    checkpoint, wider, tmp_path, capsys, monkeypatch, flags, named
 ):
     """The dropped-content report and documents' markup read one model's cross-attention."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "in.txt").write_text("das buch\n", encoding="utf-8")
-    args = ["translate", "--checkpoint", str(checkpoint), str(checkpoint), "--input", "in.txt"]
+    args = ["translate", "--checkpoint", str(checkpoint), str(wider), "--input", "in.txt"]
     assert main([*args, *flags]) == 2
     assert capsys.readouterr().err == (
         f"error: {named}: needs one model (its cross-attention or its output rows), and 2 "
@@ -96,10 +103,10 @@ def test_what_needs_one_model_is_refused_for_an_ensemble_before_translating(
     )
 
 
-def test_an_ensemble_has_no_cross_attention_to_read(checkpoint):
+def test_an_ensemble_has_no_cross_attention_to_read(checkpoint, wider):
     from transformer_mt.inference.cross_attention import cross_attention
 
-    ensemble = Translator.from_checkpoint([str(checkpoint)] * 2).model
+    ensemble = Translator.from_checkpoint([str(checkpoint), str(wider)]).model
     with pytest.raises(TmtError, match="an ensemble of checkpoints has no one cross-attention"):
         cross_attention(ensemble, [[5, EOS_ID]], [[5]], layer=-1, bos=BOS_ID)
 
@@ -118,6 +125,21 @@ def test_members_of_the_other_direction_are_refused_by_name(checkpoint, tmp_path
         f"{data['tgt_lang']}->{data['src_lang']}: an ensemble's models must translate the same "
         "direction"
     )
+
+
+def test_a_checkpoint_given_twice_is_refused_before_loading(checkpoint, tmp_path, capsys):
+    link = tmp_path / "link.pt"
+    os.link(checkpoint, link)
+    for second in (checkpoint, link):
+        with pytest.raises(SettingError) as refused:
+            Translator.from_checkpoint([str(checkpoint), str(second)])
+        assert refused.value.setting == "checkpoint" and refused.value.value == str(second)
+        assert f"given twice (also as {checkpoint})" in refused.value.reason
+    source = tmp_path / "in.txt"
+    source.write_text("das buch\n", encoding="utf-8")
+    args = ["translate", "--checkpoint", str(checkpoint), "--checkpoint", str(link)]
+    assert main([*args, "--input", str(source)]) == 2
+    assert capsys.readouterr().err.startswith(f"error: --checkpoint {link}: given twice")
 
 
 def test_tmt_translate_takes_several_checkpoints(checkpoint, wider, tmp_path):

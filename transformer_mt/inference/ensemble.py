@@ -21,8 +21,9 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from transformer_mt.artifacts import InferenceBundle
+from transformer_mt.artifacts import InferenceBundle, load_for_inference
 from transformer_mt.errors import SettingError, TmtError
+from transformer_mt.files import file_identity
 from transformer_mt.inference.running import inference_model, load_shortlist
 from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.shortlist.select import Shortlist
@@ -95,6 +96,28 @@ class Ensemble(nn.Module):
         ]
         log_probs = torch.stack([lp for lp, _ in steps]).mean(dim=0)  # (R, V)
         return log_probs, EnsembleCache([c for _, c in steps])
+
+
+def load_members(paths: Sequence[str], device: torch.device) -> list[InferenceBundle]:
+    """The checkpoints `paths` (one, or an ensemble's), loaded.
+
+    Raises:
+        SettingError: a checkpoint given twice (by name, link or hard link), before any is
+            loaded: an ensemble of a model with itself translates as the model alone, at
+            twice the cost.
+    """
+    seen: dict[object, str] = {}
+    for path in paths:
+        identity = file_identity(Path(path))
+        if identity in seen:
+            raise SettingError(
+                "checkpoint",
+                path,
+                f"given twice (also as {seen[identity]}): an ensemble of a model with itself "
+                "translates as that model alone, at twice the cost",
+            )
+        seen[identity] = path
+    return [load_for_inference(path, device) for path in paths]
 
 
 def check_members(bundles: Sequence[InferenceBundle], paths: Sequence[str]) -> None:

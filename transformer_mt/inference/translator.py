@@ -49,7 +49,6 @@ from pathlib import Path
 
 import torch
 
-from transformer_mt.artifacts import load_for_inference
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batching import SourceBatch, make_source_batches, restore_order
 from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
@@ -62,7 +61,7 @@ from transformer_mt.inference.constrained import (
     unused_forcing,
 )
 from transformer_mt.inference.cross_attention import alignment_pairs, check_alignment_layer
-from transformer_mt.inference.ensemble import prepared_model
+from transformer_mt.inference.ensemble import load_members, prepared_model
 from transformer_mt.inference.languages import Direction, Languages, Pair
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.running import search_options
@@ -185,7 +184,7 @@ class Translator:
         """
         device = resolve_device(device)
         paths = [str(path)] if isinstance(path, str | Path) else [str(p) for p in path]
-        bundles = [load_for_inference(p, device) for p in paths]
+        bundles = load_members(paths, device)
         bundle = bundles[0]  # its config and tokenizers: every member's (ensemble.py)
         prepared = (bundles, paths, quantize, device, shortlist, lines.alignment_layer is not None)
         model, cache_dtype, listed = prepared_model(*prepared)
