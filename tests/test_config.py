@@ -157,9 +157,9 @@ def test_override_errors_name_the_override_not_the_file(tmp_path):
         ConfigError, match=r"^modle: unknown key .* \[override 'modle.d_model=8'\]$"
     ):
         load_config(path, ["modle.d_model=8"])
-    # The last override of a key is the one that holds, so it is the one blamed.
+    # Among several overrides, the one of the key at fault is blamed.
     with pytest.raises(ConfigError, match=r"\[override 'train.seed=x'\]$"):
-        load_config(path, ["train.seed=2", "train.lr=1", "train.seed=x"])
+        load_config(path, ["train.lr=1", "train.seed=x"])
 
 
 def test_errors_from_the_file_or_both_say_so(tmp_path):
@@ -183,6 +183,18 @@ def test_malformed_overrides_name_the_override_and_no_flag(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_config(path, ["train.lr.x=1"])
     assert str(err.value) == "override 'train.lr.x=1': 'lr' is not a section"
+
+
+@pytest.mark.parametrize("second", ["train.lr=2e-3", "train.lr=1e-3", " train.lr =2e-3"])
+def test_a_key_overridden_twice_is_refused_as_a_file_giving_it_twice(tmp_path, second):
+    """`--set train.lr=1e-3 --set train.lr=2e-3`: one would be dropped without a word."""
+    path = write(tmp_path, "train:\n  lr: 5e-4\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path, ["train.lr=1e-3", "model.d_model=64", second])
+    assert str(err.value).startswith(
+        f"override {second!r}: train.lr given twice (also 'train.lr=1e-3'); give it once"
+    )
+    assert err.value.keys == ("train.lr",)
 
 
 def test_max_positions_below_training_pairs_is_refused_at_load(tmp_path):

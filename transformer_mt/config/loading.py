@@ -64,6 +64,7 @@ def given_keys(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) ->
 def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict:
     """Apply `section.key=value` strings (values parsed as YAML scalars) to a copy of `data`."""
     data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
+    given: dict[str, str] = {}  # key -> its override, as a config file gives a key once
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or not key:
@@ -71,6 +72,13 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
                 f"override {item!r}: expected key=value, e.g. train.lr=5e-4",
                 keys=(key.strip(),) if key.strip() else (),
             )
+        if key.strip() in given:
+            raise ConfigError(
+                f"override {item!r}: {key.strip()} given twice (also {given[key.strip()]!r}); "
+                "give it once",
+                keys=(key.strip(),),
+            )
+        given[key.strip()] = item
         try:
             value = yaml.safe_load(raw)
         except (yaml.YAMLError, RecursionError):  # kept as text, which the key's type refuses
