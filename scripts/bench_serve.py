@@ -50,6 +50,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from bench_machine import run_standalone  # noqa: E402
 
+from transformer_mt.cli.common import Parser  # noqa: E402
 from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.inference.requests import Texts  # noqa: E402
 
@@ -434,7 +435,7 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = Parser()
     add_arguments(parser)
     args, _ = parser.parse_known_args()
     if args.serve is not None:

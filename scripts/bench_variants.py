@@ -48,6 +48,7 @@ from bench_translate import (  # noqa: E402
 )
 from run_experiment import longest_training_source  # noqa: E402
 
+from transformer_mt.cli.common import Parser  # noqa: E402
 from transformer_mt.config import load_config  # noqa: E402
 from transformer_mt.data.dataset import column_texts, load_split  # noqa: E402
 from transformer_mt.data.tokenizer import EOS_ID, PAD_ID  # noqa: E402
@@ -216,6 +217,6 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     add_arguments(parser)
     print_table(run(parser.parse_args()))

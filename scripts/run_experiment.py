@@ -36,7 +36,6 @@ import torch  # noqa: E402
 from transformer_mt.artifacts import load_checkpoint, load_for_inference  # noqa: E402
 from transformer_mt.cli import main as tmt  # noqa: E402
 from transformer_mt.cli.common import Parser  # noqa: E402
-from transformer_mt.cli.flags import Extend  # noqa: E402
 from transformer_mt.config import DataConfig, load_config  # noqa: E402
 from transformer_mt.data.dataset import check_sources, column_texts, load_split  # noqa: E402
 from transformer_mt.errors import TmtError  # noqa: E402
@@ -50,9 +49,7 @@ def parse_args() -> argparse.Namespace:
     p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--config", help="default: the quickstart recipe for this machine")
     p.add_argument("--run-dir", help="default: runs/<config name>")
-    p.add_argument(
-        "--set", nargs="+", action=Extend, default=[], metavar="KEY=VALUE", help="config overrides"
-    )
+    p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="config overrides")
     p.add_argument(
         "--average",
         type=int,

@@ -6,7 +6,7 @@ import argparse
 import pytest
 
 from transformer_mt.cli import build_parser
-from transformer_mt.cli.flags import Extend
+from transformer_mt.cli.common import Extend, Parser
 
 
 def _subparsers(parser: argparse.ArgumentParser):
@@ -51,7 +51,10 @@ def test_a_repeated_flag_keeps_every_value(argv, dest, expected):
 
 
 def test_the_default_is_replaced_not_added_to():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--x", nargs="+", action=Extend, default=["d"])
+    parser = Parser()
+    parser.add_argument("--x", nargs="+", default=["d"])
+    parser.add_argument("positional", nargs="*")  # a positional's values are argparse's
     assert parser.parse_args([]).x == ["d"]
     assert parser.parse_args(["--x", "a", "--x", "b"]).x == ["a", "b"]
+    assert parser.parse_args(["p", "q"]).positional == ["p", "q"]
+    assert not isinstance(parser._actions[-1], Extend)

@@ -11,7 +11,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable, Iterator
-from typing import BinaryIO, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from transformer_mt.cli.signals import Interrupted, interrupting_signals
 from transformer_mt.errors import MachineError, TmtError, printable
@@ -87,11 +87,40 @@ def one_line(message: str) -> str:
 class Parser(argparse.ArgumentParser):
     """argparse's parser, whose errors are one line, as every other error of the command
     (argparse prints its usage block first), quoting a value at most `MESSAGE_CHARS` long
-    (argparse quotes a bad value whole: `invalid int value: '999...'`); subcommands' parsers
-    too."""
+    (argparse quotes a bad value whole: `invalid int value: '999...'`), and whose flags of
+    several values add up when given more than once (`Extend`); subcommands' parsers too."""
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        if kwargs.get("nargs") in ("+", "*") and "action" not in kwargs and _is_flag(args):
+            kwargs["action"] = Extend
+        return super().add_argument(*args, **kwargs)
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def _is_flag(names: tuple) -> bool:
+    """Whether an argument's names are a flag's (`--set`), not a positional's."""
+    return bool(names) and str(names[0]).startswith("-")
+
+
+class Extend(argparse.Action):
+    """A flag of several values (nargs "+") given more than once adds each time's values:
+    `--set a=1 --set b=2` sets both, `--checkpoint A --checkpoint B` is an ensemble of two.
+    argparse's own `store` would keep the last time's values and drop the others without a
+    word. The flag's default is replaced, not added to."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        current = getattr(namespace, self.dest, None)
+        if current is None or current is self.default:
+            current = []
+        setattr(namespace, self.dest, [*current, *values])
 
 
 def _silence_stdout() -> None:

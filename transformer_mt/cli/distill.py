@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from transformer_mt.cli.common import add_device_flags, set_cpu_threads
-from transformer_mt.cli.flags import DECODE_FLAGS, Extend, add_decode_flags, given_fields
+from transformer_mt.cli.flags import DECODE_FLAGS, add_decode_flags, given_fields
 from transformer_mt.errors import TmtError
 from transformer_mt.shortlist.lexicon import ShortlistSettings
 
@@ -28,9 +28,7 @@ def add_distill(sub: argparse._SubParsersAction) -> None:
         "--checkpoint", required=True, help="the teacher, e.g. runs/X/checkpoints/best.pt"
     )
     p.add_argument("--config", required=True, help="YAML whose data.train is translated")
-    p.add_argument(
-        "--set", nargs="+", action=Extend, default=[], metavar="KEY=VALUE", help="config overrides"
-    )
+    p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="config overrides")
     p.add_argument(
         "--run-dir",
         required=True,
@@ -97,9 +95,7 @@ def add_shortlist(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--config", help="YAML whose data.train is learnt from (default: the checkpoint's)"
     )
-    p.add_argument(
-        "--set", nargs="+", action=Extend, default=[], metavar="KEY=VALUE", help="config overrides"
-    )
+    p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="config overrides")
     defaults = ShortlistSettings()
     p.add_argument(
         "--per-source",

@@ -8,7 +8,6 @@ import contextlib
 import dataclasses
 import json
 
-from transformer_mt.cli.flags import Extend
 from transformer_mt.errors import TmtError, shown_value
 
 
@@ -23,7 +22,6 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--metrics",
         nargs="+",
-        action=Extend,
         choices=["bleu", "chrf", "ter"],
         help="with --hyp/--ref (default: bleu chrf)",
     )
@@ -36,7 +34,6 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--directions",
         nargs="+",
-        action=Extend,
         metavar="SRC-TGT",
         help="with --checkpoint: e.g. de-en fr-de (default: every direction of the model)",
     )

@@ -27,25 +27,6 @@ def flag_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-class Extend(argparse.Action):
-    """A flag of several values (nargs "+") given more than once adds each time's values:
-    `--set a=1 --set b=2` sets both, `--checkpoint A --checkpoint B` is an ensemble of two.
-    argparse's own `store` would keep the last time's values and drop the others without a
-    word. The flag's default is replaced, not added to."""
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        current = getattr(namespace, self.dest, None)
-        if current is None or current is self.default:
-            current = []
-        setattr(namespace, self.dest, [*current, *values])
-
-
 @dataclass(frozen=True)
 class FieldFlag:
     """How one dataclass field shows on the command line."""
@@ -144,7 +125,6 @@ def add_field_flags(
             dest=name,
             type=kind,
             nargs=nargs,
-            action=Extend if nargs else "store",
             choices=choices,
             metavar=metavar,
             help=shown.help,

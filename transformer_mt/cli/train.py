@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from transformer_mt.cli.flags import Extend
 from transformer_mt.errors import TmtError
 
 
@@ -14,9 +13,7 @@ def add_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a model from a YAML config")
     p.add_argument("--config", required=True, help="YAML experiment config")
     p.add_argument("--run-dir", help="output directory (default: runs/<config name>)")
-    p.add_argument(
-        "--set", nargs="+", action=Extend, default=[], metavar="KEY=VALUE", help="config overrides"
-    )
+    p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="config overrides")
     p.set_defaults(handler=_run_train)
 
 

@@ -8,7 +8,7 @@ import argparse
 import math
 
 from transformer_mt.cli.common import add_device_flags, add_language_flags
-from transformer_mt.cli.flags import Extend, add_decode_flags
+from transformer_mt.cli.flags import add_decode_flags
 from transformer_mt.cli.translate_document import translate_one_document
 from transformer_mt.cli.translate_lines import translate_lines
 from transformer_mt.documents import FORMATS
@@ -21,7 +21,6 @@ def add_translate(sub: argparse._SubParsersAction) -> None:
         "--checkpoint",
         required=True,
         nargs="+",
-        action=Extend,
         metavar="CHECKPOINT",
         help="e.g. runs/X/checkpoints/best.pt; several of one vocabulary: an ensemble, each "
         "step the mean of their log-probabilities",
