@@ -22,15 +22,17 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, BinaryIO, TypeVar
 
 from transformer_mt.errors import MachineError, TmtError, one_line
 from transformer_mt.run_layout import run_artifact
 
 log = logging.getLogger(__name__)
+
+P = TypeVar("P", str, Path)  # a file's name as a caller holds it
 
 BOM = "\ufeff"  # Windows editors start UTF-8 files with it; it is no part of the first line
 NAME_MAX = 255  # bytes in one file name (ext4, XFS, APFS, NTFS)
@@ -374,7 +376,20 @@ def refuse_same_file(input_path: str | Path, output_path: str | Path, what: str)
         raise TmtError(f"{output_path}: is the {what} itself; write the output elsewhere")
 
 
-def file_identity(path: Path) -> object:
+def repeated_file(paths: Sequence[P]) -> tuple[P, P] | None:
+    """The first of `paths` that names a file named before it (by the same name, a link or a
+    hard link), and that earlier name; None when each names a file of its own. Inputs that
+    would count twice (an average, an ensemble) are refused with it."""
+    seen: dict[object, P] = {}
+    for path in paths:
+        identity = _identity(Path(path))
+        if identity in seen:
+            return path, seen[identity]
+        seen[identity] = path
+    return None
+
+
+def _identity(path: Path) -> object:
     """What tells one file from another whatever names it: its device and inode (a hard link
     is the same file under another name), else its resolved path where it cannot be read."""
     try:

@@ -67,23 +67,23 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
     given: dict[str, str] = {}  # key -> its override, as a config file gives a key once
     for item in overrides:
         key, sep, raw = item.partition("=")
+        name = key.strip()
         if not sep or not key:
             raise ConfigError(
                 f"override {item!r}: expected key=value, e.g. train.lr=5e-4",
-                keys=(key.strip(),) if key.strip() else (),
+                keys=(name,) if name else (),
             )
-        if key.strip() in given:
+        if name in given:
             raise ConfigError(
-                f"override {item!r}: {key.strip()} given twice (also {given[key.strip()]!r}); "
-                "give it once",
-                keys=(key.strip(),),
+                f"override {item!r}: {name} given twice (also {given[name]!r}); give it once",
+                keys=(name,),
             )
-        given[key.strip()] = item
+        given[name] = item
         try:
             value = yaml.safe_load(raw)
         except (yaml.YAMLError, RecursionError):  # kept as text, which the key's type refuses
             value = raw
-        *parents, leaf = key.strip().split(".")
+        *parents, leaf = name.split(".")
         node = data
         for depth, part in enumerate(parents, 1):
             node = node.setdefault(part, {})

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from transformer_mt.artifacts import InferenceBundle, load_for_inference
 from transformer_mt.errors import SettingError, TmtError
-from transformer_mt.files import file_identity
+from transformer_mt.files import repeated_file
 from transformer_mt.inference.running import inference_model, load_shortlist
 from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.shortlist.select import Shortlist
@@ -106,17 +106,14 @@ def load_members(paths: Sequence[str], device: torch.device) -> list[InferenceBu
             loaded: an ensemble of a model with itself translates as the model alone, at
             twice the cost.
     """
-    seen: dict[object, str] = {}
-    for path in paths:
-        identity = file_identity(Path(path))
-        if identity in seen:
-            raise SettingError(
-                "checkpoint",
-                path,
-                f"given twice (also as {seen[identity]}): an ensemble of a model with itself "
-                "translates as that model alone, at twice the cost",
-            )
-        seen[identity] = path
+    twice = repeated_file(paths)
+    if twice is not None:
+        raise SettingError(
+            "checkpoint",
+            twice[0],
+            f"given twice (also as {twice[1]}): an ensemble of a model with itself translates "
+            "as that model alone, at twice the cost",
+        )
     return [load_for_inference(path, device) for path in paths]
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from transformer_mt.artifacts import Checkpoint, checkpoint_input_files, load_checkpoint
 from transformer_mt.config import load_config
 from transformer_mt.errors import TmtError
-from transformer_mt.files import check_output, file_identity, remove_stale_temporaries
+from transformer_mt.files import check_output, remove_stale_temporaries, repeated_file
 from transformer_mt.run_layout import (
     BEST_NAME,
     CHECKPOINTS_DIR,
@@ -133,11 +133,9 @@ def resolve_average_inputs(
             paths.append(item)
         else:
             raise TmtError(f"{item}: no such checkpoint or directory")
-    seen: dict[object, Path] = {}
-    for path in paths:  # the same file twice (by name, link or hard link) would count twice
-        first = seen.setdefault(file_identity(path), path)
-        if first is not path:
-            raise TmtError(f"{path}: given twice (also as {first}); average each once")
+    twice = repeated_file(paths)  # the same file twice would count twice in the mean
+    if twice is not None:
+        raise TmtError(f"{twice[0]}: given twice (also as {twice[1]}); average each once")
     if out is not None:
         check_output(
             out, [f for path in paths for f in checkpoint_input_files(path, "input checkpoint")]
