@@ -41,8 +41,9 @@ from transformer_mt.data.dataset import check_sources, column_texts, load_split 
 from transformer_mt.errors import TmtError  # noqa: E402
 from transformer_mt.evaluation import corpus_scores  # noqa: E402
 from transformer_mt.inference.direction_scores import directions_table, score_directions  # noqa: E402
+from transformer_mt.inference.line_settings import LineSettings  # noqa: E402
 from transformer_mt.inference.paragraphs import joined_bleu  # noqa: E402
-from transformer_mt.inference.translator import LineSettings, Translator  # noqa: E402
+from transformer_mt.inference.translator import Translator  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:

@@ -164,6 +164,8 @@ def _decode_line(config: ExperimentConfig) -> str:
         parts.append(f"no_repeat_ngram_size {decode.no_repeat_ngram_size}")
     if decode.disable_unk:
         parts.append("disable_unk")
+    if decode.replace_unk:
+        parts.append("replace_unk")
     return ", ".join(parts)
 
 

@@ -22,8 +22,9 @@ from tests.importing.builders import build_marian, end_half_the_sentences
 from transformer_mt.artifacts import load_checkpoint, save_checkpoint
 from transformer_mt.cli import main
 from transformer_mt.inference.attention_maps import CELL_INCHES, DPI, draw_attention
+from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.requests import Texts
-from transformer_mt.inference.translator import LineSettings, Translator
+from transformer_mt.inference.translator import Translator
 
 transformers = pytest.importorskip("transformers")
 

@@ -15,7 +15,8 @@ from tests.importing.builders import build_nllb
 from transformer_mt.artifacts import load_checkpoint, save_checkpoint
 from transformer_mt.cli import main
 from transformer_mt.data.tokenizer import PieceTable
-from transformer_mt.inference.translator import LineSettings, Translator
+from transformer_mt.inference.line_settings import LineSettings
+from transformer_mt.inference.translator import Translator
 
 transformers = pytest.importorskip("transformers")
 

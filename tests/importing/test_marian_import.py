@@ -12,7 +12,8 @@ from tests.corpora import SHARED_DATA, slice_lines
 from tests.importing.builders import best_ids, build_marian, generated_ids
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
-from transformer_mt.inference.translator import LineSettings, Translator
+from transformer_mt.inference.line_settings import LineSettings
+from transformer_mt.inference.translator import Translator
 
 transformers = pytest.importorskip("transformers")
 

@@ -7,7 +7,8 @@ import pytest
 from transformer_mt.cli import main
 from transformer_mt.errors import TmtError
 from transformer_mt.inference.attention_maps import CELL_INCHES, DPI, draw_attention
-from transformer_mt.inference.translator import LineSettings, Translator
+from transformer_mt.inference.line_settings import LineSettings
+from transformer_mt.inference.translator import Translator
 
 CELL = int(CELL_INCHES * DPI)  # pixels per panel side
 

@@ -11,8 +11,11 @@ from transformer_mt.inference.checked import (
     translate_checked,
 )
 from transformer_mt.inference.dropped import Scores, Thresholds
+from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.sentences import SplitLines
-from transformer_mt.inference.translator import LineSettings, Translation, Translator
+
+# Flags nothing but the length: coverage and copies are left out of these tests.
+from transformer_mt.inference.translator import Translation, Translator
 
 # Flags nothing but the length: coverage and copies are left out of these tests.
 LENGTH_ONLY = Thresholds(min_coverage=0.0, max_source_chrf=100.0)

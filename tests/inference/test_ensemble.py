@@ -14,7 +14,8 @@ from transformer_mt.cli import main
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.inference.ensemble import Ensemble
-from transformer_mt.inference.translator import LineSettings, Translator
+from transformer_mt.inference.line_settings import LineSettings
+from transformer_mt.inference.translator import Translator
 
 from ..conftest import save_tiny_checkpoint
 

@@ -4,8 +4,9 @@ in its own direction: the same as a Translator made for that direction alone."""
 import pytest
 
 from transformer_mt.errors import SettingError
+from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.requests import Texts
-from transformer_mt.inference.translator import LineSettings, Translator
+from transformer_mt.inference.translator import Translator
 
 from ..conftest import MULTILINGUAL, WORDS
 

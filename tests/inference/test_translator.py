@@ -22,6 +22,7 @@ from transformer_mt.config import DecodeConfig
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
 from transformer_mt.errors import TmtError
 from transformer_mt.inference import quantize
+from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.packed import bucketed_rows
 from transformer_mt.inference.quantize import (
     Int8Linear,
@@ -31,7 +32,7 @@ from transformer_mt.inference.quantize import (
 )
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.stream import format_translation, stream_progress, translate_stream
-from transformer_mt.inference.translator import LineSettings, Translator
+from transformer_mt.inference.translator import Translator
 from transformer_mt.machine import Choice
 from transformer_mt.model.layers import FeedForward
 from transformer_mt.timed_choices import TimedChoices

@@ -29,8 +29,9 @@ from transformer_mt.config import DecodeConfig  # noqa: E402
 from transformer_mt.data.specials import SpecialTokens  # noqa: E402
 from transformer_mt.errors import SettingError  # noqa: E402
 from transformer_mt.inference.languages import Direction  # noqa: E402
+from transformer_mt.inference.line_settings import LineSettings  # noqa: E402
 from transformer_mt.inference.requests import Texts
-from transformer_mt.inference.translator import LineSettings, Translator  # noqa: E402
+from transformer_mt.inference.translator import Translator  # noqa: E402
 from transformer_mt.langid import installed  # noqa: E402
 from transformer_mt.serve.engine import Engine, ServeLimits  # noqa: E402
 from transformer_mt.serve.engine.caches import translation_key  # noqa: E402

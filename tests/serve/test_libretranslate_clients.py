@@ -35,8 +35,9 @@ from libretranslate_aio import (  # noqa: E402
 
 from tests.serve.real_engine import serving  # noqa: E402
 from transformer_mt.documents.translate import translate_document  # noqa: E402
+from transformer_mt.inference.line_settings import LineSettings  # noqa: E402
 from transformer_mt.inference.requests import Texts  # noqa: E402
-from transformer_mt.inference.translator import LineSettings, Translator  # noqa: E402
+from transformer_mt.inference.translator import Translator  # noqa: E402
 from transformer_mt.langid import installed  # noqa: E402
 from transformer_mt.serve.engine import Engine, ServeLimits  # noqa: E402
 from transformer_mt.serve.http_settings import HttpSettings  # noqa: E402

@@ -4,7 +4,8 @@ import pytest
 
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
-from transformer_mt.inference.translator import LineSettings, Translator
+from transformer_mt.inference.line_settings import LineSettings
+from transformer_mt.inference.translator import Translator
 from transformer_mt.shortlist.vmap import read_vmap
 
 from ..conftest import without_notes

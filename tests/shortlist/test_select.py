@@ -11,7 +11,8 @@ import torch
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.data.tokenizer import EOS_ID
 from transformer_mt.errors import TmtError
-from transformer_mt.inference.translator import LineSettings, Translator
+from transformer_mt.inference.line_settings import LineSettings
+from transformer_mt.inference.translator import Translator
 from transformer_mt.search import SearchOptions, search
 from transformer_mt.shortlist.select import Shortlist
 from transformer_mt.shortlist.vmap import write_vmap

@@ -17,7 +17,8 @@ from transformer_mt.data.readers import DataError
 from transformer_mt.evaluation import corpus_scores
 from transformer_mt.inference.direction_scores import score_directions
 from transformer_mt.inference.languages import Languages
-from transformer_mt.inference.translator import LineSettings, Translator
+from transformer_mt.inference.line_settings import LineSettings
+from transformer_mt.inference.translator import Translator
 from transformer_mt.langid import installed
 from transformer_mt.training.run import run_training
 

@@ -7,7 +7,8 @@ import pytest
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
 from transformer_mt.config import ConfigError
-from transformer_mt.inference.translator import LineSettings, Translator
+from transformer_mt.inference.line_settings import LineSettings
+from transformer_mt.inference.translator import Translator
 from transformer_mt.training.run import run_training
 
 from .conftest import write_config, write_corpus

@@ -59,6 +59,10 @@ DECODE_FLAGS = {
     "disable_unk": FieldFlag(
         "never produce the unknown piece (shown as ⁇); --no-disable-unk allows it"
     ),
+    "replace_unk": FieldFlag(
+        "write the source piece each unknown piece attends to most in its place (a name, "
+        "symbol or character the target vocabulary lacks); --no-replace-unk leaves ⁇"
+    ),
     "n_best": FieldFlag(
         "print N 'i ||| text ||| score' lines per input (N <= beam)", flag="--nbest"
     ),

@@ -40,8 +40,9 @@ def add_score(sub: argparse._SubParsersAction) -> None:
 def _run_score(args: argparse.Namespace) -> int:
     from transformer_mt.artifacts import checkpoint_input_files
     from transformer_mt.files import check_output, count_lines
+    from transformer_mt.inference.line_settings import LineSettings
     from transformer_mt.inference.scoring import refuse_unequal, rescore_nbest, score_files
-    from transformer_mt.inference.translator import LineSettings, Translator
+    from transformer_mt.inference.translator import Translator
     from transformer_mt.progress import Counted, ProgressReport
 
     if args.batch_tokens is not None and args.batch_tokens < 1:

@@ -94,7 +94,7 @@ def _run_serve(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    from transformer_mt.inference.translator import LineSettings
+    from transformer_mt.inference.line_settings import LineSettings
     from transformer_mt.machine import keep_freed_memory
     from transformer_mt.serve.engine import Engine, ServeLimits
 

@@ -133,7 +133,8 @@ def load_translator(
     args: argparse.Namespace, *, alignment_layer: int | None, split_sentences: bool = True
 ) -> Translator:
     """The Translator of --checkpoint with the model and decode flags of `args`."""
-    from transformer_mt.inference.translator import LineSettings, Translator
+    from transformer_mt.inference.line_settings import LineSettings
+    from transformer_mt.inference.translator import Translator
 
     lines = LineSettings(
         alignment_layer=alignment_layer,

@@ -27,7 +27,7 @@ import heapq
 import json
 import logging
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -122,10 +122,21 @@ class Tokenizer:
         """Encode many lines at once; SentencePiece spreads them over `num_threads` C++ threads."""
         if self.table is None:
             return self._sp.encode(list(texts), num_threads=num_threads)
-        split = _leading_tag if self.table.inline_tags else _no_tag
+        return [self._ids(row) for row in self._piece_rows(texts, num_threads)]
+
+    def encode_pieces(self, text: str) -> list[str]:
+        """The pieces of `text`, one per id of `encode(text)`: a piece the vocabulary lacks
+        (an unknown id) as the characters it covers."""
+        if self.table is None:
+            return self._sp.encode(text, out_type=str)
+        return self._piece_rows([text], 1)[0]
+
+    def _piece_rows(self, texts: Sequence[str], num_threads: int) -> list[list[str]]:
+        """The pieces of each text under a table, a leading language tag taken whole."""
+        split = _leading_tag if self.table is not None and self.table.inline_tags else _no_tag
         tags, rest = zip(*map(split, texts), strict=True) if texts else ((), ())
         rows = self._sp.encode(list(rest), out_type=str, num_threads=num_threads)
-        return [self._ids(tag + row) for tag, row in zip(tags, rows, strict=True)]
+        return [tag + row for tag, row in zip(tags, rows, strict=True)]
 
     def encode_dropout(self, texts: Sequence[str], dropout: float, seed: int) -> list[list[int]]:
         """BPE-dropout segmentations of `texts`: every merge is skipped with probability `dropout`.
@@ -168,15 +179,29 @@ class Tokenizer:
             if not (sp.is_control(i) or sp.is_unknown(i) or sp.is_unused(i) or sp.is_byte(i))
         }
 
-    def decode(self, ids: Sequence[int]) -> str:
+    def decode(self, ids: Sequence[int], pieces: Mapping[int, str] | None = None) -> str:
         """Ids back to text; PAD/BOS/EOS are skipped by SentencePiece (they are control pieces;
-        with a table, the ids of special and language-tag pieces are skipped)."""
+        with a table, the ids of special and language-tag pieces are skipped).
+
+        `pieces`: position -> the piece written there instead of its id's (a source piece
+        copied over an unknown one, `inference.unknowns`); a piece the vocabulary lacks comes
+        out as written, its word-boundary marks made spaces.
+        """
         if self.table is not None:
             # A shared table holds pieces this model lacks (the other side's): they come out
             # as written, their word-boundary marks made spaces, as Marian's tokenizer does.
-            kept = [self._by_id[i] for i in ids if i in self._by_id and i not in self._skipped]
+            kept = [
+                pieces[k] if pieces and k in pieces else self._by_id[i]
+                for k, i in enumerate(ids)
+                if (pieces and k in pieces) or (i in self._by_id and i not in self._skipped)
+            ]
             text = self._sp.decode_pieces(kept)
             return text.replace("\u2581", " ").strip()
+        if pieces:
+            written = [pieces.get(k) or self._sp.id_to_piece(i) for k, i in enumerate(ids)]
+            text = self._sp.decode_pieces(written).replace("\u2581", " ")
+            # SentencePiece drops the space its own first piece starts with, not a copied one's
+            return text[1:] if 0 in pieces and text.startswith(" ") else text
         return self._sp.decode(list(ids))
 
     def normalize(self, text: str) -> str:

@@ -50,8 +50,9 @@ from transformer_mt.distill.manifest import Manifest, claim_run_dir
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import atomic_open, check_output, read_lines
 from transformer_mt.inference.languages import Pair, in_direction
+from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.requests import Texts
-from transformer_mt.inference.translator import LineSettings, Translator
+from transformer_mt.inference.translator import Translator
 from transformer_mt.progress import PROGRESS_SECONDS, Counted, ProgressReport, duration
 
 CHUNKS_DIR = "chunks"

@@ -22,7 +22,8 @@ from transformer_mt.errors import SettingError
 from transformer_mt.figures import figure_format, pyplot
 from transformer_mt.files import atomic_path, check_output
 from transformer_mt.inference.languages import Pair
-from transformer_mt.inference.translator import LineSettings, Translator
+from transformer_mt.inference.line_settings import LineSettings
+from transformer_mt.inference.translator import Translator
 
 log = logging.getLogger(__name__)
 

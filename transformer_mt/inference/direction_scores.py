@@ -29,8 +29,9 @@ from transformer_mt.data.dataset import check_sources, column_texts, load_split,
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.evaluation import corpus_scores
 from transformer_mt.inference.languages import Languages, Pair, in_direction
+from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.requests import Texts
-from transformer_mt.inference.translator import LineSettings, Translator
+from transformer_mt.inference.translator import Translator
 from transformer_mt.langid import LanguageIdentifier
 
 log = logging.getLogger(__name__)

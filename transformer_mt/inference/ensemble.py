@@ -189,14 +189,15 @@ def prepared_model(
     Raises:
         SettingError: a shortlist for an ensemble (each member would need its own), or as
             `ensemble_model` and `running.load_shortlist`.
-        TmtError: alignments (`aligns`) asked of an ensemble, which has no one cross-attention.
+        TmtError: alignments or unknown pieces replaced (`aligns`) asked of an ensemble,
+            which has no one cross-attention to read them from.
     """
     if len(paths) > 1 and shortlist is not None:
         raise SettingError("shortlist", None, f"an ensemble of {len(paths)} takes none")
     if len(paths) > 1 and aligns:
         raise TmtError(
-            f"an ensemble of {len(paths)} checkpoints gives no alignments (they are one "
-            "model's cross-attention); give one checkpoint"
+            f"an ensemble of {len(paths)} checkpoints gives no alignments and replaces no "
+            "unknown pieces (both read one model's cross-attention); give one checkpoint"
         )
     listed = None if shortlist is None else load_shortlist(shortlist, bundles[0], device)
     if len(paths) > 1:

@@ -43,7 +43,6 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -63,40 +62,16 @@ from transformer_mt.inference.constrained import (
 from transformer_mt.inference.cross_attention import alignment_pairs, check_alignment_layer
 from transformer_mt.inference.ensemble import load_members, prepared_model
 from transformer_mt.inference.languages import Direction, Languages, Pair
+from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.running import search_options
 from transformer_mt.inference.sentences import Segments, SplitLines, split_line
 from transformer_mt.inference.translation import Translation
+from transformer_mt.inference.unknowns import copied_pieces
 from transformer_mt.machine import resolve_device
 from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.search import SearchResult, search
 from transformer_mt.shortlist.select import Shortlist
-
-
-@dataclass(frozen=True)
-class LineSettings:
-    """How a Translator treats the lines it is given, beyond the search (`DecodeConfig`).
-
-    Attributes:
-        alignment_layer: None (no alignments), or the decoder layer whose cross-attention
-            aligns target to source subwords; negative values count from the last.
-        src_lang, tgt_lang: the languages of a model with language tags (a multilingual
-            OPUS-MT model needs tgt_lang, NLLB both); a model without ignores them. The
-            direction of every line that is not given its own.
-        trained: the (source, target) pairs the model was trained on (its checkpoint's
-            `data.directions()`), for `Translator.languages`.
-        split_sentences: split lines into sentences before searching (see the module).
-        split_lang: the language whose sentence rules split lines that name none (a model
-            without tags: its checkpoint's `data.src_lang`); None: src_lang, else English
-            rules (`sentences.split_line`).
-    """
-
-    alignment_layer: int | None = None
-    src_lang: str | None = None
-    tgt_lang: str | None = None
-    trained: tuple[Pair, ...] = ()
-    split_sentences: bool = True
-    split_lang: str | None = None
 
 
 class Translator:
@@ -186,9 +161,10 @@ class Translator:
         paths = [str(path)] if isinstance(path, str | Path) else [str(p) for p in path]
         bundles = load_members(paths, device)
         bundle = bundles[0]  # its config and tokenizers: every member's (ensemble.py)
-        prepared = (bundles, paths, quantize, device, shortlist, lines.alignment_layer is not None)
-        model, cache_dtype, listed = prepared_model(*prepared)
         decode = dataclasses.replace(bundle.config.decode, **decode_changes)
+        attends = lines.alignment_layer is not None or decode.replace_unk
+        prepared = (bundles, paths, quantize, device, shortlist, attends)
+        model, cache_dtype, listed = prepared_model(*prepared)
         data, specials = bundle.config.data, bundle.specials
         lines = dataclasses.replace(
             lines,
@@ -358,7 +334,11 @@ class Translator:
         searches = self.search_batches(sources, forced if any(forced) else None, constraints)
         for batch, found in searches:
             rows = batch.indices.tolist()
-            searched.extend(self._detokenized(batch, found, [directions[todo[i]] for i in rows]))
+            searched.extend(
+                self._detokenized(
+                    batch, found, [(sentences[todo[i]], directions[todo[i]]) for i in rows]
+                )
+            )
             indices.extend(rows)
             if on_batch is not None:
                 lines = [owners[todo[i]] for i in rows]
@@ -369,13 +349,17 @@ class Translator:
         return results
 
     def _detokenized(
-        self, batch: SourceBatch, found: list[SearchResult], directions: Sequence[Direction]
+        self,
+        batch: SourceBatch,
+        found: list[SearchResult],
+        sentences: Sequence[tuple[str, Direction]],
     ) -> list[Translation]:
-        """The translations of a searched batch's rows (in the batch's order), each in its
-        direction, aligned when alignments are on."""
+        """The translations of a searched batch's rows (in the batch's order), each of its
+        sentence and direction, aligned when alignments are on."""
         translations = []
-        for row, (result, direction) in enumerate(zip(found, directions, strict=True)):
-            translation = self.detokenize(result, direction)
+        for row, (result, (sentence, direction)) in enumerate(zip(found, sentences, strict=True)):
+            source = sentence if self.decode.replace_unk else None
+            translation = self.detokenize(result, direction, source)
             if self.alignment_layer is not None:
                 src_ids = batch.src_ids[row, batch.src_mask[row].view(-1)]  # (S,), with EOS
                 translation.alignment = alignment_pairs(
@@ -402,19 +386,26 @@ class Translator:
         translation (alignments, checks) is not counted twice: `count` False.
         """
         direction = direction or self.default
-        if not line.strip():
-            return []
-        ids = self.src_tokenizer.encode(line)
-        if self._typed_tags and not self._typed_tags.isdisjoint(ids):
+        ids = self.src_tokenizer.encode(line) if line.strip() else []
+        kept = self._kept(ids, direction, count)
+        return [*direction.source_prefix, *(ids[k] for k in kept)] if kept else []
+
+    def source_pieces(self, line: str, direction: Direction | None = None) -> list[str]:
+        """The pieces of the subwords `source_ids` gives `line`, after its language tags."""
+        ids = self.src_tokenizer.encode(line) if line.strip() else []
+        pieces = self.src_tokenizer.encode_pieces(line) if ids else []
+        return [pieces[k] for k in self._kept(ids, direction or self.default, count=False)]
+
+    def _kept(self, ids: list[int], direction: Direction, count: bool) -> list[int]:
+        """The positions of a line's `ids` that `source_ids` keeps: not a typed tag, and in
+        the position table after `direction`'s tags (with `count`, lines counted)."""
+        kept = [k for k, i in enumerate(ids) if i not in self._typed_tags]
+        if len(kept) < len(ids):
             self.tagged_lines += 1 if count else 0
-            ids = [i for i in ids if i not in self._typed_tags]
-        if not ids:
-            return []
         room = self._room - len(direction.source_prefix)
-        if len(ids) > room:
+        if len(kept) > room:
             self.truncated_lines += 1 if count else 0
-            ids = ids[:room]
-        return [*direction.source_prefix, *ids]
+        return kept[:room]
 
     def prefix_ids(
         self, text: str, direction: Direction | None = None, line: int | None = None
@@ -478,19 +469,43 @@ class Translator:
                 )
                 yield batch, found
 
-    def detokenize(self, result: SearchResult, direction: Direction | None = None) -> Translation:
+    def detokenize(
+        self, result: SearchResult, direction: Direction | None = None, source: str | None = None
+    ) -> Translation:
         """A search result's hypotheses as target text, with their scores; `direction`: the
-        one they were searched in (None: the default)."""
+        one they were searched in (None: the default). `source`: the sentence searched, whose
+        pieces replace the unknown pieces of the hypotheses (`inference.unknowns`); None:
+        they stay ⁇."""
+        direction = direction or self.default
+        hypotheses = [h.tokens for h in result.hypotheses]
+        copied: list[dict[int, str]] = [{} for _ in hypotheses]
+        if source is not None:
+            copied = copied_pieces(
+                self.model,
+                [*self.source_ids(source, direction, count=False), self.specials.eos],
+                self.source_pieces(source, direction),
+                hypotheses,
+                self.specials.unk,
+                self.specials.bos,
+                -1 if self.alignment_layer is None else self.alignment_layer,
+                (len(direction.source_prefix), len(direction.target_prefix)),
+            )
         return Translation(
-            [self.text(h.tokens, direction) for h in result.hypotheses],
+            [self.text(t, direction, c) for t, c in zip(hypotheses, copied, strict=True)],
             [h.score for h in result.hypotheses],
         )
 
-    def text(self, tokens: Sequence[int], direction: Direction | None = None) -> str:
+    def text(
+        self,
+        tokens: Sequence[int],
+        direction: Direction | None = None,
+        copied: dict[int, str] | None = None,
+    ) -> str:
         """The target text of output `tokens`, without the language tags `direction` (None:
-        the default) forced in front."""
+        the default) forced in front; `copied`: pieces written instead of unknown ones, by
+        position after the tags (`detokenize`)."""
         direction = direction or self.default
-        return self.tgt_tokenizer.decode(tokens[len(direction.target_prefix) :])
+        return self.tgt_tokenizer.decode(tokens[len(direction.target_prefix) :], copied)
 
 
 def _tagged(code: str, specials: SpecialTokens) -> str | None:

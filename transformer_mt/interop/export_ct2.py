@@ -270,7 +270,12 @@ def build_spec(
     options = _stack_options(cfg)
     spec = transformer_spec.TransformerSpec(
         transformer_spec.TransformerEncoderSpec(cfg.n_layers, cfg.n_heads, **options),
-        transformer_spec.TransformerDecoderSpec(cfg.decoder_layers, cfg.n_heads, **options),
+        # Attention returned (return_attention, replace_unknowns) as `--alignments` and
+        # `--replace-unk` read it: the last layer's cross-attention over all heads (0), not
+        # CTranslate2's default of its first head.
+        transformer_spec.TransformerDecoderSpec(
+            cfg.decoder_layers, cfg.n_heads, alignment_heads=0, **options
+        ),
     )
     _set_side(spec.encoder, model, "encoder", cfg)
     _set_side(spec.decoder, model, "decoder", cfg)

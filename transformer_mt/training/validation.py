@@ -24,7 +24,8 @@ from transformer_mt.data.pipeline import TrainData
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.evaluation import corpus_scores
-from transformer_mt.inference.translator import LineSettings, Translator
+from transformer_mt.inference.line_settings import LineSettings
+from transformer_mt.inference.translator import Translator
 from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.training.loss import label_smoothed_loss, perplexity
 

@@ -308,7 +308,8 @@ class Engine:
             hypotheses = self.batch.finished.pop(sentence.key)
             (result,) = ranked_results([hypotheses], sentence.decode.n_best)
             work = self.admission.running[sentence.key]
-            self._finish(work, self.translator.detokenize(result, work.direction))
+            source = work.job.split.sentences[work.index] if sentence.decode.replace_unk else None
+            self._finish(work, self.translator.detokenize(result, work.direction, source))
         for key, tokens in greedy.items():
             work = self.admission.running[key]
             if work.job.on_token is not None:

@@ -113,6 +113,11 @@ class TranslateBody(BaseModel):
     disable_unk: bool | None = Field(
         None, description=f"Never produce the unknown piece (shown as ⁇). {_DEFAULT}"
     )
+    replace_unk: bool | None = Field(
+        None,
+        description="Write the source piece each unknown piece attends to most in its place, "
+        f"as CTranslate2's replace_unknowns. {_DEFAULT}",
+    )
     n_best: int | None = Field(
         None, ge=1, description=f"Hypotheses per text, <= beam_size. {_DEFAULT}"
     )
