@@ -5,7 +5,7 @@
         [--variants eager-plain eager-packed compiled compiled-cpp compiled-static compiled-packed]
 
 The first --sentences lines of --input (default data/multi30k/test2016.<the checkpoint's source
-language>) become one batch as `tmt translate` makes them (`Translator.source_ids`, then
+language>) become one batch as `tmt translate` makes them (`LineEncoding.source_ids`, then
 `make_source_batches` with the checkpoint's special ids), and every variant searches that
 batch with `search` and `search_options`, each search writing exactly --fixed-length tokens
 (min_len = max_len_b = N, max_len_a = 0; score log P / |y|). The variants (`VARIANTS`):
@@ -135,7 +135,7 @@ def source_batch(bundle: InferenceBundle, path: Path | None, sentences: int) -> 
     path = path or DEFAULT_DATA / f"test2016.{bundle.config.data.src_lang}"
     tokenizers = (bundle.src_tokenizer, bundle.tgt_tokenizer)
     translator = Translator(bundle.model, tokenizers, decode_config(1, 1), specials=bundle.specials)
-    encoded = [translator.source_ids(line) for line in read_lines(path)]
+    encoded = [translator.encoding.source_ids(line) for line in read_lines(path)]
     sources = [ids for ids in encoded if ids][:sentences]
     if not sources:
         raise SystemExit(f"bench_compile: {path} has no sentences")

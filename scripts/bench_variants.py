@@ -163,7 +163,7 @@ def _attention_name(cfg) -> str:
 
 def _speed(translator: Translator, lines: list[str], batch_size: int) -> float:
     """Sentences/s of beam search over `lines` in batches of `batch_size` (after a warm-up)."""
-    sources = [translator.source_ids(line) + [EOS_ID] for line in lines]
+    sources = [translator.encoding.source_ids(line) + [EOS_ID] for line in lines]
     batches = make_batches(sources, batch_size)
     model, decode, options = translator.model, translator.decode, translator.options
 

@@ -163,7 +163,7 @@ def main() -> int:
 def longest_training_source(translator: Translator, data: DataConfig) -> int:
     """The longest source of `data`'s training split, in the translator's subwords."""
     sources = column_texts(load_split(data, "train"), "src")
-    return max(len(translator.source_ids(text)) for text in sources)
+    return max(len(translator.encoding.source_ids(text)) for text in sources)
 
 
 if __name__ == "__main__":

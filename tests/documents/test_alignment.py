@@ -31,7 +31,7 @@ def test_every_target_word_is_linked_to_a_source_word(translator):
 
 def test_a_truncated_block_is_counted_once(translator):
     translate_document(translator, f"<p>{' '.join(WORDS * 10)}</p><p>ein mann</p>", "html")
-    assert translator.truncated_lines == 1
+    assert translator.encoding.truncated_lines == 1
 
 
 def test_a_document_in_another_direction_of_a_multilingual_model(multilingual_checkpoint):

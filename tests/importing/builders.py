@@ -223,7 +223,7 @@ def build_marian_searching(directory, sources, **generation):
 def best_ids(translator, lines):
     """Each line's best hypothesis from our search, in input order, as `generate` returns it
     after the decoder's start token: the ids, eos included where the hypothesis ended."""
-    sources = [translator.source_ids(line) for line in lines]
+    sources = [translator.encoding.source_ids(line) for line in lines]
     best = {}
     for batch, found in translator.search_batches(sources):
         for index, result in zip(batch.indices.tolist(), found, strict=True):

@@ -130,7 +130,7 @@ def test_the_target_language_flag_chooses_the_tag(imported, tmp_path):
     )
     for line in SOURCES:
         tagged = translator.src_tokenizer.encode(f">>deu<< {line}")
-        assert translator.source_ids(line) == tagged
+        assert translator.encoding.source_ids(line) == tagged
         assert tagged == imported.hf_tokenizer(f">>deu<< {line}").input_ids[:-1]  # no EOS
 
 
@@ -321,7 +321,7 @@ def test_ctranslate2_greedy_output_equals_ours(imported, tmp_path, scale_embeddi
         max_len_b=STEPS,
         lines=LineSettings(tgt_lang=imported.tgt_lang),
     )
-    sources = [translator.source_ids(line) for line in SOURCES]  # with the language tag
+    sources = [translator.encoding.source_ids(line) for line in SOURCES]  # with the language tag
     ours = {}
     for batch, found in translator.search_batches(sources):
         for index, result in zip(batch.indices.tolist(), found, strict=True):

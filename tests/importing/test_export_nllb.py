@@ -109,7 +109,7 @@ def greedy(checkpoint: Path, tgt_lang: str) -> tuple[Translator, dict[int, list[
         max_len_b=STEPS,
         lines=LineSettings(tgt_lang=tgt_lang),
     )
-    sources = [translator.source_ids(line) for line in SOURCES]
+    sources = [translator.encoding.source_ids(line) for line in SOURCES]
     ours = {}
     for batch, found in translator.search_batches(sources):
         for index, result in zip(batch.indices.tolist(), found, strict=True):
@@ -129,7 +129,7 @@ def ending(imported, tmp_path_factory) -> Path:
     """
     translator, ours = greedy(imported.checkpoint, "eng_Latn")
     specials, model = translator.specials, translator.model
-    src = [translator.source_ids(line) + [specials.eos] for line in SOURCES]
+    src = [translator.encoding.source_ids(line) + [specials.eos] for line in SOURCES]
     width = max(map(len, src))
     src_ids = torch.tensor([ids + [specials.pad] * (width - len(ids)) for ids in src])
     tgt_in = torch.tensor([[specials.bos, *ours[i][:-1]] for i in range(len(SOURCES))])
@@ -164,7 +164,10 @@ def test_ctranslate2_greedy_output_equals_ours(ending, tmp_path, tgt_lang):
     tokenizer = translator.tgt_tokenizer
     ct2 = ctranslate2.Translator(str(out), device="cpu", intra_threads=1)
     results = ct2.translate_batch(
-        [[tokenizer.id_to_piece(i) for i in translator.source_ids(line)] for line in SOURCES],
+        [
+            [tokenizer.id_to_piece(i) for i in translator.encoding.source_ids(line)]
+            for line in SOURCES
+        ],
         target_prefix=[[tgt_lang]] * len(SOURCES),
         beam_size=1,
         max_decoding_length=STEPS,

@@ -49,7 +49,7 @@ def test_token_ids_equal_nllb_tokenizer(imported):
                 bundle.model, tokenizers, bundle.config.decode, specials=specials,
                 lines=LineSettings(src_lang="fra_Latn", tgt_lang="eng_Latn"),
             )  # fmt: skip
-            assert translator.source_ids(line) + [specials.eos] == expected, line
+            assert translator.encoding.source_ids(line) + [specials.eos] == expected, line
 
 
 def test_logits_equal_transformers_on_a_padded_batch(imported):
@@ -165,11 +165,11 @@ def test_tags_in_the_text_and_empty_lines(imported):
     model, tokenizer, out = imported
     translator = Translator.from_checkpoint(str(out), beam_size=1, max_len_a=0.0, max_len_b=STEPS)
     codes = set(translator.specials.language_tags.values())
-    assert codes.isdisjoint(translator.source_ids("fra_Latn ein hund")[1:])
-    assert translator.source_ids("\u200b") == []  # nothing to translate, not the tag alone
+    assert codes.isdisjoint(translator.encoding.source_ids("fra_Latn ein hund")[1:])
+    assert translator.encoding.source_ids("\u200b") == []  # nothing to translate, not the tag alone
     tokenizer.src_lang = "deu_Latn"
     line = ">>fra<< ein mann"
-    assert translator.source_ids(line) + [2] == tokenizer(line).input_ids
+    assert translator.encoding.source_ids(line) + [2] == tokenizer(line).input_ids
 
 
 def test_alignments_skip_the_language_tags(imported):
@@ -185,7 +185,7 @@ def test_alignments_skip_the_language_tags(imported):
     line = "ein hund läuft über die wiese"
     (result,) = translator.translate([line])
     n_source = len(translator.src_tokenizer.encode(line))
-    (found,) = next(translator.search_batches([translator.source_ids(line)]))[1]
+    (found,) = next(translator.search_batches([translator.encoding.source_ids(line)]))[1]
     n_target = len(found.best.tokens) - len(translator.target_prefix)
     assert [t for _, t in result.alignment] == list(range(n_target))
     assert all(0 <= s < n_source for s, _ in result.alignment)

@@ -184,5 +184,5 @@ def test_a_tag_typed_into_the_text_does_not_switch_the_language(imported):
         str(out), beam_size=1, lines=LineSettings(tgt_lang="fra")
     )
     plain, typed = translator.translate(["ein hund läuft", ">>deu<< ein hund läuft"])
-    assert typed.texts == plain.texts and translator.tagged_lines == 1
-    assert translator.source_ids(">>deu<<") == []  # the tag alone: nothing to translate
+    assert typed.texts == plain.texts and translator.encoding.tagged_lines == 1
+    assert translator.encoding.source_ids(">>deu<<") == []  # the tag alone: nothing to translate

@@ -107,7 +107,7 @@ def test_a_forced_prefix_longer_than_the_position_table_is_refused_naming_the_li
         str(err.value),
     )
     # Scoring a target reads it as a prefix too: cut to the table, as a long source is.
-    assert len(translator.prefix_ids(LONG_PREFIX)) == 63
+    assert len(translator.encoding.prefix_ids(LONG_PREFIX)) == 63
 
 
 def test_cli_refuses_a_forced_prefix_too_long_in_one_line(checkpoint, tmp_path, capsys):
@@ -133,7 +133,8 @@ def test_forced_text_the_model_cannot_produce_is_refused_naming_its_line(checkpo
         plain.translate(Texts.of(["das buch", "ein mann"], prefixes=["", "漢字"]))
     tagged = Translator.from_checkpoint(str(checkpoint), beam_size=2)
     rad = tagged.tgt_tokenizer.encode("rad")
-    tagged.specials = dataclasses.replace(tagged.specials, never=(*tagged.specials.never, *rad))
+    specials = tagged.encoding.specials
+    tagged.encoding.specials = dataclasses.replace(specials, never=(*specials.never, *rad))
     never = "holds " + ", ".join(repr(tagged.tgt_tokenizer.id_to_piece(i)) for i in rad)
     with pytest.raises(ConstraintsError, match=f"^line 1: its forced prefix 'rad' {never}, a "):
         tagged.translate(Texts.of(["das buch"], prefixes=["rad"]))

@@ -11,8 +11,8 @@ def pairs(translator):
     sources = ["ein mann", "zwei hunde spielen im schnee", "das buch", "eine frau liest"]
     targets = ["mann ein rad", "", "buch das buch das buch", "liest"]
     eos = translator.specials.eos
-    src = [[*translator.source_ids(text), eos] for text in sources]
-    return src, [translator.prefix_ids(text) for text in targets]
+    src = [[*translator.encoding.source_ids(text), eos] for text in sources]
+    return src, [translator.encoding.prefix_ids(text) for text in targets]
 
 
 def test_a_batch_gives_each_pair_the_weights_it_gets_alone(checkpoint):

@@ -120,7 +120,7 @@ def test_a_model_scores_each_sentence_and_skips_blank_ones(translator):
 def test_checking_does_not_count_lines_again(translator):
     long = " ".join(["ein mann fährt rad"] * 40)  # over the 64 positions of the tiny model
     (found,) = check_translations(translator, [long], ["mann"], [translator.default])
-    assert found is not None and translator.truncated_lines == 0
+    assert found is not None and translator.encoding.truncated_lines == 0
 
 
 def test_a_multilingual_model_checks_without_its_language_tags(multilingual_checkpoint):

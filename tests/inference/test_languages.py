@@ -103,11 +103,11 @@ def test_a_typed_tag_never_switches_a_line_s_direction(multilingual_checkpoint):
     path, line = str(multilingual_checkpoint), f">>fr<< {LINES[0]}"
     mixed = Translator.from_checkpoint(path, beam_size=1)
     (got,) = mixed.translate(Texts.of([line], directions=[("de", "en")]))
-    assert mixed.tagged_lines == 1
+    assert mixed.encoding.tagged_lines == 1
     english = Translator.from_checkpoint(path, beam_size=1, lines=LineSettings(tgt_lang="en"))
     assert got.texts == english.translate([line])[0].texts
     tags = mixed.specials.language_tags
-    ids = mixed.source_ids(line, mixed.direction("de", "en"))
+    ids = mixed.encoding.source_ids(line, mixed.direction("de", "en"))
     assert ids[0] == tags["en"] and tags["fr"] not in ids
 
 

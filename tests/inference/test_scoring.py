@@ -84,7 +84,7 @@ def test_beam_search_log_probs_equal_the_scorer_and_its_best_scores_highest(trai
     translator = Translator.from_checkpoint(
         str(trained), beam_size=4, n_best=4, length_norm="none", length_penalty=0.0
     )
-    sources = [translator.source_ids(text) for text in SOURCES]
+    sources = [translator.encoding.source_ids(text) for text in SOURCES]
     checked = 0
     for batch, found in translator.search_batches(sources):
         for row, result in zip(batch.indices.tolist(), found, strict=True):

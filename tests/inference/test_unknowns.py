@@ -60,7 +60,10 @@ def test_copied_pieces_are_ctranslate2s_replace_unknowns(unknowing, tmp_path):
     compared = replaced = 0
     for beam in (1, 4):
         for sentence in SENTENCES:
-            source, pieces = ours.source_ids(sentence), ours.source_pieces(sentence)
+            source, pieces = (
+                ours.encoding.source_ids(sentence),
+                ours.encoding.source_pieces(sentence),
+            )
             assert len(pieces) == len(source)
             options = dict(beam_size=beam, num_hypotheses=beam, max_decoding_length=12)
             (plain,) = theirs.translate_batch([pieces], **options)

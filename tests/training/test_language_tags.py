@@ -31,9 +31,9 @@ def test_tags_are_pieces_of_their_own_and_frame_every_source(tagged):
         assert tag in bundle.src_tokenizer.encode(f">>{code}<< der hund")  # never split
         assert tag in bundle.specials.never  # never produced
     translator = Translator.from_checkpoint(str(tagged), beam_size=1)  # data.tgt_lang: en
-    assert translator.source_ids("der hund")[0] == tags["en"]
+    assert translator.encoding.source_ids("der hund")[0] == tags["en"]
     french = Translator.from_checkpoint(str(tagged), beam_size=1, lines=LineSettings(tgt_lang="fr"))
-    assert french.source_ids("der hund")[0] == tags["fr"]
+    assert french.encoding.source_ids("der hund")[0] == tags["fr"]
     outputs = [t.texts[0] for t in translator.translate(["der hund", "die katze sieht"])]
     assert not any(">>" in text for text in outputs)
 

@@ -155,16 +155,16 @@ def load_translator(
 def print_input_warnings(translator: Translator, unit: str = "line") -> None:
     """What the translator changed in the input (truncated lines or document blocks, language
     tags taken out), counted on stderr once the output is written."""
-    if translator.truncated_lines:
+    if translator.encoding.truncated_lines:
         print(
-            f"warning: {translator.truncated_lines} {unit}(s) longer than the model's "
-            f"{translator.max_src_tokens} source tokens were truncated",
+            f"warning: {translator.encoding.truncated_lines} {unit}(s) longer than the model's "
+            f"{translator.encoding.max_src_tokens} source tokens were truncated",
             file=sys.stderr,
         )
-    if translator.tagged_lines:
+    if translator.encoding.tagged_lines:
         print(
-            f"warning: {translator.tagged_lines} {unit}(s) held a language tag, taken out: the "
-            "language comes from --tgt-lang / --src-lang only",
+            f"warning: {translator.encoding.tagged_lines} {unit}(s) held a language tag, taken "
+            "out: the language comes from --tgt-lang / --src-lang only",
             file=sys.stderr,
         )
     if translator.unforced_lines:

@@ -66,8 +66,8 @@ class AlignedTranslator:
         translator, direction = self.translator, self.direction
         source_tags, target_tags = len(direction.source_prefix), len(direction.target_prefix)
         # `translate` counted what it truncated or untagged, and the CLI reports those counts.
-        src_ids = translator.source_ids(source, direction, count=False)
-        tgt_ids = translator.prefix_ids(target, direction)
+        src_ids = translator.encoding.source_ids(source, direction, count=False)
+        tgt_ids = translator.encoding.prefix_ids(target, direction)
         if not src_ids or len(tgt_ids) == target_tags:
             return AlignedText(target, ())
         src = torch.tensor([*src_ids, translator.specials.eos], device=translator.device)

@@ -4,6 +4,10 @@
                        batch, search, detokenize, join) that `tmt translate`, validation
                        BLEU, `tmt attention` and scripts/run_experiment.py call
     translation.py     Translation: one line's n-best texts and scores
+    line_settings.py   LineSettings: alignments, languages, sentence splitting of a Translator
+    encoding.py        LineEncoding: sources, forced prefixes and phrases as ids, cut to the
+                       position table; lines cut and typed tags taken out, counted
+    unknowns.py        unknown pieces replaced by the source pieces they attend to
     running.py         how a loaded model runs: packed or int8 layers, shortlist, search options
     requests.py        Texts: the texts and each one's prefix, direction, constraints, glossary
     sentences.py       a line cut into sentences and joined back, whitespace kept verbatim

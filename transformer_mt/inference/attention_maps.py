@@ -67,7 +67,7 @@ def draw_attention(
     lines = LineSettings(src_lang=languages[0], tgt_lang=languages[1])
     translator = Translator.from_checkpoint(str(checkpoint), device=device, lines=lines, **GREEDY)
     model, cfg = translator.model, translator.model.cfg
-    source = translator.source_ids(src)
+    source = translator.encoding.source_ids(src)
     if not source:
         raise SettingError("src", None, "the source sentence is empty")
     if tgt is not None and not tgt.strip():
@@ -76,14 +76,14 @@ def draw_attention(
             None,
             "the target sentence is empty; leave it out to draw the model's own translation",
         )
-    if translator.truncated_lines:
+    if translator.encoding.truncated_lines:
         _warn_cut("source", cfg.max_positions)
     if tgt is None:
         ((batch, found),) = translator.search_batches([source])
         tgt_ids = found[0].best.tokens
     else:
         batch = next(translator.batches([source]))
-        tgt_ids = translator.prefix_ids(tgt)  # cut to the positions
+        tgt_ids = translator.encoding.prefix_ids(tgt)  # cut to the positions
         if len(translator.tgt_tokenizer.encode(tgt)) > len(tgt_ids) - len(translator.target_prefix):
             _warn_cut("target", cfg.max_positions)
     src_ids = batch.src_ids[0].tolist()  # the source subwords and EOS

@@ -177,13 +177,13 @@ def check_translations(
     None for a source with nothing to translate (never searched). One teacher-forced pass of
     `translator`'s model per batch of `decode.max_tokens`, through decoder layer `layer`."""
     rows = [
-        (translator.source_ids(source, direction, count=False), direction)
+        (translator.encoding.source_ids(source, direction, count=False), direction)
         for source, direction in zip(sources, directions, strict=True)
     ]
     todo = [i for i, (ids, _) in enumerate(rows) if ids]
     eos = translator.specials.eos
     src = [[*rows[i][0], eos] for i in todo]
-    tgt = [translator.prefix_ids(outputs[i], rows[i][1]) for i in todo]
+    tgt = [translator.encoding.prefix_ids(outputs[i], rows[i][1]) for i in todo]
     weights = cross_attention(
         translator.model, src, tgt, layer, translator.specials.bos, translator.decode.max_tokens
     )

@@ -38,5 +38,5 @@ def joined_bleu(
     joined_src, joined_ref = joined(sources, n), joined(references, n)
     hypotheses = [t.texts[0] for t in translator.translate(joined_src)]
     bleu = corpus_scores(hypotheses, joined_ref, ["bleu"])[0].score
-    length = statistics.mean(len(translator.source_ids(line)) for line in joined_src)
+    length = statistics.mean(len(translator.encoding.source_ids(line)) for line in joined_src)
     return round(bleu, 2), round(length, 1)

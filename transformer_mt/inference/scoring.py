@@ -3,8 +3,8 @@
 `tmt score` reads and writes (parallel text, n-best lists).
 
 A pair is read through the Translator's own pieces, so that its rules hold here too: the source
-as `Translator.source_ids` reads a line (language tags, cut to the position table), the target
-as `Translator.prefix_ids` encodes a forced prefix (target tags, then the subwords, cut so that
+as `LineEncoding.source_ids` reads a line (language tags, cut to the position table), the target
+as `LineEncoding.prefix_ids` encodes a forced prefix (target tags, then the subwords, cut so that
 they and the EOS fit), EOS appended to both. Pairs go through the model in batches of similar
 length, one teacher-forced forward each: decoder input BOS + target, labels target + EOS. Right
 padding changes no real position (the source mask hides padded keys, the causal mask hides
@@ -91,12 +91,12 @@ def score_pairs(
     """
     if len(sources) != len(targets):
         raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
-    before = translator.truncated_lines
+    before = translator.encoding.truncated_lines
     encoded = []
     for text in sources:
-        ids = translator.source_ids(text)
-        encoded.append((ids, translator.truncated_lines > before))
-        before = translator.truncated_lines
+        ids = translator.encoding.source_ids(text)
+        encoded.append((ids, translator.encoding.truncated_lines > before))
+        before = translator.encoding.truncated_lines
     todo = [i for i, (ids, _) in enumerate(encoded) if ids]
     tags = len(translator.target_prefix)
     forced = [_target_ids(translator, targets[i]) for i in todo]
@@ -115,9 +115,9 @@ def score_pairs(
 
 
 def _target_ids(translator: Translator, text: str) -> tuple[list[int], bool]:
-    """`Translator.prefix_ids` of a target, and whether it was cut to the position table
+    """`LineEncoding.prefix_ids` of a target, and whether it was cut to the position table
     (only a target that fills the table can have been: it is encoded again to see)."""
-    ids = translator.prefix_ids(text)
+    ids = translator.encoding.prefix_ids(text)
     full = len(ids) == translator.model.cfg.max_positions - 1
     cut = full and len(ids) - len(translator.target_prefix) < len(
         translator.tgt_tokenizer.encode(text)

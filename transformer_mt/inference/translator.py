@@ -7,7 +7,7 @@ through `Translator`, so its rules hold on every path and live only here:
     2) encode each sentence; a blank line is not searched, its translation is empty (a
        prefix or phrases given to it are counted in `unforced_lines`)
     3) truncate to the position table: at most max_positions - 1 subwords, as the appended
-       EOS takes one position (counted in `truncated_lines`, never dropped)
+       EOS takes one position (`LineEncoding`: counted, never dropped)
     4) batch the sentences of all lines by length under decode.max_tokens;
        `make_source_batches` appends the EOS
     5) search with the decode settings, decoding capped at the position table
@@ -55,11 +55,10 @@ from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError
 from transformer_mt.inference.constrained import (
     beam_groups,
-    check_prefix,
-    phrase_ids,
     unused_forcing,
 )
 from transformer_mt.inference.cross_attention import alignment_pairs, check_alignment_layer
+from transformer_mt.inference.encoding import LineEncoding
 from transformer_mt.inference.ensemble import load_members, prepared_model
 from transformer_mt.inference.languages import Direction, Languages, Pair
 from transformer_mt.inference.line_settings import LineSettings
@@ -122,14 +121,7 @@ class Translator:
         # in front of its targets); `default`: those of lines not given a direction.
         self._directions: dict[Pair, Direction] = {}
         self.default = self.direction(lines.src_lang, lines.tgt_lang)
-        # Tags a user typed do not switch the language: they are taken out of the text.
-        self._typed_tags = set(specials.language_tags.values())
-        # Tokens a line and its tags, or a forced prefix and its tags, may take: the position
-        # table also holds the EOS (the prefix: the token after it).
-        self._room = model.cfg.max_positions - 1
-        self.max_src_tokens = self._room - len(self.default.source_prefix)
-        self.truncated_lines = 0
-        self.tagged_lines = 0  # lines that held a language tag, taken out
+        self.encoding = LineEncoding(tokenizers, specials, model.cfg.max_positions, self.default)
         self.unforced_lines = 0  # blank lines given a prefix or phrases, unused
 
     @classmethod
@@ -313,18 +305,20 @@ class Translator:
         """`translate` of single sentences, one direction (and prefix, and target phrases)
         each; `owners`: the line of each sentence, so that `on_batch` counts the lines a batch
         finished and errors name the line."""
-        encoded = [self.source_ids(text, d) for text, d in zip(sentences, directions, strict=True)]
+        encoded = [
+            self.encoding.source_ids(text, d) for text, d in zip(sentences, directions, strict=True)
+        ]
         todo = [i for i, ids in enumerate(encoded) if ids]
         no_pairs = None if self.alignment_layer is None else []
         results = [Translation.empty(self.decode.n_best, no_pairs) for _ in sentences]
         asked = prefixes or [""] * len(sentences)
         blank = [i for i, ids in enumerate(encoded) if not ids]
         self.unforced_lines += unused_forcing(asked, phrases, blank)
-        forced = [self.prefix_ids(asked[i], directions[i], owners[i]) for i in todo]
+        forced = [self.encoding.prefix_ids(asked[i], directions[i], owners[i]) for i in todo]
         constraints = None
         if phrases is not None:
             constraints = [
-                self.constraint_ids(phrases[i], len(prefix), owners[i])
+                self.encoding.constraint_ids(phrases[i], len(prefix), owners[i])
                 for i, prefix in zip(todo, forced, strict=True)
             ]
         left = Counter(owners[i] for i in todo)  # sentences still to search, per line
@@ -374,63 +368,10 @@ class Translator:
             translations.append(translation)
         return translations
 
-    def source_ids(
-        self, line: str, direction: Direction | None = None, count: bool = True
-    ) -> list[int]:
-        """The subword ids of one line, after the language tags of `direction` (None: the
-        default), cut to the position table; [] for a line with nothing to translate.
-
-        A language tag in the text (`>>fra<<` typed by a user) is taken out and, with `count`,
-        counted (`tagged_lines`), as is a line cut (`truncated_lines`): the language comes from
-        the direction alone, never switched by what a line holds. A line read again after its
-        translation (alignments, checks) is not counted twice: `count` False.
-        """
-        direction = direction or self.default
-        ids = self.src_tokenizer.encode(line) if line.strip() else []
-        kept = self._kept(ids, direction, count)
-        return [*direction.source_prefix, *(ids[k] for k in kept)] if kept else []
-
-    def source_pieces(self, line: str, direction: Direction | None = None) -> list[str]:
-        """The pieces of the subwords `source_ids` gives `line`, after its language tags."""
-        ids = self.src_tokenizer.encode(line) if line.strip() else []
-        pieces = self.src_tokenizer.encode_pieces(line) if ids else []
-        return [pieces[k] for k in self._kept(ids, direction or self.default, count=False)]
-
-    def _kept(self, ids: list[int], direction: Direction, count: bool) -> list[int]:
-        """The positions of a line's `ids` that `source_ids` keeps: not a typed tag, and in
-        the position table after `direction`'s tags (with `count`, lines counted)."""
-        kept = [k for k, i in enumerate(ids) if i not in self._typed_tags]
-        if len(kept) < len(ids):
-            self.tagged_lines += 1 if count else 0
-        room = self._room - len(direction.source_prefix)
-        if len(kept) > room:
-            self.truncated_lines += 1 if count else 0
-        return kept[:room]
-
-    def prefix_ids(
-        self, text: str, direction: Direction | None = None, line: int | None = None
-    ) -> list[int]:
-        """The target subword ids a translation is forced to start with: the target tags of
-        `direction` (None: the default), then `text`'s, cut so that the prefix and one more
-        token fit the position table; a prefix forced on `line` (0-based) is checked instead
-        (`constrained.check_prefix`)."""
-        direction = direction or self.default
-        room = self._room - len(direction.target_prefix)
-        ids = self.tgt_tokenizer.encode(text) if text.strip() else []
-        if line is not None:
-            check_prefix(self.tgt_tokenizer, text, ids, room, self.specials, line)
-        return [*direction.target_prefix, *ids[:room]]
-
-    def constraint_ids(self, phrases: Sequence[str], prefix_len: int, line: int) -> list[list[int]]:
-        """The target ids of one sentence's constraint `phrases` (`constrained.phrase_ids`),
-        its forced prefix `prefix_len` tokens long, of line `line` (0-based, for errors)."""
-        room = self._room - prefix_len
-        return phrase_ids(self.tgt_tokenizer, phrases, room, self.specials, line)
-
     def batches(
         self, sources: Sequence[Sequence[int]], max_tokens: int | None = None
     ) -> Iterator[SourceBatch]:
-        """`sources` (from `source_ids`) in length-sorted batches of at most `max_tokens`
+        """`sources` (from `encoding.source_ids`) in length-sorted batches of at most `max_tokens`
         (default `decode.max_tokens`), EOS appended, on the device."""
         budget = max_tokens or self.decode.max_tokens
         for batch in make_source_batches(sources, budget, self.specials):
@@ -443,10 +384,10 @@ class Translator:
         constraints: Sequence[Sequence[Sequence[int]]] | None = None,
     ) -> Iterator[tuple[SourceBatch, list[SearchResult]]]:
         """Each batch of `sources` with the search results of its rows, in the batch's order;
-        `prefixes` (from `prefix_ids`), one per source, are forced; without them, the default
-        direction's target tag where the model starts targets with one. `constraints` (from
-        `constraint_ids`), one list per source, are met; a source with more of them than the
-        beam serves is searched with a wider beam, in batches of its own
+        `prefixes` (from `encoding.prefix_ids`), one per source, are forced; without them, the
+        default direction's target tag where the model starts targets with one. `constraints`
+        (from `encoding.constraint_ids`), one list per source, are met; a source with more of
+        them than the beam serves is searched with a wider beam, in batches of its own
         (`constrained.beam_groups`)."""
         if prefixes is None and self.target_prefix:
             prefixes = [self.target_prefix] * len(sources)
@@ -482,8 +423,8 @@ class Translator:
         if source is not None:
             copied = copied_pieces(
                 self.model,
-                [*self.source_ids(source, direction, count=False), self.specials.eos],
-                self.source_pieces(source, direction),
+                [*self.encoding.source_ids(source, direction, count=False), self.specials.eos],
+                self.encoding.source_pieces(source, direction),
                 hypotheses,
                 self.specials.unk,
                 self.specials.bos,

@@ -222,7 +222,7 @@ class Engine:
                     "encoder": len(self.encoder_outputs),
                     "prefix": len(self.prefixes),
                 },
-                tagged_texts=self.translator.tagged_lines,
+                tagged_texts=self.translator.encoding.tagged_lines,
             )
 
     def _cancel(self, job: Job) -> None:

@@ -145,7 +145,7 @@ class Intake:
         if cached is not None:
             job.results[index] = cached
             return None
-        src = self.translator.source_ids(text, direction)
+        src = self.translator.encoding.source_ids(text, direction)
         if not src:
             job.results[index] = Translation.empty(decode.n_best)
             return None
@@ -153,8 +153,8 @@ class Intake:
         cap = self.translator.options.max_len_cap
         max_len = int(max_output_lengths(mask, decode, cap)[0])
         line = job.split.owners[index]
-        forced = self.translator.prefix_ids(prefix, direction, line)
-        constraints = self.translator.constraint_ids(phrases, len(forced), line)
+        forced = self.translator.encoding.prefix_ids(prefix, direction, line)
+        constraints = self.translator.encoding.constraint_ids(phrases, len(forced), line)
         if constraints:
             decode, max_len = self._constrained(decode, max_len, len(forced), constraints, line)
         with self._lock:

@@ -1,0 +1,100 @@
+"""Lines of text as the ids a search reads, within the model's position table: a source after
+its direction's language tags, a forced target prefix, a sentence's constraint phrases; and
+what was changed on the way (lines cut, tags taken out), counted for the user's summary.
+
+The position table holds every source and its EOS, and every forced prefix and the token after
+it, so sources and prefixes are cut to `max_positions - 1` tokens with their tags. A language
+tag a user typed (`>>fra<<`) is taken out of a source: the direction alone picks the language.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from transformer_mt.data.specials import SpecialTokens
+from transformer_mt.data.tokenizer import Tokenizer
+from transformer_mt.inference.constrained import check_prefix, phrase_ids
+from transformer_mt.inference.languages import Direction
+
+
+class LineEncoding:
+    """A model's tokenizers and position table: text in, the ids a search reads out.
+
+    Args:
+        tokenizers: (source, target).
+        specials: the model's special ids and language tags.
+        max_positions: the model's position table.
+        default: the direction of a line given none.
+    """
+
+    def __init__(
+        self,
+        tokenizers: tuple[Tokenizer, Tokenizer],
+        specials: SpecialTokens,
+        max_positions: int,
+        default: Direction,
+    ):
+        self.src, self.tgt = tokenizers
+        self.specials = specials
+        self.default = default
+        # Tags a user typed do not switch the language: they are taken out of the text.
+        self._typed_tags = set(specials.language_tags.values())
+        # Tokens a line and its tags, or a forced prefix and its tags, may take: the position
+        # table also holds the EOS (the prefix: the token after it).
+        self._room = max_positions - 1
+        self.max_src_tokens = self._room - len(default.source_prefix)
+        self.truncated_lines = 0
+        self.tagged_lines = 0  # lines that held a language tag, taken out
+
+    def source_ids(
+        self, line: str, direction: Direction | None = None, count: bool = True
+    ) -> list[int]:
+        """The subword ids of one line, after the language tags of `direction` (None: the
+        default), cut to the position table; [] for a line with nothing to translate.
+
+        A language tag in the text (`>>fra<<` typed by a user) is taken out and, with `count`,
+        counted (`tagged_lines`), as is a line cut (`truncated_lines`): the language comes from
+        the direction alone, never switched by what a line holds. A line read again after its
+        translation (alignments, checks) is not counted twice: `count` False.
+        """
+        direction = direction or self.default
+        ids = self.src.encode(line) if line.strip() else []
+        kept = self._kept(ids, direction, count)
+        return [*direction.source_prefix, *(ids[k] for k in kept)] if kept else []
+
+    def source_pieces(self, line: str, direction: Direction | None = None) -> list[str]:
+        """The pieces of the subwords `source_ids` gives `line`, after its language tags."""
+        ids = self.src.encode(line) if line.strip() else []
+        pieces = self.src.encode_pieces(line) if ids else []
+        return [pieces[k] for k in self._kept(ids, direction or self.default, count=False)]
+
+    def _kept(self, ids: list[int], direction: Direction, count: bool) -> list[int]:
+        """The positions of a line's `ids` that `source_ids` keeps: not a typed tag, and in
+        the position table after `direction`'s tags (with `count`, lines counted)."""
+        kept = [k for k, i in enumerate(ids) if i not in self._typed_tags]
+        if len(kept) < len(ids):
+            self.tagged_lines += 1 if count else 0
+        room = self._room - len(direction.source_prefix)
+        if len(kept) > room:
+            self.truncated_lines += 1 if count else 0
+        return kept[:room]
+
+    def prefix_ids(
+        self, text: str, direction: Direction | None = None, line: int | None = None
+    ) -> list[int]:
+        """The target subword ids a translation is forced to start with: the target tags of
+        `direction` (None: the default), then `text`'s, cut so that the prefix and one more
+        token fit the position table; a prefix forced on `line` (0-based) is checked instead
+        (`constrained.check_prefix`)."""
+        direction = direction or self.default
+        room = self._room - len(direction.target_prefix)
+        ids = self.tgt.encode(text) if text.strip() else []
+        if line is not None:
+            check_prefix(self.tgt, text, ids, room, self.specials, line)
+        return [*direction.target_prefix, *ids[:room]]
+
+    def constraint_ids(self, phrases: Sequence[str], prefix_len: int, line: int) -> list[list[int]]:
+        """The target ids of one sentence's constraint `phrases` (`constrained.phrase_ids`),
+        its forced prefix `prefix_len` tokens long, of line `line` (0-based, for errors)."""
+        room = self._room - prefix_len
+        return phrase_ids(self.tgt, phrases, room, self.specials, line)
