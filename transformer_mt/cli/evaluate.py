@@ -17,7 +17,12 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
         help="score a translation file against a reference file, or a checkpoint's test set in "
         "each of its directions",
     )
-    p.add_argument("--hyp", help="detokenised translations, one per line")
+    p.add_argument(
+        "--hyp",
+        nargs="+",
+        help="detokenised translations, one per line; several files: a table of systems, the "
+        "first the baseline of --paired",
+    )
     p.add_argument("--ref", help="detokenised references, one per line")
     p.add_argument(
         "--metrics",
@@ -26,6 +31,18 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
         help="with --hyp/--ref (default: bleu chrf)",
     )
     p.add_argument("--lowercase", action="store_true", help="with --hyp/--ref: ignore case")
+    p.add_argument(
+        "--paired",
+        choices=["bs", "ar"],
+        help="with several --hyp: sacrebleu's paired test of each against the first, bootstrap "
+        "resampling (bs: also 95%% confidence intervals) or approximate randomization (ar)",
+    )
+    p.add_argument(
+        "--paired-samples",
+        type=int,
+        metavar="N",
+        help="with --paired: resamples (bs, default 1000) or trials (ar, default 10000)",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON list instead of lines")
     p.add_argument(
         "--checkpoint", help="instead of --hyp/--ref: translate the test set and score it"
@@ -63,7 +80,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
 # Flags that only `--checkpoint` reads, and those only `--hyp`/`--ref` read, by their argparse
 # names: one given with the other mode is refused, not ignored.
 _CHECKPOINT_FLAGS = ("test", "directions", "pivot", "no_off_target", "beam_size")
-_FILE_FLAGS = ("metrics", "lowercase")
+_FILE_FLAGS = ("metrics", "lowercase", "paired", "paired_samples")
 
 
 def _evaluate_files(args: argparse.Namespace) -> list[str]:
@@ -72,18 +89,35 @@ def _evaluate_files(args: argparse.Namespace) -> list[str]:
         raise TmtError("evaluate: give --hyp and --ref, or --checkpoint")
     _refuse_flags(args, _CHECKPOINT_FLAGS, "--checkpoint, not with --hyp and --ref")
 
+    if args.paired_samples is not None and args.paired is None:
+        raise TmtError("evaluate: --paired-samples goes with --paired")
+    metrics = list(dict.fromkeys(args.metrics or ["bleu", "chrf"]))  # each scored once
+    if len(args.hyp) > 1 or args.paired is not None:
+        return _compare(args, metrics)
+
     from transformer_mt.evaluation import evaluate_files
     from transformer_mt.progress import Counted, ProgressReport
 
     report = ProgressReport.on_stderr(None, Counted("scored", "lines", "lines"))
     try:
-        metrics = list(dict.fromkeys(args.metrics or ["bleu", "chrf"]))  # each scored once
-        scores = evaluate_files(args.hyp, args.ref, metrics, args.lowercase, report.update)
+        scores = evaluate_files(args.hyp[0], args.ref, metrics, args.lowercase, report.update)
     finally:
         report.close()
     if args.json:
         return [json.dumps([dataclasses.asdict(s) for s in scores], indent=1)]
     return [score.string for score in scores]
+
+
+def _compare(args: argparse.Namespace, metrics: list[str]) -> list[str]:
+    """`tmt evaluate --hyp A B ... --ref R [--paired bs|ar]`: a table of systems, or JSON."""
+    from transformer_mt.comparison import compare_files, comparison_table
+
+    found = compare_files(
+        args.hyp, args.ref, metrics, args.lowercase, args.paired, args.paired_samples
+    )
+    if args.json:
+        return [json.dumps(dataclasses.asdict(found), indent=1)]
+    return comparison_table(found)
 
 
 def _evaluate_directions(args: argparse.Namespace) -> list[str]:
