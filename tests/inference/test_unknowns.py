@@ -12,14 +12,17 @@ from tests.conftest import WORDS, save_tiny_checkpoint
 from tests.importing.builders import build_marian
 from transformer_mt.cli import main
 from transformer_mt.errors import TmtError
+from transformer_mt.inference.cross_attention import cross_attention
 from transformer_mt.inference.translator import Translator
 from transformer_mt.inference.unknowns import copied_pieces
+from transformer_mt.search import search
 
 # Sentences with characters no tiny vocabulary holds (they are unknown on the source side too,
-# so only a copy can bring them back).
+# so only a copy can bring them back), and sentences of known pieces only.
 SENTENCES = [
     f"{' '.join(WORDS[i : i + 4])} 🍕 Łódź {' '.join(WORDS[i + 4 : i + 6])}" for i in range(10)
 ]
+KNOWN = [" ".join(WORDS[i : i + 6]) for i in range(10)]
 UNK = 1  # the unknown piece's id in both numberings
 # Raised on the unknown piece's logit, so that untrained searches write it often, not always.
 UNKNOWN_BIAS = {"own": 1.2, "imported": 3.0}
@@ -48,9 +51,10 @@ def unknowing(request, tmp_path_factory):
 
 
 def test_copied_pieces_are_ctranslate2s_replace_unknowns(unknowing, tmp_path):
-    """On CTranslate2's own hypotheses (greedy and the 4 of a beam of 4), the pieces copied
-    over unknown ones are those its replace_unknowns writes: the same layer, heads and source
-    positions (our export hands it the average over all heads)."""
+    """On CTranslate2's own hypotheses (greedy and the 4 of a beam of 4) of sources without an
+    unknown piece, the pieces copied over unknown ones are those its replace_unknowns writes:
+    the same layer, heads and source positions (our export hands it the average over all
+    heads)."""
     ctranslate2 = pytest.importorskip("ctranslate2")
     assert main(["export", "--format", "ctranslate2", str(unknowing), str(tmp_path / "ct2")]) == 0
     theirs = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu", intra_threads=1)
@@ -59,7 +63,7 @@ def test_copied_pieces_are_ctranslate2s_replace_unknowns(unknowing, tmp_path):
     ids = {vocab.id_to_piece(i): i for i in range(vocab.vocab_size)}
     compared = replaced = 0
     for beam in (1, 4):
-        for sentence in SENTENCES:
+        for sentence in KNOWN:
             source, pieces = (
                 ours.encoding.source_ids(sentence),
                 ours.encoding.source_pieces(sentence),
@@ -78,6 +82,33 @@ def test_copied_pieces_are_ctranslate2s_replace_unknowns(unknowing, tmp_path):
                 compared += 1
                 replaced += len(at)
     assert compared == 50 and replaced > 50  # the unknown piece was written, and replaced
+
+
+def test_the_source_unknown_piece_attended_to_most_is_copied(unknowing):
+    """A source with unknown pieces: each unknown piece of a hypothesis is written as the one
+    of them with the largest cross-attention weight (last layer, mean of heads), whatever
+    other source piece it attends to more."""
+    ours = Translator.from_checkpoint(str(unknowing), beam_size=4, n_best=4)
+    copies = 0
+    for sentence in SENTENCES:
+        source = [*ours.encoding.source_ids(sentence), ours.specials.eos]
+        pieces = ours.encoding.source_pieces(sentence)
+        unknown = [j for j, i in enumerate(source[: len(pieces)]) if i == UNK]
+        assert {pieces[j] for j in unknown} >= {"🍕"}
+        src = torch.tensor([source])
+        found = search(ours.model, src, (src != 0)[:, None, None, :], ours.decode, ours.options)
+        hypotheses = [h.tokens for h in found[0].hypotheses]
+        copied = copied_pieces(ours.model, source, pieces, hypotheses, UNK, ours.specials.bos)
+        weights = cross_attention(ours.model, [source] * 4, hypotheses, -1, ours.specials.bos)
+        for tokens, at, w in zip(hypotheses, copied, weights, strict=True):
+            expected = {
+                t: pieces[max(unknown, key=lambda j, t=t: w[t, j].item())]
+                for t, token in enumerate(tokens)
+                if token == UNK
+            }
+            assert at == expected
+            copies += len(at)
+    assert copies > 20
 
 
 def test_the_translator_writes_copied_pieces_and_searches_as_before(unknowing):

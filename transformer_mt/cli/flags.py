@@ -60,8 +60,8 @@ DECODE_FLAGS = {
         "never produce the unknown piece (shown as ⁇); --no-disable-unk allows it"
     ),
     "replace_unk": FieldFlag(
-        "write the source piece each unknown piece attends to most in its place (a name, "
-        "symbol or character the target vocabulary lacks); --no-replace-unk leaves ⁇"
+        "write each unknown piece as the source's unknown piece it attends to most (a number, "
+        "name or character the vocabulary lacks); --no-replace-unk leaves ⁇"
     ),
     "n_best": FieldFlag(
         "print N 'i ||| text ||| score' lines per input (N <= beam)", flag="--nbest"

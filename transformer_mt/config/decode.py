@@ -69,9 +69,10 @@ class DecodeConfig:
     # The unknown piece (shown as ⁇, for characters the vocabulary lacks) is never produced
     # (CTranslate2's disable_unk); the search takes the best known piece instead.
     disable_unk: bool = False
-    # An unknown piece that is produced is replaced by the source piece it attends to most
-    # (OpenNMT's and fairseq's replace_unk, CTranslate2's replace_unknowns): names, symbols
-    # and characters the target vocabulary lacks are copied from the source, not lost.
+    # An unknown piece that is produced is replaced by the source's unknown piece it attends
+    # to most (any source piece where there is none: OpenNMT's and fairseq's replace_unk,
+    # CTranslate2's replace_unknowns): numbers, names and characters the target vocabulary
+    # lacks are copied from the source, not lost (inference/unknowns.py).
     replace_unk: bool = False
     n_best: int = 1
     max_tokens: int = 4096  # source tokens per translation batch

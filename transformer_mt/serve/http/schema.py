@@ -115,8 +115,8 @@ class TranslateBody(BaseModel):
     )
     replace_unk: bool | None = Field(
         None,
-        description="Write the source piece each unknown piece attends to most in its place, "
-        f"as CTranslate2's replace_unknowns. {_DEFAULT}",
+        description="Write each unknown piece as the source's unknown piece it attends to most "
+        f"(any source piece where there is none). {_DEFAULT}",
     )
     n_best: int | None = Field(
         None, ge=1, description=f"Hypotheses per text, <= beam_size. {_DEFAULT}"
