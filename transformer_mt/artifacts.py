@@ -16,6 +16,8 @@ and read with `weights_only=True`; `Checkpoint` is its typed view, field for key
     training      the keys of `TrainingState`, stored at the top level of the dict; absent
                   from averaged and other inference-only checkpoints
     averaged_from the averaged files (`tmt average` only)
+    imported_from the model `tmt import` read, a hub name or a directory as given (`tmt import`
+                  only; absent from files that predate the key)
     checksums     {"tensors": {path: SHA-256}, "values": SHA-256}: every tensor of the dict by
                   its path ("model/encoder.embed.weight", "optimizer/state/0/exp_avg") and all
                   other values together, written by `save_checkpoint` and checked on loading,
@@ -102,6 +104,7 @@ class Checkpoint:
     training: TrainingState | None = None
     averaged_from: list[str] | None = None
     specials: dict[str, Any] | None = None  # `SpecialTokens.to_dict`; None: ours
+    imported_from: str | None = None
 
     @property
     def weights(self) -> dict[str, Tensor]:
@@ -142,6 +145,8 @@ class Checkpoint:
             state["averaged_from"] = self.averaged_from
         if self.specials is not None:
             state["specials"] = self.specials
+        if self.imported_from is not None:
+            state["imported_from"] = self.imported_from
         return state
 
     @classmethod
@@ -168,6 +173,7 @@ class Checkpoint:
             training=training,
             averaged_from=state.get("averaged_from"),
             specials=state.get("specials"),
+            imported_from=state.get("imported_from"),
         )
 
 

@@ -29,7 +29,9 @@ class CheckpointInfo:
 
     path: str
     size_bytes: int
-    made_by: str  # "training", "averaging" or "import" (step 0, no training state)
+    # "training", "averaging", "import" (`imported_from` names the model), or "step 0": no
+    # training state and no record of an import (imported before the record, or untrained).
+    made_by: str
     step: int  # updates trained
     directions: list[str]  # "de-en", ...
     model: str  # the architecture in one line
@@ -37,6 +39,7 @@ class CheckpointInfo:
     vocabulary: str  # the tokenizers in one line
     decode: str  # the default search in one line
     averaged_from: list[str] | None = None
+    imported_from: str | None = None  # the hub name or directory `tmt import` read
     # A training checkpoint's progress: epoch, elapsed_seconds, best_valid_bleu or, with
     # train.valid_bleu off, best_valid_nll (None before the first validation),
     # skipped_updates; None for other checkpoints (they cannot resume).
@@ -70,6 +73,8 @@ class CheckpointInfo:
             sources = first if len(self.averaged_from) == 1 else f"{first} ... {last}"
             return f"averaging {len(self.averaged_from)} checkpoints ({sources}){weights}"
         if self.made_by == "import":
+            return f"tmt import of {self.imported_from}"
+        if self.made_by == "step 0":
             return "tmt import, or a model never trained (step 0)"
         resumable = "resumable" if self.training is not None else "weights only, not resumable"
         return f"training, update {self.step:,} ({resumable}){weights}"
@@ -99,7 +104,9 @@ def describe(path: str | Path) -> CheckpointInfo:
     src, tgt = checkpoint.unpack_tokenizers(path)
     with torch.device("meta"):
         model = build_model(config.model, src.vocab_size, tgt.vocab_size)
-    made_by = "training" if checkpoint.step > 0 or checkpoint.training else "import"
+    made_by = "training" if checkpoint.step > 0 or checkpoint.training else "step 0"
+    if checkpoint.imported_from is not None:
+        made_by = "import"
     return CheckpointInfo(
         path=str(path),
         size_bytes=Path(path).stat().st_size,
@@ -111,6 +118,7 @@ def describe(path: str | Path) -> CheckpointInfo:
         vocabulary=_vocabulary_line(src, tgt, config),
         decode=_decode_line(config),
         averaged_from=checkpoint.averaged_from,
+        imported_from=checkpoint.imported_from,
         training=_training(checkpoint, config.train.valid_bleu),
         ema=checkpoint.ema is not None,
         version=checkpoint.version,

@@ -186,3 +186,13 @@ def test_a_tag_typed_into_the_text_does_not_switch_the_language(imported):
     plain, typed = translator.translate(["ein hund läuft", ">>deu<< ein hund läuft"])
     assert typed.texts == plain.texts and translator.encoding.tagged_lines == 1
     assert translator.encoding.source_ids(">>deu<<") == []  # the tag alone: nothing to translate
+
+
+def test_tmt_info_names_what_was_imported(imported, capsys):
+    from transformer_mt.checkpoint_info import describe
+
+    _, _, out, _ = imported
+    found = describe(out)
+    assert found.made_by == "import" and found.imported_from == str(out.parent / "hf")
+    assert main(["info", str(out)]) == 0
+    assert f"made by     tmt import of {out.parent / 'hf'}\n" in capsys.readouterr().out

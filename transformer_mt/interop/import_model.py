@@ -41,7 +41,7 @@ def import_model(source: str, out: str | Path) -> ImportedModel:
     with _quiet_transformers():
         model_type, hf_config = read_config(directory)
         imported = READERS[model_type](directory, hf_config)
-    save_checkpoint(_checkpoint(imported), out)
+    save_checkpoint(_checkpoint(imported, str(source)), out)
     return imported
 
 
@@ -90,9 +90,9 @@ def _quiet_transformers() -> Iterator[None]:
         hf_logging.enable_progress_bar()
 
 
-def _checkpoint(imported: ImportedModel) -> Checkpoint:
-    """Step 0 of a model: its weights, config (with its own search settings), tokenizers and
-    special ids."""
+def _checkpoint(imported: ImportedModel, source: str) -> Checkpoint:
+    """Step 0 of a model: its weights, config (with its own search settings), tokenizers,
+    special ids and the `source` it was imported from."""
     converted = imported.converted
     model = converted.build()  # checks that the weights fit the config
     config = ExperimentConfig(
@@ -113,4 +113,5 @@ def _checkpoint(imported: ImportedModel) -> Checkpoint:
         tokenizers=pack_tokenizers(imported.src_tokenizer, imported.tgt_tokenizer),
         step=0,
         specials=imported.specials.to_dict(),
+        imported_from=source,
     )
