@@ -51,11 +51,11 @@ from bench_machine import machine_info, run_standalone, table_footer  # noqa: E4
 from bench_translate import QUICKSTART, decode_config, load_model, make_batches  # noqa: E402
 
 from transformer_mt.data.tokenizer import EOS_ID, PAD_ID  # noqa: E402
-from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.kernels import attention  # noqa: E402
 from transformer_mt.model import AttentionPattern  # noqa: E402
 from transformer_mt.model.attention import attention_with_weights  # noqa: E402
 from transformer_mt.search import SearchOptions, search  # noqa: E402
+from transformer_mt.text_files import read_lines  # noqa: E402
 
 DEFAULT_DATA = REPO / "data" / "multi30k"
 PATTERN_CASES = [("full", "sdpa"), ("local", "sdpa"), ("full", "flex"), ("local", "flex")]

@@ -51,12 +51,12 @@ from transformer_mt.artifacts import InferenceBundle, load_for_inference  # noqa
 from transformer_mt.config import DecodeConfig  # noqa: E402
 from transformer_mt.data.batching import SourceBatch  # noqa: E402
 from transformer_mt.data.specials import SpecialTokens  # noqa: E402
-from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.inference.packed import pack_where_it_pays  # noqa: E402
 from transformer_mt.inference.running import search_options  # noqa: E402
 from transformer_mt.inference.translator import Translator  # noqa: E402
 from transformer_mt.model import Seq2SeqTransformer  # noqa: E402
 from transformer_mt.search import search  # noqa: E402
+from transformer_mt.text_files import read_lines  # noqa: E402
 
 DEFAULT_DATA = REPO / "data" / "multi30k"
 

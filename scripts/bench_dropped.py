@@ -50,7 +50,6 @@ from bench_machine import (  # noqa: E402
 )
 
 from transformer_mt.evaluation import corpus_scores  # noqa: E402
-from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.inference.checked import check_sentences, translate_checked  # noqa: E402
 from transformer_mt.inference.dropped import FLAGS, check_translations  # noqa: E402
 from transformer_mt.inference.line_settings import LineSettings  # noqa: E402
@@ -58,6 +57,7 @@ from transformer_mt.inference.paragraphs import joined, sentence_groups  # noqa:
 from transformer_mt.inference.requests import Texts  # noqa: E402
 from transformer_mt.inference.sentences import SplitLines  # noqa: E402
 from transformer_mt.inference.translator import Translation, Translator  # noqa: E402
+from transformer_mt.text_files import read_lines  # noqa: E402
 
 DEFAULT_DATA = REPO / "data" / "multi30k"
 LENGTH_SHARE = 0.7

@@ -55,11 +55,11 @@ from bench_machine import (  # noqa: E402
 )
 
 from transformer_mt.evaluation import corpus_scores  # noqa: E402
-from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.inference.glossary import Glossary  # noqa: E402
 from transformer_mt.inference.line_settings import LineSettings  # noqa: E402
 from transformer_mt.inference.requests import Texts  # noqa: E402
 from transformer_mt.inference.translator import Translator  # noqa: E402
+from transformer_mt.text_files import read_lines  # noqa: E402
 
 DEFAULT_DATA = REPO / "data" / "multi30k"
 WORD = re.compile(r"\w+")

@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO))  # run from a checkout, uninstalled
 from bench_libraries import library_fields, print_footer, share, time_per_line  # noqa: E402
 from bench_machine import load_average, print_markdown_table, run_standalone  # noqa: E402
 
-from transformer_mt.files import read_lines  # noqa: E402
+from transformer_mt.text_files import read_lines  # noqa: E402
 
 DEFAULT_DATA = REPO / "data" / "multi30k"
 

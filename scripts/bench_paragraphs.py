@@ -35,10 +35,10 @@ from bench_machine import (  # noqa: E402
 )
 
 from transformer_mt.evaluation import corpus_scores  # noqa: E402
-from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.inference.line_settings import LineSettings  # noqa: E402
 from transformer_mt.inference.paragraphs import joined, joined_bleu  # noqa: E402
 from transformer_mt.inference.translator import Translator  # noqa: E402
+from transformer_mt.text_files import read_lines  # noqa: E402
 
 DEFAULT_DATA = REPO / "data" / "multi30k"
 

@@ -51,8 +51,8 @@ sys.path.insert(0, str(REPO / "scripts"))
 from bench_machine import run_standalone  # noqa: E402
 
 from transformer_mt.cli.common import Parser  # noqa: E402
-from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.inference.requests import Texts  # noqa: E402
+from transformer_mt.text_files import read_lines  # noqa: E402
 
 SYSTEMS = ["ours", "one-at-a-time", "ct2"]
 DEFAULT_DATA = REPO / "data" / "multi30k" / "test2016.de"

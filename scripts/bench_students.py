@@ -81,11 +81,11 @@ from transformer_mt.data.specials import SpecialTokens  # noqa: E402
 from transformer_mt.data.tokenizer import EOS_ID, PAD_ID, Tokenizer  # noqa: E402
 from transformer_mt.errors import TmtError  # noqa: E402
 from transformer_mt.evaluation import corpus_scores  # noqa: E402
-from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.inference.line_settings import LineSettings  # noqa: E402
 from transformer_mt.inference.translator import Translator  # noqa: E402
 from transformer_mt.machine import keep_freed_memory  # noqa: E402
 from transformer_mt.search.lengths import max_output_lengths  # noqa: E402
+from transformer_mt.text_files import read_lines  # noqa: E402
 
 DEFAULT_DATA = REPO / "data" / "multi30k"
 SYSTEMS = {

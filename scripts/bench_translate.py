@@ -62,7 +62,6 @@ from transformer_mt.data.specials import SpecialTokens  # noqa: E402
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer  # noqa: E402
 from transformer_mt.data.tokenizer_training import train_tokenizers  # noqa: E402
 from transformer_mt.errors import TmtError  # noqa: E402
-from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.inference.packed import pack_where_it_pays  # noqa: E402
 from transformer_mt.inference.quantize import (  # noqa: E402
     bf16_refusal,
@@ -74,6 +73,7 @@ from transformer_mt.inference.running import search_options  # noqa: E402
 from transformer_mt.machine import keep_freed_memory  # noqa: E402
 from transformer_mt.model import Seq2SeqTransformer, build_model  # noqa: E402
 from transformer_mt.search import search  # noqa: E402
+from transformer_mt.text_files import read_lines  # noqa: E402
 
 DEFAULT_DATA = REPO / "data" / "multi30k"
 # configs/quickstart-like: what a laptop trains on Multi30k.

@@ -52,11 +52,11 @@ from transformer_mt.cli.common import Parser  # noqa: E402
 from transformer_mt.config import load_config  # noqa: E402
 from transformer_mt.data.dataset import column_texts, load_split  # noqa: E402
 from transformer_mt.data.tokenizer import EOS_ID, PAD_ID  # noqa: E402
-from transformer_mt.files import read_lines  # noqa: E402
 from transformer_mt.inference.line_settings import LineSettings  # noqa: E402
 from transformer_mt.inference.paragraphs import joined_bleu  # noqa: E402
 from transformer_mt.inference.translator import Translator  # noqa: E402
 from transformer_mt.search import search  # noqa: E402
+from transformer_mt.text_files import read_lines  # noqa: E402
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -12,17 +12,17 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import make_run_dir
-from transformer_mt import files
+from transformer_mt import text_files
 from transformer_mt.errors import MachineError, TmtError
 from transformer_mt.files import (
     atomic_open,
     atomic_path,
     check_output,
     output_folder,
-    read_lines,
     refuse_same_file,
     temporary_name,
 )
+from transformer_mt.text_files import read_lines
 
 
 def test_atomic_open_replaces_on_success_and_creates_the_folder(tmp_path):
@@ -347,15 +347,15 @@ def test_a_temporary_name_of_bytes_that_are_not_utf8_fits_the_file_system():
 def test_a_line_is_read_up_to_the_longest_a_text_may_hold(monkeypatch):
     """A line of exactly the limit (its line end aside) is read; one byte more is refused,
     naming the file and the line, after reading no more than the limit."""
-    monkeypatch.setattr(files, "MAX_LINE_BYTES", 8)
-    assert list(files.decode_lines(io.BytesIO(b"12345678\nabc\n12345678"), "f")) == [
+    monkeypatch.setattr(text_files, "MAX_LINE_BYTES", 8)
+    assert list(text_files.decode_lines(io.BytesIO(b"12345678\nabc\n12345678"), "f")) == [
         "12345678",
         "abc",
         "12345678",
     ]
     stream = io.BytesIO(b"ok\n123456789" + b"x" * 100)
     with pytest.raises(TmtError, match=r"^f:2: a line longer than"):
-        list(files.decode_lines(stream, "f"))
+        list(text_files.decode_lines(stream, "f"))
     assert stream.tell() == 3 + 9
 
 

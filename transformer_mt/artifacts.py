@@ -48,9 +48,10 @@ from transformer_mt.config import ExperimentConfig, config_from_dict, config_to_
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import PieceTable, Tokenizer
 from transformer_mt.errors import TmtError, one_line, shown_value
-from transformer_mt.files import atomic_open, atomic_path, path_kind
+from transformer_mt.files import atomic_open, atomic_path
 from transformer_mt.model import Seq2SeqTransformer, build_model
 from transformer_mt.run_layout import BEST_NAME, CHECKPOINTS_DIR
+from transformer_mt.text_files import path_kind
 
 log = logging.getLogger(__name__)
 

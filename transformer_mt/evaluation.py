@@ -20,7 +20,7 @@ from sacrebleu.metrics.base import Metric
 from sacrebleu.metrics.base import Score as BaseScore
 
 from transformer_mt.errors import TmtError
-from transformer_mt.files import iter_lines, parallel_chunks
+from transformer_mt.text_files import iter_lines, parallel_chunks
 
 METRICS = ("bleu", "chrf", "ter")
 # sacrebleu's BLEU warns once a corpus holds this many hypotheses ending in " ." (tokenised text).
@@ -208,7 +208,7 @@ def check_line_counts(
 
 def iter_segments(path: str | Path) -> Iterator[str]:
     """The segments of a text file as sacrebleu's command line reads them, one at a time:
-    UTF-8 lines split at "\\n" only (`files.iter_lines`), trailing whitespace stripped.
+    UTF-8 lines split at "\\n" only (`text_files.iter_lines`), trailing whitespace stripped.
 
     Raises:
         TmtError: the file is missing, unreadable or not UTF-8 (naming the line), when the bad

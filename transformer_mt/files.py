@@ -1,8 +1,5 @@
-"""Reading text files, and writing files a user keeps: never half-written, never over an input.
-
-Text is read as UTF-8 split at "\\n" only (`str.splitlines` would also split at U+2028, U+0085
-and friends, which can sit inside a sentence and would misalign parallel files); a line that is
-not UTF-8 stops the reader with its number.
+"""Writing files a user keeps: never half-written, never over an input (reading text files:
+`text_files.py`).
 
 Every output of the package (translations, checkpoints, plots, exported models, caches) goes
 through `atomic_path`: it is written under a temporary name in its own folder and renamed into
@@ -13,222 +10,34 @@ line 2 therefore leaves an existing file as it was, and readers see the old file
 from __future__ import annotations
 
 import errno
-import gzip
 import hashlib
-import io
-import itertools
 import logging
 import os
 import re
 import shutil
 import stat
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, BinaryIO, TypeVar
+from typing import IO, TypeVar
 
 from transformer_mt.errors import MachineError, TmtError, one_line
 from transformer_mt.run_layout import run_artifact
+from transformer_mt.text_files import path_kind
 
 log = logging.getLogger(__name__)
 
 P = TypeVar("P", str, Path)  # a file's name as a caller holds it
 
-BOM = "\ufeff"  # Windows editors start UTF-8 files with it; it is no part of the first line
 NAME_MAX = 255  # bytes in one file name (ext4, XFS, APFS, NTFS)
 PID_DIGITS = 7  # Linux's largest PID, 4,194,304, has seven digits
 # Errors of a write that the machine, not the user, caused: the CLI exits 1 for them.
 MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
-# The longest line a text input may hold (the longest sentences of real corpora are a few KB).
-MAX_LINE_BYTES = 64 << 20
 
 # How Rust's std::io::Error ends its message, which libraries written in Rust (safetensors,
 # which `save_pretrained` writes weights with) quote in an exception of their own that
 # carries no errno: "Error while serializing: I/O error: No space left on device (os error 28)".
 RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
-
-
-def decode_lines(stream: BinaryIO, name: str | Path) -> Iterator[str]:
-    """Each line of the binary file or stream `stream` as text, its line end removed.
-
-    Lazy, so a terminal's lines are decoded as they arrive. A byte order mark before the first
-    line is removed with a warning: kept, it would be part of the first sentence (a perfect
-    hypothesis scored 97 BLEU). A line is read up to `MAX_LINE_BYTES`: `/dev/zero` or a binary
-    file given as text would otherwise grow one line until the machine runs out of memory.
-
-    Raises:
-        TmtError: a line is not UTF-8, or longer than `MAX_LINE_BYTES`; the message names
-            `name`, the line (and the byte and column).
-    """
-    number = 0
-    while raw := stream.readline(MAX_LINE_BYTES + 1):
-        number += 1
-        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-            raise TmtError(
-                f"{name}:{number}: a line longer than {MAX_LINE_BYTES >> 20} MiB; "
-                "is this a text file with a sentence a line?"
-            )
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise TmtError(
-                f"{name}:{number}: not valid UTF-8 "
-                f"(byte 0x{raw[err.start]:02x} at column {err.start + 1})"
-            ) from None
-        if number == 1 and text.startswith(BOM):
-            _note_bom(name)
-            text = text[1:]
-        yield text.removesuffix("\n").removesuffix("\r")
-
-
-def decode_document(raw: bytes, name: str | Path) -> str:
-    """A whole document's bytes as text, its line ends kept as they are (documents are
-    written back byte for byte); a byte order mark and bad UTF-8 as in `decode_lines`.
-
-    Raises:
-        TmtError: not UTF-8, naming `name`, the line, byte and column (`decode_lines`' words).
-    """
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        for _ in decode_lines(io.BytesIO(raw), name):  # raises at the first bad line
-            pass
-        raise
-    if text.startswith(BOM):
-        _note_bom(name)
-        text = text[1:]
-    return text
-
-
-_BOMS_NOTED: set[str] = set()  # the files whose byte order mark was noted
-
-
-def _note_bom(name: str | Path) -> None:
-    """Warn that `name` starts with a byte order mark, once a process: a file read twice
-    (checked to its end, then used, as `tmt score --nbest` reads its list) is noted once."""
-    if str(name) not in _BOMS_NOTED:
-        _BOMS_NOTED.add(str(name))
-        log.warning("%s: starts with a UTF-8 byte order mark; it was removed", name)
-
-
-# stat's file types other than a regular file, as a message names them.
-FILE_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISFIFO, "a named pipe (FIFO)"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
-REGULAR = "a file"  # what `path_kind` calls a regular file
-SPECIAL = "a special file"  # a file type FILE_KINDS does not name
-
-
-def path_kind(path: Path) -> str:
-    """What `path` is, in words: `REGULAR`, one of `FILE_KINDS`' names or `SPECIAL` (a link
-    followed to its target), or why it is none ("missing", "a symlink loop", ...)."""
-    try:
-        mode = os.stat(path).st_mode  # follows symlinks: the file a reader would open
-    except FileNotFoundError:
-        return "a symlink to a missing file" if path.is_symlink() else "missing"
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            return "a symlink loop"
-        return f"cannot be examined ({err.strerror})"
-    if stat.S_ISREG(mode):
-        return REGULAR
-    return next((name for test, name in FILE_KINDS if test(mode)), SPECIAL)
-
-
-def file_problem(path: Path) -> str | None:
-    """What keeps `path` from being read as a file ("missing", "a named pipe (FIFO), not a
-    regular file", ...); None for a regular file this process may read. A reader that opened
-    a FIFO would wait for a writer that never comes."""
-    kind = path_kind(path)
-    if kind == SPECIAL or kind in (name for _, name in FILE_KINDS):
-        return f"{kind}, not a regular file"
-    if kind != REGULAR:
-        return kind
-    try:
-        # O_NONBLOCK: were a FIFO swapped in after the stat, opening it returns at once.
-        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
-    except PermissionError:
-        return "unreadable (permission denied)"
-    except OSError as err:
-        return f"unreadable ({err.strerror})"
-    return None
-
-
-def read_lines(path: str | Path) -> list[str]:
-    """All lines of a UTF-8 text file (`.gz` decompressed), without line ends.
-
-    Raises:
-        TmtError: the file is missing, unreadable or not UTF-8 (see `decode_lines`).
-    """
-    return list(iter_lines(path))
-
-
-def iter_lines(path: str | Path) -> Iterator[str]:
-    """`read_lines`, one line at a time: for files larger than memory.
-
-    Raises:
-        TmtError: as `read_lines`, when the bad part is reached.
-    """
-    path = Path(path)
-    try:
-        with gzip.open(path) if path.suffix == ".gz" else open(path, "rb") as f:
-            yield from decode_lines(f, path)
-    except FileNotFoundError:
-        raise TmtError(f"{path}: file not found") from None
-    except OSError as err:
-        raise TmtError(f"{path}: cannot read ({err.strerror or one_line(err)})") from None
-    except EOFError as err:  # a cut-off .gz
-        raise TmtError(f"{path}: cannot read ({one_line(err)})") from None
-
-
-def count_lines(path: str | Path) -> int:
-    """The lines of the regular file `path` as `decode_lines` splits them, counted in its
-    bytes (a last line without a line end counts): nothing is decoded or held. A total for
-    progress, and line counts compared before any work; a pipe cannot be counted before it is
-    read, and is not given here."""
-    count, last = 0, b"\n"
-    try:
-        with open(path, "rb") as f:
-            while block := f.read(1 << 20):
-                count += block.count(b"\n")
-                last = block[-1:]
-    except OSError as err:
-        raise TmtError(f"{path}: {err.strerror}") from None
-    return count + (last != b"\n")
-
-
-def parallel_chunks(
-    first: Iterable[str], second: Iterable[str], size: int, check: Callable[[int, int], None]
-) -> Iterator[tuple[list[str], list[str]]]:
-    """The lines of two parallel files, `size` pairs at a time, holding one chunk only.
-
-    `check(n_first, n_second)` is called with both line counts once both ended, before the
-    last chunk is yielded, and raises for counts the caller refuses (a shorter file, no lines):
-    a caller that writes as it goes discards its output then. The longer file's extra lines
-    are counted, not held, so the message can say both counts.
-    """
-    missing = object()
-    chunk: tuple[list[str], list[str]] = ([], [])
-    counts = [0, 0]
-    for pair in itertools.zip_longest(first, second, fillvalue=missing):
-        counts[0] += pair[0] is not missing
-        counts[1] += pair[1] is not missing
-        if missing in pair:
-            continue
-        chunk[0].append(pair[0])
-        chunk[1].append(pair[1])
-        if len(chunk[0]) == size:
-            yield chunk
-            chunk = ([], [])
-    check(*counts)
-    if chunk[0]:
-        yield chunk
 
 
 @contextmanager

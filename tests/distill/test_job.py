@@ -16,9 +16,9 @@ from transformer_mt.distill.filtering import DEFAULT_RULES, TeacherFilter
 from transformer_mt.distill.job import TeacherSettings, distill
 from transformer_mt.distill.manifest import MANIFEST_NAME
 from transformer_mt.errors import TmtError
-from transformer_mt.files import read_lines
 from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.translator import Translator
+from transformer_mt.text_files import read_lines
 
 from .conftest import write_config, write_corpus
 

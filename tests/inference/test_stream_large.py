@@ -15,9 +15,9 @@ import pytest
 
 from transformer_mt.cli import main
 from transformer_mt.cli import translate_lines as cli_lines
-from transformer_mt.files import count_lines
 from transformer_mt.inference.resume import partial_paths
 from transformer_mt.inference.translator import Translator
+from transformer_mt.text_files import count_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = ["ein mann", "das buch", "", "zwei hunde spielen", "frau", "im schnee", "rad"]

@@ -39,11 +39,12 @@ def add_score(sub: argparse._SubParsersAction) -> None:
 
 def _run_score(args: argparse.Namespace) -> int:
     from transformer_mt.artifacts import checkpoint_input_files
-    from transformer_mt.files import check_output, count_lines
+    from transformer_mt.files import check_output
     from transformer_mt.inference.line_settings import LineSettings
     from transformer_mt.inference.scoring import refuse_unequal, rescore_nbest, score_files
     from transformer_mt.inference.translator import Translator
     from transformer_mt.progress import Counted, ProgressReport
+    from transformer_mt.text_files import count_lines
 
     if args.batch_tokens is not None and args.batch_tokens < 1:
         raise TmtError(f"--batch-tokens {args.batch_tokens}: must be at least 1 (e.g. 4096)")

@@ -16,8 +16,8 @@ def translate_one_document(args: argparse.Namespace) -> int:
     """`tmt translate` of a document, its flags checked (translate.py)."""
     from transformer_mt.documents.translate import translate_document
     from transformer_mt.documents.units import DocumentError
-    from transformer_mt.files import decode_document
     from transformer_mt.inference.requests import Texts
+    from transformer_mt.text_files import decode_document
 
     _refuse_line_flags(args)
     if args.device == "cpu":

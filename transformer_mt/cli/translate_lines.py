@@ -185,8 +185,8 @@ def load_glossary(args: argparse.Namespace) -> Glossary | None:
 
 
 def _read_line_files(args: argparse.Namespace) -> _LineFiles:
-    from transformer_mt.files import iter_lines
     from transformer_mt.inference.glossary import iter_constraints
+    from transformer_mt.text_files import iter_lines
 
     def count(path: str | None, read: Callable[[str], Iterator]) -> int | None:
         return None if path is None else sum(1 for _ in read(path))
@@ -205,7 +205,7 @@ def _read_source(
     """The input, read as it streams: a file counted first and the reference and per-line
     files' counts checked against it; a pipe's (or a terminal's) lines checked as they come
     (`_checked_lines`), a terminal's translated as typed."""
-    from transformer_mt.files import count_lines, decode_lines
+    from transformer_mt.text_files import count_lines, decode_lines
 
     interactive = args.input == "-" and sys.stdin is not None and sys.stdin.isatty()
     name = "<stdin>" if args.input == "-" else args.input
@@ -279,9 +279,9 @@ def _line_options(
 ) -> LineOptions:
     """What the input lines from line `first` (from 0) on are asked with: the lines of --prefix
     and --constraints from that line on, read as the input's are, and the glossary."""
-    from transformer_mt.files import iter_lines
     from transformer_mt.inference.glossary import iter_constraints
     from transformer_mt.inference.stream import LineOptions
+    from transformer_mt.text_files import iter_lines
 
     def from_first(path: str | None, read: Callable[[str], Iterator]) -> Iterator | None:
         if path is None:

@@ -9,7 +9,7 @@ import yaml
 
 from transformer_mt.config.errors import ConfigError
 from transformer_mt.errors import one_line
-from transformer_mt.files import file_problem
+from transformer_mt.text_files import file_problem
 
 # Configs are a few KB; PyYAML parses about 1 MB a second, so a file far larger is a mistake
 # (a corpus named as the config) that would take minutes to refuse.

@@ -51,7 +51,7 @@ from transformer_mt.data.readers import (
 )
 from transformer_mt.data.specials import BACK_TRANSLATION_TAG
 from transformer_mt.errors import one_line
-from transformer_mt.files import file_problem
+from transformer_mt.text_files import file_problem
 
 HUB_HOST = "huggingface.co"
 HUB_PROBE_TIMEOUT_S = 3.0  # an offline machine answers "no" this fast instead of hanging
@@ -224,7 +224,7 @@ def source_faults(cfg: DataConfig, splits: Sequence[str]) -> list[tuple[str, str
 
 
 def _file_fault(path: Path) -> str | None:
-    """What keeps a corpus file from being read, in the words of `files.file_problem` (a pipe,
+    """What keeps a corpus file from being read, in the words of `text_files.file_problem` (a pipe,
     a socket or a device: training reads a corpus several times), or that it is empty."""
     if path.is_dir():
         return "is a folder, not a file"

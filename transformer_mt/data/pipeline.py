@@ -48,7 +48,7 @@ from transformer_mt.data.streaming import (
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.data.tokenizer_adopt import adopt_tokenizers, changed_files
 from transformer_mt.data.tokenizer_training import TokenizerPair, train_tokenizers
-from transformer_mt.files import read_lines
+from transformer_mt.text_files import read_lines
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import datasets
 
 from transformer_mt.errors import TmtError
-from transformer_mt.files import iter_lines, read_lines
+from transformer_mt.text_files import iter_lines, read_lines
 
 
 class DataError(TmtError):
@@ -127,7 +127,7 @@ def stream_text_pair(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]
 
 
 def _corpus_lines(path: str | Path) -> list[str]:
-    """`files.read_lines` of a corpus file, which must hold some text.
+    """`text_files.read_lines` of a corpus file, which must hold some text.
 
     Raises:
         DataError: the file is missing, empty, or not UTF-8 (with the line number).

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from transformer_mt.data.corpus_files import FetchError, already_complete, write_side_by_side
 from transformer_mt.errors import TmtError
-from transformer_mt.files import read_lines
+from transformer_mt.text_files import read_lines
 
 log = logging.getLogger(__name__)
 

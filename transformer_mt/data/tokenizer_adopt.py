@@ -32,7 +32,8 @@ from transformer_mt.data.specials import language_tag
 from transformer_mt.data.tokenizer import Tokenizer, TokenizerError
 from transformer_mt.data.tokenizer_training import TokenizerPair
 from transformer_mt.errors import one_line
-from transformer_mt.files import atomic_open, file_problem
+from transformer_mt.files import atomic_open
+from transformer_mt.text_files import file_problem
 
 if TYPE_CHECKING:
     from sentencepiece.sentencepiece_model_pb2 import ModelProto

@@ -48,12 +48,13 @@ from transformer_mt.distill.filtering import (
 )
 from transformer_mt.distill.manifest import Manifest, claim_run_dir
 from transformer_mt.errors import SettingError, TmtError
-from transformer_mt.files import atomic_open, check_output, read_lines
+from transformer_mt.files import atomic_open, check_output
 from transformer_mt.inference.languages import Pair, in_direction
 from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator
 from transformer_mt.progress import PROGRESS_SECONDS, Counted, ProgressReport, duration
+from transformer_mt.text_files import read_lines
 
 CHUNKS_DIR = "chunks"
 LOG_NAME = "distill.log"

@@ -29,7 +29,7 @@ from functools import cached_property
 from pathlib import Path
 
 from transformer_mt.errors import TmtError
-from transformer_mt.files import iter_lines
+from transformer_mt.text_files import iter_lines
 
 # The most characters of a term. A term is a word or a short phrase; a longer one is a
 # sentence, or two lines that lost the line break between them.

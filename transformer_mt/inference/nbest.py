@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformer_mt.errors import TmtError
-from transformer_mt.files import iter_lines
+from transformer_mt.text_files import iter_lines
 
 SEPARATOR = " ||| "
 

@@ -31,10 +31,10 @@ import torch
 
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.errors import TmtError
-from transformer_mt.files import file_problem, iter_lines, parallel_chunks
 from transformer_mt.inference.nbest import Hypotheses, format_hypothesis, iter_nbest
 from transformer_mt.inference.translator import Translator
 from transformer_mt.model import Seq2SeqTransformer
+from transformer_mt.text_files import file_problem, iter_lines, parallel_chunks
 
 CHUNK_PAIRS = 10_000  # pairs of two parallel files read, scored and written at a time
 UNSCORED = "nan"  # the score written for a pair with a blank source: no threshold keeps it

@@ -3,8 +3,9 @@
 The line promises of `tmt translate` that do not depend on the model: one output line per
 input line (or exactly n_best lines in n-best format); each chunk is written and flushed as
 soon as it is translated, and only a chunk's lines are held, so memory stays flat whatever the
-input's size (docs/results.md). Input lines are decoded by `files.decode_lines` (invalid UTF-8 stops
-with the line number); lines translated so far are counted by `progress.ProgressReport`.
+input's size (docs/results.md). Input lines are decoded by `text_files.decode_lines` (invalid
+UTF-8 stops with the line number); lines translated so far are counted by
+`progress.ProgressReport`.
 """
 
 from __future__ import annotations

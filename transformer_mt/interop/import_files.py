@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from transformer_mt.errors import TmtError, one_line
-from transformer_mt.files import file_problem
 from transformer_mt.interop.hf_m2m100 import SPM_FILE
+from transformer_mt.text_files import file_problem
 
 # Every file the importers read, or transformers reads for them (tokenizer and generation
 # configs, weights): one that is present must be readable.

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from transformer_mt.errors import TmtError, one_line
-from transformer_mt.files import path_kind
 from transformer_mt.interop.hf_m2m100 import SPM_FILE
+from transformer_mt.text_files import path_kind
 
 # The files a converter reads; weights in either format transformers writes.
 MODEL_FILES = [

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import TmtError, printable
-from transformer_mt.files import atomic_open, file_problem, iter_lines
+from transformer_mt.files import atomic_open
+from transformer_mt.text_files import file_problem, iter_lines
 
 VOCABULARIES_KEY = "#vocabularies"
 DIGEST_CHARS = 16  # hex digits of SHA-256 kept: 64 bits tell vocabularies apart

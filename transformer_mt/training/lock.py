@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from transformer_mt.errors import TmtError
-from transformer_mt.files import path_kind
 from transformer_mt.run_layout import LOCK_NAME
+from transformer_mt.text_files import path_kind
 
 try:
     import fcntl

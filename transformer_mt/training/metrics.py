@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from transformer_mt.errors import TmtError
-from transformer_mt.files import atomic_open, read_lines
+from transformer_mt.files import atomic_open
+from transformer_mt.text_files import read_lines
 
 log = logging.getLogger(__name__)
 

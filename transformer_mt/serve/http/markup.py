@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 
 from transformer_mt.documents import html, markdown
 from transformer_mt.documents.units import AlignedText, Region, Translate
-from transformer_mt.files import BOM
 from transformer_mt.inference.languages import Pair
 from transformer_mt.inference.requests import Texts
 from transformer_mt.serve.contract import Engine
+from transformer_mt.text_files import BOM
 
 if TYPE_CHECKING:  # torch would come with it; a Translation is only read here
     from transformer_mt.inference.translator import Translation
