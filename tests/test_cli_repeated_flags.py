@@ -6,7 +6,7 @@ import argparse
 import pytest
 
 from transformer_mt.cli import build_parser
-from transformer_mt.cli.common import Extend, Parser
+from transformer_mt.cli.common import Parser, Store
 
 
 def _subparsers(parser: argparse.ArgumentParser):
@@ -26,7 +26,7 @@ def test_every_flag_of_several_values_adds_up():
     for command, sub in _subparsers(build_parser()):
         for action in sub._actions:
             if action.option_strings and action.nargs in ("+", "*"):
-                assert isinstance(action, Extend), (command, action.option_strings)
+                assert isinstance(action, Store), (command, action.option_strings)
 
 
 @pytest.mark.parametrize(
@@ -57,4 +57,16 @@ def test_the_default_is_replaced_not_added_to():
     assert parser.parse_args([]).x == ["d"]
     assert parser.parse_args(["--x", "a", "--x", "b"]).x == ["a", "b"]
     assert parser.parse_args(["p", "q"]).positional == ["p", "q"]
-    assert not isinstance(parser._actions[-1], Extend)
+    assert parser.parse_args(["p", "--x", "a", "q"]).positional == ["p"]  # argparse's own rule
+
+
+def test_flags_of_a_group_add_up_too():
+    parser = Parser()
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--runs", nargs="+")
+    group.add_argument("--other")
+    parser.add_argument_group("more").add_argument("--more", nargs="*", default=[])
+    argv = ["--runs", "a", "--runs", "b", "--more", "c", "--more", "d"]
+    found = parser.parse_args(argv)
+    assert (found.runs, found.more) == (["a", "b"], ["c", "d"])
+    assert parser.parse_args(["--other", "1", "--other", "2"]).other == "2"

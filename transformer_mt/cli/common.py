@@ -88,27 +88,23 @@ class Parser(argparse.ArgumentParser):
     """argparse's parser, whose errors are one line, as every other error of the command
     (argparse prints its usage block first), quoting a value at most `MESSAGE_CHARS` long
     (argparse quotes a bad value whole: `invalid int value: '999...'`), and whose flags of
-    several values add up when given more than once (`Extend`); subcommands' parsers too."""
+    several values add up when given more than once (`Store`, its default action, in its
+    groups and subcommands' parsers too)."""
 
-    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
-        if kwargs.get("nargs") in ("+", "*") and "action" not in kwargs and _is_flag(args):
-            kwargs["action"] = Extend
-        return super().add_argument(*args, **kwargs)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", None, Store)  # argument groups share the parser's registry
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"error: {one_line(message)} (see {self.prog} --help)\n")
 
 
-def _is_flag(names: tuple) -> bool:
-    """Whether an argument's names are a flag's (`--set`), not a positional's."""
-    return bool(names) and str(names[0]).startswith("-")
-
-
-class Extend(argparse.Action):
-    """A flag of several values (nargs "+") given more than once adds each time's values:
-    `--set a=1 --set b=2` sets both, `--checkpoint A --checkpoint B` is an ensemble of two.
-    argparse's own `store` would keep the last time's values and drop the others without a
-    word. The flag's default is replaced, not added to."""
+class Store(argparse.Action):
+    """argparse's default action, storing a flag's value, except that a flag of several
+    values (nargs "+" or "*") given more than once adds each time's values: `--set a=1 --set
+    b=2` sets both, `--checkpoint A --checkpoint B` is an ensemble of two. argparse's own
+    `store` would keep the last time's values and drop the others without a word. The flag's
+    default is replaced, not added to; a positional's values are stored as argparse does."""
 
     def __call__(
         self,
@@ -117,6 +113,9 @@ class Extend(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
+        if not (self.option_strings and self.nargs in ("+", "*")):
+            setattr(namespace, self.dest, values)
+            return
         current = getattr(namespace, self.dest, None)
         if current is None or current is self.default:
             current = []
