@@ -138,3 +138,23 @@ def test_a_vocabulary_too_small_for_the_rule_lifts_it_where_nothing_is_left(mode
     assert len(tokens) == 12 and torch.isfinite(torch.tensor(result.best.score))
     assert len(set(tokens[:5])) == 5  # every producible token once before any repeats
     assert set(tokens) == {UNK, 4, 5, 6, 7}
+
+
+def _holds(tokens: list[int], phrase: list[int]) -> bool:
+    return any(tokens[i : i + len(phrase)] == phrase for i in range(len(tokens)))
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_a_constraint_that_repeats_an_ngram_is_still_met(n):
+    """A phrase holding an n-gram twice ("bye bye", "a man and a man") is exempt from the rule
+    while it is unmet, as a forced prefix is: every translation holds it. Without the exemption
+    the phrase could never be completed, and the search returned a translation without it."""
+    model = RecurrentFake(vocab_size=12, seed=2)
+    sources = random_sources(3, vocab_size=12, seed=5)
+    phrases = [[[4, 4]], [[5, 6, 5, 6, 7]], [[8, 9], [8, 9]]]
+    cfg = DecodeConfig(beam_size=4, max_len_a=0.0, max_len_b=10, no_repeat_ngram_size=n)
+    found = search(model, *padded(sources), cfg, constraints=phrases)
+    for result, wanted in zip(found, phrases, strict=True):
+        tokens = result.best.tokens
+        assert all(_holds(tokens, phrase) for phrase in wanted), (tokens, wanted)
+        assert torch.isfinite(torch.tensor(result.best.score))

@@ -64,7 +64,8 @@ class DecodeConfig:
     # A hypothesis never holds the same n tokens twice: the token that would repeat an n-gram
     # is forbidden (fairseq's, transformers' and CTranslate2's no_repeat_ngram_size), which
     # stops the loops ("a man a man a man") a model can fall into on text unlike its
-    # training data. 0: off. A forced prefix is exempt but counts as what came before.
+    # training data. 0: off. A forced prefix is exempt but counts as what came before; so is
+    # a constraint's token while the constraint is unmet (a term may repeat itself: bye bye).
     no_repeat_ngram_size: int = 0
     # The unknown piece (shown as ⁇, for characters the vocabulary lacks) is never produced
     # (CTranslate2's disable_unk); the search takes the best known piece instead.

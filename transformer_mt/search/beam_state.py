@@ -109,8 +109,9 @@ class BeamState:
         never produces (`SpecialIds.never`) always, the unknown piece with cfg.disable_unk,
         EOS before cfg.min_len tokens and in rows that have not met all their constraints,
         a token that would repeat an n-gram (cfg.no_repeat_ngram_size, search/repeats.py)
-        after a forced prefix, and all but the prefix token while a sentence is inside its
-        forced prefix (the prefix token keeps its log-prob, so scores count it)."""
+        after a forced prefix unless it starts or continues an unmet constraint, and all but
+        the prefix token while a sentence is inside its forced prefix (the prefix token keeps
+        its log-prob, so scores count it)."""
         never = ids.never + (ids.unk,) if cfg.disable_unk else ids.never
         if never:
             log_probs.index_fill_(2, torch.tensor(never, device=log_probs.device), -INF)
@@ -121,7 +122,10 @@ class BeamState:
             unmet = ~self.constraints.all_met().view(-1, self.beam_size)  # (N, K)
             log_probs[:, :, ids.eos].masked_fill_(unmet, -INF)
         if cfg.no_repeat_ngram_size:
+            exempt = self._constraint_tokens(log_probs)
             self._forbid_repeats(log_probs, cfg.no_repeat_ngram_size)
+            if exempt is not None:
+                log_probs.scatter_reduce_(2, *exempt, reduce="amax")
         if not self.prefix.shape[1]:  # no sentence has a prefix
             return log_probs
         forced = (self.steps < self.prefix_lens).nonzero().squeeze(1)  # (M,)
@@ -133,6 +137,19 @@ class BeamState:
                 2, index, rows.gather(2, index)
             )
         return log_probs
+
+    def _constraint_tokens(self, log_probs: Tensor) -> tuple[Tensor, Tensor] | None:
+        """The token that starts or continues each unmet constraint of each row, (N, K, C),
+        and its log-prob in `log_probs` (N, K, V) before the n-gram rule (-inf for a met
+        constraint's): what `forbid` puts back, as the rule must not make a phrase that
+        holds an n-gram twice (or one the text already holds) impossible to meet."""
+        if self.constraints is None:
+            return None
+        n, k, _ = log_probs.shape
+        tokens, unmet = self.constraints.next_tokens()  # (N * K, C)
+        index = tokens.view(n, k, -1)
+        before = log_probs.gather(2, index).masked_fill_(~unmet.view(n, k, -1), -INF)
+        return index, before
 
     def _forbid_repeats(self, log_probs: Tensor, n: int) -> None:
         """`forbid`'s n-gram rule on the rows of sentences past their forced prefix (a prefix
