@@ -115,6 +115,21 @@ def test_translate_into_a_fifo_reaches_its_reader(checkpoint, source, tmp_path):
     assert len(got[0].splitlines()) == 2 and stat.S_ISFIFO(fifo.stat().st_mode)
 
 
+@pytest.mark.parametrize("flag", ["--ref", "--prefix", "--constraints"])
+def test_a_per_line_file_given_as_a_pipe_is_refused_by_flag(
+    checkpoint, source, tmp_path, capsys, flag
+):
+    """Each is read twice (counted before translating, then beside the input): a pipe was
+    empty the second time, and the error said "prefixes=0" or came after translating."""
+    fifo = tmp_path / "lines"
+    os.mkfifo(fifo)
+    assert translate(checkpoint, "--input", str(source), flag, str(fifo)) == 2
+    assert one_error_line(capsys) == (
+        f"error: {flag} {fifo}: a named pipe (FIFO), not a regular file; it is read twice "
+        "(counted before translating, then beside the input): give a file\n"
+    )
+
+
 def test_translate_refuses_a_read_only_output(checkpoint, source, tmp_path, capsys):
     out = tmp_path / "out.txt"
     out.write_text("keep\n")

@@ -185,16 +185,31 @@ def load_glossary(args: argparse.Namespace) -> Glossary | None:
 
 
 def _read_line_files(args: argparse.Namespace) -> _LineFiles:
-    from transformer_mt.inference.glossary import iter_constraints
-    from transformer_mt.text_files import iter_lines
+    """The line counts of --ref, --prefix and --constraints, each file read through once
+    (its UTF-8 and phrases checked) before the model loads.
 
-    def count(path: str | None, read: Callable[[str], Iterator]) -> int | None:
-        return None if path is None else sum(1 for _ in read(path))
+    Raises:
+        TmtError: a file that is not a regular file, naming its flag: each is read twice, so
+            a pipe would be empty the second time.
+    """
+    from transformer_mt.inference.glossary import iter_constraints
+    from transformer_mt.text_files import file_problem, iter_lines
+
+    def count(flag: str, path: str | None, read: Callable[[str], Iterator]) -> int | None:
+        if path is None:
+            return None
+        problem = file_problem(Path(path))
+        if problem is not None and problem != "missing":
+            raise TmtError(
+                f"{flag} {path}: {problem}; it is read twice (counted before translating, "
+                "then beside the input): give a file"
+            )
+        return sum(1 for _ in read(path))
 
     return _LineFiles(
-        ref_lines=count(args.ref, iter_lines),
-        prefix_lines=count(args.prefix, iter_lines),
-        constraint_lines=count(args.constraints, iter_constraints),
+        ref_lines=count("--ref", args.ref, iter_lines),
+        prefix_lines=count("--prefix", args.prefix, iter_lines),
+        constraint_lines=count("--constraints", args.constraints, iter_constraints),
         glossary=load_glossary(args),
     )
 
