@@ -4,6 +4,7 @@ averaging, and checkpoints written by earlier versions."""
 import dataclasses
 import logging
 import os
+import re
 import subprocess
 import sys
 
@@ -30,7 +31,15 @@ def state(value: float, step: int = 1) -> Checkpoint:
 
 def training_state(value: float, step: int) -> Checkpoint:
     """A checkpoint that holds every training-state key, as `Trainer.save` writes them."""
-    training = TrainingState(**dict.fromkeys(artifacts.TRAINING_STATE_KEYS, {}))
+    training = TrainingState(
+        optimizer={},
+        scaler={},
+        rng=[],
+        data_position={"epoch": 0, "batch_index": step},
+        best_score=None,
+        bad_validations=0,
+        stats={"skipped_updates": 0, "elapsed_seconds": 1.0},
+    )
     return dataclasses.replace(state(value, step), training=training)
 
 
@@ -484,3 +493,28 @@ def test_average_takes_checkpoints_that_differ_only_in_training_settings(tmp_pat
     artifacts.save_checkpoint(changed, other)
     with pytest.raises(TmtError, match=r"data\.src_lang, data\.tgt_lang, the tokenizers' voc"):
         artifacts.average_checkpoints([one, other])
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "wanted"),
+    [
+        ("step", "12", "'12', not a whole number >= 0"),
+        ("step", -5, "-5, not a whole number >= 0"),
+        ("averaged_from", "abc", "'abc', not a list of file names"),
+        ("averaged_from", [1, 2], "[1, 2], not a list of file names"),
+        ("version", b"0.1", "b'0.1', not a version string"),
+        ("best_score", float("nan"), "nan, not a finite number or None"),
+        ("stats", {"elapsed_seconds": float("nan")}, "{'elapsed_seconds': nan}, not a dict"),
+        ("data_position", [1], "[1], not a dict of the next batch's position"),
+    ],
+)
+def test_a_value_of_the_wrong_kind_is_refused_naming_its_key(tmp_path, key, value, wanted):
+    """A hand-made or foreign file with the right keys: `tmt info` printed tracebacks, or
+    described "averaging 3 checkpoints (a ... c)"; `train.init_from` logged a traceback."""
+    path = tmp_path / "odd.pt"
+    state_dict = training_state(1.0, 4).to_dict()
+    state_dict[key] = value
+    state_dict[artifacts.CHECKSUMS_KEY] = artifacts.checksums(state_dict)
+    torch.save(state_dict, path)
+    with pytest.raises(TmtError, match=f"^{re.escape(str(path))}: {key} is {re.escape(wanted)}"):
+        artifacts.load_checkpoint(path)

@@ -31,6 +31,7 @@ leaves the previous file intact; a run's own set of them is training/checkpoints
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
 import stat
@@ -161,6 +162,7 @@ class Checkpoint:
             raise TmtError(
                 f"{source}: not a transformer_mt checkpoint (no {'/'.join(REQUIRED_KEYS)})"
             )
+        _check_values(state, source)
         training = None
         if all(key in state for key in TRAINING_STATE_KEYS):
             training = TrainingState(**{key: state[key] for key in TRAINING_STATE_KEYS})
@@ -176,6 +178,52 @@ class Checkpoint:
             specials=state.get("specials"),
             imported_from=state.get("imported_from"),
         )
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _names(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+# The values a checkpoint's other keys must hold (absent keys, or None where allowed, are
+# fine): a hand-made or foreign file with the right keys otherwise reached the commands that
+# read it as a traceback or as a wrong description (step "12", averaged_from "abc").
+_VALUE_CHECKS: dict[str, tuple[Any, str]] = {
+    "step": (_whole, "a whole number >= 0"),
+    "version": (lambda v: v is None or isinstance(v, str), "a version string"),
+    "averaged_from": (lambda v: v is None or _names(v), "a list of file names"),
+    "imported_from": (lambda v: v is None or isinstance(v, str), "a model's name"),
+    "specials": (lambda v: v is None or isinstance(v, dict), "a dict of special ids"),
+    "optimizer": (lambda v: isinstance(v, dict), "an optimizer's state dict"),
+    "scaler": (lambda v: isinstance(v, dict), "a gradient scaler's state dict"),
+    "rng": (lambda v: isinstance(v, list | dict), "generator states"),
+    "data_position": (lambda v: isinstance(v, dict), "a dict of the next batch's position"),
+    "best_score": (lambda v: v is None or _number(v), "a finite number or None"),
+    "bad_validations": (_whole, "a whole number >= 0"),
+    "stats": (
+        lambda v: isinstance(v, dict) and all(_number(x) and x >= 0 for x in v.values()),
+        "a dict of finite numbers >= 0",
+    ),
+}
+
+
+def _check_values(state: dict, source: str | Path) -> None:
+    """Refuse a value of the wrong kind under a key the format defines (`_VALUE_CHECKS`).
+
+    Raises:
+        TmtError: naming the file, the key and what it holds.
+    """
+    for key, (valid, wanted) in _VALUE_CHECKS.items():
+        if key in state and not valid(state[key]):
+            shown = shown_value(repr(state[key]))
+            raise TmtError(f"{source}: {key} is {shown}, not {wanted}")
 
 
 def pack_tokenizers(src: Tokenizer, tgt: Tokenizer) -> dict[str, bytes]:
@@ -501,20 +549,46 @@ def load_for_inference(path: str | Path, device: str | torch.device = "cpu") -> 
     Raises:
         TmtError: missing or corrupt file, or weights that do not fit the stored config.
     """
+    checkpoint, config, (src_tokenizer, tgt_tokenizer), specials = read_for_inference(path)
+    vocab_sizes = (src_tokenizer.vocab_size, tgt_tokenizer.vocab_size)
+    model = build_model(config.model, *vocab_sizes, specials.pad, kernel=kernels.attention)
+    fit_weights(model, checkpoint.weights, path)
+    model.to(device).eval()
+    return InferenceBundle(model, config, src_tokenizer, tgt_tokenizer, specials)
+
+
+def read_for_inference(
+    path: str | Path,
+) -> tuple[Checkpoint, ExperimentConfig, tuple[Tokenizer, Tokenizer], SpecialTokens]:
+    """A checkpoint with its stored config, tokenizers and special ids, each checked as every
+    command that translates with it checks them (`load_for_inference`, `tmt info`).
+
+    Raises:
+        TmtError: as `load_checkpoint`, or a stored config, tokenizers or special ids that are
+            damaged or do not fit the vocabularies, naming the file.
+    """
     checkpoint = load_checkpoint(path, map_location="cpu")
     config = config_from_dict(checkpoint.config, source=f"{path} (stored config)")
-    src_tokenizer, tgt_tokenizer = checkpoint.unpack_tokenizers(path)
+    tokenizers = checkpoint.unpack_tokenizers(path)
     specials = checkpoint.special_tokens(path)
-    vocab_sizes = (src_tokenizer.vocab_size, tgt_tokenizer.vocab_size)
-    specials.check_vocabulary(*vocab_sizes, str(path))
-    model = build_model(config.model, *vocab_sizes, specials.pad, kernel=kernels.attention)
+    specials.check_vocabulary(tokenizers[0].vocab_size, tokenizers[1].vocab_size, str(path))
+    return checkpoint, config, tokenizers, specials
+
+
+def fit_weights(
+    model: Seq2SeqTransformer, weights: dict[str, Tensor], path: str | Path, assign: bool = False
+) -> None:
+    """Load `weights` into `model`, every key and shape as the model's own (strict); with
+    `assign`, the tensors themselves (a model built on the meta device, `tmt info`).
+
+    Raises:
+        TmtError: weights that do not fit the stored config, naming the keys.
+    """
     try:
-        model.load_state_dict(checkpoint.weights, strict=True)
+        model.load_state_dict(weights, strict=True, assign=assign)
     except RuntimeError as err:  # torch's first line names the model; the next ones the keys
         named = one_line(err).removeprefix(
             f"Error(s) in loading state_dict for {type(model).__name__}:"
         )
         reason = shown_value(named.strip())
         raise TmtError(f"{path}: weights do not match the stored config ({reason})") from None
-    model.to(device).eval()
-    return InferenceBundle(model, config, src_tokenizer, tgt_tokenizer, specials)

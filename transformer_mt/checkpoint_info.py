@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from transformer_mt.artifacts import Checkpoint, load_checkpoint
-from transformer_mt.config import ExperimentConfig, ModelConfig, config_from_dict
+from transformer_mt.artifacts import Checkpoint, fit_weights, read_for_inference
+from transformer_mt.config import ExperimentConfig, ModelConfig
 from transformer_mt.data.tokenizer import UNK_ID, Tokenizer
 from transformer_mt.model import build_model
 
@@ -96,14 +96,15 @@ def describe(path: str | Path) -> CheckpointInfo:
     """What the checkpoint file `path` holds.
 
     Raises:
-        TmtError: the file is missing, unreadable or not a checkpoint (`load_checkpoint`), or
-            its stored config or tokenizers are damaged, naming it.
+        TmtError: the file is missing, unreadable or not a checkpoint, or its stored config,
+            tokenizers, special ids or weights are damaged or do not fit each other, naming
+            it: what `tmt translate` would refuse (`read_for_inference`, `fit_weights`).
     """
-    checkpoint = load_checkpoint(path)
-    config = config_from_dict(checkpoint.config, source=f"{path} (stored config)")
-    src, tgt = checkpoint.unpack_tokenizers(path)
+    checkpoint, config, (src, tgt), specials = read_for_inference(path)
     with torch.device("meta"):
-        model = build_model(config.model, src.vocab_size, tgt.vocab_size)
+        model = build_model(config.model, src.vocab_size, tgt.vocab_size, specials.pad)
+    parameters = sum(p.numel() for p in model.parameters())  # tied matrices once
+    fit_weights(model, checkpoint.weights, path, assign=True)  # as translating checks them
     made_by = "training" if checkpoint.step > 0 or checkpoint.training else "step 0"
     if checkpoint.imported_from is not None:
         made_by = "import"
@@ -114,7 +115,7 @@ def describe(path: str | Path) -> CheckpointInfo:
         step=checkpoint.step,
         directions=[f"{s}-{t}" for s, t in config.data.directions()],
         model=_model_line(config.model),
-        parameters=sum(p.numel() for p in model.parameters()),
+        parameters=parameters,
         vocabulary=_vocabulary_line(src, tgt, config),
         decode=_decode_line(config),
         averaged_from=checkpoint.averaged_from,

@@ -70,3 +70,29 @@ def test_a_file_that_is_no_checkpoint_is_one_line(tmp_path, capsys):
     assert main(["info", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {bad}: ") and "\n" not in err
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("config", {}, "weights do not match the stored config (Missing key(s)"),
+        ("model", {}, "weights do not match the stored config (Missing key(s)"),
+        ("specials", {"pad": "x"}, "special tokens"),
+    ],
+)
+def test_what_translate_refuses_info_refuses(checkpoint, tmp_path, capsys, key, value, message):
+    """A config of defaults described a 6+6-layer model of 44M parameters that the 16-wide
+    weights are not; a file without weights was described as sound."""
+    from transformer_mt.checkpoint_checksums import CHECKSUMS_KEY, checksums
+
+    state = torch.load(checkpoint, weights_only=True)
+    state[key] = value
+    state.pop(CHECKSUMS_KEY, None)
+    state[CHECKSUMS_KEY] = checksums(state)
+    odd = tmp_path / "odd.pt"
+    torch.save(state, odd)
+    assert main(["info", str(odd)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {odd}: ") and message in err and err.count("\n") == 1
+    assert main(["translate", "--checkpoint", str(odd), "--input", str(odd)]) == 2
+    assert message in capsys.readouterr().err

@@ -4,6 +4,7 @@ special ids, keeps its architecture, resumes exactly, and refuses a config that 
 import dataclasses
 
 import pytest
+import torch
 
 from transformer_mt.artifacts import load_checkpoint, save_checkpoint
 from transformer_mt.cli import main
@@ -106,3 +107,20 @@ def test_the_child_searches_as_the_parent_unless_its_config_says_otherwise(paren
     assert run_training(str(config), str(tmp_path / "run"), ["decode.max_len_b=30"]) == 0
     child = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.pt").config["decode"]
     assert (child["beam_size"], child["length_norm"], child["max_len_b"]) == (3, "power", 30)
+
+
+def test_a_parent_whose_weights_do_not_fit_is_named_with_its_keys(parent, tmp_path, capsys):
+    """The message named no key (torch's first line only); now it says what `tmt translate`
+    says of the same file."""
+    from transformer_mt.checkpoint_checksums import CHECKSUMS_KEY, checksums
+
+    state = load_checkpoint(parent).to_dict()
+    state["model"] = {k: v for k, v in state["model"].items() if "encoder" not in k}
+    state[CHECKSUMS_KEY] = checksums(state)
+    broken = tmp_path / "broken.pt"
+    torch.save(state, broken)
+    config = child_config(tmp_path, broken)
+    assert main(["train", "--config", str(config), "--run-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert f"error: train.init_from {broken}: weights do not match the stored config" in err
+    assert "Missing key(s)" in err and "encoder." in err

@@ -22,7 +22,7 @@ import torch
 import yaml
 
 from transformer_mt import __version__, artifacts, kernels
-from transformer_mt.artifacts import Checkpoint
+from transformer_mt.artifacts import Checkpoint, fit_weights
 from transformer_mt.config import (
     ExperimentConfig,
     config_to_dict,
@@ -353,11 +353,7 @@ def _is_change(entry: object) -> bool:
 
 
 def _load_parent_weights(model: torch.nn.Module, parent: Checkpoint, path: str | None) -> None:
-    try:
-        model.load_state_dict(parent.weights, strict=True)
-    except RuntimeError as err:
-        first = str(err).splitlines()[0]
-        raise TmtError(f"train.init_from {path}: weights do not fit its config ({first})") from None
+    fit_weights(model, parent.weights, f"train.init_from {path}")  # naming the keys
     log.info("fine-tuning from %s (step %d of its run)", path, parent.step)
 
 
