@@ -132,3 +132,19 @@ def test_a_shortlist_listing_no_target_piece_is_refused(reversing_checkpoint, tm
     path.write_text(text, encoding="utf-8")
     with pytest.raises(TmtError, match=rf"^{path}: lists no target pieces, so every sentence"):
         Translator.from_checkpoint(str(reversing_checkpoint), shortlist=path)
+
+
+def test_a_target_piece_listed_many_times_counts_once(reversing_checkpoint, tmp_path):
+    """A line repeating one piece a million times asked for a table of source vocabulary x a
+    million ids (an out-of-memory error blaming the model); repeats change nothing."""
+    bundle = load_for_inference(reversing_checkpoint)
+    pieces = target_pieces(reversing_checkpoint)
+    source = bundle.src_tokenizer.id_to_piece(bundle.src_tokenizer.encode("hund")[0])
+    plain, repeated = tmp_path / "plain.vmap", tmp_path / "repeated.vmap"
+    write_vmap(plain, pieces[:3], {source: pieces[4:8]})
+    write_vmap(repeated, pieces[:3] * 3, {source: pieces[4:8] + [pieces[5]] * 1_000_000})
+    output = bundle.model.output_projection
+    args = (bundle.src_tokenizer, bundle.tgt_tokenizer, output.weight.detach(), None)
+    once, many = Shortlist.load(plain, *args), Shortlist.load(repeated, *args)
+    assert many.table.shape == once.table.shape == (bundle.src_tokenizer.vocab_size, 4)
+    assert torch.equal(many.table, once.table) and torch.equal(many.always, once.always)

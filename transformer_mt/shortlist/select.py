@@ -75,7 +75,14 @@ class Shortlist:
             source = (
                 _id(src_tokenizer, entry.source, path, entry, "source") if entry.source else None
             )
-            targets = [_id(tgt_tokenizer, piece, path, entry, "target") for piece in entry.targets]
+            # A piece listed twice changes nothing; kept once, a row is at most the target
+            # vocabulary wide (the table is source vocabulary x the widest row).
+            targets = list(
+                dict.fromkeys(
+                    _id(tgt_tokenizer, piece, path, entry, "target")
+                    for piece in dict.fromkeys(entry.targets)
+                )
+            )
             if source is None:
                 always += targets
             else:
