@@ -117,6 +117,10 @@ def test_the_json_of_a_bootstrap_test_holds_plain_numbers(systems, capsys):
         (["--paired", "bs"], "a paired test compares systems: give two or more"),
         (["--paired-samples", "10"], "--paired-samples goes with --paired"),
         (["--paired", "ar", "--paired-samples", "0"], "0 samples: a paired test needs at least 1"),
+        (
+            ["--paired", "bs", "--paired-samples", "99999999999999999999"],
+            "99999999999999999999 samples: paired bootstrap resampling takes at most 10,000",
+        ),
     ],
 )
 def test_odd_requests_are_one_line(systems, capsys, args, message):

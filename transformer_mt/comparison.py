@@ -40,6 +40,9 @@ TESTS: dict[str, str] = {
 }
 # sacrebleu's defaults: resamples of a bootstrap test, trials of approximate randomization.
 DEFAULT_SAMPLES: dict[str, int] = {"bs": 1000, "ar": 10000}
+# At most: bootstrap draws every resample's sentence indices at once (10,000 resamples of a
+# 3,000-sentence test set hold 240 MB of them); randomization's trials run one at a time.
+MAX_SAMPLES: dict[str, int] = {"bs": 10_000, "ar": 100_000}
 SIGNIFICANT = 0.05  # a p-value below this is marked
 
 
@@ -92,6 +95,11 @@ def compare_files(
     """
     if samples is not None and samples < 1:
         raise TmtError(f"{samples} samples: a paired test needs at least 1")
+    if samples is not None and test is not None and samples > MAX_SAMPLES[test]:
+        raise TmtError(
+            f"{samples} samples: {TESTS[test]} takes at most {MAX_SAMPLES[test]:,} "
+            f"(sacrebleu's default: {DEFAULT_SAMPLES[test]:,})"
+        )
     if test is not None and len(hyp_paths) < 2:
         raise TmtError(
             f"a paired test compares systems: give two or more translation files (the first "

@@ -41,7 +41,8 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
         "--paired-samples",
         type=int,
         metavar="N",
-        help="with --paired: resamples (bs, default 1000) or trials (ar, default 10000)",
+        help="with --paired: resamples (bs, default 1000, at most 10000) or trials (ar, "
+        "default 10000, at most 100000)",
     )
     p.add_argument("--json", action="store_true", help="print a JSON list instead of lines")
     p.add_argument(
