@@ -93,6 +93,14 @@ def test_constraints_that_cannot_fit_are_refused_naming_the_line(translator):
     assert str(err.value).endswith("the model has room for 63")
     with pytest.raises(ConstraintsError, match="^line 2: target phrase '漢字' has characters"):
         translator.translate(Texts.of(LINES, constraints=[[], ["漢字"], [], [], []]))
+    # Invisible characters alone encode to no piece: met before it starts, the term was lost.
+    glossary = Glossary.of_pairs([("mann", "\u200b")])
+    for request in (
+        Texts.of(LINES, constraints=[[], ["\u200b"], [], [], []]),
+        Texts.of(LINES, glossaries=[glossary] * len(LINES)),
+    ):
+        with pytest.raises(ConstraintsError, match=r"^line \d: target phrase '\\u200b.*' has no "):
+            translator.translate(request)
 
 
 LONG_PREFIX = "mann hunde buch " * 30  # about 90 target tokens; the model has room for 63

@@ -59,14 +59,18 @@ def phrase_ids(
         line: the sentence's line (0-based), for errors.
 
     Raises:
-        ConstraintsError: a phrase the model cannot produce (`unproducible`), or more tokens
-            than `room`.
+        ConstraintsError: a phrase of no pieces (invisible characters) or one the model cannot
+            produce (`unproducible`), or more tokens than `room`.
     """
     distinct: list[list[int]] = []
     for phrase in phrases:
         if not phrase.strip():
             continue
         ids = tokenizer.encode(phrase)
+        if not ids:  # invisible or control characters alone: it would be met before it starts
+            raise ConstraintsError(
+                line, f"target phrase {phrase!r} has no pieces once normalised (nothing visible)"
+            )
         fault = unproducible(tokenizer, ids, specials)
         if fault is not None:
             raise ConstraintsError(line, f"target phrase {phrase!r} {fault}")
