@@ -449,3 +449,20 @@ def test_a_cached_translation_never_answers_other_settings(checkpoint, engine, c
     for have, expected in zip(got, want, strict=True):
         assert have.texts == expected.texts
         assert have.scores == pytest.approx(expected.scores, abs=1e-4)
+
+
+def test_a_stream_never_shows_a_character_of_which_only_some_bytes_came(tmp_path):
+    """With byte fallback, "😀" is four byte pieces: the text of the first three ends in
+    replacement characters, which events then showed ("�", "��", "���", "😀")."""
+    from transformer_mt.config import TokenizerConfig
+    from transformer_mt.data.tokenizer_training import train_tokenizers
+    from transformer_mt.serve.engine.engine import streamable
+
+    texts = [" ".join(WORDS)] * 5
+    tokenizer = train_tokenizers(
+        TokenizerConfig(vocab_size=300, byte_fallback=True), texts, texts, tmp_path
+    ).tgt
+    ids = tokenizer.encode("mann 😀")
+    shown = [streamable(tokenizer.decode(ids[:n])) for n in range(1, len(ids) + 1)]
+    assert shown[-1] == "mann 😀" and all("\ufffd" not in text for text in shown)
+    assert any("\ufffd" in tokenizer.decode(ids[:n]) for n in range(1, len(ids)))

@@ -313,7 +313,7 @@ class Engine:
         for key, tokens in greedy.items():
             work = self.admission.running[key]
             if work.job.on_token is not None:
-                text = self.translator.text(tokens, work.direction)
+                text = streamable(self.translator.text(tokens, work.direction))
                 if text != work.streamed:
                     work.streamed = text
                     work.job.stream(work.index, text)
@@ -390,3 +390,11 @@ class Engine:
             translator.options.ids,
             translator.options.vocabulary,
         )
+
+
+def streamable(text: str) -> str:
+    """A greedy hypothesis' text as a stream may show it: without the replacement characters
+    SentencePiece writes for the bytes of a character not yet complete (byte fallback spells a
+    rare character in several pieces), which the next event would take back. A U+FFFD the
+    model writes itself shows in the result."""
+    return text.rstrip("\ufffd")
