@@ -518,3 +518,14 @@ def test_a_value_of_the_wrong_kind_is_refused_naming_its_key(tmp_path, key, valu
     torch.save(state_dict, path)
     with pytest.raises(TmtError, match=f"^{re.escape(str(path))}: {key} is {re.escape(wanted)}"):
         artifacts.load_checkpoint(path)
+
+
+def test_a_checkpoint_cut_anywhere_is_called_truncated(checkpoint, tmp_path):
+    """torch's zip reader raises OSError(EINVAL) for some cut lengths, which read as an I/O
+    failure ("cannot read (Invalid argument)") and sent the user to the disk."""
+    data = checkpoint.read_bytes()
+    cut = tmp_path / "cut.pt"
+    for length in range(100, len(data), len(data) // 97):
+        cut.write_bytes(data[:length])
+        with pytest.raises(TmtError, match=r"not a readable checkpoint \(truncated or damaged"):
+            artifacts.load_checkpoint(cut)

@@ -30,6 +30,7 @@ leaves the previous file intact; a run's own set of them is training/checkpoints
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import os
@@ -289,7 +290,11 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except OSError as err:
-        raise TmtError(f"{path}: cannot read ({err.strerror or one_line(err)})") from None
+        if err.errno != errno.EINVAL:  # torch's zip reader says EINVAL of some cut files
+            raise TmtError(f"{path}: cannot read ({err.strerror or one_line(err)})") from None
+        raise TmtError(
+            f"{path}: not a readable checkpoint ({_why_unreadable(path, err)})"
+        ) from None
     except Exception as err:  # torch raises many types for truncated or foreign files
         raise TmtError(
             f"{path}: not a readable checkpoint ({_why_unreadable(path, err)})"
