@@ -278,21 +278,32 @@ def test_a_run_stopped_before_its_first_checkpoint_is_still_its_directorys(
     assert load_checkpoint(run_dir / "checkpoints/last.pt").step == 4
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("train.lr:", "lr:", "not a config history (each change needs a step"),
+        ("step: 4", "step: abc", "not a config history (each change needs a step"),
+        ("train.lr:", "train.nosuch:", "train.nosuch: unknown key"),
+    ],
+)
 def test_a_config_history_edited_by_hand_is_refused_before_anything_is_written(
-    tiny_experiment, tmp_path, capsys
+    tiny_experiment, tmp_path, capsys, old, new, message
 ):
+    """An unknown key or a step that is no number was applied as written, and the next
+    record was wrong (max_steps [4, 8] where it was 6)."""
     run_dir = tmp_path / "run"
     args = ["train", "--config", str(tiny_experiment), "--run-dir", str(run_dir), "--set"]
     assert main([*args, "train.max_steps=4"]) == 0
     assert main([*args, "train.max_steps=6", "train.lr=1e-3"]) == 0
     history = run_dir / "config_history.yaml"
-    edited = history.read_text(encoding="utf-8").replace("train.lr:", "lr:")
-    history.write_text(edited, encoding="utf-8")
+    text = history.read_text(encoding="utf-8")
+    assert old in text
+    history.write_text(text.replace(old, new), encoding="utf-8")
     before = run_files(run_dir)
     capsys.readouterr()
     assert main([*args, "train.max_steps=8"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: {history}: not a config history (each change needs a step")
+    assert str(history) in err and message in err and err.count("\n") == 1
     assert run_files(run_dir) == before
 
 
@@ -337,3 +348,20 @@ def test_a_symlink_loop_among_the_corpus_files_is_one_line(tiny_experiment, tmp_
     err = capsys.readouterr().err
     assert f"{loop} is a symlink loop; fix these paths in the config" in err
     assert err.count("\n") == 1
+
+
+def test_a_checkpoints_folder_that_is_a_file_is_refused_before_training(
+    tiny_experiment, tmp_path, capsys
+):
+    """The run trained to its first save, then failed there ('best.pt: cannot write')."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "checkpoints").write_text("x\n")
+    args = ["train", "--config", str(tiny_experiment), "--run-dir", str(run_dir)]
+    assert main([*args, "--set", "train.max_steps=4"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: {run_dir / 'checkpoints'}: is a file; the run keeps its checkpoints in this "
+        "folder: move it away\n"
+    )
+    assert not (run_dir / "metrics.jsonl").exists()

@@ -10,6 +10,7 @@ both ready.
 from __future__ import annotations
 
 import logging
+import os
 import platform
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -57,6 +58,7 @@ from transformer_mt.run_layout import (
     METRICS_NAME,
     TOKENIZER_PREFIX,
 )
+from transformer_mt.text_files import path_kind
 from transformer_mt.training import finetune
 from transformer_mt.training.checkpoints import resume_checkpoint
 from transformer_mt.training.distributed import (
@@ -120,6 +122,7 @@ def run_training(
     try:
         # Read once: a fine-tuning run takes its config from it (or from its parent), then any
         # run resumes from it. A refused fine-tuning config leaves the run directory unmade.
+        _check_checkpoints_folder(run_path / CHECKPOINTS_DIR)
         found = resume_checkpoint(run_path / CHECKPOINTS_DIR)
         parent = None
         if config.train.init_from is not None:
@@ -138,6 +141,20 @@ def run_training(
         return code
     finally:
         shutdown_distributed(dist)
+
+
+def _check_checkpoints_folder(folder: Path) -> None:
+    """Refuse a run whose checkpoints folder is something else (a file): the run would train
+    up to its first save and lose that work there.
+
+    Raises:
+        TmtError: naming it and what it is.
+    """
+    kind = path_kind(folder)
+    if os.path.lexists(folder) and kind != "a directory":
+        raise TmtError(
+            f"{folder}: is {kind}; the run keeps its checkpoints in this folder: move it away"
+        )
 
 
 def _train_device(choice: str) -> torch.device:
@@ -286,6 +303,7 @@ def _record_config(run_dir: Path, config: ExperimentConfig, resume: Checkpoint |
     """
     history_path = run_dir / HISTORY_NAME
     recorded = None if resume is None else _read_history(history_path)  # refused: nothing written
+    in_use = None if recorded is None else _config_in_use(recorded, history_path)  # likewise
     with atomic_path(run_dir / CONFIG_NAME) as tmp:
         dump_config(config, tmp)
     if resume is None:
@@ -297,9 +315,9 @@ def _record_config(run_dir: Path, config: ExperimentConfig, resume: Checkpoint |
         ),
         "changes": [],
     }
-    changes = artifacts.config_changes(
-        _config_in_use(history, history_path), config_to_dict(config)
-    )
+    if in_use is None:
+        in_use = _config_in_use(history, history_path)
+    changes = artifacts.config_changes(in_use, config_to_dict(config))
     if not changes:
         return
     history["changes"].append({"step": resume.step, "changes": changes})
@@ -311,13 +329,19 @@ def _record_config(run_dir: Path, config: ExperimentConfig, resume: Checkpoint |
 
 
 def _config_in_use(history: dict[str, Any], path: Path) -> dict[str, Any]:
-    """The original config with every recorded change applied in order."""
+    """The original config with every recorded change applied in order, checked as a config
+    (a hand-edited change of a key no config has, or of a wrong type, would make the next
+    record wrong).
+
+    Raises:
+        ConfigError: the changes make no valid config, naming the key and the file.
+    """
     config = artifacts.normalized_config(history["original"], f"{path} (original)")
     for entry in history["changes"]:
         for dotted, (_, value) in entry["changes"].items():
             section, key = dotted.split(".", 1)
-            config[section][key] = value
-    return config
+            config.setdefault(section, {})[key] = value
+    return artifacts.normalized_config(config, f"{path} (its changes applied)")
 
 
 def _read_history(path: Path) -> dict[str, Any] | None:
@@ -345,6 +369,9 @@ def _read_history(path: Path) -> dict[str, Any] | None:
 def _is_change(entry: object) -> bool:
     """Whether `entry` is one resume's record as `_record_config` writes it."""
     if not isinstance(entry, dict) or not isinstance(entry.get("changes"), dict):
+        return False
+    step = entry.get("step")
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
         return False
     return all(
         isinstance(key, str) and "." in key and isinstance(pair, list) and len(pair) == 2
