@@ -4,6 +4,7 @@ numbers of sacrebleu's own command line at the same settings."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -139,3 +140,27 @@ def test_a_file_given_twice_or_of_another_length_is_refused(systems, tmp_path, c
     assert f"{short} has 1 lines but {ref} has 400" in capsys.readouterr().err
     assert main(["evaluate", "--checkpoint", "x.pt", "--paired", "bs"]) == 2
     assert "--paired goes with --hyp and --ref" in capsys.readouterr().err
+
+
+def test_a_system_that_scores_as_the_baseline_is_not_called_different(systems, tmp_path, capsys):
+    """A copy of the baseline under another name got sacrebleu's least p, 0.0010, and a mark
+    saying it differs; nothing does."""
+    paths, ref = systems
+    copy = tmp_path / "copy.txt"
+    copy.write_bytes(Path(paths[0]).read_bytes())
+    for test in ("bs", "ar"):
+        found = compare_files([paths[0], str(copy), paths[1]], ref, ["bleu", "chrf"], test=test)
+        p_values = {(s.system, s.metric): s.p_value for s in found.scores}
+        assert p_values[str(copy), "BLEU"] == p_values[str(copy), "chrF2"] == 1.0
+        assert p_values[paths[1], "BLEU"] < 0.05  # the others as sacrebleu gives them
+    assert main(["evaluate", "--hyp", paths[0], str(copy), "--ref", ref, "--paired", "bs"]) == 0
+    row = capsys.readouterr().out.splitlines()[3]
+    assert row.startswith(f"| {copy} |") and "1.0000" in row and "*" not in row
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_escaped(systems, tmp_path, capsys):
+    paths, ref = systems
+    odd = tmp_path / os.fsdecode(b"h\xff.en")
+    odd.write_bytes(Path(paths[1]).read_bytes())
+    assert main(["evaluate", "--hyp", paths[0], str(odd), "--ref", ref]) == 0
+    assert "h\\udcff.en |" in capsys.readouterr().out

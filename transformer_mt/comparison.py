@@ -10,8 +10,12 @@ each score.
 
 The tests are sacrebleu's (`sacrebleu.significance.PairedTest`), the implementation its
 command line runs and papers cite: the numbers equal `sacrebleu REF -i BASE SYS --paired-bs`
-(or `--paired-ar`) at the same settings (tests/test_comparison.py). Its draws are seeded
-(SACREBLEU_SEED, 12345 unless set), so the same files give the same p-values.
+(or `--paired-ar`) at the same settings (tests/test_comparison.py), but one: where a system
+scores exactly as the baseline (the same translations, or a tie), p is 1 here. sacrebleu
+counts the resamples whose difference exceeds the real one, plus one, so a system compared with
+a copy of itself gets its least p (1/1001) and a significance mark, where nothing differs.
+Its draws are seeded (SACREBLEU_SEED, 12345 unless set), so the same files give the same
+p-values.
 
 Every line of every system is held in memory: a paired test resamples sentences, so it needs
 each sentence's statistics. Scores without a test are summed a chunk at a time
@@ -24,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from transformer_mt.errors import TmtError
+from transformer_mt.errors import TmtError, printable
 from transformer_mt.evaluation import (
     build_metric,
     check_line_counts,
@@ -153,7 +157,10 @@ def _tested(
     scores = []
     for i, system in enumerate(hyp_paths):
         for metric in signatures:
-            result = columns[metric][i]
+            result, baseline = columns[metric][i], columns[metric][0]
+            p_value = _plain(result.p_value)
+            if i and float(result.score) == float(baseline.score):
+                p_value = 1.0  # no difference at all (sacrebleu's formula gives its least p)
             scores.append(
                 SystemScore(
                     system,
@@ -161,7 +168,7 @@ def _tested(
                     float(result.score),
                     _plain(result.mean),
                     _plain(result.ci),
-                    _plain(result.p_value),
+                    p_value,
                 )
             )
     return Comparison(scores, {k: v.format() for k, v in signatures.items()}, test, samples)
@@ -185,7 +192,8 @@ def comparison_table(comparison: Comparison) -> list[str]:
         header += [metric, *(["± 95%"] if with_ci else []), *(["p"] if tested else [])]
     lines = ["| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|"]
     for k, system in enumerate(systems):
-        cells = [f"{system} (baseline)" if tested and k == 0 else system]
+        name = printable(system)  # a file name need not be UTF-8 (surrogates escaped)
+        cells = [f"{name} (baseline)" if tested and k == 0 else name]
         for metric in metrics:
             score = found[system, metric]
             cells.append(f"{score.score:.2f}")
