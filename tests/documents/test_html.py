@@ -164,6 +164,14 @@ def test_a_void_inline_element_inside_a_sentence_keeps_the_sentence_one_unit(tag
     assert translate_html(source, echo) == expected
 
 
+@pytest.mark.parametrize("tag", ['<span class="icon"/>', '<i class="fa"/>', "<b/>", "<code/>"])
+def test_a_self_closing_inline_tag_keeps_the_sentence_one_unit(tag):
+    """Read as a block boundary, it cut the sentence in two, each half translated alone."""
+    source = f"<p>ein {tag} hund läuft schnell</p>"
+    assert [r.unit.text for r in regions(source)] == ["ein hund läuft schnell"]
+    assert translate_html(source, echo) == f"<p>EIN {tag} HUND LÄUFT SCHNELL</p>"
+
+
 def test_a_line_break_between_blocks_or_at_a_units_edge_stays_there():
     source = "<p>ein hund</p><br><p><br>läuft <b>schnell<br></b></p>"
     units = [r.unit for r in regions(source)]

@@ -114,7 +114,9 @@ def test_a_title_holds_text_and_references_not_markup():
         translated("html", "<title>a &#1;</title>")
 
 
-@pytest.mark.parametrize("reference", ["&#1;", "&#x7F;", "&#x0B;", "&#xFFFE;"])
+@pytest.mark.parametrize(
+    "reference", ["&#1;", "&#x7F;", "&#x0B;", "&#xFFFE;", "&#x8D;", "&#x81;", "&#x9D;"]
+)
 def test_a_reference_to_a_control_character_is_refused_where_it_stands(reference):
     with pytest.raises(DocumentError) as refused:
         translated("html", f"<p>a\nb {reference}c</p>")

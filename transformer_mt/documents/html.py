@@ -69,6 +69,10 @@ INLINE_KEPT = frozenset({"code", "kbd", "samp", "var"})
 # Phrasing elements without text, kept beside the word they touch; a `<br>` inside a sentence
 # is a line break in it, not the end of a unit (units.Kept.line_break).
 INLINE_EMPTY = frozenset({"img", "wbr", "br", "input", "embed"})
+# What an empty (self-closing) tag of these names is to a unit: markup without text, kept
+# beside the word it touches; `<i class="icon"/>`, as written in XHTML and templates, is
+# `<i class="icon"></i>`, not the end of a sentence.
+_WORDLESS = INLINE_EMPTY | INLINE | INLINE_KEPT
 # Elements left alone with their whole subtree.
 KEPT = frozenset({"pre", "svg", "math", *RAW_TEXT})
 
@@ -229,7 +233,7 @@ class _Structure:
             kind = "close"
         elif event.kind == "empty" and event.name == "br":
             kind = "break"
-        elif event.kind == "comment" or (event.kind == "empty" and event.name in INLINE_EMPTY):
+        elif event.kind == "comment" or (event.kind == "empty" and event.name in _WORDLESS):
             kind = "kept"
         return Piece(kind, event.start, event.end)
 

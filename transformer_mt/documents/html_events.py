@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Literal
 
-from transformer_mt.documents.units import DocumentError, check_characters
+from transformer_mt.documents.units import DocumentError, check_characters, not_text
 
 # Elements without content or end tag.
 VOID = frozenset({
@@ -140,11 +140,16 @@ def tokenize(document: str) -> list[Event]:
             events.append(Event(kind, name, start, end, line, column + 1, no))
     for event in events:
         raw = document[event.start : event.end]
-        if event.kind == "reference" and raw.startswith("&#") and not html.unescape(raw):
-            # `&#1;`, `&#xFFFE;`: HTML's noncharacters and controls, which unescape drops
+        # `&#1;`, `&#xFFFE;`: HTML's noncharacters and controls, which unescape drops; and the
+        # five C1 controls (`&#x8D;`) it has no Windows-1252 character for and returns as are.
+        if event.kind == "reference" and raw.startswith("&#") and _not_text(html.unescape(raw)):
             reason = f"{raw} refers to a control character or a noncharacter, not text: remove it"
             raise DocumentError(event.line, event.column, reason)
     return events
+
+
+def _not_text(char: str) -> bool:
+    return not char or not_text(char)
 
 
 def _with_references(document: str, start: int, end: int, line_starts: list[int]) -> list[Event]:

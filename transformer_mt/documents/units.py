@@ -178,6 +178,11 @@ def translate_regions(
 _NOT_TEXT = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
+def not_text(text: str) -> bool:
+    """Whether `text` holds a character `check_characters` refuses."""
+    return _NOT_TEXT.search(text) is not None
+
+
 def check_characters(document: str) -> None:
     """Refuse a document holding a character that is not text. HTML calls control characters
     in its input a parse error and CommonMark replaces NUL, so the markup would not be read
