@@ -20,6 +20,7 @@ import torch
 from transformer_mt.artifacts import Checkpoint, fit_weights, read_for_inference
 from transformer_mt.config import ExperimentConfig, ModelConfig
 from transformer_mt.data.tokenizer import UNK_ID, Tokenizer
+from transformer_mt.inference.languages import Languages, tagged
 from transformer_mt.model import build_model
 
 
@@ -33,13 +34,16 @@ class CheckpointInfo:
     # training state and no record of an import (imported before the record, or untrained).
     made_by: str
     step: int  # updates trained
-    directions: list[str]  # "de-en", ...
+    # The directions it may be asked for, as `tmt translate` sees them (`Languages.of`): those
+    # of its training data it can be told ("de-en"), and with language tags the zero-shot ones.
+    directions: list[str]
     model: str  # the architecture in one line
     parameters: int
     vocabulary: str  # the tokenizers in one line
     decode: str  # the default search in one line
     averaged_from: list[str] | None = None
     imported_from: str | None = None  # the hub name or directory `tmt import` read
+    zero_shot: list[str] = dataclasses.field(default_factory=list)  # tagged models' others
     # A training checkpoint's progress: epoch, elapsed_seconds, best_valid_bleu or, with
     # train.valid_bleu off, best_valid_nll (None before the first validation),
     # skipped_updates; None for other checkpoints (they cannot resume).
@@ -55,7 +59,7 @@ class CheckpointInfo:
         rows = [
             ("checkpoint", f"{self.path} ({self.size_bytes / 1e6:.1f} MB)"),
             ("made by", self._made_by()),
-            ("translates", ", ".join(self.directions)),
+            ("translates", self._translates()),
             ("model", f"{self.model}; {self.parameters:,} parameters"),
             ("vocabulary", self.vocabulary),
             ("decode", self.decode),
@@ -65,6 +69,10 @@ class CheckpointInfo:
         if self.version is not None:
             rows.append(("written by", f"transformer_mt {self.version}"))
         return [f"{name:<11} {value}" for name, value in rows]
+
+    def _translates(self) -> str:
+        trained = ", ".join(self.directions) or "no direction of its data its tags can name"
+        return trained + (f"; zero-shot {', '.join(self.zero_shot)}" if self.zero_shot else "")
 
     def _made_by(self) -> str:
         weights = " (EMA weights)" if self.ema else ""
@@ -105,6 +113,13 @@ def describe(path: str | Path) -> CheckpointInfo:
         model = build_model(config.model, src.vocab_size, tgt.vocab_size, specials.pad)
     parameters = sum(p.numel() for p in model.parameters())  # tied matrices once
     fit_weights(model, checkpoint.weights, path, assign=True)  # as translating checks them
+    data = config.data
+    languages = Languages.of(
+        specials,
+        data.directions(),
+        tagged(data.src_lang, specials),
+        tagged(data.tgt_lang, specials),
+    )
     made_by = "training" if checkpoint.step > 0 or checkpoint.training else "step 0"
     if checkpoint.imported_from is not None:
         made_by = "import"
@@ -113,7 +128,8 @@ def describe(path: str | Path) -> CheckpointInfo:
         size_bytes=Path(path).stat().st_size,
         made_by="averaging" if checkpoint.averaged_from else made_by,
         step=checkpoint.step,
-        directions=[f"{s}-{t}" for s, t in config.data.directions()],
+        directions=[f"{s}-{t}" for s, t in languages.trained],
+        zero_shot=[f"{s}-{t}" for s, t in languages.zero_shot],
         model=_model_line(config.model),
         parameters=parameters,
         vocabulary=_vocabulary_line(src, tgt, config),

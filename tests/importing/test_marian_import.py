@@ -196,3 +196,14 @@ def test_tmt_info_names_what_was_imported(imported, capsys):
     assert found.made_by == "import" and found.imported_from == str(out.parent / "hf")
     assert main(["info", str(out)]) == 0
     assert f"made by     tmt import of {out.parent / 'hf'}\n" in capsys.readouterr().out
+
+
+def test_tmt_info_lists_the_target_languages_a_tagged_model_takes(imported):
+    _, _, out, tag = imported
+    if tag is None:
+        pytest.skip("a bilingual model has no tags")
+    from transformer_mt.checkpoint_info import describe
+
+    found = describe(out)
+    assert found.directions == [] and f"de-{tag}" in found.zero_shot
+    assert not any(d.endswith("-en") for d in found.zero_shot)  # its data's label, no tag

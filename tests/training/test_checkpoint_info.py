@@ -96,3 +96,18 @@ def test_what_translate_refuses_info_refuses(checkpoint, tmp_path, capsys, key, 
     assert err.startswith(f"error: {odd}: ") and message in err and err.count("\n") == 1
     assert main(["translate", "--checkpoint", str(odd), "--input", str(odd)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_tagged_model_lists_what_translate_accepts(multilingual_checkpoint):
+    """Its trained directions, and the zero-shot ones its tags can name (`Languages.of`), as
+    `tmt translate` sees them; an imported model with target tags only listed its data's
+    labels ("de-en"), which translate refused."""
+    from transformer_mt.inference.translator import Translator
+
+    found = describe(multilingual_checkpoint)
+    languages = Translator.from_checkpoint(str(multilingual_checkpoint)).languages
+    assert found.directions == ["de-en", "en-de", "fr-en", "en-fr"]
+    assert found.zero_shot == ["de-fr", "fr-de"]
+    assert [tuple(d.split("-")) for d in found.directions + found.zero_shot] == list(
+        languages.directions
+    )

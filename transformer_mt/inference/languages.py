@@ -116,6 +116,12 @@ class Languages:
         )
 
 
+def tagged(code: str | None, specials: SpecialTokens) -> str | None:
+    """`code` when the model has a language tag for it, else None: a checkpoint's data
+    languages are its default direction only where its tags can name them."""
+    return code if code in specials.language_tags else None
+
+
 def _can_tell(specials: SpecialTokens, src_lang: str | None, tgt_lang: str | None) -> bool:
     """Whether the model has the tags a translation from `src_lang` into `tgt_lang` needs."""
     if src_lang == tgt_lang:

@@ -60,7 +60,7 @@ from transformer_mt.inference.constrained import (
 from transformer_mt.inference.cross_attention import alignment_pairs, check_alignment_layer
 from transformer_mt.inference.encoding import LineEncoding
 from transformer_mt.inference.ensemble import load_members, prepared_model
-from transformer_mt.inference.languages import Direction, Languages, Pair
+from transformer_mt.inference.languages import Direction, Languages, Pair, tagged
 from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.running import search_options
@@ -160,8 +160,8 @@ class Translator:
         data, specials = bundle.config.data, bundle.specials
         lines = dataclasses.replace(
             lines,
-            src_lang=lines.src_lang or _tagged(data.src_lang, specials),
-            tgt_lang=lines.tgt_lang or _tagged(data.tgt_lang, specials),
+            src_lang=lines.src_lang or tagged(data.src_lang, specials),
+            tgt_lang=lines.tgt_lang or tagged(data.tgt_lang, specials),
             trained=lines.trained or tuple(data.directions()),
             split_lang=lines.split_lang or lines.src_lang or data.src_lang,
         )
@@ -447,8 +447,3 @@ class Translator:
         position after the tags (`detokenize`)."""
         direction = direction or self.default
         return self.tgt_tokenizer.decode(tokens[len(direction.target_prefix) :], copied)
-
-
-def _tagged(code: str, specials: SpecialTokens) -> str | None:
-    """`code` when the model has a language tag for it, else None."""
-    return code if code in specials.language_tags else None
