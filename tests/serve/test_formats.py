@@ -130,3 +130,19 @@ def test_a_bad_format_is_refused_by_name_and_nothing_is_submitted(
 def test_the_schema_offers_the_formats_the_parser_takes():
     described = typing.get_type_hints(schema.TranslateBody)["format"]
     assert typing.get_args(described) == api.FORMATS
+
+
+@pytest.mark.parametrize("route", ["/v1/translate", "/translate"])
+def test_documents_of_more_units_than_the_queue_holds_are_too_large_not_busy(
+    client, engine, route
+):
+    """They were refused 429 with Retry-After mid-request (admitted document by document), so
+    clients retried a request that can never be admitted."""
+    pages = ["<p>a</p>" * 24] * 3  # 72 units; the fake engine's queue holds 64
+    key = "text" if route == "/v1/translate" else "q"
+    body = {key: pages, "format": "html", "source": "de", "target": "en"}
+    response = client.post(route, json=body)
+    assert response.status_code == (413 if route == "/v1/translate" else 400), response.text
+    assert "retry-after" not in response.headers
+    assert "72 units of text in the documents; the queue holds 64" in response.text
+    assert engine.jobs == []

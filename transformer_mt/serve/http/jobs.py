@@ -29,7 +29,13 @@ from transformer_mt.config import DecodeConfig
 from transformer_mt.documents.markdown import MarkdownMissing
 from transformer_mt.documents.units import DocumentError
 from transformer_mt.inference.requests import Texts
-from transformer_mt.serve.contract import Engine, Job, ShuttingDown, TokenCallback
+from transformer_mt.serve.contract import (
+    Engine,
+    Job,
+    RequestTooLarge,
+    ShuttingDown,
+    TokenCallback,
+)
 from transformer_mt.serve.http import markup
 from transformer_mt.serve.http.api import (
     AUTO,
@@ -165,6 +171,11 @@ async def translate_documents(
     engine: Engine = request.app.state.engine
     try:
         units = await asyncio.to_thread(markup.units, parsed.texts, parsed.format)
+        total = sum(map(len, units))
+        if total > engine.limits.max_queue:  # all at once, as a text's sentences: never 429
+            raise RequestTooLarge(
+                f"{total} units of text in the documents; the queue holds {engine.limits.max_queue}"
+            )
         parsed = await identify(request, parsed, ["\n".join(texts) for texts in units])
         documents = parsed.submitted()
         asked = markup.unit_requests(documents, units, engine.limits.max_request_sentences)
