@@ -3,6 +3,7 @@ without translating finished chunks again, and one-line refusals."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -216,3 +217,26 @@ def test_several_sources_outputs_over_the_corpus_and_bad_numbers_are_refused(
     assert main([*args, "--no-filter", "--max-source-chrf", "50"]) == 2
     assert "--no-filter: keeps every pair" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("out", ["odir/", "", ".", "a/.."])
+def test_an_out_that_names_a_folder_is_refused(reversing_checkpoint, corpus, tmp_path, capsys, out):
+    """It wrote the corpus as hidden files (odir/.de, odir/.en, ..de)."""
+    config = write_config(tmp_path / "config.yaml", corpus)
+    args = ["distill", "--checkpoint", str(reversing_checkpoint), "--config", str(config)]
+    assert main([*args, "--run-dir", str(tmp_path / "run"), "--out", out]) == 2
+    assert f"error: --out {out!r}: names a folder, not a prefix" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_chunks_folder_that_is_a_file_is_named(reversing_checkpoint, corpus, tmp_path, capsys):
+    config = write_config(tmp_path / "config.yaml", corpus)
+    run = tmp_path / "run"
+    args = ["distill", "--checkpoint", str(reversing_checkpoint), "--config", str(config)]
+    assert main([*args, "--run-dir", str(run)]) == 0
+    shutil.rmtree(run / "chunks")
+    (run / "chunks").write_text("x\n")
+    assert main([*args, "--run-dir", str(run)]) == 2
+    assert f"{run / 'chunks'}: is a file; distill keeps its chunks in this folder" in (
+        capsys.readouterr().err
+    )

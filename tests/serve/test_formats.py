@@ -133,9 +133,7 @@ def test_the_schema_offers_the_formats_the_parser_takes():
 
 
 @pytest.mark.parametrize("route", ["/v1/translate", "/translate"])
-def test_documents_of_more_units_than_the_queue_holds_are_too_large_not_busy(
-    client, engine, route
-):
+def test_documents_of_more_units_than_the_queue_holds_are_too_large_not_busy(client, engine, route):
     """They were refused 429 with Retry-After mid-request (admitted document by document), so
     clients retried a request that can never be admitted."""
     pages = ["<p>a</p>" * 24] * 3  # 72 units; the fake engine's queue holds 64

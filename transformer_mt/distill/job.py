@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import sys
 import time
 from collections.abc import Iterator, Mapping
@@ -125,6 +126,10 @@ def distill(
         checkpoint, data, translator.decode, settings.quantize, settings.chunk_lines
     )
     claim_run_dir(run_dir, manifest)
+    if os.path.lexists(run_dir / CHUNKS_DIR) and not (run_dir / CHUNKS_DIR).is_dir():
+        raise TmtError(
+            f"{run_dir / CHUNKS_DIR}: is a file; distill keeps its chunks in this folder"
+        )
     (run_dir / CHUNKS_DIR).mkdir(exist_ok=True)
     with open(run_dir / LOG_NAME, "a", encoding="utf-8") as log_file:
         log = _Log(log_file)
@@ -158,8 +163,19 @@ def distill(
 def output_paths(
     data: DataConfig, run_dir: str | Path, out: str | Path | None
 ) -> tuple[Path, Path]:
-    """OUT.{src_lang} and OUT.{tgt_lang}, OUT by default run_dir/train."""
+    """OUT.{src_lang} and OUT.{tgt_lang}, OUT by default run_dir/train.
+
+    Raises:
+        TmtError: an OUT that names a folder (empty, `.`, `..`, or ending in a slash): the
+            corpus would be hidden files in it (`odir/.de`).
+    """
     prefix = str(Path(run_dir) / "train") if out is None else str(out)
+    if Path(prefix).name in ("", ".", "..") or prefix.endswith(("/", os.sep)):
+        raise TmtError(
+            f"--out {prefix!r}: names a folder, not a prefix; give one such as "
+            f"{str(Path(prefix) / 'train')!r} (it writes PREFIX.{data.src_lang} and "
+            f"PREFIX.{data.tgt_lang})"
+        )
     return Path(f"{prefix}.{data.src_lang}"), Path(f"{prefix}.{data.tgt_lang}")
 
 
