@@ -212,11 +212,28 @@ def test_cli_glossary_and_constraints_files(checkpoint, tmp_path, capsys, transl
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"error: {constraints}:5: target phrase '漢字' has characters the target vocabulary lacks"
     )
-    glossary.write_text("buch\t漢字\n")  # with a glossary too, the phrases are the line's
+    glossary.write_text("buch\t漢字\n")  # a glossary's terms are checked first, by its line
     assert translate(checkpoint, *args, "--glossary", glossary) == 2
-    assert capsys.readouterr().err.splitlines()[-1].startswith(f"error: {source}:")
+    assert capsys.readouterr().err.splitlines()[-1].startswith(f"error: {glossary}:1: target")
     glossary.write_text("hunde\tfrau\nbuch schnee\n")
     assert translate(checkpoint, "--input", source, "--output", out, "--glossary", glossary) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"error: {glossary}:2: no TAB; a glossary line is source term TAB target term"
+    )
+
+
+@pytest.mark.parametrize("fmt", ["text", "html"])
+def test_a_glossary_target_the_model_cannot_produce_names_the_glossary_line(
+    checkpoint, tmp_path, capsys, fmt
+):
+    """It named the input line where the term matched (a document's unit number), and a term
+    no sentence held was never checked."""
+    glossary = tmp_path / "terms.tsv"
+    glossary.write_text("mann\tman\nkatze\t漢字\n", encoding="utf-8")
+    source = tmp_path / ("in.html" if fmt == "html" else "in.txt")
+    source.write_text("<p>ein hund</p>\n" if fmt == "html" else "ein hund\n", encoding="utf-8")
+    args = ["translate", "--checkpoint", str(checkpoint), "--input", str(source)]
+    assert main([*args, "--glossary", str(glossary), "--format", fmt]) == 2
+    assert capsys.readouterr().err.endswith(
+        f"error: {glossary}:2: target phrase '漢字' has characters the target vocabulary lacks\n"
     )

@@ -8,7 +8,12 @@ import contextlib
 import sys
 
 from transformer_mt.cli.common import open_in, open_out, set_cpu_threads
-from transformer_mt.cli.translate_lines import load_glossary, load_translator, print_input_warnings
+from transformer_mt.cli.translate_lines import (
+    check_glossary,
+    load_glossary,
+    load_translator,
+    print_input_warnings,
+)
 from transformer_mt.errors import TmtError
 
 
@@ -27,7 +32,9 @@ def translate_one_document(args: argparse.Namespace) -> int:
         text = decode_document(open_in(args.input, stack).read(), name)
         # A document aligns by itself (documents/alignment.py).
         translator = load_translator(args, alignment_layer=None)
-        document = Texts.of([text], glossary=load_glossary(args))
+        glossary = load_glossary(args)
+        check_glossary(glossary, translator)
+        document = Texts.of([text], glossary=glossary)
         try:
             translated = translate_document(
                 translator, document, args.format, alignment_layer=args.alignment_layer
