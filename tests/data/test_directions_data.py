@@ -58,6 +58,9 @@ def test_temperature_one_draws_by_size_and_a_high_one_flattens_the_mix():
     assert mixing_weights(sources, [10**12, 10**12], 5.0) == pytest.approx(
         tempered / tempered.sum()
     )
+    # Weights whose sum overflows: an equal mix is still an equal mix (every share read as 0)
+    huge = [TrainSource("a", weight=1e308), TrainSource("b", weight=1e308)]
+    assert mixing_weights(huge, None, None) == [1.0, 1.0]
 
 
 def test_a_mix_at_temperature_one_follows_the_sizes(directed):

@@ -24,6 +24,7 @@ resume, which reads the stream again and skips pairs by their number, finds the 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
@@ -57,7 +58,10 @@ def mixing_weights(
     """
     weights = [source.weight for source in sources]
     if temperature is None:
-        return weights
+        if math.isfinite(sum(weights)):
+            return weights
+        top = max(weights)  # 1e308 twice: the sum overflows and every share read as 0
+        return [weight / top for weight in weights]
     assert sizes is not None, "temperature sampling needs the sources' sizes"
     scaled = np.log(np.asarray(weights, np.float64) * np.asarray(sizes, np.float64))
     tempered = np.exp((scaled - scaled.max()) / temperature)  # the largest is 1: none overflow
