@@ -144,3 +144,11 @@ def test_documents_of_more_units_than_the_queue_holds_are_too_large_not_busy(cli
     assert "retry-after" not in response.headers
     assert "72 units of text in the documents; the queue holds 64" in response.text
     assert engine.jobs == []
+
+
+def test_of_several_documents_the_one_that_does_not_parse_is_named(client, engine):
+    body = {"text": ["<p>a</p>", "<p>ein <b>hund</p></b>"], "format": "html"}
+    response = client.post("/v1/translate", json=body)
+    assert response.status_code == 400
+    assert response.json()["error"]["message"].startswith("text[1]: not html that parses (line 1")
+    assert engine.jobs == []

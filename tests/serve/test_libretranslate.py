@@ -139,6 +139,11 @@ BAD = [
     ((("q", "a"), ("q", "x" * 201), ("source", "de"), ("target", "en")), 400, "(201) exceeds"),
     (b'{"q": "\\ud800", "source": "de", "target": "en"}', 400, "lone surrogate"),
     ({**GOOD, "q": "<p>ein <b>hund</p></b>", "format": "html"}, 400, "the html does not parse"),
+    (  # of several, the one that fails is named
+        {**GOOD, "q": ["<p>a</p>", "<p>ein <b>hund</p></b>"], "format": "html"},
+        400,
+        "Invalid request: q[1]: the html does not parse (line 1, column",
+    ),
 ]
 
 

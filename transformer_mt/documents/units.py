@@ -26,7 +26,10 @@ WORD = re.compile(r"\S+")
 
 
 class DocumentError(TmtError):
-    """A document that cannot be read as its format, at a place the message names."""
+    """A document that cannot be read as its format, at a place the message names;
+    `document`: which of several documents, where a caller read several (None: one)."""
+
+    document: int | None = None
 
     def __init__(self, line: int, column: int, reason: str):
         self.line, self.column, self.reason = line, column, reason

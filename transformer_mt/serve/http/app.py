@@ -263,7 +263,8 @@ async def _documents_json(request: Request, parsed: TranslateRequest, started: f
             request, parsed, jobs.request_key(request)
         )
     except DocumentError as err:
-        raise ApiError(400, "text", f"text: not {parsed.format} that parses ({err})") from None
+        where = "text" if len(parsed.texts) == 1 else f"text[{err.document}]"
+        raise ApiError(400, "text", f"{where}: not {parsed.format} that parses ({err})") from None
     return {
         "translations": documents_json(documents, parsed.detected),
         "timing": {"total_ms": round(1000 * (time.perf_counter() - started), 3)},

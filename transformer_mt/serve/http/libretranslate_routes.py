@@ -129,7 +129,9 @@ async def _documents(
     try:
         parsed, documents = await jobs.translate_documents(request, libre.request, key)
     except DocumentError as err:
-        raise LibreError(400, "q", f"Invalid request: the html does not parse ({err})") from None
+        which = "" if len(libre.request.texts) == 1 else f"q[{err.document}]: "
+        message = f"Invalid request: {which}the html does not parse ({err})"
+        raise LibreError(400, "q", message) from None
     return parsed, [[document] for document in documents]
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from transformer_mt.documents import html, markdown
-from transformer_mt.documents.units import AlignedText, Region, Translate
+from transformer_mt.documents.units import AlignedText, DocumentError, Region, Translate
 from transformer_mt.inference.languages import Pair
 from transformer_mt.inference.requests import Texts
 from transformer_mt.serve.contract import Engine
@@ -53,10 +53,15 @@ def units(documents: Sequence[str], text_format: str) -> list[list[str]]:
         MarkdownMissing: Markdown without markdown-it-py installed.
     """
     parse = _REGIONS[text_format]
-    return [
-        [region.unit.text for region in parse(document) if region.unit.translatable]
-        for document in documents
-    ]
+    found = []
+    for index, document in enumerate(documents):
+        try:
+            regions = parse(document)
+        except DocumentError as err:
+            err.document = index  # of a list, which one (the APIs name it)
+            raise
+        found.append([region.unit.text for region in regions if region.unit.translatable])
+    return found
 
 
 def unit_requests(documents: Texts, found: list[list[str]], most: int) -> list[Texts]:
