@@ -173,3 +173,23 @@ def test_an_ampersand_that_would_start_a_character_reference_is_escaped():
     out = translate_markdown("x\n", saying("&lt;b&gt; und &#60; & Co"))
     assert out == "\\&lt;b\\&gt; und \\&#60; & Co\n"
     assert MarkdownIt().render(out) == "<p>&amp;lt;b&amp;gt; und &amp;#60; &amp; Co</p>\n"
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (  # a reference after a sentence, its definition a paragraph of its own
+            "Ein Hund läuft.[^1]\n\n[^1]: Eine Katze schläft.\n",
+            "EIN HUND LÄUFT.[^1]\n\n[^1]: EINE KATZE SCHLÄFT.\n",
+        ),
+        (  # definitions in a row, each on its own line, after a line of text
+            "Siehe[^a] dort.\n\nVorher\n[^a]: Erste hier.\n[^note]: Zweite.\n",
+            "SIEHE[^a] DORT.\n\nVORHER\n[^a]: ERSTE HIER.\n[^note]: ZWEITE.\n",
+        ),
+    ],
+)
+def test_footnote_references_and_labels_are_kept_as_written(source, expected):
+    """GitHub's footnotes, which CommonMark reads as text: the labels went to the model, which
+    dropped them, and definitions in a row ran into one line."""
+    assert translate_markdown(source, echo) == expected
+    assert all("[^" not in r.unit.text for r in regions(source))  # the model never reads them

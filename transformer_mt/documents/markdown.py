@@ -66,10 +66,12 @@ _KEPT = {"code_inline", "image", "html_inline"}
 _BR = re.compile(r"</?br\s*/?>", re.IGNORECASE)
 # Escaped in every translated word: they could start or end inline syntax.
 _SPECIAL = frozenset("\\`*_[]<|~")
-# Written as it is: a footnote reference (`[^1]`, GitHub's and markdown-it-footnote's syntax,
-# which markdown-it reads as text here and the model copies), whose brackets escaped would
-# read as text where footnotes are rendered.
-_FOOTNOTE = re.compile(r"\[\^[^\]\s\\]+\]")
+# GitHub's footnotes, which CommonMark reads as text: a reference `[^1]` and, at a line's
+# start, a definition's label `[^1]:`. Kept as written beside the word each touches, and a
+# definition on a line of its own (the model dropped or translated them, and definitions in
+# a row ran together); written unescaped where the model copies one anyway, as brackets
+# escaped would read as text where footnotes are rendered.
+_FOOTNOTE = re.compile(r"\[\^[^\]\s\\]+\](:[ \t]*)?")
 # An `&` that would start a character reference (`&lt;`, `&#60;`): escaped, or it would read as
 # the character it names.
 _ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
@@ -290,7 +292,8 @@ def _region(document: str, run: list, offsets: list[int], start: int, end: int) 
 
     builder = UnitBuilder()
     autolink: list = []  # the tokens of an autolink being read
-    words = ("text", "text_special", "code_inline")
+    run = _joined(run)
+    words = ("text", "code_inline")
     worded = [i for i, c in enumerate(run) if c.type in words and c.content.strip()]
     for i, child in enumerate(run):
         kind = child.type
@@ -300,8 +303,11 @@ def _region(document: str, run: list, offsets: list[int], start: int, end: int) 
                 text = "".join(c.content for c in autolink)
                 builder.kept(source(*child.meta["source"]), text)
                 autolink = []
-        elif kind in ("text", "text_special"):
-            builder.text(child.content)
+        elif kind == "text":
+            _text_with_footnotes(builder, child.content)
+        elif kind == "softbreak" and _starts_a_definition(run, i):
+            a, b = child.meta["source"]
+            builder.kept(document[offsets[a] : offsets[b]], "", "previous", line_break=True)
         elif kind == "softbreak":
             builder.text(" ")
         elif kind == "hardbreak":  # `  ` or `\\` at a line end: kept, with the next line's `>`s
@@ -332,6 +338,41 @@ def _region(document: str, run: list, offsets: list[int], start: int, end: int) 
     while last > first and document[last - 1].isspace():
         last -= 1
     return Region(first, last, builder.build())
+
+
+def _joined(run: list) -> list:
+    """`run` with each stretch of text tokens as one text token: markdown-it cuts text where
+    an inline rule may start (`[`, `:`, an escape), and a footnote label must be seen whole."""
+    joined: list = []
+    for child in run:
+        if child.type in ("text", "text_special") and joined and joined[-1].type == "text":
+            joined[-1] = joined[-1].copy(content=joined[-1].content + child.content)
+        elif child.type == "text_special":
+            joined.append(child.copy(type="text"))
+        else:
+            joined.append(child)
+    return joined
+
+
+def _text_with_footnotes(builder: UnitBuilder, text: str) -> None:
+    """`text` into the unit, its footnote references and definition labels kept."""
+    at = 0
+    for found in _FOOTNOTE.finditer(text):
+        builder.text(text[at : found.start()])
+        before, after = text[found.start() - 1 : found.start()], text[found.end() :][:1]
+        label = found.group(1) is not None  # a definition's `[^1]: `: before its text
+        builder.kept(found.group(), "", "next" if label else attachment(before, after))
+        at = found.end()
+    builder.text(text[at:])
+
+
+def _starts_a_definition(run: list, i: int) -> bool:
+    """Whether the line after softbreak i of `run` starts with a footnote definition."""
+    following = run[i + 1] if i + 1 < len(run) else None
+    if following is None or following.type != "text":
+        return False
+    found = _FOOTNOTE.match(following.content)
+    return found is not None and found.group(1) is not None
 
 
 def _write(unit: Unit, translation: AlignedText) -> str:
