@@ -252,7 +252,7 @@ def made(checkpoint, tmp_path):
     for path in files.values():
         path.parent.mkdir(exist_ok=True)
         path.write_text(SOURCE, encoding="utf-8")
-    files["glossary.tsv"].write_text("buch\tbook\n", encoding="utf-8")
+    files["glossary.tsv"].write_text("buch\tdas buch\n", encoding="utf-8")
     state = torch.load(checkpoint, weights_only=True)
     corpus = tmp_path / "corpus"
     data = {"train": f"{corpus}/train", "valid": f"{corpus}/valid", "test": f"{corpus}/test"}

@@ -62,6 +62,7 @@ SAME_NAME = (
     "max_length_ratio",
     "max_source_chrf",
     "min_prob",
+    "out",
     "per_source",
     "pivot",
     "port",

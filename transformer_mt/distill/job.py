@@ -166,15 +166,16 @@ def output_paths(
     """OUT.{src_lang} and OUT.{tgt_lang}, OUT by default run_dir/train.
 
     Raises:
-        TmtError: an OUT that names a folder (empty, `.`, `..`, or ending in a slash): the
+        SettingError: an OUT that names a folder (empty, `.`, `..`, or ending in a slash): the
             corpus would be hidden files in it (`odir/.de`).
     """
     prefix = str(Path(run_dir) / "train") if out is None else str(out)
     if Path(prefix).name in ("", ".", "..") or prefix.endswith(("/", os.sep)):
-        raise TmtError(
-            f"--out {prefix!r}: names a folder, not a prefix; give one such as "
-            f"{str(Path(prefix) / 'train')!r} (it writes PREFIX.{data.src_lang} and "
-            f"PREFIX.{data.tgt_lang})"
+        raise SettingError(
+            "out",
+            repr(prefix),
+            f"names a folder, not a prefix; give one such as {str(Path(prefix) / 'train')!r} "
+            f"(it writes PREFIX.{data.src_lang} and PREFIX.{data.tgt_lang})",
         )
     return Path(f"{prefix}.{data.src_lang}"), Path(f"{prefix}.{data.tgt_lang}")
 
