@@ -420,7 +420,8 @@ class Translator:
         direction = direction or self.default
         hypotheses = [h.tokens for h in result.hypotheses]
         copied: list[dict[int, str]] = [{} for _ in hypotheses]
-        if source is not None:
+        # The source is encoded again only for a result that holds an unknown piece.
+        if source is not None and any(self.specials.unk in tokens for tokens in hypotheses):
             copied = copied_pieces(
                 self.model,
                 [*self.encoding.source_ids(source, direction, count=False), self.specials.eos],
