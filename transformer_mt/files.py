@@ -128,6 +128,18 @@ def output_folder(
         _refuse_foreign(out, sorted(p.name for p in existing if not (tmp / p.name).exists()))
 
 
+def check_folder(folder: Path, keeps: str) -> None:
+    """Refuse a folder a command keeps its files in (`keeps`: who keeps what there) that is
+    something else, a file in its place, before any work: writing into it would fail later.
+
+    Raises:
+        TmtError: naming it and what it is.
+    """
+    kind = path_kind(folder)
+    if os.path.lexists(folder) and kind != "a directory":
+        raise TmtError(f"{folder}: is {kind}; {keeps} in this folder: move it away")
+
+
 def check_output_folder(
     out_dir: str | Path,
     inputs: Iterable[tuple[str | Path | None, str]] = (),

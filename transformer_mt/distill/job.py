@@ -49,7 +49,7 @@ from transformer_mt.distill.filtering import (
 )
 from transformer_mt.distill.manifest import Manifest, claim_run_dir
 from transformer_mt.errors import SettingError, TmtError
-from transformer_mt.files import atomic_open, check_output
+from transformer_mt.files import atomic_open, check_folder, check_output
 from transformer_mt.inference.languages import Pair, in_direction
 from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.requests import Texts
@@ -126,10 +126,7 @@ def distill(
         checkpoint, data, translator.decode, settings.quantize, settings.chunk_lines
     )
     claim_run_dir(run_dir, manifest)
-    if os.path.lexists(run_dir / CHUNKS_DIR) and not (run_dir / CHUNKS_DIR).is_dir():
-        raise TmtError(
-            f"{run_dir / CHUNKS_DIR}: is a file; distill keeps its chunks in this folder"
-        )
+    check_folder(run_dir / CHUNKS_DIR, "distill keeps its chunks")
     (run_dir / CHUNKS_DIR).mkdir(exist_ok=True)
     with open(run_dir / LOG_NAME, "a", encoding="utf-8") as log_file:
         log = _Log(log_file)

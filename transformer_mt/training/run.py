@@ -10,7 +10,6 @@ both ready.
 from __future__ import annotations
 
 import logging
-import os
 import platform
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -41,7 +40,7 @@ from transformer_mt.data.pipeline import (
 from transformer_mt.data.specials import own_specials
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
-from transformer_mt.files import atomic_open, atomic_path
+from transformer_mt.files import atomic_open, atomic_path, check_folder
 from transformer_mt.machine import (
     ThreadGovernor,
     bound_primitive_cache,
@@ -58,7 +57,6 @@ from transformer_mt.run_layout import (
     METRICS_NAME,
     TOKENIZER_PREFIX,
 )
-from transformer_mt.text_files import path_kind
 from transformer_mt.training import finetune
 from transformer_mt.training.checkpoints import resume_checkpoint
 from transformer_mt.training.distributed import (
@@ -122,7 +120,8 @@ def run_training(
     try:
         # Read once: a fine-tuning run takes its config from it (or from its parent), then any
         # run resumes from it. A refused fine-tuning config leaves the run directory unmade.
-        _check_checkpoints_folder(run_path / CHECKPOINTS_DIR)
+        # the run would train up to its first save and lose that work there
+        check_folder(run_path / CHECKPOINTS_DIR, "the run keeps its checkpoints")
         found = resume_checkpoint(run_path / CHECKPOINTS_DIR)
         parent = None
         if config.train.init_from is not None:
@@ -141,20 +140,6 @@ def run_training(
         return code
     finally:
         shutdown_distributed(dist)
-
-
-def _check_checkpoints_folder(folder: Path) -> None:
-    """Refuse a run whose checkpoints folder is something else (a file): the run would train
-    up to its first save and lose that work there.
-
-    Raises:
-        TmtError: naming it and what it is.
-    """
-    kind = path_kind(folder)
-    if os.path.lexists(folder) and kind != "a directory":
-        raise TmtError(
-            f"{folder}: is {kind}; the run keeps its checkpoints in this folder: move it away"
-        )
 
 
 def _train_device(choice: str) -> torch.device:
