@@ -144,9 +144,10 @@ def test_constraints_that_cannot_fit_refuse_the_request_naming_the_text(checkpoi
         engine.submit(Texts.of(["a", "b"], constraints=[[], MANY]), decode)
     assert (err.value.text, err.value.field) == (1, "constraints")
     assert re.match(r"text\[1\]: its constraints take \d+ target tokens", str(err.value))
-    unspelled = Glossary.of_pairs([("buch", "漢字")])
-    with pytest.raises(TextRefused, match=r"^text\[2\]: target phrase '漢字' has characters"):
-        engine.submit(Texts.of(["a", "b", "das buch"], glossaries=[None, None, unspelled]), decode)
+    unspelled = Glossary.of_pairs([("hund", "hund"), ("buch", "漢字")])
+    for texts in (["a", "b", "das buch"], ["a", "b", "c"]):  # held by a text or not
+        with pytest.raises(TextRefused, match=r"^glossary:2: target phrase '漢字' has characters"):
+            engine.submit(Texts.of(texts, glossaries=[None, None, unspelled]), decode)
     prefixes = ["", "mann hunde buch " * 30]  # about 90 tokens; the model has room for 63
     with pytest.raises(TextRefused, match=r"^text\[1\]: its forced prefix takes \d+") as err:
         engine.submit(Texts.of(["a", "b"], prefixes=prefixes), decode)
@@ -282,7 +283,18 @@ BAD = [
         {"glossary": [{"source": "hund", "target": "漢字"}]},
         400,
         "glossary",
-        "text[0]: target phrase '漢字' has characters the target vocabulary lacks",
+        "glossary[0]: target phrase '漢字' has characters the target vocabulary lacks",
+    ),
+    (  # refused whether or not a text holds its source term, as `tmt translate` refuses it
+        {
+            "glossary": [
+                None,
+                [{"source": "hund", "target": "rad"}, {"source": "x", "target": "漢"}],
+            ]
+        },
+        400,
+        "glossary",
+        "glossary[1][1]: target phrase '漢' has characters the target vocabulary lacks",
     ),
     (
         {"constraints": ["hund"], "format": "html"},

@@ -9,7 +9,6 @@ import sys
 
 from transformer_mt.cli.common import open_in, open_out, set_cpu_threads
 from transformer_mt.cli.translate_lines import (
-    check_glossary,
     load_glossary,
     load_translator,
     print_input_warnings,
@@ -33,7 +32,8 @@ def translate_one_document(args: argparse.Namespace) -> int:
         # A document aligns by itself (documents/alignment.py).
         translator = load_translator(args, alignment_layer=None)
         glossary = load_glossary(args)
-        check_glossary(glossary, translator)
+        if glossary is not None:
+            translator.encoding.check_glossary(glossary)
         document = Texts.of([text], glossary=glossary)
         try:
             translated = translate_document(

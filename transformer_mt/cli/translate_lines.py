@@ -98,7 +98,8 @@ def translate_lines(args: argparse.Namespace) -> int:
             args, alignment_layer=alignment_layer, split_sentences=args.split_sentences
         )
         _check_phrases(args, translator, files.glossary)
-        check_glossary(files.glossary, translator)
+        if files.glossary is not None:
+            translator.encoding.check_glossary(files.glossary)
         count = _translate(
             args, translator, source, glossary=files.glossary, stack=stack, scores=scores
         )
@@ -183,23 +184,6 @@ def load_glossary(args: argparse.Namespace) -> Glossary | None:
     from transformer_mt.inference.glossary import Glossary
 
     return Glossary.load(args.glossary, args.glossary_ignore_case)
-
-
-def check_glossary(glossary: Glossary | None, translator: Translator) -> None:
-    """Refuse, before translating, a glossary target term the model cannot produce, naming
-    the glossary's file and line: found in a sentence, it would be refused naming that
-    sentence instead (or a document's unit), and not at all if no sentence held its source.
-
-    Raises:
-        TmtError: as `LineEncoding.constraint_ids` words it.
-    """
-    from transformer_mt.inference.constrained import ConstraintsError
-
-    for term in glossary.terms if glossary is not None else ():
-        try:
-            translator.encoding.constraint_ids([term.target], 0, 0)
-        except ConstraintsError as err:
-            raise TmtError(f"{term.where}: {err.reason}") from None
 
 
 def _read_line_files(args: argparse.Namespace) -> _LineFiles:

@@ -13,7 +13,9 @@ from collections.abc import Sequence
 
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
-from transformer_mt.inference.constrained import check_prefix, phrase_ids
+from transformer_mt.errors import TmtError
+from transformer_mt.inference.constrained import ConstraintsError, check_prefix, phrase_ids
+from transformer_mt.inference.glossary import Glossary
 from transformer_mt.inference.languages import Direction
 
 
@@ -98,3 +100,18 @@ class LineEncoding:
         its forced prefix `prefix_len` tokens long, of line `line` (0-based, for errors)."""
         room = self._room - prefix_len
         return phrase_ids(self.tgt, phrases, room, self.specials, line)
+
+    def check_glossary(self, glossary: Glossary) -> None:
+        """Refuse a glossary whose target terms are not all constraints the model can meet,
+        naming the term's place (`Term.where`: a file's line, a request's entry), before
+        anything is translated: found in a sentence, it would be refused naming that sentence
+        instead, and not at all where no sentence held its source.
+
+        Raises:
+            TmtError: as `constraint_ids` words it, after the term's place.
+        """
+        for term in glossary.terms:
+            try:
+                self.constraint_ids([term.target], 0, 0)
+            except ConstraintsError as err:
+                raise TmtError(f"{term.where}: {err.reason}") from None

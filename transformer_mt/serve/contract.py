@@ -44,12 +44,13 @@ class ShuttingDown(TmtError):
 
 
 class TextRefused(TmtError):
-    """One text of a request cannot be translated as asked: its constraints (its own, or its
-    glossary's terms) cannot all be met (HTTP 400). `text` is its index in the request,
-    `field` the request key its constraints came from."""
+    """A request cannot be translated as asked: the constraints of one of its texts (its own,
+    or its glossary's terms) cannot all be met, or a glossary holds a target term the model
+    cannot produce (HTTP 400). `text` is the text's index in the request (None: the reason
+    names the glossary entry), `field` the request key the constraints came from."""
 
-    def __init__(self, text: int, field: str, reason: str):
-        super().__init__(f"text[{text}]: {reason}")
+    def __init__(self, text: int | None, field: str, reason: str):
+        super().__init__(reason if text is None else f"text[{text}]: {reason}")
         self.text, self.field, self.reason = text, field, reason
 
 

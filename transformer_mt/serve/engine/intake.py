@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from transformer_mt.config import DecodeConfig
-from transformer_mt.errors import SettingError
+from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.inference.constrained import ConstraintsError
 from transformer_mt.inference.languages import Direction
 from transformer_mt.inference.requests import Texts
@@ -73,9 +73,11 @@ class Intake:
         Raises:
             SettingError: a decode setting or a language the server refuses.
             RequestTooLarge: more texts, longer texts or more sentences than it takes.
-            TextRefused: a text whose constraints cannot all be met.
+            TextRefused: a text whose constraints cannot all be met, or a glossary term the
+                model cannot produce.
         """
         self._check(request, decode)
+        self._check_glossaries(request)
         directions = self._directions(request)
         split = split_texts(self.translator, request, directions)
         if len(split.sentences) > self.limits.max_queue:
@@ -115,6 +117,19 @@ class Intake:
             raise RequestTooLarge(
                 f"a text of {longest} characters; the server takes {limits.max_sentence_chars}"
             )
+
+    def _check_glossaries(self, request: Texts) -> None:
+        """Refuse a glossary with a target term the model cannot produce, naming the entry
+        (`LineEncoding.check_glossary`), whether or not a text holds its source term."""
+        checked: set[int] = set()  # a glossary for every text is one object
+        for glossary in request.glossaries or ():
+            if glossary is None or id(glossary) in checked:
+                continue
+            checked.add(id(glossary))
+            try:
+                self.translator.encoding.check_glossary(glossary)
+            except TmtError as err:
+                raise TextRefused(None, "glossary", str(err)) from None
 
     def _directions(self, request: Texts) -> list[Direction]:
         """The `Direction` of each text of `request`, each checked against the languages."""
