@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 from pathlib import Path
 
+import pytest
 import sentencepiece as spm
 import yaml
 
@@ -118,3 +120,61 @@ def test_the_given_model_is_an_input_and_sizes_the_model(tmp_path):
     large = parameter_count(ExperimentConfig(tokenizer=TokenizerConfig(vocab_size=8000)), None)
     # The embedding (shared, tied) has 50 rows, not tokenizer.vocab_size's 8000.
     assert large - small == (8000 - 50) * config.model.d_model
+
+
+def separate_models(tmp_path: Path, target_lines: list[str]) -> Path:
+    """The experiment of the corpus with the source model of `given_model` and a target model
+    (BPE, as small as its text allows) trained on `target_lines` alone."""
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(target_lines),
+        model_writer=model,
+        vocab_size=30,
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
+    (tmp_path / "target.model").write_bytes(model.getvalue())
+    tokenizer = {
+        "joint": False,
+        "model_file": given_model(tmp_path).as_posix(),
+        "tgt_model_file": (tmp_path / "target.model").as_posix(),
+    }
+    config = experiment(tmp_path, tokenizer)
+    sections = yaml.safe_load(config.read_text(encoding="utf-8"))
+    sections["model"]["share_embeddings"] = False
+    config.write_text(yaml.safe_dump(sections), encoding="utf-8")
+    return config
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_target_tokenizer_of_another_script_is_refused(tmp_path, capsys, streaming):
+    """Each target word is "▁" then <unk>: the model would learn to write nothing else."""
+    write_corpus(tmp_path)
+    config = separate_models(tmp_path, ["αβγ δεζ ηθι κλμ", "νξο πρσ τυφ χψω"] * 50)
+    run_dir = tmp_path / "run"
+    args = ["train", "--config", str(config), "--run-dir", str(run_dir)]
+    assert main([*args, "--set", f"data.streaming={str(streaming).lower()}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (
+        f"error: {tmp_path / 'train.tsv'}: 100.0% of the target side's pieces are the unknown "
+        "piece: its tokenizer lacks the characters of this text (a tokenizer.model_file made "
+        "for another language or script?); a model trained on it writes little but <unk>"
+    )
+    assert not (run_dir / "checkpoints").exists()
+
+
+def test_a_target_tokenizer_lacking_a_letter_is_warned_of(tmp_path, caplog):
+    write_corpus(tmp_path)
+    targets = [line.split("\t")[1] for line in (tmp_path / "train.tsv").read_text().splitlines()]
+    config = separate_models(
+        tmp_path, [" ".join(w for w in line.split() if "w" not in w) for line in targets]
+    )
+    args = ["train", "--config", str(config), "--run-dir", str(tmp_path / "run")]
+    with caplog.at_level(logging.WARNING):
+        assert main([*args, "--set", "train.max_steps=4"]) == 0
+    [warning] = [r.getMessage() for r in caplog.records if "unknown piece" in r.getMessage()]
+    assert re.fullmatch(
+        rf"{re.escape(str(tmp_path / 'train.tsv'))}: \d\.\d% of the target side's pieces are the "
+        r"unknown piece: .*; each is trained as <unk>",
+        warning,
+    )

@@ -29,13 +29,21 @@ import numpy as np
 import pyarrow as pa
 
 from transformer_mt.data.dataset import column_texts
-from transformer_mt.data.tokenizer import Tokenizer
+from transformer_mt.data.readers import DataError
+from transformer_mt.data.tokenizer import UNK_ID, Tokenizer
 from transformer_mt.errors import one_line
 from transformer_mt.files import remove_stale_temporaries, temporary_name
 
 log = logging.getLogger(__name__)
 
 ENCODE_CHUNK = 50_000  # lines per SentencePiece call; bounds the Python lists alive at once
+# Shares of a training side's tokens that are the unknown piece: above the first a warning,
+# above the second a refusal. A tokenizer of the corpus's own text leaves out only the rarest
+# characters (`character_coverage`), well under 1% of the tokens; one made for another
+# language or script (`tokenizer.model_file`) turns most of the text into <unk>, and the model
+# would learn to write nothing else.
+WARN_UNKNOWN_SHARE = 0.01
+MAX_UNKNOWN_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -113,6 +121,33 @@ class EncodedCorpus:
     def select(self, indices: np.ndarray) -> EncodedCorpus:
         directions = None if self.directions is None else self.directions[indices]
         return EncodedCorpus(self.src.select(indices), self.tgt.select(indices), directions)
+
+    def check_unknowns(self, where: str, tokenizers: tuple[Tokenizer, Tokenizer]) -> None:
+        """Warn of a side whose pieces are more than `WARN_UNKNOWN_SHARE` unknown; refuse one
+        of more than `MAX_UNKNOWN_SHARE`. `where` names the corpus; `tokenizers` (source,
+        target) encoded it. The word-boundary piece "▁" is not counted: a word the tokenizer
+        cannot spell at all is "▁" then <unk>, so a text of another script would count as
+        only half unknown.
+
+        Raises:
+            DataError: naming the corpus and the side.
+        """
+        sides = zip(("source", "target"), (self.src, self.tgt), tokenizers, strict=True)
+        for side, column, tokenizer in sides:
+            boundary = tokenizer.piece_id("\u2581")
+            unknown = np.count_nonzero(column.values == UNK_ID)
+            boundaries = np.count_nonzero(column.values == boundary) if boundary != UNK_ID else 0
+            share = unknown / max(len(column.values) - boundaries, 1)
+            if share <= WARN_UNKNOWN_SHARE:
+                continue
+            found = (
+                f"{where}: {share:.1%} of the {side} side's pieces are the unknown piece: its "
+                "tokenizer lacks the characters of this text (a tokenizer.model_file made for "
+                "another language or script?)"
+            )
+            if share > MAX_UNKNOWN_SHARE:
+                raise DataError(f"{found}; a model trained on it writes little but <unk>")
+            log.warning("%s; each is trained as <unk>", found)
 
     def direction_of(self, indices: np.ndarray) -> np.ndarray:
         """(len(indices),) int64 direction numbers of rows `indices`."""

@@ -86,6 +86,7 @@ def encode_splits(
     cache_dir = Path(data_cfg.cache_dir)
     train_text = load_split(data_cfg, "train")
     train_all = encode_corpus(train_text, src_tok, tgt_tok, cache_dir, num_threads)
+    train_all.check_unknowns(describe_train(data_cfg), (src_tok, tgt_tok))
     keep, report = select_training_pairs(
         train_all.src.lengths, train_all.tgt.lengths, data_cfg.max_len, data_cfg.max_len_ratio
     )

@@ -297,7 +297,8 @@ class StreamingBatches:
         self._chunks = self._chunk = None  # workers restart there at the next batch
 
     def _open(self) -> None:
-        """Start the readers at `position` and skip to its batch."""
+        """Start the readers at `position` and skip to its batch; the chunk there has its
+        unknown pieces counted (`EncodedCorpus.check_unknowns`)."""
         stream = ChunkStream(self.settings, *self.tokenizers, self.position)
         workers = self.settings.data.workers
         loader = DataLoader(
@@ -314,6 +315,7 @@ class StreamingBatches:
         )
         self._chunks = iter(loader)
         self._chunk = self._fetch()
+        self._chunk.corpus.check_unknowns(describe_train(self.settings.data), self.tokenizers)
         self._report = self._chunk.report
         if self.position.batch_index >= len(self._chunk.batches):
             self._next_chunk()
