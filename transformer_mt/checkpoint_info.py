@@ -59,7 +59,7 @@ class CheckpointInfo:
         rows = [
             ("checkpoint", f"{self.path} ({self.size_bytes / 1e6:.1f} MB)"),
             ("made by", self._made_by()),
-            ("translates", self._translates()),
+            ("translates", self.translates()),
             ("model", f"{self.model}; {self.parameters:,} parameters"),
             ("vocabulary", self.vocabulary),
             ("decode", self.decode),
@@ -70,7 +70,8 @@ class CheckpointInfo:
             rows.append(("written by", f"transformer_mt {self.version}"))
         return [f"{name:<11} {value}" for name, value in rows]
 
-    def _translates(self) -> str:
+    def translates(self) -> str:
+        """The directions it may be asked for: trained, then zero-shot."""
         trained = ", ".join(self.directions) or "no direction of its data its tags can name"
         return trained + (f"; zero-shot {', '.join(self.zero_shot)}" if self.zero_shot else "")
 

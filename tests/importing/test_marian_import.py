@@ -207,3 +207,17 @@ def test_tmt_info_lists_the_target_languages_a_tagged_model_takes(imported):
     found = describe(out)
     assert found.directions == [] and f"de-{tag}" in found.zero_shot
     assert not any(d.endswith("-en") for d in found.zero_shot)  # its data's label, no tag
+
+
+def test_the_import_message_names_what_info_names(imported, tmp_path, capsys):
+    """A tagged model's data labels (`de->en`) are no direction translate takes."""
+    from transformer_mt.checkpoint_info import describe
+
+    _, _, out, tag = imported
+    assert main(["import", str(out.parent / "hf"), "--out", str(tmp_path / "again.pt")]) == 0
+    found = describe(out)
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"wrote {tmp_path / 'again.pt'}: translates {found.translates()}; {found.model}"
+    )
+    if tag is not None:  # its data's labels, de-en, are not a direction its tags can name
+        assert found.translates().startswith("no direction of its data its tags can name; ")

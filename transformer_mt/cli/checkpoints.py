@@ -42,15 +42,12 @@ def add_import(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_import(args: argparse.Namespace) -> int:
+    from transformer_mt.checkpoint_info import describe
     from transformer_mt.interop.import_model import import_model
 
     imported = import_model(args.source, args.out)
-    cfg = imported.converted.cfg
-    print(
-        f"wrote {args.out}: {imported.src_lang}->{imported.tgt_lang}, "
-        f"{cfg.n_layers}+{cfg.decoder_layers} layers, d_model {cfg.d_model}",
-        file=sys.stderr,
-    )
+    info = describe(args.out)  # as `tmt info` and `tmt translate` read it
+    print(f"wrote {args.out}: translates {info.translates()}; {info.model}", file=sys.stderr)
     for note in imported.generation.notes:  # settings our search follows otherwise
         print(f"note: {note}", file=sys.stderr)
     return 0
