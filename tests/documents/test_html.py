@@ -164,6 +164,12 @@ def test_a_void_inline_element_inside_a_sentence_keeps_the_sentence_one_unit(tag
     assert translate_html(source, echo) == expected
 
 
+def test_an_image_between_a_word_and_its_punctuation_stays_there():
+    source = '<p>ein hund läuft<img src="x.png">.</p>'
+    assert translate_html(source, echo) == '<p>EIN HUND LÄUFT<img src="x.png">.</p>'
+    assert translate_html(source, saying("a dog runs")) == '<p>a dog runs<img src="x.png"></p>'
+
+
 @pytest.mark.parametrize("tag", ['<span class="icon"/>', '<i class="fa"/>', "<b/>", "<code/>"])
 def test_a_self_closing_inline_tag_keeps_the_sentence_one_unit(tag):
     """Read as a block boundary, it cut the sentence in two, each half translated alone."""

@@ -176,6 +176,21 @@ def test_an_ampersand_that_would_start_a_character_reference_is_escaped():
 
 
 @pytest.mark.parametrize(
+    ("translation", "expected"),
+    [
+        ("That is more.", "That is more[^1].\n"),
+        ("That is more", "That is more[^1]\n"),  # the translation lost the full stop
+        ("That is more?", "That is more[^1]?\n"),
+    ],
+)
+def test_a_reference_between_a_word_and_its_punctuation_stays_there(translation, expected):
+    """It had gone before the translated word (`[^1]more.`): the target word does not start
+    with the source word's text, `mehr`."""
+    assert translate_markdown("Das ist mehr[^1].\n", saying(translation)) == expected
+    assert translate_markdown("Das ist mehr[^1].\n", echo) == "DAS IST MEHR[^1].\n"
+
+
+@pytest.mark.parametrize(
     ("source", "expected"),
     [
         (  # a reference after a sentence, its definition a paragraph of its own

@@ -184,10 +184,12 @@ class _Placement:
 
     def _within_word(self, node: _Node, cursor: int, limit: int) -> int | None:
         """Where markup without text inside a source word goes (`Wort<img><code>code</code>`,
-        `hund<wbr>läuft`): to the first target word aligned to that word, written after the
-        word's source text before it where the target word starts with that text (`_enter`),
-        else before the word. After the word, as `_anchor` would put it, it took the word from
-        a kept element after it in the same word, which then wrote its text a second time."""
+        `hund<wbr>läuft`, `mehr[^1].`): to the first target word aligned to that word, written
+        after the word's source text before it where the target word starts with that text
+        (`_enter`); markup between a word and its closing punctuation, before the target
+        word's closing punctuation (`more[^1].`); else before the word. After the word, as
+        `_anchor` would put it, it took the word from a kept element after it in the same word,
+        which then wrote its text a second time."""
         position = node.inline.start
         index = bisect.bisect_right(self.unit.words, position, key=lambda w: w[0]) - 1
         if index < 0 or not self.targets.get(index):
@@ -196,8 +198,10 @@ class _Placement:
         target = min(self.targets[index])
         if not first < position < last or not cursor <= target <= limit:
             return None
-        before = self.unit.text[first:position]
-        node.within = before if self.words[target].startswith(before) else ""
+        before, word = self.unit.text[first:position], self.words[target]
+        node.within = before if word.startswith(before) else ""
+        if all(map(is_punctuation, self.unit.text[position:last])):
+            node.within = word[: len(word) - _closing_punctuation(word)] or node.within
         return target
 
     def _between(self, node: _Node, cursor: int, limit: int, lo: int, hi: int) -> int:
@@ -406,6 +410,14 @@ class _Placement:
 def is_punctuation(char: str) -> bool:
     """Unicode punctuation (P*): what rule 5 moves out of markup."""
     return unicodedata.category(char).startswith("P")
+
+
+def _closing_punctuation(word: str) -> int:
+    """How many characters of punctuation `word` ends with."""
+    count = 0
+    while count < len(word) and is_punctuation(word[-1 - count]):
+        count += 1
+    return count
 
 
 def _longest_run(words: list[int]) -> tuple[int, int]:
