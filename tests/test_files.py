@@ -1,8 +1,10 @@
 """files.py: outputs appear whole or not at all, and never over their input."""
 
 import errno
+import gzip
 import io
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -372,4 +374,66 @@ def test_dev_zero_as_text_is_one_line_not_all_the_memory(flag, tmp_path, capsys)
     assert (
         err == "error: /dev/zero:1: a line longer than 64 MiB; is this a text file with a "
         "sentence a line?\n"
+    )
+
+
+def damaged_gzip(lines: int = 2000) -> bytes:
+    """A .gz whose compressed stream is damaged in the middle (not cut off)."""
+    data = bytearray(gzip.compress("".join(f"Satz {i} hier.\n" for i in range(lines)).encode()))
+    middle = len(data) // 2
+    data[middle : middle + 16] = b"\xff" * 16
+    return bytes(data)
+
+
+def test_a_gz_is_counted_and_read_decompressed(tmp_path):
+    path = tmp_path / "a.de.gz"
+    path.write_bytes(gzip.compress(b"eins\nzwei\ndrei"))
+    assert text_files.count_lines(path) == 3
+    assert read_lines(path) == ["eins", "zwei", "drei"]
+
+
+def test_a_damaged_gz_is_one_line_naming_the_file(tmp_path):
+    path = tmp_path / "a.de.gz"
+    path.write_bytes(damaged_gzip())
+    with pytest.raises(TmtError, match=rf"^{re.escape(str(path))}:\d+: cannot read \("):
+        read_lines(path)
+    with pytest.raises(TmtError, match=rf"^{re.escape(str(path))}: cannot read \("):
+        text_files.count_lines(path)
+
+
+@pytest.mark.parametrize("command", ["evaluate", "translate", "score"])
+def test_gz_inputs_read_as_their_text_and_a_damaged_one_is_refused(
+    command, checkpoint, tmp_path, capsys
+):
+    """A .gz had been read as text by `translate --input` (refused as not UTF-8), counted in
+    its compressed bytes by `score` ("has 3 lines but ... has 20"), and a damaged one was a
+    zlib traceback."""
+    from transformer_mt.cli import main
+
+    lines = "".join(f"ein hund {i}\n" for i in range(20))
+    (tmp_path / "x.de").write_text(lines, encoding="utf-8")
+    (tmp_path / "x.de.gz").write_bytes(gzip.compress(lines.encode()))
+    (tmp_path / "bad.de.gz").write_bytes(damaged_gzip())
+    args = {
+        "evaluate": ["evaluate", "--ref", str(tmp_path / "x.de"), "--hyp"],
+        "translate": ["translate", "--checkpoint", str(checkpoint), "--quiet", "--input"],
+        "score": [
+            "score",
+            "--checkpoint",
+            str(checkpoint),
+            "--tgt",
+            str(tmp_path / "x.de"),
+            "--src",
+        ],  # fmt: skip
+    }[command]
+    assert main([*args, str(tmp_path / "x.de")]) == 0
+    plain = capsys.readouterr().out
+    assert main([*args, str(tmp_path / "x.de.gz")]) == 0
+    assert capsys.readouterr().out == plain
+    if command == "score":  # its targets are read by the same code
+        return
+    assert main([*args, str(tmp_path / "bad.de.gz")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert re.match(
+        rf"error: {re.escape(str(tmp_path / 'bad.de.gz'))}(:\d+)?: cannot read", err[-1]
     )

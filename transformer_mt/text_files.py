@@ -15,6 +15,7 @@ import itertools
 import logging
 import os
 import stat
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -41,7 +42,7 @@ def decode_lines(stream: BinaryIO, name: str | Path) -> Iterator[str]:
             `name`, the line (and the byte and column).
     """
     number = 0
-    while raw := stream.readline(MAX_LINE_BYTES + 1):
+    while raw := _readline(stream, name, number + 1):
         number += 1
         if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
             raise TmtError(
@@ -61,13 +62,45 @@ def decode_lines(stream: BinaryIO, name: str | Path) -> Iterator[str]:
         yield text.removesuffix("\n").removesuffix("\r")
 
 
-def decode_document(raw: bytes, name: str | Path) -> str:
-    """A whole document's bytes as text, its line ends kept as they are (documents are
-    written back byte for byte); a byte order mark and bad UTF-8 as in `decode_lines`.
+def _readline(stream: BinaryIO, name: str | Path, number: int) -> bytes:
+    """Line `number` of `stream`, at most `MAX_LINE_BYTES` and one byte.
 
     Raises:
-        TmtError: not UTF-8, naming `name`, the line, byte and column (`decode_lines`' words).
+        TmtError: the stream cannot be read there (a disk error, a cut-off or damaged `.gz`).
     """
+    try:
+        return stream.readline(MAX_LINE_BYTES + 1)
+    except OSError as err:
+        reason = err.strerror or one_line(err)
+    except (EOFError, zlib.error) as err:
+        reason = one_line(err)
+    raise TmtError(f"{name}:{number}: cannot read ({reason})")
+
+
+def open_binary(path: str | Path) -> BinaryIO:
+    """The file `path` in bytes, a `.gz` decompressed as it is read.
+
+    Raises:
+        OSError: as `open` (a missing file: FileNotFoundError).
+    """
+    path = Path(path)
+    return gzip.open(path) if path.suffix == ".gz" else open(path, "rb")  # type: ignore[return-value]
+
+
+def read_document(stream: BinaryIO, name: str | Path) -> str:
+    """A whole document read from `stream` as text, its line ends kept as they are (documents
+    are written back byte for byte); a byte order mark and bad UTF-8 as in `decode_lines`.
+
+    Raises:
+        TmtError: not UTF-8, naming `name`, the line, byte and column (`decode_lines`' words);
+            unreadable (a damaged `.gz`).
+    """
+    try:
+        raw = stream.read()
+    except OSError as err:
+        raise TmtError(f"{name}: cannot read ({err.strerror or one_line(err)})") from None
+    except (EOFError, zlib.error) as err:
+        raise TmtError(f"{name}: cannot read ({one_line(err)})") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -157,29 +190,30 @@ def iter_lines(path: str | Path) -> Iterator[str]:
     """
     path = Path(path)
     try:
-        with gzip.open(path) if path.suffix == ".gz" else open(path, "rb") as f:
-            yield from decode_lines(f, path)
+        f = open_binary(path)
     except FileNotFoundError:
         raise TmtError(f"{path}: file not found") from None
     except OSError as err:
         raise TmtError(f"{path}: cannot read ({err.strerror or one_line(err)})") from None
-    except EOFError as err:  # a cut-off .gz
-        raise TmtError(f"{path}: cannot read ({one_line(err)})") from None
+    with f:
+        yield from decode_lines(f, path)
 
 
 def count_lines(path: str | Path) -> int:
-    """The lines of the regular file `path` as `decode_lines` splits them, counted in its
-    bytes (a last line without a line end counts): nothing is decoded or held. A total for
-    progress, and line counts compared before any work; a pipe cannot be counted before it is
-    read, and is not given here."""
+    """The lines of the regular file `path` (a `.gz` decompressed) as `decode_lines` splits
+    them, counted in its bytes (a last line without a line end counts): nothing is decoded or
+    held. A total for progress, and line counts compared before any work; a pipe cannot be
+    counted before it is read, and is not given here."""
     count, last = 0, b"\n"
     try:
-        with open(path, "rb") as f:
+        with open_binary(path) as f:
             while block := f.read(1 << 20):
                 count += block.count(b"\n")
                 last = block[-1:]
     except OSError as err:
-        raise TmtError(f"{path}: {err.strerror}") from None
+        raise TmtError(f"{path}: cannot read ({err.strerror or one_line(err)})") from None
+    except (EOFError, zlib.error) as err:
+        raise TmtError(f"{path}: cannot read ({one_line(err)})") from None
     return count + (last != b"\n")
 
 

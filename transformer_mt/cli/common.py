@@ -129,13 +129,16 @@ def _silence_stdout() -> None:
 
 
 def open_in(path: str, stack: contextlib.ExitStack) -> BinaryIO:
-    """stdin (`-`) or the file `path`, in bytes, closed with the `stack`."""
+    """stdin (`-`) or the file `path` (a `.gz` decompressed), in bytes, closed with the
+    `stack`."""
+    from transformer_mt.text_files import open_binary
+
     if path == "-":
         if sys.stdin is None:  # started with descriptor 0 closed (`<&-`)
             raise TmtError("<stdin>: is closed; pipe text in or give --input FILE")
         return stack.enter_context(open(sys.stdin.fileno(), "rb", closefd=False))
     try:
-        return stack.enter_context(open(path, "rb"))
+        return stack.enter_context(open_binary(path))
     except OSError as err:
         raise TmtError(f"{path}: {err.strerror}") from None
 

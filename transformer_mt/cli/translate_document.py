@@ -21,14 +21,14 @@ def translate_one_document(args: argparse.Namespace) -> int:
     from transformer_mt.documents.translate import translate_document
     from transformer_mt.documents.units import DocumentError
     from transformer_mt.inference.requests import Texts
-    from transformer_mt.text_files import decode_document
+    from transformer_mt.text_files import read_document
 
     _refuse_line_flags(args)
     if args.device == "cpu":
         set_cpu_threads(args.quiet)
     name = "<stdin>" if args.input == "-" else args.input
     with contextlib.ExitStack() as stack:
-        text = decode_document(open_in(args.input, stack).read(), name)
+        text = read_document(open_in(args.input, stack), name)
         # A document aligns by itself (documents/alignment.py).
         translator = load_translator(args, alignment_layer=None)
         glossary = load_glossary(args)
