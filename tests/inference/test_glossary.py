@@ -82,6 +82,11 @@ def test_the_same_term_twice_with_the_same_target_is_kept_once(tmp_path):
             "source term 'Haus' has target 'home', but {path}:1 gives it 'house': keep one",
         ),
         (b"Haus\thouse\nB\xe4um\ttree\n", 2, "not valid UTF-8 (byte 0xe4 at column 2)"),
+        (  # matched alike (whitespace runs as one space): the longer spelling had won
+            "New York\tA\nNew  York\tB\n",
+            2,
+            "source term 'New  York' has target 'B', but {path}:1 gives it 'A': keep one",
+        ),
     ],
 )
 def test_bad_glossary_lines_are_one_line_naming_file_and_line(tmp_path, text, line, message):

@@ -66,7 +66,7 @@ class Glossary:
         self.terms: list[Term] = []
         seen: dict[str, Term] = {}
         for term in terms:
-            key = self._key(term.source)
+            key = self._text_key(term.source)  # as matching reads it
             first = seen.setdefault(key, term)
             if first is term:
                 self.terms.append(term)
