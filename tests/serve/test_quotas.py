@@ -74,6 +74,8 @@ def test_the_keys_file_gives_each_key_its_limits():
         (f"{FREE} 10", ["line 2", "2 fields"]),
         ("short-key 10 10", ["line 2", "at least 16"]),
         (f"{FREE}x 0 10", ["line 2", "positive integer"]),
+        (f"{FREE}x 10 {'9' * 5000}", ["line 2", "at most"]),  # had been a ValueError traceback
+        (f"{FREE}x 10 {10**12 + 1}", ["line 2", "at most 1,000,000,000,000"]),
         (f"{FREE}x 10 lots", ["line 2", "characters per minute"]),
         (f"{FREE} 10 10", ["line 2", "earlier line"]),
     ],

@@ -41,6 +41,10 @@ logger = logging.getLogger("transformer_mt.serve")
 MIN_KEY_CHARS = 16
 # The word of the file for "no limit".
 NO_LIMIT = "-"
+# The largest limit a keys file may give: a trillion a minute is no limit, and a longer
+# number would be read by `int` in time that grows with its square (Python refuses over 4,300
+# digits).
+MAX_LIMIT = 10**12
 
 
 class KeysFileError(TmtError):
@@ -174,9 +178,12 @@ def _digest(key: str) -> bytes:
 def _limit(value: str, where: str, what: str) -> int | None:
     if value == NO_LIMIT:
         return None
-    if not (value.isascii() and value.isdigit()) or int(value) < 1:
+    number = value.lstrip("0")
+    if not (value.isascii() and value.isdigit()) or not number:
         raise KeysFileError(f"{where}: {what} per minute must be a positive integer or {NO_LIMIT}")
-    return int(value)
+    if len(number) > len(str(MAX_LIMIT)) or int(number) > MAX_LIMIT:
+        raise KeysFileError(f"{where}: {what} per minute at most {MAX_LIMIT:,}, or {NO_LIMIT}")
+    return int(number)
 
 
 def _stamp(stat: os.stat_result) -> tuple:
