@@ -94,6 +94,24 @@ class TrainingState:
 TRAINING_STATE_KEYS = tuple(f.name for f in fields(TrainingState))
 
 
+def stored_position(positions: list[dict[str, int]]) -> dict[str, Any]:
+    """A checkpoint's `data_position`: the one rank's position, or {"ranks": [rank 0's,
+    rank 1's, ...]} for several (streaming ranks stand at different batches)."""
+    return positions[0] if len(positions) == 1 else {"ranks": positions}
+
+
+def rank_position(stored: dict[str, Any], rank: int, world_size: int) -> dict[str, int]:
+    """Rank `rank`'s position in a `stored_position`. A checkpoint of another rank count gives
+    the position of the rank furthest behind, which the data cursor's `restore` translates
+    to this rank count (so that no batch of the epoch is skipped)."""
+    ranks = stored.get("ranks")
+    if ranks is None:
+        return stored
+    if len(ranks) == world_size:
+        return ranks[rank]
+    return min(ranks, key=lambda p: (p["epoch"], p.get("chunk", 0), p["batch_index"]))
+
+
 @dataclass
 class Checkpoint:
     """The contents of one checkpoint file (the format is in the module docstring)."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from transformer_mt.artifacts import Checkpoint, fit_weights, read_for_inference
+from transformer_mt.artifacts import Checkpoint, fit_weights, rank_position, read_for_inference
 from transformer_mt.config import ExperimentConfig, ModelConfig
 from transformer_mt.data.tokenizer import UNK_ID, Tokenizer
 from transformer_mt.inference.languages import Languages, tagged
@@ -203,7 +203,8 @@ def _training(checkpoint: Checkpoint, valid_bleu: bool) -> dict[str, Any] | None
         return None
     best = training.best_score
     return {
-        "epoch": training.data_position.get("epoch"),
+        # The epoch of the rank furthest behind, where a resumed run of one rank goes on.
+        "epoch": rank_position(training.data_position, 0, 1)["epoch"],
         "elapsed_seconds": float(training.stats.get("elapsed_seconds", 0.0)),
         "best_valid_bleu": best if valid_bleu else None,
         "best_valid_nll": -best if best is not None and not valid_bleu else None,

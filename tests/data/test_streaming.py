@@ -8,6 +8,7 @@ import pytest
 
 from tests.corpora import slice_lines
 from tests.data.streams import MAX_TOKENS, cursor, data_config, numbers, read_epoch
+from transformer_mt.artifacts import rank_position, stored_position
 from transformer_mt.config import ConfigError, DataConfig, TokenizerConfig, config_from_dict
 from transformer_mt.data import pipeline
 from transformer_mt.data.dataset import load_split, stream_pairs
@@ -15,7 +16,6 @@ from transformer_mt.data.pipeline import encode_splits, train_tokenizers_for
 from transformer_mt.data.readers import DataError
 from transformer_mt.data.streaming import sample_pairs
 from transformer_mt.data.tokenizer import EOS_ID, PAD_ID
-from transformer_mt.training.trainer import rank_position, stored_position
 
 # The DataLoader warns when a test pinned to one core starts two workers.
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")

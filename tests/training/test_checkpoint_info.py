@@ -111,3 +111,18 @@ def test_a_tagged_model_lists_what_translate_accepts(multilingual_checkpoint):
     assert [tuple(d.split("-")) for d in found.directions + found.zero_shot] == list(
         languages.directions
     )
+
+
+def test_a_checkpoint_of_several_ranks_shows_the_epoch_of_the_rank_behind(run, tmp_path, capsys):
+    """Its position is one per rank ({"ranks": [...]}): info had shown `epoch None`."""
+    import dataclasses
+
+    from transformer_mt.artifacts import load_checkpoint, save_checkpoint
+
+    checkpoint = load_checkpoint(run / "checkpoints" / "last.pt")
+    ranks = [{"epoch": 4, "batch_index": 2}, {"epoch": 3, "batch_index": 9}]
+    training = dataclasses.replace(checkpoint.training, data_position={"ranks": ranks})
+    save_checkpoint(dataclasses.replace(checkpoint, training=training), tmp_path / "two.pt")
+    assert info_lines(capsys, tmp_path / "two.pt")["training"].startswith("epoch 3, ")
+    assert main(["info", str(tmp_path / "two.pt"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["training"]["epoch"] == 3

@@ -17,14 +17,18 @@ import pytest
 import torch
 
 from transformer_mt import artifacts, run_layout
-from transformer_mt.artifacts import load_checkpoint, load_for_inference
+from transformer_mt.artifacts import (
+    load_checkpoint,
+    load_for_inference,
+    rank_position,
+    stored_position,
+)
 from transformer_mt.cli import main
 from transformer_mt.errors import TmtError
 from transformer_mt.training import update as update_module
 from transformer_mt.training.metrics import read_metrics
 from transformer_mt.training.run import run_training
 from transformer_mt.training.signals import StopRequests
-from transformer_mt.training.trainer import rank_position, stored_position
 
 from ..test_artifacts import LEGACY_TRAINER_KEYS
 from .conftest import write_config, write_corpus

@@ -281,7 +281,7 @@ class StreamingBatches:
         Chunk c of each of w ranks starts near pair c * shuffle_buffer * w of the corpus (rank
         r reads pairs r, r + w, ...). Another rank count w' restarts the epoch at the chunk
         that begins at or before that pair, (c * w) // w', batch 0: given the position of the
-        rank that is furthest behind (`trainer.rank_position`), no pair of the epoch is
+        rank that is furthest behind (`artifacts.rank_position`), no pair of the epoch is
         skipped, and at most the pairs of one chunk per rank are read twice.
         """
         position = StreamPosition(state["epoch"], state["chunk"], state["batch_index"])

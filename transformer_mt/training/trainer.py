@@ -266,7 +266,7 @@ class Trainer:
                 optimizer=updater.optimizer.state_dict(),
                 scaler=updater.scaler.state_dict(),
                 rng=rng_states,
-                data_position=stored_position(data_positions),
+                data_position=artifacts.stored_position(data_positions),
                 best_score=self.early_stopping.best_score,
                 bad_validations=self.early_stopping.bad_validations,
                 stats={
@@ -295,7 +295,9 @@ class Trainer:
         if updater.ema is not None and checkpoint.ema:
             updater.ema.load_state_dict(checkpoint.ema)
         self.step = checkpoint.step
-        position = rank_position(training.data_position, self.dist.rank, self.dist.world_size)
+        position = artifacts.rank_position(
+            training.data_position, self.dist.rank, self.dist.world_size
+        )
         self.data.train.restore(position)
         self.early_stopping.best_score = training.best_score
         self.early_stopping.bad_validations = training.bad_validations
@@ -346,21 +348,3 @@ class Trainer:
             prune_checkpoints(directory, self.cfg.keep_last, up_to=self.step)
         if others:
             artifacts.copy_checkpoint(first, others[-1])
-
-
-def stored_position(positions: list[dict[str, int]]) -> dict[str, Any]:
-    """A checkpoint's `data_position`: the one rank's position, or {"ranks": [rank 0's,
-    rank 1's, ...]} for several (streaming ranks stand at different batches)."""
-    return positions[0] if len(positions) == 1 else {"ranks": positions}
-
-
-def rank_position(stored: dict[str, Any], rank: int, world_size: int) -> dict[str, int]:
-    """Rank `rank`'s position in a `stored_position`. A checkpoint of another rank count gives
-    the position of the rank furthest behind, which the data cursor's `restore` translates
-    to this rank count (so that no batch of the epoch is skipped)."""
-    ranks = stored.get("ranks")
-    if ranks is None:
-        return stored
-    if len(ranks) == world_size:
-        return ranks[rank]
-    return min(ranks, key=lambda p: (p["epoch"], p.get("chunk", 0), p["batch_index"]))
