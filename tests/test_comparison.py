@@ -164,3 +164,12 @@ def test_a_file_name_that_is_not_utf8_is_shown_escaped(systems, tmp_path, capsys
     odd.write_bytes(Path(paths[1]).read_bytes())
     assert main(["evaluate", "--hyp", paths[0], str(odd), "--ref", ref]) == 0
     assert "h\\udcff.en |" in capsys.readouterr().out
+
+
+def test_a_bar_in_a_file_name_stays_in_its_cell(systems, tmp_path, capsys):
+    paths, ref = systems
+    barred = tmp_path / "a|b.en"
+    barred.write_bytes(Path(paths[1]).read_bytes())
+    assert main(["evaluate", "--hyp", paths[0], str(barred), "--ref", ref]) == 0
+    row = capsys.readouterr().out.splitlines()[3]
+    assert row.startswith(f"| {tmp_path}/a\\|b.en |") and row.count(" | ") == 2

@@ -20,6 +20,7 @@ import torch
 from transformer_mt.artifacts import Checkpoint, fit_weights, rank_position, read_for_inference
 from transformer_mt.config import ExperimentConfig, ModelConfig
 from transformer_mt.data.tokenizer import UNK_ID, Tokenizer
+from transformer_mt.errors import printable
 from transformer_mt.inference.languages import Languages, tagged
 from transformer_mt.model import build_model
 
@@ -78,11 +79,13 @@ class CheckpointInfo:
     def _made_by(self) -> str:
         weights = " (EMA weights)" if self.ema else ""
         if self.averaged_from:
-            first, last = Path(self.averaged_from[0]).name, Path(self.averaged_from[-1]).name
+            names = [printable(Path(p).name) for p in self.averaged_from]
+            first, last = names[0], names[-1]
             sources = first if len(self.averaged_from) == 1 else f"{first} ... {last}"
             return f"averaging {len(self.averaged_from)} checkpoints ({sources}){weights}"
         if self.made_by == "import":
-            return f"tmt import of {self.imported_from}"
+            # escaped: a name with a line end or a terminal's escapes cannot forge lines
+            return f"tmt import of {printable(self.imported_from or '')}"
         if self.made_by == "step 0":
             return "tmt import, or a model never trained (step 0)"
         resumable = "resumable" if self.training is not None else "weights only, not resumable"

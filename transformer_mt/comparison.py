@@ -192,7 +192,8 @@ def comparison_table(comparison: Comparison) -> list[str]:
         header += [metric, *(["± 95%"] if with_ci else []), *(["p"] if tested else [])]
     lines = ["| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|"]
     for k, system in enumerate(systems):
-        name = printable(system)  # a file name need not be UTF-8 (surrogates escaped)
+        # A file name need not be UTF-8 (surrogates escaped), and a `|` would end its cell.
+        name = printable(system).replace("|", "\\|")
         cells = [f"{name} (baseline)" if tested and k == 0 else name]
         for metric in metrics:
             score = found[system, metric]

@@ -126,3 +126,16 @@ def test_a_checkpoint_of_several_ranks_shows_the_epoch_of_the_rank_behind(run, t
     assert info_lines(capsys, tmp_path / "two.pt")["training"].startswith("epoch 3, ")
     assert main(["info", str(tmp_path / "two.pt"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["training"]["epoch"] == 3
+
+
+def test_an_imported_name_cannot_write_lines_of_its_own(run, tmp_path, capsys):
+    import dataclasses
+
+    from transformer_mt.artifacts import load_checkpoint, save_checkpoint
+
+    checkpoint = load_checkpoint(run / "checkpoints" / "last.pt")
+    forged = "opus\x1b[31m\nfake     line"
+    save_checkpoint(dataclasses.replace(checkpoint, imported_from=forged), tmp_path / "odd.pt")
+    shown = info_lines(capsys, tmp_path / "odd.pt")
+    assert shown["made by"] == "tmt import of opus\\x1b[31m\\nfake     line"
+    assert "fake" not in shown
