@@ -219,15 +219,17 @@ def test_the_hf_export_searches_as_the_checkpoint(searching, tmp_path, capsys):
 
 def test_what_generate_cannot_say_is_noted_at_export(searching, tmp_path, capsys):
     """Our own defaults (GNMT penalty, a limit growing with the source) are noted, one line
-    each, and written as the nearest settings generate has."""
+    each, and written as the nearest settings generate has; replace_unk, which it has none
+    for, is noted as left out."""
     _, _, checkpoint = searching
     changed = tmp_path / "gnmt.pt"
     loaded = load_checkpoint(checkpoint)
-    loaded.config["decode"].update(length_norm="gnmt", max_len_a=1.5, max_len_b=10)
+    decode = dict(length_norm="gnmt", max_len_a=1.5, max_len_b=10, replace_unk=True)
+    loaded.config["decode"].update(decode)
     save_checkpoint(loaded, changed)
     assert main(["export", str(changed), str(tmp_path / "hf"), "--format", "hf"]) == 0
     notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
-    assert len(notes) == 2
-    assert "gnmt" in notes[0] and "max_len_a=1.5" in notes[1]
+    assert len(notes) == 3
+    assert "gnmt" in notes[0] and "max_len_a=1.5" in notes[1] and "replace_unk" in notes[2]
     generation = transformers.GenerationConfig.from_pretrained(tmp_path / "hf")
     assert (generation.length_penalty, generation.max_new_tokens) == (1.0, None)

@@ -155,8 +155,9 @@ def generation_keys(
     """The generation settings under which `generate` searches as `decode` does (the module's
     table read backwards, for `tmt export --format hf`) for a model that never produces the
     ids `never` and whose unknown piece is `unk`, and one line for each setting it cannot
-    say: the GNMT penalty (written as log P / |y|) and a length limit that grows with the
-    source (written as the position table's `max_positions`, less the start token)."""
+    say: the GNMT penalty (written as log P / |y|), a length limit that grows with the
+    source (written as the position table's `max_positions`, less the start token) and
+    `replace_unk` (left out)."""
     banned = (*never, unk) if decode.disable_unk else never
     keys: dict[str, Any] = {
         "num_beams": decode.beam_size,
@@ -186,6 +187,11 @@ def generation_keys(
         notes.append(
             f"max_len_a={decode.max_len_a:g}: generate's length limit does not grow with the "
             f"source; written as max_length {max_positions} (the position table)"
+        )
+    if decode.replace_unk:
+        notes.append(
+            "replace_unk: generate has no setting that copies a source piece for an unknown "
+            "one; its translations keep the unknown piece"
         )
     if decode.sampling:
         keys.update(top_k=decode.top_k, top_p=decode.top_p, temperature=decode.temperature)
