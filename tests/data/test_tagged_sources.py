@@ -76,3 +76,21 @@ def test_tagged_key_from_yaml(tmp_path):
     config.write_text("data:\n  train:\n    - {path: b, tagged: sometimes}\n")
     with pytest.raises(ConfigError, match=r"data\.train\[0\]\.tagged"):
         load_config(config)
+
+
+def test_a_typed_tag_is_taken_out_of_a_text_to_translate(tagged_config, tmp_path):
+    """The model reads the back-translation tag as "back-translated"; a user's text is not
+    (it had reached the model as the tag itself). A typed tag goes with the word boundary
+    SentencePiece writes before it (it had been left as a piece of its own)."""
+    from transformer_mt.inference.encoding import LineEncoding
+    from transformer_mt.inference.languages import Direction
+
+    settings = TokenizerConfig(vocab_size=500, language_tags=("de", "en"))
+    pair = train_tokenizers_for(tagged_config, settings, tmp_path / "run")
+    specials = own_specials(pair.tgt, ("de", "en"))
+    encoding = LineEncoding((pair.src, pair.tgt), specials, 64, Direction(None, None))
+    plain = encoding.source_ids("ein hund läuft")
+    for typed in (f"{BACK_TRANSLATION_TAG} ein hund läuft", "ein >>en<< hund läuft <BT>"):
+        assert pair.src.encode_pieces(typed)[:2] in (["▁", "<BT>"], ["▁ein", "▁"])
+        assert encoding.source_ids(typed) == plain
+    assert encoding.tagged_lines == 2

@@ -157,6 +157,8 @@ def load_translator(
 def print_input_warnings(translator: Translator, unit: str = "line") -> None:
     """What the translator changed in the input (truncated lines or document blocks, language
     tags taken out), counted on stderr once the output is written."""
+    from transformer_mt.data.specials import BACK_TRANSLATION_TAG
+
     if translator.encoding.truncated_lines:
         print(
             f"warning: {translator.encoding.truncated_lines} {unit}(s) longer than the model's "
@@ -165,8 +167,9 @@ def print_input_warnings(translator: Translator, unit: str = "line") -> None:
         )
     if translator.encoding.tagged_lines:
         print(
-            f"warning: {translator.encoding.tagged_lines} {unit}(s) held a language tag, taken "
-            "out: the language comes from --tgt-lang / --src-lang only",
+            f"warning: {translator.encoding.tagged_lines} {unit}(s) held a language tag or "
+            f"{BACK_TRANSLATION_TAG}, taken out: the language comes from --tgt-lang / --src-lang "
+            "only",
             file=sys.stderr,
         )
     if translator.unforced_lines:

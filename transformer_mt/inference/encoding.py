@@ -4,14 +4,16 @@ what was changed on the way (lines cut, tags taken out), counted for the user's 
 
 The position table holds every source and its EOS, and every forced prefix and the token after
 it, so sources and prefixes are cut to `max_positions - 1` tokens with their tags. A language
-tag a user typed (`>>fra<<`) is taken out of a source: the direction alone picks the language.
+tag a user typed (`>>fra<<`) is taken out of a source: the direction alone picks the language;
+so is a typed back-translation tag (`<BT>`), which a model trained on tagged back-translation
+would read as its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from transformer_mt.data.specials import SpecialTokens
+from transformer_mt.data.specials import BACK_TRANSLATION_TAG, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.inference.constrained import ConstraintsError, check_prefix, phrase_ids
@@ -39,14 +41,23 @@ class LineEncoding:
         self.src, self.tgt = tokenizers
         self.specials = specials
         self.default = default
-        # Tags a user typed do not switch the language: they are taken out of the text.
+        # Tags a user typed do not switch the language, nor mark the text as back-translated
+        # (a model trained with tagged back-translation reads `<BT>` as a piece of its own):
+        # they are taken out of the text.
         self._typed_tags = set(specials.language_tags.values())
+        back_translation = self.src.piece_id(BACK_TRANSLATION_TAG)
+        if back_translation != specials.unk:
+            self._typed_tags.add(back_translation)
+        # SentencePiece writes a typed tag after a word as the word boundary "▁" alone, then
+        # the tag: that "▁" goes with it.
+        boundary = self.src.piece_id("\u2581")
+        self._boundary = None if boundary == specials.unk else boundary
         # Tokens a line and its tags, or a forced prefix and its tags, may take: the position
         # table also holds the EOS (the prefix: the token after it).
         self._room = max_positions - 1
         self.max_src_tokens = self._room - len(default.source_prefix)
         self.truncated_lines = 0
-        self.tagged_lines = 0  # lines that held a language tag, taken out
+        self.tagged_lines = 0  # lines that held a language tag or <BT>, taken out
 
     def source_ids(
         self, line: str, direction: Direction | None = None, count: bool = True
@@ -73,7 +84,13 @@ class LineEncoding:
     def _kept(self, ids: list[int], direction: Direction, count: bool) -> list[int]:
         """The positions of a line's `ids` that `source_ids` keeps: not a typed tag, and in
         the position table after `direction`'s tags (with `count`, lines counted)."""
-        kept = [k for k, i in enumerate(ids) if i not in self._typed_tags]
+        tags, boundary = self._typed_tags, self._boundary
+        following = [*ids[1:], None]
+        kept = [
+            k
+            for k, (i, after) in enumerate(zip(ids, following, strict=True))
+            if i not in tags and not (i == boundary and after in tags)
+        ]
         if len(kept) < len(ids):
             self.tagged_lines += 1 if count else 0
         room = self._room - len(direction.source_prefix)
