@@ -182,6 +182,15 @@ def test_a_block_size_past_any_position_table_names_the_flag():
     assert cli.flag_message(refused.value) == f"--block-size {10**20}: must be at most 65536"
 
 
+def test_a_queue_of_no_sentences_names_the_flag():
+    """It had started, then answered every request 413."""
+    from transformer_mt.serve.engine.limits import ServeLimits
+
+    with pytest.raises(SettingError) as refused:
+        ServeLimits(max_queue=0)
+    assert cli.flag_message(refused.value) == "--max-queue 0: must be at least 1"
+
+
 def test_a_kv_pool_larger_than_the_memory_names_the_flag_before_allocating(checkpoint):
     from transformer_mt.inference.translator import Translator
     from transformer_mt.serve.engine.limits import ServeLimits, new_pool

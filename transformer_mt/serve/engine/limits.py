@@ -40,15 +40,16 @@ class ServeLimits:
     max_beam_size: int = 32
 
     def __post_init__(self) -> None:
-        for name in ("max_batch_tokens", "kv_blocks", "block_size", "max_request_sentences"):
+        # A queue of none would answer every request 413.
+        at_least_one = ("max_batch_tokens", "max_queue", "kv_blocks", "block_size")
+        for name in (*at_least_one, "max_request_sentences"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise SettingError(name, value, "must be at least 1")
         if self.block_size > MAX_BLOCK_SIZE:
             raise SettingError("block_size", self.block_size, f"must be at most {MAX_BLOCK_SIZE}")
-        for name in ("max_queue", "cache_entries"):
-            if getattr(self, name) < 0:
-                raise SettingError(name, getattr(self, name), "must be 0 or more")
+        if self.cache_entries < 0:
+            raise SettingError("cache_entries", self.cache_entries, "must be 0 or more")
 
 
 def group_rows(cfg: ModelConfig, limits: ServeLimits) -> int:
