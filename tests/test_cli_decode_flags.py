@@ -101,3 +101,17 @@ def test_a_decode_value_the_config_refuses_is_one_line(checkpoint, tmp_path, cap
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1, err
     assert err == "error: --top-p 1.5: must be in (0, 1]\n"
+
+
+@pytest.mark.parametrize("words", [["--top-k", "5"], ["--temperature", "0.5", "--beam-size", "1"]])
+def test_a_sampling_flag_without_sampling_is_refused(checkpoint, tmp_path, capsys, words):
+    """It had been accepted and changed nothing."""
+    source = tmp_path / "in.txt"
+    source.write_text("das buch\n", encoding="utf-8")
+    command = ["translate", "--checkpoint", str(checkpoint), "--input", str(source)]
+    assert main([*command, *words]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {words[0]} {words[1]}: changes nothing where the search does not sample "
+        "(sampling false); sample, or leave it out\n"
+    )
+    assert main([*command, *words, "--sampling"]) == 0

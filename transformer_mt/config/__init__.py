@@ -19,6 +19,7 @@ from transformer_mt.config.decode import (
     DECODE_RANGES,
     GREEDY,
     OUTPUT_NEUTRAL_FIELDS,
+    SAMPLING_FIELDS,
     DecodeConfig,
 )
 from transformer_mt.config.decode_rules import decode_field_types
@@ -40,6 +41,7 @@ __all__ = [
     "DECODE_RANGES",
     "GREEDY",
     "OUTPUT_NEUTRAL_FIELDS",
+    "SAMPLING_FIELDS",
     "ConfigError",
     "DataConfig",
     "DecodeConfig",

@@ -31,6 +31,8 @@ MAX_BEAM = 65_536
 # The changes that make any settings one greedy search with the same length limits: the cheap,
 # deterministic hypothesis of validation BLEU and of attention maps.
 GREEDY = {"beam_size": 1, "n_best": 1, "sampling": False}
+# The settings only sampling reads: given to a search, they would change nothing.
+SAMPLING_FIELDS = ("top_k", "top_p", "temperature", "seed")
 
 
 @dataclass(frozen=True)

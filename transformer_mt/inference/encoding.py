@@ -85,7 +85,7 @@ class LineEncoding:
         """The positions of a line's `ids` that `source_ids` keeps: not a typed tag, and in
         the position table after `direction`'s tags (with `count`, lines counted)."""
         tags, boundary = self._typed_tags, self._boundary
-        following = [*ids[1:], None]
+        following = [*ids[1:], None] if ids else []
         kept = [
             k
             for k, (i, after) in enumerate(zip(ids, following, strict=True))

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import torch
 
-from transformer_mt.config import DecodeConfig
+from transformer_mt.config import SAMPLING_FIELDS, ConfigError, DecodeConfig
 from transformer_mt.data.batching import SourceBatch, make_source_batches, restore_order
 from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
@@ -148,12 +148,25 @@ class Translator:
             shortlist: a vocabulary map file (`tmt shortlist`): each sentence scores only the
                 target ids listed for its source ids (float32 rows of the projection, also
                 with int8 layers); None: the whole vocabulary.
+
+        Raises:
+            ConfigError: a sampling setting changed for a search that does not sample (it
+                would change nothing).
         """
         device = resolve_device(device)
         paths = [str(path)] if isinstance(path, str | Path) else [str(p) for p in path]
         bundles = load_members(paths, device)
         bundle = bundles[0]  # its config and tokenizers: every member's (ensemble.py)
         decode = dataclasses.replace(bundle.config.decode, **decode_changes)
+        decode.validate()  # a value out of range first, then one that goes unused
+        ignored = [name for name in SAMPLING_FIELDS if name in decode_changes]
+        if ignored and not decode.sampling:
+            key = f"decode.{ignored[0]}"
+            raise ConfigError(
+                f"{key}={decode_changes[ignored[0]]} changes nothing where the search does not "
+                "sample (sampling false); sample, or leave it out",
+                keys=(key,),
+            )
         attends = lines.alignment_layer is not None or decode.replace_unk
         prepared = (bundles, paths, quantize, device, shortlist, attends)
         model, cache_dtype, listed = prepared_model(*prepared)

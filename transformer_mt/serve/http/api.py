@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from transformer_mt import documents
-from transformer_mt.config import ConfigError, DecodeConfig, decode_field_types
+from transformer_mt.config import SAMPLING_FIELDS, ConfigError, DecodeConfig, decode_field_types
 from transformer_mt.errors import VALUE_CHARS, SettingError, TmtError, one_line, printable
 from transformer_mt.inference.languages import Languages, Pair
 from transformer_mt.inference.requests import Texts, TextsCountError
@@ -48,10 +48,10 @@ if TYPE_CHECKING:  # torch would come with it; a Translation is only read here
 # only searches; the settings of sampling alone would change nothing and are refused here.
 UNSERVED_DECODE = {
     "max_tokens": "the server sizes its batches itself (tmt serve --max-batch-tokens)",
-    "top_k": "a sampling setting, and the server searches (greedy or beam)",
-    "top_p": "a sampling setting, and the server searches (greedy or beam)",
-    "temperature": "a sampling setting, and the server searches (greedy or beam)",
-    "seed": "a sampling setting, and the server searches (greedy or beam)",
+    **{
+        name: "a sampling setting, and the server searches (greedy or beam)"
+        for name in SAMPLING_FIELDS
+    },
 }
 # Decode settings a request may change: every other DecodeConfig field, with the JSON type
 # each takes, DecodeConfig's type of the field (a float field takes an integer too; a
