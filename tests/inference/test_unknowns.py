@@ -144,6 +144,31 @@ def test_the_server_copies_pieces_as_the_translator_does(unknowing):
     assert not any("⁇" in text for t in served for text in t.texts)
 
 
+def test_a_stream_holds_back_from_the_first_unknown_piece(unknowing):
+    """Its copy is chosen once the sentence ends: events had shown ⁇, which the result then
+    replaced, so the streamed text was no prefix of the translation."""
+    from transformer_mt.serve.engine import Engine
+
+    if unknowing.name == "imported.pt":
+        pytest.skip("the imported model's greedy searches write no unknown piece")
+
+    engine = Engine.from_checkpoint(str(unknowing))
+    engine.start()
+    events: list[tuple[int, str]] = []
+    try:
+        decode = dataclasses.replace(engine.defaults, beam_size=1, n_best=1, replace_unk=True)
+        job = engine.submit(SENTENCES, decode, on_token=lambda i, text: events.append((i, text)))
+        served = job.future.result(timeout=120)
+    finally:
+        engine.stop()
+    offline = Translator.from_checkpoint(str(unknowing), beam_size=1, replace_unk=True)
+    assert [t.texts for t in served] == [t.texts for t in offline.translate(SENTENCES)]
+    plain = Translator.from_checkpoint(str(unknowing), beam_size=1).translate(SENTENCES)
+    assert any(a.texts != b.texts for a, b in zip(served, plain, strict=True))  # pieces copied
+    assert events and not any("⁇" in text for _, text in events)
+    assert all(served[i].texts[0].startswith(text) for i, text in events)
+
+
 @pytest.mark.parametrize(
     ("copied", "expected"),
     [
