@@ -208,3 +208,23 @@ def test_footnote_references_and_labels_are_kept_as_written(source, expected):
     dropped them, and definitions in a row ran into one line."""
     assert translate_markdown(source, echo) == expected
     assert all("[^" not in r.unit.text for r in regions(source))  # the model never reads them
+
+
+@pytest.mark.parametrize("definition", ["haus", "https://example.com/hunde"])
+def test_a_one_word_footnote_definition_is_no_link_definition(definition):
+    """CommonMark reads `[^1]: haus` as a link reference definition: the reference in the
+    text became a link whose label `^1` was sent to the model, and the reference was lost."""
+    source = f"ein mann geht[^1] im park\n\n[^1]: {definition}\n"
+    assert translate_markdown(source, same) == source
+    assert [r.unit.text for r in regions(source)] == ["ein mann geht im park", definition]
+    link = "ein [haus][1] geht\n\n[1]: https://example.com/haus\n"  # a link's stays one
+    assert translate_markdown(link, echo) == "EIN [HAUS][1] GEHT\n\n[1]: https://example.com/haus\n"
+
+
+@pytest.mark.parametrize("escaped", ["\\[^1\\]", "&#91;^1&#93;", "\\[^1]"])
+def test_an_escaped_footnote_reference_stays_text(escaped):
+    """Its escapes had been dropped, and it came out as a real reference."""
+    source = f"ein mann {escaped} geht\n"
+    assert [r.unit.text for r in regions(source)] == ["ein mann [^1] geht"]
+    out = translate_markdown(source, same)
+    assert "[^1]" not in out and MarkdownIt().render(out) == MarkdownIt().render(source)

@@ -162,10 +162,16 @@ def _parser() -> Any:
     except ImportError:
         raise MarkdownMissing() from None
     md = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING}).enable(["table", "strikethrough"])
+    # Escapes and character references stay tokens of their own (`_joined` joins the rest).
+    md.disable("text_join")
     # markdown-it refuses destinations it would not render safely (`javascript:`, `file:`),
     # reading the link as text; the splice copies them as written, so every one is a link.
     md.validateLink = _any_link
     md.block.tokenize = _refusing_depth(md.block.tokenize)
+    blocks = md.block.ruler
+    for name, rule in zip(blocks.get_active_rules(), blocks.getRules(""), strict=True):
+        if name == "reference":
+            blocks.at(name, _not_a_footnote(rule))
     ruler = md.inline.ruler
     for name, rule in zip(ruler.get_active_rules(), ruler.getRules(""), strict=True):
         ruler.at(name, _recording(name, rule))
@@ -174,6 +180,18 @@ def _parser() -> Any:
 
 def _any_link(url: str) -> bool:
     return True
+
+
+def _not_a_footnote(reference: Callable) -> Callable:
+    """markdown-it's rule for link reference definitions (`[label]: destination`), but for a
+    footnote definition (`[^1]: text`): CommonMark reads `[^1]: Wikipedia` as a link's
+    definition, and every `[^1]` in the text as a link to it, its label read as link text."""
+
+    def rule(state: Any, start: int, end: int, silent: bool) -> bool:
+        begin = state.bMarks[start] + state.tShift[start]
+        return not state.src.startswith("[^", begin) and reference(state, start, end, silent)
+
+    return rule
 
 
 def _refusing_depth(tokenize: Callable) -> Callable:
@@ -303,6 +321,8 @@ def _region(document: str, run: list, offsets: list[int], start: int, end: int) 
                 text = "".join(c.content for c in autolink)
                 builder.kept(source(*child.meta["source"]), text)
                 autolink = []
+        elif kind == "text" and child.meta.get("escaped"):
+            builder.text(child.content)
         elif kind == "text":
             _text_with_footnotes(builder, child.content)
         elif kind == "softbreak" and _starts_a_definition(run, i):
@@ -342,16 +362,23 @@ def _region(document: str, run: list, offsets: list[int], start: int, end: int) 
 
 def _joined(run: list) -> list:
     """`run` with each stretch of text tokens as one text token: markdown-it cuts text where
-    an inline rule may start (`[`, `:`, an escape), and a footnote label must be seen whole."""
+    an inline rule may start (`[`, `:`), and a footnote label must be seen whole. An escaped
+    character or a character reference (`\\[`, `&#91;`) is a text token of its own, marked
+    `escaped`: it stands for the character, so it is never part of a footnote label."""
     joined: list = []
     for child in run:
-        if child.type in ("text", "text_special") and joined and joined[-1].type == "text":
-            joined[-1] = joined[-1].copy(content=joined[-1].content + child.content)
-        elif child.type == "text_special":
-            joined.append(child.copy(type="text"))
+        previous = joined[-1] if joined else None
+        if child.type == "text_special":
+            joined.append(child.copy(type="text", meta={**child.meta, "escaped": True}))
+        elif child.type == "text" and previous is not None and _joinable(previous):
+            joined[-1] = previous.copy(content=previous.content + child.content)
         else:
             joined.append(child)
     return joined
+
+
+def _joinable(token: Any) -> bool:
+    return token.type == "text" and not token.meta.get("escaped")
 
 
 def _text_with_footnotes(builder: UnitBuilder, text: str) -> None:
@@ -392,12 +419,9 @@ def _line_start(text: str) -> str:
 
 def _escape(word: str) -> str:
     """`word` written so that it reads as the text it is: Markdown's punctuation escaped where
-    it could start syntax, but for a footnote reference (`_FOOTNOTE`)."""
-    parts, position = [], 0
-    for found in _FOOTNOTE.finditer(word):
-        parts += [_escape_text(word[position : found.start()]), found.group()]
-        position = found.end()
-    escaped = "".join([*parts, _escape_text(word[position:])])
+    it could start syntax. A footnote reference in a translation is text the model wrote (the
+    document's own are kept, never read by it), so its brackets are escaped too."""
+    escaped = _escape_text(word)
     if word.endswith("!") and all(map(is_punctuation, word)):
         # Punctuation moved out of an element's markup (placement rule 5) is written right
         # before its opening: a `!` there would make a link `[...](...)` an image.
