@@ -228,3 +228,15 @@ def test_an_escaped_footnote_reference_stays_text(escaped):
     assert [r.unit.text for r in regions(source)] == ["ein mann [^1] geht"]
     out = translate_markdown(source, same)
     assert "[^1]" not in out and MarkdownIt().render(out) == MarkdownIt().render(source)
+
+
+def test_each_footnote_definition_on_a_line_of_its_own_is_a_unit():
+    """Translated with the paragraph above it, its text was placed across the paragraph's
+    by attention, and its label could land inside a line, no longer a definition."""
+    source = "Ein Mann fährt.\n[^1]: Eine Frau liest.\n[^2]: Ein Hund.\n"
+    assert [r.unit.text for r in regions(source)] == [
+        "Ein Mann fährt.",
+        "Eine Frau liest.",
+        "Ein Hund.",
+    ]
+    assert translate_markdown(source, saying("A b.")) == "A b.\n[^1]: A b.\n[^2]: A b.\n"

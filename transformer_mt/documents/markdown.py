@@ -133,8 +133,25 @@ def regions(document: str) -> list[Region]:
             row_start = offsets[-1]
         else:
             offsets = _offsets(lines, token)
-        found.append(_region(document, token.children, offsets, 0, len(token.content)))
+        for run, start, end in _definitions_apart(token.children, len(token.content)):
+            found.append(_region(document, run, offsets, start, end))
     return found
+
+
+def _definitions_apart(children: list, length: int) -> list[tuple[list, int, int]]:
+    """An inline token's children (`_joined`) as runs of their own, with the characters of its
+    content [start, end) each spans: a footnote definition on a line of its own (`[^2]: ...`
+    right under a paragraph or another definition) is its own unit, as a paragraph would be;
+    translated with its neighbours, its text was placed by attention across theirs."""
+    run = _joined(children)
+    parts, first, start = [], 0, 0
+    for i, child in enumerate(run):
+        if child.type == "softbreak" and _starts_a_definition(run, i):
+            a, b = child.meta["source"]
+            parts.append((run[first:i], start, a))
+            first, start = i + 1, b
+    parts.append((run[first:], start, length))
+    return parts
 
 
 def _front_matter_blanked(document: str) -> str:
@@ -310,7 +327,6 @@ def _region(document: str, run: list, offsets: list[int], start: int, end: int) 
 
     builder = UnitBuilder()
     autolink: list = []  # the tokens of an autolink being read
-    run = _joined(run)
     words = ("text", "code_inline")
     worded = [i for i, c in enumerate(run) if c.type in words and c.content.strip()]
     for i, child in enumerate(run):
@@ -325,9 +341,6 @@ def _region(document: str, run: list, offsets: list[int], start: int, end: int) 
             builder.text(child.content)
         elif kind == "text":
             _text_with_footnotes(builder, child.content)
-        elif kind == "softbreak" and _starts_a_definition(run, i):
-            a, b = child.meta["source"]
-            builder.kept(document[offsets[a] : offsets[b]], "", "previous", line_break=True)
         elif kind == "softbreak":
             builder.text(" ")
         elif kind == "hardbreak":  # `  ` or `\\` at a line end: kept, with the next line's `>`s
