@@ -450,18 +450,25 @@ def average_checkpoints(paths: Sequence[str | Path]) -> Checkpoint:
     model (`MODEL_SETTINGS` and the tokenizers alike); training settings may differ.
 
     Raises:
-        TmtError: a file is unreadable, or the checkpoints are of different models or hold
-            different parameter sets.
+        TmtError: a file is unreadable, the checkpoints are of different models or hold
+            different parameter sets, or two hold the same weights (a copy would count twice).
     """
     if not paths:
         raise TmtError("no checkpoints to average")
     sums: dict[str, Tensor] = {}
     first: Checkpoint | None = None
+    steps: dict[int, str | Path] = {}  # the first file of each step, for a copy's step
     for path in paths:
         newest = load_checkpoint(path)
         if first is None:
             first = newest
         _refuse_another_model(first, newest, paths[0], path)
+        earlier = steps.setdefault(newest.step, path)
+        if earlier is not path and _same_weights(load_checkpoint(earlier), newest):
+            raise TmtError(
+                f"{path}: the same weights as {earlier} (a copy, as best.pt and last.pt are "
+                "of a step_*.pt), which would count twice; average each once"
+            )
         weights = newest.weights
         if sums and weights.keys() != sums.keys():
             raise TmtError(f"{path}: parameters differ from {paths[0]}; cannot average")
@@ -494,6 +501,13 @@ def average_checkpoints(paths: Sequence[str | Path]) -> Checkpoint:
         version=newest.version,
         averaged_from=[str(p) for p in paths],
         specials=newest.specials,
+    )
+
+
+def _same_weights(a: Checkpoint, b: Checkpoint) -> bool:
+    return a.weights.keys() == b.weights.keys() and all(
+        x.shape == y.shape and torch.equal(x, y)
+        for x, y in zip(a.weights.values(), (b.weights[k] for k in a.weights), strict=True)
     )
 
 

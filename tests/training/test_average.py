@@ -176,3 +176,19 @@ def test_weights_of_another_kind_are_refused(tmp_path, capsys):
     assert capsys.readouterr().err == (
         f"error: {integers}: w is int64 and float32 in {floats}; cannot average\n"
     )
+
+
+def test_a_copy_of_a_checkpoint_given_beside_it_is_refused(run, tmp_path, capsys):
+    """best.pt is a copy of a step file: averaged with it, that step counted twice."""
+    directory = run / "checkpoints"
+    step = directory / run_layout.periodic_name(100)
+    args = ["average", str(directory / "step_00000200.pt"), str(step), str(directory / "best.pt")]
+    assert main([*args, "--out", str(tmp_path / "avg.pt")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {directory / 'best.pt'}: the same weights as {step} (a copy, as best.pt and "
+        "last.pt are of a step_*.pt), which would count twice; average each once\n"
+    )
+    assert not (tmp_path / "avg.pt").exists()
+    other = state(5.0, 100)  # the same step, other weights: not a copy
+    artifacts.save_checkpoint(other, tmp_path / "other.pt")
+    assert main([*args[:3], str(tmp_path / "other.pt"), "--out", str(tmp_path / "avg.pt")]) == 0
