@@ -14,6 +14,7 @@ import pytest
 
 from transformer_mt.cli import main
 from transformer_mt.comparison import compare_files
+from transformer_mt.errors import TmtError
 
 REFERENCES = Path(__file__).parent / "fixtures" / "multi30k" / "valid.en"
 NUMBER = re.compile(r"\d+\.\d+")
@@ -173,3 +174,19 @@ def test_a_bar_in_a_file_name_stays_in_its_cell(systems, tmp_path, capsys):
     assert main(["evaluate", "--hyp", paths[0], str(barred), "--ref", ref]) == 0
     row = capsys.readouterr().out.splitlines()[3]
     assert row.startswith(f"| {tmp_path}/a\\|b.en |") and row.count(" | ") == 2
+
+
+def test_a_bootstrap_too_large_for_memory_is_refused_before_it_draws(
+    systems, tmp_path, monkeypatch
+):
+    """sacreBLEU draws every resample's indices at once: 10,000 resamples of 100,000 sentences
+    would have taken 8 GB."""
+    from transformer_mt import comparison
+
+    paths, ref = systems
+    monkeypatch.setattr(comparison, "MAX_BOOTSTRAP_DRAWS", 100 * 50)
+    sentences = len(Path(ref).read_text(encoding="utf-8").splitlines())
+    with pytest.raises(
+        TmtError, match=rf"^101 samples of {sentences:,} sentences: .* take at most"
+    ):
+        comparison.compare_files(paths, ref, ["bleu"], test="bs", samples=101)

@@ -47,6 +47,9 @@ DEFAULT_SAMPLES: dict[str, int] = {"bs": 1000, "ar": 10000}
 # At most: bootstrap draws every resample's sentence indices at once (10,000 resamples of a
 # 3,000-sentence test set hold 240 MB of them); randomization's trials run one at a time.
 MAX_SAMPLES: dict[str, int] = {"bs": 10_000, "ar": 100_000}
+# The most sentence indices a bootstrap test may draw (resamples x sentences, 8 bytes each):
+# 2 GB of them.
+MAX_BOOTSTRAP_DRAWS = 250_000_000
 SIGNIFICANT = 0.05  # a p-value below this is marked
 
 
@@ -94,8 +97,8 @@ def compare_files(
 
     Raises:
         TmtError: fewer than two files for a test, a file given twice, a samples count that
-            is not positive, or as `evaluation.evaluate_files` (missing or unreadable files,
-            line counts that differ).
+            is not positive (or, for a bootstrap test, too many for the sentences), or as
+            `evaluation.evaluate_files` (missing or unreadable files, line counts that differ).
     """
     if samples is not None and samples < 1:
         raise TmtError(f"{samples} samples: a paired test needs at least 1")
@@ -141,6 +144,13 @@ def _tested(
     from sacrebleu.significance import PairedTest
 
     references = list(iter_segments(ref_path))
+    draws = samples * len(references)
+    if test == "bs" and draws > MAX_BOOTSTRAP_DRAWS:
+        raise TmtError(
+            f"{samples} samples of {len(references):,} sentences: paired bootstrap resampling "
+            f"draws every resample's sentence indices at once ({draws * 8 / 1e9:.1f} GB); take "
+            f"at most {MAX_BOOTSTRAP_DRAWS // len(references):,}"
+        )
     systems = []
     for path in hyp_paths:
         lines = list(iter_segments(path))
