@@ -159,11 +159,12 @@ class Translator:
         bundle = bundles[0]  # its config and tokenizers: every member's (ensemble.py)
         decode = dataclasses.replace(bundle.config.decode, **decode_changes)
         decode.validate()  # a value out of range first, then one that goes unused
-        ignored = [name for name in SAMPLING_FIELDS if name in decode_changes]
-        if ignored and not decode.sampling:
-            key = f"decode.{ignored[0]}"
+        given = bundle.config.decode
+        changed = [n for n in SAMPLING_FIELDS if getattr(decode, n) != getattr(given, n)]
+        if changed and not decode.sampling:
+            key = f"decode.{changed[0]}"
             raise ConfigError(
-                f"{key}={decode_changes[ignored[0]]} changes nothing where the search does not "
+                f"{key}={decode_changes[changed[0]]} changes nothing where the search does not "
                 "sample (sampling false); sample, or leave it out",
                 keys=(key,),
             )
