@@ -397,7 +397,11 @@ def test_output_settings_are_every_field_but_the_output_neutral_ones():
         ("train.update_freq=1000000000000", r"train\.update_freq=1000000000000 must be in \[1, "),
         (
             f"tokenizer.input_sentence_size={10**40}",
-            r"input_sentence_size=1000+ must be in \[1, 9223372036854775807\]",
+            r"input_sentence_size=1000+ must be in \[101, 9223372036854775807\]",
+        ),
+        (  # SentencePiece samples more than 100: its own refusal named no key
+            "tokenizer.input_sentence_size=50",
+            r"input_sentence_size=50 must be in \[101, 9223372036854775807\]",
         ),
     ],
 )

@@ -2,6 +2,8 @@
 
 import dataclasses
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -48,6 +50,31 @@ def test_separate_vocabularies(tmp_path, valid_texts):
     assert not pair.joint
     assert pair.src_path != pair.tgt_path
     assert pair.src.sha256 != pair.tgt.sha256
+
+
+def test_a_sampled_corpus_gives_the_same_tokenizer_in_every_process(tmp_path, valid_texts):
+    """SentencePiece's own sample of `input_sentence_size` sentences differs from one process
+    to the next (its seed set or not): two runs of one corpus had written two models under one
+    cached name."""
+    src, tgt = valid_texts
+    script = (
+        "import sys\n"
+        "from transformer_mt.config import TokenizerConfig\n"
+        "from transformer_mt.data.tokenizer_training import train_tokenizers\n"
+        "src, tgt = (open(p, encoding='utf-8').read().splitlines() for p in sys.argv[1:3])\n"
+        "cfg = TokenizerConfig(vocab_size=300, input_sentence_size=200)\n"
+        "sys.stdout.write(train_tokenizers(cfg, src, tgt, sys.argv[3]).src.sha256)\n"
+    )
+    (tmp_path / "src.txt").write_text("\n".join(src), encoding="utf-8")
+    (tmp_path / "tgt.txt").write_text("\n".join(tgt), encoding="utf-8")
+    command = [sys.executable, "-c", script, tmp_path / "src.txt", tmp_path / "tgt.txt"]
+    digests = [
+        subprocess.run(
+            [*command, tmp_path / run], capture_output=True, text=True, check=True
+        ).stdout
+        for run in ("run1", "run2")
+    ]
+    assert len(src) + len(tgt) > 200 and digests[0] == digests[1]
 
 
 def test_retraining_is_skipped(tmp_path, valid_texts):

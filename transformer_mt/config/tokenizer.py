@@ -10,7 +10,8 @@ from transformer_mt.config.errors import ConfigError
 
 # SentencePiece reads the vocabulary size as a 32-bit int.
 MAX_VOCAB = 2**31 - 1
-# ... and the sentences it samples as a 64-bit one.
+# ... and the sentences it samples as a 64-bit one, more than 100 of them (its own check).
+MIN_SENTENCES = 101
 MAX_SENTENCES = 2**63 - 1
 
 # The keys that configure training a tokenizer: a given model (model_file) takes none of them.
@@ -105,10 +106,10 @@ class TokenizerConfig:
                 "(the range SentencePiece accepts; 0.9995 suits scripts with many characters)",
                 keys=("tokenizer.character_coverage",),
             )
-        if not 1 <= self.input_sentence_size <= MAX_SENTENCES:
+        if not MIN_SENTENCES <= self.input_sentence_size <= MAX_SENTENCES:
             raise ConfigError(
                 f"tokenizer.input_sentence_size={self.input_sentence_size} must be in "
-                f"[1, {MAX_SENTENCES}]",
+                f"[{MIN_SENTENCES}, {MAX_SENTENCES}] (SentencePiece samples more than 100)",
                 keys=("tokenizer.input_sentence_size",),
             )
 

@@ -13,6 +13,7 @@ import hashlib
 import io
 import json
 import logging
+import random
 import re
 import shutil
 from collections.abc import Iterable, Sequence
@@ -35,6 +36,9 @@ from transformer_mt.errors import TmtError, one_line
 from transformer_mt.files import atomic_open, atomic_path
 
 log = logging.getLogger(__name__)
+
+# The seed of SentencePiece's sample of the training sentences (`_train_sentencepiece`).
+SAMPLING_SEED = 1
 
 
 @dataclass(frozen=True)
@@ -159,6 +163,10 @@ def _train_sentencepiece(
     lines = [line for texts in corpora for line in texts if line.strip()]
     if not lines:
         raise TokenizerError("cannot train a tokenizer on an empty corpus")
+    if len(lines) > cfg.input_sentence_size:
+        # Sampled here: SentencePiece's own sample differs from one process to the next, its
+        # seed set or not, and so did the model of one corpus (under one cached name).
+        lines = random.Random(SAMPLING_SEED).sample(lines, cfg.input_sentence_size)
     model = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
