@@ -257,6 +257,21 @@ def test_resume_with_larger_batches_trains_on(tiny_experiment, tmp_path, caplog)
     assert load_checkpoint(run_dir / "checkpoints/last.pt").step == 6
 
 
+def test_a_resume_that_scores_validation_otherwise_starts_the_best_score_again(
+    tiny_experiment, tmp_path, caplog
+):
+    """The checkpoint's best score was BLEU; without BLEU a score is minus the NLL, which
+    never beat it: best.pt stayed at the old step and patience stopped a run still learning."""
+    run_dir = tmp_path / "run"
+    assert run_training(str(tiny_experiment), str(run_dir), ["train.max_steps=8"]) == 0
+    assert load_checkpoint(run_dir / "checkpoints/best.pt").training.best_score > 0  # BLEU
+    changed = ["train.max_steps=12", "train.valid_bleu=false", "train.patience=1"]
+    assert run_training(str(tiny_experiment), str(run_dir), changed) == 0
+    assert "validation scores are measured anew (train.valid_bleu changed)" in caplog.text
+    best = load_checkpoint(run_dir / "checkpoints/best.pt")
+    assert best.step == 12 and best.training.best_score < 0  # minus the NLL of step 12
+
+
 def test_a_run_stopped_before_its_first_checkpoint_is_still_its_directorys(
     tiny_experiment, tmp_path, capsys
 ):

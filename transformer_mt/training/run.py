@@ -9,6 +9,7 @@ both ready.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import platform
 import sys
@@ -87,6 +88,10 @@ CORPUS_SETTINGS = (
     "data.hub_config",
     "data.streaming",
 )
+# Settings that decide what a validation score measures: the BLEU of these translations (or,
+# without BLEU, minus the NLL), of these sentences. A resumed run that changes one compares
+# its scores with none of the checkpoint's (`_resume_state`).
+VALIDATION_SETTINGS = ("train.valid_bleu", "train.valid_max_sentences", "data.valid")
 HISTORY_HEADER = """\
 # Settings changed on resuming this run. original: the config it started with. changes: for
 # each resume that changed something, the checkpoint step it resumed from (the new values hold
@@ -250,6 +255,15 @@ def _resume_state(
     changes = artifacts.config_changes(stored, current)
     if changes:
         log.warning("resuming with changed settings: %s", ", ".join(changes))
+    rebased = [k for k in changes if k in VALIDATION_SETTINGS or k.startswith("decode.")]
+    if rebased and checkpoint.training is not None:
+        log.warning(
+            "validation scores are measured anew (%s changed): the best score and the patience "
+            "count start again, and the next validation writes best.pt",
+            ", ".join(rebased),
+        )
+        fresh = dataclasses.replace(checkpoint.training, best_score=None, bad_validations=0)
+        checkpoint = dataclasses.replace(checkpoint, training=fresh)
     return last, checkpoint
 
 
