@@ -130,14 +130,24 @@ def output_folder(
 
 def check_folder(folder: Path, keeps: str) -> None:
     """Refuse a folder a command keeps its files in (`keeps`: who keeps what there) that is
-    something else, a file in its place, before any work: writing into it would fail later.
+    something else, a file in its place, or that this process may not write (it, or where it
+    would be made), before any work: writing into it would fail later, the work lost.
 
     Raises:
-        TmtError: naming it and what it is.
+        TmtError: naming it and what is wrong.
     """
     kind = path_kind(folder)
     if os.path.lexists(folder) and kind != "a directory":
         raise TmtError(f"{folder}: is {kind}; {keeps} in this folder: move it away")
+    existing = folder
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if os.path.isdir(existing) and not os.access(existing, os.W_OK | os.X_OK):
+        where = "" if existing == folder else f" (in {existing}, where it would be made)"
+        raise TmtError(
+            f"{folder}: this process may not write there{where}; {keeps} in this folder: "
+            "give it permission or choose another"
+        )
 
 
 def check_output_folder(

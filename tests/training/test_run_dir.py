@@ -380,3 +380,23 @@ def test_a_checkpoints_folder_that_is_a_file_is_refused_before_training(
         "folder: move it away\n"
     )
     assert not (run_dir / "metrics.jsonl").exists()
+
+
+def test_a_checkpoints_folder_it_may_not_write_is_refused_before_training(
+    tiny_experiment, tmp_path, capsys, monkeypatch
+):
+    """It trained to its first validation, then failed writing best.pt. (As root every
+    folder is writable, so the permission is what `os.access` answers.)"""
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    real_access = os.access
+    monkeypatch.setattr(
+        os, "access", lambda p, mode: Path(p) != run_dir / "checkpoints" and real_access(p, mode)
+    )
+    args = ["train", "--config", str(tiny_experiment), "--run-dir", str(run_dir)]
+    assert main([*args, "--set", "train.max_steps=4"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {run_dir / 'checkpoints'}: this process may not write there; the run keeps its "
+        "checkpoints in this folder: give it permission or choose another\n"
+    )
+    assert not (run_dir / "metrics.jsonl").exists()

@@ -123,10 +123,11 @@ def run_training(
         device = torch.device("cuda", dist.local_rank)
         torch.cuda.set_device(device)
     try:
+        # A checkpoints folder it cannot write: the run would train up to its first save and
+        # lose that work there.
+        check_folder(run_path / CHECKPOINTS_DIR, "the run keeps its checkpoints")
         # Read once: a fine-tuning run takes its config from it (or from its parent), then any
         # run resumes from it. A refused fine-tuning config leaves the run directory unmade.
-        # the run would train up to its first save and lose that work there
-        check_folder(run_path / CHECKPOINTS_DIR, "the run keeps its checkpoints")
         found = resume_checkpoint(run_path / CHECKPOINTS_DIR)
         parent = None
         if config.train.init_from is not None:
