@@ -108,9 +108,10 @@ def train_tokenizers_for(
 
     Streamed, the split is sampled in one pass (`streaming.sample_pairs`), at most
     `tokenizer.input_sentence_size` pairs held; otherwise it is read whole. Each tokenizer then
-    learns from at most that many sentences, sampled with a fixed seed (`_train_sentencepiece`). Data in several directions gives each distinct sentence
-    of a side once. A given model (`tokenizer.model_file`) is renumbered instead, and the
-    corpus is not read (`tokenizer_adopt`).
+    learns from at most that many sentences, sampled with a fixed seed. Data in several
+    directions gives each distinct sentence of a side once. A given model
+    (`tokenizer.model_file`) is renumbered instead, and the corpus is not read
+    (`tokenizer_adopt`).
     """
     symbols = _whole_symbols(data_cfg)
     if tokenizer_cfg.model_file is not None:
