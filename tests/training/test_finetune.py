@@ -5,6 +5,7 @@ import dataclasses
 
 import pytest
 import torch
+import yaml
 
 from transformer_mt.artifacts import load_checkpoint, save_checkpoint
 from transformer_mt.cli import main
@@ -124,3 +125,33 @@ def test_a_parent_whose_weights_do_not_fit_is_named_with_its_keys(parent, tmp_pa
     err = capsys.readouterr().err
     assert f"error: train.init_from {broken}: weights do not match the stored config" in err
     assert "Missing key(s)" in err and "encoder." in err
+
+
+def test_a_child_refused_from_scratch_is_refused_from_a_parent(parent, tmp_path, capsys):
+    """Pairs longer than the parent's position table had died in a traceback mid-run; two
+    target languages for a parent without tags had trained silently."""
+    short = tmp_path / "short.pt"
+    changed = load_checkpoint(parent)
+    changed.config["model"]["max_positions"] = 24  # sinusoidal: no weights of its own
+    save_checkpoint(changed, short)
+    config = child_config(tmp_path, short)
+    run = tmp_path / "run"
+    assert main(["train", "--config", str(config), "--run-dir", str(run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"error: train.init_from {short}: model.max_positions=24 ")
+    assert "raise model.max_positions to 257" in err[-1] and not run.exists()
+
+    sections = yaml.safe_load(child_config(tmp_path, parent).read_text("utf-8"))
+    corpus = sections["data"].pop("train")
+    sections["data"]["train"] = [
+        {"path": corpus, "src_lang": "de", "tgt_lang": "en"},
+        {"path": corpus, "src_lang": "de", "tgt_lang": "fr"},
+    ]
+    config.write_text(yaml.safe_dump(sections), "utf-8")
+    assert main(["train", "--config", str(config), "--run-dir", str(run)]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: train.init_from {parent}: data.train translates into en, fr, and the model has "
+        "no language tag for en, fr: it could not tell which language to write; fine-tune a "
+        "multilingual model, or train one direction"
+    )
+    assert not run.exists()

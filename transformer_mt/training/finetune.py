@@ -21,7 +21,7 @@ from typing import Any
 
 from transformer_mt import artifacts
 from transformer_mt.artifacts import Checkpoint
-from transformer_mt.config import ExperimentConfig, config_from_dict, config_to_dict
+from transformer_mt.config import ConfigError, ExperimentConfig, config_from_dict, config_to_dict
 from transformer_mt.errors import TmtError
 
 INHERITED_SECTIONS = ("model", "tokenizer")
@@ -81,4 +81,29 @@ def inherit(config: ExperimentConfig, given: set[str], parent: Checkpoint) -> Ex
         key: value if f"decode.{key}" in given else stored["decode"].get(key, value)
         for key, value in current["decode"].items()
     }
-    return config_from_dict(merged, f"{Path(source).name} + the fine-tuning config")
+    child = config_from_dict(merged, f"{Path(source).name} + the fine-tuning config")
+    _check_child(child, parent, source)
+    return child
+
+
+def _check_child(child: ExperimentConfig, parent: Checkpoint, source: str) -> None:
+    """What a run from scratch is refused at loading, checked against the parent's model: a
+    position table too short for the child's pairs, and several target languages the parent
+    has no tags for (the model could not tell which to write).
+
+    Raises:
+        TmtError: naming the setting and the parent.
+    """
+    try:
+        child.check_positions()
+    except ConfigError as err:
+        raise TmtError(f"train.init_from {source}: {err}") from None
+    targets = dict.fromkeys(tgt for _, tgt in child.data.directions())
+    tags = parent.special_tokens(source).language_tags
+    untagged = [code for code in targets if code not in tags]
+    if len(targets) > 1 and untagged:
+        raise TmtError(
+            f"train.init_from {source}: data.train translates into {', '.join(targets)}, and "
+            f"the model has no language tag for {', '.join(untagged)}: it could not tell which "
+            "language to write; fine-tune a multilingual model, or train one direction"
+        )
