@@ -105,6 +105,26 @@ def test_a_damaged_entry_is_encoded_again_and_replaced(corpus, valid_tokenizers,
     assert "unreadable" not in caplog.text
 
 
+def test_an_entry_of_another_corpus_is_encoded_again(corpus, valid_tokenizers, tmp_path, caplog):
+    """An entry renamed, or copied from another cache: its rows had been trained on."""
+    import shutil
+
+    tok = valid_tokenizers
+    cache = tmp_path / "cache"
+    first = encode_corpus(corpus, tok.src, tok.tgt, cache)
+    (entry,) = entries(cache)
+    shutil.rmtree(cache / entry)
+    other = corpus.select(range(20))
+    encode_corpus(other, tok.src, tok.tgt, tmp_path / "other")
+    (other_entry,) = entries(tmp_path / "other")
+    shutil.move(tmp_path / "other" / other_entry, cache / entry)
+    with caplog.at_level(logging.WARNING):
+        again = encode_corpus(corpus, tok.src, tok.tgt, cache)
+    assert "20 rows for a corpus of 50 pairs; encoding it again" in caplog.text
+    assert again.src.values.tolist() == first.src.values.tolist()
+    assert len(encode_corpus(corpus, tok.src, tok.tgt, cache)) == 50  # replaced
+
+
 def test_a_cache_that_cannot_be_written_is_a_warning(
     corpus, valid_tokenizers, tmp_path, monkeypatch, caplog
 ):

@@ -181,6 +181,12 @@ def encode_corpus(
         key = corpus_key(src_texts, tgt_texts, src_tokenizer, tgt_tokenizer)
         path = Path(cache_dir) / f"encoded-{key}"
         cached = _load(path)
+        if cached is not None and len(cached) != len(src_texts):  # not this corpus's
+            log.warning(
+                "%s: %d rows for a corpus of %d pairs; encoding it again",
+                *(path, len(cached), len(src_texts)),
+            )
+            cached = None
         if cached is not None:
             return dataclasses.replace(cached, directions=directions)
         damaged = path.exists()  # an entry that would not load: this writer replaces it
