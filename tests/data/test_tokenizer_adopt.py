@@ -171,3 +171,16 @@ def test_a_wanted_piece_the_model_has_as_a_subword_becomes_whole(tmp_path, texts
     proto = renumbered_model("tokenizer.model_file", path, wanted=[word])
     types = {piece.piece: piece.type for piece in proto.pieces}
     assert types[word] == 4 and len(proto.pieces) == original.get_piece_size() + 1  # + pad
+
+
+def test_a_training_key_written_at_its_default_beside_a_model_file_is_refused(tmp_path):
+    """`vocab_size: 8000` (the default) had been accepted and ignored, and recorded in the
+    run's config.yaml beside a model of another size."""
+    from transformer_mt.config import load_config
+
+    config = tmp_path / "c.yaml"
+    config.write_text("tokenizer:\n  model_file: a.model\n  vocab_size: 8000\n", "utf-8")
+    with pytest.raises(ConfigError, match=r"^tokenizer.vocab_size: .* remove it \[in "):
+        load_config(config)
+    config.write_text("tokenizer:\n  model_file: a.model\n", "utf-8")
+    assert load_config(config).tokenizer.vocab_size == 8000  # unset: no refusal

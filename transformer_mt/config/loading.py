@@ -18,6 +18,7 @@ from transformer_mt.config.coercion import from_dict
 from transformer_mt.config.errors import ConfigError
 from transformer_mt.config.experiment import ExperimentConfig
 from transformer_mt.config.reading import read_yaml
+from transformer_mt.config.tokenizer import TRAINING_KEYS, refuse_training_keys
 
 
 def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
@@ -33,6 +34,9 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     data = apply_overrides(read_yaml(path), overrides)
     try:
         config = _parse(data)
+        written = data.get("tokenizer")  # a key at its default would be ignored too
+        if config.tokenizer.model_file is not None and isinstance(written, dict):
+            refuse_training_keys([key for key in TRAINING_KEYS if key in written])
         config.check_positions()
     except ConfigError as err:
         origin = _origin(err.keys, path, overrides)

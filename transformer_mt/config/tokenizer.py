@@ -140,12 +140,21 @@ class TokenizerConfig:
                 keys=("tokenizer.model_file", "tokenizer.joint"),
             )
         defaults = {f.name: f.default for f in fields(self)}
-        set_here = [key for key in TRAINING_KEYS if getattr(self, key) != defaults[key]]
-        if set_here:
-            keys = tuple(f"tokenizer.{key}" for key in set_here)
-            them = "them" if len(keys) > 1 else "it"
-            raise ConfigError(
-                f"{', '.join(keys)}: for training a tokenizer, and tokenizer.model_file gives a "
-                f"trained one, used as it is; remove {them}",
-                keys=(*keys, "tokenizer.model_file"),
-            )
+        refuse_training_keys([key for key in TRAINING_KEYS if getattr(self, key) != defaults[key]])
+
+
+def refuse_training_keys(given: list[str]) -> None:
+    """Refuse the `TRAINING_KEYS` `given` beside a `model_file` (a config file's keys are
+    checked as written, so that one set to its default is refused too: it would be ignored).
+
+    Raises:
+        ConfigError: naming them.
+    """
+    if given:
+        keys = tuple(f"tokenizer.{key}" for key in given)
+        them = "them" if len(keys) > 1 else "it"
+        raise ConfigError(
+            f"{', '.join(keys)}: for training a tokenizer, and tokenizer.model_file gives a "
+            f"trained one, used as it is; remove {them}",
+            keys=(*keys, "tokenizer.model_file"),
+        )
