@@ -400,3 +400,21 @@ def test_a_checkpoints_folder_it_may_not_write_is_refused_before_training(
         "checkpoints in this folder: give it permission or choose another\n"
     )
     assert not (run_dir / "metrics.jsonl").exists()
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_pair_over_the_token_budget_is_named_by_its_number_and_source(
+    tiny_experiment, tmp_path, capsys, streaming
+):
+    """It had been `pair 48`: its index among the pairs cleaning kept, or in a chunk."""
+    corpus = tmp_path / "train.tsv"
+    lines = corpus.read_text(encoding="utf-8").splitlines()
+    lines[9] = "\t"  # dropped as empty: the numbers still count it
+    lines[49] = " ".join(["der hund sieht die katze"] * 8) + "\t" + " ".join(["the dog"] * 8)
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    args = ["train", "--config", str(tiny_experiment), "--run-dir", str(tmp_path / "run")]
+    flags = ["train.max_tokens=30", f"data.streaming={str(streaming).lower()}"]
+    assert main([*args, "--set", *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"error: {corpus}: training pair 50 ('der hund sieht die katze der ")
+    assert "more than train.max_tokens=30; raise train.max_tokens, or lower data.max_len" in err

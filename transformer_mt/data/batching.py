@@ -48,6 +48,29 @@ class BatchingError(TmtError):
     """A single example cannot fit the token budget."""
 
 
+def oversized_pair(
+    src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int
+) -> tuple[int, int] | None:
+    """(index, tokens) of the longest pair, when it alone is over `max_tokens` (its longer
+    side with its EOS or BOS); None when every pair fits a batch."""
+    cost = np.maximum(np.asarray(src_lens, np.int64), np.asarray(tgt_lens, np.int64)) + 1
+    if not len(cost) or cost.max() <= max_tokens:
+        return None
+    worst = int(cost.argmax())
+    return worst, int(cost[worst])
+
+
+def pair_too_long(where: str, number: int, source: str, tokens: int, max_tokens: int) -> str:
+    """The refusal of training pair `number` (counted from 1 in its corpus, `where`) whose
+    `tokens` are over `max_tokens`, quoting its `source`."""
+    quoted = source if len(source) <= 40 else source[:40] + "..."
+    return (
+        f"{where}: training pair {number} ({quoted!r}) takes {tokens} tokens, more than "
+        f"train.max_tokens={max_tokens}; raise train.max_tokens, or lower data.max_len to drop "
+        "such pairs"
+    )
+
+
 @dataclass(frozen=True)
 class Batch:
     """One training batch, padded with the pad id on the right.
@@ -146,15 +169,14 @@ def make_batches(
     Raises:
         BatchingError: a pair alone exceeds `max_tokens`.
     """
-    src_cost = np.asarray(src_lens, dtype=np.int64) + 1
-    tgt_cost = np.asarray(tgt_lens, dtype=np.int64) + 1
-    cost = np.maximum(src_cost, tgt_cost)
-    if len(cost) and cost.max() > max_tokens:
-        worst = int(cost.argmax())
+    found = oversized_pair(src_lens, tgt_lens, max_tokens)
+    if found is not None:
         raise BatchingError(
-            f"pair {worst} needs {int(cost[worst])} tokens > max_tokens={max_tokens}; lower "
+            f"pair {found[0]} needs {found[1]} tokens > max_tokens={max_tokens}; lower "
             "data.max_len or raise the token budget"
         )
+    src_cost = np.asarray(src_lens, dtype=np.int64) + 1
+    tgt_cost = np.asarray(tgt_lens, dtype=np.int64) + 1
     # Padded lengths stay within the longest pair, which fits the budget (checked above).
     src_cost = padded_lengths(src_cost, pad_to_multiple)
     tgt_cost = padded_lengths(tgt_cost, pad_to_multiple)

@@ -28,7 +28,15 @@ import datasets
 import numpy as np
 
 from transformer_mt.config import DataConfig, ExperimentConfig, TokenizerConfig
-from transformer_mt.data.batching import Batch, BatchIterator, collate, make_batches
+from transformer_mt.data.batching import (
+    Batch,
+    BatchingError,
+    BatchIterator,
+    collate,
+    make_batches,
+    oversized_pair,
+    pair_too_long,
+)
 from transformer_mt.data.dataset import (
     CleanReport,
     column_texts,
@@ -190,6 +198,7 @@ def prepare_data(
         valid = encode_corpus(valid_text, src_tok, tgt_tok, Path(config.data.cache_dir))
     else:
         splits = encode_splits(config.data, src_tok, tgt_tok)
+        _check_pair_sizes(splits, config)
         resample = _dropout_corpus(config, splits, src_tok, tgt_tok)
         train = BatchIterator(
             *(splits.train, train_cfg.max_tokens, train_cfg.seed, rank, world_size),
@@ -203,6 +212,22 @@ def prepare_data(
         valid_sources=column_texts(valid_text, "src")[:n_bleu],
         valid_references=column_texts(valid_text, "tgt")[:n_bleu],
     )
+
+
+def _check_pair_sizes(splits: EncodedSplits, config: ExperimentConfig) -> None:
+    """Refuse, before training, a kept pair that alone is over `train.max_tokens`, naming it
+    by its number in the corpus and its source.
+
+    Raises:
+        BatchingError: as `batching.pair_too_long` words it.
+    """
+    max_tokens = config.train.max_tokens
+    found = oversized_pair(splits.train.src.lengths, splits.train.tgt.lengths, max_tokens)
+    if found is not None:
+        row = int(splits.train_keep[found[0]])
+        source = column_texts(splits.train_text, "src")[row]
+        where = describe_train(config.data)
+        raise BatchingError(pair_too_long(where, row + 1, source, found[1], max_tokens))
 
 
 def _dropout_corpus(

@@ -51,7 +51,14 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from transformer_mt.config import DataConfig
-from transformer_mt.data.batching import Batch, collate, make_batches
+from transformer_mt.data.batching import (
+    Batch,
+    BatchingError,
+    collate,
+    make_batches,
+    oversized_pair,
+    pair_too_long,
+)
 from transformer_mt.data.dataset import (
     CleanReport,
     describe_train,
@@ -218,6 +225,11 @@ class ChunkStream(IterableDataset):
         settings = self.settings
         seed = chunk_seed(settings.seed, settings.rank, chunk)
         lengths = (encoded.src.lengths, encoded.tgt.lengths)
+        found = oversized_pair(*lengths, settings.max_tokens)
+        if found is not None:
+            number, source = int(numbers[found[0]]) + 1, pairs[int(keep[found[0]])][1]
+            where = describe_train(data)
+            raise BatchingError(pair_too_long(where, number, source, found[1], settings.max_tokens))
         batches = make_batches(*lengths, settings.max_tokens, seed, epoch, settings.pad_to_multiple)
         return Chunk(epoch, chunk, encoded, report, numbers, batches)
 
