@@ -214,3 +214,69 @@ def test_check_sources_names_a_symlink_loop(tmp_path):
     with pytest.raises(DataError) as err:
         check_sources(DataConfig(train=str(tmp_path / "train"), valid=None, test=None))
     assert f"{tmp_path}/train.en is a symlink loop; fix these paths" in one_line_error(err)
+
+
+def test_a_jsonl_text_escaping_a_lone_surrogate_names_its_line(tmp_path):
+    """`"\\ud800"` is valid JSON but no character: UTF-8 cannot hold it, and Arrow (in memory)
+    or the tokenizer (streamed) had stopped with a UnicodeEncodeError traceback."""
+    jsonl = tmp_path / "x.jsonl"
+    good = '{"translation": {"de": "a", "en": "b"}}\n'
+    jsonl.write_text(good + '{"translation": {"de": "der \\ud800 haus", "en": "x"}}\n', "utf-8")
+    expected = f"{jsonl}:2: translation.de holds \\ud800, half of a UTF-16 surrogate pair"
+    cfg = DataConfig(format="jsonl", train=str(jsonl))
+    with pytest.raises(DataError) as info:
+        load_split(cfg, "train")
+    assert one_line_error(info).startswith(expected)
+    with pytest.raises(DataError) as info:
+        list(dataset.stream_pairs(dataclasses.replace(cfg, streaming=True), "train"))
+    assert one_line_error(info).startswith(expected)
+
+
+@pytest.fixture
+def local_hub(tmp_path, monkeypatch):
+    """A local `datasets` folder of hub rows, its last row's de null; no network, no
+    HF_*_OFFLINE, and the datasets cache under tmp_path."""
+    import datasets
+
+    def refuse(*args, **kwargs):
+        raise OSError("network is unreachable")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf"))
+    folder = tmp_path / "hubdir"
+    folder.mkdir()
+    rows = [{"translation": {"de": s, "en": t}} for s, t in PAIRS]
+    rows.append({"translation": {"de": None, "en": "x"}})
+    (folder / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (folder / "validation.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows[:2]))
+    return DataConfig(format="hub", hub_name=str(folder), train="train", valid="validation")
+
+
+def test_a_local_hub_folder_needs_no_network(local_hub):
+    """Not refused as "this machine looks offline": `datasets` reads a local folder itself."""
+    corpus = load_split(local_hub, "valid")
+    assert list(zip(corpus["src"], corpus["tgt"], strict=True)) == PAIRS[:2]
+    streamed = dataset.stream_pairs(dataclasses.replace(local_hub, streaming=True), "valid")
+    assert [(s, t) for s, t, _ in streamed] == PAIRS[:2]
+
+
+@pytest.mark.parametrize(
+    "read", [load_split, lambda cfg, split: list(dataset.stream_pairs(cfg, split))]
+)
+def test_a_hub_row_without_a_language_or_its_text_is_named(local_hub, read):
+    """A language the rows lack had been a KeyError traceback, a null text an AttributeError."""
+    where = f"hub dataset {local_hub.hub_name} split train, row"
+    expected = '{where} {row} (from 0): expected {{"translation": {{"{lang}": ..., "en": ...}}}} '
+    with pytest.raises(DataError) as info:
+        read(dataclasses.replace(local_hub, src_lang="fr"), "train")
+    assert one_line_error(info) == (
+        expected.format(where=where, row=0, lang="fr") + "(translation.fr is missing)"
+    )
+    with pytest.raises(DataError) as info:
+        read(local_hub, "train")
+    assert one_line_error(info) == (
+        expected.format(where=where, row=len(PAIRS), lang="de")
+        + "(translation.de is null, not a string)"
+    )

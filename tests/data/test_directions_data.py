@@ -2,6 +2,7 @@
 in-memory reads agree, temperature sampling sets the mix, and a batch frames each pair with
 its own direction's language tags."""
 
+import warnings
 from collections import Counter
 
 import numpy as np
@@ -11,7 +12,7 @@ from transformer_mt.config import DataConfig, TrainSource
 from transformer_mt.data.batching import collate
 from transformer_mt.data.dataset import load_split, stream_pairs
 from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
-from transformer_mt.data.mixing import mixing_weights
+from transformer_mt.data.mixing import checked_proportions, mixing_weights
 from transformer_mt.data.specials import Framing, SpecialTokens
 
 SIZES = {"de": 40, "fr": 10, "cs": 5}
@@ -61,6 +62,18 @@ def test_temperature_one_draws_by_size_and_a_high_one_flattens_the_mix():
     # Weights whose sum overflows: an equal mix is still an equal mix (every share read as 0)
     huge = [TrainSource("a", weight=1e308), TrainSource("b", weight=1e308)]
     assert mixing_weights(huge, None, None) == [1.0, 1.0]
+
+
+def test_tempered_weights_whose_product_with_the_sizes_overflows_keep_their_proportions():
+    """weight * size of 1e308 * 300 is inf: taken as a sum of logarithms it is not, and the
+    mix is (1e308 * 300) ** (1 / T) to (1e308 * 100) ** (1 / T), without a RuntimeWarning."""
+    huge = [TrainSource("a", weight=1e308), TrainSource("b", weight=1e308)]
+    keys = ["data.train[0]", "data.train[1]"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        shares = checked_proportions(keys, huge, [300, 100], 5.0, in_memory=True)
+    tempered = np.asarray([3.0 ** (1 / 5), 1.0])
+    assert shares == pytest.approx(tempered / tempered.sum())
 
 
 def test_a_mix_at_temperature_one_follows_the_sizes(directed):

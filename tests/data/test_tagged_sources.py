@@ -7,7 +7,7 @@ import pytest
 from tests.corpora import slice_lines
 from transformer_mt.config import ConfigError, DataConfig, TokenizerConfig, TrainSource, load_config
 from transformer_mt.data.dataset import column_texts, load_split, stream_pairs
-from transformer_mt.data.pipeline import train_tokenizers_for
+from transformer_mt.data.pipeline import encode_splits, train_tokenizers_for
 from transformer_mt.data.specials import BACK_TRANSLATION_TAG, OWN_SPECIALS, own_specials
 
 
@@ -94,3 +94,23 @@ def test_a_typed_tag_is_taken_out_of_a_text_to_translate(tagged_config, tmp_path
         assert pair.src.encode_pieces(typed)[:2] in (["▁", "<BT>"], ["▁ein", "▁"])
         assert encoding.source_ids(typed) == plain
     assert encoding.tagged_lines == 2
+
+
+def test_a_blank_tagged_source_stays_blank_and_is_dropped_as_empty(tmp_path):
+    """Tagged, a blank source line had become the tag alone, two pieces, and was trained on;
+    it is dropped as empty, as the same line untagged, in memory and streamed alike."""
+    de, en = slice_lines("train", "de"), slice_lines("train", "en")
+    real = write_pair(tmp_path, "real", de[:150], en[:150])
+    synthetic = write_pair(tmp_path, "synthetic", ["", " \t", *de[152:]], en[150:])
+    reports, blank_targets = [], set(en[150:152])
+    for tagged in (False, True):
+        sources = (TrainSource(real), TrainSource(synthetic, tagged=tagged))
+        cfg = DataConfig(train=sources, valid=real, cache_dir=str(tmp_path / f"cache{tagged}"))
+        corpus = load_split(cfg, "train")
+        pairs = list(zip(column_texts(corpus, "src"), column_texts(corpus, "tgt"), strict=True))
+        blank = [src for src, tgt in pairs if tgt in blank_targets]
+        assert blank and set(blank) <= {"", " \t"}
+        assert [(s, t) for s, t, _ in stream_pairs(cfg, "train")] == pairs
+        tok = train_tokenizers_for(cfg, TokenizerConfig(vocab_size=500), tmp_path / f"run{tagged}")
+        reports.append(encode_splits(cfg, tok.src, tok.tgt, num_threads=1).clean_report)
+    assert reports[1].empty == reports[0].empty == len(blank)

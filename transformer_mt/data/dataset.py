@@ -47,6 +47,7 @@ from transformer_mt.data.readers import (
     read_tsv,
     stream_lines,
     stream_text_pair,
+    translation_pair,
     tsv_pair,
 )
 from transformer_mt.data.specials import BACK_TRANSLATION_TAG
@@ -91,12 +92,16 @@ def load_split(cfg: DataConfig, split: str) -> datasets.Dataset:
 
 def _load_location(cfg: DataConfig, location: Location) -> datasets.Dataset:
     """The pairs of one corpus: a path prefix, a file or a hub split, as `cfg.format` says;
-    a tagged one's sources start with the back-translation tag."""
+    a tagged one's sources start with the back-translation tag, except blank ones, which stay
+    blank so that cleaning drops them as empty, as it does untagged (the tag alone is no
+    source to train on)."""
     corpus = _read_location(cfg, location)
     if not location.tagged:
         return corpus
     table = corpus.data.table
-    tagged = pc.binary_join_element_wise(BACK_TRANSLATION_TAG, table["src"], " ")
+    src = table["src"]
+    blank = pc.equal(pc.utf8_trim_whitespace(src), "")  # Arrow's whitespace is str.isspace's
+    tagged = pc.if_else(blank, src, pc.binary_join_element_wise(BACK_TRANSLATION_TAG, src, " "))
     return datasets.Dataset(table.set_column(table.schema.get_field_index("src"), "src", tagged))
 
 
@@ -246,31 +251,64 @@ def load_hub(
     Online, a fast connectivity probe runs first so that an offline machine fails at once with a
     message instead of letting the hub client retry for minutes. With HF_HUB_OFFLINE or
     HF_DATASETS_OFFLINE set (before Python starts), `datasets` serves its local cache, or fails
-    fast itself.
+    fast itself. A local dataset folder needs neither.
+
+    The texts are taken from the Arrow table as they are, not copied row by row through Python.
+
+    Raises:
+        DataError: as `translation_pair`, naming the dataset, split and first row at fault.
     """
     raw = _open_hub(name, config, split, streaming=False)
+    where = _hub_split(name, config, split)
     if "translation" not in raw.column_names:
-        raise DataError(f"hub dataset {name}/{config}: no 'translation' column")
-    return raw.map(
-        lambda row: {"src": row["translation"][src_lang], "tgt": row["translation"][tgt_lang]},
-        remove_columns=raw.column_names,
-    )
+        raise DataError(f"{where}: no 'translation' column")
+    table = raw.data.table  # `load_dataset` gives no index mapping: the rows are the table's
+    column, langs = table.column("translation"), (src_lang, tgt_lang)
+    texts = _hub_texts(column, langs)
+    bad = 0 if texts is None else pc.index(pc.or_(*map(pc.is_null, texts)), True).as_py()
+    if 0 <= bad < len(table):  # the row says which text is missing
+        translation_pair(table.slice(bad, 1).to_pylist()[0], *langs, _hub_row(where, bad))
+    if texts is None:  # no row, or texts of a type `_hub_texts` does not take
+        raise DataError(f"{where}: translation holds {column.type}, not texts by language")
+    return datasets.Dataset(pa.table({"src": texts[0], "tgt": texts[1]}))
+
+
+def _hub_texts(column: pa.ChunkedArray, langs: tuple[str, str]) -> list[pa.ChunkedArray] | None:
+    """The texts of each language in a hub split's translation column; None unless it is a
+    struct holding both as strings (the hub's Translation feature): then every row is at fault,
+    and the first says how."""
+    kind = column.type
+    if not pa.types.is_struct(kind) or any(kind.get_field_index(lang) < 0 for lang in langs):
+        return None
+    text_types = (pa.types.is_string, pa.types.is_large_string)
+    if not all(any(is_text(kind.field(lang).type) for is_text in text_types) for lang in langs):
+        return None
+    return [pc.struct_field(column, lang) for lang in langs]
+
+
+def _hub_split(name: str, config: str | None, split: str) -> str:
+    """A hub split as messages name it."""
+    return f"hub dataset {name}{'' if config is None else f'/{config}'} split {split}"
+
+
+def _hub_row(where: str, number: int) -> str:
+    """Row `number` of hub split `where`, as messages name it: `datasets` numbers from 0."""
+    return f"{where}, row {number} (from 0)"
 
 
 def _open_hub(
     name: str, config: str | None, split: str, streaming: bool
 ) -> datasets.Dataset | datasets.IterableDataset:
-    """`datasets.load_dataset` of one hub split, its failures as one-line DataErrors."""
+    """`datasets.load_dataset` of one hub split, its failures as one-line DataErrors; the hub
+    is probed only for a name that is not a local folder, which `datasets` reads itself."""
     offline = _offline_variable()
-    if offline is None:
+    if offline is None and not Path(name).is_dir():
         _probe_hub(name)
     try:
         return datasets.load_dataset(name, config, split=split, streaming=streaming)
     except Exception as err:  # the hub client raises many unrelated types; report them all
         where = f" ({offline} is set: only cached datasets load)" if offline else ""
-        raise DataError(
-            f"hub dataset {name}/{config} split {split}{where}: {one_line(err)}"
-        ) from None
+        raise DataError(f"{_hub_split(name, config, split)}{where}: {one_line(err)}") from None
 
 
 def stream_pairs(cfg: DataConfig, split: str) -> Iterator[DirectedPair]:
@@ -322,7 +360,7 @@ def _stream_location(cfg: DataConfig, location: Location) -> Iterator[DirectedPa
     tag = f"{BACK_TRANSLATION_TAG} " if location.tagged else ""
     for src, tgt in pairs:
         empty = empty and not (src.strip() and tgt.strip())  # blank lines are no pairs
-        yield tag + src, tgt, location.direction
+        yield (tag + src if src.strip() else src), tgt, location.direction  # as _load_location
     if empty:
         raise DataError(f"{location.key}={location.path!r}: no pairs")
 
@@ -330,12 +368,14 @@ def _stream_location(cfg: DataConfig, location: Location) -> Iterator[DirectedPa
 def _stream_hub(
     cfg: DataConfig, split: str, src_lang: str, tgt_lang: str
 ) -> Iterator[tuple[str, str]]:
-    raw = _open_hub(cfg.hub_name or "", cfg.hub_config, split, streaming=True)
-    for row in raw:
+    """The pairs of a hub split, streamed; a row at fault is named by its number."""
+    name = cfg.hub_name or ""
+    raw = _open_hub(name, cfg.hub_config, split, streaming=True)
+    where = _hub_split(name, cfg.hub_config, split)
+    for number, row in enumerate(raw):
         if "translation" not in row:
-            raise DataError(f"hub dataset {cfg.hub_name}/{cfg.hub_config}: no 'translation' column")
-        pair = row["translation"]
-        yield pair[src_lang], pair[tgt_lang]
+            raise DataError(f"{where}: no 'translation' column")
+        yield translation_pair(row, src_lang, tgt_lang, _hub_row(where, number))
 
 
 def column_texts(corpus: datasets.Dataset, name: str) -> list[str]:

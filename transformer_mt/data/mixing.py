@@ -63,7 +63,8 @@ def mixing_weights(
         top = max(weights)  # 1e308 twice: the sum overflows and every share read as 0
         return [weight / top for weight in weights]
     assert sizes is not None, "temperature sampling needs the sources' sizes"
-    scaled = np.log(np.asarray(weights, np.float64) * np.asarray(sizes, np.float64))
+    # Each logarithm taken alone: the product of a weight of 1e308 and a size overflows.
+    scaled = np.log(np.asarray(weights, np.float64)) + np.log(np.asarray(sizes, np.float64))
     tempered = np.exp((scaled - scaled.max()) / temperature)  # the largest is 1: none overflow
     return (tempered / tempered.sum()).tolist()
 

@@ -66,7 +66,7 @@ def jsonl_pair(
 
     Raises:
         DataError: the line is not JSON, or not {"translation": {src_lang: text, tgt_lang:
-            text}}, saying what it holds instead.
+            text}}, saying what it holds instead, or a text holds an escaped lone surrogate.
     """
     try:
         row = json.loads(line)
@@ -74,6 +74,22 @@ def jsonl_pair(
         raise DataError(f"{path}:{number}: not valid JSON ({err.msg})") from None
     except RecursionError:
         raise DataError(f"{path}:{number}: not valid JSON (nested too deeply)") from None
+    texts = translation_pair(row, src_lang, tgt_lang, f"{path}:{number}")
+    for lang, text in zip((src_lang, tgt_lang), texts, strict=True):
+        _refuse_surrogate(text, f"{path}:{number}: translation.{lang}")
+    return texts
+
+
+def translation_pair(row: object, src_lang: str, tgt_lang: str, where: str) -> tuple[str, str]:
+    """(source, target) of a row in the hub's translation layout, as a JSONL line or a hub
+    dataset holds it: {"translation": {src_lang: text, tgt_lang: text}}.
+
+    Args:
+        where: the row, as messages name it (`FILE:LINE`, a hub split's row).
+
+    Raises:
+        DataError: `where`, then what the row holds instead.
+    """
     pair = row.get("translation") if isinstance(row, dict) else None
     texts = [pair.get(lang) for lang in (src_lang, tgt_lang)] if isinstance(pair, dict) else []
     if len(texts) == 2 and all(isinstance(text, str) for text in texts):
@@ -89,9 +105,24 @@ def jsonl_pair(
         held = "missing" if lang not in pair else f"{_json_kind(pair[lang])}, not a string"
         problem = f"translation.{lang} is {held}"
     raise DataError(
-        f'{path}:{number}: expected {{"translation": {{"{src_lang}": ..., "{tgt_lang}": ...}}}} '
-        f"({problem})"
+        f'{where}: expected {{"translation": {{"{src_lang}": ..., "{tgt_lang}": ...}}}} ({problem})'
     )
+
+
+def _refuse_surrogate(text: str, where: str) -> None:
+    """Refuse a text holding half of a UTF-16 pair: a JSON escape may write one ("\\ud800"),
+    valid JSON but no character, which Arrow and the tokenizer cannot encode as UTF-8.
+
+    Raises:
+        DataError: `where`, then the surrogate.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        surrogate = f"\\u{ord(text[err.start]):04x}"
+        raise DataError(
+            f"{where} holds {surrogate}, half of a UTF-16 surrogate pair: not a character"
+        ) from None
 
 
 def _json_kind(value: object) -> str:
