@@ -418,3 +418,16 @@ def test_a_pair_over_the_token_budget_is_named_by_its_number_and_source(
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith(f"error: {corpus}: training pair 50 ('der hund sieht die katze der ")
     assert "more than train.max_tokens=30; raise train.max_tokens, or lower data.max_len" in err
+
+
+def test_a_setting_this_machine_cannot_train_with_leaves_the_directory_free(
+    tiny_experiment, tmp_path, capsys
+):
+    """It had been refused after config.yaml was written: the corrected run of another model
+    was then refused as another run's."""
+    run_dir = tmp_path / "run"
+    args = ["train", "--config", str(tiny_experiment), "--run-dir", str(run_dir), "--set"]
+    assert main([*args, "train.cuda_graphs=true", "train.max_steps=4"]) == 2
+    assert "train.cuda_graphs needs one process on a CUDA device" in capsys.readouterr().err
+    assert not (run_dir / "config.yaml").exists()
+    assert main([*args, "train.max_steps=4", "model.d_model=64"]) == 0

@@ -195,13 +195,15 @@ def _train(
         _load_parent_weights(model, parent, config.train.init_from)
     # Same initial weights on every rank (DDP checks), different dropout masks afterwards.
     torch.manual_seed(config.train.seed + dist.rank)
-    if dist.is_main:
-        _record_config(run_path, config, resume)
-        _log_start(config, run_path, model, device, dist)
     place = Placement(device, dist, governor)
+    # Made first: it refuses settings this machine cannot train with (fp16 or CUDA graphs on
+    # a CPU) before config.yaml makes the directory this run's.
     trainer = Trainer(
         config, model, data, (src_tok, tgt_tok), run_path, place=place, specials=specials
     )
+    if dist.is_main:
+        _record_config(run_path, config, resume)
+        _log_start(config, run_path, model, device, dist)
     if resume is not None:
         trainer.restore(resume)
         log.info("resumed from %s at step %d", resume_path, trainer.step)
