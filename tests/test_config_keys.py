@@ -15,6 +15,7 @@ from transformer_mt.config import (
     DecodeConfig,
     ExperimentConfig,
     ModelConfig,
+    TrainConfig,
     TrainSource,
     apply_overrides,
     config_from_dict,
@@ -290,3 +291,11 @@ def test_decode_errors_carry_the_fields_their_message_names_in_its_order(changes
         DecodeConfig(**changes).validate()
     named = re.findall(r"\bdecode\.(\w+)", str(err.value))
     assert [key.removeprefix("decode.") for key in err.value.keys] == named
+
+
+def test_a_section_whose_keys_are_all_commented_out_is_empty(tmp_path):
+    """YAML reads `train:` alone as null: it had been refused as no mapping."""
+    path = tmp_path / "exp.yaml"
+    path.write_text("train:\n  # lr: 1e-3\nmodel: {d_model: 64, n_heads: 4}\n", encoding="utf-8")
+    config = load_config(path)
+    assert config.train == TrainConfig() and config.model.d_model == 64

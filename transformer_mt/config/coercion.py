@@ -66,7 +66,8 @@ def coerce(hint: Any, value: Any, dotted: str) -> Any:
     """Check `value` against a type hint; floats accept ints and '1e-4'-style strings."""
     origin = typing.get_origin(hint)
     if dataclasses.is_dataclass(hint):
-        return from_dict(hint, value, dotted + ".")
+        # A section whose keys are all commented out (`train:` alone) is YAML's null: empty.
+        return from_dict(hint, {} if value is None else value, dotted + ".")
     if origin is Literal:
         return _coerce_choice(typing.get_args(hint), value, dotted)
     if origin in (typing.Union, types.UnionType):
