@@ -164,6 +164,22 @@ def test_a_void_inline_element_inside_a_sentence_keeps_the_sentence_one_unit(tag
     assert translate_html(source, echo) == expected
 
 
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (
+            '<p>ein hund <img src="x.png"></img> läuft</p>',
+            '<p>EIN HUND <img src="x.png"></img> LÄUFT</p>',
+        ),
+        ("<p>ein hund</input> läuft</p>", "<p>EIN HUND</input> LÄUFT</p>"),
+    ],
+)
+def test_the_end_tag_of_a_void_element_is_kept_as_browsers_pass_it_over(source, expected):
+    """It had been refused: `</img> closes nothing`."""
+    assert [r.unit.text for r in regions(source)] == ["ein hund läuft"]
+    assert translate_html(source, echo) == expected
+
+
 def test_an_image_between_a_word_and_its_punctuation_stays_there():
     source = '<p>ein hund läuft<img src="x.png">.</p>'
     assert translate_html(source, echo) == '<p>EIN HUND LÄUFT<img src="x.png">.</p>'

@@ -70,9 +70,13 @@ class _Tokenizer(HTMLParser):
         self._add("empty", tag)
 
     def handle_endtag(self, tag):
-        # `</br>` is a line break to HTML (a parse error browsers read as `<br>`), not the end
-        # of an element never opened.
-        self._add("empty" if tag == "br" else "end", tag)
+        # The end tag of a void element closes nothing: `</br>` is a line break to HTML (a
+        # parse error browsers read as `<br>`), and browsers pass over `</img>` and the others,
+        # kept as written: right after its start tag as part of that element (no event, so the
+        # element spans both), else as markup without text.
+        if tag in VOID and tag != "br" and self.found and self.found[-1][:2] == ("empty", tag):
+            return
+        self._add("empty" if tag in VOID else "end", tag)
 
     def handle_data(self, data):
         self._add("text")
