@@ -180,6 +180,20 @@ def test_the_end_tag_of_a_void_element_is_kept_as_browsers_pass_it_over(source, 
     assert translate_html(source, echo) == expected
 
 
+@pytest.mark.parametrize(
+    "graphic",
+    [
+        '<svg viewBox="0 0 1 1"><title>Speichern</title><path d="M0"/></svg>',
+        "<math><mi>x</mi></math>",
+    ],
+)
+def test_an_inline_icon_or_formula_keeps_the_sentence_one_unit(graphic):
+    """It had been a block boundary: the sentence cut in two, each half translated alone."""
+    source = f"<p>ein hund {graphic} läuft</p>"
+    assert [r.unit.text for r in regions(source)] == ["ein hund läuft"]  # its text never read
+    assert translate_html(source, echo) == f"<p>EIN HUND {graphic} LÄUFT</p>"
+
+
 def test_an_image_between_a_word_and_its_punctuation_stays_there():
     source = '<p>ein hund läuft<img src="x.png">.</p>'
     assert translate_html(source, echo) == '<p>EIN HUND LÄUFT<img src="x.png">.</p>'

@@ -20,7 +20,8 @@ is well-formed wherever the input was.
 Units (units.py): the text between two block boundaries. Inline elements (`INLINE`) are placed
 (placement.py) around the aligned target words; `INLINE_KEPT` elements and inline elements with
 `translate="no"` are kept as written in place of their text's translation; images, `<wbr>`,
-`<input>`, `<embed>` and comments go after the word before them, and a `<br>` between the words
+`<input>`, `<embed>`, comments and `INLINE_GRAPHICS` (`<svg>`, `<math>`, whole) go after the
+word before them, and a `<br>` between the words
 around it (a line break inside a sentence leaves it one unit); every other tag (blocks, `<hr>`,
 tables, unknown elements) is a boundary. `KEPT` elements and any other element with
 `translate="no"` are left alone with their whole subtree. Translated text is written with `&`
@@ -73,8 +74,11 @@ INLINE_EMPTY = frozenset({"img", "wbr", "br", "input", "embed"})
 # beside the word it touches; `<i class="icon"/>`, as written in XHTML and templates, is
 # `<i class="icon"></i>`, not the end of a sentence.
 _WORDLESS = INLINE_EMPTY | INLINE | INLINE_KEPT
+# Phrasing elements of markup, not text (an icon, a formula): kept as written, whole, beside
+# the word they touch, their text never read; a page's inline icon does not end its sentence.
+INLINE_GRAPHICS = frozenset({"svg", "math"})
 # Elements left alone with their whole subtree.
-KEPT = frozenset({"pre", "svg", "math", *RAW_TEXT})
+KEPT = frozenset({"pre", *RAW_TEXT})
 
 # A start tag ends the open element on top of the stack whose end tag was left out when that
 # element's name is in IMPLIED_ENDS[tag]; most blocks end an open <p>.
@@ -182,7 +186,12 @@ class _Structure:
                 self._push(_Element(event.name, event, self._role(event, hidden)))
             closed = self._close(event) if event.kind == "end" else None
             if hidden == "kept_inline":
-                if event.kind in ("text", "reference") and self.stack[-1].name not in RAW_TEXT:
+                read = kept_from is not None and kept_from.name not in INLINE_GRAPHICS
+                if (
+                    event.kind in ("text", "reference")
+                    and read
+                    and self.stack[-1].name not in RAW_TEXT
+                ):
                     kept_text.append(self._text(event))  # what the model reads: not a script
                 if closed is not None and closed.event is kept_from:
                     pieces.append(Piece("kept", kept_from.start, event.end, "".join(kept_text)))
@@ -217,9 +226,10 @@ class _Structure:
         name = event.name
         if hidden is not None:
             return "block"  # inside kept markup: only its nesting matters
-        if name in KEPT or (event.translate_no and name not in INLINE | INLINE_KEPT):
+        kept_inline = INLINE_KEPT | INLINE_GRAPHICS
+        if name in KEPT or (event.translate_no and name not in INLINE | kept_inline):
             return "kept"
-        if name in INLINE_KEPT or (event.translate_no and name in INLINE):
+        if name in kept_inline or (event.translate_no and name in INLINE):
             return "kept_inline"
         return "inline" if name in INLINE else "block"
 
