@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from transformer_mt.data.dataset import column_texts
 from transformer_mt.data.readers import DataError
-from transformer_mt.data.tokenizer import UNK_ID, Tokenizer
+from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import one_line
 from transformer_mt.files import remove_stale_temporaries, temporary_name
 
@@ -134,9 +134,10 @@ class EncodedCorpus:
         """
         sides = zip(("source", "target"), (self.src, self.tgt), tokenizers, strict=True)
         for side, column, tokenizer in sides:
-            boundary = tokenizer.piece_id("\u2581")
-            unknown = np.count_nonzero(column.values == UNK_ID)
-            boundaries = np.count_nonzero(column.values == boundary) if boundary != UNK_ID else 0
+            # An imported model's table numbers its unknown piece itself (NLLB's is 3).
+            unk, boundary = tokenizer.piece_id("<unk>"), tokenizer.piece_id("\u2581")
+            unknown = np.count_nonzero(column.values == unk)
+            boundaries = np.count_nonzero(column.values == boundary) if boundary != unk else 0
             share = unknown / max(len(column.values) - boundaries, 1)
             if share <= WARN_UNKNOWN_SHARE:
                 continue
