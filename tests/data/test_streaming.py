@@ -17,9 +17,6 @@ from transformer_mt.data.readers import DataError
 from transformer_mt.data.streaming import sample_pairs
 from transformer_mt.data.tokenizer import EOS_ID, PAD_ID
 
-# The DataLoader warns when a test pinned to one core starts two workers.
-pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
-
 
 @pytest.fixture(scope="module")
 def corpus_dir(tmp_path_factory):
@@ -80,6 +77,21 @@ def test_workers_do_not_change_the_batches(corpus_dir, valid_tokenizers):
 
     for rank in range(2):
         assert first_batches(2, rank) == first_batches(0, rank)
+
+
+def test_more_workers_than_cpus_is_one_line_in_the_log(
+    corpus_dir, valid_tokenizers, monkeypatch, caplog
+):
+    """torch's DataLoader had said it in two lines of a UserWarning on stderr."""
+    import os
+    import warnings
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        batches = cursor(data_config(corpus_dir, workers=2), valid_tokenizers)
+        next(batches)
+    assert "data.workers=2 readers on the 1 CPU(s) this process may use" in caplog.text
 
 
 def test_each_epoch_has_its_own_order(corpus_dir, valid_tokenizers):

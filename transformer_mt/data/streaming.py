@@ -43,6 +43,7 @@ import os
 import random
 import signal
 import threading
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -313,19 +314,28 @@ class StreamingBatches:
         unknown pieces counted (`EncodedCorpus.check_unknowns`)."""
         stream = ChunkStream(self.settings, *self.tokenizers, self.position)
         workers = self.settings.data.workers
-        loader = DataLoader(
-            stream,
-            batch_size=None,  # items are whole chunks already
-            num_workers=workers,
-            collate_fn=_unchanged,
-            prefetch_factor=PREFETCH_CHUNKS if workers else None,
-            # Its own generator: a DataLoader iterator draws its workers' base seed from the
-            # global torch generator otherwise, which would shift the dropout masks of a
-            # resumed run (the draw comes at another step). Nothing here uses the seed.
-            generator=torch.Generator().manual_seed(0),
-            worker_init_fn=_leave_signals_to_the_trainer,
-        )
-        self._chunks = iter(loader)
+        usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        if usable is not None and workers > usable:
+            log.warning(
+                "data.workers=%d readers on the %d CPU(s) this process may use: they and "
+                "training share them",
+                *(workers, usable),
+            )
+        with warnings.catch_warnings():  # said above in one line; torch says it in two
+            warnings.filterwarnings("ignore", "This DataLoader will create", UserWarning)
+            loader = DataLoader(
+                stream,
+                batch_size=None,  # items are whole chunks already
+                num_workers=workers,
+                collate_fn=_unchanged,
+                prefetch_factor=PREFETCH_CHUNKS if workers else None,
+                # Its own generator: a DataLoader iterator draws its workers' base seed from
+                # the global torch generator otherwise, which would shift the dropout masks of
+                # a resumed run (the draw comes at another step). Nothing here uses the seed.
+                generator=torch.Generator().manual_seed(0),
+                worker_init_fn=_leave_signals_to_the_trainer,
+            )
+            self._chunks = iter(loader)
         self._chunk = self._fetch()
         self._chunk.corpus.check_unknowns(describe_train(self.settings.data), self.tokenizers)
         self._report = self._chunk.report
