@@ -431,3 +431,28 @@ def test_a_setting_this_machine_cannot_train_with_leaves_the_directory_free(
     assert "train.cuda_graphs needs one process on a CUDA device" in capsys.readouterr().err
     assert not (run_dir / "config.yaml").exists()
     assert main([*args, "train.max_steps=4", "model.d_model=64"]) == 0
+
+
+def test_checkpoints_saved_between_reading_and_locking_are_not_passed_over(
+    tiny_experiment, tmp_path, capsys, monkeypatch
+):
+    """The checkpoint to resume is read before the run lock is taken: a run that held the
+    lock may save and end in between, and this one resumed from the older checkpoint."""
+    from transformer_mt.training import run
+
+    run_dir = tmp_path / "run"
+    args = ["train", "--config", str(tiny_experiment), "--run-dir", str(run_dir), "--set"]
+    assert main([*args, "train.max_steps=4"]) == 0
+    read = run.resume_checkpoint
+
+    def read_then_another_run_saves(folder):
+        found = read(folder)
+        (folder / "step_00000006.pt").write_bytes((folder / "last.pt").read_bytes())
+        return found
+
+    monkeypatch.setattr(run, "resume_checkpoint", read_then_another_run_saves)
+    assert main([*args, "train.max_steps=8"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {run_dir}: another run saved checkpoints there while this one started; run "
+        "the command again to resume from them\n"
+    )

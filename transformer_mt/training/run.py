@@ -128,6 +128,7 @@ def run_training(
         check_folder(run_path / CHECKPOINTS_DIR, "the run keeps its checkpoints")
         # Read once: a fine-tuning run takes its config from it (or from its parent), then any
         # run resumes from it. A refused fine-tuning config leaves the run directory unmade.
+        stamp = _checkpoints_stamp(run_path / CHECKPOINTS_DIR)
         found = resume_checkpoint(run_path / CHECKPOINTS_DIR)
         parent = None
         if config.train.init_from is not None:
@@ -141,11 +142,29 @@ def run_training(
         origin = parent or (found[1] if found else None)
         check_fits(config, origin.weights if origin else None, device)
         with _run_dir_lock(run_path, dist):
+            # Read before the lock: a run that held it may have saved since, then ended.
+            if _checkpoints_stamp(run_path / CHECKPOINTS_DIR) != stamp:
+                raise TmtError(
+                    f"{run_path}: another run saved checkpoints there while this one started; "
+                    "run the command again to resume from them"
+                )
             code = _train(config, run_path, device, dist, governor, found, parent)
         dist.barrier()  # rank 0 may still be saving: the ranks leave the group together
         return code
     finally:
         shutdown_distributed(dist)
+
+
+def _checkpoints_stamp(folder: Path) -> tuple[tuple[str, int, int], ...]:
+    """The name, size and modification time of each file in a run's checkpoints folder."""
+    found = []
+    for path in folder.iterdir() if folder.is_dir() else ():
+        try:
+            stat = path.stat()
+        except FileNotFoundError:  # pruned by a run saving now: the stamps will differ
+            continue
+        found.append((path.name, stat.st_size, stat.st_mtime_ns))
+    return tuple(sorted(found))
 
 
 def _train_device(choice: str) -> torch.device:
