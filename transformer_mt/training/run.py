@@ -156,9 +156,12 @@ def run_training(
 
 
 def _checkpoints_stamp(folder: Path) -> tuple[tuple[str, int, int], ...]:
-    """The name, size and modification time of each file in a run's checkpoints folder."""
+    """The name, size and modification time of each checkpoint in a run's checkpoints folder
+    (not the temporaries of a save, which reading the checkpoint to resume may remove)."""
     found = []
     for path in folder.iterdir() if folder.is_dir() else ():
+        if path.name.startswith("."):  # `files.temporary_name`
+            continue
         try:
             stat = path.stat()
         except FileNotFoundError:  # pruned by a run saving now: the stamps will differ
