@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 BOM = "\ufeff"  # Windows editors start UTF-8 files with it; it is no part of the first line
 # The longest line a text input may hold (the longest sentences of real corpora are a few KB).
 MAX_LINE_BYTES = 64 << 20
+# What reading a file may raise: the disk's errors, and a cut-off or damaged `.gz`'s.
+READ_ERRORS = (OSError, EOFError, zlib.error)
 
 
 def decode_lines(stream: BinaryIO, name: str | Path) -> Iterator[str]:
@@ -70,11 +72,13 @@ def _readline(stream: BinaryIO, name: str | Path, number: int) -> bytes:
     """
     try:
         return stream.readline(MAX_LINE_BYTES + 1)
-    except OSError as err:
-        reason = err.strerror or one_line(err)
-    except (EOFError, zlib.error) as err:
-        reason = one_line(err)
-    raise TmtError(f"{name}:{number}: cannot read ({reason})")
+    except READ_ERRORS as err:
+        raise TmtError(f"{name}:{number}: cannot read ({_why(err)})") from None
+
+
+def _why(err: BaseException) -> str:
+    """The reason of one of `READ_ERRORS`, in a few words."""
+    return (err.strerror if isinstance(err, OSError) else None) or one_line(err)
 
 
 def open_binary(path: str | Path) -> BinaryIO:
@@ -97,10 +101,8 @@ def read_document(stream: BinaryIO, name: str | Path) -> str:
     """
     try:
         raw = stream.read()
-    except OSError as err:
-        raise TmtError(f"{name}: cannot read ({err.strerror or one_line(err)})") from None
-    except (EOFError, zlib.error) as err:
-        raise TmtError(f"{name}: cannot read ({one_line(err)})") from None
+    except READ_ERRORS as err:
+        raise TmtError(f"{name}: cannot read ({_why(err)})") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -194,7 +196,7 @@ def iter_lines(path: str | Path) -> Iterator[str]:
     except FileNotFoundError:
         raise TmtError(f"{path}: file not found") from None
     except OSError as err:
-        raise TmtError(f"{path}: cannot read ({err.strerror or one_line(err)})") from None
+        raise TmtError(f"{path}: cannot read ({_why(err)})") from None
     with f:
         yield from decode_lines(f, path)
 
@@ -210,10 +212,8 @@ def count_lines(path: str | Path) -> int:
             while block := f.read(1 << 20):
                 count += block.count(b"\n")
                 last = block[-1:]
-    except OSError as err:
-        raise TmtError(f"{path}: cannot read ({err.strerror or one_line(err)})") from None
-    except (EOFError, zlib.error) as err:
-        raise TmtError(f"{path}: cannot read ({one_line(err)})") from None
+    except READ_ERRORS as err:
+        raise TmtError(f"{path}: cannot read ({_why(err)})") from None
     return count + (last != b"\n")
 
 

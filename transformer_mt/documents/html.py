@@ -77,6 +77,10 @@ _WORDLESS = INLINE_EMPTY | INLINE | INLINE_KEPT
 # Phrasing elements of markup, not text (an icon, a formula): kept as written, whole, beside
 # the word they touch, their text never read; a page's inline icon does not end its sentence.
 INLINE_GRAPHICS = frozenset({"svg", "math"})
+# Phrasing elements kept as written where they stand (role `kept_inline`), and every phrasing
+# element (one with `translate="no"` is kept where it stands, not as a block).
+_KEPT_INLINE = INLINE_KEPT | INLINE_GRAPHICS
+_PHRASING = INLINE | _KEPT_INLINE
 # Elements left alone with their whole subtree.
 KEPT = frozenset({"pre", *RAW_TEXT})
 
@@ -226,10 +230,9 @@ class _Structure:
         name = event.name
         if hidden is not None:
             return "block"  # inside kept markup: only its nesting matters
-        kept_inline = INLINE_KEPT | INLINE_GRAPHICS
-        if name in KEPT or (event.translate_no and name not in INLINE | kept_inline):
+        if name in KEPT or (event.translate_no and name not in _PHRASING):
             return "kept"
-        if name in kept_inline or (event.translate_no and name in INLINE):
+        if name in _KEPT_INLINE or (event.translate_no and name in INLINE):
             return "kept_inline"
         return "inline" if name in INLINE else "block"
 

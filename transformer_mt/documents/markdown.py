@@ -67,10 +67,9 @@ _BR = re.compile(r"</?br\s*/?>", re.IGNORECASE)
 # Escaped in every translated word: they could start or end inline syntax.
 _SPECIAL = frozenset("\\`*_[]<|~")
 # GitHub's footnotes, which CommonMark reads as text: a reference `[^1]` and, at a line's
-# start, a definition's label `[^1]:`. Kept as written beside the word each touches, and a
-# definition on a line of its own (the model dropped or translated them, and definitions in
-# a row ran together); written unescaped where the model copies one anyway, as brackets
-# escaped would read as text where footnotes are rendered.
+# start, a definition's label `[^1]:`. Kept as written beside the word each touches, never
+# read by the model (it dropped or translated them), and a definition on a line of its own is
+# a unit of its own (`_definitions_apart`).
 _FOOTNOTE = re.compile(r"\[\^[^\]\s\\]+\](:[ \t]*)?")
 # An `&` that would start a character reference (`&lt;`, `&#60;`): escaped, or it would read as
 # the character it names.

@@ -384,9 +384,7 @@ class _Placement:
         lead = trail = ""
         word = self.words[last]
         if text and not is_punctuation(text[-1]) and not all(map(is_punctuation, word)):
-            cut = len(word)
-            while is_punctuation(word[cut - 1]):
-                cut -= 1
+            cut = len(word) - _closing_punctuation(word)
             self.words[last], trail = word[:cut], word[cut:]
         word = self.words[first]
         if text and not is_punctuation(text[0]) and not all(map(is_punctuation, word)):

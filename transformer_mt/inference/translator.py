@@ -158,16 +158,6 @@ class Translator:
         bundles = load_members(paths, device)
         bundle = bundles[0]  # its config and tokenizers: every member's (ensemble.py)
         decode = dataclasses.replace(bundle.config.decode, **decode_changes)
-        decode.validate()  # a value out of range first, then one that goes unused
-        given = bundle.config.decode
-        changed = [n for n in SAMPLING_FIELDS if getattr(decode, n) != getattr(given, n)]
-        if changed and not decode.sampling:
-            key = f"decode.{changed[0]}"
-            raise ConfigError(
-                f"{key}={decode_changes[changed[0]]} changes nothing where the search does not "
-                "sample (sampling false); sample, or leave it out",
-                keys=(key,),
-            )
         attends = lines.alignment_layer is not None or decode.replace_unk
         prepared = (bundles, paths, quantize, device, shortlist, attends)
         model, cache_dtype, listed = prepared_model(*prepared)
@@ -189,7 +179,16 @@ class Translator:
             cache_dtype=cache_dtype,
             specials=specials,
             shortlist=listed,
-        )
+        )  # it validates `decode`: a value out of range is refused before one that goes unused
+        given = bundle.config.decode
+        changed = [n for n in SAMPLING_FIELDS if getattr(decode, n) != getattr(given, n)]
+        if changed and not decode.sampling:
+            key = f"decode.{changed[0]}"
+            raise ConfigError(
+                f"{key}={decode_changes[changed[0]]} changes nothing where the search does not "
+                "sample (sampling false); sample, or leave it out",
+                keys=(key,),
+            )
         # As the server does, refuse a default direction the model lacks: without tags, any
         # other (it would translate into its own silently); with them, one into itself. A
         # tagged model with no default direction is given one per text (evaluate, distill).
