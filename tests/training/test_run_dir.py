@@ -244,6 +244,30 @@ def test_resume_as_another_model_or_on_another_corpus_is_refused(
     assert run_files(run_dir) == before  # checkpoints, metrics, config: as they were
 
 
+def test_resume_on_a_corpus_replaced_under_its_name_is_refused(tiny_experiment, tmp_path, capsys):
+    """The same data.train path holding another text: its batches are not the ones the stored
+    position counts, so the run would not go on where it stopped."""
+    run_dir = tmp_path / "run"
+    args = ["train", "--config", str(tiny_experiment), "--run-dir", str(run_dir), "--set"]
+    assert main([*args, "train.max_steps=4"]) == 0
+    before = run_files(run_dir)
+    write_corpus(tmp_path, seed=1)  # train.tsv and valid.tsv replaced in place
+    capsys.readouterr()
+    assert main([*args, "train.max_steps=8"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"error: {tmp_path / 'train.tsv'}: its text is not the text the saved position counts in "
+        "(corpus key "
+    )
+    assert "Resume with the text the run was trained on, or start another run directory" in err
+    assert err.count("\n") == 1
+    assert run_files(run_dir) == before
+
+    write_corpus(tmp_path, seed=0)  # the original text back: the run goes on
+    assert main([*args, "train.max_steps=8"]) == 0
+    assert load_checkpoint(run_dir / "checkpoints/last.pt").step == 8
+
+
 def test_resume_with_larger_batches_trains_on(tiny_experiment, tmp_path, caplog):
     """How the run trains may change, dropout too (off at inference: the same model); fewer
     batches an epoch than the stored position counts start the next epoch."""

@@ -48,6 +48,10 @@ class BatchingError(TmtError):
     """A single example cannot fit the token budget."""
 
 
+class CorpusChanged(TmtError):
+    """A saved position of another corpus than the cursor's (replaced under the same name)."""
+
+
 def oversized_pair(
     src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int
 ) -> tuple[int, int] | None:
@@ -365,11 +369,18 @@ class BatchIterator:
             self.position = DataPosition(epoch + 1, 0)
         return batch
 
-    def state(self) -> dict[str, int]:
-        """The position as plain data, with the rank count it belongs to (a checkpoint's)."""
-        return {**dataclasses.asdict(self.position), "world_size": self.world_size}
+    def state(self) -> dict[str, int | str]:
+        """The position as plain data (a checkpoint's), with the rank count it belongs to and
+        the key of the corpus it counts in (`EncodedCorpus.key`, where known)."""
+        state: dict[str, int | str] = {
+            **dataclasses.asdict(self.position),
+            "world_size": self.world_size,
+        }
+        if self.corpus.key is not None:
+            state["corpus"] = self.corpus.key
+        return state
 
-    def restore(self, state: dict[str, int]) -> None:
+    def restore(self, state: dict[str, int | str]) -> None:
         """Continue from a position returned by `state`, of this or another rank count.
 
         Every rank of a run stands at the same `batch_index` of its share, batches[rank::w],
@@ -380,7 +391,16 @@ class BatchIterator:
 
         A position past the end of its epoch (a run resumed with a larger train.max_tokens
         or a stricter length filter cuts fewer batches) starts the next epoch.
+
+        Raises:
+            CorpusChanged: the position counts in a corpus of another text (its key differs).
         """
+        stored, key = state.get("corpus"), self.corpus.key
+        if stored is not None and key is not None and stored != key:
+            raise CorpusChanged(
+                f"its text is not the text the saved position counts in (corpus key {stored} "
+                f"then, {key} now): resuming would read other batches than the run has read"
+            )
         saved_world = state.get("world_size", self.world_size)
         epoch, index = state["epoch"], state["batch_index"]
         if saved_world != self.world_size:

@@ -109,6 +109,9 @@ class EncodedCorpus:
     src: TokenColumn
     tgt: TokenColumn
     directions: np.ndarray | None = None  # (N,) int64
+    # `corpus_key` of the text and tokenizers the rows were encoded from (None: unknown). A
+    # training position names it, so that a resume notices a corpus replaced under its name.
+    key: str | None = None
 
     def __len__(self) -> int:
         return len(self.src)
@@ -120,7 +123,9 @@ class EncodedCorpus:
 
     def select(self, indices: np.ndarray) -> EncodedCorpus:
         directions = None if self.directions is None else self.directions[indices]
-        return EncodedCorpus(self.src.select(indices), self.tgt.select(indices), directions)
+        return EncodedCorpus(
+            self.src.select(indices), self.tgt.select(indices), directions, self.key
+        )
 
     def check_unknowns(self, where: str, tokenizers: tuple[Tokenizer, Tokenizer]) -> None:
         """Warn of a side whose pieces are more than `WARN_UNKNOWN_SHARE` unknown; refuse one
@@ -177,9 +182,9 @@ def encode_corpus(
     directions = None
     if "direction" in corpus.column_names:
         directions = corpus.data.column("direction").to_numpy().astype(np.int64)
+    key = corpus_key(src_texts, tgt_texts, src_tokenizer, tgt_tokenizer)
     path, damaged = None, False
     if cache_dir is not None:
-        key = corpus_key(src_texts, tgt_texts, src_tokenizer, tgt_tokenizer)
         path = Path(cache_dir) / f"encoded-{key}"
         cached = _load(path)
         if cached is not None and len(cached) != len(src_texts):  # not this corpus's
@@ -189,12 +194,13 @@ def encode_corpus(
             )
             cached = None
         if cached is not None:
-            return dataclasses.replace(cached, directions=directions)
+            return dataclasses.replace(cached, directions=directions, key=key)
         damaged = path.exists()  # an entry that would not load: this writer replaces it
     encoded = EncodedCorpus(
         _encode_side(src_tokenizer, src_texts, num_threads),
         _encode_side(tgt_tokenizer, tgt_texts, num_threads),
         directions,
+        key,
     )
     if path is not None:
         _save(encoded, path, damaged)

@@ -218,16 +218,18 @@ def _train(
     # Same initial weights on every rank (DDP checks), different dropout masks afterwards.
     torch.manual_seed(config.train.seed + dist.rank)
     place = Placement(device, dist, governor)
-    # Made first: it refuses settings this machine cannot train with (fp16 or CUDA graphs on
-    # a CPU) before config.yaml makes the directory this run's.
+    # Made and restored first: it refuses settings this machine cannot train with (fp16 or
+    # CUDA graphs on a CPU), and a resume a replaced corpus, before config.yaml makes the
+    # directory this run's or config_history.yaml records the resume.
     trainer = Trainer(
         config, model, data, (src_tok, tgt_tok), run_path, place=place, specials=specials
     )
+    if resume is not None:
+        trainer.restore(resume)
     if dist.is_main:
         _record_config(run_path, config, resume)
         _log_start(config, run_path, model, device, dist)
     if resume is not None:
-        trainer.restore(resume)
         log.info("resumed from %s at step %d", resume_path, trainer.step)
     return trainer.train().exit_code
 

@@ -31,6 +31,8 @@ import torch
 from transformer_mt import artifacts
 from transformer_mt.artifacts import Checkpoint, TrainingState
 from transformer_mt.config import ExperimentConfig, config_to_dict
+from transformer_mt.data.batching import CorpusChanged
+from transformer_mt.data.dataset import describe_train
 from transformer_mt.data.pipeline import TrainData
 from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
@@ -281,6 +283,7 @@ class Trainer:
 
         Raises:
             TmtError: the checkpoint holds no training state (an averaged one).
+            CorpusChanged: the training text is not the text the checkpoint was trained on.
         """
         training = checkpoint.training
         if training is None:
@@ -298,7 +301,14 @@ class Trainer:
         position = artifacts.rank_position(
             training.data_position, self.dist.rank, self.dist.world_size
         )
-        self.data.train.restore(position)
+        try:
+            self.data.train.restore(position)
+        except CorpusChanged as err:
+            raise CorpusChanged(
+                f"{describe_train(self.config.data)}: {err}. Resume with the text the run "
+                f"was trained on, or start another run directory (train.init_from: this "
+                "run's last.pt, to train on from its weights)"
+            ) from None
         self.early_stopping.best_score = training.best_score
         self.early_stopping.bad_validations = training.bad_validations
         self.skipped_updates = training.stats["skipped_updates"]
