@@ -221,6 +221,24 @@ def test_a_one_word_footnote_definition_is_no_link_definition(definition):
     assert translate_markdown(link, echo) == "EIN [HAUS][1] GEHT\n\n[1]: https://example.com/haus\n"
 
 
+@pytest.mark.parametrize("label", ["[^a*b*c]", "[^x`y`]", "[^_n_]", "[^**]"])
+def test_a_footnote_label_holding_emphasis_or_code_delimiters_is_kept_whole(label):
+    """markdown-it's emphasis and code span rules had cut the label (`[^a*b*c]` became
+    `[^abc]` beside an emphasis): the model read it, and the reference was lost."""
+    source = f"Ein Mann geht{label} im Park.\n\n{label}: Eine *Notiz*.\n"
+    assert [r.unit.text for r in regions(source)] == ["Ein Mann geht im Park.", "Eine Notiz."]
+    assert translate_markdown(source, same) == source
+    assert translate_markdown(source, echo) == (
+        f"EIN MANN GEHT{label} IM PARK.\n\n{label}: EINE *NOTIZ*.\n"
+    )
+
+
+def test_a_footnote_label_before_a_link_destination_is_a_link():
+    source = "ein [^1](https://example.com) mann\n"
+    assert [r.unit.text for r in regions(source)] == ["ein ^1 mann"]
+    assert translate_markdown(source, same) == source
+
+
 @pytest.mark.parametrize("escaped", ["\\[^1\\]", "&#91;^1&#93;", "\\[^1]"])
 def test_an_escaped_footnote_reference_stays_text(escaped):
     """Its escapes had been dropped, and it came out as a real reference."""

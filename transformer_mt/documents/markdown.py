@@ -69,8 +69,10 @@ _SPECIAL = frozenset("\\`*_[]<|~")
 # GitHub's footnotes, which CommonMark reads as text: a reference `[^1]` and, at a line's
 # start, a definition's label `[^1]:`. Kept as written beside the word each touches, never
 # read by the model (it dropped or translated them), and a definition on a line of its own is
-# a unit of its own (`_definitions_apart`).
-_FOOTNOTE = re.compile(r"\[\^[^\]\s\\]+\](:[ \t]*)?")
+# a unit of its own (`_definitions_apart`). A label is read whole (`_footnote_label`).
+_LABEL = r"\[\^[^\]\s\\]+\]"
+_FOOTNOTE = re.compile(rf"{_LABEL}(:[ \t]*)?")
+_REFERENCE = re.compile(_LABEL)
 # An `&` that would start a character reference (`&lt;`, `&#60;`): escaped, or it would read as
 # the character it names.
 _ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
@@ -189,6 +191,7 @@ def _parser() -> Any:
         if name == "reference":
             blocks.at(name, _not_a_footnote(rule))
     ruler = md.inline.ruler
+    ruler.before("link", "footnote_label", _footnote_label)
     for name, rule in zip(ruler.get_active_rules(), ruler.getRules(""), strict=True):
         ruler.at(name, _recording(name, rule))
     return md
@@ -208,6 +211,19 @@ def _not_a_footnote(reference: Callable) -> Callable:
         return not state.src.startswith("[^", begin) and reference(state, start, end, silent)
 
     return rule
+
+
+def _footnote_label(state: Any, silent: bool) -> bool:
+    """Inline rule: a footnote label (`[^1]`) read whole as text, so that emphasis or code
+    span delimiters inside it (`[^a*b*c]`) do not cut it (`_text_with_footnotes` keeps it).
+    One followed by `(` or `[` is left to the link rule: `[^1](url)` is a link."""
+    found = _REFERENCE.match(state.src, state.pos, state.posMax)
+    if found is None or state.src[found.end() : found.end() + 1] in ("(", "["):
+        return False
+    if not silent:
+        state.push("text", "", 0).content = found.group()
+    state.pos = found.end()
+    return True
 
 
 def _refusing_depth(tokenize: Callable) -> Callable:
