@@ -228,6 +228,23 @@ def test_periodic_listing_pruning_and_average(tmp_path):
         checkpoints.resolve_average_inputs([tmp_path], last=2)
 
 
+@pytest.mark.parametrize("order", [(0, 1, 2), (2, 1, 0), (1, 2, 0)])
+def test_average_takes_the_newest_step_whatever_the_order_of_the_files(tmp_path, order):
+    """The config, step and integer buffers had come from the file named last: the same
+    checkpoints named newest first gave the oldest step and its decode settings."""
+    paths = []
+    for step, value in [(100, 1.0), (200, 2.0), (300, 6.0)]:
+        checkpoint = dataclasses.replace(
+            state(value, step), config={"decode": {"beam_size": step % 7}}
+        )
+        paths.append(tmp_path / f"s{step}.pt")
+        artifacts.save_checkpoint(checkpoint, paths[-1])
+    averaged = artifacts.average_checkpoints([paths[i] for i in order])
+    assert averaged.step == 300 and averaged.config == {"decode": {"beam_size": 300 % 7}}
+    assert torch.equal(averaged.model["count"], torch.tensor(300))
+    assert torch.equal(averaged.model["w"], torch.full((2, 3), 3.0))
+
+
 def test_prune_leaves_files_after_the_current_step(tmp_path):
     """step_12 is from a save cut short; the run resumed at 4 and has just written step_8."""
     write_run(tmp_path, [4, 8, 12], last_step=None)
@@ -488,8 +505,9 @@ def test_average_takes_checkpoints_that_differ_only_in_training_settings(tmp_pat
     changed.config["data"]["train"] = "another/corpus"
     name = next(k for k, t in changed.model.items() if t.is_floating_point())
     changed.model[name] = changed.model[name] + 1  # other weights: no copy of the first
+    changed.step += 1  # the newest: its config is the average's
     artifacts.save_checkpoint(changed, other)
-    assert artifacts.average_checkpoints([one, other]).config["train"]["lr"] == 1e-3
+    assert artifacts.average_checkpoints([other, one]).config["train"]["lr"] == 1e-3
     changed.config["data"]["src_lang"], changed.config["data"]["tgt_lang"] = "en", "de"
     changed.tokenizers = {"src": b"other", "tgt": b"vocabulary"}
     artifacts.save_checkpoint(changed, other)
