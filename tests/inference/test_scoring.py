@@ -334,12 +334,13 @@ def test_marian_moses_and_cdec_nbest_lines_give_their_text_without_the_features(
         "1 ||| cdec ||| LM0=-1.2 TM0=-3 ||| -1",  # cdec and Joshua: name=value tokens
         "1 ||| mixed ||| LM0=-1.2 TM0= -3 -1 ||| -1",
         "1 ||| E=mc2 ||| x=y ||| -1",  # a value that is no number: text
+        "1 ||| none |||  ||| -1",  # Moses without features: an empty field
     ]
     nbest = _write(tmp_path / "nbest.txt", lines)
     groups = [(g.index, g.texts) for g in iter_nbest(nbest, 2)]
     assert groups == [
         (0, ["a man", "a ||| b"]),
-        (1, ["two", "ends ||| F0=", "3 ||| 4", "cdec", "mixed", "E=mc2 ||| x=y"]),
+        (1, ["two", "ends ||| F0=", "3 ||| 4", "cdec", "mixed", "E=mc2 ||| x=y", "none"]),
     ]
 
 

@@ -88,7 +88,8 @@ def _parse(line: str, where: str, n_sources: int) -> tuple[int, str]:
 def _is_features(field: str) -> bool:
     """Whether `field` is a features field of named numbers: Moses' and Marian's, the name
     ending with `=` and one or more numbers after it (`F0= -1.2`, `LM0= -2.3 TM0= -1 -0.5`),
-    or cdec's and Joshua's, each name and number one token (`LM0=-1.2 TM0=-3`), or a mix."""
+    or cdec's and Joshua's, each name and number one token (`LM0=-1.2 TM0=-3`), or a mix; or
+    an empty field, as Moses writes a hypothesis without features (`0 ||| text |||  ||| -1`)."""
     named = False  # after a Moses name: its numbers may follow
     waiting = False  # a Moses name with no number yet
     for token in field.split():
@@ -103,7 +104,7 @@ def _is_features(field: str) -> bool:
             waiting = False
         else:
             return False
-    return bool(field.split()) and not waiting
+    return not waiting
 
 
 def _is_number(token: str) -> bool:
