@@ -4,7 +4,7 @@ A chunk of teacher translations is worth keeping only if the next run would have
 same one. The manifest records everything a translation depends on: the teacher's weights (a
 digest of the checkpoint file, so a moved file is the same teacher and a retrained one is
 not), the corpus (a digest of its files and format), the direction, the decode settings that
-change output (`config.OUTPUT_NEUTRAL_FIELDS` excepted: batch size changes speed only), int8
+change output (`config.OUTPUT_NEUTRAL_FIELDS` excepted: batch size changes no translation), int8
 or not, and the chunk size (which lines each chunk file holds). A run directory holding
 another manifest is refused with one line naming what differs; one holding other files
 (a training run, say) is refused too: one run per run directory. The filter rules are not
