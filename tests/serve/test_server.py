@@ -85,18 +85,42 @@ def open_request(url: str, path: str, body: dict) -> socket.socket:
     return sock
 
 
-def test_a_client_that_leaves_mid_stream_has_its_job_cancelled(served):
+def test_a_client_that_leaves_mid_stream_has_its_job_cancelled(served, caplog):
+    """And it is logged and counted as 499, the client's leaving; it had been a 200."""
     engine, url, _ = served
-    sock = open_request(url, "/v1/translate/stream", {"text": SLOW, "beam_size": 1})
-    received = b""
-    while b"event: token" not in received:
-        received += sock.recv(4096)
-    sock.close()
-    (job,) = engine.jobs
-    wait_for(job.future.cancelled)
+    with caplog.at_level(logging.INFO, logger="transformer_mt.serve"):
+        sock = open_request(url, "/v1/translate/stream", {"text": SLOW, "beam_size": 1})
+        received = b""
+        while b"event: token" not in received:
+            received += sock.recv(4096)
+        sock.close()
+        (job,) = engine.jobs
+        wait_for(job.future.cancelled)
+        wait_for(lambda: any("/v1/translate/stream 499 " in r.getMessage() for r in caplog.records))
     assert job.steps < len(SLOW.split()) and engine.cancelled == 1
     status, _, _ = call(f"{url}/v1/translate", GOOD)
     assert status == 200
+    metrics = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
+    assert 'path="/v1/translate/stream",status="499"' in metrics
+    assert 'path="/v1/translate/stream",status="200"' not in metrics
+
+
+@pytest.mark.parametrize(
+    "path", ["/health", "/v1/languages", "/languages", "/metrics", "/", "/docs"]
+)
+def test_head_answers_as_get_without_a_body(served, path):
+    """Load balancers check a server with HEAD; every GET endpoint had answered it 405."""
+    _, url, _ = served
+    with urllib.request.urlopen(f"{url}{path}", timeout=10) as response:
+        got = (response.status, response.headers.get_content_type())
+    head = urllib.request.Request(f"{url}{path}", method="HEAD")
+    with urllib.request.urlopen(head, timeout=10) as response:
+        assert (response.status, response.headers.get_content_type()) == got
+        assert response.read() == b""
+    post_only = urllib.request.Request(f"{url}/v1/translate", method="HEAD")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(post_only, timeout=10)
+    assert refused.value.code == 405
 
 
 def test_a_client_that_leaves_before_its_result_has_its_job_cancelled(served, caplog):

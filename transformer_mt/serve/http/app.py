@@ -49,6 +49,7 @@ from transformer_mt.serve.http.api import (
 )
 from transformer_mt.serve.http.detection import SourceDetector
 from transformer_mt.serve.http.guard import HostRule, RequestGuard
+from transformer_mt.serve.http.head import HeadAsGet
 from transformer_mt.serve.http.metrics import Metrics
 from transformer_mt.serve.http.quotas import Quotas, text_limits
 from transformer_mt.serve.http_settings import HttpSettings
@@ -141,7 +142,8 @@ def create_app(
     app.add_exception_handler(Exception, _internal_error_response)
     paths = frozenset(route.path for route in app.routes)
     # The last added runs first: log every request, then refuse foreign hosts and origins,
-    # then answer CORS preflights and mark answers for the allowed origins.
+    # then answer HEAD as GET, then answer CORS preflights and mark answers for the allowed
+    # origins.
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -149,6 +151,7 @@ def create_app(
             allow_methods=["GET", "POST"],
             allow_headers=["Content-Type", "Authorization"],
         )
+    app.add_middleware(HeadAsGet)
     hosts = HostRule.for_listener(listen_host, settings.allowed_hosts)
     app.add_middleware(RequestGuard, hosts=hosts, settings=settings)
     app.add_middleware(RequestLog, metrics=app.state.metrics, paths=paths)
@@ -216,7 +219,7 @@ async def translate_stream(request: Request) -> StreamingResponse:
     parsed, job = await jobs.start(request, parsed, jobs.request_key(request), on_token)
     jobs.when_done(job.future, events.finish)
     return StreamingResponse(
-        _events(engine, parsed, job, events, started),
+        _events(request, parsed, job, events, started),
         media_type="text/event-stream",
         headers=headers,
     )
@@ -272,22 +275,28 @@ async def _documents_json(request: Request, parsed: TranslateRequest, started: f
 
 
 async def _events(
-    engine: Engine, parsed: TranslateRequest, job: Job, events: TokenEvents, started: float
+    request: Request, parsed: TranslateRequest, job: Job, events: TokenEvents, started: float
 ) -> AsyncIterator[str]:
-    # Starlette cancels this generator when the client disconnects: `finally` frees the job.
+    # Starlette cancels this generator when the client disconnects: `finally` frees the job,
+    # and the request is logged and counted as the client's leaving (`RequestLog`).
+    ended = False
     try:
         while (token := await events.next()) is not None:
             yield _event("token", {"index": token.index, "text": token.text})
         try:
             translations = jobs.outcome(parsed, job)
+            engine = request.app.state.engine
             checks = await jobs.checked(engine, parsed, job) if parsed.report else None
             yield _event("result", _result_json(parsed, job, translations, started, checks))
         except ApiError as err:
             yield _event("error", err.body())
         yield _event("done", {})
+        ended = True
     finally:
         if not job.future.done():
             job.cancel()
+        if not ended:
+            request.state.status = jobs.CLIENT_GONE
 
 
 @dataclasses.dataclass(slots=True)
@@ -414,6 +423,7 @@ class RequestLog:
         try:
             await self.app(scope, receive, send_and_note)
         finally:
+            status = state.get("status", status)  # a stream its client left: CLIENT_GONE
             seconds = time.perf_counter() - started
             path = scope["path"] if scope["path"] in self.paths else "other"
             self.metrics.observe(path, status, seconds)
