@@ -466,3 +466,17 @@ def test_a_stream_never_shows_a_character_of_which_only_some_bytes_came(tmp_path
     shown = [streamable(tokenizer.decode(ids[:n])) for n in range(1, len(ids) + 1)]
     assert shown[-1] == "mann 😀" and all("\ufffd" not in text for text in shown)
     assert any("\ufffd" in tokenizer.decode(ids[:n]) for n in range(1, len(ids)))
+
+
+def test_a_sentence_longer_than_the_position_table_is_refused_naming_its_text(engine):
+    """It had been cut to the table and answered 200, its translation ending early, without
+    a word to the client (`tmt translate` says so on stderr; a client is told nothing)."""
+    long = " ".join(WORDS * 10)  # one sentence of more than 63 tokens
+    n_tokens = len(engine.translator.encoding.src.encode(long))
+    with pytest.raises(RequestTooLarge) as refused:
+        engine.submit(["ein mann", long], engine.defaults)
+    assert str(refused.value) == (
+        f"text[1]: a sentence of {n_tokens} source tokens; the model reads at most 63"
+    )
+    (fits,) = engine.submit(["ein mann"], engine.defaults).future.result(timeout=60)
+    assert fits.texts

@@ -3,7 +3,10 @@ its direction's language tags, a forced target prefix, a sentence's constraint p
 what was changed on the way (lines cut, tags taken out), counted for the user's summary.
 
 The position table holds every source and its EOS, and every forced prefix and the token after
-it, so sources and prefixes are cut to `max_positions - 1` tokens with their tags. A language
+it, so sources and prefixes are cut to `max_positions - 1` tokens with their tags (or, where
+the caller cannot tell its user, refused: `LineTooLong`). A source line too long for the table
+is encoded from its start only, so that a line of megabytes costs what the table holds
+(SentencePiece took 840 MB for one of 20 MB). A language
 tag a user typed (`>>fra<<`) is taken out of a source: the direction alone picks the language;
 so is a typed back-translation tag (`<BT>`), which a model trained on tagged back-translation
 would read as its own.
@@ -19,6 +22,24 @@ from transformer_mt.errors import TmtError
 from transformer_mt.inference.constrained import ConstraintsError, check_prefix, phrase_ids
 from transformer_mt.inference.glossary import Glossary
 from transformer_mt.inference.languages import Direction
+
+# A source line longer than this many characters per token of the position table's room is
+# encoded from its start: first that much of it, then four times more while the tokens found
+# do not pass the room by a margin (whitespace that SentencePiece folds, typed tags taken
+# out). The margin keeps the cut's own pieces, which can differ from the whole line's where
+# the cut falls inside a word, out of the tokens kept.
+CHARS_PER_TOKEN = 64
+CUT_MARGIN = 64
+
+
+class LineTooLong(TmtError):
+    """A source line holds more tokens than the position table's room (`tokens` None: the
+    line's start alone holds more)."""
+
+    def __init__(self, tokens: int | None, room: int):
+        self.tokens, self.room = tokens, room
+        held = "more" if tokens is None else str(tokens)
+        super().__init__(f"{held} source tokens; the model reads at most {room}")
 
 
 class LineEncoding:
@@ -60,7 +81,11 @@ class LineEncoding:
         self.tagged_lines = 0  # lines that held a language tag or <BT>, taken out
 
     def source_ids(
-        self, line: str, direction: Direction | None = None, count: bool = True
+        self,
+        line: str,
+        direction: Direction | None = None,
+        count: bool = True,
+        cut: bool = True,
     ) -> list[int]:
         """The subword ids of one line, after the language tags of `direction` (None: the
         default), cut to the position table; [] for a line with nothing to translate.
@@ -69,21 +94,45 @@ class LineEncoding:
         counted (`tagged_lines`), as is a line cut (`truncated_lines`): the language comes from
         the direction alone, never switched by what a line holds. A line read again after its
         translation (alignments, checks) is not counted twice: `count` False.
+
+        Raises:
+            LineTooLong: with `cut` False, a line the position table cannot hold whole.
         """
         direction = direction or self.default
-        ids = self.src.encode(line) if line.strip() else []
-        kept = self._kept(ids, direction, count)
-        return [*direction.source_prefix, *(ids[k] for k in kept)] if kept else []
+        text, ids = self._encoded(line)
+        kept, room = self._kept(ids, direction)
+        if len(kept) < len(ids):
+            self.tagged_lines += 1 if count else 0
+        if len(kept) > room:
+            if not cut:
+                raise LineTooLong(len(kept) if len(text) == len(line) else None, room)
+            self.truncated_lines += 1 if count else 0
+        return [*direction.source_prefix, *(ids[k] for k in kept[:room])] if kept else []
 
     def source_pieces(self, line: str, direction: Direction | None = None) -> list[str]:
         """The pieces of the subwords `source_ids` gives `line`, after its language tags."""
-        ids = self.src.encode(line) if line.strip() else []
-        pieces = self.src.encode_pieces(line) if ids else []
-        return [pieces[k] for k in self._kept(ids, direction or self.default, count=False)]
+        text, ids = self._encoded(line)
+        pieces = self.src.encode_pieces(text) if ids else []
+        kept, room = self._kept(ids, direction or self.default)
+        return [pieces[k] for k in kept[:room]]
 
-    def _kept(self, ids: list[int], direction: Direction, count: bool) -> list[int]:
-        """The positions of a line's `ids` that `source_ids` keeps: not a typed tag, and in
-        the position table after `direction`'s tags (with `count`, lines counted)."""
+    def _encoded(self, line: str) -> tuple[str, list[int]]:
+        """(text, its ids): `line` whole, or a start of it that holds more tokens than the
+        position table's room (`CHARS_PER_TOKEN`); ("", []) for a blank line."""
+        if not line.strip():
+            return "", []
+        size = CHARS_PER_TOKEN * self._room
+        while len(line) > size:
+            ids = self.src.encode(line[:size])
+            if sum(i not in self._typed_tags for i in ids) > self._room + CUT_MARGIN:
+                return line[:size], ids
+            size *= 4
+        return line, self.src.encode(line)
+
+    def _kept(self, ids: list[int], direction: Direction) -> tuple[list[int], int]:
+        """The positions of a line's `ids` that are no typed tag (nor the word boundary
+        before one), and how many of them the position table holds after `direction`'s
+        tags."""
         tags, boundary = self._typed_tags, self._boundary
         following = [*ids[1:], None] if ids else []
         kept = [
@@ -91,12 +140,7 @@ class LineEncoding:
             for k, (i, after) in enumerate(zip(ids, following, strict=True))
             if i not in tags and not (i == boundary and after in tags)
         ]
-        if len(kept) < len(ids):
-            self.tagged_lines += 1 if count else 0
-        room = self._room - len(direction.source_prefix)
-        if len(kept) > room:
-            self.truncated_lines += 1 if count else 0
-        return kept[:room]
+        return kept, self._room - len(direction.source_prefix)
 
     def prefix_ids(
         self, text: str, direction: Direction | None = None, line: int | None = None

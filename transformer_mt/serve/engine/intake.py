@@ -1,9 +1,10 @@
 """A request into the engine: the checks it passes, then its texts as the sentences the engine
 queues, each prepared for the search by the `Translator`'s own rules, in the caller's thread.
 
-Texts are cut into sentences line by line (texts.py); each sentence is truncated to the
-position table, given its target prefix and the language tags of its text's direction, and
-its max_len decided as `Translator.translate` decides it. A blank sentence is answered at
+Texts are cut into sentences line by line (texts.py); a sentence longer than the position
+table is refused (cut, its translation would end early without the client knowing); each is
+given its target prefix and the language tags of its text's direction, and its max_len
+decided as `Translator.translate` decides it. A blank sentence is answered at
 once, and an exact repeat of one (same text, same options, same direction) from the
 translation cache, without decoding.
 
@@ -27,6 +28,7 @@ import torch
 from transformer_mt.config import DecodeConfig
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.inference.constrained import ConstraintsError
+from transformer_mt.inference.encoding import LineTooLong
 from transformer_mt.inference.languages import Direction
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translation, Translator
@@ -72,7 +74,8 @@ class Intake:
 
         Raises:
             SettingError: a decode setting or a language the server refuses.
-            RequestTooLarge: more texts, longer texts or more sentences than it takes.
+            RequestTooLarge: more texts, longer texts or more sentences than it takes, or a
+                sentence longer than the position table.
             TextRefused: a text whose constraints cannot all be met, or a glossary term the
                 model cannot produce.
         """
@@ -152,6 +155,8 @@ class Intake:
         Raises:
             ConstraintsError: its `phrases` cannot all be met, or its prefix does not fit,
                 naming its text as the line.
+            RequestTooLarge: it holds more tokens than the position table (`tmt translate`
+                cuts such a line and says so; a client would not be told).
         """
         text = job.split.sentences[index]
         key = translation_key(text, prefix, direction, decode, phrases, job.scope)
@@ -160,14 +165,17 @@ class Intake:
         if cached is not None:
             job.results[index] = cached
             return None
-        src = self.translator.encoding.source_ids(text, direction)
+        line = job.split.owners[index]
+        try:
+            src = self.translator.encoding.source_ids(text, direction, cut=False)
+        except LineTooLong as err:  # cut, its translation would end early, unsaid
+            raise RequestTooLarge(f"text[{line}]: a sentence of {err}") from None
         if not src:
             job.results[index] = Translation.empty(decode.n_best)
             return None
         mask = torch.ones(1, 1, 1, source_positions(src), dtype=torch.bool)
         cap = self.translator.options.max_len_cap
         max_len = int(max_output_lengths(mask, decode, cap)[0])
-        line = job.split.owners[index]
         forced = self.translator.encoding.prefix_ids(prefix, direction, line)
         constraints = self.translator.encoding.constraint_ids(phrases, len(forced), line)
         if constraints:
