@@ -6,14 +6,15 @@ import inspect
 import itertools
 import math
 
+import numpy as np
 import pytest
 import torch
 from torch.testing import assert_close
 
 from transformer_mt.config import DecodeConfig, ModelConfig
 from transformer_mt.errors import TmtError
+from transformer_mt.search import beam as search_beam
 from transformer_mt.search import (
-    SearchOptions,
     beam_search,
     greedy_search,
     length_penalty,
@@ -22,7 +23,6 @@ from transformer_mt.search import (
     search,
     top_k,
 )
-from transformer_mt.search import beam as search_beam
 from transformer_mt.search import sampling as search_sampling
 
 from .search_fakes import EOS, PAD, RecurrentFake, ScriptedFake, sequence_log_prob
@@ -263,43 +263,52 @@ def test_sampling_with_one_candidate_equals_greedy(filters):
 def test_a_top_p_below_float32s_least_keeps_the_most_probable_token():
     """1e-300 is 0 in float32, where every token's mass above it is >= 0: all would go."""
     cfg = DecodeConfig(sampling=True, top_p=1e-300)
-    choose = search_sampling._sampler(cfg, torch.Generator().manual_seed(0))
+    choose = search_sampling._sampler(cfg, np.array([5, 6], dtype=np.uint64))
     log_probs = torch.log_softmax(torch.tensor([[0.0, 2.0, 1.0], [3.0, 0.0, 1.0]]), -1)
-    assert choose(log_probs).tolist() == [1, 0]
+    assert choose(log_probs, torch.tensor([0, 1]), torch.tensor([0, 0])).tolist() == [1, 0]
 
 
-def test_sampling_is_reproducible_with_a_seeded_generator():
+def test_a_draw_picks_each_token_as_often_as_its_probability():
+    """The inverse of the distribution function at uniform draws: 20,000 draws of one row
+    against its probabilities, and never a token of no mass (top_k 3 of 4)."""
+    cfg = DecodeConfig(sampling=True, top_k=3)
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    n = 20_000
+    choose = search_sampling._sampler(cfg, np.arange(n, dtype=np.uint64))
+    tokens = choose(
+        probs.log().expand(n, 4).clone(), torch.arange(n), torch.zeros(n, dtype=torch.long)
+    )
+    counts = torch.bincount(tokens, minlength=4).double() / n
+    kept = probs[:3] / probs[:3].sum()
+    assert counts[3] == 0 and torch.allclose(counts[:3], kept.double(), atol=0.015)
+
+
+def test_uniforms_are_splitmix64s_outputs():
+    """SplitMix64 seeded 0 (Steele et al.'s reference: its first output is 0xE220A8397B1DCDAF)."""
+    drawn = search_sampling.uniforms(np.array([0], dtype=np.uint64), np.array([0]))
+    assert drawn[0] == (0xE220A8397B1DCDAF >> 11) * 2.0**-53
+
+
+def test_a_sentence_draws_the_same_samples_alone_or_in_any_batch():
+    """Same input, same output: a sample is keyed by decode.seed, its sentence's own ids and
+    its number, not by the batch (the batch's padded ids had seeded one generator for all its
+    sentences: a sentence drew otherwise beside others, or in another order). Nor does the
+    global generator's state (moved here by another draw) change anything."""
     model = RecurrentFake(seed=2, sharpness=1.0)
-    src_ids, src_mask = padded(random_sources(5))
+    sources = random_sources(5)
     cfg = DecodeConfig(beam_size=3, n_best=3, max_len_b=6, sampling=True, top_k=5, top_p=0.9)
 
-    def draw(seed: int):
-        generator = torch.Generator().manual_seed(seed)
-        return summary(search(model, src_ids, src_mask, cfg, SearchOptions(generator=generator)))
-
-    first = draw(7)
-    assert first == draw(7)
-    assert first != draw(8)
-    assert all(len(r) == 3 for r in first)
-    assert all([s for _, s in r] == sorted((s for _, s in r), reverse=True) for r in first)
-
-
-def test_sampling_without_a_generator_draws_by_the_seed_and_the_batch_alone():
-    """Same input, same output: the global generator's state (moved here by another draw)
-    changes nothing; decode.seed and the batch's sentences do."""
-    model = RecurrentFake(seed=2, sharpness=1.0)
-    src_ids, src_mask = padded(random_sources(5))
-    cfg = DecodeConfig(beam_size=3, n_best=3, max_len_b=6, sampling=True)
-
-    def draw(cfg: DecodeConfig, ids=src_ids, mask=src_mask):
+    def draw(rows, cfg=cfg):
         torch.rand(17)  # whatever ran before
-        return summary(search(model, ids, mask, cfg))
+        return summary(search(model, *padded(rows), cfg))
 
-    first = draw(cfg)
-    assert first == draw(cfg)
-    assert first != draw(dataclasses.replace(cfg, seed=1))
-    others, other_mask = padded(random_sources(5, seed=9))
-    assert draw(cfg, others, other_mask) != first
+    together = draw(sources)
+    assert together == draw(sources)
+    assert [draw([row])[0] for row in sources] == together
+    assert draw(sources[::-1]) == together[::-1]
+    assert draw(sources, dataclasses.replace(cfg, seed=1)) != together
+    assert all(len({tuple(t) for t, _ in r}) > 1 for r in together)  # the samples differ
+    assert all([s for _, s in r] == sorted((s for _, s in r), reverse=True) for r in together)
 
 
 # --- the real model -------------------------------------------------------------------------
@@ -399,7 +408,7 @@ def test_greedy_search_through_chunked_top_k_equals_argmax(monkeypatch):
     src_ids, src_mask = padded(random_sources(6, vocab_size=2000, seed=4))
     cfg = DecodeConfig(beam_size=1, n_best=1, max_len_a=1.0, max_len_b=4)
     fast = greedy_search(model, src_ids, src_mask, cfg)
-    monkeypatch.setattr(search_sampling, "_argmax", lambda log_probs: log_probs.argmax(dim=-1))
+    monkeypatch.setattr(search_sampling, "_argmax", lambda log_probs, *_: log_probs.argmax(dim=-1))
     assert_same_results(fast, greedy_search(model, src_ids, src_mask, cfg))
 
 

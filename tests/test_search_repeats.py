@@ -95,8 +95,6 @@ def test_no_mode_repeats_an_ngram_and_a_batch_searches_as_each_sentence_alone(mo
     assert not any(repeats(h, 2) or UNK in h for h in hypotheses)
     unruled = search(model, *padded(sources), dataclasses.replace(cfg, no_repeat_ngram_size=0))
     assert any(repeats(h.tokens, 2) for r in unruled for h in r.hypotheses)
-    if mode == "sampling":  # a batch draws otherwise than its sentences alone (batch_seed)
-        return
     alone = [search(model, *padded([s]), cfg)[0] for s in sources]
     assert [[h.tokens for h in r.hypotheses] for r in alone] == [
         [h.tokens for h in r.hypotheses] for r in batch

@@ -10,7 +10,7 @@ the work of the short ones alive.
 
 The modes are beam.py (`beam_search`, `beam_step`) and sampling.py (`greedy_search`,
 `sample`); what they share is named by its module: protocol.py (what search needs of a
-model), options.py (`SearchOptions`: special ids, length cap, first cache, generator),
+model), options.py (`SearchOptions`: special ids, length cap, first cache, shortlist),
 lengths.py (the length penalty and max_len), beam_state.py (`BeamState`, the live
 hypotheses), constraints.py (lexical constraints and the banks of dynamic beam allocation),
 rows.py (the model's rows kept aligned with them), results.py (hypotheses and n-best lists)
@@ -112,7 +112,7 @@ def search(
     """Sampling if `cfg.sampling`, else greedy search if `cfg.beam_size == 1`, else beam search;
     beam search whatever the beam size when a sentence has constraints.
 
-    Args and Returns: as `beam_search`; `options.generator` is used by sampling only.
+    Args and Returns: as `beam_search`.
     `prefixes`: per sentence, target ids every hypothesis starts with (forced decoding).
     `constraints`: per sentence, target phrases every translation contains (beam search;
     `constrained_beam_size` is the beam that suits a sentence's number of them).

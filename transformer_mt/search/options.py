@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import torch
 from torch import Tensor
 
 from transformer_mt.search.protocol import ReorderableCache, SourceVocabulary
@@ -39,9 +38,6 @@ class SearchOptions:
     # An empty cache for the first decoding step (e.g. one storing keys and values in a narrower
     # dtype); None: the model makes its own on the first step.
     new_cache: Callable[[], ReorderableCache] | None = None
-    # Sampling draws from it; None: from one seeded by decode.seed and each batch's sources
-    # (`sampling.batch_seed`). Greedy and beam search draw nothing.
-    generator: torch.Generator | None = None
     # Which target ids each sentence may produce (a shortlist), asked once per batch:
     # (src_ids (B, S), per sentence the ids that must stay: EOS, its forced prefix, its
     # constraints) -> what `decode_step` takes as `vocab`; None: the whole vocabulary.
