@@ -226,6 +226,16 @@ def test_two_origin_headers_are_refused_even_when_one_is_allowed():
         assert "given 2 times" in error["message"]
 
 
+def test_two_authorization_headers_are_refused():
+    """The first had been taken as the key: which of two keys is the client's (a proxy may
+    add its own) is not the server's to guess."""
+    key = (b"authorization", b"Bearer one")
+    assert guard_answer([(b"host", b"127.0.0.1"), key]) is None
+    status, error = guard_answer([(b"host", b"127.0.0.1"), key, (b"authorization", b"Bearer two")])
+    assert (status, error["field"]) == (400, "Authorization")
+    assert error["message"] == "Authorization: given 2 times; a request has one key"
+
+
 def exchange(url: str, request: bytes) -> tuple[int, dict]:
     """Send `request` as raw bytes; the status and JSON body of the answer (the server closes
     the connection after it: the request says HTTP/1.0 or Connection: close)."""

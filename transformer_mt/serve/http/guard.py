@@ -12,7 +12,8 @@ A request must carry exactly one Host header holding `host[:port]`, HTTP/1.0 too
 without one (which h11 lets through for HTTP/1.0), with an empty one, or with two (an ASGI
 server other than uvicorn may pass both on, and this module must not pick one to trust) is
 refused before any Host rule is asked, as RFC 9112 section 3.2 asks of HTTP/1.1. Origin,
-which a browser sends at most once, is refused when given twice for the same reason.
+which a browser sends at most once, is refused when given twice for the same reason, and so
+is Authorization: of two keys, the server would have to pick the one to count and trust.
 
 Starlette's TrustedHostMiddleware checks Host only, with a plain-text refusal and without
 the any-address rule of a wildcard listener; this module answers in the API's error body.
@@ -71,8 +72,8 @@ class RequestGuard:
     """ASGI middleware: 431 for more headers than `max_headers` or a head larger than
     `max_header_bytes` (h11 bounds only a head still arriving, not one that came whole), 400
     for a Host header missing, repeated, empty or not `host[:port]`, or naming a host the
-    server does not answer, 400 for a repeated Origin, 403 for a cross-origin request from an
-    origin not allowed."""
+    server does not answer, 400 for a repeated Origin or Authorization, 403 for a
+    cross-origin request from an origin not allowed."""
 
     def __init__(self, app, hosts: HostRule, settings: HttpSettings):
         self.app, self.hosts, self.settings = app, hosts, settings
@@ -100,6 +101,11 @@ class RequestGuard:
         refusal = self._host_refusal(hosts)
         if refusal is not None:
             return refusal
+        keys = len(_values(headers, b"authorization"))
+        if keys > 1:  # which one is the client's (a proxy may add its own)?
+            return ApiError(
+                400, "Authorization", f"Authorization: given {keys} times; a request has one key"
+            )
         return self._origin_refusal(_values(headers, b"origin"), scope, hosts[0])
 
     def _host_refusal(self, hosts: list[str]) -> ApiError | None:
