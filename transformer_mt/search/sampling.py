@@ -150,26 +150,29 @@ def _argmax(log_probs: Tensor, units: Tensor, steps: Tensor) -> Tensor:
 def _sampler(cfg: DecodeConfig, keys: np.ndarray) -> Choose:
     """A `choose` function drawing from the temperature / top-k / top-p filtered distribution,
     each row by the inverse of its distribution function at its own uniform draw (`uniforms`
-    of its unit's key, `keys`)."""
+    of its unit's key, `keys`). With top-k the rows are cut to their k best tokens first, so
+    the rest is done on k columns, not the vocabulary's thousands."""
 
     def choose(log_probs: Tensor, units: Tensor, steps: Tensor) -> Tensor:
         logits = log_probs / cfg.temperature  # (R, V)
-        if cfg.top_k > 0:
-            kth_best = logits.topk(min(cfg.top_k, logits.shape[-1]), dim=-1).values[:, -1:]
-            logits = logits.masked_fill(logits < kth_best, float("-inf"))
+        columns = None  # the vocabulary column of each of `logits`' columns, where cut
+        if 0 < cfg.top_k < logits.shape[-1]:
+            logits, columns = top_k(logits, cfg.top_k)  # (R, k), best first
         if cfg.top_p < 1.0:
-            sorted_logits, order = logits.sort(dim=-1, descending=True)
-            probs = sorted_logits.softmax(dim=-1)
+            if columns is None:
+                logits, columns = logits.sort(dim=-1, descending=True)
+            probs = logits.softmax(dim=-1)
             # Drop a token once the tokens ranked above it already hold top_p of the mass; the
             # most probable token always stays.
             drop = probs.cumsum(dim=-1) - probs >= cfg.top_p
             drop[:, 0] = False  # kept even where top_p is below float32's least (1.4e-45)
-            logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
-        cumulative = logits.softmax(dim=-1).double().cumsum(dim=-1)  # (R, V)
+            logits = logits.masked_fill(drop, float("-inf"))
+        cumulative = logits.softmax(dim=-1).double().cumsum(dim=-1)
         drawn = uniforms(keys[units.cpu().numpy()], steps.cpu().numpy())
         targets = torch.from_numpy(drawn).to(cumulative.device) * cumulative[:, -1]
         # The first token whose cumulative mass passes the draw: never one of no mass.
-        tokens = torch.searchsorted(cumulative, targets[:, None], right=True)[:, 0]
-        return tokens.clamp_(max=cumulative.shape[-1] - 1)
+        picked = torch.searchsorted(cumulative, targets[:, None], right=True)
+        picked = picked.clamp_(max=cumulative.shape[-1] - 1)
+        return (picked if columns is None else columns.gather(1, picked))[:, 0]
 
     return choose
