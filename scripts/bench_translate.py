@@ -3,7 +3,7 @@
     python scripts/bench_translate.py [--fixed-length 20] [--beams 5 1] [--batch-sizes 32 64]
                                       [--checkpoint CKPT] [--repeats 3] [--threads 2]
                                       [--systems ours ours-int8 ours-bf16 hf ct2 ct2-int8]
-                                      [--device cuda]
+                                      [--device cuda] [--top-k K]
 
 Multi30k test2016 (1,000 German sentences) is tokenized with a joint 8k SentencePiece model
 trained on Multi30k train (or the checkpoint's tokenizer), EOS appended and padded with 0 as our
@@ -26,6 +26,9 @@ models do equal work. `agreement` is the share of sentences whose best hypothese
 to ours. CTranslate2 masks PAD, BOS and early EOS before the softmax (renormalising) where we
 mask after it (see docs/deployment.md), so with random weights and a forced length its beams
 may rank differently; with a trained model those tokens carry ~no probability.
+
+With --top-k K ours samples instead, among each row's K best tokens (`--beams`: samples per
+sentence), timing the sampler; no other system runs (their draws differ).
 
 Prints one JSON object per (system, beam, batch size), then a table. `scripts/benchmark.py
 translate` calls `add_arguments` and `run` from here.
@@ -99,11 +102,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: auto")
+    parser.add_argument(
+        "--top-k",
+        type=int,
+        help="ours only: sample among the K best tokens, --beams samples per sentence",
+    )
 
 
 def run(args: argparse.Namespace) -> list[dict]:
     """One dict per (system, beam size, batch size); rows other than ours carry the agreement
     rate with ours."""
+    if args.top_k is not None and set(args.systems) != {"ours"}:
+        raise TmtError("--top-k: sampling is timed for --systems ours only (draws differ)")
     torch.set_num_threads(args.threads)
     device = pick_device(args.device)
     model, src_tokenizer, tgt_tokenizer = load_model(args)
@@ -174,8 +184,12 @@ def make_batches(sources: list[list[int]], batch_size: int) -> list[torch.Tensor
 
 
 def decode_config(beam_size: int, args: argparse.Namespace) -> DecodeConfig:
-    """Our settings: score = log P / |y|, one max length for all, min_len = max_len if fixed."""
+    """Our settings: score = log P / |y|, one max length for all, min_len = max_len if fixed;
+    with --top-k, `beam_size` samples per sentence."""
     max_len = args.fixed_length or args.max_len
+    sampling = {}
+    if args.top_k is not None:
+        sampling = dict(sampling=True, top_k=args.top_k, n_best=beam_size)
     return DecodeConfig(
         beam_size=beam_size,
         length_penalty=1.0,
@@ -183,6 +197,7 @@ def decode_config(beam_size: int, args: argparse.Namespace) -> DecodeConfig:
         max_len_a=0.0,
         max_len_b=max_len,
         min_len=args.fixed_length or 1,
+        **sampling,
     )
 
 
