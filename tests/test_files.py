@@ -266,6 +266,23 @@ def test_run_artifacts_are_never_an_output(tmp_path, name, what):
         check_output(link)
 
 
+@pytest.mark.parametrize(
+    "given, named",
+    [
+        ("run/metrics.jsonl", "the metrics log of run,"),
+        ("run/checkpoints/best.pt", "a training checkpoint of run,"),
+        ("metrics.jsonl", "the metrics log of {cwd},"),  # in the run: `.` would name nothing
+    ],
+)
+def test_a_run_artifact_names_its_run_as_the_user_wrote_it(tmp_path, monkeypatch, given, named):
+    """The run had been named by its absolute path beside the relative one the user gave."""
+    make_run_dir(tmp_path)
+    monkeypatch.chdir(tmp_path if given.startswith("run/") else tmp_path / "run")
+    with pytest.raises(TmtError) as refused:
+        check_output(given)
+    assert f"{given}: is {named.format(cwd=tmp_path / 'run')} which" in str(refused.value)
+
+
 def test_files_a_user_makes_inside_a_run_may_be_replaced(tmp_path):
     run = make_run_dir(tmp_path)
     for name in ("curves.png", "checkpoints/average.pt", "test.hyp"):

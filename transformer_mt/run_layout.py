@@ -35,29 +35,36 @@ def run_artifact(path: str | Path) -> str | None:
     Files a user may replace inside a run directory (a plot, an averaged checkpoint, a
     translation) are not run artifacts: nothing the run does reads them back.
     """
-    path = Path(path).absolute()
-    folder = path.parent
-    if folder.name == CHECKPOINTS_DIR and _is_checkpoint_name(path.name):
-        return f"a training checkpoint of {folder.parent}"
-    return run_file(folder, path) if is_run_dir(folder) else None
+    given = Path(path)
+    folder = given.absolute().parent
+    if folder.name == CHECKPOINTS_DIR and _is_checkpoint_name(given.name):
+        return f"a training checkpoint of {_as_given(given.parent.parent)}"
+    return run_file(given.parent, given) if is_run_dir(folder) else None
 
 
 def run_file(run_dir: str | Path, path: str | Path) -> str | None:
     """What `path` is to a run in `run_dir` (a run there or one `tmt train` would start),
     or None when training never writes it: what no input of that run may be."""
+    shown = _as_given(Path(run_dir))
     run_dir, path = Path(run_dir).absolute(), Path(path).absolute()
     name = path.name
     if path.parent == run_dir / CHECKPOINTS_DIR and _is_checkpoint_name(name):
-        return f"a training checkpoint of {run_dir}"
+        return f"a training checkpoint of {shown}"
     if path.parent != run_dir:
         return None
     if name == METRICS_NAME:
-        return f"the metrics log of {run_dir}"
+        return f"the metrics log of {shown}"
     if name in (CONFIG_NAME, HISTORY_NAME, LOCK_NAME):
-        return f"the {name} of {run_dir}"
+        return f"the {name} of {shown}"
     if name.startswith(TOKENIZER_PREFIX):
-        return f"a tokenizer of {run_dir}"
+        return f"a tokenizer of {shown}"
     return None
+
+
+def _as_given(folder: Path) -> Path:
+    """A run directory as messages name it: as the user wrote it (`runs/x`), but for the
+    current directory, which `.` would not name."""
+    return folder.absolute() if str(folder) == "." else folder
 
 
 def _is_checkpoint_name(name: str) -> bool:

@@ -56,9 +56,12 @@ def _check_run_dir(args: argparse.Namespace) -> None:
 
 
 def add_plot(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plot", help="draw a run's learning curves to a PNG")
+    p = sub.add_parser("plot", help="draw a run's learning curves to a PNG, SVG or PDF")
     p.add_argument("run_dir", help="run directory holding metrics.jsonl")
-    p.add_argument("--out", help="PNG path (default: RUN_DIR/curves.png)")
+    p.add_argument(
+        "--out",
+        help="image path, its format by its suffix: .png, .svg, .pdf (default: RUN_DIR/curves.png)",
+    )
     p.set_defaults(handler=_run_plot)
 
 
