@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from transformer_mt import artifacts, run_layout
 from transformer_mt.training.metrics import read_metrics
@@ -152,9 +153,52 @@ def assert_same_run(run_dir: Path, reference: Path) -> None:
     assert steps == list(range(1, MAX_STEPS + 1))
 
 
-def _start(config: Path, run_dir: Path, log: Path, kill_at_rename: int = 0) -> subprocess.Popen:
+@pytest.mark.slow
+def test_a_killed_streamed_run_leaves_no_data_worker_behind_and_resumes(tmp_path):
+    """Its workers, forked with the run directory's lock, had lived on after the trainer's
+    SIGKILL (blocked handing over a chunk), and every rerun was refused as another run's."""
+    write_corpus(tmp_path, n_train=3000)
+    config = write_config(tmp_path, train="max_steps: 12, valid_every: 3, valid_bleu: false")
+    sections = yaml.safe_load(config.read_text(encoding="utf-8"))
+    sections["data"].update(streaming=True, shuffle_buffer=256, workers=2)
+    config.write_text(yaml.safe_dump(sections, sort_keys=False), encoding="utf-8")
+    run_dir, mark = tmp_path / "run", f"tmt-test-{os.getpid()}-{time.monotonic_ns()}"
+    proc = _start(config, run_dir, tmp_path / "killed.log", kill_at_rename=3, mark=mark)
+    try:
+        with _reaped(proc):
+            assert proc.wait(TIMEOUT) == -signal.SIGKILL, _tail(tmp_path / "killed.log")
+        deadline = time.monotonic() + 30
+        while _marked(mark):
+            assert time.monotonic() < deadline, "a data worker outlived its trainer"
+            time.sleep(0.1)
+    finally:
+        for pid in _marked(mark):  # the test's own leftovers, whatever it found
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    rerun = _start(config, run_dir, tmp_path / "rerun.log")
+    with _reaped(rerun):
+        assert rerun.wait(TIMEOUT) == 0, _tail(tmp_path / "rerun.log")
+    assert "resumed from" in (tmp_path / "rerun.log").read_text(encoding="utf-8")
+
+
+def _marked(mark: str) -> list[int]:
+    """The processes whose environment holds TMT_TEST_MARK=`mark` (a run and its workers)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and f"TMT_TEST_MARK={mark}".encode() in (
+                entry / "environ"
+            ).read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+    return found
+
+
+def _start(
+    config: Path, run_dir: Path, log: Path, kill_at_rename: int = 0, mark: str = ""
+) -> subprocess.Popen:
     env = {
         **os.environ,
+        "TMT_TEST_MARK": mark,
         "PYTHONPATH": os.pathsep.join([str(HOOK), str(REPO)]),
         "TMT_KILL_AT_RENAME": str(kill_at_rename),
         # One thread in every run: float sums split over another thread count can differ in
