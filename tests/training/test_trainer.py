@@ -296,6 +296,19 @@ def test_refuses_foreign_directory_and_other_model(tiny_experiment, tmp_path):
     assert json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])["step"] == 1
 
 
+def test_a_run_files_temporary_is_no_foreign_file(tiny_experiment, tmp_path):
+    """Rank 0 writes the tokenizer (under a temporary name) while the other ranks look at the
+    directory: they had refused it as another's, and the DDP run failed to start."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / ".spm-joint-0123456789abcdef.model.tmp4242").write_bytes(b"half a model")
+    assert run_training(str(tiny_experiment), str(run_dir), ["train.max_steps=4"]) == 0
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / ".notes.txt.tmp17").write_text("not a run's")
+    with pytest.raises(TmtError, match=r"holds no run \(\.notes\.txt\.tmp17\)"):
+        run_training(str(tiny_experiment), str(tmp_path / "other"), [])
+
+
 def test_max_minutes_stops_the_run_and_counts_resumed_time(tiny_experiment, tmp_path):
     run_dir = tmp_path / "run"
     args = ["train", "--config", str(tiny_experiment), "--run-dir", str(run_dir), "--set"]

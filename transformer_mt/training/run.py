@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import platform
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -261,11 +262,7 @@ def _resume_state(
         TmtError: the directory holds other files, or a run of another model or corpus.
     """
     if found is None:
-        stray = [
-            p.name
-            for p in run_dir.glob("*")
-            if p.name not in RUN_DIR_FILES and not p.name.startswith(TOKENIZER_PREFIX)
-        ]
+        stray = [p.name for p in run_dir.glob("*") if not _written_by_a_run(p.name)]
         if stray:
             raise TmtError(
                 f"{run_dir} is not empty and holds no run ({', '.join(sorted(stray)[:3])}); "
@@ -292,6 +289,18 @@ def _resume_state(
         fresh = dataclasses.replace(checkpoint.training, best_score=None, bad_validations=0)
         checkpoint = dataclasses.replace(checkpoint, training=fresh)
     return last, checkpoint
+
+
+def _written_by_a_run(name: str) -> bool:
+    """Whether a file `name` in a run directory is one a run writes before its first
+    checkpoint, or the temporary of one (`files.temporary_name`): rank 0 of a run writes its
+    tokenizer while the other ranks look at the directory."""
+    temporary = _TEMPORARY.fullmatch(name)
+    name = temporary.group(1) if temporary else name
+    return name in RUN_DIR_FILES or name.startswith(TOKENIZER_PREFIX)
+
+
+_TEMPORARY = re.compile(r"\.(.+)\.tmp\d+(?:-.*)?")
 
 
 def _refuse_another_run(run_dir: Path, stored: dict[str, Any], current: dict[str, Any]) -> None:
