@@ -268,6 +268,25 @@ def test_resume_on_a_corpus_replaced_under_its_name_is_refused(tiny_experiment, 
     assert load_checkpoint(run_dir / "checkpoints/last.pt").step == 8
 
 
+def test_the_same_command_after_a_patience_stop_trains_no_further(tiny_experiment, tmp_path):
+    """As after max_steps: it had resumed, trained on to the next patience stop, replaced
+    best.pt and last.pt and pruned step files, again at every rerun."""
+    run_dir = tmp_path / "run"
+    stopping = [
+        *("train.max_steps=60", "train.valid_every=2", "train.patience=1"),
+        *("train.valid_bleu=false", "train.lr=0.5", "train.warmup_steps=1"),
+    ]
+    assert run_training(str(tiny_experiment), str(run_dir), stopping) == 0
+    step = load_checkpoint(run_dir / "checkpoints/last.pt").step
+    assert step < 60  # stopped by patience
+    before = run_files(run_dir)
+    assert run_training(str(tiny_experiment), str(run_dir), stopping) == 0
+    assert run_files(run_dir) == before
+    patient = [*stopping[:2], "train.patience=50", *stopping[3:]]
+    assert run_training(str(tiny_experiment), str(run_dir), patient) == 0  # more patience
+    assert load_checkpoint(run_dir / "checkpoints/last.pt").step > step
+
+
 def test_resume_with_larger_batches_trains_on(tiny_experiment, tmp_path, caplog):
     """How the run trains may change, dropout too (off at inference: the same model); fewer
     batches an epoch than the stored position counts start the next epoch."""

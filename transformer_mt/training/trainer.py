@@ -149,8 +149,6 @@ class Trainer:
                 with report.paused():  # tokens/s counts training only
                     self._validate_and_save(report)
                 validated_at = self.step
-                if self.early_stopping.exhausted:
-                    return "patience"
             if launched.stop:
                 return self.stop_requests.name
         if validated_at != self.step:
@@ -177,7 +175,11 @@ class Trainer:
         self.skipped_updates += self.updater.settle()
 
     def _limit_reached(self) -> str | None:
-        """max_steps, max_epochs or max_minutes when that limit ends the run now, else None."""
+        """patience, max_steps, max_epochs or max_minutes when that limit ends the run now,
+        else None. Asked before the first update too: the same command again after any of
+        them (a resume with the limit unchanged) trains no further."""
+        if self.early_stopping.exhausted:
+            return "patience"
         if self.step >= self.cfg.max_steps:
             return "max_steps"
         if self._epochs_done():
