@@ -152,6 +152,10 @@ RULES = [
     (section("train", ema_decay=1.0), ("train.ema_decay",)),
     (section("train", adam_betas=[0.9, 1.0]), ("train.adam_betas",)),
     (section("train", patience=-1), ("train.patience",)),
+    # numbers past float's range and integers past a 64-bit counter: an OverflowError had
+    # escaped as a traceback, at load or (max_steps) at the first metrics row
+    (section("train", lr=10**400), ("train.lr",)),
+    (section("train", max_steps=10**400), ("train.max_steps",)),
     # decode
     (lambda: DecodeConfig(top_p=math.nan).validate(), ("decode.top_p",)),
     (section("decode", length_penalty=11), ("decode.length_penalty",)),

@@ -7,7 +7,6 @@ blames the dotted key of the value (`train.lr`, `data.train[0].weight`).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import difflib
 import math
@@ -19,6 +18,8 @@ from typing import Any, Literal
 from transformer_mt.config.errors import ConfigError
 
 _KINDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+# The largest integer a setting may hold: what a 64-bit counter holds (tensors, checkpoints).
+MAX_INTEGER = 2**63 - 1
 
 
 # A value as an error shows it: at most a few items a level and a few levels, so that a YAML
@@ -81,6 +82,11 @@ def coerce(hint: Any, value: Any, dotted: str) -> Any:
         return _coerce_float(value, dotted)
     if hint is int and (isinstance(value, bool) or not isinstance(value, int)):
         raise ConfigError(f"{dotted}: expected an integer, got {_shown(value)}", keys=(dotted,))
+    if hint is int and abs(value) > MAX_INTEGER:  # a count no run reaches; float() overflows
+        raise ConfigError(
+            f"{dotted}: {_shown(value)} is out of range (integers here lie within ±(2**63 - 1))",
+            keys=(dotted,),
+        )
     if hint is bool and not isinstance(value, bool):
         raise ConfigError(f"{dotted}: expected true or false, got {_shown(value)}", keys=(dotted,))
     if hint is str and not isinstance(value, str):
@@ -119,11 +125,13 @@ def _coerce_float(value: Any, dotted: str) -> float:
     if isinstance(value, bool):
         raise ConfigError(f"{dotted}: expected a number, got {_shown(value)}", keys=(dotted,))
     number = None
-    if isinstance(value, (int, float)):
-        number = float(value)
-    elif isinstance(value, str):
-        with contextlib.suppress(ValueError):
+    if isinstance(value, (int, float, str)):
+        try:
             number = float(value)
+        except OverflowError:  # an integer past float's range: no finite number
+            number = math.inf
+        except ValueError:
+            pass
     if number is None:
         raise ConfigError(f"{dotted}: expected a number, got {_shown(value)}", keys=(dotted,))
     if not math.isfinite(number):  # YAML's .nan and .inf: no setting means either
