@@ -182,7 +182,25 @@ def test_malformed_overrides_name_the_override_and_no_flag(tmp_path):
     assert str(err.value) == "override 'train.lr': expected key=value, e.g. train.lr=5e-4"
     with pytest.raises(ConfigError) as err:
         load_config(path, ["train.lr.x=1"])
-    assert str(err.value) == "override 'train.lr.x=1': 'lr' is not a section"
+    assert str(err.value) == "override 'train.lr.x=1': 'train.lr' is not a section"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "said"),
+    [
+        # the file's other train keys had been dropped without a word
+        (["train={lr: 1.0e-3}"], "override 'train={lr: 1.0e-3}': train is a section; set its"),
+        (["train=5", "train.lr=1"], "override 'train=5': train is a section; set its keys"),
+        (["train.lr=1", "train=5"], "override 'train=5': train is a section; set its keys"),
+        # a section the file lacks, made a value by an earlier override: that one is named
+        (["decode=5", "decode.beam_size=2"], "override 'decode=5': 'decode' is not a section"),
+    ],
+)
+def test_an_override_of_a_whole_section_is_refused_naming_it(tmp_path, overrides, said):
+    path = write(tmp_path, "train:\n  lr: 1e-3\n  max_steps: 20\n  warmup_steps: 2\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path, overrides)
+    assert str(err.value).startswith(said)
 
 
 @pytest.mark.parametrize("second", ["train.lr=2e-3", "train.lr=1e-3", " train.lr =2e-3"])

@@ -18,8 +18,6 @@ from typing import Any, Literal
 from transformer_mt.config.errors import ConfigError
 
 _KINDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
-# The largest integer a setting may hold: what a 64-bit counter holds (tensors, checkpoints).
-MAX_INTEGER = 2**63 - 1
 
 
 # A value as an error shows it: at most a few items a level and a few levels, so that a YAML
@@ -82,11 +80,6 @@ def coerce(hint: Any, value: Any, dotted: str) -> Any:
         return _coerce_float(value, dotted)
     if hint is int and (isinstance(value, bool) or not isinstance(value, int)):
         raise ConfigError(f"{dotted}: expected an integer, got {_shown(value)}", keys=(dotted,))
-    if hint is int and abs(value) > MAX_INTEGER:  # a count no run reaches; float() overflows
-        raise ConfigError(
-            f"{dotted}: {_shown(value)} is out of range (integers here lie within ±(2**63 - 1))",
-            keys=(dotted,),
-        )
     if hint is bool and not isinstance(value, bool):
         raise ConfigError(f"{dotted}: expected true or false, got {_shown(value)}", keys=(dotted,))
     if hint is str and not isinstance(value, str):

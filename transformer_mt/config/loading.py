@@ -92,10 +92,17 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
         for depth, part in enumerate(parents, 1):
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
+                section = ".".join(parents[:depth])
+                culprit = given.get(section, item)  # an earlier override may have set it
                 raise ConfigError(
-                    f"override {item!r}: '{part}' is not a section",
-                    keys=(".".join(parents[:depth]),),
+                    f"override {culprit!r}: '{section}' is not a section", keys=(section,)
                 )
+        if isinstance(node.get(leaf), dict):  # replaced whole, the file's other keys would go
+            raise ConfigError(
+                f"override {item!r}: {name} is a section; set its keys one by one "
+                f"({name}.KEY=VALUE)",
+                keys=(name,),
+            )
         node[leaf] = value
     return data
 

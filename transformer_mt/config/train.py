@@ -9,6 +9,7 @@ from transformer_mt.config.checks import check_positive, check_unit_interval
 from transformer_mt.config.errors import ConfigError
 
 MAX_THREADS = 1024  # torch threads a run may ask for
+MAX_STEPS = 2**63 - 1  # a 64-bit step counter
 MAX_SEED = 2**32 - 1  # numpy's range, which every library's seed takes
 # Batches one update accumulates, held in a list until it is made: 4096 of 4096 tokens are
 # 16.8M tokens an update, 40x the largest published recipes' (fairseq's 400k).
@@ -79,6 +80,11 @@ class TrainConfig:
         check_positive(self, "train", ["max_steps", "max_tokens", "update_freq", "lr"])
         check_positive(self, "train", ["log_every", "valid_every", "adam_eps", "pad_to_multiple"])
         check_positive(self, "train", ["noam_scale"])
+        if self.max_steps > MAX_STEPS:  # the progress line's arithmetic takes it as a float
+            raise ConfigError(
+                f"train.max_steps={self.max_steps} must be in [1, 2**63 - 1]",
+                keys=("train.max_steps",),
+            )
         for name in ("max_epochs", "max_minutes", "valid_max_sentences"):
             value = getattr(self, name)
             if value is not None and value <= 0:
