@@ -6,10 +6,9 @@ The position table holds every source and its EOS, and every forced prefix and t
 it, so sources and prefixes are cut to `max_positions - 1` tokens with their tags (or, where
 the caller cannot tell its user, refused: `LineTooLong`). A source line too long for the table
 is encoded from its start only, so that a line of megabytes costs what the table holds
-(SentencePiece took 840 MB for one of 20 MB). A language
-tag a user typed (`>>fra<<`) is taken out of a source: the direction alone picks the language;
-so is a typed back-translation tag (`<BT>`), which a model trained on tagged back-translation
-would read as its own.
+(SentencePiece took 840 MB for one of 20 MB). A language tag a user typed (`>>fra<<`) is
+taken out of a source: the direction alone picks the language; so is a typed back-translation
+tag (`<BT>`), which a model trained on tagged back-translation would read as its own.
 """
 
 from __future__ import annotations
