@@ -188,8 +188,9 @@ def decode_config(beam_size: int, args: argparse.Namespace) -> DecodeConfig:
     with --top-k, `beam_size` samples per sentence."""
     max_len = args.fixed_length or args.max_len
     sampling = {}
-    if args.top_k is not None:
-        sampling = dict(sampling=True, top_k=args.top_k, n_best=beam_size)
+    top_k = getattr(args, "top_k", None)  # other benchmarks pass settings of their own
+    if top_k is not None:
+        sampling = dict(sampling=True, top_k=top_k, n_best=beam_size)
     return DecodeConfig(
         beam_size=beam_size,
         length_penalty=1.0,
