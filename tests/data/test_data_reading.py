@@ -180,6 +180,10 @@ def test_check_sources_names_every_faulty_file_at_once(tmp_path):
     )
     (tmp_path / "valid.en").write_text("A dog.\n", "utf-8")
     check_sources(dataclasses.replace(cfg, test=None))  # valid.de found as valid.de.gz
+    # blank lines only: said so before any work (it had been "file is empty" after encoding)
+    (tmp_path / "valid.en").write_text("\n \n\t\n", "utf-8")
+    with pytest.raises(DataError, match=r"valid\.en holds only blank lines; fix these paths"):
+        check_sources(dataclasses.replace(cfg, test=None))
 
 
 def test_check_sources_single_file_formats_and_hub(tmp_path):

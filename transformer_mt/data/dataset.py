@@ -230,7 +230,8 @@ def source_faults(cfg: DataConfig, splits: Sequence[str]) -> list[tuple[str, str
 
 def _file_fault(path: Path) -> str | None:
     """What keeps a corpus file from being read, in the words of `text_files.file_problem` (a pipe,
-    a socket or a device: training reads a corpus several times), or that it is empty."""
+    a socket or a device: training reads a corpus several times), or that it is empty or
+    blank."""
     if path.is_dir():
         return "is a folder, not a file"
     problem = file_problem(path)
@@ -240,7 +241,17 @@ def _file_fault(path: Path) -> str | None:
         return f"is {problem}"
     if path.stat().st_size == 0:
         return "is empty"
+    if path.suffix != ".gz" and not _holds_text(path):
+        return "holds only blank lines"
     return None
+
+
+def _holds_text(path: Path) -> bool:
+    """Whether a line of the file holds more than whitespace: read up to the first that does
+    (its first line, for a corpus), so a file of blank lines is refused before any work, not
+    found empty after the tokenizer and the encoding."""
+    with open(path, "rb") as f:
+        return any(line.strip() for line in f)
 
 
 def load_hub(
