@@ -308,17 +308,30 @@ def remove_stale_temporaries(directory: str | Path, name: str | None = None) -> 
     process here had ended with the same PID. Returns the deleted paths.
     """
     stem = re.escape(_temporary_stem(name)) if name is not None else ".+"
-    pattern = re.compile(rf"\.{stem}\.tmp(\d+)(-\w+)?")
+    pattern = _temporary_pattern(stem)
     removed = []
     for path in Path(directory).glob(".*.tmp*"):
         match = pattern.fullmatch(path.name)
         if match is None or path.is_symlink():
             continue
-        pid, threaded = int(match.group(1)), match.group(2) is not None
+        pid, threaded = int(match.group(2)), match.group(3) is not None
         if not (threaded and pid == os.getpid()) and not _running(pid):
             _remove(path)
             removed.append(path)
     return removed
+
+
+def temporary_stem_of(name: str) -> str | None:
+    """The name of the output a file `name` is the temporary of (`temporary_name`; a name too
+    long for one, its stem), or None where `name` is no temporary."""
+    match = _temporary_pattern(".+").fullmatch(name)
+    return None if match is None else match.group(1)
+
+
+def _temporary_pattern(stem: str) -> re.Pattern[str]:
+    """A temporary's name: its output's `stem` (a regular expression), the writer's PID, and
+    where several threads of one process write one output, `-` and a random part."""
+    return re.compile(rf"\.({stem})\.tmp(\d+)(-\w+)?")
 
 
 def fsync_directory(directory: Path) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import platform
-import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -42,7 +41,7 @@ from transformer_mt.data.pipeline import (
 from transformer_mt.data.specials import own_specials
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
-from transformer_mt.files import atomic_open, atomic_path, check_folder
+from transformer_mt.files import atomic_open, atomic_path, check_folder, temporary_stem_of
 from transformer_mt.machine import (
     ThreadGovernor,
     bound_primitive_cache,
@@ -295,12 +294,8 @@ def _written_by_a_run(name: str) -> bool:
     """Whether a file `name` in a run directory is one a run writes before its first
     checkpoint, or the temporary of one (`files.temporary_name`): rank 0 of a run writes its
     tokenizer while the other ranks look at the directory."""
-    temporary = _TEMPORARY.fullmatch(name)
-    name = temporary.group(1) if temporary else name
+    name = temporary_stem_of(name) or name
     return name in RUN_DIR_FILES or name.startswith(TOKENIZER_PREFIX)
-
-
-_TEMPORARY = re.compile(r"\.(.+)\.tmp\d+(?:-.*)?")
 
 
 def _refuse_another_run(run_dir: Path, stored: dict[str, Any], current: dict[str, Any]) -> None:
