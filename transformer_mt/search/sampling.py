@@ -70,8 +70,9 @@ def sample_keys(seed: int, src_ids: Tensor, src_mask: Tensor, samples: int) -> n
     keys = []
     for b in range(ids.shape[0]):
         own = ids[b][real[b]].numpy().astype("<i8").tobytes()
+        sentence = hashlib.blake2b(own, digest_size=8, key=b"tmt-sampling")
         for j in range(samples):
-            digest = hashlib.blake2b(own, digest_size=8, key=b"tmt-sampling")
+            digest = sentence.copy()  # the sentence's ids hashed once, for all its samples
             digest.update(seed.to_bytes(8, "little") + j.to_bytes(8, "little"))
             keys.append(int.from_bytes(digest.digest(), "little"))
     return np.array(keys, dtype=np.uint64)
