@@ -526,6 +526,7 @@ def test_average_takes_checkpoints_that_differ_only_in_training_settings(tmp_pat
         ("best_score", float("nan"), "nan, not a finite number or None"),
         ("stats", {"elapsed_seconds": float("nan")}, "{'elapsed_seconds': nan}, not a dict"),
         ("data_position", [1], "[1], not a dict of the next batch's position"),
+        ("scored_on", 5, "5, not a corpus key"),
     ],
 )
 def test_a_value_of_the_wrong_kind_is_refused_naming_its_key(tmp_path, key, value, wanted):

@@ -37,7 +37,7 @@ import os
 import shutil
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -88,10 +88,15 @@ class TrainingState:
     best_score: float | None  # best validation score so far, higher is better
     bad_validations: int  # validations since the best one (early stopping)
     stats: dict[str, float]  # {"skipped_updates", "elapsed_seconds"}
+    # The key of the validation text best_score was measured on (`TrainData.valid_key`); None:
+    # unknown (a checkpoint of an earlier release, which a resume takes on trust).
+    scored_on: str | None = None
 
 
-# The one list of training-state keys: a checkpoint holding all of them can resume a run.
-TRAINING_STATE_KEYS = tuple(f.name for f in fields(TrainingState))
+# The one list of training-state keys (`TRAINING_STATE_KEYS`: a checkpoint holding all of them
+# can resume a run; `OPTIONAL_TRAINING_KEYS`: read where present).
+TRAINING_STATE_KEYS = tuple(f.name for f in fields(TrainingState) if f.default is MISSING)
+OPTIONAL_TRAINING_KEYS = tuple(f.name for f in fields(TrainingState) if f.default is not MISSING)
 
 
 def stored_position(positions: list[dict[str, int]]) -> dict[str, Any]:
@@ -162,6 +167,9 @@ class Checkpoint:
         }
         if self.training is not None:
             state.update((key, getattr(self.training, key)) for key in TRAINING_STATE_KEYS)
+            for key in OPTIONAL_TRAINING_KEYS:  # absent rather than None: as older releases
+                if getattr(self.training, key) is not None:
+                    state[key] = getattr(self.training, key)
         if self.averaged_from is not None:
             state["averaged_from"] = self.averaged_from
         if self.specials is not None:
@@ -184,7 +192,8 @@ class Checkpoint:
         _check_values(state, source)
         training = None
         if all(key in state for key in TRAINING_STATE_KEYS):
-            training = TrainingState(**{key: state[key] for key in TRAINING_STATE_KEYS})
+            known = TRAINING_STATE_KEYS + OPTIONAL_TRAINING_KEYS
+            training = TrainingState(**{key: state[key] for key in known if key in state})
         return cls(
             model=state["model"],
             config=state["config"],
@@ -226,6 +235,7 @@ _VALUE_CHECKS: dict[str, tuple[Any, str]] = {
     "data_position": (lambda v: isinstance(v, dict), "a dict of the next batch's position"),
     "best_score": (lambda v: v is None or _number(v), "a finite number or None"),
     "bad_validations": (_whole, "a whole number >= 0"),
+    "scored_on": (lambda v: v is None or isinstance(v, str), "a corpus key"),
     "stats": (
         lambda v: isinstance(v, dict) and all(_number(x) and x >= 0 for x in v.values()),
         "a dict of finite numbers >= 0",

@@ -315,6 +315,33 @@ def test_a_resume_that_scores_validation_otherwise_starts_the_best_score_again(
     assert best.step == 12 and best.training.best_score < 0  # minus the NLL of step 12
 
 
+def test_a_resume_on_validation_text_replaced_under_its_name_starts_the_best_score_again(
+    tiny_experiment, tmp_path, caplog
+):
+    """The same data.valid path holding other sentences: the saved best score was measured on
+    the old ones, so it is not compared with the new scores (which could never beat it, or
+    always would)."""
+    run_dir = tmp_path / "run"
+    quiet = ["train.valid_bleu=false"]  # scores are minus the NLL: one per validation
+    assert run_training(str(tiny_experiment), str(run_dir), ["train.max_steps=8", *quiet]) == 0
+    assert load_checkpoint(run_dir / "checkpoints/last.pt").training.scored_on is not None
+    valid = tmp_path / "valid.tsv"
+    lines = valid.read_text(encoding="utf-8").splitlines(keepends=True)
+    valid.write_text("".join(lines[:5]), encoding="utf-8")  # another validation set
+    caplog.clear()
+    assert run_training(str(tiny_experiment), str(run_dir), ["train.max_steps=12", *quiet]) == 0
+    assert (
+        f"{valid}: not the validation text the saved best score was measured on (corpus key "
+        in caplog.text
+    )
+    best = load_checkpoint(run_dir / "checkpoints/best.pt")
+    assert best.step == 12  # the first validation on the new text is the best so far
+
+    caplog.clear()  # the same text again: the score measured on it stands
+    assert run_training(str(tiny_experiment), str(run_dir), ["train.max_steps=16", *quiet]) == 0
+    assert "not the validation text" not in caplog.text
+
+
 def test_a_run_stopped_before_its_first_checkpoint_is_still_its_directorys(
     tiny_experiment, tmp_path, capsys
 ):

@@ -160,7 +160,12 @@ def test_a_checkpoint_in_the_old_trainer_layout_resumes_exactly(tmp_path):
     last = part / "checkpoints/last.pt"
     written = torch.load(last, weights_only=True)
     # the same keys in the same order, then the checksums that the old layout lacks
-    assert tuple(written) == (*LEGACY_TRAINER_KEYS, "specials", artifacts.CHECKSUMS_KEY)
+    assert tuple(written) == (
+        *LEGACY_TRAINER_KEYS,
+        "scored_on",
+        "specials",
+        artifacts.CHECKSUMS_KEY,
+    )
     torch.save({key: written[key] for key in LEGACY_TRAINER_KEYS}, last)
     assert run_training(config, str(part), []) == 0
     assert_same_training_state(load_checkpoint(last), load_checkpoint(full / "checkpoints/last.pt"))

@@ -69,6 +69,9 @@ class TrainData:
     valid_batches: list[Batch]  # teacher-forced valid loss
     valid_sources: list[str] | None  # raw source lines translated for BLEU (None: BLEU off)
     valid_references: list[str]  # raw target lines, one per valid source
+    # `corpus_key` of the validation text (None: unknown): a checkpoint's best score names it,
+    # so that a resume on other validation text does not compare scores of different sets.
+    valid_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -211,6 +214,7 @@ def prepare_data(
         valid_batches=_valid_loss_batches(valid, config, framing),
         valid_sources=column_texts(valid_text, "src")[:n_bleu],
         valid_references=column_texts(valid_text, "tgt")[:n_bleu],
+        valid_key=valid.key,
     )
 
 

@@ -273,6 +273,7 @@ class Trainer:
                 data_position=artifacts.stored_position(data_positions),
                 best_score=self.early_stopping.best_score,
                 bad_validations=self.early_stopping.bad_validations,
+                scored_on=self.data.valid_key,
                 stats={
                     "skipped_updates": self.skipped_updates,
                     "elapsed_seconds": self.elapsed_seconds(),
@@ -311,12 +312,28 @@ class Trainer:
                 f"was trained on, or start another run directory (train.init_from: this "
                 "run's last.pt, to train on from its weights)"
             ) from None
-        self.early_stopping.best_score = training.best_score
-        self.early_stopping.bad_validations = training.bad_validations
+        if self._scored_on_this_text(training.scored_on):
+            self.early_stopping.best_score = training.best_score
+            self.early_stopping.bad_validations = training.bad_validations
         self.skipped_updates = training.stats["skipped_updates"]
         self.elapsed_before = training.stats.get("elapsed_seconds", 0.0)
         self._started = time.monotonic()
         self._restore_rng(training.rng)
+
+    def _scored_on_this_text(self, stored: str | None) -> bool:
+        """Whether the saved best score was measured on this run's validation text (as far as
+        is known): one measured on other text (a file replaced under its name) is not compared
+        with the scores to come."""
+        key = self.data.valid_key
+        if stored is None or key is None or stored == key:
+            return True
+        log.warning(
+            "%s: not the validation text the saved best score was measured on (corpus key %s "
+            "then, %s now): the best score and the patience count start again, and the next "
+            "validation writes best.pt",
+            *(describe_train(self.config.data, "valid"), stored, key),
+        )
+        return False
 
     def _restore_rng(self, rng: list[dict[str, Any]]) -> None:
         """This rank's dropout RNG, when the checkpoint has one state per rank of this run."""
