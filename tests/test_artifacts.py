@@ -13,6 +13,7 @@ import torch
 
 from transformer_mt import artifacts, run_layout
 from transformer_mt.artifacts import Checkpoint, TrainingState
+from transformer_mt.checkpoint_average import average_checkpoints
 from transformer_mt.errors import TmtError
 from transformer_mt.training import checkpoints
 
@@ -171,7 +172,7 @@ def test_resume_with_only_unreadable_checkpoints_is_an_error(tmp_path):
 
 def test_resume_from_an_averaged_checkpoint_is_a_one_line_error(tmp_path):
     write_run(tmp_path, [4, 8], last_step=None)
-    averaged = artifacts.average_checkpoints(run_layout.periodic_checkpoints(tmp_path))
+    averaged = average_checkpoints(run_layout.periodic_checkpoints(tmp_path))
     artifacts.save_checkpoint(averaged, tmp_path / "last.pt")
     with pytest.raises(TmtError) as err:
         checkpoints.resume_checkpoint(tmp_path)
@@ -214,7 +215,7 @@ def test_periodic_listing_pruning_and_average(tmp_path):
     assert names == ["step_00000100.pt", "step_00000200.pt", "step_00000300.pt", "step_00001000.pt"]
 
     paths = checkpoints.resolve_average_inputs([run], last=3)
-    averaged = artifacts.average_checkpoints(paths)
+    averaged = average_checkpoints(paths)
     assert torch.equal(averaged.model["w"], torch.full((2, 3), 5.0))
     assert torch.equal(averaged.model["count"], torch.tensor(1000))  # ints from the newest
     assert averaged.step == 1000 and averaged.training is None
@@ -239,7 +240,7 @@ def test_average_takes_the_newest_step_whatever_the_order_of_the_files(tmp_path,
         )
         paths.append(tmp_path / f"s{step}.pt")
         artifacts.save_checkpoint(checkpoint, paths[-1])
-    averaged = artifacts.average_checkpoints([paths[i] for i in order])
+    averaged = average_checkpoints([paths[i] for i in order])
     assert averaged.step == 300 and averaged.config == {"decode": {"beam_size": 300 % 7}}
     assert torch.equal(averaged.model["count"], torch.tensor(300))
     assert torch.equal(averaged.model["w"], torch.full((2, 3), 3.0))
@@ -263,11 +264,11 @@ def test_average_refuses_different_parameter_sets(tmp_path):
     other.model["extra"] = torch.ones(1)
     artifacts.save_checkpoint(other, b)
     with pytest.raises(TmtError, match="parameters differ"):
-        artifacts.average_checkpoints([a, b])
+        average_checkpoints([a, b])
     wider = dataclasses.replace(state(1.0), model={"w": torch.ones(3, 3), "count": torch.tensor(1)})
     artifacts.save_checkpoint(wider, b)  # same (here empty) config: no traceback either
     with pytest.raises(TmtError, match=r"b\.pt: w has shape \[3, 3\], \[2, 3\] in .*a\.pt; cannot"):
-        artifacts.average_checkpoints([a, b])
+        average_checkpoints([a, b])
 
 
 # --- checkpoints written before this module owned the format -----------------------------------
@@ -474,7 +475,7 @@ def test_names_that_are_not_checkpoint_files_say_what_they_are(tmp_path):
     ):
         artifacts.load_checkpoint(link)
     with pytest.raises(TmtError, match="/dev/zero: is a character device"):
-        artifacts.average_checkpoints(checkpoints.resolve_average_inputs(["/dev/zero"], None))
+        average_checkpoints(checkpoints.resolve_average_inputs(["/dev/zero"], None))
 
 
 # --- averaging checkpoints of different models -----------------------------------------------
@@ -489,7 +490,7 @@ def test_average_refuses_checkpoints_of_another_model(tmp_path, options, differ)
     one = save_tiny_checkpoint(tmp_path / "one")
     other = save_tiny_checkpoint(tmp_path / "other", **options)
     with pytest.raises(TmtError) as err:
-        artifacts.average_checkpoints([one, other])
+        average_checkpoints([one, other])
     message = str(err.value)
     assert message == (
         f"{other}: another model than {one} (differs in {differ}); average checkpoints of one model"
@@ -507,12 +508,12 @@ def test_average_takes_checkpoints_that_differ_only_in_training_settings(tmp_pat
     changed.model[name] = changed.model[name] + 1  # other weights: no copy of the first
     changed.step += 1  # the newest: its config is the average's
     artifacts.save_checkpoint(changed, other)
-    assert artifacts.average_checkpoints([other, one]).config["train"]["lr"] == 1e-3
+    assert average_checkpoints([other, one]).config["train"]["lr"] == 1e-3
     changed.config["data"]["src_lang"], changed.config["data"]["tgt_lang"] = "en", "de"
     changed.tokenizers = {"src": b"other", "tgt": b"vocabulary"}
     artifacts.save_checkpoint(changed, other)
     with pytest.raises(TmtError, match=r"data\.src_lang, data\.tgt_lang, the tokenizers' voc"):
-        artifacts.average_checkpoints([one, other])
+        average_checkpoints([one, other])
 
 
 @pytest.mark.parametrize(

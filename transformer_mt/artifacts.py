@@ -36,7 +36,6 @@ import math
 import os
 import shutil
 import stat
-from collections.abc import Sequence
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -46,7 +45,7 @@ from torch import Tensor
 
 from transformer_mt import __version__, kernels
 from transformer_mt.checkpoint_checksums import CHECKSUMS_KEY, check_checksums, checksums
-from transformer_mt.config import ExperimentConfig, config_from_dict, config_to_dict
+from transformer_mt.config import ExperimentConfig, config_from_dict
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import PieceTable, Tokenizer
 from transformer_mt.errors import TmtError, one_line, shown_value
@@ -58,21 +57,6 @@ from transformer_mt.text_files import path_kind
 log = logging.getLogger(__name__)
 
 REQUIRED_KEYS = ("model", "config", "tokenizers", "step")
-
-# The settings that make a model what it is: its architecture, its vocabularies and the
-# languages it translates between, as "section" (every key of it) or "section.key". Two
-# checkpoints that differ in one of them are two models: averaging them gives a model that
-# matches neither, and resuming one with the other's settings trains another model on top.
-MODEL_SETTINGS = ("model", "tokenizer", "data.src_lang", "data.tgt_lang")
-# Keys of those sections that only change how a model trains: dropout is off at inference,
-# BPE-dropout samples segmentations of the same vocabulary, and the attention backend computes
-# the same function with other kernels.
-TRAINING_ONLY_SETTINGS = frozenset(
-    {
-        *("model.dropout", "model.attn_dropout", "model.activation_dropout"),
-        *("model.attention_backend", "tokenizer.bpe_dropout", "tokenizer.bpe_dropout_sides"),
-    }
-)
 
 
 @dataclass
@@ -449,149 +433,6 @@ def _file_hint(directory: Path) -> str:
         if candidate.is_file():
             return f"; did you mean {candidate}?"
     return "; name a .pt file"
-
-
-def average_checkpoints(paths: Sequence[str | Path]) -> Checkpoint:
-    """Average the model weights of several checkpoints (Vaswani et al., 2017, section 6.1).
-
-    Floating-point tensors are summed in float64 and cast back; integer buffers are taken from
-    the newest checkpoint (the highest step; of equal steps, the greatest path), so that the
-    order of `paths` changes nothing. The result is an inference checkpoint: the newest's
-    config, tokenizers and step, without optimizer or other training state. The checkpoints
-    must be of one model (`MODEL_SETTINGS` and the tokenizers alike); training settings may
-    differ.
-
-    Raises:
-        TmtError: a file is unreadable, the checkpoints are of different models or hold
-            different parameter sets, or two hold the same weights (a copy would count twice).
-    """
-    if not paths:
-        raise TmtError("no checkpoints to average")
-    sums: dict[str, Tensor] = {}
-    first: Checkpoint | None = None
-    newest: tuple[int, str, Checkpoint] | None = None  # (step, path, checkpoint)
-    steps: dict[int, str | Path] = {}  # the first file of each step, for a copy's step
-    for path in paths:
-        checkpoint = load_checkpoint(path)
-        if first is None:
-            first = checkpoint
-        _refuse_another_model(first, checkpoint, paths[0], path)
-        earlier = steps.setdefault(checkpoint.step, path)
-        if earlier is not path and _same_weights(load_checkpoint(earlier), checkpoint):
-            raise TmtError(
-                f"{path}: the same weights as {earlier} (a copy, as best.pt and last.pt are "
-                "of a step_*.pt), which would count twice; average each once"
-            )
-        _add_weights(sums, checkpoint.weights, path, paths[0], first)
-        if newest is None or (checkpoint.step, str(path)) > newest[:2]:
-            newest = (checkpoint.step, str(path), checkpoint)
-    latest = newest[2]
-    averaged = {
-        name: (total / len(paths)).to(latest.model[name].dtype)
-        if total.is_floating_point()
-        else latest.weights[name]
-        for name, total in sums.items()
-    }
-    return Checkpoint(
-        model=averaged,
-        config=latest.config,
-        tokenizers=latest.tokenizers,
-        step=latest.step,
-        version=latest.version,
-        averaged_from=[str(p) for p in paths],
-        specials=latest.specials,
-    )
-
-
-def _add_weights(
-    sums: dict[str, Tensor],
-    weights: dict[str, Tensor],
-    path: str | Path,
-    first_path: str | Path,
-    first: Checkpoint,
-) -> None:
-    """Add a checkpoint's floating-point `weights` to `sums` in float64 (its integer buffers
-    are set, not added).
-
-    Raises:
-        TmtError: its parameters, a shape or a dtype's kind differ from the first file's.
-    """
-    if sums and weights.keys() != sums.keys():
-        raise TmtError(f"{path}: parameters differ from {first_path}; cannot average")
-    for name, tensor in weights.items():
-        if name in sums and sums[name].shape != tensor.shape:
-            raise TmtError(
-                f"{path}: {name} has shape {list(tensor.shape)}, {list(sums[name].shape)} "
-                f"in {first_path}; cannot average"
-            )
-        if name in sums and sums[name].is_floating_point() != tensor.is_floating_point():
-            kinds = (str(t.dtype).removeprefix("torch.") for t in (tensor, first.weights[name]))
-            raise TmtError(
-                f"{path}: {name} is {' and '.join(kinds)} in {first_path}; cannot average"
-            )
-        sums[name] = (sums.get(name, 0) + tensor.double()) if tensor.is_floating_point() else tensor
-
-
-def _same_weights(a: Checkpoint, b: Checkpoint) -> bool:
-    return a.weights.keys() == b.weights.keys() and all(
-        x.shape == y.shape and torch.equal(x, y)
-        for x, y in zip(a.weights.values(), (b.weights[k] for k in a.weights), strict=True)
-    )
-
-
-def _refuse_another_model(
-    first: Checkpoint, other: Checkpoint, first_path: str | Path, path: str | Path
-) -> None:
-    """Raise when `other` is not the model `first` is (settings or vocabularies differ)."""
-    differ = model_setting_changes(
-        normalized_config(first.config, f"{first_path} (stored config)"),
-        normalized_config(other.config, f"{path} (stored config)"),
-    )
-    if other.tokenizers != first.tokenizers:
-        differ.append("the tokenizers' vocabularies")
-    if other.special_tokens(path) != first.special_tokens(first_path):
-        differ.append("the special tokens")
-    if differ:
-        raise TmtError(
-            f"{path}: another model than {first_path} (differs in {', '.join(differ)}); "
-            "average checkpoints of one model"
-        )
-
-
-def normalized_config(data: dict[str, Any], source: str) -> dict[str, Any]:
-    """A stored config parsed and dumped again, so that fields added to the config since it was
-    written compare at their defaults instead of counting as changes.
-
-    Raises:
-        ConfigError: `data` is not a config this release can read (named by `source`).
-    """
-    return config_to_dict(config_from_dict(data, source=source))
-
-
-def config_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[Any]]:
-    """`{"section.key": [old value, new value]}` for every setting that differs, sorted.
-
-    Args:
-        old, new: configs as `normalized_config` returns them.
-    """
-    return {
-        f"{section}.{key}": [old.get(section, {}).get(key), value]
-        for section in sorted(new)
-        for key, value in sorted(new[section].items())
-        if old.get(section, {}).get(key) != value
-    }
-
-
-def model_setting_changes(
-    old: dict[str, Any], new: dict[str, Any], settings: Sequence[str] = MODEL_SETTINGS
-) -> list[str]:
-    """The keys of `config_changes(old, new)` that `settings` names ("section" or
-    "section.key"), training-only ones (`TRAINING_ONLY_SETTINGS`) left out."""
-    return [
-        key
-        for key in config_changes(old, new)
-        if (key in settings or key.split(".")[0] in settings) and key not in TRAINING_ONLY_SETTINGS
-    ]
 
 
 @dataclass

@@ -23,6 +23,7 @@ from transformer_mt.artifacts import (
     rank_position,
     stored_position,
 )
+from transformer_mt.checkpoint_average import average_checkpoints
 from transformer_mt.cli import main
 from transformer_mt.errors import TmtError
 from transformer_mt.training import update as update_module
@@ -253,7 +254,7 @@ def test_resume_from_an_averaged_last_pt_is_refused_in_one_line(tmp_path, capsys
     args = ["train", "--config", config, "--run-dir", str(run)]
     assert main(args) == 0
     last = run / "checkpoints/last.pt"
-    averaged = artifacts.average_checkpoints(run_layout.periodic_checkpoints(run))
+    averaged = average_checkpoints(run_layout.periodic_checkpoints(run))
     artifacts.save_checkpoint(averaged, last)  # what `tmt average --out .../last.pt` once did
     capsys.readouterr()
     assert main([*args, "--set", "train.max_steps=12"]) == 2

@@ -17,7 +17,8 @@ def add_average(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_average(args: argparse.Namespace) -> int:
-    from transformer_mt.artifacts import average_checkpoints, save_checkpoint
+    from transformer_mt.artifacts import save_checkpoint
+    from transformer_mt.checkpoint_average import average_checkpoints
     from transformer_mt.training.checkpoints import resolve_average_inputs
 
     paths = resolve_average_inputs(args.inputs, args.last, args.out)

@@ -10,6 +10,7 @@ through the same door, so a typo on the command line fails like a typo in the fi
 The schema is a module per section (model, data, tokenizer, train, decode), gathered by
 `experiment`; `loading` reads files and overrides through `reading` (YAML) and `coercion`
 (types); every refusal is a `ConfigError` (`errors`) that carries the keys it blames.
+`changes` compares stored configs (what a resume, a fine-tune or an average may change);
 `decode_rules` holds what interfaces read off the decode settings (their types); per-text
 options and their counts are the request type's (`inference.requests.Texts`).
 """

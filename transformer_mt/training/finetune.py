@@ -5,7 +5,7 @@ The child is the parent's model: its `model` and `tokenizer` sections are the pa
 config need not repeat them, and a key it sets to another value is refused by name (changing
 the architecture or the vocabulary would leave weights without a place, or places without
 weights). Training-only settings (dropout, BPE-dropout, the attention backend;
-`artifacts.TRAINING_ONLY_SETTINGS`) may differ. Languages and data are the child's own: a
+`config.changes.TRAINING_ONLY_SETTINGS`) may differ. Languages and data are the child's own: a
 fr->en parent fine-tuned on de->en pairs is the classic transfer for a small language pair.
 
 The parent gives the first weights, the tokenizers and the special ids, and the defaults of
@@ -22,6 +22,7 @@ from typing import Any
 from transformer_mt import artifacts
 from transformer_mt.artifacts import Checkpoint
 from transformer_mt.config import ConfigError, ExperimentConfig, config_from_dict, config_to_dict
+from transformer_mt.config.changes import TRAINING_ONLY_SETTINGS, normalized_config
 from transformer_mt.errors import TmtError
 
 INHERITED_SECTIONS = ("model", "tokenizer")
@@ -59,7 +60,7 @@ def inherit(config: ExperimentConfig, given: set[str], parent: Checkpoint) -> Ex
         TmtError: a given key of those sections differs from the parent's, naming both values.
     """
     source = str(config.train.init_from)
-    stored = artifacts.normalized_config(parent.config, f"{source} (stored config)")
+    stored = normalized_config(parent.config, f"{source} (stored config)")
     current = config_to_dict(config)
     merged: dict[str, Any] = dict(current)
     for section in INHERITED_SECTIONS:
@@ -68,7 +69,7 @@ def inherit(config: ExperimentConfig, given: set[str], parent: Checkpoint) -> Ex
             dotted = f"{section}.{key}"
             if dotted not in given or value == stored[section].get(key):
                 continue
-            if dotted not in artifacts.TRAINING_ONLY_SETTINGS:
+            if dotted not in TRAINING_ONLY_SETTINGS:
                 raise TmtError(
                     f"train.init_from {source}: {dotted} is {value!r} here and "
                     f"{stored[section].get(key)!r} in the checkpoint; fine-tuning keeps the "

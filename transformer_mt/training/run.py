@@ -22,7 +22,7 @@ import datasets
 import torch
 import yaml
 
-from transformer_mt import __version__, artifacts, kernels
+from transformer_mt import __version__, kernels
 from transformer_mt.artifacts import Checkpoint, fit_weights
 from transformer_mt.config import (
     ExperimentConfig,
@@ -30,6 +30,12 @@ from transformer_mt.config import (
     dump_config,
     given_keys,
     load_config,
+)
+from transformer_mt.config.changes import (
+    MODEL_SETTINGS,
+    config_changes,
+    model_setting_changes,
+    normalized_config,
 )
 from transformer_mt.config.reading import read_yaml
 from transformer_mt.data.dataset import check_sources
@@ -80,7 +86,7 @@ RUN_DIR_FILES = {
 }
 # Settings that decide which pairs a run reads and what its checkpoint's data position counts
 # (batch i of epoch e of this corpus, read this way): another corpus cannot continue from it.
-# With `artifacts.MODEL_SETTINGS` they are what a resumed run may not change.
+# With `MODEL_SETTINGS` they are what a resumed run may not change.
 CORPUS_SETTINGS = (
     "data.format",
     "data.train",
@@ -272,10 +278,10 @@ def _resume_state(
             _refuse_another_run(run_dir, started, config_to_dict(config))
         return None, None
     last, checkpoint = found
-    stored = artifacts.normalized_config(checkpoint.config, f"{last} (stored config)")
+    stored = normalized_config(checkpoint.config, f"{last} (stored config)")
     current = config_to_dict(config)
     _refuse_another_run(run_dir, stored, current)
-    changes = artifacts.config_changes(stored, current)
+    changes = config_changes(stored, current)
     if changes:
         log.warning("resuming with changed settings: %s", ", ".join(changes))
     rebased = [k for k in changes if k in VALIDATION_SETTINGS or k.startswith("decode.")]
@@ -301,9 +307,7 @@ def _written_by_a_run(name: str) -> bool:
 def _refuse_another_run(run_dir: Path, stored: dict[str, Any], current: dict[str, Any]) -> None:
     """Refuse `current` where the run of `run_dir` (its config `stored`) has another model or
     corpus: one run per directory."""
-    defining = artifacts.model_setting_changes(
-        stored, current, (*artifacts.MODEL_SETTINGS, *CORPUS_SETTINGS)
-    )
+    defining = model_setting_changes(stored, current, (*MODEL_SETTINGS, *CORPUS_SETTINGS))
     if defining:
         raise TmtError(
             f"{run_dir} holds a run of another model or corpus ({', '.join(defining)} differ); "
@@ -317,7 +321,7 @@ def _started_config(path: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        return artifacts.normalized_config(read_yaml(path), str(path))
+        return normalized_config(read_yaml(path), str(path))
     except TmtError:
         return None
 
@@ -340,14 +344,12 @@ def _record_config(run_dir: Path, config: ExperimentConfig, resume: Checkpoint |
         history_path.unlink(missing_ok=True)
         return
     history = recorded or {
-        "original": artifacts.normalized_config(
-            resume.config, f"{history_path.parent} (stored config)"
-        ),
+        "original": normalized_config(resume.config, f"{history_path.parent} (stored config)"),
         "changes": [],
     }
     if in_use is None:
         in_use = _config_in_use(history, history_path)
-    changes = artifacts.config_changes(in_use, config_to_dict(config))
+    changes = config_changes(in_use, config_to_dict(config))
     if not changes:
         return
     history["changes"].append({"step": resume.step, "changes": changes})
@@ -366,12 +368,12 @@ def _config_in_use(history: dict[str, Any], path: Path) -> dict[str, Any]:
     Raises:
         ConfigError: the changes make no valid config, naming the key and the file.
     """
-    config = artifacts.normalized_config(history["original"], f"{path} (original)")
+    config = normalized_config(history["original"], f"{path} (original)")
     for entry in history["changes"]:
         for dotted, (_, value) in entry["changes"].items():
             section, key = dotted.split(".", 1)
             config.setdefault(section, {})[key] = value
-    return artifacts.normalized_config(config, f"{path} (its changes applied)")
+    return normalized_config(config, f"{path} (its changes applied)")
 
 
 def _read_history(path: Path) -> dict[str, Any] | None:
