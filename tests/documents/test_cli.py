@@ -7,6 +7,8 @@ import pytest
 
 from transformer_mt.cli import main
 from transformer_mt.documents.translate import translate_document
+from transformer_mt.inference.line_settings import LineSettings
+from transformer_mt.inference.translator import Translator
 
 from .test_html import PAGE
 
@@ -41,6 +43,25 @@ def test_format_text_is_the_line_translation_byte_for_byte(reversing_checkpoint,
         == 0
     )
     assert text.read_bytes() == plain.read_bytes() and len(plain.read_bytes().split(b"\n")) == 4
+
+
+def test_no_split_translates_each_unit_whole_as_it_does_each_line(reversing_checkpoint, tmp_path):
+    """--no-split had been ignored with a document: its paragraphs were still split."""
+    page = tmp_path / "page.html"
+    page.write_text("<p>Ein mann fährt rad. Zwei hunde laufen.</p>\n", encoding="utf-8")
+    outputs = {}
+    for flags in ((), ("--no-split",)):
+        out = tmp_path / f"out{len(flags)}.html"
+        args = ("--format", "html", "--input", str(page), "--output", str(out), *flags)
+        assert run(reversing_checkpoint, *args) == 0
+        outputs[flags] = out.read_text(encoding="utf-8")
+    whole = Translator.from_checkpoint(
+        str(reversing_checkpoint), lines=LineSettings(split_sentences=False), beam_size=1
+    )
+    assert outputs[("--no-split",)] == translate_document(
+        whole, page.read_text(encoding="utf-8"), "html"
+    )
+    assert outputs[("--no-split",)] != outputs[()]
 
 
 def test_an_unknown_format_is_refused_by_name(reversing_checkpoint, capsys):

@@ -30,7 +30,9 @@ def translate_one_document(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         text = read_document(open_in(args.input, stack), name)
         # A document aligns by itself (documents/alignment.py).
-        translator = load_translator(args, alignment_layer=None)
+        translator = load_translator(
+            args, alignment_layer=None, split_sentences=args.split_sentences
+        )
         glossary = load_glossary(args)
         if glossary is not None:
             translator.encoding.check_glossary(glossary)
