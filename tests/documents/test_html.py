@@ -180,6 +180,17 @@ def test_the_end_tag_of_a_void_element_is_kept_as_browsers_pass_it_over(source, 
     assert translate_html(source, echo) == expected
 
 
+def test_a_stray_paragraph_end_is_an_empty_paragraph_as_browsers_read_it():
+    """`<p><div>..</div></p>` (a `<div>` ends the paragraph, so the `</p>` closes nothing) is
+    common in pages a CMS wrote; it had refused the whole page."""
+    source = "<p>ein hund<div>läuft schnell</div></p>\n<p>ein mann</p>"
+    units = [r.unit.text for r in regions(source) if r.unit.text]
+    assert units == ["ein hund", "läuft schnell", "ein mann"]
+    expected = "<p>EIN HUND<div>LÄUFT SCHNELL</div></p>\n<p>EIN MANN</p>"
+    assert translate_html(source, echo) == expected
+    assert translate_html("</p>x", echo) == "</p>X"
+
+
 @pytest.mark.parametrize(
     "graphic",
     [

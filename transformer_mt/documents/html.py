@@ -12,7 +12,8 @@ around a fragment); none was needed on top, so HTML needs no extra.
 
 `html.parser` never fails, so the structure is checked here, by HTML's rules for end tags an
 author may leave out (`p`, `li`, `td`, `tr`, `option`...): a document is refused, with its
-line and column, when an end tag closes nothing, closes an element other than one of those
+line and column, when an end tag closes nothing (but a `</p>`, which HTML reads as an empty
+paragraph), closes an element other than one of those
 (crossing tags: `<b><i>x</b></i>`), an element other than those is never closed, or a `<` starts
 markup that never ends. What passes is translated with its structure unchanged, so the output
 is well-formed wherever the input was.
@@ -262,13 +263,16 @@ class _Structure:
         while self.stack and self.stack[-1].name in ends and self.stack[-1].name in OPTIONAL_END:
             self._pop_from(len(self.stack) - 1)
 
-    def _close(self, event: Event) -> _Element:
+    def _close(self, event: Event) -> _Element | None:
         """Pop the element an end tag closes, and those inside it whose end tags HTML lets an
-        author leave out.
+        author leave out. None for a `</p>` with no paragraph open (`<p><div>..</div></p>`,
+        common in pages a CMS wrote): HTML reads it as an empty paragraph, a boundary.
 
         Raises:
             DocumentError: nothing to close, or an element inside that needs its end tag.
         """
+        if event.name == "p" and not self.open_at.get("p"):
+            return None
         if not self.open_at.get(event.name):
             raise DocumentError(
                 event.line,
