@@ -44,6 +44,17 @@ def test_joined_translations_keep_the_separators_verbatim():
     assert segments.join(["A dog runs.", "Two cats sleep!"]) == "  A dog runs.\t Two cats sleep!  "
 
 
+@pytest.mark.parametrize("mark", ["\u200b", "\u202c", "\ufeff", "\u200e"])
+def test_a_format_character_between_sentences_stays_with_the_space_between(mark):
+    """A zero-width space or bidi mark after a sentence's stop: the next sentence had started
+    with it and the space, which its translation dropped ("A dog runs.Two cats sleep!")."""
+    segments = split_line(f"Ein Hund läuft.{mark} Zwei Katzen schlafen!", "de")
+    assert segments.sentences == ("Ein Hund läuft.", "Zwei Katzen schlafen!")
+    assert segments.join(["A dog runs.", "Two cats sleep!"]) == (
+        f"A dog runs.{mark} Two cats sleep!"
+    )
+
+
 @pytest.mark.parametrize("lang", ["en", "de", "fr", "cs"])
 def test_a_line_of_one_sentence_is_left_whole(lang):
     for line in slice_lines("test2016", lang):

@@ -39,6 +39,7 @@ What this module adds to the splitter:
 from __future__ import annotations
 
 import itertools
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -90,8 +91,9 @@ class Segments:
         line == separators[0] + sentences[0] + separators[1] + ... + sentences[-1]
                 + separators[-1]
 
-    `sentences` start and end with no whitespace, except the one sentence of a line that is
-    not split (`whole`); `separators` hold the rest, verbatim (one more than sentences)."""
+    `sentences` start and end with no whitespace nor format character (`_trimmed`), except
+    the one sentence of a line that is not split (`whole`); `separators` hold the rest,
+    verbatim (one more than sentences)."""
 
     sentences: tuple[str, ...]
     separators: tuple[str, ...]
@@ -124,7 +126,7 @@ def split_line(line: str, lang: str | None = None) -> Segments:
     """
     spans, start = [], 0
     for piece in segment(splitter_language(lang), line):
-        text = piece.strip()
+        text = _trimmed(piece)
         if not text:
             continue
         begin = line.find(text, start)
@@ -137,6 +139,23 @@ def split_line(line: str, lang: str | None = None) -> Segments:
     edges = [0, *itertools.chain.from_iterable(spans), len(line)]
     separators = tuple(line[a:b] for a, b in zip(edges[::2], edges[1::2], strict=True))
     return Segments(tuple(line[a:b] for a, b in spans), separators)
+
+
+def _trimmed(piece: str) -> str:
+    """`piece` without the whitespace and format characters (zero-width space, bidi marks,
+    U+FEFF: category Cf) at its ends, which go to the separators: a sentence that started
+    with "\u200b " had taken the space along into its translation, and the sentences' joint
+    lost it ("running.A man")."""
+    begin, end = 0, len(piece)
+    while begin < end and _edge(piece[begin]):
+        begin += 1
+    while end > begin and _edge(piece[end - 1]):
+        end -= 1
+    return piece[begin:end]
+
+
+def _edge(char: str) -> bool:
+    return char.isspace() or unicodedata.category(char) == "Cf"
 
 
 @dataclass(frozen=True)
