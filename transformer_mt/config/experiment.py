@@ -47,7 +47,7 @@ class ExperimentConfig:
                 keys=("tokenizer.bpe_dropout", "data.streaming"),
             )
 
-    def check_positions(self) -> None:
+    def check_positions(self, table_fixed: bool = False) -> None:
         """Refuse a position table too short for the training pairs or for decoding them.
 
         A training pair takes data.max_len + 1 positions on each side (the source EOS, the
@@ -55,26 +55,31 @@ class ExperimentConfig:
         floor(decode.max_len_a * |x| + decode.max_len_b) tokens with |x| = data.max_len + 1
         (`search.lengths.max_output_lengths`, the same formula on tensors), one decoder position
         each. Without this check the first validation dies before any checkpoint is written.
+        `table_fixed`: the table is a parent's (fine-tuning), so the advice is to shorten
+        pairs or decoding, never to grow the table.
 
         Not part of `validate`: the stored config of a finished run must still load for
         translation, which truncates sources and caps decoding at the table.
         """
         table, pair = self.model.max_positions, self.data.max_len + 1
         if table < pair:
+            advice = f"raise model.max_positions to {pair} or lower data.max_len"
+            if table_fixed:
+                advice = f"lower data.max_len to {table - 1}"
             raise ConfigError(
                 f"model.max_positions={table} is below data.max_len + 1 = {pair} (the longest "
-                f"training pair plus its EOS or BOS); raise model.max_positions to {pair} or "
-                "lower data.max_len",
+                f"training pair plus its EOS or BOS); {advice}",
                 keys=("model.max_positions", "data.max_len"),
             )
         decode = self.decode
         longest = max(1, math.floor(decode.max_len_a * pair + decode.max_len_b))
         if table < longest:
+            grow = "" if table_fixed else f"raise model.max_positions to {longest} or "
             raise ConfigError(
                 f"model.max_positions={table} is below the decoding length of the longest "
                 f"training source, decode.max_len_a * (data.max_len + 1) + decode.max_len_b = "
-                f"{decode.max_len_a:g} * {pair} + {decode.max_len_b} = {longest}; raise "
-                f"model.max_positions to {longest} or lower decode.max_len_a or decode.max_len_b",
+                f"{decode.max_len_a:g} * {pair} + {decode.max_len_b} = {longest}; {grow}lower "
+                "decode.max_len_a, decode.max_len_b or data.max_len",
                 keys=(
                     "model.max_positions",
                     "decode.max_len_a",

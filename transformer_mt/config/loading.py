@@ -24,7 +24,9 @@ from transformer_mt.config.tokenizer import TRAINING_KEYS, refuse_training_keys
 def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
     """Read a YAML file, apply `key=value` overrides, check every key and value.
 
-    Also holds the config to `ExperimentConfig.check_positions`, as a run about to train must.
+    Also holds the config to `ExperimentConfig.check_positions`, as a run about to train must;
+    a fine-tuning config is checked with its parent's model and search instead
+    (`training.finetune`), which its own sections do not hold.
 
     Raises:
         ConfigError: one line naming the dotted key and where it was set: the file (with the
@@ -37,7 +39,8 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         written = data.get("tokenizer")  # a key at its default would be ignored too
         if config.tokenizer.model_file is not None and isinstance(written, dict):
             refuse_training_keys([key for key in TRAINING_KEYS if key in written])
-        config.check_positions()
+        if config.train.init_from is None:
+            config.check_positions()
     except ConfigError as err:
         origin = _origin(err.keys, path, overrides)
         raise ConfigError(f"{err} [{origin}]", keys=err.keys) from None

@@ -96,7 +96,7 @@ def _check_child(child: ExperimentConfig, parent: Checkpoint, source: str) -> No
         TmtError: naming the setting and the parent.
     """
     try:
-        child.check_positions()
+        child.check_positions(table_fixed=True)
     except ConfigError as err:
         raise TmtError(f"train.init_from {source}: {err}") from None
     targets = dict.fromkeys(tgt for _, tgt in child.data.directions())
