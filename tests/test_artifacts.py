@@ -97,6 +97,13 @@ def test_load_errors_are_friendly(tmp_path):
     torch.save({"weights": torch.ones(1)}, foreign)
     with pytest.raises(TmtError, match="not a transformer_mt checkpoint"):
         artifacts.load_checkpoint(foreign)
+    torch.save(torch.nn.Linear(2, 2), foreign)  # a whole module: intact, not "damaged"
+    with pytest.raises(
+        TmtError,
+        match=r"foreign.pt: not a readable checkpoint \(it holds a pickled "
+        r"torch\.nn\.modules\.linear\.Linear: a checkpoint holds tensors and plain values only",
+    ):
+        artifacts.load_checkpoint(foreign)
 
 
 def test_copies_are_independent_files(tmp_path):

@@ -34,6 +34,7 @@ import errno
 import logging
 import math
 import os
+import re
 import shutil
 import stat
 from dataclasses import MISSING, dataclass, fields
@@ -340,6 +341,8 @@ def _check_weights(checkpoint: Checkpoint, path: Path) -> None:
 
 # How the files `torch.save` writes begin: a zip archive (since torch 1.6), or a pickle.
 _TORCH_FILE_STARTS = (b"PK\x03\x04", b"\x80")
+# How torch's weights-only loader names an object it refuses to build (a whole nn.Module saved).
+_UNSAFE_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
 
 
 def _why_unreadable(path: Path, err: Exception) -> str:
@@ -351,6 +354,12 @@ def _why_unreadable(path: Path, err: Exception) -> str:
         return "an empty file"
     if not start.startswith(_TORCH_FILE_STARTS):
         return "not a file that torch.save writes"
+    foreign = _UNSAFE_GLOBAL.search(str(err))
+    if foreign is not None:  # intact, but holding objects weights_only does not build
+        return (
+            f"it holds a pickled {foreign.group(1)}: a checkpoint holds tensors and plain "
+            "values only, and objects, which run code as they load, are not loaded"
+        )
     first_sentence = one_line(err).split(". ")[0]  # torch goes on with advice about pickles
     return f"truncated or damaged: {shown_value(first_sentence)}"
 
