@@ -9,6 +9,7 @@ from markdown_it import MarkdownIt
 
 from transformer_mt.documents.markdown import MarkdownMissing, regions, translate_markdown
 from transformer_mt.documents.translate import translate_document
+from transformer_mt.documents.units import AlignedText
 
 from .fakes import echo, same, saying
 from .test_html import is_subsequence, kept_texts, outside
@@ -258,3 +259,73 @@ def test_each_footnote_definition_on_a_line_of_its_own_is_a_unit():
         "Ein Hund.",
     ]
     assert translate_markdown(source, saying("A b.")) == "A b.\n[^1]: A b.\n[^2]: A b.\n"
+
+
+def scripted(translation: str, *pairs: tuple[int, int]):
+    """A translator that answers `translation` to every text, its words aligned by `pairs`
+    (source word, target word)."""
+    return lambda texts: [AlignedText(translation, pairs) for _ in texts]
+
+
+@pytest.mark.parametrize(
+    ("link", "expected"),
+    [
+        ("[Hund][]", "A [dog][Hund] runs."),
+        ("[Hund]", "A [dog][Hund] runs."),
+        ("[*Hund*]", "A [*dog*][*Hund*] runs."),
+        ("[Hund\nda]", "A [dog runs][Hund da]."),  # its line end a space: written on one line
+    ],
+)
+def test_a_shortcut_or_collapsed_reference_link_keeps_its_label(link, expected):
+    """Its text is its label: the translated text (`[dog][]`) named no definition, and the
+    link was text."""
+    definitions = "[Hund]: /hund\n[*Hund*]: /stark\n[Hund da]: /da\n"
+    source = f"Ein {link} läuft.\n\n{definitions}"
+    out = translate_markdown(source, saying("A dog runs."))
+    assert out == f"{expected}\n\n{definitions}"
+    assert constructs(out) == constructs(source)
+
+
+@pytest.mark.parametrize("label", ["[^2]", "[^a*b*c]"])
+def test_a_link_whose_text_holds_a_footnote_reference_is_a_link(label):
+    """markdown-it's search for the end of the link text met the reference read whole and
+    refused the link as nested: its URL went to the model."""
+    source = f"Ein Hund und [eine Katze{label}](https://x.org) schläft.\n\n{label}: Zwei.\n"
+    assert [r.unit.text for r in regions(source)] == ["Ein Hund und eine Katze schläft.", "Zwei."]
+    assert translate_markdown(source, same) == source
+
+
+@pytest.mark.parametrize("end", ["\r", "\r\n"])
+def test_every_line_end_markdown_it_reads_is_one_and_stays_as_written(end):
+    """markdown-it reads "\\r" as a line end: split at "\\n" only, a document with "\\r" line
+    ends had fewer lines than it read (an IndexError), and a stray one hid the text."""
+    lf = "---\ntitle: x\n---\n# Ein Hund\n\nEin Mann\n*fährt*  \nRad.\n\n- Ein Hund\n- Katze\n"
+    source = lf.replace("\n", end)
+    assert translate_markdown(source, echo) == translate_markdown(lf, echo).replace("\n", end)
+    broken = f"ein hund  {end}läuft schnell{end}"  # a word after a hard break is escaped
+    assert translate_markdown(broken, saying("a dog - runs")) == f"a dog  {end}\\- runs{end}"
+    stray = "Ein Hund läuft.\rEine Katze.\n\n# Hallo\n"
+    assert translate_markdown(stray, echo) == "EIN HUND LÄUFT. EINE KATZE.\n\n# HALLO\n"
+
+
+def test_a_code_span_first_inside_strong_emphasis_keeps_it_strong():
+    """A code span with no aligned word is a word of its own; first inside the emphasis, its
+    space goes after it: `** `Fahrrad`and**` is no emphasis, and the next word lost its
+    space."""
+    source = "Ein Mann fährt **`Fahrrad`** und *_Auto_*.\n"
+    pairs = ((0, 0), (1, 1), (2, 2), (2, 3), (4, 4), (5, 5))
+    out = translate_markdown(source, scripted("A man is riding and car.", *pairs))
+    assert out == "A man is riding **`Fahrrad` and** *_car_*.\n"
+    assert constructs(out) == constructs(source)
+
+
+def test_a_hard_break_stays_between_words_where_emphasis_before_it_took_the_last():
+    """The emphasis, aligned to a word before the break and to the last one, left no word
+    after the break: it went last, ending the paragraph (placement rule 6: between two)."""
+    source = "Ein Mann fährt *Fahrrad*.  \nZweite Zeile.\n"
+    pairs = ((0, 0), (1, 1), (2, 2), (2, 3), (3, 5), (3, 9), (4, 6), (4, 7), (5, 8), (5, 9))
+    out = translate_markdown(
+        source, scripted("A man is riding a bike. A person is running.", *pairs)
+    )
+    assert out == "A man is riding a *bike*. A person is  \nrunning.\n"
+    assert constructs(out) == constructs(source)

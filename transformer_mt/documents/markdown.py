@@ -22,9 +22,11 @@ tokens their lines (`map`), not inline tokens their columns, so:
 
 Units (units.py): the inline content of a paragraph, heading or table cell. Emphasis,
 strikethrough and link text are placed (placement.py) around the aligned target words (a link's
-URL and title kept); code spans and autolinks are kept in place of their text's translation;
-images and inline HTML tags go after the word before them, a hard line break (with the next
-line's `>`s and indentation) between the words around it. A translated paragraph is written on
+URL, title or reference kept; a shortcut or collapsed reference link, `[Hund]` or `[Hund][]`,
+whose text is its label, is written with its label: `[dog][Hund]`); code spans and autolinks
+are kept in place of their text's translation; images and inline HTML tags go after the word
+before them, a hard line break (with the next line's `>`s and indentation) between the words
+around it. A translated paragraph is written on
 one line but for its hard line breaks. Translated words are written with Markdown's punctuation
 escaped where it could start syntax. Front matter (`---` or `+++` fenced lines at the very
 start; CommonMark has none) is kept as written, never read by the model.
@@ -83,13 +85,16 @@ _LINE_START = frozenset("#>+-=")
 # and its item 2): its default preset's (its commonmark preset has 20). Its parser recurses
 # about 2 frames a level (3 per nested `[` inside a paragraph), far below Python's 1,000.
 MAX_NESTING = 100
+# A line end, as markdown-it reads them (its `normalize` rule turns each into "\n").
+_EOL = r"(?:\r\n?|\n)"
+_LINE_END = re.compile(_EOL)
 # Front matter: fenced by `---` (YAML, which may also close with `...`) or `+++` (TOML) lines,
 # its first line a key (`title:`, `title =`), so that a document opening with a thematic break
 # is not taken for it.
 _KEY = r"[\w\"'-]+[ \t]*[:=]"
 _FRONT_MATTER = re.compile(
-    rf"(?:---[ \t]*\r?\n(?:{_KEY}.*?\r?\n)??(?:---|\.\.\.)"
-    rf"|\+\+\+[ \t]*\r?\n(?:{_KEY}.*?\r?\n)??\+\+\+)[ \t]*(?:\r?\n|\Z)",
+    rf"(?:---[ \t]*{_EOL}(?:{_KEY}.*?{_EOL})??(?:---|\.\.\.)"
+    rf"|\+\+\+[ \t]*{_EOL}(?:{_KEY}.*?{_EOL})??\+\+\+)[ \t]*(?:{_EOL}|\Z)",
     re.DOTALL,
 )
 
@@ -216,12 +221,16 @@ def _not_a_footnote(reference: Callable) -> Callable:
 def _footnote_label(state: Any, silent: bool) -> bool:
     """Inline rule: a footnote label (`[^1]`) read whole as text, so that emphasis or code
     span delimiters inside it (`[^a*b*c]`) do not cut it (`_text_with_footnotes` keeps it).
-    One followed by `(` or `[` is left to the link rule: `[^1](url)` is a link."""
+    One followed by `(` or `[` is left to the link rule: `[^1](url)` is a link. Silent, it
+    reads nothing: markdown-it's search for the end of a link's text (`parseLinkLabel`) runs
+    the rules silent, and refuses the link where a `[` is read as more than one character (a
+    nested link), so `[eine Katze[^2]](url)` was no link and its URL went to the model."""
+    if silent:
+        return False
     found = _REFERENCE.match(state.src, state.pos, state.posMax)
     if found is None or state.src[found.end() : found.end() + 1] in ("(", "["):
         return False
-    if not silent:
-        state.push("text", "", 0).content = found.group()
+    state.push("text", "", 0).content = found.group()
     state.pos = found.end()
     return True
 
@@ -252,41 +261,45 @@ def _refusing_depth(tokenize: Callable) -> Callable:
 def _recording(name: str, rule: Callable) -> Callable:
     """Inline `rule` that also writes on each token it makes the content characters it read,
     `meta["source"] = (start, end)`; a link's tokens also where its text ends,
-    `meta["label_end"]` (at its `]`). Tokens made by a rule inside keep that rule's."""
+    `meta["label_end"]` (at its `]`), and that text as written, `meta["label"]` (the label of
+    a shortcut or collapsed reference). Tokens made by a rule inside keep that rule's."""
 
     def recorded(state: Any, silent: bool) -> bool:
         start, count = state.pos, len(state.tokens)
         if not rule(state, silent):
             return False
         if not silent:
-            label_end = None
+            link: dict[str, Any] = {}
             if name == "link":  # markdown-it's own search for the `]`, as its link rule does
                 label_end = state.md.helpers.parseLinkLabel(state, start, True)
+                link = {"label_end": label_end, "label": state.src[start + 1 : label_end]}
             for token in state.tokens[count:]:
                 token.meta.setdefault("source", (start, state.pos))
-                if label_end is not None:
-                    token.meta.setdefault("label_end", label_end)
+                for key, value in link.items():
+                    token.meta.setdefault(key, value)
         return True
 
     return recorded
 
 
 class _Lines:
-    """The document's lines as markdown-it numbers them (split at "\\n", a "\\r" before it no
-    part of the line)."""
+    """The document's lines as markdown-it numbers them: split at each "\\r\\n", "\\r" or
+    "\\n", the line end no part of the line. Split at "\\n" only, a document with "\\r" line
+    ends (classic Mac OS) had fewer lines than markdown-it read, and its text was not found."""
 
     def __init__(self, document: str):
         self.document = document
-        self.starts = [0]
-        for line in document.split("\n")[:-1]:
-            self.starts.append(self.starts[-1] + len(line) + 1)
+        self.starts, self.ends = [0], []
+        for found in _LINE_END.finditer(document):
+            self.ends.append(found.start())
+            self.starts.append(found.end())
+        self.ends.append(len(document))
 
     def start(self, line: int) -> int:
         return self.starts[line]
 
     def text(self, line: int) -> str:
-        end = self.starts[line + 1] - 1 if line + 1 < len(self.starts) else len(self.document)
-        return self.document[self.starts[line] : end].removesuffix("\r")
+        return self.document[self.starts[line] : self.ends[line]]
 
 
 def _offsets(lines: _Lines, token: Any) -> list[int]:
@@ -372,7 +385,8 @@ def _region(document: str, run: list, offsets: list[int], start: int, end: int) 
             link_start = child.meta["source"][0]
             builder.open(source(link_start, link_start + 1), may_be_empty=True)
         elif kind == "link_close":
-            builder.close(source(child.meta["label_end"], child.meta["source"][1]))
+            written = source(child.meta["label_end"], child.meta["source"][1])
+            builder.close(_link_end(written, child.meta["label"]))
         elif kind in _KEPT:
             a, b = child.meta["source"]
             text = child.content if kind == "code_inline" else ""
@@ -386,6 +400,17 @@ def _region(document: str, run: list, offsets: list[int], start: int, end: int) 
     while last > first and document[last - 1].isspace():
         last -= 1
     return Region(first, last, builder.build())
+
+
+def _link_end(written: str, label: str) -> str:
+    """A link's markup after its text, as `written`; but a shortcut (`[Hund]`) or collapsed
+    (`[Hund][]`) reference link, whose text is its label, names its label (`[dog][Hund]`):
+    its translated text would name no definition, and the link would be text. The label's
+    line ends are spaces, as the paragraph is written on one line (a reference's label is
+    matched with its whitespace runs as one space)."""
+    if written not in ("]", "][]"):
+        return written
+    return "][" + label.replace("\n", " ") + "]"
 
 
 def _joined(run: list) -> list:
@@ -433,7 +458,8 @@ def _starts_a_definition(run: list, i: int) -> bool:
 def _write(unit: Unit, translation: AlignedText) -> str:
     """A translated unit, escaped where its first word would start a block at a line start;
     with hard line breaks, where any word would (the one after a break starts a line)."""
-    breaks = any(kept.line_break and "\n" in kept.source for kept in unit.kept)  # not `<br>`
+    # a hard break holds its line end, a `<br>` none
+    breaks = any(kept.line_break and _LINE_END.search(kept.source) for kept in unit.kept)
     return _line_start(render(unit, translation, _escape_line_start if breaks else _escape))
 
 

@@ -33,7 +33,8 @@ translation back with each inline element placed:
        before the translation where it lacks that text.
        A line break (`<br>`, a Markdown hard break; whitespace to the model, so a sentence
        broken across lines is one unit) stays first or last in its parent if it was so in the
-       source, else between two of its parent's target words
+       source, else between two of its parent's target words (the elements before it leave a
+       word after it where that leaves them the words they need)
 
 `AlignedText.pairs` link source words to target words; alignment.py makes them from the model's
 cross-attention, and tests from a script. A target language written without spaces has one word
@@ -72,6 +73,7 @@ class _Node:
     sources: range = range(0)  # the source words it holds
     need: int = 0  # target words it takes at least (`_Placement._need`)
     later: int = 0  # what the siblings after it need
+    breaks: int = 0  # line breaks among the siblings after it that want a word after them
     start: int = 0  # placed: target words [start, end); start == end: between two words
     end: int = 0
     absorbed: bool = False  # written by the kept element before it (`_kept_text`)
@@ -122,7 +124,8 @@ class _Placement:
     # --- placement -----------------------------------------------------------------------
 
     def _measure(self) -> None:
-        """Each element's source words, its need, and what the siblings after it need."""
+        """Each element's source words, its need, and what the siblings after it need and how
+        many of them are line breaks that want a word after them (`_wants_a_word_after`)."""
         starts = [s for s, _ in self.unit.words]
         ends = [e for _, e in self.unit.words]
         for node in self.nodes:
@@ -134,10 +137,12 @@ class _Placement:
         for node in reversed(self.nodes):  # children after their parent: theirs come first
             node.need = self._need(node)
         for siblings in [self.top, *(node.children for node in self.nodes)]:
-            later = 0
+            later = breaks = 0
             for index in reversed(siblings):
-                self.nodes[index].later = later
-                later += self.nodes[index].need
+                sibling = self.nodes[index]
+                sibling.later, sibling.breaks = later, breaks
+                later += sibling.need
+                breaks += self._wants_a_word_after(sibling)
 
     def _need(self, node: _Node) -> int:
         """Target words an element takes at least: a kept one or one without text none, a
@@ -146,6 +151,18 @@ class _Placement:
             return 0
         return max(1, sum(self.nodes[child].need for child in node.children))
 
+    def _wants_a_word_after(self, node: _Node) -> bool:
+        """Whether `node` is a line break that was not last in its parent in the source: the
+        siblings before it leave a word after it where they can (`_place`), so that `_between`
+        finds one. An emphasis before it that took the last words had pushed it after them,
+        where it ended the paragraph."""
+        inline = node.inline
+        return (
+            isinstance(inline, Kept)
+            and inline.line_break
+            and inline.end < self._text_end(node.parent)
+        )
+
     def _place(self, index: int) -> None:
         """Target words of one element, within its parent's and after its previous sibling's,
         leaving enough for the siblings after it."""
@@ -153,6 +170,8 @@ class _Placement:
         lo, hi = self._inside(node.parent)
         cursor = self.nodes[node.previous].end if node.previous >= 0 else lo
         limit = max(cursor, hi - node.later)
+        # a word after each line break after it, where that leaves it the words it needs
+        limit = min(limit, max(cursor + node.need, limit - node.breaks))
         node.start, node.end = self._span(node, cursor, limit)
         if isinstance(node.inline, Kept) and node.inline.line_break and node.start == node.end:
             node.start = node.end = self._between(node, cursor, limit, lo, hi)
@@ -274,9 +293,7 @@ class _Placement:
             inside = self._sequence(node.children, node.start, node.start)
             return (inline.open, [*inside, inline.close]) if inline.may_be_empty else ("", inside)
         if inline.start < inline.end or inline.attach == "apart":  # a word of its own
-            if node.start > 0:
-                return " " + inline.source, []
-            return inline.source + (" " if self.words else ""), []
+            return self._apart(node), []
         if node.within is not None:
             front = self._front(node.start, node.within)
             return self._gap(node.start) + front + inline.source, []
@@ -285,6 +302,17 @@ class _Placement:
         if inline.line_break:
             self.written.add(node.start)  # it stands for the whitespace after it
         return inline.source, []
+
+    def _apart(self, node: _Node) -> str:
+        """A kept element written as a word of its own, before target word `node.start`: a
+        space before it; after it instead where the whitespace in front of that word is
+        written (first in its unit, or first inside a span whose opening followed that
+        whitespace). A space before it there had come after the opening (`** `x`y**`: no
+        longer strong emphasis) and the next word had none."""
+        source = node.inline.source
+        if node.start in self.written or node.start == 0:
+            return source + (" " if node.start < len(self.words) else "")
+        return " " + source
 
     def _part_of_word(self, node: _Node) -> tuple[str, str, str] | None:
         """(before, its text, after) in its one target word, for an element without children
