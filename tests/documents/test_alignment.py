@@ -5,6 +5,7 @@ import pytest
 from transformer_mt.documents import FORMATS
 from transformer_mt.documents.alignment import AlignedTranslator, word_numbers
 from transformer_mt.documents.translate import _TRANSLATE, translate_document
+from transformer_mt.documents.units import Unit, UnitTexts
 from transformer_mt.errors import SettingError
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator
@@ -14,15 +15,46 @@ from ..conftest import WORDS
 
 def test_subwords_are_numbered_by_the_word_they_belong_to(translator):
     tokenizer = translator.src_tokenizer
-    ids = tokenizer.encode("ein mann fährt schneeschnee")
-    numbers = word_numbers(tokenizer, ids)
+    text = "ein mann fährt schneeschnee"
+    numbers = word_numbers(tokenizer, text, tokenizer.encode(text))
     assert numbers[0] == 0 and numbers[-1] == 3
     assert numbers == sorted(numbers) and set(numbers) == {0, 1, 2, 3}
 
 
+# SentencePiece's normalisation reads these as a word break (a spacing accent as a space and a
+# combining accent), where the text, as placement counts its words, has none.
+ZERO_WIDTH = ["\u200b", "\u200c", "\ufeff"]
+BREAKS = [*ZERO_WIDTH, "\u00b4", "\u00a8", "\u02dc", "\u02da"]
+
+
+@pytest.mark.parametrize("char", BREAKS)
+def test_subwords_are_numbered_by_the_texts_words_not_sentencepieces(translator, char):
+    tokenizer = translator.src_tokenizer
+    text = f"ein{char}mann fährt \u200b rad"
+    ids = tokenizer.encode(text)
+    assert sum(tokenizer.id_to_piece(i).startswith("\u2581") for i in ids) == 4  # ▁ein ▁mann
+    numbers = word_numbers(tokenizer, text, ids)
+    assert numbers == sorted(numbers) and set(numbers) == {0, 1, 3}  # "\u200b" alone: none
+    assert numbers[-1] == 3 and numbers.count(3) == len(tokenizer.encode("rad"))
+
+
+@pytest.mark.parametrize("char", ZERO_WIDTH)
+def test_a_zero_width_character_in_a_word_leaves_the_links_on_that_word(translator, char):
+    # The model reads "zwei{char}hunde" as "zwei hunde" (the same subwords), on either side:
+    # the links are the same, and the two words SentencePiece sees are one word of the text.
+    aligned = AlignedTranslator(translator)
+    source, target = "zwei hunde spielen im schnee", "schnee im spielen hunde zwei"
+    plain = aligned.align(source, target).pairs
+    assert {s for s, _ in plain} - {0}  # links beyond the first word, which would move
+    joined = aligned.align(source.replace(" ", char, 1), target).pairs
+    assert set(joined) == {(max(s - 1, 0), t) for s, t in plain}
+    joined = aligned.align(source, target.replace(" ", char, 1)).pairs
+    assert set(joined) == {(s, max(t - 1, 0)) for s, t in plain}
+
+
 def test_every_target_word_is_linked_to_a_source_word(translator):
     source = "zwei hunde spielen im schnee"
-    (aligned,) = AlignedTranslator(translator)([source])
+    (aligned,) = AlignedTranslator(translator)(UnitTexts([Unit(source, ())]))
     assert aligned.text == translator.translate([source])[0].texts[0]
     n_target = len(aligned.text.split())
     assert {t for _, t in aligned.pairs} == set(range(n_target))

@@ -23,6 +23,13 @@ DOCUMENTS = {
     "markdown": "# zwei hunde\n\nzwei *hunde* spielen im schnee. ein mann liest\n\n"
     "eine frau liest\n",
 }
+# The term also inside code, where no term is forced (kept as written).
+WITH_CODE = {
+    "html": DOCUMENTS["html"].replace(
+        "<p>eine frau", "<p>zwei <code>hunde</code> lesen</p>\n<p>eine frau"
+    ),
+    "markdown": DOCUMENTS["markdown"] + "\nzwei `hunde` lesen\n",
+}
 REGIONS = {"html": html.regions, "markdown": markdown.regions}
 TERM = ("hunde", "rad")  # a target the reversing model never writes for these sentences
 
@@ -36,9 +43,9 @@ def has_word(text: str, word: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(word)}", text) is not None
 
 
-def translate_file(checkpoint, tmp_path, fmt: str, *options: str) -> str:
+def translate_file(checkpoint, tmp_path, fmt: str, *options: str, document: str = "") -> str:
     source, out = tmp_path / f"in.{fmt}", tmp_path / f"out-{len(options)}.{fmt}"
-    source.write_text(DOCUMENTS[fmt], encoding="utf-8")
+    source.write_text(document or DOCUMENTS[fmt], encoding="utf-8")
     args = ["--checkpoint", str(checkpoint), "--beam-size", "3", "--format", fmt]
     code = main(["translate", *args, "--input", str(source), "--output", str(out), *options])
     assert code == 0
@@ -62,6 +69,18 @@ def test_a_glossary_puts_its_terms_into_a_documents_text(reversing_checkpoint, t
     assert with_terms == translate_document(translator, document, fmt)
 
 
+@pytest.mark.parametrize(("fmt", "code"), [("html", "<code>hunde</code>"), ("markdown", "`hunde`")])
+def test_a_term_only_in_code_is_not_forced(reversing_checkpoint, fmt, code):
+    # Code is kept as written, not translated: its term's target would stand beside it.
+    translator = Translator.from_checkpoint(str(reversing_checkpoint), beam_size=3)
+    document = Texts.of([f"zwei {code} spielen im schnee\n"], glossary=Glossary.of_pairs([TERM]))
+    (unit,) = units(translate_document(translator, document, fmt), fmt)
+    assert not has_word(unit, TERM[1]) and "hunde" in unit
+    document = Texts.of([f"zwei {code} hunde spielen\n"], glossary=Glossary.of_pairs([TERM]))
+    (unit,) = units(translate_document(translator, document, fmt), fmt)
+    assert has_word(unit, TERM[1])  # found outside the code too
+
+
 @pytest.mark.parametrize("option", ["prefixes", "constraints"])
 def test_a_document_refuses_what_no_unit_can_keep(reversing_checkpoint, option):
     translator = Translator.from_checkpoint(str(reversing_checkpoint), beam_size=3)
@@ -82,9 +101,10 @@ def test_the_cli_refuses_constraints_with_a_document(reversing_checkpoint, tmp_p
     )
 
 
+@pytest.mark.parametrize("documents", [DOCUMENTS, WITH_CODE], ids=["text", "code"])
 @pytest.mark.parametrize("fmt", ["html", "markdown"])
 def test_the_server_translates_a_document_with_a_glossary_as_tmt_translate(
-    reversing_checkpoint, tmp_path, fmt
+    reversing_checkpoint, tmp_path, fmt, documents
 ):
     pytest.importorskip("fastapi")
     pytest.importorskip("httpx")
@@ -95,9 +115,12 @@ def test_the_server_translates_a_document_with_a_glossary_as_tmt_translate(
 
     terms = tmp_path / "terms.tsv"
     terms.write_text("\t".join(TERM) + "\n", encoding="utf-8")
-    expected = translate_file(reversing_checkpoint, tmp_path, fmt, "--glossary", str(terms))
+    document = documents[fmt]
+    expected = translate_file(
+        reversing_checkpoint, tmp_path, fmt, "--glossary", str(terms), document=document
+    )
     body = {
-        "text": DOCUMENTS[fmt],
+        "text": document,
         "format": fmt,
         "beam_size": 3,
         "glossary": [{"source": TERM[0], "target": TERM[1]}],

@@ -31,6 +31,27 @@ def test_terms_are_found_at_word_boundaries_longest_first(tmp_path):
     assert glossary.targets("hund") == []  # case matters unless asked
 
 
+def test_of_overlapping_terms_the_first_wins_then_the_longest():
+    glossary = Glossary.of_pairs([("New York", "NYC"), ("York City", "YC")])
+    assert glossary.targets("In New York City") == ["NYC"]  # first, though shorter
+    assert glossary.targets("York City, New York") == ["YC", "NYC"]
+    glossary = Glossary.of_pairs([("New York", "NYC"), ("New York City", "NY City")])
+    assert glossary.targets("In New York City") == ["NY City"]  # same start: the longest
+
+
+def test_no_term_is_found_holding_a_kept_character():
+    glossary = Glossary.of_pairs(
+        [("Hund", "dog"), ("Schäfer", "shepherd"), ("New York", "NYC"), ("New York City", "NY")]
+    )
+    assert glossary.targets("Der Hund bellt", [(4, 8)]) == []
+    assert glossary.targets("Der Hund bellt, der Hund", [(4, 8)]) == ["dog"]  # once outside
+    # Kept text still joins the word it touches, and hides no term beside it.
+    assert glossary.targets("ein Schäferhund", [(11, 15)]) == []
+    assert glossary.targets("in New York City", [(12, 16)]) == ["NYC"]
+    # A term that could match the "_" kept characters are read as is not found in them.
+    assert Glossary.of_pairs([("a_b", "x")]).targets("a_b", [(1, 2)]) == []
+
+
 def test_ignore_case_finds_any_case_and_keeps_do_not_translate_as_written(tmp_path):
     path = glossary_file(tmp_path, "hund\tdog\niphone\tiphone\n")
     glossary = Glossary.load(path, ignore_case=True)

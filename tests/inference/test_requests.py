@@ -19,6 +19,7 @@ def test_an_option_not_given_once_per_text_is_refused_naming_it(field, given):
         "directions": [("de", "en")] * given,
         "constraints": [["x"]] * given,
         "glossaries": [GLOSSARY] * given,
+        "kept": [[(0, 1)]] * given,
     }
     with pytest.raises(TextsCountError) as caught:
         Texts.of(["eins", "zwei"], **{field: values[field]})
@@ -63,6 +64,18 @@ def test_sentence_phrases_are_the_text_constraints_then_the_terms_each_sentence_
     assert phrases == [["pet", "dog"], ["pet"], []]
 
 
+def test_no_term_is_found_in_a_texts_kept_characters_whichever_sentence_holds_them():
+    # Text 0 is a document unit "<code>hund</code> bellt. ein hund <code>x</code>. hund hund."
+    # cut into three sentences; its kept characters count from the text's start.
+    text = "hund bellt. ein hund x. hund hund."
+    texts = Texts.of([text, "hund"], glossary=GLOSSARY, kept=[[(0, 4), (21, 22)], []])
+    sentences = ["hund bellt.", "ein hund x.", "hund hund.", "hund"]
+    assert texts.sentence_phrases(sentences, [0, 0, 0, 1]) == [[], ["dog"], ["dog"], ["dog"]]
+    # The same sentence twice in a text: each is found at its own place.
+    texts = Texts.of(["hund. hund."], glossary=GLOSSARY, kept=[[(6, 10)]])
+    assert texts.sentence_phrases(["hund.", "hund."], [0, 0]) == [["dog"], []]
+
+
 @pytest.mark.parametrize("option", ["prefixes", "constraints"])
 def test_a_report_cannot_keep_prefixes_or_constraints(option):
     given = {"prefixes": [""], "constraints": [[]]}[option]
@@ -77,3 +90,6 @@ def test_picked_texts_keep_their_options():
     assert part.texts == ("c", "b", "c") and part.prefixes == ("3", "2", "3")
     assert part.constraints is None and part.directions == (("de", "en"),) * 3
     assert texts.of_texts(["x", "y", "z"]).prefixes == texts.prefixes
+    kept = Texts.of(["a b", "c"], kept=[[(2, 3)], []])
+    assert kept.picked([1, 0]).kept == ((), ((2, 3),))
+    assert kept.of_texts(["x", "y"]).kept is None  # it counts the characters of other texts

@@ -10,19 +10,23 @@ words; the forced pass aligns subwords we know, and costs what the translator's 
 (one forward pass per unit), which is therefore left off. The server's engine, which answers
 with texts only, can be aligned the same way.
 
-Subwords to words: a SentencePiece piece that starts with "▁" starts a word. Source words are
-`Unit.text`'s whitespace-separated words, a text whose whitespace is already normalised as the
-tokenizer normalises it. A source cut to the position table aligns its first words only.
+Subwords to words (`word_numbers`): the words are those placement counts, a text's
+whitespace-separated words (`units.WORD`), on both sides. A SentencePiece piece that starts with
+"▁" starts a word of SentencePiece's, which is not always one of the text's: its normalisation
+cuts a word at a zero-width space, ZWNJ or U+FEFF and at a spacing accent ("fährt´s" is
+"▁fährt ▁ ́s"), so its words are counted word by word of the text. A source cut to the position
+table aligns its first words only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import torch
 
 from transformer_mt.data.tokenizer import Tokenizer
-from transformer_mt.documents.units import AlignedText
+from transformer_mt.documents.units import WORD, AlignedText, UnitTexts
 from transformer_mt.errors import SettingError
 
 # The layer check has one owner, cross_attention (the message names alignment_layer).
@@ -56,8 +60,9 @@ class AlignedTranslator:
         self.translator, self.layer = translator, layer
         (self.direction,) = translator.directions_of(self.document)
 
-    def __call__(self, texts: Sequence[str]) -> list[AlignedText]:
+    def __call__(self, texts: UnitTexts) -> list[AlignedText]:
         units = self.document.picked([0] * len(texts)).of_texts(texts)
+        units = replace(units, kept=texts.kept_spans())  # no glossary term found in code
         translations = self.translator.translate(units)
         return [self.align(s, t.texts[0]) for s, t in zip(texts, translations, strict=True)]
 
@@ -80,14 +85,31 @@ class AlignedTranslator:
             source_tags,
             target_tags,
         )
-        src_words = word_numbers(translator.src_tokenizer, src_ids[source_tags:])
-        tgt_words = word_numbers(translator.tgt_tokenizer, tgt_ids[target_tags:])
+        src_words = word_numbers(translator.src_tokenizer, source, src_ids[source_tags:])
+        tgt_words = word_numbers(translator.tgt_tokenizer, target, tgt_ids[target_tags:])
         links = {(src_words[s], tgt_words[t]) for s, t in pairs}
         return AlignedText(target, tuple(sorted(links)))
 
 
-def word_numbers(tokenizer: Tokenizer, ids: Sequence[int]) -> list[int]:
-    """The word (0, 1, ...) each subword of `ids` belongs to."""
+def word_numbers(tokenizer: Tokenizer, text: str, ids: Sequence[int]) -> list[int]:
+    """The word of `text` (0, 1, ...: its `units.WORD` words, as placement counts them) each
+    subword of `ids` belongs to; `ids`: `text`'s subwords, or their start (a cut source).
+
+    Each word of `text` is encoded alone to count the SentencePiece words it becomes (two for
+    "Ein\u200bMann", none for a lone zero-width space), and SentencePiece word n of `ids` is
+    numbered by the text word its count reaches. A tokenizer that keeps runs of spaces
+    (SentencePiece's `remove_extra_whitespaces` off) may find more words in the whole text than
+    word by word: those extra words are numbered as the last word, not out of range.
+    """
+    rows = tokenizer.encode_batch(WORD.findall(text), num_threads=1)
+    counts = [piece_words(tokenizer, row)[-1] + 1 if row else 0 for row in rows]
+    owners = [n for n, count in enumerate(counts) for _ in range(count)]
+    return [owners[min(n, len(owners) - 1)] for n in piece_words(tokenizer, ids)]
+
+
+def piece_words(tokenizer: Tokenizer, ids: Sequence[int]) -> list[int]:
+    """The SentencePiece word (0, 1, ...) each subword of `ids` belongs to: a piece that starts
+    with "▁" starts one, and so does the first."""
     numbers, word = [], -1
     for token in ids:
         if word < 0 or tokenizer.id_to_piece(token).startswith(WORD_START):

@@ -5,9 +5,10 @@ block boundaries (a paragraph, a list item, a table cell, a heading), with the i
 inside it (`<b>`, `*emphasis*`, links, code spans). What both formats share lives here: the
 unit and its markup (`Unit`, `Span`, `Kept`), built piece by piece in source order
 (`UnitBuilder`); a translation with its word alignment (`AlignedText`); the regions of a
-document that units replace, all translated in one call (`translate_regions`); and the
-refusal of what is not text (`check_characters`, `DocumentError`). Putting the markup back
-around the translated words is placement.py's (`render`).
+document that units replace, all translated in one call (`translate_regions`, which hands the
+translator their `UnitTexts`); and the refusal of what is not text (`check_characters`,
+`DocumentError`). Putting the markup back around the translated words is placement.py's
+(`render`).
 """
 
 from __future__ import annotations
@@ -107,12 +108,18 @@ class Unit:
                 todo += inline.children[::-1]
         return found
 
+    @cached_property
+    def kept_spans(self) -> tuple[tuple[int, int], ...]:
+        """(start, end) characters of `text` that kept elements hold, in order: the model
+        reads them, but they are written back as in the source, never translated."""
+        return tuple((k.start, k.end) for k in self.kept if k.start < k.end)
+
     @property
     def translatable(self) -> bool:
         """Whether a word lies outside every kept element: a unit that is only code is kept.
         Kept elements with text never overlap (one is never inside another), so each word
         is looked up among their starts: time W log K, not W x K (a page of 30,000 `<br>`)."""
-        kept = [(k.start, k.end) for k in self.kept if k.start < k.end]
+        kept = self.kept_spans
         starts = [start for start, _ in kept]
         for start, end in self.words:
             holder = bisect.bisect_right(starts, start) - 1
@@ -129,8 +136,30 @@ class AlignedText:
     pairs: tuple[tuple[int, int], ...]
 
 
+class UnitTexts(Sequence[str]):
+    """The texts of units, as a translator reads them, and each one's kept characters
+    (`Unit.kept_spans`), where a glossary finds no term. A sequence of the texts, so that a
+    translator that needs only the texts (the server's, whose translations are made before the
+    document is written) takes it as it takes a list."""
+
+    def __init__(self, units: Sequence[Unit]):
+        self.units = tuple(units)
+
+    def __len__(self) -> int:
+        return len(self.units)
+
+    def __getitem__(self, index):  # int -> str, slice -> list[str], as a list's
+        if isinstance(index, slice):
+            return [unit.text for unit in self.units[index]]
+        return self.units[index].text
+
+    def kept_spans(self) -> tuple[tuple[tuple[int, int], ...], ...]:
+        """The kept characters of each text (`Texts.kept`)."""
+        return tuple(unit.kept_spans for unit in self.units)
+
+
 # Unit texts in, their translations (in order) out.
-Translate = Callable[[Sequence[str]], list[AlignedText]]
+Translate = Callable[[UnitTexts], list[AlignedText]]
 
 
 @dataclass(frozen=True)
@@ -163,7 +192,7 @@ def translate_regions(
     and `replacements` made; the units are translated in one call, so that they share
     batches. Regions are in order."""
     todo = [region for region in regions if region.unit.translatable]
-    translations = translate([region.unit.text for region in todo])
+    translations = translate(UnitTexts([region.unit for region in todo]))
     changes = [
         Replacement(region.start, region.end, write(region.unit, translation))
         for region, translation in zip(todo, translations, strict=True)

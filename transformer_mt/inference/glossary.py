@@ -5,15 +5,19 @@ A glossary file is UTF-8 text, one term a line, `source term<TAB>target term`; a
 to its source is a do-not-translate term (a product name), which the translation holds as the
 source text spells it. Blank lines are skipped; spaces around a term are not part of it.
 `Glossary.targets` finds the source terms of one sentence at word boundaries (a term never
-matches inside a longer word: "Hund" is not found in "Hunde" nor in "Schäferhund"), the longest
-term first where terms overlap, optionally ignoring case; the targets of the terms found are
-that sentence's constraints, which the `Translator` encodes with the target tokenizer and beam
-search enforces (search/constraints.py). Matching on the text, not on subwords, is what makes
-it subword-aware: a term is found whichever pieces the source tokenizer would cut it into.
+matches inside a longer word: "Hund" is not found in "Hunde" nor in "Schäferhund"), optionally
+ignoring case, and never in text kept as written (a document's code). Where terms overlap, the
+one that starts first wins, and of terms starting at the same word the longest ("New York City"
+with "New York" and "York City" finds "New York"; with "New York City" too, that one). The
+targets of the terms found are that sentence's constraints, which the `Translator` encodes with
+the target tokenizer and beam search enforces (search/constraints.py). Matching on the text,
+not on subwords, is what makes it subword-aware: a term is found whichever pieces the source
+tokenizer would cut it into.
 
 A constraints file (`iter_constraints`) gives each input line's target phrases directly,
-TAB-separated, a blank line for none. `sentence_phrases` gives each sentence its line's own
-phrases and its glossary's terms: `Translator.translate` and the server's engine both ask it.
+TAB-separated, a blank line for none. `Texts.sentence_phrases` (requests.py) gives each sentence
+its line's own phrases and its glossary's terms: `Translator.translate` and the server's engine
+both ask it.
 
 Bad input stops with one line naming the file and the line: no TAB, more than one, an empty
 term, a term over `MAX_TERM_CHARS` or holding a byte order mark, text that is not UTF-8, a
@@ -112,12 +116,26 @@ class Glossary:
         ]
         return cls(terms, ignore_case)
 
-    def targets(self, text: str) -> list[str]:
-        """The target terms of the source terms found in `text`, in text order, each once."""
+    def targets(self, text: str, kept: Sequence[tuple[int, int]] = ()) -> list[str]:
+        """The target terms of the source terms found in `text`, in text order, each once.
+
+        `kept`: (start, end) characters of `text` kept as written (a document's code), which
+        are not translated, so no term is found holding one. They are read as "_", a word
+        character: they still join the words they touch ("Schäfer" is not found in
+        "Schäfer<code>hund</code>") and a term beside them is still found ("New York" in
+        "New York <code>City</code>", where "New York City" is a term too). A term holding "_"
+        could match them, so a match is checked against `kept` as well.
+        """
         if not self.terms:
             return []
+        chars = list(text)
+        for start, end in kept:
+            chars[start:end] = "_" * (end - start)
+        text = "".join(chars)
         found: dict[str, None] = {}
         for match in self._finder.finditer(text):
+            if any(start < match.end() and match.start() < end for start, end in kept):
+                continue
             term = self._by_text.get(self._text_key(match.group()))
             if term is None:  # `re` folds case char by char, `casefold` not always so
                 named = self._naming.match(text, match.start())
@@ -144,7 +162,8 @@ class Glossary:
 
     @cached_property
     def _by_length(self) -> list[Term]:
-        """The terms, longest source first: where terms overlap, the longest is found."""
+        """The terms, longest source first: of the terms that start at one place, the longest
+        is found (`re` takes the first alternative that matches at the leftmost place)."""
         return sorted(self.terms, key=lambda t: -len(t.source))
 
     @cached_property
@@ -182,27 +201,6 @@ def iter_constraints(path: str | Path) -> Iterator[list[str]]:
         for phrase in phrases:
             _check_length(phrase, "phrase", f"{path}:{number}")
         yield phrases
-
-
-def sentence_phrases(
-    sentences: Sequence[str],
-    owners: Sequence[int],
-    constraints: Sequence[Sequence[str]] | None = None,
-    glossaries: Sequence[Glossary | None] | None = None,
-) -> list[list[str]]:
-    """The target phrases of each of `sentences`: the `constraints` of its line (`owners`
-    gives each sentence's line), then the target terms its line's glossary finds in it.
-
-    Args:
-        constraints: one list of phrases per line (None: none).
-        glossaries: one glossary per line, None for a line without (None: no line has one).
-    """
-    phrases = [list(constraints[line]) if constraints else [] for line in owners]
-    if glossaries is not None:
-        for i, (text, line) in enumerate(zip(sentences, owners, strict=True)):
-            if glossaries[line] is not None:
-                phrases[i] += glossaries[line].targets(text)
-    return phrases
 
 
 def checked_term(source: str, target: str, where: str) -> Term:

@@ -1,5 +1,6 @@
 """What a user asks of each text: the texts, and for each one its optional forced prefix,
-direction, constraints and glossary, as one value that travels whole.
+direction, constraints and glossary (and, for a document's unit, the characters kept as written,
+which the glossary skips), as one value that travels whole.
 
 Every interface builds one (`tmt translate` from its files, the /v1 API and LibreTranslate's
 routes from a request body, documents from their units) and every layer below takes it as it
@@ -23,7 +24,7 @@ from transformer_mt.inference.glossary import Glossary
 from transformer_mt.inference.languages import Pair
 
 # The per-text fields of `Texts`, in the order of its constructor.
-PER_TEXT_FIELDS = ("prefixes", "directions", "constraints", "glossaries")
+PER_TEXT_FIELDS = ("prefixes", "directions", "constraints", "glossaries", "kept")
 
 
 class TextsCountError(SettingError, ValueError):
@@ -46,6 +47,9 @@ class Texts:
         constraints: target phrases each translation must contain.
         glossaries: the glossary whose terms each text is searched for (None for a text
             without one); the targets of the terms a sentence holds are its constraints.
+        kept: the (start, end) characters of each text kept as written (a document unit's
+            code, `units.Unit.kept_spans`): not translated, so no glossary term is found in
+            them.
 
     Raises:
         TextsCountError: an option not given once per text, naming the option.
@@ -56,6 +60,7 @@ class Texts:
     directions: tuple[Pair, ...] | None = None
     constraints: tuple[tuple[str, ...], ...] | None = None
     glossaries: tuple[Glossary | None, ...] | None = None
+    kept: tuple[tuple[tuple[int, int], ...], ...] | None = None
 
     def __post_init__(self) -> None:
         for name in PER_TEXT_FIELDS:
@@ -73,6 +78,7 @@ class Texts:
         constraints: Sequence[Sequence[str]] | None = None,
         glossaries: Sequence[Glossary | None] | None = None,
         glossary: Glossary | None = None,
+        kept: Sequence[Sequence[tuple[int, int]]] | None = None,
     ) -> Texts:
         """`Texts` from any sequences; `glossary`: one glossary for every text (not with
         `glossaries`)."""
@@ -86,6 +92,7 @@ class Texts:
             None if directions is None else tuple(directions),
             None if constraints is None else tuple(tuple(c) for c in constraints),
             None if glossaries is None else tuple(glossaries),
+            None if kept is None else tuple(tuple(spans) for spans in kept),
         )
 
     @classmethod
@@ -121,13 +128,31 @@ class Texts:
 
     def sentence_phrases(self, sentences: Sequence[str], owners: Sequence[int]) -> list[list[str]]:
         """The target phrases of each of `sentences` (`owners`: the text of each): its text's
-        constraints, then the target terms its text's glossary finds in the sentence."""
+        constraints, then the target terms its text's glossary finds in the sentence outside
+        its kept characters."""
         phrases = [list(self.phrases(owner)) for owner in owners]
-        for found, sentence, owner in zip(phrases, sentences, owners, strict=True):
+        kept = self._sentence_kept(sentences, owners)
+        for found, sentence, owner, spans in zip(phrases, sentences, owners, kept, strict=True):
             glossary = self.glossary(owner)
             if glossary is not None:
-                found += glossary.targets(sentence)
+                found += glossary.targets(sentence, spans)
         return phrases
+
+    def _sentence_kept(
+        self, sentences: Sequence[str], owners: Sequence[int]
+    ) -> list[list[tuple[int, int]]]:
+        """The kept characters of each of `sentences`, counted from its start. A text's
+        sentences are cut from it in order with only whitespace between them
+        (`sentences.Segments`), so each starts where it is first found after the one before."""
+        if self.kept is None:
+            return [[] for _ in sentences]
+        found, ends = [], {}
+        for sentence, owner in zip(sentences, owners, strict=True):
+            start = self.texts[owner].find(sentence, ends.get(owner, 0))
+            end = ends[owner] = start + len(sentence)
+            spans = [(a, b) for a, b in self.kept[owner] if a < end and start < b]
+            found.append([(max(a, start) - start, min(b, end) - start) for a, b in spans])
+        return found
 
     def refuse_report(self) -> None:
         """Raise when a dropped-content report is asked of these texts: it retries a text cut
@@ -155,11 +180,12 @@ class Texts:
             pick(self.directions),
             pick(self.constraints),
             pick(self.glossaries),
+            pick(self.kept),
         )
 
     def of_texts(self, texts: Sequence[str]) -> Texts:
         """These options for other texts of the same number (the sentences a document
-        unit's text became, say)."""
+        unit's text became, say), but `kept`, which counts the characters of these texts."""
         return Texts(
             tuple(texts), self.prefixes, self.directions, self.constraints, self.glossaries
         )

@@ -9,7 +9,7 @@ once, and an exact repeat of one (same text, same options, same direction) from 
 translation cache, without decoding.
 
 Constraints (a text's own target phrases, and the target terms of its glossary that each of
-its sentences holds: `glossary.sentence_phrases`, as `Translator.translate` finds them) are
+its sentences holds: `Texts.sentence_phrases`, as `Translator.translate` finds them) are
 encoded and fitted by the Translator's own rule (`constraint_ids`) here, so that one that
 cannot be met refuses the request (`TextRefused`) before anything is queued. They travel with
 the sentence into its lane's `BeamState` (scheduler.py): a sentence with C of them is searched

@@ -15,12 +15,19 @@ by `Engine.align` (the forced pass `translate_document` makes).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from transformer_mt.documents import html, markdown
-from transformer_mt.documents.units import AlignedText, DocumentError, Region, Translate
+from transformer_mt.documents.units import (
+    AlignedText,
+    DocumentError,
+    Region,
+    Translate,
+    UnitTexts,
+)
 from transformer_mt.inference.languages import Pair
 from transformer_mt.inference.requests import Texts
 from transformer_mt.serve.contract import Engine
@@ -42,9 +49,10 @@ def without_bom(documents: Texts) -> Texts:
     return documents.of_texts([text.removeprefix(BOM) for text in documents.texts])
 
 
-def units(documents: Sequence[str], text_format: str) -> list[list[str]]:
+def units(documents: Sequence[str], text_format: str) -> list[UnitTexts]:
     """The text of each translatable unit of each of `documents` (in `text_format`, one of
-    documents.FORMATS), in order: what is translated, and, joined by newlines, what
+    documents.FORMATS), in order, with the characters each keeps as written (code, where a
+    glossary finds no term): what is translated, and, joined by newlines, what
     `source: "auto"` identifies the language of. Parses: call it off the event loop.
 
     Raises:
@@ -60,19 +68,22 @@ def units(documents: Sequence[str], text_format: str) -> list[list[str]]:
         except DocumentError as err:
             err.document = index  # of a list, which one (the APIs name it)
             raise
-        found.append([region.unit.text for region in regions if region.unit.translatable])
+        found.append(UnitTexts([region.unit for region in regions if region.unit.translatable]))
     return found
 
 
-def unit_requests(documents: Texts, found: list[list[str]], most: int) -> list[Texts]:
+def unit_requests(documents: Texts, found: list[UnitTexts], most: int) -> list[Texts]:
     """The requests the engine is asked for `found`, the units of each of `documents`
     (`units`): each document's units in order, at most `most` per request, asked with the
-    document's options (`Texts.picked`): its direction and its glossary."""
+    document's options (`Texts.picked`): its direction and its glossary, and each unit's
+    kept characters."""
     asked = []
     for index, texts in enumerate(found):
+        kept = texts.kept_spans()
         for start in range(0, len(texts), most):
             chunk = texts[start : start + most]
-            asked.append(documents.picked([index] * len(chunk)).of_texts(chunk))
+            request = documents.picked([index] * len(chunk)).of_texts(chunk)
+            asked.append(dataclasses.replace(request, kept=kept[start : start + most]))
     return asked
 
 
