@@ -64,6 +64,18 @@ def test_no_split_translates_each_unit_whole_as_it_does_each_line(reversing_chec
     assert outputs[("--no-split",)] != outputs[()]
 
 
+def test_progress_counts_the_units_translated_then_aligned(reversing_checkpoint, tmp_path, capsys):
+    """A document had been translated in silence, however long (8,000 units: 95 s)."""
+    page = tmp_path / "page.html"
+    page.write_text("<p>ein mann fährt rad</p>\n<p>zwei hunde</p>\n", encoding="utf-8")
+    args = ("--format", "html", "--input", str(page), "--output", str(tmp_path / "out.html"))
+    assert run(reversing_checkpoint, *args, "--progress") == 0
+    err = capsys.readouterr().err
+    assert "translating: 100%" in err and "placing markup: 100%" in err and "2/2" in err
+    assert run(reversing_checkpoint, *args, "--progress", "--quiet") == 0
+    assert capsys.readouterr().err == ""
+
+
 def test_an_unknown_format_is_refused_by_name(reversing_checkpoint, capsys):
     with pytest.raises(SystemExit) as caught:
         run(reversing_checkpoint, "--format", "pdf")

@@ -6,14 +6,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from collections.abc import Callable
 
 from transformer_mt.cli.common import open_in, open_out, set_cpu_threads
 from transformer_mt.cli.translate_lines import (
     load_glossary,
     load_translator,
     print_input_warnings,
+    progress_style,
 )
 from transformer_mt.errors import TmtError
+from transformer_mt.progress import Counted, ProgressReport
 
 
 def translate_one_document(args: argparse.Namespace) -> int:
@@ -39,7 +42,11 @@ def translate_one_document(args: argparse.Namespace) -> int:
         document = Texts.of([text], glossary=glossary)
         try:
             translated = translate_document(
-                translator, document, args.format, alignment_layer=args.alignment_layer
+                translator,
+                document,
+                args.format,
+                alignment_layer=args.alignment_layer,
+                progress=_progress(args),
             )
         except DocumentError as err:
             raise TmtError(f"{name}:{err.line}:{err.column}: {err.reason}") from None
@@ -48,6 +55,12 @@ def translate_one_document(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"translated {name} ({args.format})", file=sys.stderr)
     return 0
+
+
+def _progress(args: argparse.Namespace) -> Callable[[Counted, int], ProgressReport]:
+    """Each pass over the document's units reported as lines are (`progress_style`)."""
+    bar, every_s = progress_style(args)
+    return lambda counted, total: ProgressReport(total, counted, bar, every_s)
 
 
 def _refuse_line_flags(args: argparse.Namespace) -> None:

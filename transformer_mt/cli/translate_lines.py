@@ -375,15 +375,22 @@ def _say_kept(partial: PartialOutput) -> None:
 
 
 def _progress(args: argparse.Namespace, source: _Source, first: int) -> ProgressReport:
-    """The progress of the lines from `first` on: a bar on a terminal (or --progress), else a
-    plain line now and then (a log file, a batch job); nothing with --quiet or when reading
-    a terminal."""
+    """The progress of the lines from `first` on (`progress_style`)."""
     from transformer_mt.inference.stream import stream_progress
 
-    bar = not args.quiet and (args.progress or (sys.stderr.isatty() and not source.interactive))
-    quiet_or_tty = args.quiet or source.interactive or sys.stderr.isatty()
     total = None if source.total is None else source.total - first
-    return stream_progress(total, bar, None if quiet_or_tty else PROGRESS_SECONDS)
+    return stream_progress(total, *progress_style(args, source.interactive))
+
+
+def progress_style(
+    args: argparse.Namespace, interactive: bool = False
+) -> tuple[bool, float | None]:
+    """How `tmt translate` shows progress: (a bar, seconds between plain lines). A bar on a
+    terminal (or --progress), else a plain line now and then (a log file, a batch job);
+    nothing with --quiet or when reading a terminal (`interactive`)."""
+    bar = not args.quiet and (args.progress or (sys.stderr.isatty() and not interactive))
+    quiet_or_tty = args.quiet or interactive or sys.stderr.isatty()
+    return bar, None if quiet_or_tty else PROGRESS_SECONDS
 
 
 def _open_partial(

@@ -20,7 +20,8 @@ table aligns its first words only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 
 import torch
@@ -33,8 +34,20 @@ from transformer_mt.errors import SettingError
 from transformer_mt.inference.cross_attention import alignment_pairs, check_alignment_layer
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator
+from transformer_mt.progress import Counted, ProgressReport
 
 WORD_START = "\u2581"  # SentencePiece's mark of a piece that starts a word
+
+# The two passes over a document's units, as progress counts them: the translation, then the
+# forced pass that aligns each unit (about as long again).
+UNITS_TRANSLATED = Counted("translated", "units", "units", "translating")
+UNITS_ALIGNED = Counted("aligned", "units", "units", "placing markup")
+# A report of `total` units counted as `Counted` says (the CLI's: a bar, or lines in a log).
+Progress = Callable[[Counted, int], ProgressReport]
+
+
+def _silent(counted: Counted, total: int) -> ProgressReport:
+    return ProgressReport(total, counted, bar=False, every_s=None)
 
 
 class AlignedTranslator:
@@ -48,23 +61,46 @@ class AlignedTranslator:
         document: the document as one text with its options (`document_request`): its
             direction (None: the translator's own) and its glossary, which every unit is
             translated with; None: none.
+        progress: makes the report of each pass over the units (`Progress`); None: silent.
 
     Raises:
         SettingError: a layer the model lacks (naming alignment_layer), a direction the model
             has no tags for (naming src_lang or tgt_lang), an option no unit can keep.
     """
 
-    def __init__(self, translator: Translator, layer: int = -1, document: Texts | None = None):
+    def __init__(
+        self,
+        translator: Translator,
+        layer: int = -1,
+        document: Texts | None = None,
+        progress: Progress | None = None,
+    ):
         check_alignment_layer(layer, translator.model.cfg.decoder_layers)
         self.document = document_request(document or Texts(("",)))
-        self.translator, self.layer = translator, layer
+        self.translator, self.layer, self.progress = translator, layer, progress
         (self.direction,) = translator.directions_of(self.document)
 
     def __call__(self, texts: UnitTexts) -> list[AlignedText]:
         units = self.document.picked([0] * len(texts)).of_texts(texts)
         units = replace(units, kept=texts.kept_spans())  # no glossary term found in code
-        translations = self.translator.translate(units)
-        return [self.align(s, t.texts[0]) for s, t in zip(texts, translations, strict=True)]
+        with self._report(UNITS_TRANSLATED, len(texts)) as report:
+            translations = self.translator.translate(units, report.update)
+        aligned = []
+        with self._report(UNITS_ALIGNED, len(texts)) as report:
+            for source, translation in zip(texts, translations, strict=True):
+                aligned.append(self.align(source, translation.texts[0]))
+                report.update(1)
+        return aligned
+
+    @contextmanager
+    def _report(self, counted: Counted, total: int) -> Iterator[ProgressReport]:
+        """The progress of one pass over the units, closed after it; a silent one without
+        `progress`."""
+        report = (self.progress or _silent)(counted, total)
+        try:
+            yield report
+        finally:
+            report.close()
 
     def align(self, source: str, target: str) -> AlignedText:
         """`target` as the translation of `source`, aligned word by word."""

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from transformer_mt.documents import FORMATS
-from transformer_mt.documents.alignment import AlignedTranslator
+from transformer_mt.documents.alignment import AlignedTranslator, Progress
 from transformer_mt.documents.html import translate_html
 from transformer_mt.documents.markdown import translate_markdown
 from transformer_mt.errors import SettingError
@@ -20,6 +20,7 @@ def translate_document(
     format: str,
     *,
     alignment_layer: int = -1,
+    progress: Progress | None = None,
 ) -> str:
     """`document`, a whole document in `format` (one of FORMATS), with its text translated and
     its markup kept (docs/documents.md).
@@ -33,6 +34,8 @@ def translate_document(
             the translator's default one) is also written into an HTML page's root `lang`.
         alignment_layer: the decoder layer whose cross-attention aligns words, placing inline
             markup; negative counts from the last.
+        progress: reports the translation and the alignment of the units
+            (`alignment.Progress`); None: silent.
 
     Raises:
         SettingError: a format not in FORMATS (naming format), a layer the model lacks
@@ -45,7 +48,7 @@ def translate_document(
     if format not in FORMATS:
         raise SettingError("format", format, f"choose one of {', '.join(FORMATS)}")
     request = Texts.plain([document] if isinstance(document, str) else document)
-    aligned = AlignedTranslator(translator, alignment_layer, request)
+    aligned = AlignedTranslator(translator, alignment_layer, request, progress)
     (text,) = request.texts
     if format != "html":
         return _TRANSLATE[format](text, aligned)
