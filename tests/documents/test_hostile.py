@@ -6,7 +6,8 @@ import pytest
 from markdown_it import MarkdownIt
 
 from transformer_mt.documents.html import translate_html
-from transformer_mt.documents.markdown import MAX_NESTING, translate_markdown
+from transformer_mt.documents.markdown import translate_markdown
+from transformer_mt.documents.markdown_parser import MAX_NESTING
 from transformer_mt.documents.units import DocumentError
 
 from .fakes import echo

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from transformer_mt.documents.markdown import MarkdownMissing, regions, translate_markdown
+from transformer_mt.documents.markdown import regions, translate_markdown
+from transformer_mt.documents.markdown_parser import MarkdownMissing
 from transformer_mt.documents.translate import translate_document
 from transformer_mt.documents.units import AlignedText
 
@@ -328,4 +329,65 @@ def test_a_hard_break_stays_between_words_where_emphasis_before_it_took_the_last
         source, scripted("A man is riding a bike. A person is running.", *pairs)
     )
     assert out == "A man is riding a *bike*. A person is  \nrunning.\n"
+    assert constructs(out) == constructs(source)
+
+
+@pytest.mark.parametrize("before", ["", "Vorher\n", "Vorher.\n\n"])
+def test_a_footnote_definition_keeps_its_label_first_whatever_the_alignment(before):
+    """The label went before the translation of the first source word, wherever that was
+    aligned (`A dog [^2]: runs.`): no longer a definition, and `[^2]` pointed at nothing."""
+    source = f"{before}[^2]: Ein Hund läuft.\n"
+    out = translate_markdown(source, scripted("A dog runs.", (0, 2), (1, 1), (2, 0)))
+    assert out.endswith("\n[^2]: A dog runs.\n" if before else "[^2]: A dog runs.\n")
+
+
+@pytest.mark.parametrize(
+    ("element", "read"),
+    [
+        ("<kbd>Strg</kbd>", "Strg"),
+        ("<code>*Strg*</code>", "Strg"),
+        ('<span translate="no">Strg</span>', "Strg"),
+        ("<script>Strg</script>", ""),  # kept whole, its text never read
+    ],
+)
+def test_inline_html_kept_in_html_documents_is_kept_in_markdown(element, read):
+    """As in HTML documents (and as code spans): the element is written as it is in place of
+    its text's translation. Its tags were kept beside the words as markup without text, and
+    its text was translated and moved: `<kbd></kbd><kbd>green shirt.</kbd>`."""
+    source = f"Drücke {element} jetzt.\n"
+    assert [r.unit.text for r in regions(source)] == [" ".join(f"Drücke {read} jetzt.".split())]
+    out = translate_markdown(source, echo)
+    assert out == f"DRÜCKE {element} JETZT.\n"
+    assert constructs(out) == constructs(source)
+    keys = "Drücke <kbd>Strg</kbd>+<kbd>C</kbd> jetzt.\n"  # one word: each around its text
+    assert translate_markdown(keys, same) == keys
+
+
+def test_inline_html_placed_in_html_documents_goes_around_its_words_in_markdown():
+    """`<b>` ... `</b>` is one element placed around the aligned target words, as emphasis
+    is: its tags, kept each beside a word, had come out empty (`A car <b></b>red`)."""
+    source = "Ein <b>roter Wagen</b> fährt *weg*.\n"
+    assert [r.unit.text for r in regions(source)] == ["Ein roter Wagen fährt weg."]
+    pairs = ((0, 0), (1, 2), (2, 1), (3, 3), (4, 4))
+    out = translate_markdown(source, scripted("A car red drives off.", *pairs))
+    assert out == "A <b>car red</b> drives *off*.\n"
+    crossing = "Ein <b>roter *Wagen</b> fährt* weg.\n"  # no element: tags beside their words
+    assert translate_markdown(crossing, echo) == crossing.upper().replace("B>", "b>")
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["[![Bild](a.png)](https://example.org) Ein Hund\n", "Ein *![Bild](a.png)* Hund\n"],
+)
+def test_markup_around_an_image_keeps_the_space_after_it(source):
+    """A link or emphasis around no text is markup without text, kept whole beside the word
+    it touches: the linked image stuck to the word after it (`](https://example.org)Ein`)."""
+    assert translate_markdown(source, same) == source
+
+
+@pytest.mark.parametrize("source", ["*ein\n[^1]: hund*\n", "[ein\n[^1]: hund](u)\n"])
+def test_a_footnote_label_inside_emphasis_or_a_link_does_not_cut_the_unit(source):
+    """Cut there, each unit held markup never closed: `ValueError: markup left open`."""
+    out = translate_markdown(source, echo)
+    assert out == source.upper().replace("\n[", " [").replace("(U)", "(u)")
     assert constructs(out) == constructs(source)

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 from tests.serve.fakes import fake_translation  # noqa: E402
 from tests.serve.test_app import events_of  # noqa: E402
 from transformer_mt.documents import markdown  # noqa: E402
-from transformer_mt.documents.markdown import MarkdownMissing  # noqa: E402
+from transformer_mt.documents.markdown_parser import MarkdownMissing  # noqa: E402
 from transformer_mt.langid import installed  # noqa: E402
 from transformer_mt.serve.http import api, schema  # noqa: E402
 from transformer_mt.serve.http.app import create_app  # noqa: E402
@@ -83,7 +83,7 @@ def test_markdown_without_markdown_it_is_a_501_naming_format(client, monkeypatch
     def missing():
         raise MarkdownMissing()
 
-    monkeypatch.setattr(markdown, "_parser", missing)
+    monkeypatch.setattr(markdown, "parser", missing)
     response = client.post("/v1/translate", json={"text": "ein hund", "format": "markdown"})
     assert response.status_code == 501
     assert response.json()["error"]["field"] == "format"

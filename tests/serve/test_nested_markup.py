@@ -14,7 +14,7 @@ pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from tests.serve.fakes import FakeEngine, FakeLimits  # noqa: E402
-from transformer_mt.documents.markdown import MAX_NESTING  # noqa: E402
+from transformer_mt.documents.markdown_parser import MAX_NESTING  # noqa: E402
 from transformer_mt.serve.http.app import create_app  # noqa: E402
 
 BASE_URL = "http://127.0.0.1:8000"

@@ -21,21 +21,25 @@ tokens their lines (`map`), not inline tokens their columns, so:
        delimiters, which markdown-it keeps as `Token.markup`
 
 Units (units.py): the inline content of a paragraph, heading or table cell. Emphasis,
-strikethrough and link text are placed (placement.py) around the aligned target words (a link's
-URL, title or reference kept; a shortcut or collapsed reference link, `[Hund]` or `[Hund][]`,
-whose text is its label, is written with its label: `[dog][Hund]`); code spans and autolinks
-are kept in place of their text's translation; images and inline HTML tags go after the word
-before them, a hard line break (with the next line's `>`s and indentation) between the words
-around it. A translated paragraph is written on
+strikethrough, link text and inline HTML elements opened and closed in the unit that HTML
+documents place (html.py's INLINE: `<b>`...`</b>`) are placed (placement.py) around the
+aligned target words (a link's URL, title or reference kept; a shortcut or collapsed reference
+link, `[Hund]` or `[Hund][]`, whose text is its label, is written with its label:
+`[dog][Hund]`); code spans, autolinks and the inline HTML elements HTML documents keep
+(`<kbd>Strg</kbd>`, `translate="no"`) are kept in place of their text's translation; images,
+markup around no text (a linked image) and other inline HTML tags go after the word before
+them, a hard line break (with the next line's `>`s and indentation) between the words around
+it; a footnote definition's label is no part of its unit. A translated paragraph is written on
 one line but for its hard line breaks. Translated words are written with Markdown's punctuation
 escaped where it could start syntax. Front matter (`---` or `+++` fenced lines at the very
 start; CommonMark has none) is kept as written, never read by the model.
 
-markdown-it is told to take every link destination (it refuses `javascript:` and the like,
-which it would not render safely, and the link would be read as text and lose its markup: the
-splice copies destinations as written), and its block parser to refuse, in one line, block
-quotes and lists nested MAX_NESTING deep, where it would stop reading (its recursion is what
-stops there). A control character is refused (units.check_characters).
+The parser is set up in markdown_parser.py: markdown-it is told to take every link destination
+(it refuses `javascript:` and the like, which it would not render safely, and the link would be
+read as text and lose its markup: the splice copies destinations as written), and its block
+parser to refuse, in one line, block quotes and lists nested MAX_NESTING deep, where it would
+stop reading (its recursion is what stops there). A control character is refused
+(units.check_characters).
 
 markdown-it-py is optional: the `documents` extra.
 """
@@ -43,9 +47,11 @@ markdown-it-py is optional: the `documents` extra.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
+from transformer_mt.documents.html import INLINE, INLINE_GRAPHICS, INLINE_KEPT, KEPT
+from transformer_mt.documents.html_events import Event, tokenize
+from transformer_mt.documents.markdown_parser import FOOTNOTE_LABEL, parser
 from transformer_mt.documents.placement import is_punctuation, render
 from transformer_mt.documents.units import (
     AlignedText,
@@ -58,12 +64,10 @@ from transformer_mt.documents.units import (
     check_characters,
     translate_regions,
 )
-from transformer_mt.errors import TmtError
-
-INSTALL = "pip install 'transformer_mt[documents]'"
 
 _OPENS = {"em_open": "em_close", "strong_open": "strong_close", "s_open": "s_close"}
-_KEPT = {"code_inline", "image", "html_inline"}
+# Kept as written; a `whole` token is an element made one (`_grouped`).
+_KEPT = {"code_inline", "image", "html_inline", "whole"}
 # An inline HTML line break (`<br>`, `<BR />`, `</br>`): a line break, as in HTML documents.
 _BR = re.compile(r"</?br\s*/?>", re.IGNORECASE)
 # Escaped in every translated word: they could start or end inline syntax.
@@ -72,19 +76,13 @@ _SPECIAL = frozenset("\\`*_[]<|~")
 # start, a definition's label `[^1]:`. Kept as written beside the word each touches, never
 # read by the model (it dropped or translated them), and a definition on a line of its own is
 # a unit of its own (`_definitions_apart`). A label is read whole (`_footnote_label`).
-_LABEL = r"\[\^[^\]\s\\]+\]"
-_FOOTNOTE = re.compile(rf"{_LABEL}(:[ \t]*)?")
-_REFERENCE = re.compile(_LABEL)
+_FOOTNOTE = re.compile(rf"{FOOTNOTE_LABEL}(:[ \t]*)?")
 # An `&` that would start a character reference (`&lt;`, `&#60;`): escaped, or it would read as
 # the character it names.
 _ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 # At the start of a line: an ordered list marker (`1.`, `2)`); the others are one character.
 _ORDERED = re.compile(r"^(\d{1,9})([.)])")
 _LINE_START = frozenset("#>+-=")
-# How deep block quotes and lists may nest, in markdown-it's levels (a block quote 1, a list
-# and its item 2): its default preset's (its commonmark preset has 20). Its parser recurses
-# about 2 frames a level (3 per nested `[` inside a paragraph), far below Python's 1,000.
-MAX_NESTING = 100
 # A line end, as markdown-it reads them (its `normalize` rule turns each into "\n").
 _EOL = r"(?:\r\n?|\n)"
 _LINE_END = re.compile(_EOL)
@@ -97,13 +95,6 @@ _FRONT_MATTER = re.compile(
     rf"|\+\+\+[ \t]*{_EOL}(?:{_KEY}.*?{_EOL})??\+\+\+)[ \t]*(?:{_EOL}|\Z)",
     re.DOTALL,
 )
-
-
-class MarkdownMissing(TmtError):
-    """markdown-it-py is not installed (the `documents` extra)."""
-
-    def __init__(self) -> None:
-        super().__init__(f"Markdown documents need markdown-it-py: {INSTALL}")
 
 
 def translate_markdown(document: str, translate: Translate) -> str:
@@ -125,7 +116,7 @@ def regions(document: str) -> list[Region]:
             expected).
     """
     check_characters(document)
-    tokens = _parser().parse(_front_matter_blanked(document))
+    tokens = parser().parse(_front_matter_blanked(document))
     lines = _Lines(document)
     found: list[Region] = []
     row_start = 0  # where the next cell of a table row is looked for
@@ -139,7 +130,8 @@ def regions(document: str) -> list[Region]:
             row_start = offsets[-1]
         else:
             offsets = _offsets(lines, token)
-        for run, start, end in _definitions_apart(token.children, len(token.content)):
+        for part, first, end in _definitions_apart(token.children, len(token.content)):
+            run, start = _after_label(part, first)
             found.append(_region(document, run, offsets, start, end))
     return found
 
@@ -148,16 +140,36 @@ def _definitions_apart(children: list, length: int) -> list[tuple[list, int, int
     """An inline token's children (`_joined`) as runs of their own, with the characters of its
     content [start, end) each spans: a footnote definition on a line of its own (`[^2]: ...`
     right under a paragraph or another definition) is its own unit, as a paragraph would be;
-    translated with its neighbours, its text was placed by attention across theirs."""
+    translated with its neighbours, its text was placed by attention across theirs. One
+    inside emphasis or a link (`*a` `[^1]: b*`) is not: cut there, a unit held markup never
+    closed (an error)."""
     run = _joined(children)
     parts, first, start = [], 0, 0
+    depth = 0  # Markdown's emphasis and links open here
     for i, child in enumerate(run):
-        if child.type == "softbreak" and _starts_a_definition(run, i):
+        if child.type in _OPENS or child.type == "link_open":
+            depth += 1
+        elif child.type in _OPENS.values() or child.type == "link_close":
+            depth -= 1
+        elif child.type == "softbreak" and depth == 0 and _starts_a_definition(run, i):
             a, b = child.meta["source"]
             parts.append((run[first:i], start, a))
             first, start = i + 1, b
     parts.append((run[first:], start, length))
     return parts
+
+
+def _after_label(run: list, start: int) -> tuple[list, int]:
+    """A unit's children (`_joined`) from content character `start`, and where its text
+    starts: after the label of the footnote definition it starts with (`[^2]: `), which is no
+    part of the unit and stays at the start of its line as written. Kept in the unit, it went
+    before the translation of the first source word, wherever that was aligned (`A man [^2]:
+    a`): no longer a definition, and `[^2]` pointed at nothing."""
+    first = run[0] if run else None
+    found = _FOOTNOTE.match(first.content) if first is not None and _joinable(first) else None
+    if found is None or found.group(1) is None:
+        return run, start
+    return [first.copy(content=first.content[found.end() :]), *run[1:]], start + found.end()
 
 
 def _front_matter_blanked(document: str) -> str:
@@ -171,115 +183,6 @@ def _front_matter_blanked(document: str) -> str:
         return document
     blanked = re.sub(r"[^\r\n]", " ", found.group())
     return blanked + document[found.end() :]
-
-
-def _parser() -> Any:
-    """A CommonMark parser with tables and strikethrough whose inline rules record where their
-    tokens come from (`_recording`).
-
-    Raises:
-        MarkdownMissing: markdown-it-py is not installed.
-    """
-    try:
-        from markdown_it import MarkdownIt
-    except ImportError:
-        raise MarkdownMissing() from None
-    md = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING}).enable(["table", "strikethrough"])
-    # Escapes and character references stay tokens of their own (`_joined` joins the rest).
-    md.disable("text_join")
-    # markdown-it refuses destinations it would not render safely (`javascript:`, `file:`),
-    # reading the link as text; the splice copies them as written, so every one is a link.
-    md.validateLink = _any_link
-    md.block.tokenize = _refusing_depth(md.block.tokenize)
-    blocks = md.block.ruler
-    for name, rule in zip(blocks.get_active_rules(), blocks.getRules(""), strict=True):
-        if name == "reference":
-            blocks.at(name, _not_a_footnote(rule))
-    ruler = md.inline.ruler
-    ruler.before("link", "footnote_label", _footnote_label)
-    for name, rule in zip(ruler.get_active_rules(), ruler.getRules(""), strict=True):
-        ruler.at(name, _recording(name, rule))
-    return md
-
-
-def _any_link(url: str) -> bool:
-    return True
-
-
-def _not_a_footnote(reference: Callable) -> Callable:
-    """markdown-it's rule for link reference definitions (`[label]: destination`), but for a
-    footnote definition (`[^1]: text`): CommonMark reads `[^1]: Wikipedia` as a link's
-    definition, and every `[^1]` in the text as a link to it, its label read as link text."""
-
-    def rule(state: Any, start: int, end: int, silent: bool) -> bool:
-        begin = state.bMarks[start] + state.tShift[start]
-        return not state.src.startswith("[^", begin) and reference(state, start, end, silent)
-
-    return rule
-
-
-def _footnote_label(state: Any, silent: bool) -> bool:
-    """Inline rule: a footnote label (`[^1]`) read whole as text, so that emphasis or code
-    span delimiters inside it (`[^a*b*c]`) do not cut it (`_text_with_footnotes` keeps it).
-    One followed by `(` or `[` is left to the link rule: `[^1](url)` is a link. Silent, it
-    reads nothing: markdown-it's search for the end of a link's text (`parseLinkLabel`) runs
-    the rules silent, and refuses the link where a `[` is read as more than one character (a
-    nested link), so `[eine Katze[^2]](url)` was no link and its URL went to the model."""
-    if silent:
-        return False
-    found = _REFERENCE.match(state.src, state.pos, state.posMax)
-    if found is None or state.src[found.end() : found.end() + 1] in ("(", "["):
-        return False
-    state.push("text", "", 0).content = found.group()
-    state.pos = found.end()
-    return True
-
-
-def _refusing_depth(tokenize: Callable) -> Callable:
-    """markdown-it's block `tokenize`, refusing lines it would skip: past MAX_NESTING levels
-    it leaves the rest of a container unread (and so untranslated), where its recursion stops.
-
-    Raises:
-        DocumentError: the first line nested too deeply.
-    """
-
-    def refusing(state: Any, start_line: int, end_line: int) -> None:
-        line = state.skipEmptyLines(start_line)
-        deeper = line < end_line and state.sCount[line] >= state.blkIndent
-        if deeper and state.level >= MAX_NESTING:
-            raise DocumentError(
-                line + 1,
-                1,
-                f"block quotes and lists nested {MAX_NESTING} levels deep (a list and its "
-                "item count 2): markdown-it reads no deeper",
-            )
-        tokenize(state, start_line, end_line)
-
-    return refusing
-
-
-def _recording(name: str, rule: Callable) -> Callable:
-    """Inline `rule` that also writes on each token it makes the content characters it read,
-    `meta["source"] = (start, end)`; a link's tokens also where its text ends,
-    `meta["label_end"]` (at its `]`), and that text as written, `meta["label"]` (the label of
-    a shortcut or collapsed reference). Tokens made by a rule inside keep that rule's."""
-
-    def recorded(state: Any, silent: bool) -> bool:
-        start, count = state.pos, len(state.tokens)
-        if not rule(state, silent):
-            return False
-        if not silent:
-            link: dict[str, Any] = {}
-            if name == "link":  # markdown-it's own search for the `]`, as its link rule does
-                label_end = state.md.helpers.parseLinkLabel(state, start, True)
-                link = {"label_end": label_end, "label": state.src[start + 1 : label_end]}
-            for token in state.tokens[count:]:
-                token.meta.setdefault("source", (start, state.pos))
-                for key, value in link.items():
-                    token.meta.setdefault(key, value)
-        return True
-
-    return recorded
 
 
 class _Lines:
@@ -353,9 +256,10 @@ def _region(document: str, run: list, offsets: list[int], start: int, end: int) 
     def source(a: int, b: int) -> str:
         return document[offsets[a] : offsets[b]]
 
+    run = _grouped(run)
     builder = UnitBuilder()
     autolink: list = []  # the tokens of an autolink being read
-    words = ("text", "code_inline")
+    words = ("text", "code_inline", "whole")
     worded = [i for i, c in enumerate(run) if c.type in words and c.content.strip()]
     for i, child in enumerate(run):
         kind = child.type
@@ -381,6 +285,10 @@ def _region(document: str, run: list, offsets: list[int], start: int, end: int) 
             builder.open(child.markup, may_be_empty=False)
         elif kind in _OPENS.values():
             builder.close(child.markup)
+        elif kind == "html_open":  # as in HTML documents, written around no word if need be
+            builder.open(source(*child.meta["source"]), may_be_empty=True)
+        elif kind == "html_close":
+            builder.close(source(*child.meta["source"]))
         elif kind == "link_open":
             link_start = child.meta["source"][0]
             builder.open(source(link_start, link_start + 1), may_be_empty=True)
@@ -389,10 +297,10 @@ def _region(document: str, run: list, offsets: list[int], start: int, end: int) 
             builder.close(_link_end(written, child.meta["label"]))
         elif kind in _KEPT:
             a, b = child.meta["source"]
-            text = child.content if kind == "code_inline" else ""
+            text = child.content if kind in ("code_inline", "whole") else ""
             before = document[offsets[a] - 1 : offsets[a]] if worded and worded[0] < i else ""
             after = document[offsets[b] : offsets[b] + 1] if worded and i < worded[-1] else ""
-            line_break = kind == "html_inline" and _BR.fullmatch(child.content) is not None
+            line_break = _is_br(child)
             builder.kept(source(a, b), text, attachment(before, after), line_break)
     first, last = offsets[start], offsets[end]
     while first < last and document[first].isspace():
@@ -400,6 +308,110 @@ def _region(document: str, run: list, offsets: list[int], start: int, end: int) 
     while last > first and document[last - 1].isspace():
         last -= 1
     return Region(first, last, builder.build())
+
+
+def _grouped(run: list) -> list:
+    """`run` with the inline HTML elements opened and closed in it (`_elements`) as HTML
+    documents have them: the tags of one placed around its words (`<b>`, html.py's INLINE)
+    as `html_open` and `html_close`; one kept as written (`<kbd>Strg</kbd>`), and an element
+    around no text (a linked image, `[![Bild](a.png)](url)`; `<i class="icon"></i>`), as one
+    `whole` token, its content the text the model reads for it (none: `_unread`), its
+    `meta["source"]` its characters. Each tag as markup without text, `<kbd></kbd>` went
+    beside the words and `Strg` was translated and moved; a linked image stuck to the word
+    after the link, which lost its space (`](url)A dog`)."""
+    elements = _elements(run)
+    grouped: list = []
+    closings: set[int] = set()  # where a placed HTML element ends
+    i = 0
+    while i < len(run):
+        child = run[i]
+        end, role = elements.get(i, (i, ""))
+        if role == "placed" and _unread(run[i + 1 : end]):
+            role = "unread"
+        if role in ("kept", "unread"):
+            text = "".join(_read(c) for c in run[i + 1 : end]) if role == "kept" else ""
+            source = (child.meta["source"][0], run[end].meta["source"][1])
+            grouped.append(child.copy(type="whole", content=text, meta={"source": source}))
+            i = end + 1
+            continue
+        if role == "placed" and child.type == "html_inline":
+            child = child.copy(type="html_open")
+            closings.add(end)
+        elif i in closings:
+            child = child.copy(type="html_close")
+        grouped.append(child)
+        i += 1
+    return grouped
+
+
+def _elements(run: list) -> dict[int, tuple[int, str]]:
+    """Each element of `run` opened and closed in it, by the index of its opening: the index
+    of its closing and its role (`_html_role`; Markdown's emphasis and links are "placed").
+    An HTML element is one where its tags nest with Markdown's markup and each other; of tags
+    that cross (`<b>*x</b>*`, `<b><i>x</b></i>`), the inner opening left open is none, its
+    tags each kept beside the word they touch."""
+    found: dict[int, tuple[int, str]] = {}
+    stack: list[tuple[int, str, str]] = []  # open: (index, HTML name or "" for Markdown's, role)
+    for i, child in enumerate(run):
+        if child.type in _OPENS or child.type == "link_open":
+            stack.append((i, "", "placed"))
+        elif child.type in _OPENS.values() or child.type == "link_close":
+            while stack[-1][1]:  # HTML opened inside and not closed there: no element
+                stack.pop()
+            found[stack.pop()[0]] = (i, "placed")
+        elif child.type == "html_inline":
+            tag = _tag(child.content)
+            role = _html_role(tag) if tag is not None and tag.kind == "start" else ""
+            if role:
+                stack.append((i, tag.name, role))
+            elif tag is not None and tag.kind == "end":
+                opened = _opened(stack, tag.name)
+                if opened is not None:
+                    found[stack[opened][0]] = (i, stack[opened][2])
+                    del stack[opened:]
+    return found
+
+
+def _tag(html: str) -> Event | None:
+    """An inline HTML token read as html.py reads a tag: None for a comment or declaration."""
+    events = tokenize(html)
+    return events[0] if len(events) == 1 and events[0].kind in ("start", "end") else None
+
+
+def _html_role(tag: Event) -> str:
+    """What an inline HTML element is, as in HTML documents: "kept" as written with its
+    text read (`<kbd>`, `translate="no"`), "unread" (kept whole, its text never read: a
+    script, a formula), "placed" around its words (`<b>`), or "" (its tags kept beside the
+    words they touch)."""
+    if tag.name in INLINE_KEPT or (tag.translate_no and tag.name in INLINE):
+        return "kept"
+    if tag.name in KEPT | INLINE_GRAPHICS or tag.translate_no:
+        return "unread"
+    return "placed" if tag.name in INLINE else ""
+
+
+def _opened(stack: list[tuple[int, str, str]], name: str) -> int | None:
+    """Where in `stack` the innermost open HTML element `name` is, above Markdown's markup."""
+    for depth in range(len(stack) - 1, -1, -1):
+        if stack[depth][1] in ("", name):
+            return depth if stack[depth][1] else None
+    return None
+
+
+def _unread(inside: list) -> bool:
+    """Whether an element's inside holds nothing the model reads, and no line break."""
+    return not any(_read(c).strip() or c.type == "hardbreak" or _is_br(c) for c in inside)
+
+
+def _read(token: Any) -> str:
+    """What the model reads for one token inside a kept element."""
+    if token.type in ("text", "code_inline"):
+        return token.content
+    return " " if token.type in ("softbreak", "hardbreak") or _is_br(token) else ""
+
+
+def _is_br(token: Any) -> bool:
+    return token.type == "html_inline" and _BR.fullmatch(token.content) is not None
 
 
 def _link_end(written: str, label: str) -> str:
@@ -440,7 +452,8 @@ def _text_with_footnotes(builder: UnitBuilder, text: str) -> None:
     for found in _FOOTNOTE.finditer(text):
         builder.text(text[at : found.start()])
         before, after = text[found.start() - 1 : found.start()], text[found.end() :][:1]
-        label = found.group(1) is not None  # a definition's `[^1]: `: before its text
+        # a definition's `[^1]: ` not first in its unit (`_after_label`): before its text
+        label = found.group(1) is not None
         builder.kept(found.group(), "", "next" if label else attachment(before, after))
         at = found.end()
     builder.text(text[at:])

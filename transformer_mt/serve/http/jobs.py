@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from starlette.requests import ClientDisconnect, Request
 
 from transformer_mt.config import DecodeConfig
-from transformer_mt.documents.markdown import MarkdownMissing
+from transformer_mt.documents.markdown_parser import MarkdownMissing
 from transformer_mt.documents.units import DocumentError
 from transformer_mt.inference.requests import Texts
 from transformer_mt.serve.contract import (
