@@ -365,9 +365,11 @@ def _why_unreadable(path: Path, err: Exception) -> str:
 
 
 def checkpoint_input_files(path: str | Path, what: str = "checkpoint") -> list[tuple[Path, str]]:
-    """The checkpoint file `path` (`what` it is, in messages) and the files it was made from
-    (`config_input_files` of its stored config), as (path, what it is) pairs: what no command
-    given this checkpoint may write over (`files.check_output`).
+    """The checkpoint file `path` (`what` it is, in messages), the files it was made from
+    (`config_input_files` of its stored config) and the model directory it was imported from
+    (`imported_from`, where it names a directory here: an export into it would replace that
+    model's files), as (path, what it is) pairs: what no command given this checkpoint may
+    write over (`files.check_output`).
 
     Only the stored config is read (the weights are memory-mapped, never loaded) and without
     the checks of `load_checkpoint`, which the command's own loading makes and reports: a file
@@ -383,7 +385,11 @@ def checkpoint_input_files(path: str | Path, what: str = "checkpoint") -> list[t
         config = config_from_dict(state["config"], source=f"{path} (stored config)")
     except Exception:  # not a checkpoint, or damaged: the loader names why
         return files
-    return files + config_input_files(config, f"{what} {path}")
+    files += config_input_files(config, f"{what} {path}")
+    imported = state.get("imported_from")  # as given to tmt import: a hub name or a directory
+    if isinstance(imported, str) and Path(imported).is_dir():
+        files.append((Path(imported), f"model {what} {path} was imported from"))
+    return files
 
 
 def config_input_files(config: ExperimentConfig, owner: str) -> list[tuple[Path, str]]:

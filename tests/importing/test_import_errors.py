@@ -636,6 +636,33 @@ def test_a_symlink_loop_anywhere_in_the_directory_is_named(model_dirs, tmp_path,
     assert line == f"error: {directory / 'notes'}: a symlink loop"
 
 
+@pytest.mark.parametrize("settings", [None, {}], ids=["missing", "no-tokenizer_class"])
+def test_an_nllb_directory_whose_tokenizer_class_is_not_named_names_the_file(
+    model_dirs, tmp_path, capsys, settings
+):
+    """Without NllbTokenizer named, transformers reads the tokenizer as M2M100's (config.json's
+    model_type), which needs vocab.json: NLLB's directory has none."""
+    directory = copy_of(model_dirs["nllb"], tmp_path)
+    path = directory / "tokenizer_config.json"
+    path.unlink()
+    if settings is not None:
+        path.write_text(json.dumps(settings))
+    state = "missing" if settings is None else "names no tokenizer_class"
+    assert one_refusal(directory, tmp_path, capsys) == (
+        f"error: {path}: {state}, so transformers reads the tokenizer as M2M100's, which needs "
+        "vocab.json (missing too); NLLB's names NllbTokenizer"
+    )
+
+
+def test_an_m2m100_tokenizer_without_its_vocab_json_names_it(model_dirs, tmp_path, capsys):
+    directory = copy_of(model_dirs["nllb"], tmp_path)
+    set_json(directory / "tokenizer_config.json", "tokenizer_class", "M2M100Tokenizer")
+    assert one_refusal(directory, tmp_path, capsys) == (
+        f"error: {directory / 'vocab.json'}: missing; M2M100Tokenizer, tokenizer_config.json's "
+        "tokenizer_class, numbers the pieces with it"
+    )
+
+
 @pytest.mark.parametrize(
     "damage",
     [torch_save(), torch_save(_use_new_zipfile_serialization=False), sharded()],

@@ -109,7 +109,7 @@ def export_hf(checkpoint: str | Path, out_dir: str | Path) -> tuple[Path, list[s
     search, notes = generation_keys(
         bundle.config.decode, cfg.max_positions, specials.never, specials.unk
     )
-    inputs = export_inputs(checkpoint, bundle)
+    inputs = export_inputs(checkpoint)
     check_output_folder(out_dir, inputs, marker="config.json")  # before converting
     with output_folder(out_dir, inputs) as tmp, _quiet_transformers():
         write(bundle, tmp, search)

@@ -65,7 +65,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from transformer_mt.artifacts import InferenceBundle, config_input_files, load_for_inference
+from transformer_mt.artifacts import checkpoint_input_files, load_for_inference
 from transformer_mt.config import ModelConfig
 from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
@@ -301,13 +301,52 @@ def build_spec(
     return spec
 
 
+def check_shortlist_places(
+    shortlist: Shortlist, specials: SpecialTokens, tgt_tokenizer: Tokenizer, path: str | Path
+) -> None:
+    """Refuse a shortlist whose use CTranslate2 would get wrong for this model.
+
+    A use_vmap call scores its candidates (unk, bos, eos, the empty source's pieces, those
+    listed for its source pieces, its target prefix), sorted by id, and turns the ids it is
+    given (decoder start, end, target prefix, suppressed ids) into places among them. A
+    CTranslate2 4.8 Translator keeps the place each id had in the first call that held it
+    (`Decoder::update_output_layer` never clears that map), so an id is right in later calls
+    only when no id at or below it is a candidate of some calls and not others. Our models
+    number pad, unk, bos, eos first; an OPUS-MT model starts its decoder from pad, the last
+    id, and NLLB's language codes, its target prefixes, follow every piece: with one
+    Translator, later calls then start from another piece or fail (IndexError).
+
+    Raises:
+        SettingError: naming the shortlist, the first such id and its piece.
+    """
+    steady = {specials.unk, specials.bos, specials.eos, *shortlist.always.tolist()}
+    prefixes = set(specials.language_tags.values()) if specials.target_tag else set()
+    candidates = steady | prefixes | set(shortlist.table[shortlist.table >= 0].tolist())
+    varying = candidates - steady
+    # The ids CTranslate2 maps, by what they are to the model (the decoder's start wins).
+    roles = {i: "target language code" for i in prefixes}
+    roles |= {i: "suppressed" for i in specials.never}
+    roles |= {specials.unk: "unk", specials.eos: "eos", specials.bos: "decoder start"}
+    moved = sorted(i for i in roles.keys() & candidates if varying and i >= min(varying))
+    if moved:
+        token_id = moved[0]
+        raise SettingError(
+            "shortlist",
+            path,
+            f"CTranslate2 keeps the place a target id had among the pieces of a Translator's "
+            f"first use_vmap call, and this model's {roles[token_id]} id {token_id} "
+            f"({tgt_tokenizer.id_to_piece(token_id)}) follows pieces only some calls hold, so "
+            "later calls would misread it; export this model without a shortlist",
+        )
+
+
 def export_inputs(
-    checkpoint: str | Path, bundle: InferenceBundle, shortlist: str | Path | None = None
+    checkpoint: str | Path, shortlist: str | Path | None = None
 ) -> list[tuple[str | Path | None, str]]:
     """What an export reads, which its directory may not hold (`files.output_folder`): the
-    checkpoint, the files it was made from and the shortlist."""
-    made_from = config_input_files(bundle.config, f"checkpoint {checkpoint}")
-    return [(checkpoint, "checkpoint"), *made_from, (shortlist, "shortlist")]
+    checkpoint and what no command given it may write over (`checkpoint_input_files`), and
+    the shortlist."""
+    return [*checkpoint_input_files(checkpoint), (shortlist, "shortlist")]
 
 
 def export_ctranslate2(
@@ -325,7 +364,9 @@ def export_ctranslate2(
 
     Raises:
         TmtError: ctranslate2 is missing, the quantization type is unknown to it, the model uses
-            an option it cannot express, or `out_dir` holds other files (see `output_folder`).
+            an option it cannot express, the shortlist does not fit the model or CTranslate2
+            would misread it (`check_shortlist_places`), or `out_dir` holds other files (see
+            `output_folder`).
     """
     try:
         from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
@@ -337,13 +378,16 @@ def export_ctranslate2(
         accepted = ", ".join(ACCEPTED_MODEL_TYPES)
         raise SettingError("quantize", quantize, f"CTranslate2 accepts {accepted}")
     bundle = load_for_inference(checkpoint)
-    inputs = export_inputs(checkpoint, bundle, shortlist)
+    inputs = export_inputs(checkpoint, shortlist)
     check_output_folder(out_dir, inputs, marker="model.bin")  # before converting
+    if shortlist is not None:
+        output = bundle.model.output_projection
+        src, tgt = bundle.src_tokenizer, bundle.tgt_tokenizer
+        loaded = Shortlist.load(shortlist, src, tgt, output.weight, None)
+        check_shortlist_places(loaded, bundle.specials, tgt, shortlist)
     with torch.no_grad():
         spec = build_spec(bundle.model, bundle.src_tokenizer, bundle.tgt_tokenizer, bundle.specials)
     if shortlist is not None:
-        output = bundle.model.output_projection
-        Shortlist.load(shortlist, bundle.src_tokenizer, bundle.tgt_tokenizer, output.weight, None)
         spec.register_vocabulary_mapping(str(shortlist))
     spec.optimize(quantization=quantize)
     with output_folder(out_dir, inputs) as tmp:

@@ -126,12 +126,20 @@ def to_marian_state_dict(model: Seq2SeqTransformer) -> dict[str, Tensor]:
 
 def _check_marian_positions(state: dict[str, Tensor], cfg: ModelConfig) -> None:
     """Refuse position tables in `state` other than the sinusoids we compute (a checkpoint
-    may carry its own; transformers then uses them)."""
+    may carry its own; transformers then uses them).
+
+    A table stored in float16 or bfloat16 holds our sinusoids rounded to its precision: a
+    value in [-1, 1] moves by at most half its dtype's eps (float16: 2.4e-4), so the
+    tolerance is that eps, and a table that is not sinusoidal still differs by far more.
+    """
     ours = sinusoidal_table(cfg.max_positions, cfg.d_model)
     for side in ("encoder", "decoder"):
         key = f"model.{side}.embed_positions.weight"
         table = state.get(key)
-        if table is not None and (table.shape != ours.shape or not torch.allclose(table, ours)):
+        if table is None:
+            continue
+        atol = torch.finfo(table.dtype).eps
+        if table.shape != ours.shape or not torch.allclose(table.float(), ours, atol=atol):
             raise TmtError(f"cannot map from Marian: {key} is not the sinusoidal table")
 
 

@@ -91,6 +91,7 @@ def _tokenizer(directory: Path) -> Any:
     settings_path = directory / _SETTINGS_FILES[0]
     settings = read_json(settings_path, required=False)
     check_values(settings, TOKENIZER_KEYS, settings_path)
+    _check_m2m100_vocab(directory, settings.get("tokenizer_class"))
     try:
         hf_tokenizer = AutoTokenizer.from_pretrained(directory)
     except Exception as err:  # transformers and tokenizers raise many kinds on damaged files
@@ -104,6 +105,34 @@ def _tokenizer(directory: Path) -> Any:
             f"NLLB's or M2M100's (transformers reads a {type(hf_tokenizer).__name__})"
         )
     return hf_tokenizer
+
+
+def _check_m2m100_vocab(directory: Path, named: Any) -> None:
+    """Name vocab.json when the tokenizer transformers would read needs it and it is missing
+    (transformers fails on the missing path with a TypeError that names no file).
+
+    M2M100Tokenizer numbers pieces with vocab.json; transformers reads it when
+    tokenizer_config.json names it, and also when that file is missing or names no
+    tokenizer_class (config.json's model_type, m2m_100, then decides). NLLB's names
+    NllbTokenizer, which reads tokenizer.json or the SentencePiece model.
+
+    Raises:
+        TmtError: naming tokenizer_config.json (no class named) or vocab.json.
+    """
+    vocab = directory / "vocab.json"
+    if present(vocab) or (named and not str(named).startswith("M2M100")):
+        return
+    if named:
+        raise TmtError(
+            f"{vocab}: missing; {named}, tokenizer_config.json's tokenizer_class, "
+            "numbers the pieces with it"
+        )
+    settings_path = directory / _SETTINGS_FILES[0]
+    state = "names no tokenizer_class" if present(settings_path) else "missing"
+    raise TmtError(
+        f"{settings_path}: {state}, so transformers reads the tokenizer as M2M100's, which "
+        "needs vocab.json (missing too); NLLB's names NllbTokenizer"
+    )
 
 
 def _vocabulary(directory: Path, hf_tokenizer: Any, hf_config: Any) -> dict[str, int]:
