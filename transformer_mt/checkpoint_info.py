@@ -21,8 +21,10 @@ from transformer_mt.artifacts import Checkpoint, fit_weights, rank_position, rea
 from transformer_mt.config import ExperimentConfig, ModelConfig
 from transformer_mt.data.tokenizer import UNK_ID, Tokenizer
 from transformer_mt.errors import printable
-from transformer_mt.inference.languages import Languages, tagged
+from transformer_mt.inference.languages import LISTED, Languages, tagged
 from transformer_mt.model import build_model
+
+ZERO_SHOT_SAMPLE = 3  # zero-shot directions shown where there are more than LISTED
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,8 @@ class CheckpointInfo:
     made_by: str
     step: int  # updates trained
     # The directions it may be asked for, as `tmt translate` sees them (`Languages.of`): those
-    # of its training data it can be told ("de-en"), and with language tags the zero-shot ones.
+    # of its training data it can be told ("de-en"), and with language tags the zero-shot ones
+    # (`zero_shot`).
     directions: list[str]
     model: str  # the architecture in one line
     parameters: int
@@ -44,7 +47,12 @@ class CheckpointInfo:
     decode: str  # the default search in one line
     averaged_from: list[str] | None = None
     imported_from: str | None = None  # the hub name or directory `tmt import` read
-    zero_shot: list[str] = dataclasses.field(default_factory=list)  # tagged models' others
+    # A tagged model's other directions: every one, or where there are more than LISTED
+    # (an NLLB-200 model has 40,602, 0.8 MB on one line) the first ZERO_SHOT_SAMPLE;
+    # `zero_shot_count` counts them all, between its `languages`.
+    zero_shot: list[str] = dataclasses.field(default_factory=list)
+    zero_shot_count: int = 0
+    languages: list[str] = dataclasses.field(default_factory=list)  # of all its directions
     # A training checkpoint's progress: epoch, elapsed_seconds, best_valid_bleu or, with
     # train.valid_bleu off, best_valid_nll (None before the first validation),
     # skipped_updates; None for other checkpoints (they cannot resume).
@@ -72,8 +80,13 @@ class CheckpointInfo:
         return [f"{name:<11} {value}" for name, value in rows]
 
     def translates(self) -> str:
-        """The directions it may be asked for: trained, then zero-shot."""
+        """The directions it may be asked for: trained, then zero-shot (counted, with a
+        sample, where they are too many to list)."""
         trained = ", ".join(self.directions) or "no direction of its data its tags can name"
+        if self.zero_shot_count > len(self.zero_shot):
+            count, sample = self.zero_shot_count, ", ".join(self.zero_shot)
+            among = f"between its {len(self.languages):,} languages"
+            return f"{trained}; zero-shot: {count:,} directions {among}, such as {sample}, ..."
         return trained + (f"; zero-shot {', '.join(self.zero_shot)}" if self.zero_shot else "")
 
     def _made_by(self) -> str:
@@ -133,7 +146,9 @@ def describe(path: str | Path) -> CheckpointInfo:
         made_by="averaging" if checkpoint.averaged_from else made_by,
         step=checkpoint.step,
         directions=[f"{s}-{t}" for s, t in languages.trained],
-        zero_shot=[f"{s}-{t}" for s, t in languages.zero_shot],
+        zero_shot=_zero_shot(languages),
+        zero_shot_count=len(languages.zero_shot),
+        languages=list(languages.codes),
         model=_model_line(config.model),
         parameters=parameters,
         vocabulary=_vocabulary_line(src, tgt, config),
@@ -144,6 +159,13 @@ def describe(path: str | Path) -> CheckpointInfo:
         ema=checkpoint.ema is not None,
         version=checkpoint.version,
     )
+
+
+def _zero_shot(languages: Languages) -> list[str]:
+    """Its zero-shot directions as `CheckpointInfo.zero_shot` holds them: all, or a sample."""
+    pairs = languages.zero_shot
+    shown = pairs if len(pairs) <= LISTED else pairs[:ZERO_SHOT_SAMPLE]
+    return [f"{s}-{t}" for s, t in shown]
 
 
 def _model_line(cfg: ModelConfig) -> str:

@@ -4,6 +4,8 @@ with a vocab.json numbering, `>>xxx<<` language tags, and a variant with separat
 vocabularies. The imported checkpoint must tokenize, score and translate as transformers does.
 """
 
+import json
+
 import pytest
 import torch
 from torch.testing import assert_close
@@ -18,6 +20,7 @@ from transformer_mt.inference.translator import Translator
 transformers = pytest.importorskip("transformers")
 
 STEPS = 12  # tokens each greedy search may produce
+CODES = ["ces", "deu", "fra"]  # the language tags `build_marian` gives a multilingual model
 
 
 @pytest.fixture(scope="module", params=["multilingual", "separate"])
@@ -199,14 +202,35 @@ def test_tmt_info_names_what_was_imported(imported, capsys):
 
 
 def test_tmt_info_lists_the_target_languages_a_tagged_model_takes(imported):
+    """Its data's target (en) has no tag: it was trained from de into each of its tags."""
     _, _, out, tag = imported
     if tag is None:
         pytest.skip("a bilingual model has no tags")
     from transformer_mt.checkpoint_info import describe
 
     found = describe(out)
-    assert found.directions == [] and f"de-{tag}" in found.zero_shot
+    assert found.directions == ["de-fra", "de-deu", "de-ces"]
     assert not any(d.endswith("-en") for d in found.zero_shot)  # its data's label, no tag
+
+
+def test_a_model_into_a_group_translates_from_its_source_into_each_tag(tmp_path, capsys):
+    """OPUS-MT's source_lang deu, target_lang ROMANCE, a tag for each member: its directions
+    are deu into each (they had been listed as zero-shot), and ROMANCE is no language."""
+    build_marian(tmp_path / "hf", separate=False)
+    settings = tmp_path / "hf" / "tokenizer_config.json"
+    config = json.loads(settings.read_text("utf-8"))
+    settings.write_text(json.dumps({**config, "source_lang": "deu", "target_lang": "ROMANCE"}))
+    out = tmp_path / "romance.pt"
+    assert main(["import", str(tmp_path / "hf"), "--out", str(out)]) == 0
+    wrote = capsys.readouterr().err.splitlines()[-1]
+    zero_shot = "zero-shot ces-deu, ces-fra, fra-ces, fra-deu"
+    assert wrote.startswith(f"wrote {out}: translates deu-fra, deu-ces; {zero_shot}; ")
+    assert main(["info", str(out), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert (found["directions"], found["languages"]) == (["deu-fra", "deu-ces"], CODES)
+    languages = Translator.from_checkpoint(str(out), lines=LineSettings(tgt_lang="ces")).languages
+    assert languages.trained == (("deu", "fra"), ("deu", "ces"))
+    assert "ROMANCE" not in languages.codes
 
 
 def test_the_import_message_names_what_info_names(imported, tmp_path, capsys):
@@ -219,5 +243,5 @@ def test_the_import_message_names_what_info_names(imported, tmp_path, capsys):
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"wrote {tmp_path / 'again.pt'}: translates {found.translates()}; {found.model}"
     )
-    if tag is not None:  # its data's labels, de-en, are not a direction its tags can name
-        assert found.translates().startswith("no direction of its data its tags can name; ")
+    if tag is not None:  # its data's labels, de-en: de into each of its tags
+        assert found.translates().startswith("de-fra, de-deu, de-ces; zero-shot ")

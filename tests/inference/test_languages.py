@@ -3,7 +3,9 @@ in its own direction: the same as a Translator made for that direction alone."""
 
 import pytest
 
+from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.errors import SettingError
+from transformer_mt.inference.languages import Languages, asked_direction
 from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator
@@ -11,6 +13,8 @@ from transformer_mt.inference.translator import Translator
 from ..conftest import MULTILINGUAL, WORDS
 
 LINES = [" ".join(WORDS[i : i + 2 + i % 5]) for i in range(0, len(WORDS), 2)]
+# As the models trained here are told their direction: the target's tag in front of the source.
+TARGET_TAGS = SpecialTokens(language_tags={"de": 4, "en": 5, "fr": 6}, source_tag="target")
 
 
 def test_a_tagged_model_offers_every_pair_of_its_languages(multilingual_checkpoint):
@@ -117,3 +121,64 @@ def test_one_direction_per_line(multilingual_checkpoint):
         translator.translate(Texts.of(LINES[:1], directions=[("de", "cs")]))
     with pytest.raises(SettingError, match=r"directions=1: need one per text \(2\)"):
         translator.translate(Texts.of(LINES[:2], directions=[("de", "en")]))
+
+
+def test_a_target_alone_comes_from_the_one_language_trained_into_it():
+    """A model trained de->en and en->de (its data de->en) asked for de only: de->de is no
+    direction, so en; `tmt translate --tgt-lang de` had refused (`asked_direction`)."""
+    trained = [("de", "en"), ("en", "de")]
+    own = ("de", "en")
+    assert asked_direction(TARGET_TAGS, trained, (None, "de"), own) == ("en", "de")
+    assert asked_direction(TARGET_TAGS, trained, (None, "en"), own) == ("de", "en")
+    assert asked_direction(TARGET_TAGS, trained, (None, None), own) == ("de", "en")
+    with pytest.raises(SettingError, match="the model does not translate de->de"):
+        Languages.of(TARGET_TAGS, trained, "de", "de").check("de", "de")  # named, not filled in
+    # Its default source kept where it makes a direction, zero-shot ones too.
+    languages = Languages.of(TARGET_TAGS, MULTILINGUAL, "de", "en")
+    assert [languages.source_into(t) for t in ("en", "de", "fr")] == ["de", "en", "de"]
+
+
+def test_a_source_filled_in_with_several_languages_trained_into_the_target_must_be_named():
+    languages = Languages.of(TARGET_TAGS, MULTILINGUAL, "en", "de")
+    with pytest.raises(
+        SettingError,
+        match=r"^tgt_lang=en: the model does not translate en->en \(its default source\); "
+        "name the source language: it translates into en from de, fr$",
+    ):
+        languages.source_into("en")
+    assert languages.source_into("cs") == "en"  # a language it lacks: `check` names it
+
+
+def test_a_refusal_counts_the_directions_of_a_model_of_many_languages():
+    """With NLLB-200's 202 tags the message had listed 40,602 directions (0.8 MB)."""
+    codes = [f"x{i:03d}" for i in range(202)]
+    specials = SpecialTokens(language_tags={c: 4 + i for i, c in enumerate(codes)}, target_tag=True)
+    languages = Languages.of(specials, [("x000", "x001")])
+    with pytest.raises(SettingError, match=r"x000->x012 and 40,590 more$") as refused:
+        languages.check("x000", "x000")
+    assert len(str(refused.value)) < 300
+
+
+def test_a_target_group_without_a_tag_is_each_of_the_tags():
+    """OPUS-MT deu -> ROMANCE, told >>fra<< or >>ces<<: trained from deu into each, and
+    ROMANCE is no language of it (it had been a source of every zero-shot direction)."""
+    specials = SpecialTokens(language_tags={"fra": 4, "deu": 5, "ces": 6}, source_tag="target")
+    languages = Languages.of(specials, [("deu", "ROMANCE")], "deu")
+    assert languages.trained == (("deu", "fra"), ("deu", "ces"))
+    assert languages.zero_shot == (("ces", "deu"), ("ces", "fra"), ("fra", "ces"), ("fra", "deu"))
+    assert languages.codes == ("ces", "deu", "fra")
+    nllb = SpecialTokens(language_tags=specials.language_tags, source_tag="source", target_tag=True)
+    assert Languages.of(nllb, [("deu", "ROMANCE")]).trained == ()  # its source tag is no group
+
+
+def test_asked_for_a_target_alone_it_translates_from_the_language_trained_into_it(
+    multilingual_checkpoint,
+):
+    """`tmt translate --tgt-lang de` of a model whose data.src_lang is de: it had refused
+    (de->de) unless told --src-lang en; its only direction into de is from en."""
+    path = str(multilingual_checkpoint)
+    alone = Translator.from_checkpoint(path, beam_size=1, lines=LineSettings(tgt_lang="de"))
+    assert alone.languages.default == ("en", "de") and alone.default.src_lang == "en"
+    named = LineSettings(src_lang="en", tgt_lang="de")
+    english = Translator.from_checkpoint(path, beam_size=1, lines=named)
+    assert [t.texts for t in alone.translate(LINES)] == [t.texts for t in english.translate(LINES)]

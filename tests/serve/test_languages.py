@@ -203,6 +203,15 @@ def test_languages_lists_the_trained_and_zero_shot_directions_and_the_default(se
     assert answer["auto"] == installed()
 
 
+def test_a_target_alone_comes_from_the_one_language_trained_into_it(served):
+    """As `tmt translate --tgt-lang de`: the default source, de, makes no direction into de;
+    the model's only one into de is from en (it had been refused, naming de->de)."""
+    url, _ = served
+    text = f"{WORDS[0]} {WORDS[1]} {WORDS[2]}"
+    alone = translate(url, text=text, target="de", beam_size=1)["translations"]
+    assert alone == translate(url, text=text, source="en", target="de", beam_size=1)["translations"]
+
+
 def test_a_model_without_tags_lists_its_one_direction(served_without_tags):
     with urllib.request.urlopen(f"{served_without_tags}/v1/languages", timeout=10) as response:
         answer = json.load(response)

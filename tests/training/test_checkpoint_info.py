@@ -139,3 +139,33 @@ def test_an_imported_name_cannot_write_lines_of_its_own(run, tmp_path, capsys):
     shown = info_lines(capsys, tmp_path / "odd.pt")
     assert shown["made by"] == "tmt import of opus\\x1b[31m\\nfake     line"
     assert "fake" not in shown
+
+
+def test_a_model_of_many_languages_counts_its_zero_shot_directions(
+    multilingual_checkpoint, tmp_path, capsys
+):
+    """NLLB-200's 202 tags make 40,602 zero-shot directions: `tmt info` and `tmt import`
+    printed every one on one line (771 KB), `--json` too. Listed up to LISTED (12);
+    beyond, a count and a sample, and the JSON keeps the languages and the count."""
+    from transformer_mt.checkpoint_checksums import CHECKSUMS_KEY, checksums
+    from transformer_mt.checkpoint_info import ZERO_SHOT_SAMPLE
+
+    state = torch.load(multilingual_checkpoint, weights_only=True)
+    tags = state["specials"]["language_tags"]
+    codes = [f"x{i:02d}" for i in range(20)]  # 3 + 20 languages, 506 - 4 directions
+    tags.update({code: 20 + i for i, code in enumerate(codes)})  # ids of ordinary pieces
+    state.pop(CHECKSUMS_KEY, None)
+    state[CHECKSUMS_KEY] = checksums(state)
+    many = tmp_path / "many.pt"
+    torch.save(state, many)
+    shown = info_lines(capsys, many)["translates"]
+    assert shown == (
+        "de-en, en-de, fr-en, en-fr; zero-shot: 502 directions between its 23 languages, "
+        "such as de-fr, de-x00, de-x01, ..."
+    )
+    assert main(["info", str(many), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["zero_shot_count"] == 502 and len(found["zero_shot"]) == ZERO_SHOT_SAMPLE
+    assert found["languages"] == sorted(["de", "en", "fr", *codes])
+    small = describe(multilingual_checkpoint)  # a short list stays whole
+    assert (small.zero_shot, small.zero_shot_count) == (["de-fr", "fr-de"], 2)

@@ -7,7 +7,13 @@ source's in front of the source and the target's forced first (NLLB). It can be 
 ordered pair of its languages whose tags it has, not only the pairs it was trained on; the
 others are zero-shot, the directions multilingual models translate worst (and sometimes into
 the wrong language). A model without tags translates the directions of its training data and
-nothing else, whatever it is told.
+nothing else, whatever it is told. A model that tags only the target, trained into a group of
+languages that has no tag of its own (an OPUS-MT model into `ROMANCE`, told each member by its
+`>>fra<<`), was trained from its source into each language it has a tag for.
+
+A translation that names its target only comes from the default's source, unless the model
+does not translate that direction and was trained into the target from one language alone: a
+model trained de->en and en->de, asked for de, translates from en (`source_into`).
 
 The server checks each request's languages here (`check`) and lists them at /v1/languages;
 `Translator.languages` builds them from the checkpoint, and `Translator.direction` the
@@ -63,6 +69,8 @@ class Languages:
         """The languages of a model with `specials` trained on `trained` (its checkpoint's
         `data.directions()`; none: its default direction only), whose default direction is
         (`src_lang`, `tgt_lang`), each None: the first trained direction's."""
+        if specials.language_tags:
+            trained = [p for pair in trained for p in _into_tags(specials, *pair)]
         first = trained[0] if trained else (None, None)
         default = (src_lang or first[0], tgt_lang or first[1])
         if not trained:
@@ -94,6 +102,31 @@ class Languages:
         """The languages it may be asked to translate into `tgt_lang` from, sorted."""
         return tuple(sorted({s for s, t in self.directions if t == tgt_lang and s is not None}))
 
+    def source_into(self, tgt_lang: str | None) -> str | None:
+        """The source language of a translation into `tgt_lang` that names none: the
+        default's, or where the model does not translate from it into `tgt_lang`, that of the
+        one trained direction into `tgt_lang` (a model trained de->en and en->de is asked for
+        de with English text: de->de is no direction). A target it lacks is left to `check`.
+
+        Raises:
+            SettingError: naming tgt_lang: the default's source makes no direction into it,
+                and the model was trained into it from several languages, or none: the
+                source must be named.
+        """
+        src_lang = self.default[0]
+        offered = self.sources(tgt_lang)
+        if src_lang in offered or not offered:
+            return src_lang
+        trained = {s for s, t in self.trained if t == tgt_lang}
+        if len(trained) == 1:
+            return trained.pop()
+        raise SettingError(
+            "tgt_lang",
+            tgt_lang,
+            f"the model does not translate {src_lang}->{tgt_lang} (its default source); name "
+            f"the source language: it translates into {tgt_lang} from {_listed(offered)}",
+        )
+
     def check(self, src_lang: str | None, tgt_lang: str | None) -> None:
         """Refuse a direction the model may not be asked for.
 
@@ -108,7 +141,7 @@ class Languages:
             if code not in self.codes:
                 problem = "the model needs it" if code is None else "the model has no such language"
                 raise SettingError(setting, code, f"{problem}; it knows {codes}")
-        offered = ", ".join(f"{s}->{t}" for s, t in self.directions)
+        offered = _listed([f"{s}->{t}" for s, t in self.directions])
         raise SettingError(
             "tgt_lang",
             tgt_lang,
@@ -120,6 +153,46 @@ def tagged(code: str | None, specials: SpecialTokens) -> str | None:
     """`code` when the model has a language tag for it, else None: a checkpoint's data
     languages are its default direction only where its tags can name them."""
     return code if code in specials.language_tags else None
+
+
+def asked_direction(
+    specials: SpecialTokens, trained: Sequence[Pair], asked: Pair, own: Pair
+) -> Pair:
+    """The direction a translator of a checkpoint is asked for, `asked` (None: not named):
+    each language not named is the checkpoint's own (`own`: data.src_lang, data.tgt_lang)
+    where the model has a tag for it (`tagged`), and a source so filled in gives way to
+    `Languages.source_into` the target asked for: the rule the server follows per request.
+
+    Raises:
+        SettingError: as `Languages.source_into`.
+    """
+    src_lang = asked[0] or tagged(own[0], specials)
+    tgt_lang = asked[1] or tagged(own[1], specials)
+    if asked[0] is None and asked[1] is not None:
+        languages = Languages.of(specials, trained, src_lang, tgt_lang)
+        if languages.default not in languages.directions:
+            src_lang = languages.source_into(tgt_lang)
+    return src_lang, tgt_lang
+
+
+def _into_tags(specials: SpecialTokens, src_lang: str | None, tgt_lang: str | None) -> list[Pair]:
+    """A trained direction as the model can be told it: itself, or where the target has no
+    tag and the source needs none (an OPUS-MT model's `deu` -> `ROMANCE`: it is told the
+    member of the group by its tag), the directions from its source into each tag."""
+    if tgt_lang in specials.language_tags or specials.source_tag == "source":
+        return [(src_lang, tgt_lang)]
+    return [(src_lang, tag) for tag in specials.language_tags if tag != src_lang]
+
+
+LISTED = 12  # directions (or languages) a message names before it counts the rest
+
+
+def _listed(names: Sequence[str]) -> str:
+    """`names` joined, the first `LISTED` and how many more where there are more: an
+    NLLB-200 model offers 40,602 directions, which no message should list."""
+    shown = ", ".join(names[:LISTED])
+    more = len(names) - LISTED
+    return shown + (f" and {more:,} more" if more > 0 else "")
 
 
 def _can_tell(specials: SpecialTokens, src_lang: str | None, tgt_lang: str | None) -> bool:

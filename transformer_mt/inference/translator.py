@@ -60,7 +60,7 @@ from transformer_mt.inference.constrained import (
 from transformer_mt.inference.cross_attention import alignment_pairs, check_alignment_layer
 from transformer_mt.inference.encoding import LineEncoding
 from transformer_mt.inference.ensemble import load_members, prepared_model
-from transformer_mt.inference.languages import Direction, Languages, Pair, tagged
+from transformer_mt.inference.languages import Direction, Languages, Pair, asked_direction
 from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.running import search_options
@@ -162,11 +162,16 @@ class Translator:
         prepared = (bundles, paths, quantize, device, shortlist, attends)
         model, cache_dtype, listed = prepared_model(*prepared)
         data, specials = bundle.config.data, bundle.specials
+        trained = lines.trained or tuple(data.directions())
+        asked = (lines.src_lang, lines.tgt_lang)
+        src_lang, tgt_lang = asked_direction(
+            specials, trained, asked, (data.src_lang, data.tgt_lang)
+        )
         lines = dataclasses.replace(
             lines,
-            src_lang=lines.src_lang or tagged(data.src_lang, specials),
-            tgt_lang=lines.tgt_lang or tagged(data.tgt_lang, specials),
-            trained=lines.trained or tuple(data.directions()),
+            src_lang=src_lang,
+            tgt_lang=tgt_lang,
+            trained=trained,
             split_lang=lines.split_lang or lines.src_lang or data.src_lang,
         )
         tokenizers = (bundle.src_tokenizer, bundle.tgt_tokenizer)

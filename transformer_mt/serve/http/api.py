@@ -243,13 +243,15 @@ def _format(data: dict, prefixes: list[str] | None) -> str:
 
 
 def request_languages(data: dict, languages: Languages) -> Pair:
-    """The body's `source` (a code or AUTO) and `target`, each defaulting to the one of
-    `languages.default`; a direction `languages` does not offer is refused, naming the field
-    (with AUTO: a target nothing is translated into)."""
-    source = _code(data, "source") or languages.default[0]
+    """The body's `source` (a code or AUTO) and `target`: the target defaults to the one of
+    `languages.default`, the source to `Languages.source_into` the target (as `tmt translate
+    --tgt-lang` fills it in); a direction `languages` does not offer is refused, naming the
+    field (with AUTO: a target nothing is translated into)."""
+    source = _code(data, "source")
     target = _code(data, "target") or languages.default[1]
     if source != AUTO:
         try:
+            source = source or languages.source_into(target)
             languages.check(source, target)
         except SettingError as err:
             raise language_error(err) from None
