@@ -60,6 +60,7 @@ BAD_BODIES = [
     (b'{"text": []}', 400, "text", ["empty list"]),
     (b'{"text": ["a", 3]}', 400, "text", ["text[1]", "a number"]),
     (b'{"text": "\\ud800"}', 400, "text", ["surrogate"]),
+    (b'{"text": "a", "\\ud800": 1}', 400, "\\ud800", ["unknown key"]),  # a 500 had been
     (b'{"text": "a", "beam_size": true}', 400, "beam_size", ["integer", "boolean"]),
     (b'{"text": "a", "beam_size": 2.5}', 400, "beam_size", ["integer", "2.5"]),
     (b'{"text": "a", "beam_size": "4"}', 400, "beam_size", ["a string"]),

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from transformer_mt import documents
 from transformer_mt.config import SAMPLING_FIELDS, ConfigError, DecodeConfig, decode_field_types
-from transformer_mt.errors import VALUE_CHARS, SettingError, TmtError, one_line, printable
+from transformer_mt.errors import (
+    VALUE_CHARS,
+    SettingError,
+    TmtError,
+    one_line,
+    printable,
+    shown_value,
+)
 from transformer_mt.inference.languages import Languages, Pair
 from transformer_mt.inference.requests import Texts, TextsCountError
 from transformer_mt.langid import Detection
@@ -383,7 +390,8 @@ def _check_keys(data: dict) -> None:
         if key not in KEYS:
             close = difflib.get_close_matches(key, KEYS, n=1)
             hint = f"did you mean '{close[0]}'?" if close else f"valid keys: {', '.join(KEYS)}"
-            raise ApiError(400, key, f"{key}: unknown key ({hint})")
+            shown = shown_value(key)  # a lone surrogate or a control character, escaped
+            raise ApiError(400, shown, f"{shown}: unknown key ({hint})")
 
 
 def _strings(value: object, field: str) -> list[str]:
