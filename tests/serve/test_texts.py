@@ -63,6 +63,19 @@ def test_each_line_of_a_text_translates_as_that_line_and_the_line_breaks_come_ba
     assert got.texts[0] == want
 
 
+@pytest.mark.parametrize(
+    ("before", "after"), [("", "\n"), ("\n", ""), ("", "\n\n"), ("\r\n", "\r\n"), ("\n", None)]
+)
+def test_line_breaks_around_a_single_sentence_or_alone_come_back(engine, offline, before, after):
+    """They had been dropped: a text of one sentence was answered with that sentence's
+    translation alone, and a text of line breaks only with an empty one."""
+    sentence = "" if after is None else "Zwei hunde spielen im schnee"
+    text = before + sentence + (after or "")
+    (got,) = engine.submit([text], engine.defaults).future.result(timeout=60)
+    expected = offline.translate([sentence])[0].texts[0] if sentence else ""
+    assert got.texts[0] == before + expected + (after or "")
+
+
 def test_a_text_with_a_prefix_is_searched_whole(engine, offline):
     text = "Ein mann fährt rad.\n" + THREE  # 49 tokens: within the tiny model's 63
     job = engine.submit(Texts.of([text], prefixes=["ein"]), engine.defaults)

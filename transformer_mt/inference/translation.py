@@ -29,10 +29,14 @@ class Translation:
     def joined(cls, segments: Segments, parts: Sequence[Translation]) -> Translation:
         """The translation of a line from those of its sentences (`segments`): the k-th
         hypothesis joins the sentences' k-th, with the sum of their scores. A line of one
-        sentence keeps its translation as it is (alignment included: only such lines have
-        one, see inference/translator.py)."""
+        sentence keeps its translation (alignment included: only such lines have one, see
+        inference/translator.py), with the text around the sentence where there is some (a
+        served text's line breaks: they had been dropped around a single sentence)."""
         if len(parts) == 1:
-            return parts[0]
+            part = parts[0]
+            if segments.separators == ("", ""):
+                return part
+            return cls([segments.join([text]) for text in part.texts], part.scores, part.alignment)
         n_best = range(len(parts[0].texts))
         return cls(
             [segments.join([part.texts[k] for part in parts]) for k in n_best],

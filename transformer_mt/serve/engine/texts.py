@@ -72,6 +72,6 @@ def _text_segments(translator: Translator, text: str, direction: Direction) -> S
         for sentence, after in zip(segments.sentences, segments.separators[1:], strict=True):
             sentences.append(sentence)
             separators.append(after)
-    if not sentences:
-        return Segments.whole(text)
+    if not sentences:  # blank lines only: kept as they are, around an empty sentence
+        return Segments(("",), ("", text))
     return Segments(tuple(sentences), tuple(separators))
