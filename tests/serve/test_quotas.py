@@ -13,7 +13,6 @@ import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
-pytest.importorskip("limits")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
@@ -23,6 +22,7 @@ from transformer_mt.langid import installed  # noqa: E402
 from transformer_mt.serve.http import keys, quotas  # noqa: E402
 from transformer_mt.serve.http.app import create_app  # noqa: E402
 from transformer_mt.serve.http.keys import ApiKeys, KeysFileError, parse_keys  # noqa: E402
+from transformer_mt.serve.http.moving_window import MovingWindows  # noqa: E402
 from transformer_mt.serve.http_settings import HttpSettings  # noqa: E402
 
 BASE_URL = "http://127.0.0.1:8000"
@@ -354,12 +354,12 @@ def test_cors_headers_for_a_listed_origin_with_the_authorization_header(engine, 
 
 
 class Clock:
-    """time.time for the limits' storage, moved by hand."""
+    """The time module of the moving windows, its monotonic clock moved by hand."""
 
     def __init__(self, now: float):
         self.now = now
 
-    def time(self) -> float:
+    def monotonic(self) -> float:
         return self.now
 
 
@@ -379,7 +379,7 @@ def test_retry_after_is_the_first_second_at_which_the_request_passes(
     second later a request of `cost` texts is refused, refused a second before its
     Retry-After, served at it."""
     clock = Clock(60.0 * 1000)
-    monkeypatch.setattr("limits.storage.memory.time", clock)
+    monkeypatch.setattr("transformer_mt.serve.http.moving_window.time", clock)
     limited = quotas.Quotas(HttpSettings(req_limit=3))
     start = clock.now
     for seconds, requests in moments:
@@ -397,3 +397,21 @@ def test_retry_after_is_the_first_second_at_which_the_request_passes(
         limited.admit(None, "10.0.0.1", texts)
     clock.now = refused_at + retry_after
     limited.admit(None, "10.0.0.1", texts)
+
+
+def test_a_window_keeps_one_entry_per_request_whatever_it_counts(monkeypatch):
+    """The limits library's moving window kept one entry per unit: a key of 10^12 characters a
+    minute sent 2.5 MB requests and grew the server to 4 GB."""
+    clock = Clock(1000.0)
+    monkeypatch.setattr("transformer_mt.serve.http.moving_window.time", clock)
+    windows = MovingWindows()
+    for _ in range(60):
+        assert windows.fits("key:a:characters", 10**12, 2_500_000)
+        windows.hit("key:a:characters", 2_500_000)
+    counted = windows._counted["key:a:characters"]
+    assert len(counted.entries) == 60 and counted.total == 150_000_000
+    assert not windows.fits("key:a:characters", 150_000_000, 1)
+    clock.now += 60.0  # all of them left the window, and an idle holder is forgotten
+    assert windows.fits("key:a:characters", 1, 1)
+    windows.hit("address:b", 1)
+    assert list(windows._counted) == ["address:b"]

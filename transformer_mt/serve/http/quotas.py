@@ -17,18 +17,8 @@ and `char_limit` (`tmt serve --api-keys`, `--req-limit`, `--char-limit`).
 - `char_limit` bounds each text, as LibreTranslate's `--char-limit` does: it lowers the
   engine's characters per text in the `TextLimits` the parsers check (`text_limits`).
 
-The limits are kept by `limits` (the library behind flask-limiter and slowapi) in memory,
-with its moving window: a request passes when the units counted in the last 60 s, its own
-included, are within the limit. Why that one: it is exact (no 60 s ever holds more than the
-limit, which is what an operator promises a customer), it is the strategy LibreTranslate
-uses (through flask-limiter), so its operators' limits mean the same here, and it tells
-exactly when a refused request will fit (`_retry_after`). A fixed window lets a client send
-twice its limit across a window's edge; the sliding window counter, which keeps two numbers
-per limit instead of a list, lets through up to about twice the limit over the 60 s around a
-minute's edge when a client bunches its requests there (it assumes they come evenly spread).
-The cost of exactness is memory: one reference per unit counted in the last minute (8 bytes;
-a key of 20,000 characters a minute holds at most 160 KB). The counts live in one process and
-start from zero when it restarts.
+The limits are counted in a moving window (moving_window.py): a request passes when the units
+counted in the last 60 s, its own included, are within the limit, as LibreTranslate counts.
 """
 
 from __future__ import annotations
@@ -36,13 +26,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from limits import RateLimitItem, RateLimitItemPerMinute
-from limits.storage import MemoryStorage
-from limits.strategies import MovingWindowRateLimiter
-
 from transformer_mt.serve.contract import RequestLimits
 from transformer_mt.serve.http.api import ApiError
 from transformer_mt.serve.http.keys import ApiKeys
+from transformer_mt.serve.http.moving_window import MovingWindows
 from transformer_mt.serve.http_settings import HttpSettings
 
 MISSING_KEY = (
@@ -81,10 +68,11 @@ def bearer_key(authorization: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class _Charge:
-    """One limit a request is counted against: `cost` units of `item` for `holder`."""
+    """One limit a request is counted against: `cost` units of at most `amount` a minute for
+    `holder`."""
 
-    item: RateLimitItem
-    holder: str  # "key:<digest>" or "address:<host>"
+    amount: int
+    holder: str  # "key:<digest>:<unit>" or "address:<host>"
     cost: int
     unit: str  # "requests" or "characters", for messages
     whose: str  # "this key" or "this address", for messages
@@ -100,11 +88,8 @@ class Quotas:
 
     def __init__(self, settings: HttpSettings):
         self.keys = ApiKeys(settings.api_keys) if settings.api_keys else None
-        self.per_address = (
-            RateLimitItemPerMinute(settings.req_limit) if settings.req_limit else None
-        )
-        self._storage = MemoryStorage()
-        self._limiter = MovingWindowRateLimiter(self._storage)
+        self.per_address = settings.req_limit or None
+        self._windows = MovingWindows()
 
     def admit(self, key: str | None, address: str, texts: Sequence[str]) -> str | None:
         """Count a request of `texts` from `address` with `key` (None: none given); the scope
@@ -119,54 +104,31 @@ class Quotas:
         """
         charges, scope = self._charges(key, address, len(texts), sum(map(len, texts)))
         for charge in charges:
-            if charge.cost > charge.item.amount:
+            if charge.cost > charge.amount:
                 raise ApiError(
                     413,
                     "text",
                     f"this request counts as {charge.cost} {charge.unit}; {charge.whose} may "
-                    f"send {charge.item.amount} per minute",
+                    f"send {charge.amount} per minute",
                 )
         for charge in charges:
-            if not self._limiter.test(charge.item, charge.holder, cost=charge.cost):
+            if not self._windows.fits(charge.holder, charge.amount, charge.cost):
                 raise ApiError(
                     429,
                     None,
-                    f"Slowdown: {charge.item.amount} {charge.unit} per 1 minute for {charge.whose}",
-                    retry_after=self._retry_after(charge),
+                    f"Slowdown: {charge.amount} {charge.unit} per 1 minute for {charge.whose}",
+                    retry_after=self._windows.retry_after(
+                        charge.holder, charge.amount, charge.cost
+                    ),
                 )
         for charge in charges:
-            self._limiter.hit(charge.item, charge.holder, cost=charge.cost)
+            self._windows.hit(charge.holder, charge.cost)
         return scope
 
     def reload_keys(self) -> None:
         """Read the keys file again before the next request (SIGHUP)."""
         if self.keys is not None:
             self.keys.reload_soon()
-
-    def _retry_after(self, charge: _Charge) -> int:
-        """The first whole second (1 to 61) at which `charge` fits its limit, if nothing else
-        is counted meanwhile: when at most amount - cost of the units counted now are still
-        within the last 60 s. The storage counts the units newer than any moment (its moving
-        window of a shorter expiry); the count falls as the wait grows, so a binary search
-        over the seconds finds it."""
-        expiry = charge.item.get_expiry()
-        key = charge.item.key_for(charge.holder)
-        room = charge.item.amount - charge.cost
-
-        def fits_after(wait: int) -> bool:
-            # The units at or after now + wait - expiry (a microsecond earlier: the storage
-            # counts those strictly after a moment, a hit refuses one exactly at it).
-            window = expiry - wait + 1e-6
-            return self._storage.get_moving_window(key, charge.item.amount, window)[1] <= room
-
-        low, high = 1, expiry + 1  # after that every unit counted now is out
-        while low < high:
-            middle = (low + high) // 2
-            if fits_after(middle):
-                high = middle
-            else:
-                low = middle + 1
-        return low
 
     def _charges(
         self, key: str | None, address: str, n_texts: int, n_chars: int
@@ -186,9 +148,7 @@ class Quotas:
                 (entry.characters_per_minute, n_chars, "characters"),
             ):
                 if limit is not None and cost > 0:
-                    charges.append(
-                        _Charge(RateLimitItemPerMinute(limit), holder, cost, unit, "this key")
-                    )
+                    charges.append(_Charge(limit, f"{holder}:{unit}", cost, unit, "this key"))
         if self.per_address is not None:
             at = f"address:{address}"
             charges.append(_Charge(self.per_address, at, n_texts, "requests", "this address"))
