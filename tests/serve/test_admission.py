@@ -11,6 +11,7 @@ import pytest
 from transformer_mt.config import DecodeConfig
 from transformer_mt.inference.languages import Direction
 from transformer_mt.serve.contract import QueueFull
+from transformer_mt.serve.engine import admission as admission_module
 from transformer_mt.serve.engine.admission import Admission, Work
 from transformer_mt.serve.engine.paged import BlockPool
 from transformer_mt.serve.engine.prefix_cache import PrefixTree
@@ -29,22 +30,39 @@ def admission(n_blocks: int = 40, max_batch_tokens: int = 20, max_queue: int = 8
     return Admission(pool, PrefixTree(pool, 8), max_batch_tokens, max_queue)
 
 
-def test_the_head_of_the_queue_waits_for_blocks_and_is_not_overtaken():
+def test_a_sentence_that_does_not_fit_is_passed_over_and_one_that_never_can_is_refused():
     gate = admission(n_blocks=20)
     # Reservations: 2 beams x (ceil(max_len / 4) + 1): 6 blocks at max_len 8, 22 at 40.
     first, long, short = work(1, 6, 8), work(2, 6, 40), work(3, 2, 8)
     gate.enqueue([first, long, short])
-    assert gate.admit() == ([first], [])  # long needs 22 of the 14 left; short waits behind
-    assert gate.reserved == 6 and list(gate.queue) == [long, short]
+    assert gate.admit() == ([first, short], [])  # long needs 22 of the 14 left: short passes
+    assert gate.reserved == 12 and list(gate.queue) == [long]
     assert first.job.queue_seconds is not None and long.job.queue_seconds is None
     gate.release(first)
+    gate.release(short)
     admitted, refused = gate.admit()  # alone, long could never fit the pool: refused
-    assert admitted == [short] and [(w, type(e).__name__) for w, e in refused] == [
+    assert admitted == [] and [(w, type(e).__name__) for w, e in refused] == [
         (long, "RequestTooLarge")
     ]
     assert "22 KV blocks; the pool has 20" in str(refused[0][1])
-    gate.release(short)
     assert gate.reserved == 0 and gate.idle
+
+
+def test_a_head_passed_over_for_long_is_served_before_those_behind_it(monkeypatch):
+    """Passing over stops once the head has waited PASS_OVER_SECONDS, so that a stream of short
+    sentences does not starve a long one."""
+    gate = admission(n_blocks=20)
+    first, wide, short = work(1, 6, 8), work(2, 6, 32), work(3, 2, 8)  # 6, 18, 6 blocks
+    gate.enqueue([first, wide, short])
+    assert gate.admit() == ([first, short], [])  # wide waits for 18 of the 8 left
+    gate.release(short)
+    gate.enqueue([short])
+    wide.job.submitted -= admission_module.PASS_OVER_SECONDS
+    assert gate.admit() == ([], [])  # short would fit, but wide has waited long enough
+    assert list(gate.queue) == [wide, short]
+    gate.release(first)
+    assert gate.admit() == ([wide], [])  # and short waits until wide's blocks come back
+    assert list(gate.queue) == [short]
 
 
 def test_the_source_token_budget_and_the_queue_bound():

@@ -6,8 +6,10 @@ the KV pool can hold the most blocks its beams could ever need,
 K * (ceil(max_len / block size) + 1) (K rows, each at most ceil(max_len / block size) blocks,
 one more for a copy-on-write in flight). That many are reserved until it leaves, so a running
 search never finds the pool empty; cached prefixes give their blocks back when a reservation
-needs them. The first sentence in the queue waits for the budget rather than being overtaken,
-so that a long sentence is not starved by short ones. A request's sentences are queued in
+needs them. A sentence that does not fit yet is passed over by those behind it that do, for
+up to `PASS_OVER_SECONDS` of the queue head's wait (a request at beam 32 forced to its longest
+output had held every later client back for minutes); after that the queue is served in
+order, so that a long sentence is not starved by short ones. A request's sentences are queued in
 turns with those of the requests already waiting (`enqueue`): its k-th sentence after the k-th
 of each of theirs, so that a request of 256 sentences at the largest beam and length delays a
 later one-sentence request by about one of its sentences, not by all of them. A `solo`
@@ -32,6 +34,9 @@ from transformer_mt.serve.engine.scheduler import Sentence, source_positions
 
 if TYPE_CHECKING:  # a job is only carried here
     from transformer_mt.serve.engine.job import Job
+
+# How long the head of the queue may be passed over by sentences behind it that fit.
+PASS_OVER_SECONDS = 30.0
 
 
 @dataclass
@@ -100,39 +105,54 @@ class Admission:
         self.queue = deque([*merged, *work[k:]])
 
     def admit(self) -> tuple[list[Work], list[tuple[Work, RequestTooLarge]]]:
-        """Queued sentences that fit the budgets, in queue order; and those that never could
-        (more blocks than the whole pool), refused."""
+        """Queued sentences that fit the budgets, in queue order (passing over those that do
+        not, while `_may_pass_over` allows); and those that never could (more blocks than the
+        whole pool), refused."""
         admitted, refused = [], []
         if self._solo_running():
             return admitted, refused
         tokens = sum(source_positions(w.sentence.src_ids) for w in self.running.values())
+        passing = self._may_pass_over()
+        passed: list[Work] = []
         while self.queue:
-            work = self.queue[0]
-            if work.solo and (self.running or admitted):
-                break
+            work = self.queue.popleft()
             blocks = self.blocks_needed(work.sentence)
+            size = source_positions(work.sentence.src_ids)
             if self.running or admitted:
-                if tokens + source_positions(work.sentence.src_ids) > self.max_batch_tokens:
+                if work.solo:  # it waits for an empty batch, and nothing passes it
+                    passed.append(work)
                     break
-                if not self._reserve(blocks):
+                if not (tokens + size <= self.max_batch_tokens and self._reserve(blocks)):
+                    passed.append(work)
+                    if passing:
+                        continue
                     break
             elif not self._reserve(blocks):
-                self.queue.popleft()
                 message = (
                     f"a sentence needing {blocks} KV blocks; the pool has {self.pool.n_blocks}"
                 )
                 refused.append((work, RequestTooLarge(message)))
                 continue
-            self.queue.popleft()
             if work.job.queue_seconds is None:
                 work.job.queue_seconds = time.monotonic() - work.job.submitted
             work.sentence.reserved_blocks = blocks
-            tokens += source_positions(work.sentence.src_ids)
+            tokens += size
             self.running[work.sentence.key] = work
             admitted.append(work)
             if work.solo:
                 break
+        self.queue.extendleft(reversed(passed))
         return admitted, refused
+
+    def _may_pass_over(self) -> bool:
+        """Whether a sentence may join ahead of a queued one that does not fit yet: while
+        the head of the queue has waited less than `PASS_OVER_SECONDS`. A sentence that
+        asks for much (a wide beam forced to the longest output reserves half the pool)
+        then holds back only itself; one passed over that long is served next, before any
+        sentence behind it, so that short ones do not starve it."""
+        if not self.queue:
+            return False
+        return time.monotonic() - self.queue[0].job.submitted < PASS_OVER_SECONDS
 
     def blocks_needed(self, sentence: Sentence) -> int:
         return sentence.decode.beam_size * (math.ceil(sentence.max_len / self.pool.block_size) + 1)
