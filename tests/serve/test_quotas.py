@@ -287,13 +287,19 @@ def test_requests_per_address_without_keys_and_refusals_are_not_counted(engine):
     assert int(slowed.headers["Retry-After"]) >= 1
 
 
-def test_the_char_limit_bounds_each_text_in_both_apis(engine):
+def test_the_char_limit_bounds_the_characters_of_a_request_in_both_apis(engine):
+    """As LibreTranslate counts a batch: the sum of its texts. Each text had been bounded, so
+    20 texts of 96 characters passed a limit of 100."""
     client = client_for(engine, char_limit=10)
-    v1 = client.post("/v1/translate", json={"text": ["kurz", "x" * 11]})
+    v1 = client.post("/v1/translate", json={"text": ["kurz", "x" * 7]})
     assert v1.status_code == 413 and v1.json()["error"]["field"] == "text"
-    lt = client.post("/translate", json={**LT, "q": "x" * 11})
-    assert lt.json() == {"error": "Invalid request: request (11) exceeds text limit (10)"}
-    assert client.post("/translate", json={**LT, "q": "x" * 10}).status_code == 200
+    assert "11 characters in this request" in v1.json()["error"]["message"]
+    lt = client.post("/translate", json={**LT, "q": ["x" * 5, "x" * 6]})
+    assert lt.status_code == 400
+    assert lt.json() == {
+        "error": "text: 11 characters in this request; the server takes at most 10 per request"
+    }
+    assert client.post("/translate", json={**LT, "q": ["x" * 5, "x" * 5]}).status_code == 200
 
 
 def test_keys_are_in_no_log_line_and_no_metric(keyed, caplog):

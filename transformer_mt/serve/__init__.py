@@ -13,7 +13,7 @@ Two sides meet through one contract:
 
 server.py runs the application under uvicorn with a draining shutdown, for an engine its
 caller built (`tmt serve`), with the connection and request settings of http_settings.py.
-Only this package imports the `serve` extra (fastapi, uvicorn, prometheus_client, limits,
+Only this package imports the `serve` extra (fastapi, uvicorn, prometheus_client,
 fastapi_offline), and importing the package itself imports none of them, so that
 `missing_dependencies` can say what to install.
 """
@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib.util
 
 # The import names of the `serve` extra (pyproject.toml).
-EXTRA_MODULES = ("fastapi", "uvicorn", "prometheus_client", "limits", "fastapi_offline")
+EXTRA_MODULES = ("fastapi", "uvicorn", "prometheus_client", "fastapi_offline")
 
 
 def missing_dependencies() -> list[str]:

@@ -56,8 +56,9 @@ class HttpSettings:
     # Requests per minute from one client address, a request of n texts counting n
     # (LibreTranslate's --req-limit); beyond it 429. None: no limit.
     req_limit: int | None = None
-    # Characters per text (LibreTranslate's --char-limit), below the engine's own limit;
-    # a longer text is refused (413, LibreTranslate's API: 400). None: the engine's limit.
+    # Characters per request, the sum of its texts, as LibreTranslate's --char-limit counts
+    # a batch; over it, 413 (LibreTranslate's API: 400). None: no limit but the engine's
+    # characters per text.
     char_limit: int | None = None
 
     def __post_init__(self) -> None:

@@ -51,7 +51,7 @@ from transformer_mt.serve.http.detection import SourceDetector
 from transformer_mt.serve.http.guard import HostRule, RequestGuard
 from transformer_mt.serve.http.head import HeadAsGet
 from transformer_mt.serve.http.metrics import Metrics
-from transformer_mt.serve.http.quotas import Quotas, text_limits
+from transformer_mt.serve.http.quotas import Quotas
 from transformer_mt.serve.http_settings import HttpSettings
 
 if TYPE_CHECKING:  # torch would come with it; a Translation is only read here
@@ -107,7 +107,7 @@ def create_app(
     )
     app.state.engine = engine
     app.state.body_timeout = settings.body_timeout
-    app.state.limits = text_limits(engine.limits, settings.char_limit)
+    app.state.limits = engine.limits
     app.state.quotas = Quotas(settings)
     app.state.draining = False
     app.state.metrics = Metrics(engine)

@@ -14,8 +14,9 @@ and `char_limit` (`tmt serve --api-keys`, `--req-limit`, `--char-limit`).
 - A request of n texts counts n requests (as LibreTranslate counts a batch) and the sum of
   its texts' lengths in characters (code points). Over a limit: 429 with Retry-After, and
   nothing is counted; a request that could never fit a limit, however long it waited: 413.
-- `char_limit` bounds each text, as LibreTranslate's `--char-limit` does: it lowers the
-  engine's characters per text in the `TextLimits` the parsers check (`text_limits`).
+- `char_limit` bounds the characters of a request, the sum of its texts, as LibreTranslate's
+  `--char-limit` counts a batch: over it, 413 (each text is also bounded by the engine's
+  `max_sentence_chars`, which the parsers check).
 
 The limits are counted in a moving window (moving_window.py): a request passes when the units
 counted in the last 60 s, its own included, are within the limit, as LibreTranslate counts.
@@ -26,7 +27,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from transformer_mt.serve.contract import RequestLimits
 from transformer_mt.serve.http.api import ApiError
 from transformer_mt.serve.http.keys import ApiKeys
 from transformer_mt.serve.http.moving_window import MovingWindows
@@ -38,22 +38,6 @@ MISSING_KEY = (
 )
 # LibreTranslate's words for a key it does not know.
 UNKNOWN_KEY = "Invalid API key"
-
-
-@dataclass(frozen=True)
-class TextLimits:
-    """The size of one request the parsers allow (a `contract.RequestLimits`)."""
-
-    max_request_sentences: int  # texts per request
-    max_sentence_chars: int  # characters per text
-
-
-def text_limits(engine: RequestLimits, char_limit: int | None) -> TextLimits:
-    """The engine's limits, with at most `char_limit` characters per text (None: no lower)."""
-    chars = engine.max_sentence_chars
-    return TextLimits(
-        engine.max_request_sentences, chars if char_limit is None else min(chars, char_limit)
-    )
 
 
 def bearer_key(authorization: str | None) -> str | None:
@@ -89,6 +73,7 @@ class Quotas:
     def __init__(self, settings: HttpSettings):
         self.keys = ApiKeys(settings.api_keys) if settings.api_keys else None
         self.per_address = settings.req_limit or None
+        self.char_limit = settings.char_limit
         self._windows = MovingWindows()
 
     def admit(self, key: str | None, address: str, texts: Sequence[str]) -> str | None:
@@ -102,7 +87,15 @@ class Quotas:
                 required; 413 for more than a limit allows in one request; 429 over a limit
                 (`retry_after` set), with nothing counted.
         """
-        charges, scope = self._charges(key, address, len(texts), sum(map(len, texts)))
+        n_chars = sum(map(len, texts))
+        if self.char_limit is not None and n_chars > self.char_limit:
+            raise ApiError(
+                413,
+                "text",
+                f"text: {n_chars} characters in this request; the server takes at most "
+                f"{self.char_limit} per request",
+            )
+        charges, scope = self._charges(key, address, len(texts), n_chars)
         for charge in charges:
             if charge.cost > charge.amount:
                 raise ApiError(
