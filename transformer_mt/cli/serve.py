@@ -44,7 +44,7 @@ HTTP_LIMITS = {
         "requests per minute from one client address (a request of n texts counts n)",
         metavar="N",
     ),
-    "char_limit": FieldFlag("characters per text", metavar="N"),
+    "char_limit": FieldFlag("characters per request, its texts together", metavar="N"),
 }
 
 
