@@ -21,7 +21,6 @@ import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
-pytest.importorskip("limits")
 libretranslatepy = pytest.importorskip("libretranslatepy")
 libretranslate_aio = pytest.importorskip("libretranslate_aio")
 
