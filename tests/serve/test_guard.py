@@ -236,6 +236,32 @@ def test_two_authorization_headers_are_refused():
     assert error["message"] == "Authorization: given 2 times; a request has one key"
 
 
+@pytest.mark.parametrize(
+    ("header", "field", "words"),
+    [
+        ((b"content-encoding", b"gzip"), "Content-Encoding", "gzip; the server reads bodies as"),
+        ((b"content-type", b"application/json; charset=iso-8859-1"), "Content-Type", "iso-8859-1"),
+        ((b"content-type", b'text/plain; charset="latin1"'), "Content-Type", "latin1"),
+    ],
+)
+def test_a_compressed_body_or_another_charset_is_a_415_naming_the_header(header, field, words):
+    """Both had been read as UTF-8 and refused as `body: not UTF-8 (byte 0x8b at offset 1)`."""
+    status, error = guard_answer([(b"host", b"127.0.0.1"), header])
+    assert (status, error["field"]) == (415, field) and words in error["message"]
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        (b"content-encoding", b"identity"),
+        (b"content-type", b"application/json; charset=UTF-8"),
+        (b"content-type", b"application/x-www-form-urlencoded"),
+    ],
+)
+def test_an_uncompressed_utf8_body_passes(header):
+    assert guard_answer([(b"host", b"127.0.0.1"), header]) is None
+
+
 def exchange(url: str, request: bytes) -> tuple[int, dict]:
     """Send `request` as raw bytes; the status and JSON body of the answer (the server closes
     the connection after it: the request says HTTP/1.0 or Connection: close)."""

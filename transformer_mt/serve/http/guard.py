@@ -29,6 +29,10 @@ from dataclasses import dataclass
 from transformer_mt.serve.http.api import ApiError, printable
 from transformer_mt.serve.http_settings import HttpSettings
 
+# A Content-Type's charset parameter, and the names of UTF-8 (US-ASCII is a part of it).
+_CHARSET = re.compile(r";\s*charset\s*=\s*([^;\s]+)", re.IGNORECASE)
+_UTF8 = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})
+
 # A Host header's value (RFC 3986 authority without userinfo): a bracketed IPv6 address or a
 # name or IPv4 address of unreserved, percent-encoded and sub-delimiter characters, then an
 # optional port of digits.
@@ -106,6 +110,9 @@ class RequestGuard:
             return ApiError(
                 400, "Authorization", f"Authorization: given {keys} times; a request has one key"
             )
+        refusal = _encoding_refusal(headers)
+        if refusal is not None:
+            return refusal
         return self._origin_refusal(_values(headers, b"origin"), scope, hosts[0])
 
     def _host_refusal(self, hosts: list[str]) -> ApiError | None:
@@ -142,6 +149,30 @@ class RequestGuard:
                 f"Origin {printable(origin)}: cross-origin requests from it are refused",
             )
         return None
+
+
+def _encoding_refusal(headers: list[tuple[bytes, bytes]]) -> ApiError | None:
+    """415 for a body the server would misread: compressed (Content-Encoding), or text in a
+    charset other than UTF-8. Both had been read as UTF-8 and refused for a byte that is not
+    (`body: not UTF-8 (byte 0x8b at offset 1)` for gzip), which names the wrong cause."""
+    for coding in _values(headers, b"content-encoding"):
+        if coding.strip().lower() not in ("", "identity"):
+            return ApiError(
+                415,
+                "Content-Encoding",
+                f"Content-Encoding: {printable(coding, 100)}; the server reads bodies as sent: "
+                "send it uncompressed",
+            )
+    for media in _values(headers, b"content-type"):
+        charset = _CHARSET.search(media)
+        if charset is not None and charset.group(1).strip("\"'").lower() not in _UTF8:
+            return ApiError(
+                415,
+                "Content-Type",
+                f"Content-Type: charset={printable(charset.group(1), 100)}; the server reads "
+                "UTF-8: send the text in UTF-8",
+            )
+    return None
 
 
 def _values(headers: list[tuple[bytes, bytes]], name: bytes) -> list[str]:
