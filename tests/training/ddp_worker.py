@@ -21,7 +21,11 @@ from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
 from transformer_mt.data.pipeline import TrainData
 from transformer_mt.data.tokenizer import PAD_ID
 from transformer_mt.model import build_model
-from transformer_mt.training.distributed import DistributedContext, init_distributed
+from transformer_mt.training.distributed import (
+    DistributedContext,
+    init_distributed,
+    shutdown_distributed,
+)
 from transformer_mt.training.trainer import Placement, Trainer
 
 VOCAB = 50
@@ -76,7 +80,10 @@ if __name__ == "__main__":
     trainer = tiny_trainer(out / "run", dist, update_freq=1, max_steps=steps)
     trainer.train()
     torch.save(trainer.model.state_dict(), out / f"rank{dist.rank}.pt")
-    torch.distributed.destroy_process_group()
+    # As run.py leaves: together, or a rank tearing gloo down while rank 0 still saves can
+    # abort it (`terminate called without an active exception`; seen once under load).
+    dist.barrier()
+    shutdown_distributed(dist)
 
 
 def assert_trained_alike(trained: dict, reference: dict) -> None:
