@@ -7,6 +7,7 @@ import pytest
 from transformer_mt.errors import TmtError
 from transformer_mt.inference.glossary import Glossary, Term
 from transformer_mt.inference.requests import PER_TEXT_FIELDS, Texts, TextsCountError
+from transformer_mt.inference.sentences import Segments, SplitLines
 
 GLOSSARY = Glossary([Term("hund", "dog", "test:1")])
 
@@ -60,7 +61,10 @@ def test_sentence_phrases_are_the_text_constraints_then_the_terms_each_sentence_
         constraints=[["pet"], []],
         glossaries=[GLOSSARY, GLOSSARY],
     )
-    phrases = texts.sentence_phrases(["ein hund.", "eine katze.", "zwei"], [0, 0, 1])
+    split = SplitLines(
+        (Segments(("ein hund.", "eine katze."), ("", " ", "")), Segments.whole("zwei"))
+    )
+    phrases = texts.sentence_phrases(split)
     assert phrases == [["pet", "dog"], ["pet"], []]
 
 
@@ -69,11 +73,13 @@ def test_no_term_is_found_in_a_texts_kept_characters_whichever_sentence_holds_th
     # cut into three sentences; its kept characters count from the text's start.
     text = "hund bellt. ein hund x. hund hund."
     texts = Texts.of([text, "hund"], glossary=GLOSSARY, kept=[[(0, 4), (21, 22)], []])
-    sentences = ["hund bellt.", "ein hund x.", "hund hund.", "hund"]
-    assert texts.sentence_phrases(sentences, [0, 0, 0, 1]) == [[], ["dog"], ["dog"], ["dog"]]
+    sentences = Segments(("hund bellt.", "ein hund x.", "hund hund."), ("", " ", " ", ""))
+    split = SplitLines((sentences, Segments.whole("hund")))
+    assert texts.sentence_phrases(split) == [[], ["dog"], ["dog"], ["dog"]]
     # The same sentence twice in a text: each is found at its own place.
     texts = Texts.of(["hund. hund."], glossary=GLOSSARY, kept=[[(6, 10)]])
-    assert texts.sentence_phrases(["hund.", "hund."], [0, 0]) == [["dog"], []]
+    split = SplitLines((Segments(("hund.", "hund."), ("", " ", "")),))
+    assert texts.sentence_phrases(split) == [["dog"], []]
 
 
 @pytest.mark.parametrize("option", ["prefixes", "constraints"])

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.inference.glossary import Glossary
 from transformer_mt.inference.languages import Pair
+from transformer_mt.inference.sentences import SplitLines
 
 # The per-text fields of `Texts`, in the order of its constructor.
 PER_TEXT_FIELDS = ("prefixes", "directions", "constraints", "glossaries", "kept")
@@ -126,33 +127,26 @@ class Texts:
         for every phrase."""
         return bool(self.prefix(i).strip()) or any(p.strip() for p in self.phrases(i))
 
-    def sentence_phrases(self, sentences: Sequence[str], owners: Sequence[int]) -> list[list[str]]:
-        """The target phrases of each of `sentences` (`owners`: the text of each): its text's
-        constraints, then the target terms its text's glossary finds in the sentence outside
-        its kept characters."""
-        phrases = [list(self.phrases(owner)) for owner in owners]
-        kept = self._sentence_kept(sentences, owners)
-        for found, sentence, owner, spans in zip(phrases, sentences, owners, kept, strict=True):
+    def sentence_phrases(self, split: SplitLines) -> list[list[str]]:
+        """The target phrases of each sentence of `split` (these texts cut into sentences):
+        its text's constraints, then the target terms its text's glossary finds in the sentence
+        outside its kept characters."""
+        phrases = [list(self.phrases(owner)) for owner in split.owners]
+        sentences = zip(phrases, split.sentences, split.owners, split.starts, strict=True)
+        for found, sentence, owner, start in sentences:
             glossary = self.glossary(owner)
             if glossary is not None:
-                found += glossary.targets(sentence, spans)
+                found += glossary.targets(sentence, self._kept_in(owner, start, len(sentence)))
         return phrases
 
-    def _sentence_kept(
-        self, sentences: Sequence[str], owners: Sequence[int]
-    ) -> list[list[tuple[int, int]]]:
-        """The kept characters of each of `sentences`, counted from its start. A text's
-        sentences are cut from it in order with only whitespace between them
-        (`sentences.Segments`), so each starts where it is first found after the one before."""
+    def _kept_in(self, owner: int, start: int, length: int) -> list[tuple[int, int]]:
+        """The kept characters of text `owner` within its `length` characters from `start`,
+        counted from `start` (those of the sentence there)."""
         if self.kept is None:
-            return [[] for _ in sentences]
-        found, ends = [], {}
-        for sentence, owner in zip(sentences, owners, strict=True):
-            start = self.texts[owner].find(sentence, ends.get(owner, 0))
-            end = ends[owner] = start + len(sentence)
-            spans = [(a, b) for a, b in self.kept[owner] if a < end and start < b]
-            found.append([(max(a, start) - start, min(b, end) - start) for a, b in spans])
-        return found
+            return []
+        end = start + length
+        spans = [(a, b) for a, b in self.kept[owner] if a < end and start < b]
+        return [(max(a, start) - start, min(b, end) - start) for a, b in spans]
 
     def refuse_report(self) -> None:
         """Raise when a dropped-content report is asked of these texts: it retries a text cut

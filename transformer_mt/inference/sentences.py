@@ -185,6 +185,20 @@ class SplitLines:
         """The index of the line each of `sentences` comes from."""
         return [i for i, segments in enumerate(self.lines) for _ in segments.sentences]
 
+    @cached_property
+    def starts(self) -> list[int]:
+        """Where each of `sentences` starts in its line (`Segments`: the separators and the
+        sentences before it, in order)."""
+        found = []
+        for segments in self.lines:
+            at = 0
+            pairs = zip(segments.separators[:-1], segments.sentences, strict=True)
+            for separator, sentence in pairs:
+                at += len(separator)
+                found.append(at)
+                at += len(sentence)
+        return found
+
     def regroup(self, items: Sequence[T]) -> list[list[T]]:
         """`items`, one per sentence of `sentences`, as one list per line.
 

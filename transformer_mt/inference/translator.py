@@ -278,7 +278,7 @@ class Translator:
         `request`): one translation per sentence of `split.sentences`, not joined back.
         `directions`: one resolved `Direction` per text."""
         owners = split.owners
-        phrases = request.sentence_phrases(split.sentences, owners)
+        phrases = request.sentence_phrases(split)
         prefixes = None
         if request.prefixes is not None:
             prefixes = [request.prefix(line) for line in owners]

@@ -87,7 +87,7 @@ class Intake:
             raise RequestTooLarge(
                 f"{len(split.sentences)} sentences; the queue holds {self.limits.max_queue}"
             )
-        phrases = request.sentence_phrases(split.sentences, split.owners)
+        phrases = request.sentence_phrases(split)
         job = Job(split, directions, on_token, cancel, scope)
         try:
             prepared = [
