@@ -46,7 +46,7 @@ class MovingWindows:
     def hit(self, holder: str, cost: int) -> None:
         """Count `cost` units for `holder` now."""
         now = time.monotonic()
-        window = self._counted.setdefault(holder, self._window(holder, now))
+        window = self._counted[holder] = self._window(holder, now)
         window.entries.append((now, cost))
         window.total += cost
 
