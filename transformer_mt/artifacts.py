@@ -364,61 +364,6 @@ def _why_unreadable(path: Path, err: Exception) -> str:
     return f"truncated or damaged: {shown_value(first_sentence)}"
 
 
-def checkpoint_input_files(path: str | Path, what: str = "checkpoint") -> list[tuple[Path, str]]:
-    """The checkpoint file `path` (`what` it is, in messages), the files it was made from
-    (`config_input_files` of its stored config) and the model directory it was imported from
-    (`imported_from`, where it names a directory here: an export into it would replace that
-    model's files), as (path, what it is) pairs: what no command given this checkpoint may
-    write over (`files.check_output`).
-
-    Only the stored config is read (the weights are memory-mapped, never loaded) and without
-    the checks of `load_checkpoint`, which the command's own loading makes and reports: a file
-    that cannot be read here lists only itself.
-    """
-    files = [(Path(path), what)]
-    if not Path(path).is_file():  # missing, a folder, a FIFO (which a read would block on)
-        return files
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        if not isinstance(state, dict):
-            return files
-        config = config_from_dict(state["config"], source=f"{path} (stored config)")
-    except Exception:  # not a checkpoint, or damaged: the loader names why
-        return files
-    files += config_input_files(config, f"{what} {path}")
-    imported = state.get("imported_from")  # as given to tmt import: a hub name or a directory
-    if isinstance(imported, str) and Path(imported).is_dir():
-        files.append((Path(imported), f"model {what} {path} was imported from"))
-    return files
-
-
-def config_input_files(config: ExperimentConfig, owner: str) -> list[tuple[Path, str]]:
-    """The local files a run of `config` reads besides the config file itself: its corpus
-    (data.train, data.valid, data.test), tokenizer.extra_text, the given tokenizer models and
-    train.init_from, as (path, what it is) pairs naming `owner` (the config file or checkpoint
-    they come from)."""
-    from transformer_mt.data.dataset import split_files  # imports `datasets`: only when asked
-
-    files: list[tuple[Path, str]] = []
-    for split, corpus in (("train", "training"), ("valid", "validation"), ("test", "test")):
-        if getattr(config.data, split) is not None:
-            what = f"{corpus} corpus (data.{split}) of {owner}"
-            files += [(path, what) for path in split_files(config.data, split)]
-    what = f"tokenizer text (tokenizer.extra_text) of {owner}"
-    files += [(Path(text), what) for text in config.tokenizer.extra_text]
-    for key in ("model_file", "tgt_model_file"):
-        given = getattr(config.tokenizer, key)
-        if given is not None:
-            files.append((Path(given), f"tokenizer model (tokenizer.{key}) of {owner}"))
-    if config.train.init_from is not None:
-        what = f"parent checkpoint (train.init_from) of {owner}"
-        files.append((Path(config.train.init_from), what))
-    unique: dict[Path, str] = {}  # a language's file of several training sources, once
-    for path, what in files:
-        unique.setdefault(path, what)
-    return list(unique.items())
-
-
 def _check_checkpoint_file(path: Path) -> None:
     """Refuse a name that is not a regular file, saying what it is instead.
 

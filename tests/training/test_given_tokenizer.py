@@ -13,9 +13,10 @@ import pytest
 import sentencepiece as spm
 import yaml
 
-from transformer_mt.artifacts import config_input_files, load_checkpoint, load_for_inference
+from transformer_mt.artifacts import load_checkpoint, load_for_inference
 from transformer_mt.cli import main
 from transformer_mt.config import ExperimentConfig, TokenizerConfig
+from transformer_mt.input_files import config_input_files
 from transformer_mt.training.footprint import parameter_count
 
 from .conftest import write_config, write_corpus

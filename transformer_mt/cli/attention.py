@@ -21,9 +21,9 @@ def add_attention(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_attention(args: argparse.Namespace) -> int:
-    from transformer_mt.artifacts import checkpoint_input_files
     from transformer_mt.files import check_output
     from transformer_mt.inference.attention_maps import draw_attention
+    from transformer_mt.input_files import checkpoint_input_files
 
     require_text("--src", args.src)
     require_text("--tgt", args.tgt)

@@ -38,11 +38,11 @@ def add_score(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_score(args: argparse.Namespace) -> int:
-    from transformer_mt.artifacts import checkpoint_input_files
     from transformer_mt.files import check_output
     from transformer_mt.inference.line_settings import LineSettings
     from transformer_mt.inference.scoring import refuse_unequal, rescore_nbest, score_files
     from transformer_mt.inference.translator import Translator
+    from transformer_mt.input_files import checkpoint_input_files
     from transformer_mt.progress import Counted, ProgressReport
     from transformer_mt.text_files import count_lines
 

@@ -30,9 +30,9 @@ def _check_run_dir(args: argparse.Namespace) -> None:
     (`run_layout.run_file`). The config itself may be the config.yaml of the run it resumes:
     resuming with it rewrites it with the settings in use, as every resume does; a new run
     would write over a config the user wrote (its comments, keys left at their defaults)."""
-    from transformer_mt.artifacts import config_input_files
     from transformer_mt.config import load_config
     from transformer_mt.files import resolved
+    from transformer_mt.input_files import config_input_files
     from transformer_mt.run_layout import CONFIG_NAME, is_run_dir, run_file
 
     cfg = load_config(args.config, args.set)

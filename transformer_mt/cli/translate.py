@@ -168,8 +168,8 @@ def _check_combinations(args: argparse.Namespace) -> None:
 
 def _check_outputs(args: argparse.Namespace) -> None:
     """Refuse, before any work, an output (or report) that would overwrite an input."""
-    from transformer_mt.artifacts import checkpoint_input_files
     from transformer_mt.files import check_output
+    from transformer_mt.input_files import checkpoint_input_files
 
     inputs = [
         *(

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from transformer_mt.artifacts import checkpoint_input_files
 from transformer_mt.config import DataConfig
 from transformer_mt.data.dataset import check_sources, describe_train, split_files, stream_pairs
 from transformer_mt.distill.filtering import (
@@ -54,6 +53,7 @@ from transformer_mt.inference.languages import Pair, in_direction
 from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator
+from transformer_mt.input_files import checkpoint_input_files
 from transformer_mt.progress import PROGRESS_SECONDS, Counted, ProgressReport, duration
 from transformer_mt.text_files import read_lines
 

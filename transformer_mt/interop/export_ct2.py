@@ -65,12 +65,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from transformer_mt.artifacts import checkpoint_input_files, load_for_inference
+from transformer_mt.artifacts import load_for_inference
 from transformer_mt.config import ModelConfig
 from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import check_output_folder, output_folder
+from transformer_mt.input_files import checkpoint_input_files
 from transformer_mt.interop.limits import FormatLimits, Limit, check_expressible
 from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.model.rope import RotaryEmbedding

@@ -20,12 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from transformer_mt.artifacts import config_input_files, load_checkpoint
+from transformer_mt.artifacts import load_checkpoint
 from transformer_mt.config import DataConfig, config_from_dict
 from transformer_mt.data.dataset import check_sources, describe_train, split_files, stream_pairs
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.files import check_output
+from transformer_mt.input_files import config_input_files
 from transformer_mt.progress import Counted, ProgressReport
 from transformer_mt.shortlist.corpus import Chunk, EncodedCorpus
 from transformer_mt.shortlist.lexicon import DEFAULT_SETTINGS, ShortlistSettings, frequent, model1

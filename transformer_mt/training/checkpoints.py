@@ -13,10 +13,11 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from transformer_mt.artifacts import Checkpoint, checkpoint_input_files, load_checkpoint
+from transformer_mt.artifacts import Checkpoint, load_checkpoint
 from transformer_mt.config import load_config
 from transformer_mt.errors import TmtError
 from transformer_mt.files import check_output, remove_stale_temporaries, repeated_file
+from transformer_mt.input_files import checkpoint_input_files
 from transformer_mt.run_layout import (
     BEST_NAME,
     CHECKPOINTS_DIR,
