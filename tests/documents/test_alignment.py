@@ -1,5 +1,8 @@
 """Word alignments from a Translator's cross-attention (documents/alignment.py)."""
 
+import random
+import re
+
 import pytest
 
 from transformer_mt.documents import FORMATS
@@ -8,6 +11,7 @@ from transformer_mt.documents.translate import _TRANSLATE, translate_document
 from transformer_mt.documents.units import Unit, UnitTexts
 from transformer_mt.errors import SettingError
 from transformer_mt.inference.requests import Texts
+from transformer_mt.inference.translation import Translation
 from transformer_mt.inference.translator import Translator
 
 from ..conftest import WORDS
@@ -59,6 +63,43 @@ def test_every_target_word_is_linked_to_a_source_word(translator):
     n_target = len(aligned.text.split())
     assert {t for _, t in aligned.pairs} == set(range(n_target))
     assert all(0 <= s < 5 for s, _ in aligned.pairs)
+
+
+def _blocks(text: str, spans) -> list[int]:
+    """The sentence (index into `spans`) each word of `text` starts in."""
+    return [
+        next(n for n, (a, b) in enumerate(spans) if a <= m.start() < b)
+        for m in re.finditer(r"\S+", text)
+    ]
+
+
+def test_a_unit_longer_than_the_position_table_is_aligned_sentence_by_sentence(translator):
+    rng = random.Random(1)
+    sentences = [" ".join(rng.sample(WORDS, 5)).capitalize() + "." for _ in range(12)]
+    unit = " ".join(sentences)
+    assert len(translator.src_tokenizer.encode(unit)) > translator.model.cfg.max_positions
+    (translation,) = translator.translate([unit])
+    (aligned,) = AlignedTranslator(translator)(UnitTexts([Unit(unit, ())]))
+    assert aligned.text == translation.texts[0]
+    src_blocks = _blocks(unit, [src for src, _ in translation.sentences])
+    tgt_blocks = _blocks(aligned.text, [tgt for _, tgt in translation.sentences])
+    assert all(src_blocks[s] == tgt_blocks[t] for s, t in aligned.pairs)  # within a sentence
+    assert {t for _, t in aligned.pairs} == set(range(len(tgt_blocks)))  # every target word
+    assert {src_blocks[s] for s, _ in aligned.pairs} == set(range(12))  # the last ones too
+
+
+def test_sentences_met_without_a_space_number_their_words_in_the_unit(translator):
+    source, target = "zwei hunde.ein mann", "mann ein.hunde zwei"  # 3 words each
+    sentences = (((0, 11), (0, 9)), ((11, 19), (9, 19)))
+    pairs = (
+        AlignedTranslator(translator)
+        .aligned(source, Translation([target], [0.0], sentences=sentences))
+        .pairs
+    )
+    first = {(s, t) for s in (0, 1) for t in (0, 1)}  # "hunde.ein" is word 1 of both sentences
+    second = {(s, t) for s in (1, 2) for t in (1, 2)}
+    assert pairs and set(pairs) <= first | second
+    assert {t for _, t in pairs} == {0, 1, 2}
 
 
 def test_a_truncated_block_is_counted_once(translator):

@@ -15,6 +15,7 @@ from transformer_mt.inference.sentences import (
     split_line,
     splitter_language,
 )
+from transformer_mt.inference.translation import Translation
 
 TERMINALS = (".", "!", "?")
 
@@ -42,6 +43,28 @@ def test_joined_translations_keep_the_separators_verbatim():
     segments = split_line("  Ein Hund läuft.\t Zwei Katzen schlafen!  ", "de")
     assert segments.sentences == ("Ein Hund läuft.", "Zwei Katzen schlafen!")
     assert segments.join(["A dog runs.", "Two cats sleep!"]) == "  A dog runs.\t Two cats sleep!  "
+
+
+def test_each_translation_is_found_where_the_join_put_it():
+    segments = split_line("  Ein Hund läuft.\t Zwei Katzen schlafen!  ", "de")
+    line = segments.join(segments.sentences)
+    assert [line[a:b] for a, b in segments.spans(segments.sentences)] == list(segments.sentences)
+    texts = ["A dog runs.", "Two cats sleep!"]
+    joined = segments.join(texts)
+    assert [joined[a:b] for a, b in segments.spans(texts)] == texts
+
+
+def test_a_line_of_sentences_keeps_where_each_is_and_where_its_translation_is():
+    segments = split_line("Ein Hund läuft. Zwei Katzen schlafen!", "de")
+    parts = [
+        Translation(["A dog runs.", "x"], [-1.0, -2.0]),
+        Translation(["Two cats.", "y"], [-3.0, -4.0]),
+    ]
+    joined = Translation.joined(segments, parts)
+    assert joined.texts == ["A dog runs. Two cats.", "x y"] and joined.scores == [-4.0, -6.0]
+    assert joined.sentences == (((0, 15), (0, 11)), ((16, 37), (12, 21)))
+    alone = Translation.joined(Segments.whole("Ein Hund läuft."), parts[:1])
+    assert alone.sentences == ()
 
 
 @pytest.mark.parametrize("mark", ["\u200b", "\u202c", "\ufeff", "\u200e"])

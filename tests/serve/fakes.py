@@ -157,10 +157,10 @@ class FakeEngine:
                     self.cancelled += 1
             job.future.cancel()
 
-    def align(self, source: str, target: str, direction) -> AlignedText:
+    def align(self, source: str, translation, direction) -> AlignedText:
         """The fake's translation reverses the words: word i of n is target word n - 1 - i."""
         n = len(source.split())
-        return AlignedText(target, tuple((i, n - 1 - i) for i in range(n)))
+        return AlignedText(translation.texts[0], tuple((i, n - 1 - i) for i in range(n)))
 
     def check(self, job: FakeJob) -> list[CheckedLine]:
         """Each text one sentence; a text holding DROP is flagged for its coverage."""

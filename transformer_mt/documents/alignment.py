@@ -14,12 +14,17 @@ Subwords to words (`word_numbers`): the words are those placement counts, a text
 whitespace-separated words (`units.WORD`), on both sides. A SentencePiece piece that starts with
 "▁" starts a word of SentencePiece's, which is not always one of the text's: its normalisation
 cuts a word at a zero-width space, ZWNJ or U+FEFF and at a spacing accent ("fährt´s" is
-"▁fährt ▁ ́s"), so its words are counted word by word of the text. A source cut to the position
-table aligns its first words only.
+"▁fährt ▁ ́s"), so its words are counted word by word of the text.
+
+A unit translated sentence by sentence (as the Translator splits text) is aligned so, each
+sentence with its translation, then numbered by the unit's words: the model aligns what it
+translated, and a unit longer than the position table aligns to its end. Only a single
+sentence cut to the position table aligns its first words only.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -33,6 +38,7 @@ from transformer_mt.errors import SettingError
 # The layer check has one owner, cross_attention (the message names alignment_layer).
 from transformer_mt.inference.cross_attention import alignment_pairs, check_alignment_layer
 from transformer_mt.inference.requests import Texts
+from transformer_mt.inference.translation import Translation
 from transformer_mt.inference.translator import Translator
 from transformer_mt.progress import Counted, ProgressReport
 
@@ -88,7 +94,7 @@ class AlignedTranslator:
         aligned = []
         with self._report(UNITS_ALIGNED, len(texts)) as report:
             for source, translation in zip(texts, translations, strict=True):
-                aligned.append(self.align(source, translation.texts[0]))
+                aligned.append(self.aligned(source, translation))
                 report.update(1)
         return aligned
 
@@ -102,8 +108,26 @@ class AlignedTranslator:
         finally:
             report.close()
 
+    def aligned(self, source: str, translation: Translation) -> AlignedText:
+        """The best of `translation` as the translation of `source`, aligned word by word:
+        sentence by sentence where it was translated so (`Translation.sentences`), as the
+        model saw them, so that a unit longer than the position table aligns to its end;
+        else whole (`align`)."""
+        target = translation.texts[0]
+        if not translation.sentences:
+            return self.align(source, target)
+        src_starts = [m.start() for m in WORD.finditer(source)]
+        tgt_starts = [m.start() for m in WORD.finditer(target)]
+        links = set()
+        for (src_at, src_end), (tgt_at, tgt_end) in translation.sentences:
+            part = self.align(source[src_at:src_end], target[tgt_at:tgt_end])
+            src_words = _words_in(source, src_at, src_end, src_starts)
+            tgt_words = _words_in(target, tgt_at, tgt_end, tgt_starts)
+            links.update((src_words[s], tgt_words[t]) for s, t in part.pairs)
+        return AlignedText(target, tuple(sorted(links)))
+
     def align(self, source: str, target: str) -> AlignedText:
-        """`target` as the translation of `source`, aligned word by word."""
+        """`target` as the translation of `source`, aligned word by word in one forced pass."""
         translator, direction = self.translator, self.direction
         source_tags, target_tags = len(direction.source_prefix), len(direction.target_prefix)
         # `translate` counted what it truncated or untagged, and the CLI reports those counts.
@@ -125,6 +149,15 @@ class AlignedTranslator:
         tgt_words = word_numbers(translator.tgt_tokenizer, target, tgt_ids[target_tags:])
         links = {(src_words[s], tgt_words[t]) for s, t in pairs}
         return AlignedText(target, tuple(sorted(links)))
+
+
+def _words_in(text: str, start: int, end: int, word_starts: Sequence[int]) -> list[int]:
+    """The word of `text` (numbered as `word_starts`, where its words start) that each word of
+    `text[start:end]` is part of: the same word, or one joined to a neighbour's where two
+    sentences meet with no space between them."""
+    return [
+        bisect.bisect_right(word_starts, m.start()) - 1 for m in WORD.finditer(text, start, end)
+    ]
 
 
 def word_numbers(tokenizer: Tokenizer, text: str, ids: Sequence[int]) -> list[int]:

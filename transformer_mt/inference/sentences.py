@@ -103,6 +103,16 @@ class Segments:
         """`line` as one sentence, untouched."""
         return cls((line,), ("", ""))
 
+    def spans(self, texts: Sequence[str]) -> list[tuple[int, int]]:
+        """Where each of `texts`, one per sentence, is in `join(texts)`: with `sentences`
+        themselves, where each sentence is in the line."""
+        found, at = [], 0
+        for separator, text in zip(self.separators[:-1], texts, strict=True):
+            at += len(separator)
+            found.append((at, at + len(text)))
+            at += len(text)
+        return found
+
     def join(self, translations: Sequence[str]) -> str:
         """The translations of `sentences`, in order, with the separators around them.
 
@@ -189,15 +199,7 @@ class SplitLines:
     def starts(self) -> list[int]:
         """Where each of `sentences` starts in its line (`Segments`: the separators and the
         sentences before it, in order)."""
-        found = []
-        for segments in self.lines:
-            at = 0
-            pairs = zip(segments.separators[:-1], segments.sentences, strict=True)
-            for separator, sentence in pairs:
-                at += len(separator)
-                found.append(at)
-                at += len(sentence)
-        return found
+        return [start for s in self.lines for start, _ in s.spans(s.sentences)]
 
     def regroup(self, items: Sequence[T]) -> list[list[T]]:
         """`items`, one per sentence of `sentences`, as one list per line.

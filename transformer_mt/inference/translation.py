@@ -7,17 +7,23 @@ from dataclasses import dataclass
 
 from transformer_mt.inference.sentences import Segments
 
+Span = tuple[int, int]  # a piece of a text: its start and end character offsets
+
 
 @dataclass
 class Translation:
     """The n-best translations of one input line, best first, with their search scores.
 
     `alignment` (with alignments on): (source index, target index) subword pairs of the best.
+    `sentences`: for a line translated sentence by sentence, each sentence's place in the line
+    and its translation's place in the best (start, end character offsets): what aligns the
+    best sentence by sentence (documents/alignment.py); empty for a line translated whole.
     """
 
     texts: list[str]
     scores: list[float]
     alignment: list[tuple[int, int]] | None = None
+    sentences: tuple[tuple[Span, Span], ...] = ()
 
     @classmethod
     def empty(cls, n_best: int, alignment: list | None = None) -> Translation:
@@ -38,7 +44,10 @@ class Translation:
                 return part
             return cls([segments.join([text]) for text in part.texts], part.scores, part.alignment)
         n_best = range(len(parts[0].texts))
+        best = [part.texts[0] for part in parts]
+        places = zip(segments.spans(segments.sentences), segments.spans(best), strict=True)
         return cls(
             [segments.join([part.texts[k] for part in parts]) for k in n_best],
             [sum(part.scores[k] for part in parts) for k in n_best],
+            sentences=tuple(places),
         )

@@ -19,8 +19,9 @@ from transformer_mt.errors import TmtError
 from transformer_mt.inference.languages import Languages, Pair
 from transformer_mt.inference.requests import Texts
 
-if TYPE_CHECKING:  # torch would come with it; a CheckedLine is only passed on here
+if TYPE_CHECKING:  # torch would come with them; they are only passed on here
     from transformer_mt.inference.checked import CheckedLine
+    from transformer_mt.inference.translation import Translation
 
 # on_token(sentence_index, text_so_far): greedy text of one sentence as its tokens are decided.
 TokenCallback = Callable[[int, str], None]
@@ -128,8 +129,9 @@ class Engine(Protocol):
         text: from a worker thread, `jobs.submit`): it must return at once (tokenize and
         queue), never wait for a decoding step."""
 
-    def align(self, source: str, target: str, direction: Pair) -> AlignedText:
-        """`target`, a translation of `source` in `direction`, aligned word by word (what
+    def align(self, source: str, translation: Translation, direction: Pair) -> AlignedText:
+        """The best of `translation`, the translation of `source` in `direction` this engine
+        made, aligned word by word (what
         documents need to put inline markup back, serve/http/markup.py). Thread-safe; called off
         the event loop: it runs the model."""
 

@@ -150,14 +150,16 @@ class Engine:
             job.settle(job.translations(), None)
         return job
 
-    def align(self, source: str, target: str, direction: Pair) -> AlignedText:
-        """`target` as the translation of `source` aligned word by word, by the forced pass of
-        documents' `AlignedTranslator` over the engine's model, in the caller's thread (the
+    def align(self, source: str, translation: Translation, direction: Pair) -> AlignedText:
+        """The best of `translation` as the translation of `source` aligned word by word, by
+        the forced passes of documents' `AlignedTranslator` over the engine's model (sentence
+        by sentence where it was translated so), in the caller's thread (the
         model holds no state of its own between calls, so it may run beside the decoding
         thread)."""
         with torch.inference_mode():
             document = Texts.of([source], directions=[direction])
-            return AlignedTranslator(self.translator, document=document).align(source, target)
+            aligner = AlignedTranslator(self.translator, document=document)
+            return aligner.aligned(source, translation)
 
     def check(self, job: Job) -> list[CheckedLine]:
         """The dropped-content check of finished `job` (inference/checked.py): its texts'

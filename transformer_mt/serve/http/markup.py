@@ -116,7 +116,7 @@ def _aligned(engine: Engine, direction: Pair, remaining: Iterator[Translation]) 
     def translate(texts: Sequence[str]) -> list[AlignedText]:
         found = list(itertools.islice(remaining, len(texts)))
         return [
-            engine.align(text, translation.texts[0], direction)
+            engine.align(text, translation, direction)
             for text, translation in zip(texts, found, strict=True)
         ]
 
