@@ -21,7 +21,7 @@ from transformer_mt.config import (
 )
 from transformer_mt.data.dataset import (
     check_sources,
-    describe_train,
+    describe_split,
     load_split,
     stream_pairs,
 )
@@ -213,7 +213,7 @@ def test_messages_name_the_sources_by_their_paths(tmp_path, valid_tokenizers):
     with pytest.raises(DataError) as caught:
         encode_splits(cfg, tok, tok, num_threads=1)  # "a 0" is two tokens: none kept
     assert str(caught.value).startswith(f"{a.path}, {b.path}: no training pairs left after")
-    assert describe_train(DataConfig(train="data/x/train")) == "data/x/train"
+    assert describe_split(DataConfig(train="data/x/train")) == "data/x/train"
 
 
 @pytest.fixture

@@ -148,7 +148,7 @@ def split_files(cfg: DataConfig, split: str) -> list[Path]:
     return [path for location in _locations(cfg, split) for path in _files(cfg, location)]
 
 
-def describe_train(cfg: DataConfig, split: str = "train") -> str:
+def describe_split(cfg: DataConfig, split: str = "train") -> str:
     """`data.train` (or another `split`) as messages name it: the one path, or the sources'
     paths joined by commas (`data/a/train, data/b/train`) rather than the repr of a tuple of
     `TrainSource`s."""

@@ -40,7 +40,7 @@ from transformer_mt.data.batching import (
 from transformer_mt.data.dataset import (
     CleanReport,
     column_texts,
-    describe_train,
+    describe_split,
     load_split,
     select_training_pairs,
     stream_pairs,
@@ -97,14 +97,14 @@ def encode_splits(
     cache_dir = Path(data_cfg.cache_dir)
     train_text = load_split(data_cfg, "train")
     train_all = encode_corpus(train_text, src_tok, tgt_tok, cache_dir, num_threads)
-    train_all.check_unknowns(describe_train(data_cfg), (src_tok, tgt_tok))
+    train_all.check_unknowns(describe_split(data_cfg), (src_tok, tgt_tok))
     keep, report = select_training_pairs(
         train_all.src.lengths, train_all.tgt.lengths, data_cfg.max_len, data_cfg.max_len_ratio
     )
     log.info("%s", report)
     if not len(keep):
         raise DataError(
-            f"{describe_train(data_cfg)}: no training pairs left after cleaning ({report})"
+            f"{describe_split(data_cfg)}: no training pairs left after cleaning ({report})"
         )
     valid_text = load_split(data_cfg, "valid")
     valid = encode_corpus(valid_text, src_tok, tgt_tok, cache_dir, num_threads)
@@ -230,7 +230,7 @@ def _check_pair_sizes(splits: EncodedSplits, config: ExperimentConfig) -> None:
     if found is not None:
         row = int(splits.train_keep[found[0]])
         source = column_texts(splits.train_text, "src")[row]
-        where = describe_train(config.data)
+        where = describe_split(config.data)
         raise BatchingError(pair_too_long(where, row + 1, source, found[1], max_tokens))
 
 

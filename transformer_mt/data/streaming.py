@@ -63,7 +63,7 @@ from transformer_mt.data.batching import (
 )
 from transformer_mt.data.dataset import (
     CleanReport,
-    describe_train,
+    describe_split,
     select_training_pairs,
     stream_pairs,
 )
@@ -198,7 +198,7 @@ class ChunkStream(IterableDataset):
             taken += 1
         if not taken:
             raise DataError(
-                f"{describe_train(self.settings.data)}: no training pair for rank {rank} of "
+                f"{describe_split(self.settings.data)}: no training pair for rank {rank} of "
                 f"{world_size}"
             )
         yield chunk, (pairs if keep else None)
@@ -230,7 +230,7 @@ class ChunkStream(IterableDataset):
         found = oversized_pair(*lengths, settings.max_tokens)
         if found is not None:
             number, source = int(numbers[found[0]]) + 1, pairs[int(keep[found[0]])][1]
-            where = describe_train(data)
+            where = describe_split(data)
             raise BatchingError(pair_too_long(where, number, source, found[1], settings.max_tokens))
         batches = make_batches(*lengths, settings.max_tokens, seed, epoch, settings.pad_to_multiple)
         return Chunk(epoch, chunk, encoded, report, numbers, batches)
@@ -338,7 +338,7 @@ class StreamingBatches:
             )
             self._chunks = iter(loader)
         self._chunk = self._fetch()
-        self._chunk.corpus.check_unknowns(describe_train(self.settings.data), self.tokenizers)
+        self._chunk.corpus.check_unknowns(describe_split(self.settings.data), self.tokenizers)
         self._report = self._chunk.report
         if self.position.batch_index >= len(self._chunk.batches):
             self._next_chunk()
@@ -360,7 +360,7 @@ class StreamingBatches:
             empty_since = empty_since or (chunk.epoch, chunk.chunk)
             if chunk.epoch > empty_since[0] and chunk.chunk >= empty_since[1]:
                 raise DataError(
-                    f"{describe_train(self.settings.data)}: no training pairs left after "
+                    f"{describe_split(self.settings.data)}: no training pairs left after "
                     "cleaning (by data.max_len and data.max_len_ratio)"
                 )
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TextIO
 
 from transformer_mt.config import DataConfig
-from transformer_mt.data.dataset import check_sources, describe_train, split_files, stream_pairs
+from transformer_mt.data.dataset import check_sources, describe_split, split_files, stream_pairs
 from transformer_mt.distill.filtering import (
     DEFAULT_RULES,
     FilterReport,
@@ -222,7 +222,7 @@ def _check_direction(checkpoint: str | Path, translator: Translator, data: DataC
         names = ", ".join(f"{src}->{tgt}" for src, tgt in offered)
         raise TmtError(
             f"{checkpoint}: the teacher translates {names}, not {pair[0]}->{pair[1]}, the "
-            f"direction of data.train {describe_train(data)!r}; give a teacher of "
+            f"direction of data.train {describe_split(data)!r}; give a teacher of "
             f"{pair[0]}->{pair[1]}, or data in a direction it translates"
         )
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer_mt.config import OUTPUT_NEUTRAL_FIELDS, DataConfig, DecodeConfig
-from transformer_mt.data.dataset import describe_train, split_files
+from transformer_mt.data.dataset import describe_split, split_files
 from transformer_mt.errors import TmtError, one_line
 from transformer_mt.files import atomic_open
 
@@ -38,7 +38,7 @@ class Manifest:
 
     teacher: str  # the checkpoint's path when the run started
     teacher_sha256: str
-    corpus: str  # data.train, as `describe_train` names it
+    corpus: str  # data.train, as `describe_split` names it
     corpus_sha256: str  # of data.format and the corpus files (a hub split: of its name)
     direction: str  # "de->en"
     decode: dict[str, Any]  # DecodeConfig fields that change output
@@ -57,12 +57,12 @@ class Manifest:
         """The manifest of distilling `data.train` with `checkpoint` (files read to digest)."""
         head = data.format
         if data.format == "hub":  # no local files: its name is all there is to compare
-            head += f":{data.hub_name}:{data.hub_config}:{describe_train(data)}"
+            head += f":{data.hub_name}:{data.hub_config}:{describe_split(data)}"
         settings = _decode_settings(decode)
         return cls(
             teacher=str(checkpoint),
             teacher_sha256=sha256([Path(checkpoint)]),
-            corpus=describe_train(data),
+            corpus=describe_split(data),
             corpus_sha256=sha256(split_files(data, "train"), head),
             direction=f"{data.src_lang}->{data.tgt_lang}",
             decode=settings,

@@ -22,7 +22,7 @@ import numpy as np
 
 from transformer_mt.artifacts import load_checkpoint
 from transformer_mt.config import DataConfig, config_from_dict
-from transformer_mt.data.dataset import check_sources, describe_train, split_files, stream_pairs
+from transformer_mt.data.dataset import check_sources, describe_split, split_files, stream_pairs
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.files import check_output
@@ -65,7 +65,7 @@ def _check_direction(
         names = ", ".join(f"{src}->{tgt}" for src, tgt in own.directions())
         raise TmtError(
             f"{checkpoint}: translates {names}, not {other[0][0]}->{other[0][1]}, the direction "
-            f"of data.train {describe_train(data)!r}; give a corpus of {names}"
+            f"of data.train {describe_split(data)!r}; give a corpus of {names}"
         )
 
 
@@ -139,7 +139,7 @@ def _encoded(
             sources = src.encode_batch([source for source, _, _ in chunk])
             corpus.add(Chunk.of(sources, tgt.encode_batch([target for _, target, _ in chunk])))
             report.update(len(chunk))
-    log.info("shortlist: %d pairs read from %s", corpus.pairs, describe_train(data))
+    log.info("shortlist: %d pairs read from %s", corpus.pairs, describe_split(data))
     return corpus
 
 

@@ -32,7 +32,7 @@ from transformer_mt import artifacts
 from transformer_mt.artifacts import Checkpoint, TrainingState
 from transformer_mt.config import ExperimentConfig, config_to_dict
 from transformer_mt.data.batching import CorpusChanged
-from transformer_mt.data.dataset import describe_train
+from transformer_mt.data.dataset import describe_split
 from transformer_mt.data.pipeline import TrainData
 from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
@@ -308,7 +308,7 @@ class Trainer:
             self.data.train.restore(position)
         except CorpusChanged as err:
             raise CorpusChanged(
-                f"{describe_train(self.config.data)}: {err}. Resume with the text the run "
+                f"{describe_split(self.config.data)}: {err}. Resume with the text the run "
                 f"was trained on, or start another run directory (train.init_from: this "
                 "run's last.pt, to train on from its weights)"
             ) from None
@@ -331,7 +331,7 @@ class Trainer:
             "%s: not the validation text the saved best score was measured on (corpus key %s "
             "then, %s now): the best score and the patience count start again, and the next "
             "validation writes best.pt",
-            *(describe_train(self.config.data, "valid"), stored, key),
+            *(describe_split(self.config.data, "valid"), stored, key),
         )
         return False
 
