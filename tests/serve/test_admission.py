@@ -89,6 +89,18 @@ def test_cached_prefixes_give_their_blocks_back_for_a_reservation():
     assert gate.prefixes.blocks_held == 0 and gate.pool.n_free == 20
 
 
+def test_a_sentence_that_cannot_fit_yet_leaves_the_cached_prefixes_alone():
+    gate = admission(n_blocks=20)
+    held = [gate.pool.allocate() for _ in range(4)]
+    gate.prefixes.insert((5, 3), list(range(10, 26)), [-1.0] * 16, held)
+    for block in held:
+        gate.pool.release(block)
+    first, wide = work(1, 2, 8), work(2, 2, 32)  # 6 and 18 blocks: 24 > 20 with no cache
+    gate.enqueue([first, wide])
+    assert gate.admit() == ([first], [])
+    assert gate.prefixes.blocks_held == 4  # evicting it would not have made room
+
+
 def test_requests_are_queued_in_turns_and_the_head_keeps_its_place():
     gate = admission(n_blocks=100, max_queue=20)
     many = [work(k, 2, 8) for k in range(1, 5)]

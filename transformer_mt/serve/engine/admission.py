@@ -124,7 +124,7 @@ class Admission:
                     break
                 if not (tokens + size <= self.max_batch_tokens and self._reserve(blocks)):
                     passed.append(work)
-                    if passing:
+                    if passing and tokens < self.max_batch_tokens:  # else none behind fits
                         continue
                     break
             elif not self._reserve(blocks):
@@ -176,7 +176,11 @@ class Admission:
         return len(self.running) == 1 and next(iter(self.running.values())).solo
 
     def _reserve(self, blocks: int) -> bool:
-        """Reserve `blocks`, evicting cached prefixes if they must make room; False: no room."""
+        """Reserve `blocks`, evicting cached prefixes if they must make room; False: no room,
+        and the cache kept where evicting all of it would not make enough (a sentence passed
+        over while others run had emptied the cache at every step)."""
+        if self.reserved + blocks > self.pool.n_blocks:
+            return False
         while self.reserved + self.prefixes.blocks_held + blocks > self.pool.n_blocks:
             if not self.prefixes.evict():
                 return False
