@@ -23,6 +23,7 @@ from typing import IO, TypeVar
 
 from transformer_mt.errors import MachineError, TmtError, one_line
 from transformer_mt.run_layout import run_artifact
+from transformer_mt.stream_names import is_stream, own_descriptor
 from transformer_mt.text_files import path_kind
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ def atomic_path(path: str | Path, durable: bool = False) -> Iterator[Path]:
             the file system refuses); `MachineError` when the disk is full.
     """
     path = Path(path)
-    if _is_stream(path):
+    if is_stream(path):
         with write_errors(path, path):
             yield path
         return
@@ -97,11 +98,23 @@ def atomic_path(path: str | Path, durable: bool = False) -> Iterator[Path]:
 
 @contextmanager
 def atomic_open(path: str | Path, mode: str = "w", durable: bool = False) -> Iterator[IO]:
-    """`open(path, mode)` through `atomic_path`: text is UTF-8; the file appears on success."""
-    with atomic_path(path, durable) as tmp:
-        encoding = None if "b" in mode else "utf-8"
-        with open(tmp, mode, encoding=encoding) as f:
+    """`open(path, mode)` through `atomic_path`: text is UTF-8; the file appears on success.
+
+    A name of one of this process's descriptors (`/dev/stdout`, `/dev/fd/N`,
+    `/proc/self/fd/N`) is written to that descriptor, as `-` writes to stdout: opened again by
+    its name it would start the file it is open on anew (`>> log` truncated, and the shell's
+    writes after ours landing over them)."""
+    encoding = None if "b" in mode else "utf-8"
+    fd = own_descriptor(path)
+    if fd is not None:
+        with (
+            write_errors(Path(path), Path(path)),
+            open(fd, mode, encoding=encoding, closefd=False) as f,
+        ):
             yield f
+        return
+    with atomic_path(path, durable) as tmp, open(tmp, mode, encoding=encoding) as f:
+        yield f
 
 
 @contextmanager
@@ -378,18 +391,6 @@ def _running(pid: int) -> bool:
     except OSError:
         return True  # exists, owned by another user
     return True
-
-
-def _is_stream(path: Path) -> bool:
-    """Whether `path` (through links) is a device, FIFO or socket rather than a file or folder,
-    or a name of a process's descriptor (`/dev/stdout`, `/proc/self/fd/1`), which stays the
-    descriptor it names only when written through."""
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return False  # missing (a new file) or a dangling link
-    descriptor = Path(os.path.realpath(path)).parts[1:2] in (("proc",), ("dev",))
-    return descriptor or not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 @contextmanager

@@ -273,3 +273,25 @@ def test_each_chunk_is_asked_with_its_own_prefixes_and_constraints(
     assert translate(checkpoint, source, out, *flags) == 0
     options_asked(2 * CHUNK)
     assert out.read_bytes() == whole.read_bytes()
+
+
+@pytest.mark.parametrize("name", ["/proc/self/fd/{fd}", "/dev/fd/{fd}"])
+def test_a_descriptor_open_on_a_file_is_written_through_not_replaced(
+    checkpoint, source, tmp_path, name
+):
+    """`--output /dev/stdout` with stdout appended to a log (`>> log`): the translations go
+    after what the log held, and what is written to it after them follows them."""
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("no /proc/self/fd on this system")
+    whole = tmp_path / "whole.txt"
+    assert translate(checkpoint, source, whole) == 0
+    log = tmp_path / "keep.log"
+    log.write_bytes(b"before\n")
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+    try:
+        assert translate(checkpoint, source, name.format(fd=fd)) == 0
+        os.write(fd, b"after\n")
+    finally:
+        os.close(fd)
+    assert log.read_bytes() == b"before\n" + whole.read_bytes() + b"after\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "keep.log", "whole.txt"]

@@ -27,6 +27,7 @@ from transformer_mt.cli.common import open_in, open_out, set_cpu_threads
 from transformer_mt.cli.flags import decode_changes
 from transformer_mt.errors import TmtError
 from transformer_mt.progress import PROGRESS_SECONDS, ProgressReport
+from transformer_mt.stream_names import is_stream
 
 if TYPE_CHECKING:  # imported where used: `tmt --help` loads no model library
     from transformer_mt.evaluation import CorpusScorer
@@ -400,9 +401,8 @@ def _open_partial(
     for each line of the input, saying on stderr what became of an earlier run's partial. Not
     with --ref, whose scores need the translations of every chunk (an earlier run's are not
     scored again), nor --report, a second output."""
-    output = Path(args.output)
-    stream = output.exists() and not output.is_file()  # a device, a FIFO
-    if args.output == "-" or stream or not source.is_file or args.ref or args.report:
+    stream = args.output == "-" or is_stream(args.output)  # a device, a FIFO, /dev/stdout
+    if stream or not source.is_file or args.ref or args.report:
         return None
     from transformer_mt.inference.resume import resumable_output
 
