@@ -12,6 +12,7 @@ import torch
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
+from transformer_mt.data.tokenizer_adopt import renumbered_model
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.inference.ensemble import Ensemble
 from transformer_mt.inference.line_settings import LineSettings
@@ -78,6 +79,21 @@ def test_members_of_another_vocabulary_are_refused_by_name(
         )
     with pytest.raises(SettingError, match="^shortlist: an ensemble of 2 takes none"):
         Translator.from_checkpoint([str(checkpoint), str(wider)], shortlist="any.vmap")
+
+
+def test_a_member_with_a_tokenizer_adopted_from_the_others_file_is_accepted(checkpoint, tmp_path):
+    """`tokenizer.model_file` naming another run's tokenizer gives a model of the same
+    vocabulary, whose file spells out what the trained one leaves implicit."""
+    state = torch.load(checkpoint, weights_only=True)
+    trained = tmp_path / "trained.model"
+    trained.write_bytes(state["tokenizers"]["src"])
+    adopted = renumbered_model("tokenizer.model_file", str(trained)).SerializeToString()
+    assert adopted != state["tokenizers"]["src"]
+    state["tokenizers"] = {"src": adopted, "tgt": adopted}
+    torch.save(state, tmp_path / "adopted.pt")
+    pair = Translator.from_checkpoint([str(checkpoint), str(tmp_path / "adopted.pt")])
+    alone = Translator.from_checkpoint(str(checkpoint))
+    assert pair.translate(LINES) == alone.translate(LINES)  # the same weights twice
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from transformer_mt.artifacts import InferenceBundle, load_for_inference
+from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import repeated_file
 from transformer_mt.inference.running import inference_model, load_shortlist
@@ -128,8 +129,8 @@ def check_members(bundles: Sequence[InferenceBundle], paths: Sequence[str]) -> N
     first = bundles[0]
     for bundle, path in zip(bundles[1:], paths[1:], strict=True):
         for what, mine, theirs in (
-            ("source tokenizer", bundle.src_tokenizer.model_bytes, first.src_tokenizer.model_bytes),
-            ("target tokenizer", bundle.tgt_tokenizer.model_bytes, first.tgt_tokenizer.model_bytes),
+            ("source tokenizer", _meaning(bundle.src_tokenizer), _meaning(first.src_tokenizer)),
+            ("target tokenizer", _meaning(bundle.tgt_tokenizer), _meaning(first.tgt_tokenizer)),
             ("special ids", bundle.specials.to_dict(), first.specials.to_dict()),
         ):
             if mine != theirs:
@@ -147,6 +148,33 @@ def check_members(bundles: Sequence[InferenceBundle], paths: Sequence[str]) -> N
                 f"translates {src}->{tgt}, {paths[0]} {first_src}->{first_tgt}: an ensemble's "
                 "models must translate the same direction",
             )
+
+
+# What a SentencePiece model records of its training and nothing of its ids: the text files,
+# the output name and the threads it was trained with.
+_TRAINING_RECORDS = ("input", "model_prefix", "num_threads")
+# The special pieces and ids a trained model may leave at their defaults and an adopted one
+# (data/tokenizer_adopt.py) writes out.
+_SPECIAL_FIELDS = ("unk_id", "bos_id", "eos_id", "pad_id")
+_SPECIAL_FIELDS += ("unk_piece", "bos_piece", "eos_piece", "pad_piece")
+
+
+def _meaning(tokenizer: Tokenizer) -> bytes:
+    """What `tokenizer`'s ids mean, as bytes to compare: its SentencePiece model without the
+    records of its training and with its specials written out, and its piece table (an
+    imported model's numbering). The model file's own bytes differ between a trained model and
+    a copy adopted from it (`tokenizer.model_file`), which segment and number alike."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(tokenizer.model_bytes)
+    spec = proto.trainer_spec
+    for name in _TRAINING_RECORDS:
+        spec.ClearField(name)
+    for name in _SPECIAL_FIELDS:
+        setattr(spec, name, getattr(spec, name))
+    table = b"" if tokenizer.table is None else tokenizer.table.to_json()
+    return proto.SerializeToString(deterministic=True) + b"\0" + table
 
 
 def _direction(bundle: InferenceBundle) -> tuple[str, str] | None:
