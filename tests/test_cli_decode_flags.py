@@ -115,3 +115,50 @@ def test_a_sampling_flag_without_sampling_is_refused(checkpoint, tmp_path, capsy
         "(sampling false); sample, or leave it out\n"
     )
     assert main([*command, *words, "--sampling"]) == 0
+
+
+@pytest.mark.parametrize(
+    "words, message",
+    [
+        (
+            ["--sampling", "--beam-size", "8"],
+            "--beam-size 8: changes nothing where the translation is sampled (sampling true); "
+            "search, or leave it out",
+        ),
+        (
+            ["--sampling", "--early-stopping", "never"],
+            "--early-stopping never: changes nothing where the translation is sampled",
+        ),
+        (
+            ["--length-norm", "none", "--length-penalty", "3"],
+            "--length-penalty 3: changes nothing where length_norm none raises nothing to it",
+        ),
+        (
+            ["--length-norm", "average", "--length-penalty", "0.6"],
+            "--length-penalty 0.6: changes nothing where length_norm average raises nothing",
+        ),
+        (
+            ["--disable-unk", "--replace-unk"],
+            "--replace-unk: changes nothing where no unknown piece is produced (disable_unk true)",
+        ),
+        (["--glossary-ignore-case"], "--glossary-ignore-case: goes with --glossary"),
+    ],
+)
+def test_a_flag_that_another_leaves_unread_is_refused(checkpoint, tmp_path, capsys, words, message):
+    """Each had been accepted and changed nothing."""
+    source = tmp_path / "in.txt"
+    source.write_text("das buch\n", encoding="utf-8")
+    command = ["translate", "--checkpoint", str(checkpoint), "--input", str(source)]
+    assert main([*command, *words]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {message}") and err.count("\n") == 1, err
+
+
+def test_sampling_draws_more_samples_than_the_beam(checkpoint, tmp_path, capsys):
+    """Sampling reads no beam: --nbest 8 needs no --beam-size 8."""
+    source = tmp_path / "in.txt"
+    source.write_text("das buch\n", encoding="utf-8")
+    command = ["translate", "--checkpoint", str(checkpoint), "--input", str(source)]
+    assert main([*command, "--sampling", "--nbest", "8"]) == 0
+    assert main([*command, "--sampling", "--nbest", "8", "--beam-size", "1"]) == 0
+    assert capsys.readouterr().out.count(" ||| ") == 32

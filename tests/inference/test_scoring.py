@@ -81,9 +81,7 @@ def test_a_target_longer_than_the_position_table_is_scored_cut_and_said(checkpoi
 def test_beam_search_log_probs_equal_the_scorer_and_its_best_scores_highest(trained):
     """Without length normalisation a hypothesis' search score is its log-probability; the
     scorer reads the same tokens back through one forced pass."""
-    translator = Translator.from_checkpoint(
-        str(trained), beam_size=4, n_best=4, length_norm="none", length_penalty=0.0
-    )
+    translator = Translator.from_checkpoint(str(trained), beam_size=4, n_best=4, length_norm="none")
     sources = [translator.encoding.source_ids(text) for text in SOURCES]
     checked = 0
     for batch, found in translator.search_batches(sources):

@@ -54,6 +54,16 @@ def test_min_len_and_length_norm_set_the_requests_decode_settings():
         ({"top_k": 5}, "top_k", ["sampling setting", "searches"]),
         ({"temperature": 0.5}, "temperature", ["sampling setting"]),
         ({"max_tokens": 100}, "max_tokens", ["--max-batch-tokens"]),
+        (
+            {"length_norm": "none", "length_penalty": 3},
+            "length_penalty",
+            ["length_penalty=3 changes nothing where length_norm none"],
+        ),
+        (
+            {"disable_unk": True, "replace_unk": True},
+            "replace_unk",
+            ["no unknown piece is produced"],
+        ),
     ],
 )
 def test_a_bad_decode_value_or_an_unserved_field_is_refused_naming_it(body, field, words):

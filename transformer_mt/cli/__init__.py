@@ -118,7 +118,10 @@ def _decode_flag_message(err: ConfigError, args: argparse.Namespace) -> str | No
     value, _, reason = str(err).removeprefix(f"{err.keys[0]}=").partition(" ")
     if not str(err).startswith(f"{err.keys[0]}=") or not reason:
         return None
-    return f"{DECODE_FLAGS[field].flag or flag_name(field)} {value}: {reason}"
+    flag = DECODE_FLAGS[field].flag or flag_name(field)
+    if isinstance(getattr(args, field), bool):  # a switch: --replace-unk, --no-replace-unk
+        return f"{flag if getattr(args, field) else flag.replace('--', '--no-', 1)}: {reason}"
+    return f"{flag} {value}: {reason}"
 
 
 def _decode_flags_named(err: ConfigError, args: argparse.Namespace) -> str | None:

@@ -64,7 +64,8 @@ DECODE_FLAGS = {
         "name or character the vocabulary lacks); --no-replace-unk leaves ⁇"
     ),
     "n_best": FieldFlag(
-        "print N 'i ||| text ||| score' lines per input (N <= beam)", flag="--nbest"
+        "print N 'i ||| text ||| score' lines per input (N <= beam; sampling: N samples)",
+        flag="--nbest",
     ),
     "max_tokens": FieldFlag("source tokens per batch"),
     "sampling": FieldFlag(

@@ -127,7 +127,8 @@ def _run_translate(args: argparse.Namespace) -> int:
 
 def _check_combinations(args: argparse.Namespace) -> None:
     """Refuse alignments of an n-best list, an alignment layer with nothing to align, a
-    report of lines it cannot retry, and what an ensemble cannot give."""
+    report of lines it cannot retry, what an ensemble cannot give, and a glossary's case without
+    a glossary."""
     if len(args.checkpoint) > 1:
         needs_one = [
             flag
@@ -144,6 +145,8 @@ def _check_combinations(args: argparse.Namespace) -> None:
                 f"{needs_one[0]}: needs one model (its cross-attention or its output rows), "
                 f"and {len(args.checkpoint)} checkpoints make an ensemble; give one checkpoint"
             )
+    if args.glossary_ignore_case and args.glossary is None:
+        raise TmtError("--glossary-ignore-case: goes with --glossary; add one, or drop it")
     if args.alignments and args.n_best is not None and args.n_best > 1:
         raise TmtError(
             f"--nbest {args.n_best}: --alignments aligns the 1-best translation: drop --nbest"

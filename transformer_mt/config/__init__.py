@@ -22,6 +22,7 @@ from transformer_mt.config.decode import (
     OUTPUT_NEUTRAL_FIELDS,
     SAMPLING_FIELDS,
     DecodeConfig,
+    check_changes_read,
 )
 from transformer_mt.config.decode_rules import decode_field_types
 from transformer_mt.config.errors import ConfigError
@@ -50,6 +51,7 @@ __all__ = [
     "ModelConfig",
     "TokenizerConfig",
     "TrainConfig",
+    "check_changes_read",
     "TrainSource",
     "apply_overrides",
     "config_from_dict",

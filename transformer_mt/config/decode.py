@@ -33,6 +33,8 @@ MAX_BEAM = 65_536
 GREEDY = {"beam_size": 1, "n_best": 1, "sampling": False}
 # The settings only sampling reads: given to a search, they would change nothing.
 SAMPLING_FIELDS = ("top_k", "top_p", "temperature", "seed")
+# The settings only a search reads: sampling draws n_best samples, one token at a time.
+SEARCH_FIELDS = ("beam_size", "early_stopping")
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,7 @@ class DecodeConfig:
                 f"decode.beam_size={self.beam_size} must be at most {MAX_BEAM}",
                 keys=("decode.beam_size",),
             )
-        if self.n_best > self.beam_size:
+        if self.n_best > self.beam_size and not self.sampling:  # sampling reads no beam
             raise ConfigError(
                 f"decode.n_best={self.n_best} must be <= decode.beam_size={self.beam_size}",
                 keys=("decode.n_best", "decode.beam_size"),
@@ -148,3 +150,45 @@ OUTPUT_NEUTRAL_FIELDS = frozenset({"max_tokens"})
 def _number(value: float) -> str:
     """A bound or a value as a message shows it: an int in full, a float as `:g` does."""
     return str(value) if isinstance(value, int) else f"{value:g}"
+
+
+def check_changes_read(decode: DecodeConfig, given: DecodeConfig) -> None:
+    """Refuse a change from `given` to `decode` that `decode` leaves unread: it would change
+    nothing, where the user meant it to (a beam for sampling, a sampling setting for a search,
+    a length penalty that the length norm does not raise to, a replacement of unknown pieces
+    that are never produced).
+
+    Raises:
+        ConfigError: naming the changed setting, and the one that leaves it unread.
+    """
+    changed = [f.name for f in dataclasses.fields(decode)]
+    changed = [n for n in changed if getattr(decode, n) != getattr(given, n)]
+    if decode.beam_size == 1:  # one hypothesis a row, as sampling keeps: said, not unread
+        changed = [n for n in changed if n != "beam_size"]
+    unread = (
+        (
+            SAMPLING_FIELDS,
+            not decode.sampling,
+            "the search does not sample (sampling false); sample",
+        ),
+        (SEARCH_FIELDS, decode.sampling, "the translation is sampled (sampling true); search"),
+        (
+            ("length_penalty",),
+            decode.length_norm in ("average", "none"),
+            f"length_norm {decode.length_norm} raises nothing to it (gnmt and power do); use one "
+            "of them",
+        ),
+        (
+            ("replace_unk",),
+            decode.disable_unk,
+            "no unknown piece is produced (disable_unk true); allow it",
+        ),
+    )
+    for names, unused, why in unread:
+        found = [n for n in changed if n in names] if unused else []
+        if found:
+            key, value = f"decode.{found[0]}", getattr(decode, found[0])
+            shown = value if isinstance(value, str | bool) else _number(value)
+            raise ConfigError(
+                f"{key}={shown} changes nothing where {why}, or leave it out", keys=(key,)
+            )

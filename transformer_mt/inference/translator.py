@@ -48,7 +48,7 @@ from pathlib import Path
 
 import torch
 
-from transformer_mt.config import SAMPLING_FIELDS, ConfigError, DecodeConfig
+from transformer_mt.config import DecodeConfig, check_changes_read
 from transformer_mt.data.batching import SourceBatch, make_source_batches, restore_order
 from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
@@ -150,8 +150,8 @@ class Translator:
                 with int8 layers); None: the whole vocabulary.
 
         Raises:
-            ConfigError: a sampling setting changed for a search that does not sample (it
-                would change nothing).
+            ConfigError: a decode setting changed where the others leave it unread (it would
+                change nothing: `check_changes_read`).
         """
         device = resolve_device(device)
         paths = [str(path)] if isinstance(path, str | Path) else [str(p) for p in path]
@@ -185,15 +185,7 @@ class Translator:
             specials=specials,
             shortlist=listed,
         )  # it validates `decode`: a value out of range is refused before one that goes unused
-        given = bundle.config.decode
-        changed = [n for n in SAMPLING_FIELDS if getattr(decode, n) != getattr(given, n)]
-        if changed and not decode.sampling:
-            key = f"decode.{changed[0]}"
-            raise ConfigError(
-                f"{key}={decode_changes[changed[0]]} changes nothing where the search does not "
-                "sample (sampling false); sample, or leave it out",
-                keys=(key,),
-            )
+        check_changes_read(decode, bundle.config.decode)
         # As the server does, refuse a default direction the model lacks: without tags, any
         # other (it would translate into its own silently); with them, one into itself. A
         # tagged model with no default direction is given one per text (evaluate, distill).

@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from transformer_mt import documents
-from transformer_mt.config import SAMPLING_FIELDS, ConfigError, DecodeConfig, decode_field_types
+from transformer_mt.config import (
+    SAMPLING_FIELDS,
+    ConfigError,
+    DecodeConfig,
+    check_changes_read,
+    decode_field_types,
+)
 from transformer_mt.errors import (
     VALUE_CHARS,
     SettingError,
@@ -276,7 +282,8 @@ def language_error(err: SettingError) -> ApiError:
 
 
 def decode_settings(data: dict, defaults: DecodeConfig) -> DecodeConfig:
-    """`defaults` with the decode fields `data` sets, checked by `DecodeConfig.validate`."""
+    """`defaults` with the decode fields `data` sets, checked by `DecodeConfig.validate` and
+    for a change the others leave unread (`check_changes_read`), as `tmt translate` checks."""
     changes = {
         name: _decode_value(data[name], name, kind)
         for name, kind in DECODE_FIELDS.items()
@@ -285,6 +292,7 @@ def decode_settings(data: dict, defaults: DecodeConfig) -> DecodeConfig:
     decode = dataclasses.replace(defaults, **changes)
     try:
         decode.validate()
+        check_changes_read(decode, defaults)
     except ConfigError as err:
         raise setting_error(err, list(changes)) from None
     return decode
