@@ -32,7 +32,7 @@ def corpus() -> EncodedCorpus:
 
 
 def epoch_batches(corpus, seed=1, epoch=0, max_tokens=MAX_TOKENS):
-    return make_batches(corpus.src.lengths, corpus.tgt.lengths, max_tokens, seed, epoch)
+    return make_batches(corpus, max_tokens, seed, epoch)
 
 
 def test_every_example_exactly_once(corpus):
@@ -162,7 +162,7 @@ def test_batch_layout_of_a_model_with_its_own_ids_and_language_tags():
 def test_oversized_example_is_an_error():
     corpus = EncodedCorpus(TokenColumn.from_lists([[5] * 50]), TokenColumn.from_lists([[5]]))
     with pytest.raises(BatchingError, match="max_tokens=20"):
-        make_batches(corpus.src.lengths, corpus.tgt.lengths, 20, seed=1, epoch=0)
+        make_batches(corpus, 20, seed=1, epoch=0)
 
 
 def test_source_batches_restore_order():

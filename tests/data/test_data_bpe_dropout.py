@@ -10,8 +10,11 @@ from pathlib import Path
 import datasets
 import numpy as np
 
+from transformer_mt.config import DataConfig, ExperimentConfig, TokenizerConfig, TrainConfig
 from transformer_mt.data.batching import BatchIterator
 from transformer_mt.data.encoding import DropoutCorpus, encode_corpus
+from transformer_mt.data.pipeline import encode_splits, prepare_data, train_tokenizers_for
+from transformer_mt.data.specials import SpecialTokens
 
 
 def dropout_corpus(tokenizers, texts, max_len=1000, dropout=0.1):
@@ -91,3 +94,24 @@ def test_segmentation_is_the_same_in_every_process(valid_tokenizers, valid_texts
     here = tok.encode_dropout(texts, 0.1, 5)
     assert json.loads(other.stdout) == here != tok.encode_batch(texts)
     assert tok.encode_dropout(texts, 0.0, 5) == tok.encode_batch(texts)
+
+
+def test_a_sampled_pair_over_the_token_budget_keeps_its_fixed_segmentation(tmp_path, valid_texts):
+    """train.max_tokens holds the longest pair's fixed segmentation and nothing more: its
+    sampled ones, longer, must not stop training at some epoch."""
+    for lang, lines in zip(("de", "en"), valid_texts, strict=True):
+        (tmp_path / f"train.{lang}").write_text("\n".join(lines[:200]) + "\n", "utf-8")
+    data = DataConfig(train=str(tmp_path / "train"), valid=str(tmp_path / "train"), test=None)
+    data = dataclasses.replace(data, cache_dir=str(tmp_path / "cache"))
+    tokenizer = TokenizerConfig(vocab_size=500, bpe_dropout=0.5)
+    pair = train_tokenizers_for(data, tokenizer, tmp_path / "run")
+    fixed = encode_splits(data, pair.src, pair.tgt).train
+    max_tokens = int(np.maximum(fixed.src.lengths, fixed.tgt.lengths).max()) + 1
+    config = ExperimentConfig(
+        data=data, tokenizer=tokenizer, train=TrainConfig(max_tokens=max_tokens)
+    )
+    train = prepare_data(config, pair.src, pair.tgt, SpecialTokens()).train
+    for epoch in range(3):
+        for batch in train.iterate(epoch):
+            rows, width = batch.src_ids.shape
+            assert rows * max(width, batch.tgt_in_ids.shape[1]) <= max_tokens

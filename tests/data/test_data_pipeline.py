@@ -8,6 +8,7 @@ import pytest
 
 from tests.corpora import slice_lines
 from transformer_mt.config import (
+    ConfigError,
     DataConfig,
     ExperimentConfig,
     TokenizerConfig,
@@ -116,3 +117,10 @@ def test_extra_text_teaches_the_tokenizer_words_the_corpus_lacks(tmp_path):
     missing = TokenizerConfig(vocab_size=400, extra_text=(str(tmp_path / "nothing.txt"),))
     with pytest.raises(TmtError, match="nothing.txt"):
         train_tokenizers_for(cfg, missing, tmp_path / "c")
+
+
+def test_a_length_ratio_below_one_is_refused_at_load():
+    """Every pair's longer side over its shorter is at least 1: no pair would be kept."""
+    with pytest.raises(ConfigError, match=r"^data\.max_len_ratio=0\.5 must be >= 1"):
+        DataConfig(max_len_ratio=0.5).validate()
+    DataConfig(max_len_ratio=1).validate()

@@ -174,3 +174,31 @@ def test_load_errors(tmp_path):
     bad.write_bytes(b"not a model")
     with pytest.raises(TokenizerError, match="bad.model"):
         Tokenizer.load(bad)
+
+
+def test_paragraph_length_lines_are_learnt(tmp_path, valid_texts):
+    """Lines over SentencePiece's default 4,192 bytes are learnt from, not skipped: here they
+    are all the text there is, and only they hold the letter 'ж'."""
+    src, tgt = (
+        [" ".join(lines[i : i + 80]) + " ж" for i in range(0, 400, 80)] for lines in valid_texts
+    )
+    assert min(len(line.encode()) for line in src + tgt) > 4192
+    pair = train_tokenizers(TokenizerConfig(vocab_size=300), src, tgt, tmp_path)
+    assert UNK_ID not in pair.src.encode("ж")
+
+
+def test_a_damaged_tokenizer_in_the_cache_or_the_run_is_trained_anew(tmp_path, valid_texts, caplog):
+    """A truncated cache file is not copied into a new run, and a run directory that holds
+    such a copy trains its model again, writing a whole one over it."""
+    src, tgt = (texts[:300] for texts in valid_texts)
+    cfg, cache = TokenizerConfig(vocab_size=300), tmp_path / "cache"
+    whole = train_tokenizers(cfg, src, tgt, tmp_path / "run1", cache).src.model_bytes
+    (cached,) = cache.iterdir()
+    cached.write_bytes(whole[:1000])
+    pair = train_tokenizers(cfg, src, tgt, tmp_path / "run2", cache)
+    assert pair.src.model_bytes == whole and cached.read_bytes() == whole
+    assert f"{cached}: unreadable tokenizer" in caplog.text
+    pair.src_path.write_bytes(whole[:1000])
+    again = train_tokenizers(cfg, src, tgt, tmp_path / "run2", cache)
+    assert again.src_path.read_bytes() == whole
+    assert f"{pair.src_path}: unreadable tokenizer" in caplog.text

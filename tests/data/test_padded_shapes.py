@@ -75,16 +75,15 @@ def test_padding_only_appends_pad_ids(corpus):
 
 
 def test_a_multiple_of_one_cuts_the_batches_it_always_cut(corpus):
-    lengths = (corpus.src.lengths, corpus.tgt.lengths)
-    default = make_batches(*lengths, MAX_TOKENS, 3, 2)
-    explicit = make_batches(*lengths, MAX_TOKENS, 3, 2, pad_to_multiple=1)
+    default = make_batches(corpus, MAX_TOKENS, 3, 2)
+    explicit = make_batches(corpus, MAX_TOKENS, 3, 2, pad_to_multiple=1)
     assert [b.tolist() for b in default] == [b.tolist() for b in explicit]
 
 
 def test_a_pair_at_the_budget_still_fits():
     """Padding stops at the longest row, so a pair that fits the budget alone still does."""
     corpus = EncodedCorpus(TokenColumn.from_lists([[5] * 20]), TokenColumn.from_lists([[6] * 9]))
-    (batch,) = make_batches(corpus.src.lengths, corpus.tgt.lengths, 21, 1, 0, pad_to_multiple=8)
+    (batch,) = make_batches(corpus, 21, 1, 0, pad_to_multiple=8)
     padded = collate(corpus, batch, pad_to_multiple=8)
     assert padded.src_ids.shape == (1, 21) and padded.tgt_in_ids.shape == (1, 10)
 

@@ -92,6 +92,12 @@ class DataConfig:
                 keys=("data.hub_name", "data.format"),
             )
         check_positive(self, "data", ["max_len", "max_len_ratio", "shuffle_buffer"])
+        if self.max_len_ratio < 1:  # a ratio of the longer side to the shorter is never below 1
+            raise ConfigError(
+                f"data.max_len_ratio={self.max_len_ratio:g} must be >= 1: it bounds the longer "
+                "side over the shorter, so below 1 cleaning drops every pair",
+                keys=("data.max_len_ratio",),
+            )
         if self.temperature is not None and not 0 < self.temperature < math.inf:
             raise ConfigError(
                 f"data.temperature={self.temperature:g} must be > 0 and finite",

@@ -6,8 +6,10 @@ What the model sees, for a pair with source ids x (length m) and target ids y (l
     tgt_in_ids   [BOS] + y              n + 1 tokens (decoder input)
     tgt_out_ids  y + [EOS]              n + 1 tokens (what the loss predicts)
 
-A batch of B pairs costs B * max(S, T) tokens, S and T the padded source and target lengths;
-`make_batches` keeps that at or below `max_tokens`.
+A model with language tags puts its direction's tags before x and y (`specials.Framing`).
+A batch of B pairs costs B * max(S, T) tokens, S and T the padded source and target lengths,
+tags included; `make_batches` keeps that at or below `max_tokens`, budgeting each pair by the
+rows `collate` builds of it (`framed_lengths`).
 
 Shapes (`pad_to_multiple` m > 1): each side is padded up to a multiple of m, though never past
 the longest row of the corpus, and the budget counts those padded lengths, so the batch size
@@ -52,12 +54,25 @@ class CorpusChanged(TmtError):
     """A saved position of another corpus than the cursor's (replaced under the same name)."""
 
 
+def framed_lengths(
+    corpus: EncodedCorpus, framing: Framing = OWN_FRAMING
+) -> tuple[np.ndarray, np.ndarray]:
+    """(N,) int64 lengths of each pair's source and target rows as `collate` builds them:
+    its tokens, its direction's language tags, and the source's eos or the target's bos
+    (decoder input) or eos (labels). What a pair costs the token budget, the one count that
+    batching and the oversized-pair checks share."""
+    directions = corpus.direction_of(np.arange(len(corpus)))
+    src_tags = np.array([len(p) for p in framing.source_prefixes], np.int64)[directions]
+    tgt_tags = np.array([len(p) for p in framing.target_prefixes], np.int64)[directions]
+    return corpus.src.lengths + src_tags + 1, corpus.tgt.lengths + tgt_tags + 1
+
+
 def oversized_pair(
-    src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int
+    corpus: EncodedCorpus, framing: Framing, max_tokens: int
 ) -> tuple[int, int] | None:
-    """(index, tokens) of the longest pair, when it alone is over `max_tokens` (its longer
-    side with its EOS or BOS); None when every pair fits a batch."""
-    cost = np.maximum(np.asarray(src_lens, np.int64), np.asarray(tgt_lens, np.int64)) + 1
+    """(row, tokens) of the longest pair of `corpus`, when it alone is over `max_tokens` (its
+    longer row as `framed_lengths` counts it); None when every pair fits a batch."""
+    cost = np.maximum(*framed_lengths(corpus, framing))
     if not len(cost) or cost.max() <= max_tokens:
         return None
     worst = int(cost.argmax())
@@ -150,22 +165,24 @@ class SourceBatch:
 
 
 def make_batches(
-    src_lens: np.ndarray,
-    tgt_lens: np.ndarray,
+    corpus: EncodedCorpus,
     max_tokens: int,
     seed: int,
     epoch: int,
     pad_to_multiple: int = 1,
+    framing: Framing = OWN_FRAMING,
 ) -> list[np.ndarray]:
     """Split all pairs into length-grouped batches of at most `max_tokens`, in epoch order.
 
     Args:
-        src_lens, tgt_lens: (N,) token counts without BOS/EOS.
-        max_tokens: budget per batch, B * max(S, T) with S, T counting EOS / BOS and the
-            padding of `pad_to_multiple`.
+        corpus: the pairs; only their lengths and directions are read.
+        max_tokens: budget per batch, B * max(S, T) with S, T the rows `collate` builds with
+            `framing` (`framed_lengths`: EOS / BOS and language tags) and the padding of
+            `pad_to_multiple`.
         seed, epoch: the order is a pure function of these (and the lengths).
         pad_to_multiple: the lengths `collate` pads to (module docstring); pairs are sorted
             by their padded lengths, so that a batch rarely spans two of them.
+        framing: what `collate` puts around each pair.
 
     Returns:
         A list of (B_i,) int64 index arrays; each pair appears in exactly one.
@@ -173,14 +190,13 @@ def make_batches(
     Raises:
         BatchingError: a pair alone exceeds `max_tokens`.
     """
-    found = oversized_pair(src_lens, tgt_lens, max_tokens)
+    found = oversized_pair(corpus, framing, max_tokens)
     if found is not None:
         raise BatchingError(
-            f"pair {found[0]} needs {found[1]} tokens > max_tokens={max_tokens}; lower "
-            "data.max_len or raise the token budget"
+            f"a pair takes {found[1]} tokens (with its eos or bos and language tags), more than "
+            f"max_tokens={max_tokens}; lower data.max_len or raise the token budget"
         )
-    src_cost = np.asarray(src_lens, dtype=np.int64) + 1
-    tgt_cost = np.asarray(tgt_lens, dtype=np.int64) + 1
+    src_cost, tgt_cost = framed_lengths(corpus, framing)
     # Padded lengths stay within the longest pair, which fits the budget (checked above).
     src_cost = padded_lengths(src_cost, pad_to_multiple)
     tgt_cost = padded_lengths(tgt_cost, pad_to_multiple)
@@ -440,9 +456,8 @@ class BatchIterator:
         """This rank's batches of `epoch`, as index arrays into `corpus_for(epoch)`."""
         if self._indices is None or self._indices[0] != epoch:
             corpus = self.corpus_for(epoch)
-            lengths = (corpus.src.lengths, corpus.tgt.lengths)
             batches = make_batches(
-                *lengths, self.max_tokens, self.seed, epoch, self.pad_to_multiple
+                corpus, self.max_tokens, self.seed, epoch, self.pad_to_multiple, self.framing
             )
             self._indices = (epoch, shard_batches(batches, self.rank, self.world_size))
         return self._indices[1]

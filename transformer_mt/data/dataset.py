@@ -23,14 +23,15 @@ scored against their references and are never filtered.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import datasets
 import numpy as np
@@ -53,6 +54,8 @@ from transformer_mt.data.readers import (
 from transformer_mt.data.specials import BACK_TRANSLATION_TAG
 from transformer_mt.errors import one_line
 from transformer_mt.text_files import file_problem
+
+T = TypeVar("T")
 
 HUB_HOST = "huggingface.co"
 HUB_PROBE_TIMEOUT_S = 3.0  # an offline machine answers "no" this fast instead of hanging
@@ -95,7 +98,8 @@ def _load_location(cfg: DataConfig, location: Location) -> datasets.Dataset:
     a tagged one's sources start with the back-translation tag, except blank ones, which stay
     blank so that cleaning drops them as empty, as it does untagged (the tag alone is no
     source to train on)."""
-    corpus = _read_location(cfg, location)
+    with _naming(location):
+        corpus = _read_location(cfg, location)
     if not location.tagged:
         return corpus
     table = corpus.data.table
@@ -103,6 +107,19 @@ def _load_location(cfg: DataConfig, location: Location) -> datasets.Dataset:
     blank = pc.equal(pc.utf8_trim_whitespace(src), "")  # Arrow's whitespace is str.isspace's
     tagged = pc.if_else(blank, src, pc.binary_join_element_wise(BACK_TRANSLATION_TAG, src, " "))
     return datasets.Dataset(table.set_column(table.schema.get_field_index("src"), "src", tagged))
+
+
+@contextlib.contextmanager
+def _naming(location: Location) -> Iterator[None]:
+    """A reader's DataError (a bad line, unequal line counts) of one source of a `data.train`
+    list prefixed with its key and path: the message names a file, not which source of the
+    list it belongs to, and the files of a prefix differ from the path the config gives."""
+    try:
+        yield
+    except DataError as err:
+        if not location.key.endswith("]"):
+            raise
+        raise DataError(f"{location.key}={location.path!r}: {err}") from None
 
 
 def _read_location(cfg: DataConfig, location: Location) -> datasets.Dataset:
@@ -341,12 +358,37 @@ def stream_pairs(cfg: DataConfig, split: str) -> Iterator[DirectedPair]:
     Raises:
         DataError: as `load_split`; unequal line counts and an empty file show when reached.
     """
+    yield from _mixed(cfg, split, _stream_location)
+
+
+def pair_origin(cfg: DataConfig, number: int) -> tuple[str, int]:
+    """Where training pair `number` (from 0, in `stream_pairs` order, the rows of
+    `load_split`) comes from, as messages name it: (`data.train[k]='path'`, its number from 1
+    among that source's pairs); for a single source, (its path, number + 1). Several sources
+    are read again up to that pair, so it is for error messages only."""
+    if isinstance(cfg.train, str):
+        return describe_split(cfg), number + 1
+    origins = _mixed(cfg, "train", _numbered_pairs)
+    location, index = next(itertools.islice(origins, number, None))
+    return f"{location.key}={location.path!r}", index + 1
+
+
+def _numbered_pairs(cfg: DataConfig, location: Location) -> Iterator[tuple[Location, int]]:
+    """(location, number from 0) of each pair of one location: what `pair_origin` mixes."""
+    return ((location, index) for index, _ in enumerate(_stream_location(cfg, location)))
+
+
+def _mixed(
+    cfg: DataConfig, split: str, read: Callable[[DataConfig, Location], Iterable[T]]
+) -> Iterator[T]:
+    """The items `read` gives of each location of `split`, the locations of a list mixed as
+    `stream_pairs` mixes their pairs (each item stands for one pair)."""
     sources = getattr(cfg, split)
     locations = _locations(cfg, split)  # DataError when the split is not set
     if sources is None or isinstance(sources, str):
-        yield from _stream_location(cfg, locations[0])
+        yield from read(cfg, locations[0])
         return
-    readers = [functools.partial(_stream_location, cfg, location) for location in locations]
+    readers = [functools.partial(read, cfg, location) for location in locations]
     sizes = None
     if cfg.temperature is not None:
         sizes = [sum(1 for _ in read()) for read in readers]
@@ -370,9 +412,10 @@ def _stream_location(cfg: DataConfig, location: Location) -> Iterator[DirectedPa
         pairs = _stream_hub(cfg, location.path, *langs)
     empty = True
     tag = f"{BACK_TRANSLATION_TAG} " if location.tagged else ""
-    for src, tgt in pairs:
-        empty = empty and not (src.strip() and tgt.strip())  # blank lines are no pairs
-        yield (tag + src if src.strip() else src), tgt, location.direction  # as _load_location
+    with _naming(location):
+        for src, tgt in pairs:
+            empty = empty and not (src.strip() and tgt.strip())  # blank lines are no pairs
+            yield (tag + src if src.strip() else src), tgt, location.direction  # as _load_location
     if empty:
         raise DataError(f"{location.key}={location.path!r}: no pairs")
 

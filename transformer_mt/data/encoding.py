@@ -318,7 +318,7 @@ class DropoutCorpus:
     deterministic: EncodedCorpus
     dropout: float
     seed: int
-    max_len: int
+    max_len: int  # the longest sampled row kept: data.max_len, or less to fit the token budget
     target: bool = True  # False: the target side keeps its deterministic segmentation
 
     def __call__(self, epoch: int) -> EncodedCorpus:

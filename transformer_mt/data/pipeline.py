@@ -33,6 +33,7 @@ from transformer_mt.data.batching import (
     BatchingError,
     BatchIterator,
     collate,
+    framed_lengths,
     make_batches,
     oversized_pair,
     pair_too_long,
@@ -42,6 +43,7 @@ from transformer_mt.data.dataset import (
     column_texts,
     describe_split,
     load_split,
+    pair_origin,
     select_training_pairs,
     stream_pairs,
 )
@@ -201,8 +203,8 @@ def prepare_data(
         valid = encode_corpus(valid_text, src_tok, tgt_tok, Path(config.data.cache_dir))
     else:
         splits = encode_splits(config.data, src_tok, tgt_tok)
-        _check_pair_sizes(splits, config)
-        resample = _dropout_corpus(config, splits, src_tok, tgt_tok)
+        _check_pair_sizes(splits, config, framing)
+        resample = _dropout_corpus(config, splits, (src_tok, tgt_tok), framing)
         train = BatchIterator(
             *(splits.train, train_cfg.max_tokens, train_cfg.seed, rank, world_size),
             *(resample, framing, train_cfg.pad_to_multiple),
@@ -218,28 +220,39 @@ def prepare_data(
     )
 
 
-def _check_pair_sizes(splits: EncodedSplits, config: ExperimentConfig) -> None:
-    """Refuse, before training, a kept pair that alone is over `train.max_tokens`, naming it
-    by its number in the corpus and its source.
+def _check_pair_sizes(splits: EncodedSplits, config: ExperimentConfig, framing: Framing) -> None:
+    """Refuse, before training, a kept pair that alone is over `train.max_tokens` (with its
+    language tags, as `framing` puts them), naming it by its number in the corpus and its
+    source.
 
     Raises:
         BatchingError: as `batching.pair_too_long` words it.
     """
     max_tokens = config.train.max_tokens
-    found = oversized_pair(splits.train.src.lengths, splits.train.tgt.lengths, max_tokens)
+    found = oversized_pair(splits.train, framing, max_tokens)
     if found is not None:
         row = int(splits.train_keep[found[0]])
         source = column_texts(splits.train_text, "src")[row]
-        where = describe_split(config.data)
-        raise BatchingError(pair_too_long(where, row + 1, source, found[1], max_tokens))
+        where, number = pair_origin(config.data, row)
+        raise BatchingError(pair_too_long(where, number, source, found[1], max_tokens))
 
 
 def _dropout_corpus(
-    config: ExperimentConfig, splits: EncodedSplits, src_tok: Tokenizer, tgt_tok: Tokenizer
+    config: ExperimentConfig,
+    splits: EncodedSplits,
+    tokenizers: tuple[Tokenizer, Tokenizer],
+    framing: Framing,
 ) -> DropoutCorpus | None:
-    """The per-epoch BPE-dropout segmentation of the kept training pairs (None: dropout off)."""
+    """The per-epoch BPE-dropout segmentation of the kept training pairs (None: dropout off).
+
+    A sampled row keeps the deterministic segmentation when it is longer than data.max_len, or
+    than what fits train.max_tokens alone beside its eos or bos and language tags: a sampled
+    segmentation is longer than the fixed one that `_check_pair_sizes` let through, and a
+    pair over the budget would stop the run at some later epoch.
+    """
     if config.tokenizer.bpe_dropout <= 0:
         return None
+    longest = min(config.data.max_len, config.train.max_tokens - 1 - framing.tags)
     src_texts, tgt_texts = (
         [texts[i] for i in splits.train_keep.tolist()]
         for texts in (column_texts(splits.train_text, side) for side in ("src", "tgt"))
@@ -247,12 +260,11 @@ def _dropout_corpus(
     return DropoutCorpus(
         src_texts,
         tgt_texts,
-        src_tok,
-        tgt_tok,
+        *tokenizers,
         deterministic=splits.train,
         dropout=config.tokenizer.bpe_dropout,
         seed=config.train.seed,
-        max_len=config.data.max_len,
+        max_len=longest,
         target=config.tokenizer.bpe_dropout_sides == "both",
     )
 
@@ -298,7 +310,7 @@ def _valid_loss_batches(
             "model.max_positions or validate on shorter sentences"
         )
     valid = valid.select(fits)
-    longest = int(np.maximum(valid.src.lengths, valid.tgt.lengths).max()) + 1
+    longest = int(np.maximum(*framed_lengths(valid, framing)).max())
     budget = max(config.train.max_tokens, longest)
-    batches = make_batches(valid.src.lengths, valid.tgt.lengths, budget, seed=0, epoch=0)
+    batches = make_batches(valid, budget, seed=0, epoch=0, framing=framing)
     return [collate(valid, indices, framing) for indices in batches]

@@ -64,6 +64,7 @@ from transformer_mt.data.batching import (
 from transformer_mt.data.dataset import (
     CleanReport,
     describe_split,
+    pair_origin,
     select_training_pairs,
     stream_pairs,
 )
@@ -141,10 +142,12 @@ class ChunkStream(IterableDataset):
         src_tok: Tokenizer,
         tgt_tok: Tokenizer,
         start: StreamPosition,
+        framing: Framing = OWN_FRAMING,
     ) -> None:
         self.settings = settings
         self.tokenizers = (src_tok, tgt_tok)
         self.start = start
+        self.framing = framing  # what `collate` puts around each pair: its budget counts it
 
     def __iter__(self) -> Iterator[Chunk | ReadFailure]:
         """The chunks; an error as a `ReadFailure` item, which the training process raises
@@ -226,13 +229,14 @@ class ChunkStream(IterableDataset):
         encoded, numbers = encoded.select(keep), numbers[keep]
         settings = self.settings
         seed = chunk_seed(settings.seed, settings.rank, chunk)
-        lengths = (encoded.src.lengths, encoded.tgt.lengths)
-        found = oversized_pair(*lengths, settings.max_tokens)
+        found = oversized_pair(encoded, self.framing, settings.max_tokens)
         if found is not None:
-            number, source = int(numbers[found[0]]) + 1, pairs[int(keep[found[0]])][1]
-            where = describe_split(data)
+            source = pairs[int(keep[found[0]])][1]
+            where, number = pair_origin(data, int(numbers[found[0]]))
             raise BatchingError(pair_too_long(where, number, source, found[1], settings.max_tokens))
-        batches = make_batches(*lengths, settings.max_tokens, seed, epoch, settings.pad_to_multiple)
+        batches = make_batches(
+            encoded, settings.max_tokens, seed, epoch, settings.pad_to_multiple, self.framing
+        )
         return Chunk(epoch, chunk, encoded, report, numbers, batches)
 
 
@@ -313,7 +317,7 @@ class StreamingBatches:
     def _open(self) -> None:
         """Start the readers at `position` and skip to its batch; the chunk there has its
         unknown pieces counted (`EncodedCorpus.check_unknowns`)."""
-        stream = ChunkStream(self.settings, *self.tokenizers, self.position)
+        stream = ChunkStream(self.settings, *self.tokenizers, self.position, self.framing)
         workers = self.settings.data.workers
         usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
         if usable is not None and workers > usable:

@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 # The seed of SentencePiece's sample of the training sentences (`_train_sentencepiece`).
 SAMPLING_SEED = 1
+SENTENCEPIECE_MAX_SENTENCE_LENGTH = 4192  # its default, in bytes; raised to the longest line
 
 
 @dataclass(frozen=True)
@@ -130,11 +131,11 @@ def _train_or_reuse(
     name = f"spm-{role}-{tokenizer_key(cfg, corpora, symbols)}.model"
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / name
-    if target.exists():
+    if _reusable(target):
         log.info("tokenizer %s exists; not retraining", target)
         return target
     cached = Path(cache_dir) / name if cache_dir is not None else None
-    if cached is not None and cached.exists():
+    if cached is not None and _reusable(cached):
         log.info("tokenizer %s found in cache; copying", name)
         with atomic_path(target) as tmp:
             shutil.copyfile(cached, tmp)
@@ -145,6 +146,22 @@ def _train_or_reuse(
         _cache(cached, model_bytes)
     log.info("trained tokenizer %s (vocab %d)", target, cfg.vocab_size)
     return target
+
+
+def _reusable(path: Path) -> bool:
+    """Whether `path` holds a model to reuse. One that does not load (truncated by a full disk,
+    or a copy of such a cache file in the run directory) is warned of, and the caller trains
+    the model anew and writes it over the damaged file; the name alone would otherwise keep
+    every retry failing. A run with a checkpoint takes its tokenizers from the checkpoint and
+    never comes here."""
+    if not path.exists():
+        return False
+    try:
+        Tokenizer.load(path)
+    except (TokenizerError, OSError) as err:
+        log.warning("%s: unreadable tokenizer (%s); training it anew", path, one_line(err))
+        return False
+    return True
 
 
 def _cache(path: Path, model_bytes: bytes) -> None:
@@ -167,10 +184,17 @@ def _train_sentencepiece(
         # Sampled here: SentencePiece's own sample differs from one process to the next, its
         # seed set or not, and so did the model of one corpus (under one cached name).
         lines = random.Random(SAMPLING_SEED).sample(lines, cfg.input_sentence_size)
+    # SentencePiece skips, with a log line only, every sentence over `max_sentence_length`
+    # bytes (4,192 by default): paragraph-length lines would go unlearnt, and a corpus of
+    # nothing else (a file whose lines end in CR alone reads as one line) would leave it no
+    # sentence at all. The longest line is the bound that keeps every line; SentencePiece holds
+    # them all in memory either way.
+    longest = max(len(line.encode("utf-8")) for line in lines)
     model = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(lines),
+            max_sentence_length=max(longest, SENTENCEPIECE_MAX_SENTENCE_LENGTH),
             model_writer=model,
             model_type=cfg.model_type,
             vocab_size=cfg.vocab_size,
