@@ -3,6 +3,7 @@ it replaced in model/attention.py (transformer_mt/kernels.py)."""
 
 import inspect
 import itertools
+import warnings
 
 import pytest
 import torch
@@ -271,3 +272,18 @@ def test_a_call_takes_the_arguments_of_the_models_attention():
     assert Call._fields == tuple(parameters)
     defaults = {name: p.default for name, p in parameters.items() if p.default is not p.empty}
     assert Call._field_defaults == defaults
+
+
+def test_the_machine_probe_is_a_constant_to_torch_compile():
+    """train.compile traces the kernel table: the cached probe of the machine had been traced
+    through at every compiled step, with a warning from Dynamo that it ignores the cache."""
+
+    def step(x):
+        return x * 2 if kernels._native_bf16_cpu() else x * 3
+
+    torch._dynamo.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = torch.compile(step, backend="eager", fullgraph=True)(torch.ones(2))
+    assert out.tolist() == (step(torch.ones(2))).tolist()
+    assert not [w for w in caught if "lru_cache" in str(w.message)]

@@ -115,9 +115,16 @@ def _one_query_fits(call: Call) -> bool:
     return call.plain and small and call.query.size(-2) == 1
 
 
-@functools.cache
+@torch.compiler.assume_constant_result
 def _native_bf16_cpu() -> bool:
-    """CPU_MATH_MAX_KEYS was measured where bf16 is native; elsewhere SDPA keeps its default."""
+    """CPU_MATH_MAX_KEYS was measured where bf16 is native; elsewhere SDPA keeps its default.
+    A constant to torch.compile (`train.compile`), which would otherwise trace the probe of
+    the machine behind its cache at every compiled step, warning that it ignores the cache."""
+    return _native_bf16_known()
+
+
+@functools.cache
+def _native_bf16_known() -> bool:
     return bool(native_bf16().value)
 
 

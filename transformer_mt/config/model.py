@@ -131,12 +131,22 @@ class ModelConfig:
 
     def validate(self) -> None:
         check_positive(self, "model", ["d_model", "n_heads", "d_ff", "max_positions"])
-        for key in ("d_model", "d_ff", "max_positions"):
-            if getattr(self, key) > MAX_WIDTH:
+        # Each sizes a weight or a table: past MAX_WIDTH, the memory check would blame the
+        # widths and layers the user did not set (97e9 parameters from mla_kv_rank 1e9).
+        sizes = ("d_model", "d_ff", "max_positions", "max_relative_position", "relative_buckets")
+        for key in (*sizes, "mla_kv_rank", "mla_rope_dim"):
+            value = getattr(self, key)
+            if value is not None and value > MAX_WIDTH:
                 raise ConfigError(
-                    f"model.{key}={getattr(self, key)} must be in [1, {MAX_WIDTH}]",
-                    keys=(f"model.{key}",),
+                    f"model.{key}={value} must be in [1, {MAX_WIDTH}]", keys=(f"model.{key}",)
                 )
+        if not self.layer_norm_eps > 0:  # also NaN
+            raise ConfigError(
+                f"model.layer_norm_eps={self.layer_norm_eps:g} must be > 0 (LayerNorm divides "
+                "by the square root of the variance plus it: at 0 a padded row of zeros is "
+                "0 / 0, and the NaN spreads)",
+                keys=("model.layer_norm_eps",),
+            )
         if self.d_model % self.n_heads:
             raise ConfigError(
                 f"model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}",
