@@ -281,6 +281,20 @@ def test_score_cli_reads_a_source_pipe_once(checkpoint, tmp_path):
     assert len(done.stdout.splitlines()) == len(SOURCES)
 
 
+def test_score_cli_reads_a_target_pipe_given_as_a_dash(checkpoint, tmp_path):
+    src = _write(tmp_path / "src.txt", SOURCES)
+    targets = "".join(f"{line}\n" for line in TARGETS)
+    done = _score_from_stdin(checkpoint, targets, "--src", src, "--tgt", "-")
+    assert done.returncode == 0, done.stderr
+    by_name = _score_from_stdin(checkpoint, targets, "--src", src, "--tgt", "/dev/stdin")
+    assert done.stdout == by_name.stdout and len(done.stdout.splitlines()) == len(SOURCES)
+    twice = _score_from_stdin(checkpoint, targets, "--src", "-", "--tgt", "-")
+    assert (twice.returncode, twice.stdout) == (2, "")
+    assert twice.stderr.endswith(
+        "error: --tgt -: stdin is already --src; give one of them a file\n"
+    )
+
+
 def test_score_cli_refuses_an_nbest_list_in_a_pipe(checkpoint, tmp_path):
     """Read twice (checked, then scored), a pipe's second reading would find nothing: refused
     in one line."""

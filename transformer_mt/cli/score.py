@@ -48,6 +48,7 @@ def _run_score(args: argparse.Namespace) -> int:
 
     if args.batch_tokens is not None and args.batch_tokens < 1:
         raise TmtError(f"--batch-tokens {args.batch_tokens}: must be at least 1 (e.g. 4096)")
+    _read_stdin(args)
     inputs = [
         *checkpoint_input_files(args.checkpoint, "--checkpoint"),
         (args.src, "--src file"),
@@ -91,3 +92,17 @@ def _run_score(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _read_stdin(args: argparse.Namespace) -> None:
+    """`-` as --src, --tgt or --nbest: stdin, read as a pipe named `/dev/stdin` is (pairs as
+    they come; an n-best list, read twice, is refused as a pipe is).
+
+    Raises:
+        TmtError: `-` given twice.
+    """
+    given = [key for key in ("src", "tgt", "nbest") if getattr(args, key) == "-"]
+    if len(given) > 1:
+        raise TmtError(f"--{given[1]} -: stdin is already --{given[0]}; give one of them a file")
+    for key in given:
+        setattr(args, key, "/dev/stdin")
