@@ -31,6 +31,7 @@ import pyarrow as pa
 from transformer_mt.data.dataset import column_texts
 from transformer_mt.data.readers import DataError
 from transformer_mt.data.tokenizer import Tokenizer
+from transformer_mt.data.typed_tags import NO_TAGS, TypedTags
 from transformer_mt.errors import one_line
 from transformer_mt.files import remove_stale_temporaries, temporary_name
 
@@ -77,6 +78,27 @@ class TokenColumn:
         else:
             values = np.zeros(0, dtype=np.int32)
         return TokenColumn(values, offsets)
+
+    def without_tags(self, tags: TypedTags) -> tuple[TokenColumn, int]:
+        """The rows with the tags written in their text taken out (`typed_tags`), and how many
+        tags there were."""
+        dropped, found = tags.dropped(self.values, self.offsets)
+        if not found:
+            return self, 0
+        kept = np.zeros(len(self.values) + 1, dtype=np.int64)
+        np.cumsum(~dropped, out=kept[1:])
+        return TokenColumn(self.values[~dropped], kept[self.offsets]), found
+
+    @classmethod
+    def concat(cls, columns: Sequence[TokenColumn]) -> TokenColumn:
+        """The rows of `columns`, one after the other."""
+        if len(columns) == 1:
+            return columns[0]
+        values = np.concatenate([c.values for c in columns])
+        lengths = np.concatenate([c.lengths for c in columns])
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return cls(values, offsets)
 
     @classmethod
     def from_lists(cls, rows: Sequence[Sequence[int]]) -> TokenColumn:
@@ -126,6 +148,13 @@ class EncodedCorpus:
         return EncodedCorpus(
             self.src.select(indices), self.tgt.select(indices), directions, self.key
         )
+
+    def without_tags(self, tags: tuple[TypedTags, TypedTags]) -> tuple[EncodedCorpus, int]:
+        """The pairs with the tags written in their text taken out (`typed_tags`; `tags`:
+        source, target), and how many tags there were."""
+        src, in_src = self.src.without_tags(tags[0])
+        tgt, in_tgt = self.tgt.without_tags(tags[1])
+        return dataclasses.replace(self, src=src, tgt=tgt), in_src + in_tgt
 
     def check_unknowns(self, where: str, tokenizers: tuple[Tokenizer, Tokenizer]) -> None:
         """Warn of a side whose pieces are more than `WARN_UNKNOWN_SHARE` unknown; refuse one
@@ -220,19 +249,13 @@ def corpus_key(
 
 
 def _encode_side(tokenizer: Tokenizer, texts: Sequence[str], num_threads: int) -> TokenColumn:
-    columns = [
-        TokenColumn.from_lists(
-            tokenizer.encode_batch(texts[start : start + ENCODE_CHUNK], num_threads)
-        )
-        for start in range(0, len(texts), ENCODE_CHUNK)
-    ]
-    if len(columns) == 1:
-        return columns[0]
-    values = np.concatenate([c.values for c in columns])
-    lengths = np.concatenate([c.lengths for c in columns])
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return TokenColumn(values, offsets)
+    starts = range(0, len(texts), ENCODE_CHUNK)
+    return TokenColumn.concat(
+        [
+            TokenColumn.from_lists(tokenizer.encode_batch(texts[s : s + ENCODE_CHUNK], num_threads))
+            for s in starts
+        ]
+    )
 
 
 def _load(path: Path) -> EncodedCorpus | None:
@@ -320,6 +343,8 @@ class DropoutCorpus:
     seed: int
     max_len: int  # the longest sampled row kept: data.max_len, or less to fit the token budget
     target: bool = True  # False: the target side keeps its deterministic segmentation
+    # Language tags taken out of the sampled rows (source, target), as out of `deterministic`.
+    tags: tuple[TypedTags, TypedTags] = (NO_TAGS, NO_TAGS)
 
     def __call__(self, epoch: int) -> EncodedCorpus:
         started = time.perf_counter()
@@ -340,6 +365,10 @@ class DropoutCorpus:
         ][side]
         seed = int(np.random.SeedSequence([self.seed % 2**32, epoch, side]).generate_state(1)[0])
         rows = tokenizer.encode_dropout(texts, self.dropout, seed)
-        for i in np.flatnonzero(np.fromiter(map(len, rows), np.int64, len(rows)) > self.max_len):
-            rows[i] = fallback[i].tolist()
-        return TokenColumn.from_lists(rows)
+        sampled, _ = TokenColumn.from_lists(rows).without_tags(self.tags[side])
+        long = np.flatnonzero(sampled.lengths > self.max_len)
+        if not len(long):
+            return sampled
+        order = np.arange(len(sampled))
+        order[long] += len(sampled)  # those rows from `fallback`, appended after the sampled
+        return TokenColumn.concat([sampled, fallback]).select(order)

@@ -1,8 +1,10 @@
 """From a config to what training reads: the one path of `tmt train` and library users.
 
-    read train -> encode with the run's tokenizers (cached) -> clean -> batch (BPE-dropout:
-        a new segmentation every epoch)
-    read valid -> encode (cached), never filtered (BLEU scores it against all its references)
+    read train -> encode with the run's tokenizers (cached) -> take out the language tags
+        written in the text (`typed_tags`) -> clean -> batch (BPE-dropout: a new segmentation
+        every epoch, its tags taken out too)
+    read valid -> encode (cached) -> take out tags; never filtered (BLEU scores it against
+        all its references)
 
 With `data.streaming` the training split is never read whole: the tokenizers learn from a
 sample of it, and `streaming.StreamingBatches` reads, encodes, cleans and batches it while
@@ -49,7 +51,12 @@ from transformer_mt.data.dataset import (
 )
 from transformer_mt.data.encoding import DropoutCorpus, EncodedCorpus, encode_corpus
 from transformer_mt.data.readers import DataError
-from transformer_mt.data.specials import BACK_TRANSLATION_TAG, Framing, SpecialTokens
+from transformer_mt.data.specials import (
+    BACK_TRANSLATION_TAG,
+    OWN_SPECIALS,
+    Framing,
+    SpecialTokens,
+)
 from transformer_mt.data.streaming import (
     StreamingBatches,
     StreamSettings,
@@ -58,6 +65,7 @@ from transformer_mt.data.streaming import (
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.data.tokenizer_adopt import adopt_tokenizers, changed_files
 from transformer_mt.data.tokenizer_training import TokenizerPair, train_tokenizers
+from transformer_mt.data.typed_tags import log_taken_out, training_tags
 from transformer_mt.text_files import read_lines
 
 log = logging.getLogger(__name__)
@@ -89,17 +97,23 @@ class EncodedSplits:
 
 
 def encode_splits(
-    data_cfg: DataConfig, src_tok: Tokenizer, tgt_tok: Tokenizer, num_threads: int = -1
+    data_cfg: DataConfig,
+    src_tok: Tokenizer,
+    tgt_tok: Tokenizer,
+    num_threads: int = -1,
+    specials: SpecialTokens = OWN_SPECIALS,
 ) -> EncodedSplits:
     """Read, encode (cached in `data_cfg.cache_dir` as Arrow) and clean train; encode valid.
+    The language tags of `specials` written in the text of either are taken out
+    (`typed_tags`).
 
     Raises:
         DataError: one line naming the file at fault, or no training pair left after cleaning.
     """
-    cache_dir = Path(data_cfg.cache_dir)
+    tokenizers = (src_tok, tgt_tok)
     train_text = load_split(data_cfg, "train")
-    train_all = encode_corpus(train_text, src_tok, tgt_tok, cache_dir, num_threads)
-    train_all.check_unknowns(describe_split(data_cfg), (src_tok, tgt_tok))
+    train_all = encode_split(data_cfg, "train", train_text, tokenizers, specials, num_threads)
+    train_all.check_unknowns(describe_split(data_cfg), tokenizers)
     keep, report = select_training_pairs(
         train_all.src.lengths, train_all.tgt.lengths, data_cfg.max_len, data_cfg.max_len_ratio
     )
@@ -109,8 +123,25 @@ def encode_splits(
             f"{describe_split(data_cfg)}: no training pairs left after cleaning ({report})"
         )
     valid_text = load_split(data_cfg, "valid")
-    valid = encode_corpus(valid_text, src_tok, tgt_tok, cache_dir, num_threads)
+    valid = encode_split(data_cfg, "valid", valid_text, tokenizers, specials, num_threads)
     return EncodedSplits(train_all.select(keep), keep, train_text, valid, valid_text, report)
+
+
+def encode_split(
+    data_cfg: DataConfig,
+    split: str,
+    text: datasets.Dataset,
+    tokenizers: tuple[Tokenizer, Tokenizer],
+    specials: SpecialTokens,
+    num_threads: int = -1,
+) -> EncodedCorpus:
+    """The `text` of split `split` encoded (`encode_corpus`), the language tags of `specials`
+    written in it taken out, with a warning that counts them. They are taken out after the
+    cache, which holds what the tokenizers give: the cache key needs no tags."""
+    cached = encode_corpus(text, *tokenizers, Path(data_cfg.cache_dir), num_threads)
+    encoded, found = cached.without_tags(training_tags(tokenizers, specials))
+    log_taken_out(f"data.{split} {describe_split(data_cfg, split)}", found)
+    return encoded
 
 
 def train_tokenizers_for(
@@ -200,9 +231,9 @@ def prepare_data(
         )
         train = StreamingBatches(settings, src_tok, tgt_tok, framing)
         valid_text = load_split(config.data, "valid")
-        valid = encode_corpus(valid_text, src_tok, tgt_tok, Path(config.data.cache_dir))
+        valid = encode_split(config.data, "valid", valid_text, (src_tok, tgt_tok), specials)
     else:
-        splits = encode_splits(config.data, src_tok, tgt_tok)
+        splits = encode_splits(config.data, src_tok, tgt_tok, specials=specials)
         _check_pair_sizes(splits, config, framing)
         resample = _dropout_corpus(config, splits, (src_tok, tgt_tok), framing)
         train = BatchIterator(
@@ -266,6 +297,7 @@ def _dropout_corpus(
         seed=config.train.seed,
         max_len=longest,
         target=config.tokenizer.bpe_dropout_sides == "both",
+        tags=training_tags(tokenizers, framing.specials),
     )
 
 

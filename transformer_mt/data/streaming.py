@@ -7,7 +7,8 @@ and the one being read. The in-memory path (`pipeline.encode_splits`,
 
     rank r of w takes pair i (0-based, in `dataset.stream_pairs` order) when i % w == r
     its pairs, in order, are cut into chunks of `data.shuffle_buffer` pairs (read, not kept)
-    chunk c of epoch e: tokenize -> drop by `select_training_pairs` (the in-memory rules) ->
+    chunk c of epoch e: tokenize -> take out the language tags written in the text
+        (`typed_tags`) -> drop by `select_training_pairs` (the in-memory rules) ->
         `make_batches` (shuffle, length sort, cut at `train.max_tokens`, shuffle the batches),
         seeded by (train.seed, rank, c) and e -> `collate` (lengths padded to multiples of
         `train.pad_to_multiple`, within the chunk's longest row)
@@ -72,6 +73,7 @@ from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
 from transformer_mt.data.readers import DataError
 from transformer_mt.data.specials import OWN_FRAMING, Framing
 from transformer_mt.data.tokenizer import Tokenizer
+from transformer_mt.data.typed_tags import log_taken_out, training_tags
 from transformer_mt.errors import TmtError
 
 log = logging.getLogger(__name__)
@@ -103,6 +105,7 @@ class Chunk:
     report: CleanReport  # what cleaning kept and dropped
     numbers: np.ndarray  # (N,) int64 each kept pair's number in the corpus
     batches: list[np.ndarray]  # rows of `corpus` per batch, in reading order
+    tags: int = 0  # language tags written in the text of its pairs, taken out
 
     def batch(self, index: int, framing: Framing, pad_to_multiple: int = 1) -> Batch:
         rows = self.batches[index]
@@ -148,6 +151,7 @@ class ChunkStream(IterableDataset):
         self.tokenizers = (src_tok, tgt_tok)
         self.start = start
         self.framing = framing  # what `collate` puts around each pair: its budget counts it
+        self.tags = training_tags(self.tokenizers, framing.specials)
 
     def __iter__(self) -> Iterator[Chunk | ReadFailure]:
         """The chunks; an error as a `ReadFailure` item, which the training process raises
@@ -217,11 +221,11 @@ class ChunkStream(IterableDataset):
         """Tokenize, clean and batch one chunk's pairs (one SentencePiece thread: the
         training process keeps the cores)."""
         numbers = np.fromiter((p[0] for p in pairs), np.int64, len(pairs))
-        encoded = EncodedCorpus(
+        encoded, tags = EncodedCorpus(
             TokenColumn.from_lists(src_tok.encode_batch([p[1] for p in pairs], num_threads=1)),
             TokenColumn.from_lists(tgt_tok.encode_batch([p[2] for p in pairs], num_threads=1)),
             np.fromiter((p[3] for p in pairs), np.int64, len(pairs)),
-        )
+        ).without_tags(self.tags)
         data = self.settings.data
         keep, report = select_training_pairs(
             encoded.src.lengths, encoded.tgt.lengths, data.max_len, data.max_len_ratio
@@ -237,7 +241,7 @@ class ChunkStream(IterableDataset):
         batches = make_batches(
             encoded, settings.max_tokens, seed, epoch, settings.pad_to_multiple, self.framing
         )
-        return Chunk(epoch, chunk, encoded, report, numbers, batches)
+        return Chunk(epoch, chunk, encoded, report, numbers, batches, tags)
 
 
 def chunk_seed(seed: int, rank: int, chunk: int) -> int:
@@ -316,7 +320,8 @@ class StreamingBatches:
 
     def _open(self) -> None:
         """Start the readers at `position` and skip to its batch; the chunk there has its
-        unknown pieces counted (`EncodedCorpus.check_unknowns`)."""
+        unknown pieces counted (`EncodedCorpus.check_unknowns`), and the language tags written
+        in its text."""
         stream = ChunkStream(self.settings, *self.tokenizers, self.position, self.framing)
         workers = self.settings.data.workers
         usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
@@ -342,7 +347,9 @@ class StreamingBatches:
             )
             self._chunks = iter(loader)
         self._chunk = self._fetch()
-        self._chunk.corpus.check_unknowns(describe_split(self.settings.data), self.tokenizers)
+        where = describe_split(self.settings.data)
+        self._chunk.corpus.check_unknowns(where, self.tokenizers)
+        log_taken_out(f"data.train {where} (streamed, chunk {self._chunk.chunk})", self._chunk.tags)
         self._report = self._chunk.report
         if self.position.batch_index >= len(self._chunk.batches):
             self._next_chunk()
