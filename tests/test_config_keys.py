@@ -128,6 +128,8 @@ RULES = [
         ("data.train[0].weight",),
     ),
     (two_sources({"src_lang": "en"}), ("data.train[1]",)),
+    (section("data", src_lang=""), ("data.src_lang",)),
+    (two_sources({"tgt_lang": "../de"}), ("data.train[1].tgt_lang",)),
     (
         section("data", train=[{"path": "a", "src_lang": "fr"}]),
         ("data.src_lang", "data.tgt_lang", "data.train"),
@@ -143,6 +145,7 @@ RULES = [
         section("tokenizer", language_tags=["en"], joint=False),
         ("tokenizer.language_tags", "tokenizer.joint"),
     ),
+    (section("tokenizer", language_tags=["en", "a/b"]), ("tokenizer.language_tags",)),
     (section("tokenizer", character_coverage=0.9), ("tokenizer.character_coverage",)),
     (section("tokenizer", input_sentence_size=0), ("tokenizer.input_sentence_size",)),
     # train

@@ -96,7 +96,8 @@ def test_script_names_a_mirror_that_is_no_folder(tmp_path, capsys, kind):
 
 
 def test_script_refuses_a_mirror_short_of_the_corpus_in_one_line(tmp_path):
-    """The script as a process, with the real spec: the slice is not the whole corpus."""
+    """The script as a process, with the real spec: the slice is not the whole corpus. The
+    message names the mirror's file (another corpus's mirror given by mistake, say)."""
     mirror = tmp_path / "mirror"
     mirror.mkdir()
     text = (MULTI30K_SLICE / "train.en").read_bytes()
@@ -106,7 +107,10 @@ def test_script_refuses_a_mirror_short_of_the_corpus_in_one_line(tmp_path):
         [sys.executable, str(GET_DATA), *args], capture_output=True, text=True, check=False
     )
     assert done.returncode == 2
-    assert done.stderr.splitlines()[-1] == "error: train.en: 300 lines, expected 29000"
+    assert done.stderr.splitlines()[-1] == (
+        f"error: {mirror / 'train.en.gz'}: 300 lines, expected 29000 for multi30k train.en "
+        f"(is {mirror} a mirror of multi30k?)"
+    )
     assert not (tmp_path / "out" / "train.en").exists()
 
 

@@ -236,6 +236,28 @@ def test_a_jsonl_text_escaping_a_lone_surrogate_names_its_line(tmp_path):
     assert one_line_error(info).startswith(expected)
 
 
+@pytest.mark.parametrize(
+    ("row", "key"),
+    [
+        ('{"translation": {"de": "x", "en": "y"}, "translation": {"de": "a"}}', "translation"),
+        ('{"translation": {"de": "x", "en": "y", "de": "a"}}', "de"),
+    ],
+)
+def test_a_jsonl_line_holding_a_key_twice_names_it(tmp_path, row, key):
+    """`json` keeps a repeated key's last value: a second, partial "translation" had been
+    blamed for a language the line holds ("translation.en is missing")."""
+    jsonl = tmp_path / "x.jsonl"
+    jsonl.write_text('{"translation": {"de": "a", "en": "b"}}\n' + row + "\n", "utf-8")
+    expected = f"{jsonl}:2: key {key!r} appears twice in one object"
+    cfg = DataConfig(format="jsonl", train=str(jsonl))
+    with pytest.raises(DataError) as info:
+        load_split(cfg, "train")
+    assert one_line_error(info) == expected
+    with pytest.raises(DataError) as info:
+        list(dataset.stream_pairs(dataclasses.replace(cfg, streaming=True), "train"))
+    assert one_line_error(info) == expected
+
+
 @pytest.fixture
 def local_hub(tmp_path, monkeypatch):
     """A local `datasets` folder of hub rows, its last row's de null; no network, no

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from transformer_mt.config.checks import check_positive
+from transformer_mt.config.checks import check_language_code, check_positive
 from transformer_mt.config.errors import ConfigError
 
 # Reader processes a rank may start: each is a process of its own (100,000 would fork until
@@ -81,6 +81,9 @@ class DataConfig:
     workers: int = 1
 
     def validate(self) -> None:
+        for key in ("src_lang", "tgt_lang"):
+            code = getattr(self, key)
+            check_language_code(code, f"data.{key}={code!r}", f"data.{key}")
         if self.src_lang == self.tgt_lang:
             raise ConfigError(
                 f"data.src_lang and data.tgt_lang are both '{self.src_lang}'",
@@ -143,6 +146,10 @@ class DataConfig:
             raise ConfigError(
                 f"{name}.weight={source.weight:g} must be finite", keys=(f"{name}.weight",)
             )
+        for key in ("src_lang", "tgt_lang"):
+            code = getattr(source, key)
+            if code is not None:
+                check_language_code(code, f"{name}.{key}={code!r}", f"{name}.{key}")
         src, tgt = self.direction_of(source)
         if src == tgt:
             raise ConfigError(f"{name}: src_lang and tgt_lang are both {src!r}", keys=(name,))

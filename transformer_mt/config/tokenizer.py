@@ -6,6 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, fields
 from typing import Literal
 
+from transformer_mt.config.checks import check_language_code
 from transformer_mt.config.errors import ConfigError
 
 # SentencePiece reads the vocabulary size as a 32-bit int.
@@ -88,12 +89,9 @@ class TokenizerConfig:
                 "is a target language's, one id on both sides)",
                 keys=("tokenizer.language_tags", "tokenizer.joint"),
             )
-        blank = next((code for code in self.language_tags if not code.strip()), None)
-        if blank is not None:
-            raise ConfigError(
-                f"tokenizer.language_tags lists {blank!r}: a tag names a language, e.g. en",
-                keys=("tokenizer.language_tags",),
-            )
+        for code in self.language_tags:
+            key = "tokenizer.language_tags"
+            check_language_code(code, f"{key} lists {code!r}", key)
         repeated = sorted(code for code, n in Counter(self.language_tags).items() if n > 1)
         if repeated:
             raise ConfigError(

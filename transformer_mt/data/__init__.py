@@ -14,6 +14,8 @@
     tokenizer_training.py  a run's SentencePiece models trained (or reused from the cache)
     specials.py      a model's special ids and language tags, and how they frame a pair
     encoding.py      encode a corpus once and cache the ids as Arrow
+    typed_tags.py    language tags written in a line's text taken out of its ids (training and
+                     translation alike)
     batching.py      token-budget batches, Batch with masks, the resumable BatchIterator
     streaming.py     data.streaming: train read lazily, tokenized on the fly, batched by chunks
     pipeline.py      prepare_data: config + tokenizers -> training batches and validation set

@@ -91,28 +91,40 @@ def fetch_corpus(name: str, out_dir: str | Path, mirror: str | Path | None = Non
             paths.append(target)
             if already_complete([target], expected):
                 continue
-            text = _read_source(spec, split, lang, mirror)
+            origin = _origin(spec, split, lang, mirror)
+            text = _read_source(spec, origin, mirror is not None)
             found = count_lines(text)
             if found != expected:
-                raise FetchError(f"{split}.{lang}: {found} lines, expected {expected}")
+                raise FetchError(
+                    f"{origin}: {found} lines, expected {expected} for {name} {split}.{lang}"
+                    + (f" (is {mirror} a mirror of {name}?)" if mirror is not None else "")
+                )
             with atomic_open(target, "wb") as f:
                 f.write(text)
             log.info("%s: wrote %d lines", target, found)
     return paths
 
 
-def _read_source(spec: CorpusSpec, split: str, lang: str, mirror: str | Path | None) -> bytes:
-    """The decompressed bytes of one file, from the mirror or the upstream URL."""
+def _origin(spec: CorpusSpec, split: str, lang: str, mirror: str | Path | None) -> str:
+    """Where one file comes from: its path in the mirror, or its upstream URL."""
     if mirror is not None:
-        path = Path(mirror) / f"{split}.{lang}.gz"
+        return str(Path(mirror) / f"{split}.{lang}.gz")
+    upstream = spec.upstream_names[split] + f".{lang}" + (".gz" if spec.gzipped_upstream else "")
+    return spec.url.format(name=upstream)
+
+
+def _read_source(spec: CorpusSpec, origin: str, mirrored: bool) -> bytes:
+    """The decompressed bytes of one file at `origin` (`_origin`): a mirror's path when
+    `mirrored`, else a URL."""
+    if mirrored:
+        path = Path(origin)
         try:
             return gzip.decompress(path.read_bytes())
         except FileNotFoundError:
             raise FetchError(f"{path}: not in the mirror") from None
         except (OSError, EOFError) as err:
             raise FetchError(f"{path}: not a readable gzip file ({err})") from None
-    upstream = spec.upstream_names[split] + f".{lang}" + (".gz" if spec.gzipped_upstream else "")
-    url = spec.url.format(name=upstream)
+    url = origin
     log.info("downloading %s", url)
     try:
         with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response:

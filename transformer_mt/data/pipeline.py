@@ -112,7 +112,7 @@ def encode_splits(
     """
     tokenizers = (src_tok, tgt_tok)
     train_text = load_split(data_cfg, "train")
-    train_all = encode_split(data_cfg, "train", train_text, tokenizers, specials, num_threads)
+    train_all = _encode_split(data_cfg, "train", train_text, tokenizers, specials, num_threads)
     train_all.check_unknowns(describe_split(data_cfg), tokenizers)
     keep, report = select_training_pairs(
         train_all.src.lengths, train_all.tgt.lengths, data_cfg.max_len, data_cfg.max_len_ratio
@@ -123,11 +123,11 @@ def encode_splits(
             f"{describe_split(data_cfg)}: no training pairs left after cleaning ({report})"
         )
     valid_text = load_split(data_cfg, "valid")
-    valid = encode_split(data_cfg, "valid", valid_text, tokenizers, specials, num_threads)
+    valid = _encode_split(data_cfg, "valid", valid_text, tokenizers, specials, num_threads)
     return EncodedSplits(train_all.select(keep), keep, train_text, valid, valid_text, report)
 
 
-def encode_split(
+def _encode_split(
     data_cfg: DataConfig,
     split: str,
     text: datasets.Dataset,
@@ -231,7 +231,7 @@ def prepare_data(
         )
         train = StreamingBatches(settings, src_tok, tgt_tok, framing)
         valid_text = load_split(config.data, "valid")
-        valid = encode_split(config.data, "valid", valid_text, (src_tok, tgt_tok), specials)
+        valid = _encode_split(config.data, "valid", valid_text, (src_tok, tgt_tok), specials)
     else:
         splits = encode_splits(config.data, src_tok, tgt_tok, specials=specials)
         _check_pair_sizes(splits, config, framing)

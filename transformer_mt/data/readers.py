@@ -66,18 +66,44 @@ def jsonl_pair(
 
     Raises:
         DataError: the line is not JSON, or not {"translation": {src_lang: text, tgt_lang:
-            text}}, saying what it holds instead, or a text holds an escaped lone surrogate.
+            text}}, saying what it holds instead, or an object of it holds a key twice, or a
+            text holds an escaped lone surrogate.
     """
     try:
-        row = json.loads(line)
+        row = json.loads(line, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as err:
         raise DataError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+    except _RepeatedKey as err:
+        raise DataError(f"{path}:{number}: key {err.key!r} appears twice in one object") from None
     except RecursionError:
         raise DataError(f"{path}:{number}: not valid JSON (nested too deeply)") from None
     texts = translation_pair(row, src_lang, tgt_lang, f"{path}:{number}")
     for lang, text in zip((src_lang, tgt_lang), texts, strict=True):
         _refuse_surrogate(text, f"{path}:{number}: translation.{lang}")
     return texts
+
+
+class _RepeatedKey(Exception):
+    """A JSON object holds `key` twice (`_unique_keys`)."""
+
+    def __init__(self, key: str):
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """A JSON object as a dict, refused where it holds a key twice: `json` keeps the last
+    value, so that a line with a second, partial "translation" would be blamed for a
+    language it does hold.
+
+    Raises:
+        _RepeatedKey: the first key held twice.
+    """
+    row: dict[str, object] = {}
+    for key, value in pairs:
+        if key in row:
+            raise _RepeatedKey(key)
+        row[key] = value
+    return row
 
 
 def translation_pair(row: object, src_lang: str, tgt_lang: str, where: str) -> tuple[str, str]:

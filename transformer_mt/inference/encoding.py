@@ -7,16 +7,18 @@ it, so sources and prefixes are cut to `max_positions - 1` tokens with their tag
 the caller cannot tell its user, refused: `LineTooLong`). A source line too long for the table
 is encoded from its start only, so that a line of megabytes costs what the table holds
 (SentencePiece took 840 MB for one of 20 MB). A language tag a user typed (`>>fra<<`) is
-taken out of a source: the direction alone picks the language; so is a typed back-translation
-tag (`<BT>`), which a model trained on tagged back-translation would read as its own.
+taken out of a source as training takes it out of its text (`data.typed_tags`): the direction
+alone picks the language; so is a typed back-translation tag (`<BT>`), which a model trained
+on tagged back-translation would read as its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from transformer_mt.data.specials import BACK_TRANSLATION_TAG, SpecialTokens
+from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
+from transformer_mt.data.typed_tags import TypedTags
 from transformer_mt.errors import TmtError
 from transformer_mt.inference.constrained import ConstraintsError, check_prefix, phrase_ids
 from transformer_mt.inference.glossary import Glossary
@@ -61,17 +63,9 @@ class LineEncoding:
         self.src, self.tgt = tokenizers
         self.specials = specials
         self.default = default
-        # Tags a user typed do not switch the language, nor mark the text as back-translated
-        # (a model trained with tagged back-translation reads `<BT>` as a piece of its own):
+        # Tags a user typed do not switch the language, nor mark the text as back-translated:
         # they are taken out of the text.
-        self._typed_tags = set(specials.language_tags.values())
-        back_translation = self.src.piece_id(BACK_TRANSLATION_TAG)
-        if back_translation != specials.unk:
-            self._typed_tags.add(back_translation)
-        # SentencePiece writes a typed tag after a word as the word boundary "▁" alone, then
-        # the tag: that "▁" goes with it.
-        boundary = self.src.piece_id("\u2581")
-        self._boundary = None if boundary == specials.unk else boundary
+        self._typed_tags = TypedTags.of(self.src, specials, back_translation=True)
         # Tokens a line and its tags, or a forced prefix and its tags, may take: the position
         # table also holds the EOS (the prefix: the token after it).
         self._room = max_positions - 1
@@ -123,23 +117,16 @@ class LineEncoding:
         size = CHARS_PER_TOKEN * self._room
         while len(line) > size:
             ids = self.src.encode(line[:size])
-            if sum(i not in self._typed_tags for i in ids) > self._room + CUT_MARGIN:
+            if len(ids) - self._typed_tags.count(ids) > self._room + CUT_MARGIN:
                 return line[:size], ids
             size *= 4
         return line, self.src.encode(line)
 
     def _kept(self, ids: list[int], direction: Direction) -> tuple[list[int], int]:
         """The positions of a line's `ids` that are no typed tag (nor the word boundary
-        before one), and how many of them the position table holds after `direction`'s
-        tags."""
-        tags, boundary = self._typed_tags, self._boundary
-        following = [*ids[1:], None] if ids else []
-        kept = [
-            k
-            for k, (i, after) in enumerate(zip(ids, following, strict=True))
-            if i not in tags and not (i == boundary and after in tags)
-        ]
-        return kept, self._room - len(direction.source_prefix)
+        before one: `TypedTags.kept`), and how many of them the position table holds after
+        `direction`'s tags."""
+        return self._typed_tags.kept(ids), self._room - len(direction.source_prefix)
 
     def prefix_ids(
         self, text: str, direction: Direction | None = None, line: int | None = None
