@@ -48,6 +48,27 @@ def test_a_direction_the_model_lacks_is_named(multilingual_checkpoint, src_lang,
         languages.check(src_lang, tgt_lang)
 
 
+def test_a_source_asked_for_is_no_language_of_a_model_tagging_targets():
+    """Its sources need no tag, so any would do as far as tags go: `--src-lang ja` had made
+    ja one of its languages, and every ja-> direction zero-shot."""
+    trained = [("de", "en"), ("en", "de"), ("fr", "en")]
+    languages = Languages.of(TARGET_TAGS, trained, "ja", "en")
+    assert languages.codes == ("de", "en", "fr")
+    with pytest.raises(SettingError, match="src_lang=ja: the model has no such language"):
+        languages.check(*languages.default)
+
+
+def test_a_source_asked_for_alone_is_blamed_as_the_source(multilingual_checkpoint):
+    """Its default target is the checkpoint's: the refusal had named a tgt_lang no one gave."""
+    with pytest.raises(SettingError) as refused:
+        Translator.from_checkpoint(str(multilingual_checkpoint), lines=LineSettings(src_lang="en"))
+    assert (refused.value.setting, refused.value.value) == ("src_lang", "en")
+    assert refused.value.reason == (
+        "the model does not translate en->en (its default target); name the target language: "
+        "it translates en into de, fr"
+    )
+
+
 def test_a_model_without_tags_translates_its_trained_direction_only(checkpoint):
     languages = Translator.from_checkpoint(str(checkpoint)).languages
     assert (languages.default, languages.directions) == (("de", "en"), (("de", "en"),))

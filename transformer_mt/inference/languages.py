@@ -78,7 +78,10 @@ class Languages:
         if not specials.language_tags:
             return cls(default, tuple(dict.fromkeys(trained)))
         told = tuple(dict.fromkeys(p for p in trained if _can_tell(specials, *p)))
-        named = [*specials.language_tags, *(c for pair in (*told, default) for c in pair)]
+        # The languages it has: its tags and those of its trained directions (a source a
+        # model tagging targets only needs no tag). Not the default's, which may be a
+        # language asked for (`--src-lang ja`), and would become a zero-shot one.
+        named = [*specials.language_tags, *(c for pair in told for c in pair)]
         codes = sorted({c for c in named if c is not None})
         zero_shot = tuple(
             (src, tgt)
@@ -126,6 +129,27 @@ class Languages:
             f"the model does not translate {src_lang}->{tgt_lang} (its default source); name "
             f"the source language: it translates into {tgt_lang} from {_listed(offered)}",
         )
+
+    def check_default(self, asked: Pair) -> None:
+        """`check` of the default direction, made of `asked` (None: not named) and the
+        checkpoint's own languages: a source named alone that the model does not translate
+        into its own target is blamed as the source, with the targets it has, not as a
+        target no one named.
+
+        Raises:
+            SettingError: as `check`; naming src_lang for a source asked for alone.
+        """
+        src_lang, tgt_lang = self.default
+        alone = asked[0] is not None and asked[1] is None
+        if alone and src_lang in self.codes and self.default not in self.directions:
+            targets = sorted({t for s, t in self.directions if s == src_lang and t is not None})
+            raise SettingError(
+                "src_lang",
+                src_lang,
+                f"the model does not translate {src_lang}->{tgt_lang} (its default target); "
+                f"name the target language: it translates {src_lang} into {_listed(targets)}",
+            )
+        self.check(src_lang, tgt_lang)
 
     def check(self, src_lang: str | None, tgt_lang: str | None) -> None:
         """Refuse a direction the model may not be asked for.

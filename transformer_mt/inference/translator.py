@@ -191,7 +191,7 @@ class Translator:
         # tagged model with no default direction is given one per text (evaluate, distill).
         default = translator.languages.default
         if not specials.language_tags or None not in default:
-            translator.languages.check(*default)
+            translator.languages.check_default(asked)
         return translator
 
     @property
