@@ -149,7 +149,9 @@ def main() -> int:
         results[f"joined{n}_bleu"], results[f"joined{n}_src_tokens"] = bleu, length
     table = None
     if len(config.data.directions()) > 1:
-        scores = score_directions(str(checkpoint), pivot=args.pivot, **decode)
+        scores = score_directions(
+            str(checkpoint), test=config.data.test, pivot=args.pivot, **decode
+        )  # the test set of the headline scores, which a resume may have changed
         results["directions"] = [dataclasses.asdict(score) for score in scores]
         table = directions_table(scores)
     (run_dir / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
