@@ -47,6 +47,7 @@ class CheckpointInfo:
     decode: str  # the default search in one line
     averaged_from: list[str] | None = None
     imported_from: str | None = None  # the hub name or directory `tmt import` read
+    fine_tuned_from: str | None = None  # the parent checkpoint (train.init_from) it started from
     # A tagged model's other directions: every one, or where there are more than LISTED
     # (an NLLB-200 model has 40,602, 0.8 MB on one line) the first ZERO_SHOT_SAMPLE;
     # `zero_shot_count` counts them all, between its `languages`.
@@ -102,7 +103,10 @@ class CheckpointInfo:
         if self.made_by == "step 0":
             return "tmt import, or a model never trained (step 0)"
         resumable = "resumable" if self.training is not None else "weights only, not resumable"
-        return f"training, update {self.step:,} ({resumable}){weights}"
+        parent = ""
+        if self.fine_tuned_from is not None:
+            parent = f", fine-tuned from {printable(self.fine_tuned_from)}"
+        return f"training{parent}, update {self.step:,} ({resumable}){weights}"
 
     def _progress(self) -> str:
         training = self.training or {}
@@ -155,6 +159,7 @@ def describe(path: str | Path) -> CheckpointInfo:
         decode=_decode_line(config),
         averaged_from=checkpoint.averaged_from,
         imported_from=checkpoint.imported_from,
+        fine_tuned_from=config.train.init_from,
         training=_training(checkpoint, config.train.valid_bleu),
         ema=checkpoint.ema is not None,
         version=checkpoint.version,

@@ -169,3 +169,20 @@ def test_a_model_of_many_languages_counts_its_zero_shot_directions(
     assert found["languages"] == sorted(["de", "en", "fr", *codes])
     small = describe(multilingual_checkpoint)  # a short list stays whole
     assert (small.zero_shot, small.zero_shot_count) == (["de-fr", "fr-de"], 2)
+
+
+def test_a_fine_tuned_checkpoint_names_its_parent(run, tmp_path, capsys):
+    """Its stored config's train.init_from: info had said "training" alone."""
+    import dataclasses
+
+    from transformer_mt.artifacts import load_checkpoint, save_checkpoint
+
+    checkpoint = load_checkpoint(run / "checkpoints" / "last.pt")
+    config = {**checkpoint.config, "train": {**checkpoint.config["train"]}}
+    config["train"]["init_from"] = "runs/parent/checkpoints/best.pt"
+    save_checkpoint(dataclasses.replace(checkpoint, config=config), tmp_path / "child.pt")
+    shown = info_lines(capsys, tmp_path / "child.pt")
+    assert shown["made by"] == (
+        "training, fine-tuned from runs/parent/checkpoints/best.pt, update 8 (resumable)"
+    )
+    assert describe(tmp_path / "child.pt").fine_tuned_from == "runs/parent/checkpoints/best.pt"
