@@ -6,7 +6,8 @@
     hub_export.py    a `datasets` hub corpus (WMT14) streamed to text files, train shuffled on disk
     standin.py       the offline WMT14 stand-in: Multi30k en-de repeated to any size
     dataset.py       the config's corpora (text / TSV / JSONL files, hub splits) as src/tgt,
-                     whole or streamed; clean training pairs
+                     whole or streamed
+    cleaning.py      which training pairs are kept (empty, too long, length ratio), and a report
     readers.py       local corpus files read line by line, each bad line named
     mixing.py        several training corpora as one stream, mixed by weight (data.train as a list)
     tokenizer.py     SentencePiece model: load, encode, decode; our special ids; an imported

@@ -40,13 +40,12 @@ from transformer_mt.data.batching import (
     oversized_pair,
     pair_too_long,
 )
+from transformer_mt.data.cleaning import CleanReport, select_training_pairs
 from transformer_mt.data.dataset import (
-    CleanReport,
     column_texts,
     describe_split,
     load_split,
     pair_origin,
-    select_training_pairs,
     stream_pairs,
 )
 from transformer_mt.data.encoding import DropoutCorpus, EncodedCorpus, encode_corpus

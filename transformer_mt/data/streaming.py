@@ -62,11 +62,10 @@ from transformer_mt.data.batching import (
     oversized_pair,
     pair_too_long,
 )
+from transformer_mt.data.cleaning import CleanReport, select_training_pairs
 from transformer_mt.data.dataset import (
-    CleanReport,
     describe_split,
     pair_origin,
-    select_training_pairs,
     stream_pairs,
 )
 from transformer_mt.data.encoding import EncodedCorpus, TokenColumn

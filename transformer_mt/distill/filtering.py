@@ -6,7 +6,7 @@ nothing, it copies the source (names, lists, or a model that gave up), or its tr
 far longer or shorter than the source (a repetition loop, a clause dropped). Each rule needs
 no model and runs in the time of reading the corpus; each dropped pair is counted under the
 first rule it breaks, in the order empty, copy, length ratio, as the training data's own
-cleaning counts (`data.dataset.select_training_pairs`).
+cleaning counts (`data.cleaning.select_training_pairs`).
 """
 
 from __future__ import annotations
