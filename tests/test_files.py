@@ -454,3 +454,11 @@ def test_gz_inputs_read_as_their_text_and_a_damaged_one_is_refused(
     assert re.match(
         rf"error: {re.escape(str(tmp_path / 'bad.de.gz'))}(:\d+)?: cannot read", err[-1]
     )
+
+
+def test_a_standard_stream_the_process_started_without_is_refused_by_name(monkeypatch):
+    """Started with stdout closed (`>&-`), descriptor 1 may be a file the process opened since:
+    /dev/stdout must not write into it."""
+    monkeypatch.setattr(sys, "stdout", None)
+    with pytest.raises(TmtError, match=r"^/dev/stdout: stdout is closed; redirect it"):
+        _write("/dev/stdout", "lost\n")

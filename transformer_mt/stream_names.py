@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from pathlib import Path
+
+from transformer_mt.errors import TmtError
 
 
 def is_stream(path: str | Path) -> bool:
@@ -39,11 +42,17 @@ def _names_a_descriptor(path: Path) -> bool:
 
 
 _DESCRIPTOR_NAMES = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+_STANDARD = ("stdin", "stdout", "stderr")  # by descriptor: Python's None when started closed
 
 
 def own_descriptor(path: str | Path) -> int | None:
     """The open descriptor of this process that `path` names as given (`/dev/stdout`: 1,
-    `/proc/self/fd/5`: 5), or None: another name, or a descriptor that is not open."""
+    `/proc/self/fd/5`: 5), or None: another name, or a descriptor that is not open.
+
+    Raises:
+        TmtError: a standard stream (0, 1, 2) the process started without (`>&-`): the
+            number may hold a file the process opened since, which the name must not reach.
+    """
     name = os.path.abspath(path)
     fd = _DESCRIPTOR_NAMES.get(name)
     folder, _, number = name.rpartition("/")
@@ -52,6 +61,8 @@ def own_descriptor(path: str | Path) -> int | None:
         fd = int(number)
     if fd is None:
         return None
+    if fd < len(_STANDARD) and getattr(sys, _STANDARD[fd]) is None:
+        raise TmtError(f"{path}: {_STANDARD[fd]} is closed; redirect it, or name a file")
     try:
         os.fstat(fd)
     except OSError:

@@ -115,3 +115,30 @@ def test_a_boundary_ending_a_row_stays_before_a_tag_starting_the_next():
     assert [stripped[i].tolist() for i in range(len(stripped))] == [[9, 4], [7, 8], []]
     assert found == 3
     assert tags.kept([4, 5, 7]) == [2]
+
+
+class _Pieces:
+    """A vocabulary as TypedTags reads one: pieces by id (1: unknown)."""
+
+    def __init__(self, pieces: list[str]):
+        self.pieces = pieces
+
+    def piece_id(self, piece: str) -> int:
+        return self.pieces.index(piece) if piece in self.pieces else 1
+
+    def id_to_piece(self, token_id: int) -> str:
+        return self.pieces[token_id]
+
+
+def test_a_target_vocabulary_of_its_own_finds_each_tag_by_its_piece():
+    """The ids of `specials` are the source vocabulary's: the target's id 5 is another piece
+    ("▁Haus"), which had been taken out of every target as a tag."""
+    from transformer_mt.data.specials import SpecialTokens
+    from transformer_mt.data.typed_tags import training_tags
+
+    specials = SpecialTokens(language_tags={"de": 5, "en": 6})
+    head = ["<pad>", "<unk>", "<s>", "</s>", "\u2581"]
+    src = _Pieces([*head, ">>de<<", ">>en<<", "\u2581Mann"])
+    tgt = _Pieces([*head, "\u2581Haus", "\u2581man", "\u2581dog", "x", ">>de<<"])
+    source, target = training_tags((src, tgt), specials)
+    assert source.ids.tolist() == [5, 6] and target.ids.tolist() == [9]

@@ -100,8 +100,10 @@ def test_the_server_translates_with_min_len_and_length_norm_as_tmt_translate(
 
 def test_the_server_refuses_sampling_in_one_line_and_keeps_serving(served):
     url, _ = served
-    status, answer = post(f"{url}/v1/translate", {"text": "hunde", "sampling": True})
-    assert (status, answer["error"]["field"]) == (400, "sampling"), answer
-    assert "searches" in answer["error"]["message"]
+    for search in ({}, {"beam_size": 6}, {"early_stopping": "never"}):  # not blamed
+        body = {"text": "hunde", "sampling": True, **search}
+        status, answer = post(f"{url}/v1/translate", body)
+        assert (status, answer["error"]["field"]) == (400, "sampling"), answer
+        assert "searches" in answer["error"]["message"]
     status, _ = post(f"{url}/v1/translate", {"text": "hunde", "sampling": False})
     assert status == 200

@@ -44,11 +44,20 @@ class TypedTags:
 
     @classmethod
     def of(
-        cls, tokenizer: Tokenizer, specials: SpecialTokens, back_translation: bool = False
+        cls,
+        tokenizer: Tokenizer,
+        specials: SpecialTokens,
+        back_translation: bool = False,
+        named_by: Tokenizer | None = None,
     ) -> TypedTags:
         """The language tags of `specials` in `tokenizer`'s text, and with `back_translation`
-        its back-translation tag where it has one."""
+        its back-translation tag where it has one. `named_by`: the tokenizer whose ids
+        `specials` holds (the source's), where `tokenizer` is another (a target vocabulary of
+        its own): each tag is found there by its piece, and an id of the source's vocabulary
+        would be another piece of the target's."""
         ids = set(specials.language_tags.values())
+        if named_by is not None:
+            ids = {tokenizer.piece_id(named_by.id_to_piece(i)) for i in ids}
         if back_translation:
             ids.add(tokenizer.piece_id(BACK_TRANSLATION_TAG))
         ids.discard(specials.unk)
@@ -89,7 +98,8 @@ def training_tags(
     tokenizers: tuple[Tokenizer, Tokenizer], specials: SpecialTokens
 ) -> tuple[TypedTags, TypedTags]:
     """The language tags to take out of training text, on the source and the target side."""
-    return TypedTags.of(tokenizers[0], specials), TypedTags.of(tokenizers[1], specials)
+    src, tgt = tokenizers
+    return TypedTags.of(src, specials), TypedTags.of(tgt, specials, named_by=src)
 
 
 def log_taken_out(where: str, count: int) -> None:

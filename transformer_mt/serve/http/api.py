@@ -292,7 +292,8 @@ def decode_settings(data: dict, defaults: DecodeConfig) -> DecodeConfig:
     decode = dataclasses.replace(defaults, **changes)
     try:
         decode.validate()
-        check_changes_read(decode, defaults)
+        if not decode.sampling:  # refused by the engine, which only searches, by its own name
+            check_changes_read(decode, defaults)
     except ConfigError as err:
         raise setting_error(err, list(changes)) from None
     return decode
