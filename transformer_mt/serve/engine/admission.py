@@ -178,7 +178,7 @@ class Admission:
     def _reserve(self, blocks: int) -> bool:
         """Reserve `blocks`, evicting cached prefixes if they must make room; False: no room,
         and the cache kept where evicting all of it would not make enough (a sentence passed
-        over while others run had emptied the cache at every step)."""
+        over while others run would empty it at every step)."""
         if self.reserved + blocks > self.pool.n_blocks:
             return False
         while self.reserved + self.prefixes.blocks_held + blocks > self.pool.n_blocks:
