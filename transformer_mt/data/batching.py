@@ -72,7 +72,11 @@ def oversized_pair(
 ) -> tuple[int, int] | None:
     """(row, tokens) of the longest pair of `corpus`, when it alone is over `max_tokens` (its
     longer row as `framed_lengths` counts it); None when every pair fits a batch."""
-    cost = np.maximum(*framed_lengths(corpus, framing))
+    return _longest_over(np.maximum(*framed_lengths(corpus, framing)), max_tokens)
+
+
+def _longest_over(cost: np.ndarray, max_tokens: int) -> tuple[int, int] | None:
+    """(row, cost) of the largest of `cost`, when it is over `max_tokens`; else None."""
     if not len(cost) or cost.max() <= max_tokens:
         return None
     worst = int(cost.argmax())
@@ -190,13 +194,13 @@ def make_batches(
     Raises:
         BatchingError: a pair alone exceeds `max_tokens`.
     """
-    found = oversized_pair(corpus, framing, max_tokens)
+    src_cost, tgt_cost = framed_lengths(corpus, framing)
+    found = _longest_over(np.maximum(src_cost, tgt_cost), max_tokens)
     if found is not None:
         raise BatchingError(
             f"a pair takes {found[1]} tokens (with its eos or bos and language tags), more than "
             f"max_tokens={max_tokens}; lower data.max_len or raise the token budget"
         )
-    src_cost, tgt_cost = framed_lengths(corpus, framing)
     # Padded lengths stay within the longest pair, which fits the budget (checked above).
     src_cost = padded_lengths(src_cost, pad_to_multiple)
     tgt_cost = padded_lengths(tgt_cost, pad_to_multiple)

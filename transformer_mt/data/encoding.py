@@ -370,5 +370,5 @@ class DropoutCorpus:
         if not len(long):
             return sampled
         order = np.arange(len(sampled))
-        order[long] += len(sampled)  # those rows from `fallback`, appended after the sampled
-        return TokenColumn.concat([sampled, fallback]).select(order)
+        order[long] = len(sampled) + np.arange(len(long))  # `fallback`'s rows, after the sampled
+        return TokenColumn.concat([sampled, fallback.select(long)]).select(order)
