@@ -21,7 +21,7 @@ import datasets  # noqa: E402
 from bench_machine import run_standalone  # noqa: E402
 
 from transformer_mt.config import TokenizerConfig  # noqa: E402
-from transformer_mt.data.batching import BatchIterator  # noqa: E402
+from transformer_mt.data.cursor import BatchIterator  # noqa: E402
 from transformer_mt.data.dataset import column_texts, load_split  # noqa: E402
 from transformer_mt.data.encoding import encode_corpus  # noqa: E402
 from transformer_mt.data.readers import read_text_pair  # noqa: E402

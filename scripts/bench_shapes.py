@@ -44,7 +44,8 @@ import torch  # noqa: E402
 from bench_machine import pick_device, run_standalone  # noqa: E402
 from train_workload import SIZES, build_updater, distinct_shapes, synthetic_corpus  # noqa: E402
 
-from transformer_mt.data.batching import Batch, BatchIterator  # noqa: E402
+from transformer_mt.data.batching import Batch  # noqa: E402
+from transformer_mt.data.cursor import BatchIterator  # noqa: E402
 from transformer_mt.machine import keep_freed_memory  # noqa: E402
 
 ALLOCATORS = ["default", "expandable", "reserve"]

@@ -62,7 +62,7 @@ from train_workload import (  # noqa: E402
 )
 
 from transformer_mt.config import ModelConfig  # noqa: E402
-from transformer_mt.data.batching import BatchIterator  # noqa: E402
+from transformer_mt.data.cursor import BatchIterator  # noqa: E402
 from transformer_mt.machine import keep_freed_memory  # noqa: E402
 from transformer_mt.training.execution import resolve_precision  # noqa: E402
 from transformer_mt.training.update import Updater  # noqa: E402

@@ -16,7 +16,7 @@ def bench_shapes(monkeypatch):
 
 
 def test_distinct_shapes_are_the_first_of_each_in_epoch_order(bench_shapes):
-    from transformer_mt.data.batching import BatchIterator
+    from transformer_mt.data.cursor import BatchIterator
 
     corpus = bench_shapes.synthetic_corpus(2_000, 100)
     iterator = BatchIterator(corpus, 512, seed=1, pad_to_multiple=8)

@@ -8,13 +8,13 @@ import torch
 
 from transformer_mt.data.batching import (
     BatchingError,
-    BatchIterator,
     collate,
     make_batches,
     make_source_batches,
     restore_order,
     shard_batches,
 )
+from transformer_mt.data.cursor import BatchIterator
 from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
 from transformer_mt.data.specials import Framing, SpecialTokens
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID

@@ -11,7 +11,7 @@ import datasets
 import numpy as np
 
 from transformer_mt.config import DataConfig, ExperimentConfig, TokenizerConfig, TrainConfig
-from transformer_mt.data.batching import BatchIterator
+from transformer_mt.data.cursor import BatchIterator
 from transformer_mt.data.encoding import DropoutCorpus, encode_corpus
 from transformer_mt.data.pipeline import encode_splits, prepare_data, train_tokenizers_for
 from transformer_mt.data.specials import SpecialTokens

@@ -23,7 +23,8 @@ from torch.testing import assert_close
 
 from transformer_mt.artifacts import load_checkpoint
 from transformer_mt.config import DecodeConfig, ExperimentConfig, ModelConfig, TrainConfig
-from transformer_mt.data.batching import BatchIterator, collate
+from transformer_mt.data.batching import collate
+from transformer_mt.data.cursor import BatchIterator
 from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
 from transformer_mt.data.pipeline import TrainData
 from transformer_mt.data.tokenizer import PAD_ID

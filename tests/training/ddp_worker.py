@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from transformer_mt.config import ExperimentConfig, ModelConfig, TrainConfig
-from transformer_mt.data.batching import BatchIterator, collate
+from transformer_mt.data.batching import collate
+from transformer_mt.data.cursor import BatchIterator
 from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
 from transformer_mt.data.pipeline import TrainData
 from transformer_mt.data.tokenizer import PAD_ID

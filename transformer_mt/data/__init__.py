@@ -13,11 +13,13 @@
     tokenizer.py     SentencePiece model: load, encode, decode; our special ids; an imported
                      model's numbering of pieces (PieceTable)
     tokenizer_training.py  a run's SentencePiece models trained (or reused from the cache)
+    tokenizer_adopt.py  a SentencePiece model trained elsewhere, renumbered to our special ids
     specials.py      a model's special ids and language tags, and how they frame a pair
     encoding.py      encode a corpus once and cache the ids as Arrow
     typed_tags.py    language tags written in a line's text taken out of its ids (training and
                      translation alike)
-    batching.py      token-budget batches, Batch with masks, the resumable BatchIterator
+    batching.py      token-budget batches, Batch with masks
+    cursor.py        the resumable BatchIterator: one rank's batches, epoch after epoch
     streaming.py     data.streaming: train read lazily, tokenized on the fly, batched by chunks
     pipeline.py      prepare_data: config + tokenizers -> training batches and validation set
 

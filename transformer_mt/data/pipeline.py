@@ -33,7 +33,6 @@ from transformer_mt.config import DataConfig, ExperimentConfig, TokenizerConfig
 from transformer_mt.data.batching import (
     Batch,
     BatchingError,
-    BatchIterator,
     collate,
     framed_lengths,
     make_batches,
@@ -41,6 +40,7 @@ from transformer_mt.data.batching import (
     pair_too_long,
 )
 from transformer_mt.data.cleaning import CleanReport, select_training_pairs
+from transformer_mt.data.cursor import BatchIterator
 from transformer_mt.data.dataset import (
     column_texts,
     describe_split,

@@ -3,7 +3,7 @@
 For corpora that do not fit in memory. What is held does not grow with the corpus: a shuffle
 buffer of pairs per reader, the chunks queued for training (`PREFETCH_CHUNKS` per worker)
 and the one being read. The in-memory path (`pipeline.encode_splits`,
-`batching.BatchIterator`) encodes the whole corpus first and sorts all of it by length.
+`cursor.BatchIterator`) encodes the whole corpus first and sorts all of it by length.
 
     rank r of w takes pair i (0-based, in `dataset.stream_pairs` order) when i % w == r
     its pairs, in order, are cut into chunks of `data.shuffle_buffer` pairs (read, not kept)
@@ -251,7 +251,7 @@ def chunk_seed(seed: int, rank: int, chunk: int) -> int:
 class StreamingBatches:
     """One rank's streamed batches, epoch after epoch: the cursor the training loop reads.
 
-    The streaming twin of `batching.BatchIterator`, with the same interface: `next(batches)`,
+    The streaming twin of `cursor.BatchIterator`, with the same interface: `next(batches)`,
     `position.epoch`, and `state()` / `restore(state)` for checkpoints. Workers start at the
     first `next`, from the position then current.
 
