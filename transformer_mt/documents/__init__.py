@@ -10,6 +10,8 @@
     html.py        HTML through the standard library's html.parser, spliced into the input
     html_events.py HTML as a flat list of positioned events (the tokenizer html.py reads)
     markdown.py    Markdown through markdown-it-py (the `documents` extra), spliced likewise
+    markdown_parser.py  markdown-it set up: every link destination taken, nesting bounded
+    markdown_lines.py   where each character of a block's text sits in the document
 
 What is translated and kept, and why these parsers: docs/documents.md. This file imports
 nothing, so that the CLI reads FORMATS without loading a model library.

@@ -12,9 +12,7 @@ translated document would differ from its source everywhere. Instead each transl
 replaces the characters of its source text and nothing else is touched. markdown-it gives block
 tokens their lines (`map`), not inline tokens their columns, so:
 
-    1) the inline content of a block is found in its lines: each content line is the end of its
-       source line (after `>` and list markers), a heading's sits before a closing `#` run, and
-       a table row's cells are found left to right (markdown-it reads `\\|` in a cell as `|`)
+    1) the inline content of a block is found in its lines (markdown_lines.py)
     2) the inline rules are wrapped to record the characters each consumes (`_recording`), so
        that links (`[` and `](url "title")` or `][ref]`), code spans, images, autolinks and
        inline HTML are copied from the source exactly; emphasis and strikethrough are their
@@ -51,11 +49,17 @@ from typing import Any
 
 from transformer_mt.documents.html import INLINE, INLINE_GRAPHICS, INLINE_KEPT, KEPT
 from transformer_mt.documents.html_events import Event, tokenize
+from transformer_mt.documents.markdown_lines import (
+    LINE_END,
+    Lines,
+    cell_offsets,
+    front_matter_blanked,
+    inline_offsets,
+)
 from transformer_mt.documents.markdown_parser import FOOTNOTE_LABEL, parser
 from transformer_mt.documents.placement import is_punctuation, render
 from transformer_mt.documents.units import (
     AlignedText,
-    DocumentError,
     Region,
     Translate,
     Unit,
@@ -83,18 +87,6 @@ _ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]
 # At the start of a line: an ordered list marker (`1.`, `2)`); the others are one character.
 _ORDERED = re.compile(r"^(\d{1,9})([.)])")
 _LINE_START = frozenset("#>+-=")
-# A line end, as markdown-it reads them (its `normalize` rule turns each into "\n").
-_EOL = r"(?:\r\n?|\n)"
-_LINE_END = re.compile(_EOL)
-# Front matter: fenced by `---` (YAML, which may also close with `...`) or `+++` (TOML) lines,
-# its first line a key (`title:`, `title =`), so that a document opening with a thematic break
-# is not taken for it.
-_KEY = r"[\w\"'-]+[ \t]*[:=]"
-_FRONT_MATTER = re.compile(
-    rf"(?:---[ \t]*{_EOL}(?:{_KEY}.*?{_EOL})??(?:---|\.\.\.)"
-    rf"|\+\+\+[ \t]*{_EOL}(?:{_KEY}.*?{_EOL})??\+\+\+)[ \t]*(?:{_EOL}|\Z)",
-    re.DOTALL,
-)
 
 
 def translate_markdown(document: str, translate: Translate) -> str:
@@ -116,8 +108,8 @@ def regions(document: str) -> list[Region]:
             expected).
     """
     check_characters(document)
-    tokens = parser().parse(_front_matter_blanked(document))
-    lines = _Lines(document)
+    tokens = parser().parse(front_matter_blanked(document))
+    lines = Lines(document)
     found: list[Region] = []
     row_start = 0  # where the next cell of a table row is looked for
     for i, token in enumerate(tokens):
@@ -126,10 +118,10 @@ def regions(document: str) -> list[Region]:
         if token.type != "inline" or not token.content:
             continue
         if tokens[i - 1].type in ("th_open", "td_open"):  # an inline token is never first
-            offsets = _cell_offsets(document, lines, token, row_start)
+            offsets = cell_offsets(document, lines, token, row_start)
             row_start = offsets[-1]
         else:
-            offsets = _offsets(lines, token)
+            offsets = inline_offsets(lines, token)
         for part, first, end in _definitions_apart(token.children, len(token.content)):
             run, start = _after_label(part, first)
             found.append(_region(document, run, offsets, start, end))
@@ -170,86 +162,6 @@ def _after_label(run: list, start: int) -> tuple[list, int]:
     if found is None or found.group(1) is None:
         return run, start
     return [first.copy(content=first.content[found.end() :]), *run[1:]], start + found.end()
-
-
-def _front_matter_blanked(document: str) -> str:
-    """`document` with its front matter (YAML between `---` lines, or TOML between `+++`
-    lines, at its very start: what Jekyll, Hugo and MkDocs read) turned into blank lines of
-    the same length, so that it is neither parsed (markdown-it would read a rule and a
-    heading, and the model its keys) nor translated, and every other character keeps its
-    place."""
-    found = _FRONT_MATTER.match(document)
-    if found is None:
-        return document
-    blanked = re.sub(r"[^\r\n]", " ", found.group())
-    return blanked + document[found.end() :]
-
-
-class _Lines:
-    """The document's lines as markdown-it numbers them: split at each "\\r\\n", "\\r" or
-    "\\n", the line end no part of the line. Split at "\\n" only, a document with "\\r" line
-    ends (classic Mac OS) had fewer lines than markdown-it read, and its text was not found."""
-
-    def __init__(self, document: str):
-        self.document = document
-        self.starts, self.ends = [0], []
-        for found in _LINE_END.finditer(document):
-            self.ends.append(found.start())
-            self.starts.append(found.end())
-        self.ends.append(len(document))
-
-    def start(self, line: int) -> int:
-        return self.starts[line]
-
-    def text(self, line: int) -> str:
-        return self.document[self.starts[line] : self.ends[line]]
-
-
-def _offsets(lines: _Lines, token: Any) -> list[int]:
-    """The document position of each character of an inline token's content (and of its end):
-    content line k is the end of source line map[0] + k, its leading whitespace aside; but
-    markdown-it trims a paragraph of Unicode whitespace, which may take a whole first line
-    (only a no-break space), so a line that does not hold the text is passed over."""
-    offsets: list[int] = []
-    number = token.map[0]
-    for content_line in token.content.split("\n"):
-        body = content_line.lstrip(" \t")
-        while body and number + 1 < token.map[1] and body not in lines.text(number):
-            number += 1
-        base = lines.start(number) + _column(lines.text(number), body, number)
-        lead = len(content_line) - len(body)
-        offsets += [base] * lead + [base + j for j in range(len(body) + 1)]
-        number += 1
-    return offsets
-
-
-def _column(line: str, body: str, number: int) -> int:
-    if line.endswith(body):
-        return len(line) - len(body)
-    if line.rstrip().endswith(body):  # the last line, whose trailing spaces were cut
-        return len(line.rstrip()) - len(body)
-    column = line.find(body)  # a heading, before its closing `#` run
-    if column < 0:
-        raise DocumentError(number + 1, 1, f"cannot find the text {body[:30]!r} in this line")
-    return column
-
-
-def _cell_offsets(document: str, lines: _Lines, token: Any, row_start: int) -> list[int]:
-    """`_offsets` of a table cell, found after `row_start` in its row; a `|` of the content
-    was written `\\|`."""
-    number = token.map[0]
-    written = token.content.replace("|", "\\|")
-    row_end = lines.start(number) + len(lines.text(number))
-    position = document.find(written, row_start, row_end)
-    if position < 0:
-        raise DocumentError(number + 1, 1, f"cannot find the cell {written[:30]!r} in this row")
-    offsets = []
-    for char in token.content:
-        if char == "|":
-            position += 1  # its backslash
-        offsets.append(position)
-        position += 1
-    return [*offsets, position]
 
 
 def _region(document: str, run: list, offsets: list[int], start: int, end: int) -> Region:
@@ -472,7 +384,7 @@ def _write(unit: Unit, translation: AlignedText) -> str:
     """A translated unit, escaped where its first word would start a block at a line start;
     with hard line breaks, where any word would (the one after a break starts a line)."""
     # a hard break holds its line end, a `<br>` none
-    breaks = any(kept.line_break and _LINE_END.search(kept.source) for kept in unit.kept)
+    breaks = any(kept.line_break and LINE_END.search(kept.source) for kept in unit.kept)
     return _line_start(render(unit, translation, _escape_line_start if breaks else _escape))
 
 
