@@ -22,6 +22,7 @@ from transformer_mt.config import DecodeConfig  # noqa: E402
 from transformer_mt.inference.requests import TextsCountError  # noqa: E402
 from transformer_mt.serve.http import api, app, schema  # noqa: E402
 from transformer_mt.serve.http.app import create_app  # noqa: E402
+from transformer_mt.serve.http.body import ApiError  # noqa: E402
 
 GOOD = {"text": ["ein kleiner hund", "zwei katzen"]}
 # The address create_app's server listens on by default: a Host it answers.
@@ -113,7 +114,7 @@ def test_a_fault_of_the_servers_own_is_a_json_500_and_the_next_request_is_served
 def test_a_rule_naming_two_settings_blames_the_one_the_request_set():
     defaults = DecodeConfig(beam_size=4, n_best=2)
     limits, languages = FakeEngine().limits, FakeEngine().languages
-    with pytest.raises(api.ApiError) as refused:
+    with pytest.raises(ApiError) as refused:
         api.parse_request(b'{"text": "a", "beam_size": 1}', defaults, limits, languages)
     assert refused.value.field == "beam_size"
     body = b'{"text": "a", "length_penalty": 2, "n_best": 4}'

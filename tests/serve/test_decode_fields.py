@@ -18,6 +18,7 @@ from transformer_mt.cli import main  # noqa: E402
 from transformer_mt.config import DecodeConfig  # noqa: E402
 from transformer_mt.serve.engine import ServeLimits  # noqa: E402
 from transformer_mt.serve.http import api  # noqa: E402
+from transformer_mt.serve.http.body import ApiError  # noqa: E402
 
 TEXTS = ["ein mann liest das buch", "hunde spielen"]
 
@@ -67,7 +68,7 @@ def test_min_len_and_length_norm_set_the_requests_decode_settings():
     ],
 )
 def test_a_bad_decode_value_or_an_unserved_field_is_refused_naming_it(body, field, words):
-    with pytest.raises(api.ApiError) as refused:
+    with pytest.raises(ApiError) as refused:
         parse({"text": "a", **body})
     assert (refused.value.status, refused.value.field) == (400, field)
     assert "\n" not in refused.value.message

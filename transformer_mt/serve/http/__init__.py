@@ -2,7 +2,8 @@
 front of them.
 
 app.py is the application (translate, stream, languages, health, metrics, the web page),
-api.py reads and checks /v1's request bodies (terms.py their glossaries and constraints),
+api.py reads and checks /v1's request bodies (terms.py their glossaries and constraints;
+body.py the JSON of any body, and ApiError, the one way every route refuses a request),
 answers.py writes its answers,
 libretranslate.py and libretranslate_routes.py LibreTranslate's API beside it, jobs.py the
 steps both share, markup.py documents through the engine, detection.py identifies the

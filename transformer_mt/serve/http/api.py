@@ -3,7 +3,7 @@ settings out.
 
 Bodies are parsed here rather than by FastAPI's models so that every way a body can be wrong
 (not UTF-8, not JSON, a typo in a key, `true` for an integer, a beam size the decode config
-refuses, too many texts) gets one `ApiError` naming the field, and the decode settings are
+refuses, too many texts) gets one `ApiError` (body.py) naming the field, and the decode settings are
 checked by the same `DecodeConfig.validate` as a config file. The body's keys (`KEYS`) and
 their meaning: schema.TranslateBody, which documents them for OpenAPI, and docs/serving.md.
 
@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
-import sys
 import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -29,7 +27,6 @@ from transformer_mt.config import (
     decode_field_types,
 )
 from transformer_mt.errors import (
-    VALUE_CHARS,
     SettingError,
     TmtError,
     one_line,
@@ -45,6 +42,13 @@ from transformer_mt.serve.contract import (
     RequestTooLarge,
     ShuttingDown,
     TextRefused,
+)
+from transformer_mt.serve.http.body import (
+    ApiError,
+    json_kind,
+    json_object,
+    number,
+    strings,
 )
 from transformer_mt.serve.http.terms import (
     TermsError,
@@ -88,28 +92,6 @@ MAX_CODE_CHARS = 32
 RETRY_AFTER_SHUTDOWN_SECONDS = 5.0
 # Room for JSON syntax and whitespace around the texts in `max_body_bytes`.
 BODY_SLACK_BYTES = 64 * 1024
-
-
-class ApiError(Exception):
-    """A request the server refuses: HTTP `status`, the body `field` at fault (None when the
-    refusal is not about one field), a one-line `message`, and for a refusal that passes
-    (a full queue, a restart) the seconds after which to try again."""
-
-    def __init__(
-        self, status: int, field: str | None, message: str, retry_after: float | None = None
-    ):
-        super().__init__(message)
-        self.status, self.field, self.message = status, field, message
-        self.retry_after = retry_after
-
-    def body(self) -> dict:
-        """The JSON error body: {"error": {"status", "field", "message"}}."""
-        return {"error": {"status": self.status, "field": self.field, "message": self.message}}
-
-    def encoded(self) -> bytes:
-        """`body()` as the routes' `JSONResponse` writes it (compact, UTF-8), for the answers
-        written outside them (the host and origin guard, the connection limits)."""
-        return json.dumps(self.body(), ensure_ascii=False, separators=(",", ":")).encode()
 
 
 @dataclass(frozen=True)
@@ -162,10 +144,10 @@ def parse_request(
     _check_keys(data)
     if "text" not in data:
         raise ApiError(400, "text", "text: required (a string or a list of strings)")
-    texts = _strings(data["text"], "text")
+    texts = strings(data["text"], "text")
     prefixes = None
     if "prefix" in data:
-        prefixes = _strings(data["prefix"], "prefix")
+        prefixes = strings(data["prefix"], "prefix")
         if isinstance(data["prefix"], str):
             prefixes = prefixes * len(texts)
     _check_sizes(texts, prefixes, limits)
@@ -232,7 +214,7 @@ def _report(data: dict, text_format: str) -> bool:
     way, markup.py): refused with a format other than TEXT."""
     value = data.get("report", False)
     if not isinstance(value, bool):
-        raise ApiError(400, "report", f"report: expected true or false, got {_kind(value)}")
+        raise ApiError(400, "report", f"report: expected true or false, got {json_kind(value)}")
     if value and text_format != TEXT:
         raise ApiError(400, "report", f"report: for format {TEXT} only, not {text_format}")
     return value
@@ -244,7 +226,7 @@ def _format(data: dict, prefixes: list[str] | None) -> str:
     value = data.get("format", TEXT)
     choices = ", ".join(FORMATS)
     if not isinstance(value, str):
-        raise ApiError(400, "format", f"format: expected one of {choices}, got {_kind(value)}")
+        raise ApiError(400, "format", f"format: expected one of {choices}, got {json_kind(value)}")
     if value not in FORMATS:
         shown = printable(value, MAX_CODE_CHARS)
         raise ApiError(400, "format", f"format={shown}: choose one of {choices}")
@@ -346,52 +328,6 @@ def max_body_bytes(limits: RequestLimits) -> int:
     return 2 * 12 * limits.max_sentence_chars * limits.max_request_sentences + BODY_SLACK_BYTES
 
 
-def json_object(body: bytes) -> dict:
-    """The JSON object of a body; a 400 (field body) for bytes that are not UTF-8, or text
-    that `json_value` refuses, or not an object."""
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise ApiError(
-            400, "body", f"body: not UTF-8 (byte {body[err.start]:#04x} at offset {err.start})"
-        ) from None
-    data = json_value(text, "body")
-    if not isinstance(data, dict):
-        raise ApiError(400, "body", f"body: expected a JSON object, got {_kind(data)}")
-    return data
-
-
-def json_value(text: str, field: str) -> object:
-    """The JSON value of `text` (a body, or JSON text in a form field); a 400 naming `field`
-    for text that is not JSON (NaN and Infinity included), a number of more digits than
-    Python converts (`sys.get_int_max_str_digits`), nesting too deep for the parser, or an
-    object that gives a key twice (which of the two to believe is not ours to choose)."""
-
-    def refuse(reason: str) -> ApiError:
-        return ApiError(400, field, f"{field}: not JSON ({reason})")
-
-    def refuse_constant(name: str) -> None:
-        raise refuse(f"{name} is not a JSON value")
-
-    def unique(pairs: list[tuple[str, object]]) -> dict:
-        found: dict[str, object] = {}
-        for key, value in pairs:
-            if key in found:
-                shown = printable(json.dumps(key), VALUE_CHARS)
-                raise ApiError(400, field, f"{field}: the key {shown} is given twice")
-            found[key] = value
-        return found
-
-    try:
-        return json.loads(text, parse_constant=refuse_constant, object_pairs_hook=unique)
-    except json.JSONDecodeError as err:
-        raise refuse(f"{err.msg} at line {err.lineno} column {err.colno}") from None
-    except RecursionError:
-        raise refuse("nested too deeply") from None
-    except ValueError:  # an integer literal of more digits than int() converts
-        raise refuse(f"a number of more than {sys.get_int_max_str_digits()} digits") from None
-
-
 def _check_keys(data: dict) -> None:
     for key in data:
         if key in UNSERVED_DECODE:
@@ -403,37 +339,13 @@ def _check_keys(data: dict) -> None:
             raise ApiError(400, shown, f"{shown}: unknown key ({hint})")
 
 
-def _strings(value: object, field: str) -> list[str]:
-    """A string or a non-empty list of strings, as a list; each must be encodable as UTF-8."""
-    if isinstance(value, str):
-        items = [value]
-    elif isinstance(value, list) and value:
-        items = value
-    else:
-        shown = "an empty list" if value == [] else _kind(value)
-        raise ApiError(
-            400, field, f"{field}: expected a string or a non-empty list of strings, got {shown}"
-        )
-    for i, item in enumerate(items):
-        where = field if isinstance(value, str) else f"{field}[{i}]"
-        if not isinstance(item, str):
-            raise ApiError(400, field, f"{where}: expected a string, got {_kind(item)}")
-        try:
-            item.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ApiError(
-                400, field, f"{where}: holds a lone surrogate (\\ud800-\\udfff)"
-            ) from None
-    return items
-
-
 def _code(data: dict, field: str) -> str | None:
     """The language code the body gives as `field`, None when it gives none."""
     if field not in data:
         return None
     value = data[field]
     if not isinstance(value, str) or not value:
-        shown = "an empty string" if value == "" else _kind(value)
+        shown = "an empty string" if value == "" else json_kind(value)
         raise ApiError(400, field, f"{field}: expected a language code such as 'de', got {shown}")
     if len(value) > MAX_CODE_CHARS or not value.isprintable():
         raise ApiError(
@@ -449,29 +361,17 @@ def _decode_value(value: object, field: str, kind: Any) -> object:
     """`value` of decode field `field` checked against its DecodeConfig type `kind`."""
     if kind is bool:
         if not isinstance(value, bool):
-            raise ApiError(400, field, f"{field}: expected true or false, got {_kind(value)}")
+            raise ApiError(400, field, f"{field}: expected true or false, got {json_kind(value)}")
         return value
     if typing.get_origin(kind) is typing.Literal:
         choices = typing.get_args(kind)
         if not isinstance(value, str) or value not in choices:
-            shown = repr(value) if isinstance(value, str) else _kind(value)
+            shown = repr(value) if isinstance(value, str) else json_kind(value)
             raise ApiError(
                 400, field, f"{field}: expected one of {', '.join(choices)}, got {shown}"
             )
         return value
-    return _number(value, field, kind)
-
-
-def _number(value: object, field: str, kind: type) -> int | float:
-    # bool is a subclass of int: refused by name so that `true` is not beam size 1.
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ApiError(400, field, f"{field}: expected {_kind_name(kind)}, got {_kind(value)}")
-    if kind is int and not isinstance(value, int):
-        raise ApiError(400, field, f"{field}: expected an integer, got {value!r}")
-    try:
-        return kind(value)
-    except OverflowError:  # an integer beyond any float: 1e309 written out
-        raise ApiError(400, field, f"{field}: a number too large") from None
+    return number(value, field, kind)
 
 
 def _check_sizes(texts: list[str], prefixes: list[str] | None, limits: RequestLimits) -> None:
@@ -487,20 +387,3 @@ def _check_sizes(texts: list[str], prefixes: list[str] | None, limits: RequestLi
                     f"{field}[{i}]: {len(item)} characters; at most "
                     f"{limits.max_sentence_chars} per text",
                 )
-
-
-def _kind_name(kind: type) -> str:
-    return "an integer" if kind is int else "a number"
-
-
-def _kind(value: object) -> str:
-    """The JSON kind of a parsed value, for messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"a boolean ({json.dumps(value)})"
-    if isinstance(value, (int, float)):
-        return f"a number ({value!r})"
-    if isinstance(value, str):
-        return "a string"
-    return "a list" if isinstance(value, list) else "an object"

@@ -37,16 +37,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from transformer_mt import __version__
 from transformer_mt.config import DecodeConfig
 from transformer_mt.documents.units import DocumentError
+from transformer_mt.errors import printable
 from transformer_mt.serve.contract import Engine, Job
 from transformer_mt.serve.http import jobs, libretranslate_routes, schema
 from transformer_mt.serve.http.answers import documents_json, languages_json, translations_json
-from transformer_mt.serve.http.api import (
-    TEXT,
-    ApiError,
-    TranslateRequest,
-    parse_request,
-    printable,
-)
+from transformer_mt.serve.http.api import TEXT, TranslateRequest, parse_request
+from transformer_mt.serve.http.body import ApiError
 from transformer_mt.serve.http.detection import SourceDetector
 from transformer_mt.serve.http.guard import HostRule, RequestGuard
 from transformer_mt.serve.http.head import HeadAsGet

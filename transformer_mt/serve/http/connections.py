@@ -35,7 +35,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
-from transformer_mt.serve.http.api import ApiError
+from transformer_mt.serve.http.body import ApiError
 from transformer_mt.serve.http_settings import HttpSettings
 
 # Seconds a connection the server refused outside a response cycle stays open to drop what

@@ -21,7 +21,7 @@ import threading
 from transformer_mt import langid
 from transformer_mt.inference.languages import Languages
 from transformer_mt.langid import Detection, LanguageIdentifier, LinguaMissing
-from transformer_mt.serve.http.api import ApiError
+from transformer_mt.serve.http.body import ApiError
 
 
 class SourceDetector:

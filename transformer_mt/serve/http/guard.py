@@ -26,7 +26,8 @@ import re
 import socket
 from dataclasses import dataclass
 
-from transformer_mt.serve.http.api import ApiError, printable
+from transformer_mt.errors import printable
+from transformer_mt.serve.http.body import ApiError
 from transformer_mt.serve.http_settings import HttpSettings
 
 # A Content-Type's charset parameter, and the names of UTF-8 (US-ASCII is a part of it).

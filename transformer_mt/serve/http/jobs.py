@@ -28,6 +28,7 @@ from starlette.requests import ClientDisconnect, Request
 from transformer_mt.config import DecodeConfig
 from transformer_mt.documents.markdown_parser import MarkdownMissing
 from transformer_mt.documents.units import DocumentError
+from transformer_mt.errors import printable
 from transformer_mt.inference.requests import Texts
 from transformer_mt.serve.contract import (
     Engine,
@@ -37,14 +38,8 @@ from transformer_mt.serve.contract import (
     TokenCallback,
 )
 from transformer_mt.serve.http import markup
-from transformer_mt.serve.http.api import (
-    AUTO,
-    ApiError,
-    TranslateRequest,
-    engine_error,
-    max_body_bytes,
-    printable,
-)
+from transformer_mt.serve.http.api import AUTO, TranslateRequest, engine_error, max_body_bytes
+from transformer_mt.serve.http.body import ApiError
 from transformer_mt.serve.http.quotas import bearer_key
 
 if TYPE_CHECKING:  # torch would come with it; a Translation is only passed on here

@@ -37,22 +37,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from transformer_mt.config import DecodeConfig
-from transformer_mt.errors import SettingError
+from transformer_mt.errors import SettingError, printable
 from transformer_mt.inference.glossary import Glossary
 from transformer_mt.inference.languages import Languages
 from transformer_mt.inference.requests import Texts, TextsCountError
 from transformer_mt.langid import Detection, language_name
 from transformer_mt.serve.contract import RequestLimits
-from transformer_mt.serve.http.api import (
-    AUTO,
-    MAX_CODE_CHARS,
-    ApiError,
-    TranslateRequest,
-    count_error,
-    json_object,
-    json_value,
-    printable,
-)
+from transformer_mt.serve.http.api import AUTO, MAX_CODE_CHARS, TranslateRequest, count_error
+from transformer_mt.serve.http.body import ApiError, json_object, json_value
 from transformer_mt.serve.http.terms import TermsError, request_glossaries
 
 # The fields each endpoint reads (schema.LibreTranslateBody documents those of /translate).

@@ -18,7 +18,8 @@ from fastapi.responses import JSONResponse
 from transformer_mt.documents.units import DocumentError
 from transformer_mt.serve.contract import Engine
 from transformer_mt.serve.http import jobs, schema
-from transformer_mt.serve.http.api import TEXT, ApiError, TranslateRequest
+from transformer_mt.serve.http.api import TEXT, TranslateRequest
+from transformer_mt.serve.http.body import ApiError
 from transformer_mt.serve.http.libretranslate import (
     LibreError,
     LibreRequest,

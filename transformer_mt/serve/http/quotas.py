@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from transformer_mt.serve.http.api import ApiError
+from transformer_mt.serve.http.body import ApiError
 from transformer_mt.serve.http.keys import ApiKeys
 from transformer_mt.serve.http.moving_window import MovingWindows
 from transformer_mt.serve.http_settings import HttpSettings
