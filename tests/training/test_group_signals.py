@@ -67,9 +67,9 @@ def _trained_steps(run: Path) -> int:
 
 
 def _worker(ready) -> None:
-    from transformer_mt.data.streaming import _leave_signals_to_the_trainer
+    from transformer_mt.data.stream_workers import leave_signals_to_the_trainer
 
-    _leave_signals_to_the_trainer(0)
+    leave_signals_to_the_trainer(0)
     ready.set()
     time.sleep(TIMEOUT)
 

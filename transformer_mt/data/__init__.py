@@ -21,6 +21,7 @@
     batching.py      token-budget batches, Batch with masks
     cursor.py        the resumable BatchIterator: one rank's batches, epoch after epoch
     streaming.py     data.streaming: train read lazily, tokenized on the fly, batched by chunks
+    stream_workers.py  its reader processes leave signals to the trainer and end with it
     pipeline.py      prepare_data: config + tokenizers -> training batches and validation set
 
 Import the modules themselves; this package file stays empty so that `fetch` does not pull in
