@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from transformer_mt.config import DataConfig
-from transformer_mt.data import dataset
+from transformer_mt.data import dataset, hub
 from transformer_mt.data.cleaning import select_training_pairs
 from transformer_mt.data.dataset import check_sources, load_split
 from transformer_mt.data.readers import DataError, read_jsonl, read_text_pair, read_tsv
@@ -143,7 +143,7 @@ def test_hub_fails_fast_offline(monkeypatch):
 
 
 def test_hub_probe_has_a_short_timeout():
-    assert dataset.HUB_PROBE_TIMEOUT_S <= 5
+    assert hub.HUB_PROBE_TIMEOUT_S <= 5
 
 
 def test_filter_counts_on_fixture():

@@ -7,6 +7,8 @@
     standin.py       the offline WMT14 stand-in: Multi30k en-de repeated to any size
     dataset.py       the config's corpora (text / TSV / JSONL files, hub splits) as src/tgt,
                      whole or streamed
+    hub.py           a `datasets` hub translation split (online, or a local folder), whole or
+                     streamed
     cleaning.py      which training pairs are kept (empty, too long, length ratio), and a report
     readers.py       local corpus files read line by line, each bad line named
     mixing.py        several training corpora as one stream, mixed by weight (data.train as a list)
