@@ -37,6 +37,7 @@ OUT = REPO / "docs" / "dev" / "imports.png"
 # Translator, below the server that calls them, and a shortlist is made from a checkpoint and a
 # corpus and read by the Translator, below it.
 RULES = {
+    "checkpoint_checks": ("training", "inference", "search", "cli"),
     "interop": ("training", "search", "serve", "cli"),
     "documents": ("training", "serve", "cli"),
     "distill": ("training", "serve", "cli"),

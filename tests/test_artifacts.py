@@ -69,7 +69,7 @@ def test_crash_during_save_keeps_previous_checkpoint(tmp_path, monkeypatch, targ
 
         monkeypatch.setattr(artifacts.torch, "save", partial_then_crash)
     else:
-        monkeypatch.setattr(artifacts.os, "replace", crash)
+        monkeypatch.setattr(os, "replace", crash)
     # files.atomic_path may name the file in a TmtError of its own
     with pytest.raises((OSError, TmtError), match="disk on fire"):
         artifacts.save_checkpoint(state(2.0), path)

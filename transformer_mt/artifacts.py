@@ -33,10 +33,7 @@ from __future__ import annotations
 import errno
 import logging
 import math
-import os
-import re
 import shutil
-import stat
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -45,6 +42,11 @@ import torch
 from torch import Tensor
 
 from transformer_mt import __version__, kernels
+from transformer_mt.checkpoint_checks import (
+    check_checkpoint_file,
+    check_weights,
+    why_unreadable,
+)
 from transformer_mt.checkpoint_checksums import CHECKSUMS_KEY, check_checksums, checksums
 from transformer_mt.config import ExperimentConfig, config_from_dict
 from transformer_mt.data.specials import SpecialTokens
@@ -52,8 +54,6 @@ from transformer_mt.data.tokenizer import PieceTable, Tokenizer
 from transformer_mt.errors import TmtError, one_line, shown_value
 from transformer_mt.files import atomic_open, atomic_path
 from transformer_mt.model import Seq2SeqTransformer, build_model
-from transformer_mt.run_layout import BEST_NAME, CHECKPOINTS_DIR
-from transformer_mt.text_files import path_kind
 
 log = logging.getLogger(__name__)
 
@@ -299,100 +299,19 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             not a transformer_mt checkpoint.
     """
     path = Path(path)
-    _check_checkpoint_file(path)
+    check_checkpoint_file(path)
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except OSError as err:
         if err.errno != errno.EINVAL:  # torch's zip reader says EINVAL of some cut files
             raise TmtError(f"{path}: cannot read ({err.strerror or one_line(err)})") from None
-        raise TmtError(
-            f"{path}: not a readable checkpoint ({_why_unreadable(path, err)})"
-        ) from None
+        raise TmtError(f"{path}: not a readable checkpoint ({why_unreadable(path, err)})") from None
     except Exception as err:  # torch raises many types for truncated or foreign files
-        raise TmtError(
-            f"{path}: not a readable checkpoint ({_why_unreadable(path, err)})"
-        ) from None
+        raise TmtError(f"{path}: not a readable checkpoint ({why_unreadable(path, err)})") from None
     checkpoint = Checkpoint.from_dict(state, path)
     check_checksums(state, path)
-    _check_weights(checkpoint, path)
+    check_weights({"model": checkpoint.model, "ema": checkpoint.ema}, path)
     return checkpoint
-
-
-def _check_weights(checkpoint: Checkpoint, path: Path) -> None:
-    """Refuse weights no command can use: an entry that is not a tensor (a damaged or foreign
-    file whose checksums were made after), or a floating one holding NaN or inf (a run that
-    diverged: its translations are empty, its average NaN). One pass over the weights."""
-    for field in ("model", "ema"):
-        weights = getattr(checkpoint, field)
-        if weights is None:
-            continue
-        if not isinstance(weights, dict):
-            raise TmtError(f"{path}: {field} is a {type(weights).__name__}, not a dict of tensors")
-        for name, tensor in weights.items():
-            if not isinstance(tensor, Tensor):
-                kind = type(tensor).__name__
-                raise TmtError(f"{path}: {field}/{name} is a {kind}, not a tensor")
-            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-                raise TmtError(
-                    f"{path}: {field}/{name} holds NaN or infinite values (a run that "
-                    "diverged); take an earlier checkpoint"
-                )
-
-
-# How the files `torch.save` writes begin: a zip archive (since torch 1.6), or a pickle.
-_TORCH_FILE_STARTS = (b"PK\x03\x04", b"\x80")
-# How torch's weights-only loader names an object it refuses to build (a whole nn.Module saved).
-_UNSAFE_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
-
-
-def _why_unreadable(path: Path, err: Exception) -> str:
-    """Why `torch.load` failed on `path`, in words: its own message names a zip record or a
-    pickle opcode, which says little about what the file is."""
-    with open(path, "rb") as f:
-        start = f.read(4)
-    if not start:
-        return "an empty file"
-    if not start.startswith(_TORCH_FILE_STARTS):
-        return "not a file that torch.save writes"
-    foreign = _UNSAFE_GLOBAL.search(str(err))
-    if foreign is not None:  # intact, but holding objects weights_only does not build
-        return (
-            f"it holds a pickled {foreign.group(1)}: a checkpoint holds tensors and plain "
-            "values only, and objects, which run code as they load, are not loaded"
-        )
-    first_sentence = one_line(err).split(". ")[0]  # torch goes on with advice about pickles
-    return f"truncated or damaged: {shown_value(first_sentence)}"
-
-
-def _check_checkpoint_file(path: Path) -> None:
-    """Refuse a name that is not a regular file, saying what it is instead.
-
-    Raises:
-        TmtError: a directory, a device, a pipe, a socket, a dangling link or nothing.
-    """
-    if path.is_dir():
-        raise TmtError(f"{path}: is a directory, not a checkpoint file{_file_hint(path)}")
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        if path.is_symlink():
-            target = os.readlink(path)
-            raise TmtError(
-                f"{path}: checkpoint not found (a link to {target}, which does not exist)"
-            ) from None
-        raise TmtError(f"{path}: checkpoint not found") from None
-    except OSError as err:
-        raise TmtError(f"{path}: cannot read ({err.strerror or one_line(err)})") from None
-    if not stat.S_ISREG(mode):
-        raise TmtError(f"{path}: is {path_kind(path)}, not a checkpoint file; name a .pt file")
-
-
-def _file_hint(directory: Path) -> str:
-    """Suggest the checkpoint a user probably meant when they named a run or checkpoints dir."""
-    for candidate in (directory / CHECKPOINTS_DIR / BEST_NAME, directory / BEST_NAME):
-        if candidate.is_file():
-            return f"; did you mean {candidate}?"
-    return "; name a .pt file"
 
 
 @dataclass
