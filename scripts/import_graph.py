@@ -30,12 +30,12 @@ PACKAGE = REPO / "transformer_mt"
 OUT = REPO / "docs" / "dev" / "imports.png"
 
 # Group -> the groups it must not import: inference and serving never reach into training, the
-# checkpoint format (artifacts) and the inputs a command may not write over (input_files) sit
-# below training and inference, search stands alone, the CPU kernel table (kernels) sits just
-# above the model, importing a public model or exporting ours (interop) reads and writes
-# checkpoints without training, searching or serving, documents translate through the
-# Translator, below the server that calls them, and a shortlist is made from a checkpoint and a
-# corpus and read by the Translator, below it.
+# checkpoint format (artifacts), its refusals of a bad file (checkpoint_checks) and the inputs a
+# command may not write over (input_files) sit below training and inference, search stands
+# alone, the CPU kernel table (kernels) sits just above the model, importing a public model or
+# exporting ours (interop) reads and writes checkpoints without training, searching or serving,
+# documents translate through the Translator, below the server that calls them, and a shortlist
+# is made from a checkpoint and a corpus and read by the Translator, below it.
 RULES = {
     "checkpoint_checks": ("training", "inference", "search", "cli"),
     "interop": ("training", "search", "serve", "cli"),
