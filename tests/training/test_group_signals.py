@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 180  # seconds: generous, the machine may be shared
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_signal_to_the_group_of_a_streamed_run_saves_it(tmp_path, signum):
     write_corpus(tmp_path, n_train=120)
     config = write_config(tmp_path, train="max_steps: 100000, valid_every: 100000")
@@ -41,6 +41,7 @@ def test_a_signal_to_the_group_of_a_streamed_run_saves_it(tmp_path, signum):
             stdout=subprocess.DEVNULL,
             stderr=stderr,
             start_new_session=True,  # its own process group, as a terminal's job has
+            preexec_fn=_signals_at_defaults,
         )
     try:
         deadline = time.monotonic() + TIMEOUT
@@ -57,6 +58,14 @@ def test_a_signal_to_the_group_of_a_streamed_run_saves_it(tmp_path, signum):
     assert status == 128 + signum, said
     assert "Traceback" not in said
     assert (run / CHECKPOINTS_DIR / "last.pt").is_file(), said
+
+
+def _signals_at_defaults() -> None:
+    """In the child: SIGINT and SIGHUP as a terminal delivers them. Started in the background
+    (`make test &`, `nohup`), the tests pass them on ignored, and a run leaves a signal alone
+    that was ignored when it started."""
+    for signum in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def _trained_steps(run: Path) -> int:

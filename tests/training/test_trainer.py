@@ -199,6 +199,27 @@ def test_stop_exit_codes_are_the_shells():
     assert (stop.name, stop.exit_code) == ("SIGINT", 130)
     stop.signum = signal.SIGTERM
     assert (stop.name, stop.exit_code) == ("SIGTERM", 143)
+    stop.signum = signal.SIGHUP
+    assert (stop.name, stop.exit_code) == ("SIGHUP", 129)
+
+
+def test_a_closed_terminal_stops_a_run_but_not_one_started_under_nohup():
+    """SIGHUP (a closed terminal or a dropped SSH connection) is caught as SIGTERM is, so that
+    the run saves; ignored when training starts (`nohup`), it stays ignored."""
+    stop = StopRequests()
+    with stop.caught():
+        os.kill(os.getpid(), signal.SIGHUP)
+        assert stop.caught_one() and stop.exit_code == 129
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        stop = StopRequests()
+        with stop.caught():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+            os.kill(os.getpid(), signal.SIGHUP)
+        assert not stop.caught_one()
+    finally:
+        signal.signal(signal.SIGHUP, previous)
 
 
 def test_checkpoint_names_are_independent_files(tmp_path):

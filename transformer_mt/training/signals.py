@@ -1,7 +1,10 @@
-"""Stop requests: SIGINT/SIGTERM during training set a flag instead of killing the process.
+"""Stop requests: SIGINT, SIGTERM and SIGHUP during training set a flag instead of killing the
+process.
 
 The loop checks the flag after each update, so the update in flight finishes and last.pt is
-saved before the exit; a second signal acts as usual (the previous handlers are back). The exit
+saved before the exit; a second signal acts as usual (the previous handlers are back). SIGHUP is
+what a closed terminal or a dropped SSH connection sends: it stops a run as Ctrl-C does, saving
+first. A signal ignored when training starts (`nohup` ignores SIGHUP) stays ignored. The exit
 status is the shell's 128 + signal number, as if the signal had killed the process, so that
 `tmt train && tmt average ...` and scripts stop instead of treating the run as finished.
 """
@@ -14,11 +17,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-EXIT_CODES = {signal.SIGINT: 128 + signal.SIGINT, signal.SIGTERM: 128 + signal.SIGTERM}
+# The signals that stop a run (SIGHUP: not on Windows), with the exit status of each.
+EXIT_CODES = {
+    signum: 128 + signum
+    for signum in (
+        getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+    )
+}
 
 
 class StopRequests:
-    """The first SIGINT/SIGTERM caught while `caught()` is active, or None."""
+    """The first stopping signal (`EXIT_CODES`) caught while `caught()` is active, or None."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
@@ -36,18 +45,20 @@ class StopRequests:
 
     @contextmanager
     def caught(self) -> Iterator[None]:
-        """Catch the signals in this block (handlers can only be set from the main thread)."""
+        """Catch the signals in this block (handlers can only be set from the main thread),
+        but those ignored as it starts."""
         if threading.current_thread() is not threading.main_thread():
             yield
             return
         previous = {s: signal.getsignal(s) for s in EXIT_CODES}
+        previous = {s: h for s, h in previous.items() if h is not signal.SIG_IGN}
 
         def handler(signum: int, frame: Any) -> None:
             self.signum = signum
             for s, h in previous.items():
                 signal.signal(s, h)
 
-        for s in EXIT_CODES:
+        for s in previous:
             signal.signal(s, handler)
         try:
             yield

@@ -13,8 +13,8 @@ A run directory holds config.yaml (resolved), the tokenizer model(s), metrics.js
 checkpoints/{last,best,step_*}.pt. Running the same command again resumes from last.pt with
 every state a continuation needs (optimizer, scaler, RNGs, data position), so a run stopped at
 step k and resumed reaches step n with the same parameters (bitwise on CPU, float32) as one that
-never stopped. SIGINT and SIGTERM finish the current update, save last.pt and exit with
-status 130 / 143.
+never stopped. SIGINT, SIGTERM and SIGHUP finish the current update, save last.pt and exit
+with status 130 / 143 / 129 (training/signals.py).
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ log = logging.getLogger(__name__)
 class TrainResult:
     step: int
     best_score: float | None
-    stopped_by: str  # "max_steps", "max_epochs", "max_minutes", "patience", "SIGINT", "SIGTERM"
-    exit_code: int = 0  # 128 + signal number after SIGINT/SIGTERM (130/143), as shells report
+    stopped_by: str  # "max_steps", "max_epochs", "max_minutes", "patience", or a signal's name
+    exit_code: int = 0  # 128 + signal number after a signal (130, 143, 129), as shells report
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ class Trainer:
         report = TrainingReport(self.run_dir, self.cfg, self.step, self.dist.is_main)
         with report, self.stop_requests.caught():
             stopped_by = self._loop(report)
-            if stopped_by in ("SIGINT", "SIGTERM"):
+            if self.stop_requests.caught_one() and stopped_by == self.stop_requests.name:
                 return self._stop_on_signal()
         log.info("training stopped at step %d (%s)", self.step, stopped_by)
         return TrainResult(self.step, self.early_stopping.best_score, stopped_by)

@@ -66,7 +66,7 @@ class UpdateResult:
     grad_norm: float  # before clipping
     lr: float  # the optimizer's learning rate after the update
     applied: bool  # False: the loss or gradient was not finite and the update was skipped
-    stop: bool  # some rank asked to stop (SIGINT/SIGTERM)
+    stop: bool  # some rank asked to stop (a signal: training/signals.py)
 
 
 @dataclass(frozen=True)
