@@ -94,8 +94,9 @@ def main() -> int:
     average = config.train.keep_last if args.average is None else args.average
     status = tmt(["train", "--config", args.config, "--run-dir", str(run_dir), *overrides])
     if status:
-        # A stopped (SIGINT/SIGTERM: 130/143) or failed run must not be averaged and scored.
-        stopped = status in (130, 143)
+        # A stopped (SIGINT/SIGTERM/SIGHUP: 130/143/129) or failed run must not be averaged and
+        # scored.
+        stopped = status in (130, 143, 129)
         print(
             f"run_experiment: training {'was stopped' if stopped else 'failed'} (exit status "
             f"{status}); not scoring {run_dir}"

@@ -7,7 +7,7 @@ The public API, for use from Python rather than the `tmt` command:
                                           a freshly initialised Seq2SeqTransformer
     train(config_path, run_dir=None, overrides=())
                                           train (or resume) a run, as `tmt train`; returns the
-                                          exit status (0, or 130 / 143 after SIGINT / SIGTERM)
+                                          exit status (0, or 130 / 143 / 129 after a signal)
     Translator.from_checkpoint(path, device="cpu", **decode_changes)
                                           text in, translations out, as `tmt translate`
 
