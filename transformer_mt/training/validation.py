@@ -3,7 +3,9 @@
 The translations come from the same `Translator` as `tmt translate` (same truncation, EOS,
 batching, length cap and detokenization) and are scored by `evaluation` against the raw
 reference lines: sacrebleu's corpus BLEU on detokenized text, comparable to published scores
-computed the same way and equal to `tmt translate` + `tmt evaluate` of a greedy search.
+computed the same way and equal to `tmt translate` + `tmt evaluate` of a greedy search: the
+search runs in float32 as `tmt translate` does, whatever precision training runs in (the loss
+is measured as training measures it, under its autocast).
 Validation always searches greedily (beam size 1): beam search would make every validation
 several times slower for a ranking of checkpoints that greedy BLEU already gives.
 """
@@ -122,17 +124,16 @@ def validate(
         bleu = None
         if config.train.valid_bleu and data.valid_sources is not None:
             languages = (config.data.src_lang, config.data.tgt_lang)
-            with autocast():
-                bleu = greedy_bleu(
-                    model,
-                    data.valid_sources,
-                    data.valid_references,
-                    tokenizers,
-                    specials,
-                    config.decode,
-                    device,
-                    languages,
-                )
+            bleu = greedy_bleu(  # in float32, as `tmt translate` searches, not under autocast
+                model,
+                data.valid_sources,
+                data.valid_references,
+                tokenizers,
+                specials,
+                config.decode,
+                device,
+                languages,
+            )
     finally:
         model.train(was_training)
     seconds = time.perf_counter() - started  # both parts end in a read: the device is done
