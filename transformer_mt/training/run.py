@@ -354,10 +354,11 @@ def _main_rank_first(dist: DistributedContext, work: Callable[[], T]) -> T:
 
 
 def _setup_logging(is_main: bool) -> None:
-    """Logs on stderr; only rank 0 speaks below WARNING. Off a terminal the `datasets` progress
+    """Logs on stderr; only rank 0 speaks below ERROR: the ranks read one config and one
+    corpus, so each warning would come once per rank. Off a terminal the `datasets` progress
     bars are off too: in a log file each redraw is a line of noise."""
     logging.basicConfig(
-        level=logging.INFO if is_main else logging.WARNING,
+        level=logging.INFO if is_main else logging.ERROR,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
