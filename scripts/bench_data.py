@@ -27,7 +27,7 @@ from transformer_mt.data.encoding import encode_corpus  # noqa: E402
 from transformer_mt.data.readers import read_text_pair  # noqa: E402
 from transformer_mt.data.tokenizer_training import train_tokenizers  # noqa: E402
 
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "multi30k"
+DEFAULT_DATA = REPO / "data" / "multi30k"  # what `make data` fills
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
