@@ -25,6 +25,9 @@ from transformer_mt.errors import TmtError, one_line
 log = logging.getLogger(__name__)
 
 BOM = "\ufeff"  # Windows editors start UTF-8 files with it; it is no part of the first line
+# The byte order marks of UTF-16 (little- and big-endian), which Windows tools write.
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+NOT_UTF8 = "not UTF-8 text (UTF-16? convert it: iconv -f UTF-16 -t UTF-8 FILE)"
 # The longest line a text input may hold (the longest sentences of real corpora are a few KB).
 MAX_LINE_BYTES = 64 << 20
 # What reading a file may raise: the disk's errors, and a cut-off or damaged `.gz`'s.
@@ -37,11 +40,14 @@ def decode_lines(stream: BinaryIO, name: str | Path) -> Iterator[str]:
     Lazy, so a terminal's lines are decoded as they arrive. A byte order mark before the first
     line is removed with a warning: kept, it would be part of the first sentence (a perfect
     hypothesis scored 97 BLEU). A line is read up to `MAX_LINE_BYTES`: `/dev/zero` or a binary
-    file given as text would otherwise grow one line until the machine runs out of memory.
+    file given as text would otherwise grow one line until the machine runs out of memory. A
+    NUL byte is refused: UTF-16 text of ASCII letters is valid UTF-8 with a NUL after every
+    letter, and the NUL after each "\n" starts a line of its own, so the output would have
+    more lines than the input and none of them a translation of its line.
 
     Raises:
-        TmtError: a line is not UTF-8, or longer than `MAX_LINE_BYTES`; the message names
-            `name`, the line (and the byte and column).
+        TmtError: a line is not UTF-8, holds a NUL byte, or is longer than `MAX_LINE_BYTES`;
+            the message names `name`, the line (and the byte and column).
     """
     number = 0
     while raw := _readline(stream, name, number + 1):
@@ -51,12 +57,15 @@ def decode_lines(stream: BinaryIO, name: str | Path) -> Iterator[str]:
                 f"{name}:{number}: a line longer than {MAX_LINE_BYTES >> 20} MiB; "
                 "is this a text file with a sentence a line?"
             )
+        if (nul := raw.find(b"\0")) >= 0:
+            raise TmtError(f"{name}:{number}: a NUL byte at column {nul + 1}: {NOT_UTF8}")
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as err:
+            hint = f": {NOT_UTF8}" if number == 1 and raw.startswith(UTF16_BOMS) else ""
             raise TmtError(
                 f"{name}:{number}: not valid UTF-8 "
-                f"(byte 0x{raw[err.start]:02x} at column {err.start + 1})"
+                f"(byte 0x{raw[err.start]:02x} at column {err.start + 1}){hint}"
             ) from None
         if number == 1 and text.startswith(BOM):
             _note_bom(name)

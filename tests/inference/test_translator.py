@@ -92,6 +92,10 @@ def test_batch_equals_each_sentence_alone(checkpoint):
     "stdin,args,message",
     [
         (b"ok\n\xff\xfe\n", [], "<stdin>:2: not valid UTF-8"),
+        # UTF-16: valid UTF-8 but for its NUL bytes, which would have split it into more lines
+        ("Ein Mann.\nZwei Hunde.\n".encode("utf-16-le"), [], "<stdin>:1: a NUL byte at column 2"),
+        ("Ein Mann.\n".encode("utf-16"), [], "UTF-16? convert it"),
+        ("日本\n".encode("utf-16"), [], "(byte 0xff at column 1): not UTF-8 text (UTF-16?"),
         (b"", ["--input", "/no/such/file"], "/no/such/file"),
         (b"", ["--beam-size", "0"], "error: --beam-size 0: must be > 0"),
     ],
