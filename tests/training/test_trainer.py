@@ -206,12 +206,13 @@ def test_stop_exit_codes_are_the_shells():
 def test_a_closed_terminal_stops_a_run_but_not_one_started_under_nohup():
     """SIGHUP (a closed terminal or a dropped SSH connection) is caught as SIGTERM is, so that
     the run saves; ignored when training starts (`nohup`), it stays ignored."""
-    stop = StopRequests()
-    with stop.caught():
-        os.kill(os.getpid(), signal.SIGHUP)
-        assert stop.caught_one() and stop.exit_code == 129
-    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)  # the tests may run under nohup
     try:
+        stop = StopRequests()
+        with stop.caught():
+            os.kill(os.getpid(), signal.SIGHUP)
+            assert stop.caught_one() and stop.exit_code == 129
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
         stop = StopRequests()
         with stop.caught():
             assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
