@@ -182,6 +182,18 @@ def test_a_block_size_past_any_position_table_names_the_flag():
     assert cli.flag_message(refused.value) == f"--block-size {10**20}: must be at most 65536"
 
 
+def test_a_bad_keys_file_stops_the_server_before_it_loads_the_model(served, tmp_path, capsys):
+    """Checked before the address is bound and the model loaded (seconds for a large one)."""
+    keys = tmp_path / "keys.txt"
+    keys.write_text("shortkey 5 5\n", encoding="utf-8")
+    assert cli.main(["serve", "--checkpoint", "best.pt", "--api-keys", str(keys)]) == 2
+    err = capsys.readouterr().err
+    assert StandInEngine.built == [] and served == [] and "loading" not in err
+    assert err == f"error: --api-keys {keys}: {keys} line 1: a key must be at least 16 " + (
+        "printable ASCII characters\n"
+    )
+
+
 def test_a_queue_of_no_sentences_names_the_flag():
     """It had started, then answered every request 413."""
     from transformer_mt.serve.engine.limits import ServeLimits

@@ -83,9 +83,15 @@ def _run_serve(args: argparse.Namespace) -> int:
     if missing_dependencies():
         raise TmtError("tmt serve needs the serve extra: pip install 'transformer_mt[serve]'")
     http = HttpSettings(**given_fields(args, HTTP_LIMITS))
+    from transformer_mt.serve.engine import ServeLimits
+    from transformer_mt.serve.http.keys import ApiKeys
     from transformer_mt.serve.server import listen, serve
 
-    # Bound first: an address or port it cannot have stops before the model's seconds.
+    # Every flag checked, and bound, first: a keys file, a limit, an address or a port it
+    # cannot have stops before the model's seconds.
+    if http.api_keys:
+        ApiKeys(http.api_keys)  # read again by the app: its refusal names the file and line
+    limits = ServeLimits(**given_fields(args, ENGINE_LIMITS))
     sock = listen(args.host, args.port)
     # Importing torch and loading the model take seconds (16 s for a large model on a cold
     # disk): say so before, so that the wait is not silence.
@@ -96,14 +102,14 @@ def _run_serve(args: argparse.Namespace) -> int:
     )
     from transformer_mt.inference.line_settings import LineSettings
     from transformer_mt.machine import keep_freed_memory
-    from transformer_mt.serve.engine import Engine, ServeLimits
+    from transformer_mt.serve.engine import Engine
 
     keep_freed_memory()
     if args.device == "cpu":
         set_cpu_threads()
     engine = Engine.from_checkpoint(
         args.checkpoint,
-        limits=ServeLimits(**given_fields(args, ENGINE_LIMITS)),
+        limits=limits,
         device=args.device,
         quantize=args.quantize,
         lines=LineSettings(src_lang=args.src_lang, tgt_lang=args.tgt_lang),
