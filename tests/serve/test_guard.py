@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from tests.serve.fakes import DIE, FakeEngine, fake_translation  # noqa: E402
 from transformer_mt.errors import SettingError  # noqa: E402
+from transformer_mt.serve.http import libretranslate  # noqa: E402
 from transformer_mt.serve.http.app import create_app  # noqa: E402
 from transformer_mt.serve.http.guard import HostRule, RequestGuard  # noqa: E402
 from transformer_mt.serve.http_settings import HttpSettings  # noqa: E402
@@ -248,6 +249,38 @@ def test_a_compressed_body_or_another_charset_is_a_415_naming_the_header(header,
     """Both had been read as UTF-8 and refused as `body: not UTF-8 (byte 0x8b at offset 1)`."""
     status, error = guard_answer([(b"host", b"127.0.0.1"), header])
     assert (status, error["field"]) == (415, field) and words in error["message"]
+
+
+def test_the_guard_knows_every_libretranslate_endpoint(engine):
+    app = create_app(engine)
+    served = {r.path for r in app.routes if "LibreTranslate" in getattr(r, "tags", [])}
+    assert served == libretranslate.PATHS
+
+
+@pytest.mark.parametrize(
+    ("path", "headers", "message"),
+    [
+        (
+            "/translate",
+            {"content-type": "application/x-www-form-urlencoded; charset=latin1"},
+            "Content-Type: charset=latin1; the server reads UTF-8: send the text in UTF-8",
+        ),
+        ("/detect", {"content-encoding": "gzip"}, "Content-Encoding: gzip; the server reads"),
+        ("/languages", {"origin": "http://evil.example"}, "Origin http://evil.example: cross-"),
+    ],
+)
+def test_a_refusal_before_a_libretranslate_endpoint_is_in_its_error_body(
+    engine, path, headers, message
+):
+    """LibreTranslate's clients read {"error": "message"} and know 400, 403, 429 and 500 only:
+    the guard's refusals there are written as the endpoint's own are."""
+    client = client_for(engine)
+    if path == "/languages":
+        answer = client.get(path, headers=headers)
+    else:
+        answer = client.post(path, headers=headers, content=b"q=a&source=de&target=en")
+    assert answer.status_code == (403 if "origin" in headers else 400)
+    assert list(answer.json()) == ["error"] and answer.json()["error"].startswith(message)
 
 
 @pytest.mark.parametrize(

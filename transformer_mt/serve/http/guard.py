@@ -27,6 +27,7 @@ import socket
 from dataclasses import dataclass
 
 from transformer_mt.errors import printable
+from transformer_mt.serve.http import libretranslate
 from transformer_mt.serve.http.body import ApiError
 from transformer_mt.serve.http_settings import HttpSettings
 
@@ -88,6 +89,8 @@ class RequestGuard:
         if scope["type"] == "http":
             refusal = self._refusal(scope)
             if refusal is not None:
+                if scope["path"] in libretranslate.PATHS:  # in its clients' error body
+                    refusal = libretranslate.libre_error(refusal)
                 await _send_error(send, refusal)
                 return
         await self.app(scope, receive, send)

@@ -52,8 +52,11 @@ TRANSLATE_FIELDS = ("q", "source", "target", "format", "alternatives", "api_key"
 DETECT_FIELDS = ("q", "api_key")
 FORMATS = ("text", "html")
 # LibreTranslate answers with 400, 403, 429 and 500 (its clients know no others); our refusals
-# of a request too large (413) or of a language identifier not installed (501) are its 400.
-STATUS = {413: 400, 501: 400}
+# of a request too large (413), a body in another charset or compressed (415), a head too large
+# (431) or of a language identifier not installed (501) are its 400.
+STATUS = {413: 400, 415: 400, 431: 400, 501: 400}
+# The addresses of LibreTranslate's API: refusals there are in its error body, by `libre_error`.
+PATHS = frozenset({"/translate", "/languages", "/detect"})
 
 
 class LibreError(ApiError):
