@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 
 from transformer_mt.cli.common import open_in, open_out, set_cpu_threads
-from transformer_mt.cli.translate_lines import (
+from transformer_mt.cli.translator_flags import (
     load_glossary,
     load_translator,
     print_input_warnings,

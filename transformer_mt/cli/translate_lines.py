@@ -1,7 +1,7 @@
 """`tmt translate` line by line: a translation (or n-best list) per input line, with the
 per-line options of their files (--prefix, --constraints), a glossary, a report of dropped
-content (--report) and scores against references (--ref). Also the Translator as the flags
-load it, and the warnings about what it changed in the input, which documents share.
+content (--report) and scores against references (--ref). The Translator as the flags load it
+is translator_flags.py's, which documents share.
 
 The input is translated as it is read, a chunk at a time, and so are the references of --ref
 (each chunk's translations scored as they come, `evaluation.CorpusScorer`) and the lines of
@@ -24,9 +24,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from transformer_mt.cli.common import open_in, open_out, set_cpu_threads
-from transformer_mt.cli.flags import decode_changes
+from transformer_mt.cli.translator_flags import (
+    load_glossary,
+    load_translator,
+    print_input_warnings,
+    progress_style,
+)
 from transformer_mt.errors import TmtError
-from transformer_mt.progress import PROGRESS_SECONDS, ProgressReport
+from transformer_mt.progress import ProgressReport
 from transformer_mt.stream_names import is_stream
 
 if TYPE_CHECKING:  # imported where used: `tmt --help` loads no model library
@@ -130,64 +135,6 @@ def _ref_scores(path: str, stack: contextlib.ExitStack) -> _RefScores:
 
     references = stack.enter_context(contextlib.closing(iter_segments(path)))
     return _RefScores(CorpusScorer(["bleu", "chrf"]), references)
-
-
-def load_translator(
-    args: argparse.Namespace, *, alignment_layer: int | None, split_sentences: bool = True
-) -> Translator:
-    """The Translator of --checkpoint with the model and decode flags of `args`."""
-    from transformer_mt.inference.line_settings import LineSettings
-    from transformer_mt.inference.translator import Translator
-
-    lines = LineSettings(
-        alignment_layer=alignment_layer,
-        src_lang=args.src_lang,
-        tgt_lang=args.tgt_lang,
-        split_sentences=split_sentences,
-    )
-    return Translator.from_checkpoint(
-        args.checkpoint,
-        device=args.device,
-        quantize=args.quantize,
-        lines=lines,
-        shortlist=args.shortlist,
-        **decode_changes(args),
-    )
-
-
-def print_input_warnings(translator: Translator, unit: str = "line") -> None:
-    """What the translator changed in the input (truncated lines or document blocks, language
-    tags taken out), counted on stderr once the output is written."""
-    from transformer_mt.data.specials import BACK_TRANSLATION_TAG
-
-    if translator.encoding.truncated_lines:
-        print(
-            f"warning: {translator.encoding.truncated_lines} {unit}(s) longer than the model's "
-            f"{translator.encoding.max_src_tokens} source tokens were truncated",
-            file=sys.stderr,
-        )
-    if translator.encoding.tagged_lines:
-        print(
-            f"warning: {translator.encoding.tagged_lines} {unit}(s) held a language tag or "
-            f"{BACK_TRANSLATION_TAG}, taken out: the language comes from --tgt-lang / --src-lang "
-            "only",
-            file=sys.stderr,
-        )
-    if translator.unforced_lines:
-        print(
-            f"warning: {translator.unforced_lines} blank {unit}(s) had a --prefix or "
-            "--constraints line, unused: a blank line translates to a blank one",
-            file=sys.stderr,
-        )
-
-
-def load_glossary(args: argparse.Namespace) -> Glossary | None:
-    """The glossary of --glossary (None: not given)."""
-    if args.glossary is None:
-        return None
-    from transformer_mt.inference.glossary import Glossary
-
-    return Glossary.load(args.glossary, args.glossary_ignore_case)
 
 
 def _read_line_files(args: argparse.Namespace) -> _LineFiles:
@@ -381,17 +328,6 @@ def _progress(args: argparse.Namespace, source: _Source, first: int) -> Progress
 
     total = None if source.total is None else source.total - first
     return stream_progress(total, *progress_style(args, source.interactive))
-
-
-def progress_style(
-    args: argparse.Namespace, interactive: bool = False
-) -> tuple[bool, float | None]:
-    """How `tmt translate` shows progress: (a bar, seconds between plain lines). A bar on a
-    terminal (or --progress), else a plain line now and then (a log file, a batch job);
-    nothing with --quiet or when reading a terminal (`interactive`)."""
-    bar = not args.quiet and (args.progress or (sys.stderr.isatty() and not interactive))
-    quiet_or_tty = args.quiet or interactive or sys.stderr.isatty()
-    return bar, None if quiet_or_tty else PROGRESS_SECONDS
 
 
 def _open_partial(
