@@ -16,8 +16,7 @@ from torch.ao.quantization import quantize_dynamic
 from transformer_mt import cli
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import flags as cli_flags
-from transformer_mt.cli import main
-from transformer_mt.cli import translate_lines as cli_translate_lines
+from transformer_mt.cli import main, translator_flags
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
 from transformer_mt.errors import TmtError
@@ -387,7 +386,7 @@ def test_progress_lines_without_a_terminal_count_up_to_the_total(checkpoint, cap
 def test_cli_reports_progress_when_stderr_is_not_a_terminal(
     checkpoint, tmp_path, capsys, monkeypatch
 ):
-    monkeypatch.setattr(cli_translate_lines, "PROGRESS_SECONDS", 0.0)
+    monkeypatch.setattr(translator_flags, "PROGRESS_SECONDS", 0.0)
     source = tmp_path / "in.txt"
     source.write_text("ein mann\ndas buch\n", encoding="utf-8")
     args = ["--input", source, "--output", tmp_path / "out.txt", "--beam-size", "1"]
