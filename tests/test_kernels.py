@@ -3,7 +3,10 @@ it replaced in model/attention.py (transformer_mt/kernels.py)."""
 
 import inspect
 import itertools
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,6 +20,7 @@ from transformer_mt.model.attention import attention as model_attention
 
 from .model.test_attention import DH, TK, TQ, B, H, _random_mask
 
+REPO = Path(__file__).resolve().parents[1]
 MASK_KINDS = ["none", "per_row", "per_head", "empty_row"]
 
 
@@ -274,6 +278,15 @@ def test_a_call_takes_the_arguments_of_the_models_attention():
     assert Call._field_defaults == defaults
 
 
+def test_loading_a_translator_does_not_import_the_compiler():
+    """Dynamo takes a second or more to import: no command that only translates pays it."""
+    code = "import sys, transformer_mt.inference.translator; print('torch._dynamo' in sys.modules)"
+    found = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert found.stdout.strip() == "False"
+
+
 def test_the_machine_probe_is_a_constant_to_torch_compile():
     """train.compile traces the kernel table: the cached probe of the machine had been traced
     through at every compiled step, with a warning from Dynamo that it ignores the cache."""
@@ -281,6 +294,7 @@ def test_the_machine_probe_is_a_constant_to_torch_compile():
     def step(x):
         return x * 2 if kernels._native_bf16_cpu() else x * 3
 
+    kernels.constant_for_compile()  # as the training step's compilation marks it
     torch._dynamo.reset()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

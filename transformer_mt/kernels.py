@@ -115,12 +115,18 @@ def _one_query_fits(call: Call) -> bool:
     return call.plain and small and call.query.size(-2) == 1
 
 
-@torch.compiler.assume_constant_result
 def _native_bf16_cpu() -> bool:
     """CPU_MATH_MAX_KEYS was measured where bf16 is native; elsewhere SDPA keeps its default.
-    A constant to torch.compile (`train.compile`), which would otherwise trace the probe of
-    the machine behind its cache at every compiled step, warning that it ignores the cache."""
+    A constant to torch.compile once `constant_for_compile` has run."""
     return _native_bf16_known()
+
+
+def constant_for_compile() -> None:
+    """Mark the machine probe a constant to torch.compile (`train.compile`), which would
+    otherwise trace it behind its cache at every compiled step, warning that it ignores the
+    cache. Called where a step is compiled: marking it here at import would import Dynamo,
+    a second or more at the start of every command that loads a model."""
+    torch.compiler.assume_constant_result(_native_bf16_cpu)
 
 
 @functools.cache

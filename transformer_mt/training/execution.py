@@ -9,6 +9,7 @@ import shutil
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from transformer_mt import kernels
 from transformer_mt.config import TrainConfig
 from transformer_mt.errors import TmtError
 from transformer_mt.machine import Choice, native_bf16
@@ -64,6 +65,7 @@ def wrap_for_training(
                 f"train.compile: torch.compile on CPU needs a C++ compiler and {missing!r} "
                 "was not found (install g++, or set CXX)"
             )
+        kernels.constant_for_compile()
         wrapped = torch.compile(wrapped, dynamic=True)
     return wrapped
 
