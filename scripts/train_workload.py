@@ -20,7 +20,8 @@ from transformer_mt import kernels  # noqa: E402
 from transformer_mt.config import ModelConfig, TrainConfig  # noqa: E402
 from transformer_mt.data.batching import Batch  # noqa: E402
 from transformer_mt.data.cursor import BatchIterator  # noqa: E402
-from transformer_mt.data.encoding import EncodedCorpus, TokenColumn  # noqa: E402
+from transformer_mt.data.encoding import EncodedCorpus  # noqa: E402
+from transformer_mt.data.token_column import TokenColumn  # noqa: E402
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 from transformer_mt.interop.hf_marian import to_marian  # noqa: E402
 from transformer_mt.model import build_model  # noqa: E402

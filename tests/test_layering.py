@@ -8,6 +8,7 @@ The rules and the import reader are scripts/import_graph.py's, which also draws 
 docs/dev/imports.png."""
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -129,3 +130,16 @@ def test_the_picture_is_linked_from_the_docs():
     assert (REPO / "docs/dev/imports.png").stat().st_size > 10_000
     assert "imports.png" in (REPO / "docs/dev/interfaces.md").read_text(encoding="utf-8")
     assert "docs/dev/imports.png" in (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def test_loading_a_translator_imports_neither_the_compiler_nor_datasets():
+    """Dynamo (torch.compile) and `datasets` (with pandas) take a second or more each to import:
+    a command that only translates pays for neither."""
+    code = (
+        "import sys, transformer_mt.inference.translator; "
+        "print(sorted({'torch._dynamo', 'datasets'} & set(sys.modules)))"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert found.stdout.strip() == "[]"

@@ -15,8 +15,9 @@ from transformer_mt.data.batching import (
     shard_batches,
 )
 from transformer_mt.data.cursor import BatchIterator
-from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
+from transformer_mt.data.encoding import EncodedCorpus
 from transformer_mt.data.specials import Framing, SpecialTokens
+from transformer_mt.data.token_column import TokenColumn
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from transformer_mt.errors import TmtError
 

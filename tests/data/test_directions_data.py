@@ -11,9 +11,10 @@ import pytest
 from transformer_mt.config import DataConfig, TrainSource
 from transformer_mt.data.batching import collate
 from transformer_mt.data.dataset import load_split, stream_pairs
-from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
+from transformer_mt.data.encoding import EncodedCorpus
 from transformer_mt.data.mixing import checked_proportions, mixing_weights
 from transformer_mt.data.specials import Framing, SpecialTokens
+from transformer_mt.data.token_column import TokenColumn
 
 SIZES = {"de": 40, "fr": 10, "cs": 5}
 

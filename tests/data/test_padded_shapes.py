@@ -9,8 +9,9 @@ from tests.data.streams import MAX_TOKENS as STREAM_TOKENS
 from tests.data.streams import data_config, read_epoch
 from transformer_mt.data.batching import collate, make_batches, padded_lengths
 from transformer_mt.data.cursor import BatchIterator
-from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
+from transformer_mt.data.encoding import EncodedCorpus
 from transformer_mt.data.streaming import StreamingBatches, StreamSettings
+from transformer_mt.data.token_column import TokenColumn
 from transformer_mt.data.tokenizer import PAD_ID
 
 MAX_TOKENS = 512

@@ -18,9 +18,9 @@ from transformer_mt.config import (
     TrainSource,
 )
 from transformer_mt.data.dataset import column_texts, load_split
-from transformer_mt.data.encoding import TokenColumn
 from transformer_mt.data.pipeline import prepare_data, train_tokenizers_for
 from transformer_mt.data.specials import BACK_TRANSLATION_TAG, own_specials
+from transformer_mt.data.token_column import TokenColumn
 from transformer_mt.data.typed_tags import TypedTags
 
 PRE_TAGGED = 60  # German lines written with ">>en<< " in front

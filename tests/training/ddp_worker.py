@@ -18,8 +18,9 @@ import torch
 from transformer_mt.config import ExperimentConfig, ModelConfig, TrainConfig
 from transformer_mt.data.batching import collate
 from transformer_mt.data.cursor import BatchIterator
-from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
+from transformer_mt.data.encoding import EncodedCorpus
 from transformer_mt.data.pipeline import TrainData
+from transformer_mt.data.token_column import TokenColumn
 from transformer_mt.data.tokenizer import PAD_ID
 from transformer_mt.model import build_model
 from transformer_mt.training.distributed import (

@@ -18,7 +18,8 @@ from transformer_mt.cli import main
 from transformer_mt.config import TrainConfig
 from transformer_mt.config.errors import ConfigError
 from transformer_mt.data.cursor import BatchIterator
-from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
+from transformer_mt.data.encoding import EncodedCorpus
+from transformer_mt.data.token_column import TokenColumn
 from transformer_mt.data.tokenizer import PAD_ID
 from transformer_mt.errors import TmtError
 from transformer_mt.model import build_model

@@ -12,7 +12,8 @@ from transformer_mt import kernels
 from transformer_mt.artifacts import load_checkpoint
 from transformer_mt.config import TrainConfig
 from transformer_mt.data.batching import collate
-from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
+from transformer_mt.data.encoding import EncodedCorpus
+from transformer_mt.data.token_column import TokenColumn
 from transformer_mt.data.tokenizer import PAD_ID
 from transformer_mt.machine import TRAINING_PRIMITIVES
 from transformer_mt.model import build_model

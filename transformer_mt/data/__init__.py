@@ -17,6 +17,7 @@
     tokenizer_training.py  a run's SentencePiece models trained (or reused from the cache)
     tokenizer_adopt.py  a SentencePiece model trained elsewhere, renumbered to our special ids
     specials.py      a model's special ids and language tags, and how they frame a pair
+    token_column.py  rows of token ids stored flat (numpy and pyarrow only)
     encoding.py      encode a corpus once and cache the ids as Arrow
     typed_tags.py    language tags written in a line's text taken out of its ids (training and
                      translation alike)

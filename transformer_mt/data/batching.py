@@ -30,14 +30,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import torch
 
-from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
 from transformer_mt.data.specials import OWN_FRAMING, OWN_SPECIALS, Framing, SpecialTokens
+from transformer_mt.data.token_column import TokenColumn
 from transformer_mt.errors import TmtError
+
+if TYPE_CHECKING:  # annotations only: translating batches without `datasets` (encoding.py)
+    from transformer_mt.data.encoding import EncodedCorpus
 
 T = TypeVar("T")
 

@@ -65,10 +65,11 @@ from transformer_mt.data.dataset import (
     pair_origin,
     stream_pairs,
 )
-from transformer_mt.data.encoding import EncodedCorpus, TokenColumn
+from transformer_mt.data.encoding import EncodedCorpus
 from transformer_mt.data.readers import DataError
 from transformer_mt.data.specials import OWN_FRAMING, Framing
 from transformer_mt.data.stream_workers import leave_signals_to_the_trainer
+from transformer_mt.data.token_column import TokenColumn
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.data.typed_tags import log_taken_out, training_tags
 from transformer_mt.errors import TmtError
