@@ -480,3 +480,30 @@ def test_a_sentence_longer_than_the_position_table_is_refused_naming_its_text(en
     )
     (fits,) = engine.submit(["ein mann"], engine.defaults).future.result(timeout=60)
     assert fits.texts
+
+
+def test_an_engine_started_twice_still_stops_and_a_stopped_one_is_not_restarted(engine):
+    """A second start had made a second decoding thread, and stop() waited for ever on one
+    that nothing woke."""
+    def decoders() -> int:
+        return [t.name for t in threading.enumerate()].count("tmt-decoder")
+
+    running = decoders()
+    engine.start()  # e.g. by start_in_thread, given an engine started already
+    assert decoders() == running
+    stopping = threading.Thread(target=engine.stop)
+    stopping.start()
+    stopping.join(60)
+    assert not stopping.is_alive()
+    with pytest.raises(TmtError, match="the engine has been stopped"):
+        engine.start()
+
+
+def test_a_stopped_engine_is_not_served_again(engine):
+    """It had answered /health 200 and every translation 503."""
+    pytest.importorskip("uvicorn")
+    from transformer_mt.serve.server import start_in_thread
+
+    engine.stop()
+    with pytest.raises(TmtError, match="the engine has been stopped"):
+        start_in_thread(engine)

@@ -141,7 +141,7 @@ class Engine(Protocol):
         called off the event loop: it runs the model."""
 
     def start(self) -> None:
-        """Start the decoding thread."""
+        """Start the decoding thread (once: a stopped engine refuses, with a TmtError)."""
 
     def stop(self, drain: bool = True) -> None:
         """Refuse new work (ShuttingDown); with `drain`, return once admitted work is done."""

@@ -146,8 +146,12 @@ def start_in_thread(
     app = target if isinstance(target, FastAPI) else create_app(target, settings, host)
     engine: Engine = app.state.engine
     sock = listen(host, port)
+    try:
+        engine.start()  # a stopped engine is refused (it would answer every request 503)
+    except BaseException:
+        sock.close()
+        raise
     server = EngineServer(uvicorn_config(app, None, settings), app)
-    engine.start()
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="tmt-uvicorn", daemon=True
     )

@@ -175,8 +175,19 @@ class Engine:
         return checked_lines(split, results)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="tmt-decoder", daemon=True)
-        self._thread.start()
+        """Start the decoding thread; nothing more when it runs already (`start_in_thread`
+        starts the engine it is given, started or not).
+
+        Raises:
+            TmtError: the engine has been stopped; it takes no work again.
+        """
+        with self._cond:
+            if self._stop:
+                raise TmtError("the engine has been stopped; make another to serve again")
+            if self._thread is not None:
+                return
+            self._thread = threading.Thread(target=self._loop, name="tmt-decoder", daemon=True)
+            self._thread.start()
 
     def stop(self, drain: bool = True) -> None:
         """Refuse new requests; with `drain`, finish the queued and running ones first."""
@@ -187,7 +198,7 @@ class Engine:
                 for work in [*admission.queue, *admission.running.values()]:
                     self._dropped.add(work.job)
             self._stop = True
-            self._cond.notify()
+            self._cond.notify_all()
         if self._thread is not None:
             self._thread.join()
 
