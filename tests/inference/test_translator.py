@@ -501,3 +501,24 @@ def test_cli_no_split_translates_each_line_whole(checkpoint, tmp_path):
         )
         expected = [t.texts[0] for t in translator.translate([PARAGRAPH, "ein mann"])]
         assert out.read_text(encoding="utf-8").split("\n") == [*expected, ""]
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"sampling": "false"}, "decode.sampling: expected true or false, got 'false'"),
+        ({"length_norm": "bogus"}, "decode.length_norm: 'bogus' is not one of"),
+        ({"beam_size": 2.5}, "decode.beam_size: expected an integer, got 2.5"),
+        ({"beam_sise": 4}, "decode.beam_sise: unknown key (did you mean 'beam_size'?)"),
+    ],
+)
+def test_decode_changes_given_to_from_checkpoint_are_checked_as_a_configs(
+    checkpoint, changes, message
+):
+    """They had been set as given: "false" sampled (a non-empty string is true), 2.5 beams
+    failed inside the search."""
+    from transformer_mt.config import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        Translator.from_checkpoint(str(checkpoint), **changes)
+    assert str(refused.value).startswith(message)

@@ -48,7 +48,8 @@ from pathlib import Path
 
 import torch
 
-from transformer_mt.config import DecodeConfig, check_changes_read
+from transformer_mt.config import DecodeConfig, check_changes_read, config_to_dict
+from transformer_mt.config.coercion import from_dict
 from transformer_mt.data.batching import SourceBatch, make_source_batches, restore_order
 from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
@@ -150,14 +151,17 @@ class Translator:
                 with int8 layers); None: the whole vocabulary.
 
         Raises:
-            ConfigError: a decode setting changed where the others leave it unread (it would
-                change nothing: `check_changes_read`).
+            ConfigError: a decode change of a name `DecodeConfig` lacks or of the wrong type
+                (`sampling="false"`, `beam_size=2.5`), or changed where the others leave it
+                unread (it would change nothing: `check_changes_read`).
         """
         device = resolve_device(device)
         paths = [str(path)] if isinstance(path, str | Path) else [str(p) for p in path]
         bundles = load_members(paths, device)
         bundle = bundles[0]  # its config and tokenizers: every member's (ensemble.py)
-        decode = dataclasses.replace(bundle.config.decode, **decode_changes)
+        # Checked as a config file's decode section is: types, choices, unknown names.
+        given = {**config_to_dict(bundle.config.decode), **decode_changes}
+        decode = from_dict(DecodeConfig, given, "decode.")
         attends = lines.alignment_layer is not None or decode.replace_unk
         prepared = (bundles, paths, quantize, device, shortlist, attends)
         model, cache_dtype, listed = prepared_model(*prepared)
