@@ -41,6 +41,29 @@ def shown_value(value: object) -> str:
     return printable(str(value), VALUE_CHARS)
 
 
+def check_strings(value: object, setting: str, allow_empty: bool = True) -> None:
+    """Refuse `value` where a sequence of strings is wanted: a lone string or bytes (which
+    would be read one character at a time, each a text of its own), an item that is not a
+    string, or (unless `allow_empty`) no item at all.
+
+    Raises:
+        SettingError: naming `setting`.
+    """
+    if isinstance(value, str | bytes):
+        reason = "a sequence of strings is wanted, not one string: put it in a list"
+        raise SettingError(setting, value, reason)
+    try:
+        items = list(value)  # type: ignore[call-overload]
+    except TypeError:
+        raise SettingError(setting, value, "a sequence of strings is wanted") from None
+    if not allow_empty and not items:
+        raise SettingError(setting, None, "none given; name at least one")
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            kind = type(item).__name__
+            raise SettingError(f"{setting}[{i}]", None, f"{kind}, not a string")
+
+
 def one_line(err: BaseException) -> str:
     """The message of another library's exception on one line, to quote inside a TmtError."""
     return " ".join(str(err).split())

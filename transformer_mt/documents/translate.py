@@ -47,6 +47,9 @@ def translate_document(
     """
     if format not in FORMATS:
         raise SettingError("format", format, f"choose one of {', '.join(FORMATS)}")
+    if not isinstance(document, str | Texts):  # bytes: decoding them is the caller's choice
+        kind = type(document).__name__
+        raise SettingError("document", None, f"{kind}; give the document's text (a str)")
     request = Texts.plain([document] if isinstance(document, str) else document)
     aligned = AlignedTranslator(translator, alignment_layer, request, progress)
     (text,) = request.texts

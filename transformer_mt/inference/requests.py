@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from transformer_mt.errors import SettingError, TmtError
+from transformer_mt.errors import SettingError, TmtError, check_strings
 from transformer_mt.inference.glossary import Glossary
 from transformer_mt.inference.languages import Pair
 from transformer_mt.inference.sentences import SplitLines
@@ -83,6 +83,11 @@ class Texts:
     ) -> Texts:
         """`Texts` from any sequences; `glossary`: one glossary for every text (not with
         `glossaries`)."""
+        check_strings(texts, "texts")
+        if prefixes is not None:
+            check_strings(prefixes, "prefixes")
+        for i, phrases in enumerate(constraints or ()):
+            check_strings(phrases, f"constraints[{i}]")
         if glossary is not None:
             if glossaries is not None:
                 raise TmtError("give one glossary for all texts or one per text, not both")
@@ -98,8 +103,15 @@ class Texts:
 
     @classmethod
     def plain(cls, texts: Texts | Sequence[str]) -> Texts:
-        """`texts` as `Texts`: itself, or a sequence of strings with no options."""
-        return texts if isinstance(texts, Texts) else cls(tuple(texts))
+        """`texts` as `Texts`: itself, or a sequence of strings with no options.
+
+        Raises:
+            SettingError: not a sequence of strings (a lone string: put it in a list).
+        """
+        if isinstance(texts, Texts):
+            return texts
+        check_strings(texts, "texts")
+        return cls(tuple(texts))
 
     def __len__(self) -> int:
         return len(self.texts)

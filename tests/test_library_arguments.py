@@ -1,0 +1,63 @@
+"""A library call given one string where it takes a sequence of them refuses it, naming the
+argument: iterated, each character had been a text, a segment or an override of its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from transformer_mt.config import load_config
+from transformer_mt.documents.translate import translate_document
+from transformer_mt.errors import SettingError
+from transformer_mt.evaluation import CorpusScorer, corpus_scores
+from transformer_mt.inference.requests import Texts
+from transformer_mt.inference.scoring import score_pairs
+from transformer_mt.inference.translator import Translator
+
+REPO = Path(__file__).resolve().parents[1]
+LONE = "a sequence of strings is wanted, not one string: put it in a list"
+
+
+@pytest.fixture(scope="module")
+def translator(checkpoint):
+    return Translator.from_checkpoint(str(checkpoint))
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda t: t.translate("ein hund"), f"texts=ein hund: {LONE}"),
+        (lambda t: t.translate(["ein hund", 2]), "texts[1]: int, not a string"),
+        (
+            lambda t: t.translate(Texts.of(["ein hund"], constraints=["the dog"])),
+            f"constraints[0]=the dog: {LONE}",
+        ),
+        (lambda t: score_pairs(t, "ein hund", "a dog"), f"sources=ein hund: {LONE}"),
+        (lambda t: score_pairs(t, ["ein hund"], ["a", "b"]), "targets: 2 for 1 sources"),
+        (lambda t: translate_document(t, b"<p>x</p>", "html"), "document: bytes; give"),
+    ],
+)
+def test_a_translator_call_refuses_a_lone_string(translator, call, message):
+    with pytest.raises(SettingError) as refused:
+        call(translator)
+    assert str(refused.value) == message or str(refused.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: corpus_scores("a dog.", "a cat."), f"hypotheses=a dog.: {LONE}"),
+        (lambda: corpus_scores(["a"], ["a"], metrics="bleu"), f"metrics=bleu: {LONE}"),
+        (lambda: corpus_scores(["a"], ["a"], metrics=[]), "metrics: none given"),
+        (lambda: CorpusScorer().add("abc", "abd"), f"hypotheses=abc: {LONE}"),
+        (
+            lambda: load_config(REPO / "configs/multi30k_tiny.yaml", "train.max_steps=500"),
+            f"overrides=train.max_steps=500: {LONE}",
+        ),
+    ],
+)
+def test_scoring_and_configs_refuse_a_lone_string(call, message):
+    with pytest.raises(SettingError) as refused:
+        call()
+    assert str(refused.value).startswith(message)
