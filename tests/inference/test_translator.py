@@ -19,7 +19,7 @@ from transformer_mt.cli import flags as cli_flags
 from transformer_mt.cli import main, translator_flags
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.tokenizer import BOS_ID, EOS_ID
-from transformer_mt.errors import TmtError
+from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.inference import quantize
 from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.packed import bucketed_rows
@@ -522,3 +522,15 @@ def test_decode_changes_given_to_from_checkpoint_are_checked_as_a_configs(
     with pytest.raises(ConfigError) as refused:
         Translator.from_checkpoint(str(checkpoint), **changes)
     assert str(refused.value).startswith(message)
+
+
+def test_a_text_given_a_direction_the_model_does_not_offer_is_refused(checkpoint):
+    """As the server refuses a request's: it had been translated in the model's own
+    direction (French read as German), and any pair was cached without end."""
+    translator = Translator.from_checkpoint(str(checkpoint))
+    (own,) = translator.languages.directions
+    assert translator.translate(Texts.of(["ein hund"], directions=[own]))[0].texts
+    with pytest.raises(SettingError, match="src_lang=fr: the model has no such language"):
+        translator.translate(Texts.of(["ein hund"], directions=[("fr", own[1])]))
+    with pytest.raises(SettingError, match=f"does not translate {own[1]}->{own[0]}"):
+        translator.translate(Texts.of(["ein hund"], directions=[own[::-1]]))

@@ -218,11 +218,14 @@ class Translator:
         given), resolved once per pair; no tags for a model without them.
 
         Raises:
-            SettingError: a language the model needs and was not given, or one it lacks,
-                naming src_lang or tgt_lang (`SpecialTokens.language_prefixes`).
+            SettingError: a language the model needs and was not given, or one it lacks, or
+                a direction it may not be asked for (`Languages.check`, as the server checks
+                a request's), naming src_lang or tgt_lang.
         """
         found = self._directions.get((src_lang, tgt_lang))
         if found is None:
+            if (src_lang, tgt_lang) != self._asked:  # the default's was checked or resolved
+                self.languages.check(src_lang, tgt_lang)
             source, target = self.specials.language_prefixes(src_lang, tgt_lang)
             found = Direction(src_lang, tgt_lang, tuple(source), tuple(target))
             self._directions[(src_lang, tgt_lang)] = found
