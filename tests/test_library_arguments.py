@@ -1,5 +1,6 @@
-"""A library call given one string where it takes a sequence of them refuses it, naming the
-argument: iterated, each character had been a text, a segment or an override of its own."""
+"""Library calls refuse an argument they would misread, naming it: one string where they take a
+sequence of them (iterated, each character had been a text, a segment or an override of its
+own), an export format they do not write."""
 
 from __future__ import annotations
 
@@ -61,3 +62,12 @@ def test_scoring_and_configs_refuse_a_lone_string(call, message):
     with pytest.raises(SettingError) as refused:
         call()
     assert str(refused.value).startswith(message)
+
+
+def test_an_unknown_export_format_is_refused_before_anything_is_written(checkpoint, tmp_path):
+    """Any name but "hf" had written a CTranslate2 model."""
+    from transformer_mt.interop.export import export
+
+    with pytest.raises(SettingError, match="fmt=onnx: choose one of hf, ctranslate2"):
+        export(checkpoint, tmp_path / "out", "onnx", None)
+    assert not (tmp_path / "out").exists()

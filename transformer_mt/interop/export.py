@@ -289,7 +289,13 @@ def export(
     """Dispatch on `fmt` (one of FORMATS); `quantize` is CTranslate2's weight type and
     `shortlist` its vocabulary map. Returns the folder written and the notes on what the
     format's search does otherwise (Hugging Face's generation config; none for CTranslate2,
-    whose search settings are given at each call)."""
+    whose search settings are given at each call).
+
+    Raises:
+        SettingError: a format not in FORMATS, or an option the format does not take.
+    """
+    if fmt not in FORMATS:
+        raise SettingError("fmt", fmt, f"choose one of {', '.join(FORMATS)}")
     if fmt == "hf":
         if quantize:
             raise SettingError("quantize", quantize, "applies to format ctranslate2 only")
