@@ -11,11 +11,14 @@ The public API, for use from Python rather than the `tmt` command:
     Translator.from_checkpoint(path, device="cpu", **decode_changes)
                                           text in, translations out, as `tmt translate`
 
+`train` runs as `tmt train` does, in this process: it sets torch's thread count, the root
+logger's handler and level (INFO on stderr, when none is set) and the random seeds.
+
 Example:
 
     import transformer_mt as tmt
 
-    tmt.train("configs/multi30k_tiny.yaml", "runs/tiny", ["train.max_steps=200"])
+    tmt.train("configs/multi30k_tiny.yaml", "runs/tiny", ["train.max_steps=600"])
     translator = tmt.Translator.from_checkpoint("runs/tiny/checkpoints/best.pt", beam_size=5)
     print(translator.translate(["Ein Mann fährt Fahrrad."])[0].texts[0])
 
