@@ -1,12 +1,13 @@
 """Library calls refuse an argument they would misread, naming it: one string where they take a
 sequence of them (iterated, each character had been a text, a segment or an override of its
-own), an export format they do not write."""
+own), an export format they do not write; and loading a model leaves the caller's state alone."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+import torch
 
 from transformer_mt.config import load_config
 from transformer_mt.documents.translate import translate_document
@@ -71,3 +72,13 @@ def test_an_unknown_export_format_is_refused_before_anything_is_written(checkpoi
     with pytest.raises(SettingError, match="fmt=onnx: choose one of hf, ctranslate2"):
         export(checkpoint, tmp_path / "out", "onnx", None)
     assert not (tmp_path / "out").exists()
+
+
+def test_loading_a_translator_leaves_the_callers_random_numbers_alone(checkpoint):
+    """Building the model drew its initial weights from torch's generator, which loading then
+    replaced: a caller's seeded draws after it had changed."""
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    Translator.from_checkpoint(str(checkpoint))
+    assert torch.equal(torch.rand(3), expected)

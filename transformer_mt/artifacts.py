@@ -336,7 +336,8 @@ def load_for_inference(path: str | Path, device: str | torch.device = "cpu") -> 
     """
     checkpoint, config, (src_tokenizer, tgt_tokenizer), specials = read_for_inference(path)
     vocab_sizes = (src_tokenizer.vocab_size, tgt_tokenizer.vocab_size)
-    model = build_model(config.model, *vocab_sizes, specials.pad, kernel=kernels.attention)
+    with torch.random.fork_rng(devices=[]):  # the initial weights, replaced: the caller's draws
+        model = build_model(config.model, *vocab_sizes, specials.pad, kernel=kernels.attention)
     fit_weights(model, checkpoint.weights, path)
     model.to(device).eval()
     return InferenceBundle(model, config, src_tokenizer, tgt_tokenizer, specials)
