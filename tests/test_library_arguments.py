@@ -82,3 +82,17 @@ def test_loading_a_translator_leaves_the_callers_random_numbers_alone(checkpoint
     torch.manual_seed(0)
     Translator.from_checkpoint(str(checkpoint))
     assert torch.equal(torch.rand(3), expected)
+
+
+@pytest.mark.parametrize(
+    "path, device, message",
+    [
+        ([], "cpu", "path: no checkpoint given"),
+        (None, "gpu", "device=gpu: choose auto, cpu or cuda"),
+    ],
+)
+def test_a_translator_of_no_checkpoint_or_an_unknown_device_is_refused(
+    checkpoint, path, device, message
+):
+    with pytest.raises(SettingError, match=message):
+        Translator.from_checkpoint(str(checkpoint) if path is None else path, device=device)

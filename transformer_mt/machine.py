@@ -162,9 +162,12 @@ def resolve_device(choice: str) -> torch.device:
     """`choice` (auto, cpu, cuda) as a device; auto takes CUDA when there is one.
 
     Raises:
-        SettingError: cuda asked for where there is no CUDA device.
+        SettingError: another name (`cuda:1` is taken), or cuda asked for where there is no
+            CUDA device.
     """
-    if choice == "cuda" and not torch.cuda.is_available():
+    if choice not in ("auto", "cpu") and choice.partition(":")[0] != "cuda":
+        raise SettingError("device", choice, "choose auto, cpu or cuda")
+    if choice.startswith("cuda") and not torch.cuda.is_available():
         raise SettingError("device", choice, "no CUDA device is available")
     if choice == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")

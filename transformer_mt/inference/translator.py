@@ -157,6 +157,8 @@ class Translator:
         """
         device = resolve_device(device)
         paths = [str(path)] if isinstance(path, str | Path) else [str(p) for p in path]
+        if not paths:
+            raise SettingError("path", None, "no checkpoint given")
         bundles = load_members(paths, device)
         bundle = bundles[0]  # its config and tokenizers: every member's (ensemble.py)
         # Checked as a config file's decode section is: types, choices, unknown names.
