@@ -236,8 +236,9 @@ class Translator:
     def translate(
         self, texts: Texts | Sequence[str], on_batch: Callable[[int], None] | None = None
     ) -> list[Translation]:
-        """Translate `texts` (no newlines), their sentences in batches sorted by length;
-        results in input order.
+        """Translate `texts`, their sentences in batches sorted by length; results in input
+        order. A text holding line breaks is translated line by line, its breaks kept (as the
+        server's texts are; a file's lines hold none).
 
         `texts`: plain lines, or `Texts` with per-text options: forced prefixes (the words a
         user has typed; an empty one forces nothing), directions (for a model with language
