@@ -534,3 +534,14 @@ def test_a_text_given_a_direction_the_model_does_not_offer_is_refused(checkpoint
         translator.translate(Texts.of(["ein hund"], directions=[("fr", own[1])]))
     with pytest.raises(SettingError, match=f"does not translate {own[1]}->{own[0]}"):
         translator.translate(Texts.of(["ein hund"], directions=[own[::-1]]))
+
+
+def test_a_line_whose_sentences_are_all_cut_is_counted_once(checkpoint):
+    """The warning says lines: a line of two sentences longer than the position table had
+    been counted twice."""
+    translator = Translator.from_checkpoint(str(checkpoint))
+    sentence = " ".join(WORDS * 10) + "."
+    line = f"{sentence} {sentence[0].upper()}{sentence[1:]}"
+    assert len(translator.split([line], [translator.default]).sentences) == 2
+    translator.translate([line, "ein mann", sentence])
+    assert translator.encoding.truncated_lines == 2

@@ -91,16 +91,39 @@ class LineEncoding:
         Raises:
             LineTooLong: with `cut` False, a line the position table cannot hold whole.
         """
+        ids, tagged, truncated = self._source_ids(line, direction, cut)
+        if count:
+            self.tagged_lines += tagged
+            self.truncated_lines += truncated
+        return ids
+
+    def sentence_ids(
+        self, sentences: Sequence[str], directions: Sequence[Direction], owners: Sequence[int]
+    ) -> list[list[int]]:
+        """`source_ids` of the sentences of some lines (`owners`: the line of each), a line
+        counted once however many of its sentences held a tag or were cut."""
+        found = [self._source_ids(*pair, True) for pair in zip(sentences, directions, strict=True)]
+        tagged, cut = set(), set()
+        for line, (_, held_tag, was_cut) in zip(owners, found, strict=True):
+            if held_tag:
+                tagged.add(line)
+            if was_cut:
+                cut.add(line)
+        self.tagged_lines += len(tagged)
+        self.truncated_lines += len(cut)
+        return [ids for ids, _, _ in found]
+
+    def _source_ids(
+        self, line: str, direction: Direction | None, cut: bool
+    ) -> tuple[list[int], bool, bool]:
+        """`source_ids` of `line`, whether it held a tag, and whether it was cut."""
         direction = direction or self.default
         text, ids = self._encoded(line)
         kept, room = self._kept(ids, direction)
-        if len(kept) < len(ids):
-            self.tagged_lines += 1 if count else 0
-        if len(kept) > room:
-            if not cut:
-                raise LineTooLong(len(kept) if len(text) == len(line) else None, room)
-            self.truncated_lines += 1 if count else 0
-        return [*direction.source_prefix, *(ids[k] for k in kept[:room])] if kept else []
+        if len(kept) > room and not cut:
+            raise LineTooLong(len(kept) if len(text) == len(line) else None, room)
+        found = [*direction.source_prefix, *(ids[k] for k in kept[:room])] if kept else []
+        return found, len(kept) < len(ids), len(kept) > room
 
     def source_pieces(self, line: str, direction: Direction | None = None) -> list[str]:
         """The pieces of the subwords `source_ids` gives `line`, after its language tags."""

@@ -325,9 +325,7 @@ class Translator:
         """`translate` of single sentences, one direction (and prefix, and target phrases)
         each; `owners`: the line of each sentence, so that `on_batch` counts the lines a batch
         finished and errors name the line."""
-        encoded = [
-            self.encoding.source_ids(text, d) for text, d in zip(sentences, directions, strict=True)
-        ]
+        encoded = self.encoding.sentence_ids(sentences, directions, owners)
         todo = [i for i, ids in enumerate(encoded) if ids]
         no_pairs = None if self.alignment_layer is None else []
         results = [Translation.empty(self.decode.n_best, no_pairs) for _ in sentences]
