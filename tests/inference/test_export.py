@@ -348,6 +348,7 @@ def test_ct2_greedy_search_without_repeats_matches_ours(looping, ngram):
             min_decoding_length=decode.min_len,
             no_repeat_ngram_size=ngram,
             disable_unk=True,
+            suppress_sequences=[["<pad>"], ["<s>"]],  # as docs/deployment.md: ours never emits
         )[0]
         theirs = [_ids(ours.tgt_tokenizer)[p] for p in result.hypotheses[0]]
         assert theirs == best.tokens, sentence
