@@ -485,6 +485,7 @@ def test_a_sentence_longer_than_the_position_table_is_refused_naming_its_text(en
 def test_an_engine_started_twice_still_stops_and_a_stopped_one_is_not_restarted(engine):
     """A second start had made a second decoding thread, and stop() waited for ever on one
     that nothing woke."""
+
     def decoders() -> int:
         return [t.name for t in threading.enumerate()].count("tmt-decoder")
 
