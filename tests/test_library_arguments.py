@@ -96,3 +96,14 @@ def test_a_translator_of_no_checkpoint_or_an_unknown_device_is_refused(
 ):
     with pytest.raises(SettingError, match=message):
         Translator.from_checkpoint(str(checkpoint) if path is None else path, device=device)
+
+
+def test_a_generator_of_strings_is_read_once_and_taken_whole(translator):
+    """The check reads the items it passes on: a generator it had used up left nothing to
+    translate, score or apply."""
+    from transformer_mt.config.loading import apply_overrides
+
+    assert len(translator.translate(line for line in ["ein hund", "ein mann"])) == 2
+    assert apply_overrides({"train": {}}, (o for o in ["train.lr=1"])) == {"train": {"lr": 1}}
+    (score,) = corpus_scores((h for h in ["a b c d"]), ["a b c d"], (m for m in ["bleu"]))
+    assert score.score == pytest.approx(100.0)

@@ -41,10 +41,11 @@ def shown_value(value: object) -> str:
     return printable(str(value), VALUE_CHARS)
 
 
-def check_strings(value: object, setting: str, allow_empty: bool = True) -> None:
-    """Refuse `value` where a sequence of strings is wanted: a lone string or bytes (which
-    would be read one character at a time, each a text of its own), an item that is not a
-    string, or (unless `allow_empty`) no item at all.
+def string_items(value: object, setting: str, allow_empty: bool = True) -> tuple[str, ...]:
+    """The strings of `value`, where a sequence of strings is wanted, read once (so that a
+    generator given is not used up by the check); refused: a lone string or bytes (which would
+    be read one character at a time, each a text of its own), an item that is not a string,
+    or (unless `allow_empty`) no item at all.
 
     Raises:
         SettingError: naming `setting`.
@@ -53,7 +54,7 @@ def check_strings(value: object, setting: str, allow_empty: bool = True) -> None
         reason = "a sequence of strings is wanted, not one string: put it in a list"
         raise SettingError(setting, value, reason)
     try:
-        items = list(value)  # type: ignore[call-overload]
+        items = tuple(value)  # type: ignore[call-overload]
     except TypeError:
         raise SettingError(setting, value, "a sequence of strings is wanted") from None
     if not allow_empty and not items:
@@ -62,6 +63,7 @@ def check_strings(value: object, setting: str, allow_empty: bool = True) -> None
         if not isinstance(item, str):
             kind = type(item).__name__
             raise SettingError(f"{setting}[{i}]", None, f"{kind}, not a string")
+    return items
 
 
 def one_line(err: BaseException) -> str:

@@ -19,7 +19,7 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.metrics.base import Metric
 from sacrebleu.metrics.base import Score as BaseScore
 
-from transformer_mt.errors import TmtError, check_strings
+from transformer_mt.errors import TmtError, string_items
 from transformer_mt.text_files import iter_lines, parallel_chunks
 
 METRICS = ("bleu", "chrf", "ter")
@@ -73,7 +73,8 @@ def corpus_scores(
     Raises:
         TmtError: unknown metric, no segments, or hypotheses and references differ in number.
     """
-    _check_segments(hypotheses, references, metrics)
+    hypotheses, references = _segments(hypotheses, references)
+    metrics = string_items(metrics, "metrics", allow_empty=False)
     if not hypotheses:
         raise TmtError("no segments to score: hypotheses and references are both empty")
     scores = []
@@ -83,22 +84,22 @@ def corpus_scores(
     return scores
 
 
-def _check_segments(
-    hypotheses: Sequence[str], references: Sequence[str], metrics: Sequence[str] = ("bleu",)
-) -> None:
-    """Refuse segments that are not sequences of strings (a lone string would be scored a
-    character a segment), of unequal number, or no metric.
+def _segments(
+    hypotheses: Sequence[str], references: Sequence[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The hypotheses and references, refused where they are not sequences of strings (a
+    lone string would be scored a character a segment) or differ in number.
 
     Raises:
         SettingError: naming the argument; TmtError: unequal numbers.
     """
-    check_strings(hypotheses, "hypotheses")
-    check_strings(references, "references")
-    check_strings(metrics, "metrics", allow_empty=False)
+    hypotheses = string_items(hypotheses, "hypotheses")
+    references = string_items(references, "references")
     if len(hypotheses) != len(references):
         raise TmtError(
             f"{len(hypotheses)} hypotheses but {len(references)} references: one each needed"
         )
+    return hypotheses, references
 
 
 def _score(metric: Metric, result: BaseScore) -> Score:
@@ -120,7 +121,7 @@ class CorpusScorer:
 
     def __init__(self, metrics: Sequence[str] = ("bleu", "chrf"), lowercase: bool = False):
         """Raises: TmtError: an unknown metric name, or none."""
-        check_strings(metrics, "metrics", allow_empty=False)
+        metrics = string_items(metrics, "metrics", allow_empty=False)
         self._metrics = [build_metric(name, lowercase, force=True) for name in metrics]
         self._sums: list[list[float] | None] = [None] * len(self._metrics)
         self.segments = 0
@@ -132,7 +133,7 @@ class CorpusScorer:
         Raises:
             TmtError: hypotheses and references differ in number.
         """
-        _check_segments(hypotheses, references)
+        hypotheses, references = _segments(hypotheses, references)
         if not hypotheses:
             return
         for i, metric in enumerate(self._metrics):

@@ -19,7 +19,7 @@ from transformer_mt.config.errors import ConfigError
 from transformer_mt.config.experiment import ExperimentConfig
 from transformer_mt.config.reading import read_yaml
 from transformer_mt.config.tokenizer import TRAINING_KEYS, refuse_training_keys
-from transformer_mt.errors import check_strings
+from transformer_mt.errors import string_items
 
 
 def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
@@ -71,7 +71,7 @@ def given_keys(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) ->
 
 def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict:
     """Apply `section.key=value` strings (values parsed as YAML scalars) to a copy of `data`."""
-    check_strings(overrides, "overrides")  # a lone "train.lr=5e-4" is one, not 12
+    overrides = string_items(overrides, "overrides")  # a lone "train.lr=5e-4" is one, not 12
     data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
     given: dict[str, str] = {}  # key -> its override, as a config file gives a key once
     for item in overrides:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from transformer_mt.errors import SettingError, TmtError, check_strings
+from transformer_mt.errors import SettingError, TmtError, string_items
 from transformer_mt.inference.glossary import Glossary
 from transformer_mt.inference.languages import Pair
 from transformer_mt.inference.sentences import SplitLines
@@ -83,20 +83,20 @@ class Texts:
     ) -> Texts:
         """`Texts` from any sequences; `glossary`: one glossary for every text (not with
         `glossaries`)."""
-        check_strings(texts, "texts")
+        texts = string_items(texts, "texts")
         if prefixes is not None:
-            check_strings(prefixes, "prefixes")
-        for i, phrases in enumerate(constraints or ()):
-            check_strings(phrases, f"constraints[{i}]")
+            prefixes = string_items(prefixes, "prefixes")
+        if constraints is not None:
+            constraints = [string_items(c, f"constraints[{i}]") for i, c in enumerate(constraints)]
         if glossary is not None:
             if glossaries is not None:
                 raise TmtError("give one glossary for all texts or one per text, not both")
             glossaries = [glossary] * len(texts)
         return cls(
-            tuple(texts),
-            None if prefixes is None else tuple(prefixes),
+            texts,
+            prefixes,
             None if directions is None else tuple(directions),
-            None if constraints is None else tuple(tuple(c) for c in constraints),
+            None if constraints is None else tuple(constraints),
             None if glossaries is None else tuple(glossaries),
             None if kept is None else tuple(tuple(spans) for spans in kept),
         )
@@ -110,8 +110,7 @@ class Texts:
         """
         if isinstance(texts, Texts):
             return texts
-        check_strings(texts, "texts")
-        return cls(tuple(texts))
+        return cls(string_items(texts, "texts"))
 
     def __len__(self) -> int:
         return len(self.texts)

@@ -30,7 +30,7 @@ from typing import TextIO
 import torch
 
 from transformer_mt.data.specials import SpecialTokens
-from transformer_mt.errors import SettingError, TmtError, check_strings
+from transformer_mt.errors import SettingError, TmtError, string_items
 from transformer_mt.inference.nbest import Hypotheses, format_hypothesis, iter_nbest
 from transformer_mt.inference.translator import Translator
 from transformer_mt.model import Seq2SeqTransformer
@@ -89,8 +89,8 @@ def score_pairs(
         max_tokens: rows x the longest row (source or target, with EOS) per forward pass;
             None: the translator's decode.max_tokens. A longer pair goes alone.
     """
-    check_strings(sources, "sources")
-    check_strings(targets, "targets")
+    sources = string_items(sources, "sources")
+    targets = string_items(targets, "targets")
     if len(sources) != len(targets):
         raise SettingError("targets", None, f"{len(targets)} for {len(sources)} sources")
     before = translator.encoding.truncated_lines
