@@ -121,7 +121,9 @@ class Translator:
         # Language tags of each direction asked for (ids in front of its sources, and forced
         # in front of its targets); `default`: those of lines not given a direction.
         self._directions: dict[Pair, Direction] = {}
-        self.default = self.direction(lines.src_lang, lines.tgt_lang)
+        # Not checked here: `from_checkpoint` checks it against the checkpoint's languages
+        # (`Languages.check_default`), and a tagged model may have no default direction.
+        self.default = self._resolved(lines.src_lang, lines.tgt_lang)
         self.encoding = LineEncoding(tokenizers, specials, model.cfg.max_positions, self.default)
         self.unforced_lines = 0  # blank lines given a prefix or phrases, unused
 
@@ -224,10 +226,14 @@ class Translator:
                 a direction it may not be asked for (`Languages.check`, as the server checks
                 a request's), naming src_lang or tgt_lang.
         """
+        if (src_lang, tgt_lang) not in self._directions:
+            self.languages.check(src_lang, tgt_lang)
+        return self._resolved(src_lang, tgt_lang)
+
+    def _resolved(self, src_lang: str | None, tgt_lang: str | None) -> Direction:
+        """`direction` without its check, resolved once per pair."""
         found = self._directions.get((src_lang, tgt_lang))
         if found is None:
-            if (src_lang, tgt_lang) != self._asked:  # the default's was checked or resolved
-                self.languages.check(src_lang, tgt_lang)
             source, target = self.specials.language_prefixes(src_lang, tgt_lang)
             found = Direction(src_lang, tgt_lang, tuple(source), tuple(target))
             self._directions[(src_lang, tgt_lang)] = found
