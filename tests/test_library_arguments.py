@@ -13,6 +13,7 @@ from transformer_mt.config import load_config
 from transformer_mt.documents.translate import translate_document
 from transformer_mt.errors import SettingError
 from transformer_mt.evaluation import CorpusScorer, corpus_scores
+from transformer_mt.inference.glossary import Glossary
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.scoring import score_pairs
 from transformer_mt.inference.translator import Translator
@@ -38,6 +39,14 @@ def translator(checkpoint):
         (lambda t: score_pairs(t, "ein hund", "a dog"), f"sources=ein hund: {LONE}"),
         (lambda t: score_pairs(t, ["ein hund"], ["a", "b"]), "targets: 2 for 1 sources"),
         (lambda t: translate_document(t, b"<p>x</p>", "html"), "document: bytes; give"),
+        (
+            lambda t: t.translate(Texts.of(["ein hund"], directions=["de-en"])),
+            "directions[0]=de-en: expected a pair of two strings",
+        ),
+        (
+            lambda t: t.translate(Texts.of(["ein hund"], directions=[("de", "en", "fr")])),
+            "directions[0]=('de', 'en', 'fr'): expected a pair",
+        ),
     ],
 )
 def test_a_translator_call_refuses_a_lone_string(translator, call, message):
@@ -63,6 +72,24 @@ def test_scoring_and_configs_refuse_a_lone_string(call, message):
     with pytest.raises(SettingError) as refused:
         call()
     assert str(refused.value).startswith(message)
+
+
+def test_a_glossary_of_code_takes_a_mapping_and_refuses_what_is_not_pairs():
+    """A dict had been read as its keys, each unpacked as two characters."""
+    glossary = Glossary.of_pairs({"Hund": "dog", "Katze": "cat"})
+    assert glossary.targets("Ein Hund und eine Katze") == ["dog", "cat"]
+    with pytest.raises(SettingError, match=r"pairs\[1\]=\('Katze',\): expected a pair"):
+        Glossary.of_pairs([("Hund", "dog"), ("Katze",)])
+    with pytest.raises(SettingError, match="pairs=Hund: a sequence of pairs is wanted"):
+        Glossary.of_pairs("Hund")
+
+
+def test_a_model_of_an_empty_vocabulary_is_refused_naming_it():
+    from transformer_mt.model import build_model
+
+    model_cfg = load_config(REPO / "configs/multi30k_tiny.yaml").model
+    with pytest.raises(ValueError, match="tgt_vocab_size=0: too small for pad_id=0"):
+        build_model(model_cfg, 20, 0)
 
 
 def test_an_unknown_export_format_is_refused_before_anything_is_written(checkpoint, tmp_path):

@@ -7,6 +7,8 @@ that the CLI can name the flag that set it instead.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 VALUE_CHARS = 200  # of a user's value quoted in a message; the rest is cut
 
 
@@ -64,6 +66,39 @@ def string_items(value: object, setting: str, allow_empty: bool = True) -> tuple
             kind = type(item).__name__
             raise SettingError(f"{setting}[{i}]", None, f"{kind}, not a string")
     return items
+
+
+def pair_items(value: object, setting: str) -> tuple[tuple[str, str], ...]:
+    """The (str, str) pairs of `value` (a sequence of pairs, or a mapping read as its items),
+    read once as `string_items` reads; refused: a lone string, and an item that is not two
+    strings (a "de-en" where ("de", "en") is wanted, say).
+
+    Raises:
+        SettingError: naming `setting`, or the item as `setting[i]`.
+    """
+    if isinstance(value, str | bytes):
+        raise SettingError(setting, value, "a sequence of pairs is wanted, not one string")
+    if isinstance(value, Mapping):
+        value = value.items()
+    try:
+        items = tuple(value)  # type: ignore[call-overload]
+    except TypeError:
+        raise SettingError(setting, value, "a sequence of (str, str) pairs is wanted") from None
+    pairs = []
+    for i, item in enumerate(items):
+        pair = () if isinstance(item, str | bytes) else tuple(item) if _iterable(item) else ()
+        if len(pair) != 2 or not all(isinstance(x, str) for x in pair):
+            raise SettingError(f"{setting}[{i}]", item, "expected a pair of two strings")
+        pairs.append(pair)
+    return tuple(pairs)
+
+
+def _iterable(value: object) -> bool:
+    try:
+        iter(value)  # type: ignore[call-overload]
+    except TypeError:
+        return False
+    return True
 
 
 def one_line(err: BaseException) -> str:

@@ -27,12 +27,12 @@ source term given twice with different targets.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from transformer_mt.errors import TmtError
+from transformer_mt.errors import TmtError, pair_items
 from transformer_mt.text_files import iter_lines
 
 # The most characters of a term. A term is a word or a short phrase; a longer one is a
@@ -101,18 +101,22 @@ class Glossary:
 
     @classmethod
     def of_pairs(
-        cls, pairs: Iterable[tuple[str, str]], ignore_case: bool = False, origin: str = "glossary"
+        cls,
+        pairs: Iterable[tuple[str, str]] | Mapping[str, str],
+        ignore_case: bool = False,
+        origin: str = "glossary",
     ) -> Glossary:
-        """A glossary of (source, target) pairs given in code or a request; `origin` names
-        them in errors (`origin:1` for the first pair).
+        """A glossary of (source, target) pairs given in code (a mapping: its items); `origin`
+        names them in errors (`origin:1` for the first pair).
 
         Raises:
+            SettingError: `pairs` is not a sequence of pairs of strings.
             TmtError: an empty or too long term, or a source given twice with different
                 targets.
         """
         terms = [
             checked_term(source, target, f"{origin}:{number}")
-            for number, (source, target) in enumerate(pairs, start=1)
+            for number, (source, target) in enumerate(pair_items(pairs, "pairs"), start=1)
         ]
         return cls(terms, ignore_case)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from transformer_mt.errors import SettingError, TmtError, string_items
+from transformer_mt.errors import SettingError, TmtError, pair_items, string_items
 from transformer_mt.inference.glossary import Glossary
 from transformer_mt.inference.languages import Pair
 from transformer_mt.inference.sentences import SplitLines
@@ -86,6 +86,8 @@ class Texts:
         texts = string_items(texts, "texts")
         if prefixes is not None:
             prefixes = string_items(prefixes, "prefixes")
+        if directions is not None:
+            directions = pair_items(directions, "directions")
         if constraints is not None:
             constraints = [string_items(c, f"constraints[{i}]") for i, c in enumerate(constraints)]
         if glossary is not None:

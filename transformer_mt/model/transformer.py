@@ -377,7 +377,15 @@ def build_model(
     kernel: AttentionKernel = attention,
 ) -> Seq2SeqTransformer:
     """A freshly initialised model; `tgt_vocab_size` defaults to the (joint) source one.
-    `kernel` computes every layer's attention (see `Seq2SeqTransformer`)."""
+    `kernel` computes every layer's attention (see `Seq2SeqTransformer`).
+
+    Raises:
+        ValueError: a vocabulary without room for `pad_id` (an empty one, say), which
+            would otherwise fail deep inside the initialisation.
+    """
     cfg.validate()
-    tgt_vocab_size = tgt_vocab_size or src_vocab_size
+    tgt_vocab_size = src_vocab_size if tgt_vocab_size is None else tgt_vocab_size
+    for name, size in (("src_vocab_size", src_vocab_size), ("tgt_vocab_size", tgt_vocab_size)):
+        if not 0 <= pad_id < size:
+            raise ValueError(f"{name}={size}: too small for pad_id={pad_id}")
     return Seq2SeqTransformer(cfg, src_vocab_size, tgt_vocab_size, pad_id, kernel)
