@@ -314,6 +314,21 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     return checkpoint
 
 
+def stored_origin(path: Path) -> tuple[ExperimentConfig, str | None] | None:
+    """The config a checkpoint file stores and what it was imported from (`imported_from`),
+    read without loading its weights (they are memory-mapped, never read) and without
+    `load_checkpoint`'s checks: None for a file that is not a readable checkpoint, whose
+    loading names why. For a command that must know, before loading, which files the
+    checkpoint came from (`input_files`)."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        config = config_from_dict(state["config"], source=f"{path} (stored config)")
+    except Exception:  # not a checkpoint (not a dict, no config), or damaged
+        return None
+    imported = state.get("imported_from")
+    return config, imported if isinstance(imported, str) else None
+
+
 @dataclass
 class InferenceBundle:
     """Everything `tmt translate` needs, rebuilt from a checkpoint alone."""

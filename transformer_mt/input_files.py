@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
-from transformer_mt.config import ExperimentConfig, config_from_dict
+from transformer_mt.artifacts import stored_origin
+from transformer_mt.config import ExperimentConfig
 
 
 def checkpoint_input_files(path: str | Path, what: str = "checkpoint") -> list[tuple[Path, str]]:
@@ -24,23 +23,19 @@ def checkpoint_input_files(path: str | Path, what: str = "checkpoint") -> list[t
     model's files), as (path, what it is) pairs: what no command given this checkpoint may
     write over (`files.check_output`).
 
-    Only the stored config is read (the weights are memory-mapped, never loaded) and without
-    the checks of `load_checkpoint`, which the command's own loading makes and reports: a file
-    that cannot be read here lists only itself.
+    Only the stored config is read (`artifacts.stored_origin`), without the checks of
+    `load_checkpoint`, which the command's own loading makes and reports: a file that cannot
+    be read here lists only itself.
     """
     files = [(Path(path), what)]
     if not Path(path).is_file():  # missing, a folder, a FIFO (which a read would block on)
         return files
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        if not isinstance(state, dict):
-            return files
-        config = config_from_dict(state["config"], source=f"{path} (stored config)")
-    except Exception:  # not a checkpoint, or damaged: the loader names why
+    origin = stored_origin(Path(path))
+    if origin is None:  # not a checkpoint, or damaged: the loader names why
         return files
+    config, imported = origin  # imported: as given to tmt import, a hub name or a directory
     files += config_input_files(config, f"{what} {path}")
-    imported = state.get("imported_from")  # as given to tmt import: a hub name or a directory
-    if isinstance(imported, str) and Path(imported).is_dir():
+    if imported is not None and Path(imported).is_dir():
         files.append((Path(imported), f"model {what} {path} was imported from"))
     return files
 
