@@ -224,11 +224,6 @@ class Tokenizer:
         ids = self.table.ids  # type: ignore[union-attr]
         return [ids.get(p, self._unk) for p in pieces]
 
-    def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.write_bytes(self.model_bytes)
-        return path
-
 
 @dataclass(frozen=True)
 class PieceTable:

@@ -180,11 +180,6 @@ class SplitLines:
         """Each of `lines` split by the rules of its language in `langs` (`split_line`)."""
         return cls(tuple(split_line(line, lang) for line, lang in zip(lines, langs, strict=True)))
 
-    @classmethod
-    def unsplit(cls, lines: Sequence[str]) -> SplitLines:
-        """Every line as one sentence (`Segments.whole`): splitting switched off."""
-        return cls(tuple(Segments.whole(line) for line in lines))
-
     @cached_property
     def sentences(self) -> list[str]:
         """The sentences of every line, line after line."""
