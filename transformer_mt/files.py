@@ -328,7 +328,7 @@ def remove_stale_temporaries(directory: str | Path, name: str | None = None) -> 
         if match is None or path.is_symlink():
             continue
         pid, threaded = int(match.group(2)), match.group(3) is not None
-        if not (threaded and pid == os.getpid()) and not _running(pid):
+        if not (threaded and pid == os.getpid()) and not another_process_runs(pid):
             _remove(path)
             removed.append(path)
     return removed
@@ -378,12 +378,14 @@ def _temporary_stem(name: str) -> str:
     return f"{kept}-{digest}"
 
 
-def _running(pid: int) -> bool:
-    """Whether another process `pid` runs (True when unknown, so that nothing is deleted)."""
+def another_process_runs(pid: int) -> bool:
+    """Whether a process `pid` other than this one runs: True when unknown (no POSIX process
+    ids, or another user's process), so that a caller deletes or takes over nothing; this
+    process's own id is one an earlier process had, whose work it is not doing."""
     if os.name != "posix":
         return True
     if pid == os.getpid():
-        return False  # a temporary of an earlier process that had this id; this one is not writing
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -22,7 +22,12 @@ from pathlib import Path
 from typing import TextIO
 
 from transformer_mt.errors import TmtError, shown_value
-from transformer_mt.files import atomic_open, refuse_read_only, write_errors
+from transformer_mt.files import (
+    another_process_runs,
+    atomic_open,
+    refuse_read_only,
+    write_errors,
+)
 
 PARTIAL = ".partial"
 
@@ -94,7 +99,7 @@ class PartialOutput:
             self._write_sidecar(lines_done=0)
             return 0
         pid = earlier.get("pid")
-        if isinstance(pid, int) and pid != os.getpid() and _running(pid):
+        if isinstance(pid, int) and another_process_runs(pid):
             raise TmtError(
                 f"{self.path}: another run (PID {pid}) is writing it; wait for it, or stop it"
             )
@@ -189,16 +194,3 @@ def _differences(earlier: object, now: dict[str, object]) -> list[str]:
         return []
     keys = sorted(set(earlier) | set(now))
     return [key for key in keys if earlier.get(key) != now.get(key)]
-
-
-def _running(pid: int) -> bool:
-    """Whether process `pid` runs (True when unknown)."""
-    if os.name != "posix":
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
