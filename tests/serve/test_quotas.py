@@ -113,6 +113,15 @@ def test_a_byte_order_mark_is_removed_with_a_warning(tmp_path, caplog):
     ]
 
 
+def test_a_keys_file_that_is_not_utf8_is_refused_naming_its_line(tmp_path):
+    path = tmp_path / "keys.txt"
+    path.write_bytes(KEYS.encode() + b"k\xe9y-of-latin1-editor 10 100\n")
+    with pytest.raises(SettingError) as caught:
+        ApiKeys(str(path))
+    line = KEYS.count("\n") + 1
+    assert caught.value.reason == f"{path}:{line}: not valid UTF-8 (byte 0xe9 at column 2)"
+
+
 def test_a_file_emptied_while_serving_keeps_the_keys_before(tmp_path, caplog):
     path = keys_file(tmp_path)
     api_keys = ApiKeys(path)

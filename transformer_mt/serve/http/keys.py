@@ -35,6 +35,7 @@ import os
 from dataclasses import dataclass
 
 from transformer_mt.errors import SettingError, TmtError
+from transformer_mt.text_files import read_document
 
 logger = logging.getLogger("transformer_mt.serve")
 
@@ -116,7 +117,7 @@ class ApiKeys:
         self._stale = False
         try:
             self._stamp, self._entries = self._read()
-        except (OSError, KeysFileError) as err:
+        except (OSError, TmtError) as err:
             raise SettingError("api_keys", path, _reason(err)) from None
         logger.info("api keys: %d keys from %s", len(self._entries), path)
 
@@ -151,7 +152,7 @@ class ApiKeys:
         self._stamp = stamp
         try:
             self._stamp, self._entries = self._read()
-        except (OSError, KeysFileError) as err:
+        except (OSError, TmtError) as err:
             logger.error(
                 "api keys: %s; keeping the %d keys read before", _reason(err), len(self._entries)
             )
@@ -159,15 +160,9 @@ class ApiKeys:
         logger.info("api keys: %d keys from %s (reloaded)", len(self._entries), self.path)
 
     def _read(self) -> tuple[tuple, tuple[KeyEntry, ...]]:
-        with open(self.path, encoding="utf-8") as file:
+        with open(self.path, "rb") as file:
             stamp = _stamp(os.fstat(file.fileno()))
-            try:
-                text = file.read()
-            except UnicodeDecodeError as err:
-                raise KeysFileError(f"{self.path}: not UTF-8 (offset {err.start})") from None
-        if text.startswith("\ufeff"):  # an editor's, as other files' (files.py)
-            logger.warning("%s: starts with a UTF-8 byte order mark; it was removed", self.path)
-            text = text[1:]
+            text = read_document(file, self.path)  # UTF-8, an editor's byte order mark removed
         return stamp, parse_keys(text, self.path)
 
 
