@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tests.corpora import slice_lines
-from tests.importing.builders import build_marian_searching, build_nllb
+from tests.importing.builders import build_marian, build_marian_searching, build_nllb
 from transformer_mt.artifacts import load_checkpoint, save_checkpoint
 from transformer_mt.cli import main
 from transformer_mt.config import DecodeConfig
@@ -200,6 +200,20 @@ def test_tmt_import_says_each_setting_our_search_follows_otherwise(tmp_path, cap
     notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: ")]
     said = [note.removeprefix("note: ").split(": ", 1)[1].split(":")[0] for note in notes]
     assert said == ["repetition_penalty=1.2"]
+
+
+def test_tmt_import_notes_the_training_only_settings_it_leaves_out(tmp_path, capsys):
+    build_marian(tmp_path / "hf", separate=True)
+    config_file = tmp_path / "hf" / "config.json"
+    config = json.loads(config_file.read_text("utf-8"))
+    config.update(encoder_layerdrop=0.1, decoder_layerdrop=0.0)
+    config_file.write_text(json.dumps(config), "utf-8")
+    assert main(["import", str(tmp_path / "hf"), "--out", str(tmp_path / "imported.pt")]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: ")]
+    assert notes == [
+        "note: left out encoder_layerdrop=0.1 (LayerDrop skips layers in training only; "
+        "ours has none)"
+    ]
 
 
 def test_the_hf_export_searches_as_the_checkpoint(searching, tmp_path, capsys):

@@ -51,6 +51,8 @@ def _run_import(args: argparse.Namespace) -> int:
     print(f"wrote {args.out}: translates {info.translates()}; {info.model}", file=sys.stderr)
     for note in imported.generation.notes:  # settings our search follows otherwise
         print(f"note: {note}", file=sys.stderr)
+    for setting in imported.ignored:  # training-only settings: translation is the same
+        print(f"note: left out {setting}", file=sys.stderr)
     return 0
 
 

@@ -5,6 +5,7 @@ import writes nothing)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from transformer_mt.artifacts import Checkpoint, pack_tokenizers, save_checkpoin
 from transformer_mt.config import DataConfig, ExperimentConfig, TokenizerConfig, config_to_dict
 from transformer_mt.errors import TmtError, one_line
 from transformer_mt.files import check_output
+from transformer_mt.interop.hf_bart import ignored_settings
 from transformer_mt.interop.import_files import check_model_files, present, read_json
 from transformer_mt.interop.import_m2m100 import read_m2m100
 from transformer_mt.interop.import_marian import read_marian
@@ -41,6 +43,7 @@ def import_model(source: str, out: str | Path) -> ImportedModel:
     with _quiet_transformers():
         model_type, hf_config = read_config(directory)
         imported = READERS[model_type](directory, hf_config)
+    imported = dataclasses.replace(imported, ignored=tuple(ignored_settings(hf_config)))
     save_checkpoint(_checkpoint(imported, str(source)), out)
     return imported
 

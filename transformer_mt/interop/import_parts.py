@@ -25,6 +25,8 @@ class ImportedModel:
     src_lang: str
     tgt_lang: str
     generation: Generation  # the search settings of `generate`, as ours
+    # Training-only settings of the config our model leaves out (`hf_bart.ignored_settings`).
+    ignored: tuple[str, ...] = ()
 
 
 def piece_tokenizer(
