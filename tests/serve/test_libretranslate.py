@@ -15,12 +15,18 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from tests.serve.fakes import LIMITS, fake_translation  # noqa: E402
 from transformer_mt import langid  # noqa: E402
+from transformer_mt.config import DecodeConfig  # noqa: E402
 from transformer_mt.data.specials import OWN_SPECIALS  # noqa: E402
 from transformer_mt.inference.languages import Languages  # noqa: E402
 from transformer_mt.langid import LinguaMissing, installed  # noqa: E402
-from transformer_mt.serve.http import libretranslate, schema  # noqa: E402
+from transformer_mt.serve.http import schema  # noqa: E402
 from transformer_mt.serve.http.app import create_app  # noqa: E402
-from transformer_mt.serve.http.libretranslate import LibreError, request_fields  # noqa: E402
+from transformer_mt.serve.http.libretranslate import (  # noqa: E402
+    LibreError,
+    parse_detect,
+    parse_translate,
+    request_fields,
+)
 
 BASE_URL = "http://127.0.0.1:8000"
 GOOD = {"q": "ein kleiner hund", "source": "de", "target": "en"}
@@ -289,8 +295,32 @@ def test_detect_for_a_model_of_no_language_lingua_knows_is_unavailable(engine):
     assert response.json()["error"].startswith("language detection is unavailable: lingua")
 
 
-def test_the_openapi_body_has_the_fields_the_parser_reads(client):
-    assert tuple(schema.LibreTranslateBody.model_fields) == libretranslate.TRANSLATE_FIELDS
-    assert tuple(schema.LibreDetectBody.model_fields) == libretranslate.DETECT_FIELDS
+class ReadFields(dict):
+    """A request's fields that remember which of them a parser read."""
+
+    def __init__(self, **fields):
+        super().__init__(fields)
+        self.read: set[str] = set()
+
+    def get(self, key, default=None):
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self.read.add(key)
+        return super().__contains__(key)
+
+
+def test_the_openapi_body_has_the_fields_the_parser_reads(client, engine):
+    fields = ReadFields(**GOOD)
+    parse_translate(fields, DecodeConfig(), engine.limits, engine.languages)
+    assert fields.read == set(schema.LibreTranslateBody.model_fields)
+    fields = ReadFields(q=GOOD["q"])
+    parse_detect(fields, engine.limits)
+    assert fields.read == set(schema.LibreDetectBody.model_fields)
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/translate", "/languages", "/detect"} <= set(paths)

@@ -47,9 +47,6 @@ from transformer_mt.serve.http.api import AUTO, MAX_CODE_CHARS, TranslateRequest
 from transformer_mt.serve.http.body import ApiError, json_object, json_value
 from transformer_mt.serve.http.terms import TermsError, request_glossaries
 
-# The fields each endpoint reads (schema.LibreTranslateBody documents those of /translate).
-TRANSLATE_FIELDS = ("q", "source", "target", "format", "alternatives", "api_key", "glossary")
-DETECT_FIELDS = ("q", "api_key")
 FORMATS = ("text", "html")
 # LibreTranslate answers with 400, 403, 429 and 500 (its clients know no others); our refusals
 # of a request too large (413), a body in another charset or compressed (415), a head too large
