@@ -30,20 +30,26 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 CPU_RECIPE = "configs/multi30k_de_en.yaml"
 GPU_RECIPE = "configs/multi30k_de_en_gpu.yaml"
+RESULTS_NAME = "results.json"  # the scores of an experiment, read by scripts/results_table.py
+HYPOTHESES_NAME = "test.hyp"  # its translation of data.test
 
 import torch  # noqa: E402
 
 from transformer_mt.artifacts import load_checkpoint, load_for_inference  # noqa: E402
 from transformer_mt.cli import main as tmt  # noqa: E402
 from transformer_mt.cli.common import Parser  # noqa: E402
-from transformer_mt.config import DataConfig, load_config  # noqa: E402
+from transformer_mt.config import DataConfig, ExperimentConfig, load_config  # noqa: E402
 from transformer_mt.data.dataset import check_sources, column_texts, load_split  # noqa: E402
 from transformer_mt.errors import TmtError  # noqa: E402
 from transformer_mt.evaluation import corpus_scores  # noqa: E402
+from transformer_mt.files import atomic_open  # noqa: E402
 from transformer_mt.inference.direction_scores import directions_table, score_directions  # noqa: E402
 from transformer_mt.inference.line_settings import LineSettings  # noqa: E402
 from transformer_mt.inference.paragraphs import joined_bleu  # noqa: E402
 from transformer_mt.inference.translator import Translator  # noqa: E402
+from transformer_mt.machine import resolve_device  # noqa: E402
+from transformer_mt.run_layout import BEST_NAME, CHECKPOINTS_DIR, LAST_NAME  # noqa: E402
+from transformer_mt.training.signals import EXIT_CODES  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
@@ -68,7 +74,7 @@ def quickstart_config() -> tuple[str, str]:
     """(the quickstart config for this machine, why): the GPU recipe when torch sees a CUDA
     device, whose batches and validation schedule the CPU recipe's would waste; else the CPU
     recipe, sized for an hour on two cores."""
-    if torch.cuda.is_available():
+    if resolve_device("auto").type == "cuda":
         return GPU_RECIPE, f"torch sees a CUDA device ({torch.cuda.get_device_name()})"
     return CPU_RECIPE, "torch sees no CUDA device"
 
@@ -84,32 +90,54 @@ def main() -> int:
         )
         args.config = str(REPO / recipe)
     run_dir = Path(args.run_dir or REPO / "runs" / Path(args.config).stem)
-    overrides = ["--set", *args.set] if args.set else []
     try:
         config = load_config(args.config, args.set)
         check_sources(config.data)  # data.test too: it is scored after the hour of training
     except TmtError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    status = train(args, run_dir)
+    if status:
+        return status
     average = config.train.keep_last if args.average is None else args.average
+    checkpoint = run_dir / CHECKPOINTS_DIR / BEST_NAME
+    if average > 1:
+        checkpoint = run_dir / CHECKPOINTS_DIR / f"average_last{average}.pt"
+        status = tmt(["average", str(run_dir), "--last", str(average), "--out", str(checkpoint)])
+        if status:
+            return status
+    results, scores, table = score(args, config, checkpoint, run_dir)
+    with atomic_open(run_dir / RESULTS_NAME) as file:
+        file.write(json.dumps(results, indent=1) + "\n")
+    for line in scores:
+        print(line)
+    if table is not None:
+        print(table)
+    return 0
+
+
+def train(args: argparse.Namespace, run_dir: Path) -> int:
+    """Run (or resume) `tmt train`; its exit status, with one line on stderr when it did not
+    finish: a stopped or failed run must not be averaged and scored."""
+    overrides = ["--set", *args.set] if args.set else []
     status = tmt(["train", "--config", args.config, "--run-dir", str(run_dir), *overrides])
     if status:
-        # A stopped (SIGINT/SIGTERM/SIGHUP: 130/143/129) or failed run must not be averaged and
-        # scored.
-        stopped = status in (130, 143, 129)
+        stopped = status in EXIT_CODES.values()  # SIGINT, SIGTERM, SIGHUP: resumable
         print(
             f"run_experiment: training {'was stopped' if stopped else 'failed'} (exit status "
             f"{status}); not scoring {run_dir}"
             + ("; run the same command again to resume" if stopped else ""),
             file=sys.stderr,
         )
-        return status
-    checkpoint = run_dir / "checkpoints" / "best.pt"
-    if average > 1:
-        checkpoint = run_dir / "checkpoints" / f"average_last{average}.pt"
-        status = tmt(["average", str(run_dir), "--last", str(average), "--out", str(checkpoint)])
-        if status:
-            return status
+    return status
+
+
+def score(
+    args: argparse.Namespace, config: ExperimentConfig, checkpoint: Path, run_dir: Path
+) -> tuple[dict, list[str], str | None]:
+    """Translate `data.test` with `checkpoint` (into test.hyp) and score it: the results
+    (results.json's fields), the score lines to print and, for a model of several
+    directions, the table of every direction (None for one)."""
     # Search settings come from the config file as it is now, so that a length penalty tuned
     # on the valid set after training applies without retraining.
     test = load_split(config.data, "test")
@@ -119,10 +147,11 @@ def main() -> int:
         decode["beam_size"] = args.beam_size
     translator = Translator.from_checkpoint(str(checkpoint), **decode)
     hypotheses = [t.texts[0] for t in translator.translate(sources)]
-    (run_dir / "test.hyp").write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
+    with atomic_open(run_dir / HYPOTHESES_NAME) as file:
+        file.write("\n".join(hypotheses) + "\n")
     cased = corpus_scores(hypotheses, references, ["bleu", "chrf"])
     lower = corpus_scores(hypotheses, references, ["bleu"], lowercase=True)
-    stats = load_checkpoint(run_dir / "checkpoints" / "last.pt").training.stats
+    stats = load_checkpoint(run_dir / CHECKPOINTS_DIR / LAST_NAME).training.stats
     results = {
         "config": args.config,
         "direction": f"{config.data.src_lang}-{config.data.tgt_lang}",
@@ -155,12 +184,7 @@ def main() -> int:
         )  # the test set of the headline scores, which a resume may have changed
         results["directions"] = [dataclasses.asdict(score) for score in scores]
         table = directions_table(scores)
-    (run_dir / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    for score in (*cased, *lower):
-        print(score.string)
-    if table is not None:
-        print(table)
-    return 0
+    return results, [score.string for score in (*cased, *lower)], table
 
 
 def longest_training_source(translator: Translator, data: DataConfig) -> int:
