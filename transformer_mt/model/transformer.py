@@ -105,6 +105,10 @@ class _LayerStack(nn.Module):
 
 
 class Encoder(_LayerStack):
+    """Reads the whole source at once: every position attends to every real source token
+    (or those a sparse pattern keeps), so the source is encoded once per sentence and then
+    only read (`memory`) by the decoder's cross-attention."""
+
     def __init__(
         self,
         cfg: ModelConfig,
@@ -113,7 +117,7 @@ class Encoder(_LayerStack):
         pad_id: int,
     ):
         layer = functools.partial(EncoderLayer, kernel=kernel)
-        super().__init__(cfg, token_embedding, layer, cfg.n_layers, False, pad_id)
+        super().__init__(cfg, token_embedding, layer, cfg.n_layers, causal=False, pad_id=pad_id)
 
     def forward(self, src_ids: Tensor, src_mask: Tensor) -> Tensor:
         """src_ids (B, S), src_mask (B, 1, 1, S) True = real token -> memory (B, S, D)."""
@@ -144,6 +148,11 @@ class Encoder(_LayerStack):
 
 
 class Decoder(_LayerStack):
+    """Writes the target one token after another: causal self-attention (a position sees only
+    those before it, so training can teacher-force every position in one pass) and
+    cross-attention to the encoder's memory. Decoding steps keep each layer's keys and
+    values in a `DecoderCache`, so a step computes only the new token's rows."""
+
     def __init__(
         self,
         cfg: ModelConfig,
@@ -152,7 +161,9 @@ class Decoder(_LayerStack):
         pad_id: int,
     ):
         layer = functools.partial(DecoderLayer, kernel=kernel)
-        super().__init__(cfg, token_embedding, layer, cfg.decoder_layers, True, pad_id)
+        super().__init__(
+            cfg, token_embedding, layer, cfg.decoder_layers, causal=True, pad_id=pad_id
+        )
 
     def forward(
         self,
