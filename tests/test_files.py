@@ -22,8 +22,8 @@ from transformer_mt.files import (
     check_output,
     output_folder,
     refuse_same_file,
-    temporary_name,
 )
+from transformer_mt.temporaries import temporary_name
 from transformer_mt.text_files import read_lines
 
 

@@ -10,11 +10,9 @@ line 2 therefore leaves an existing file as it was, and readers see the old file
 from __future__ import annotations
 
 import errno
-import hashlib
 import logging
 import os
 import re
-import shutil
 import stat
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -24,14 +22,13 @@ from typing import IO, TypeVar
 from transformer_mt.errors import MachineError, TmtError, one_line
 from transformer_mt.run_layout import run_artifact
 from transformer_mt.stream_names import is_stream, own_descriptor
+from transformer_mt.temporaries import remove_path, remove_stale_temporaries, temporary_name
 from transformer_mt.text_files import path_kind
 
 log = logging.getLogger(__name__)
 
 P = TypeVar("P", str, Path)  # a file's name as a caller holds it
 
-NAME_MAX = 255  # bytes in one file name (ext4, XFS, APFS, NTFS)
-PID_DIGITS = 7  # Linux's largest PID, 4,194,304, has seven digits
 # Errors of a write that the machine, not the user, caused: the CLI exits 1 for them.
 MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 
@@ -80,7 +77,7 @@ def atomic_path(path: str | Path, durable: bool = False) -> Iterator[Path]:
         remove_stale_temporaries(target.parent, target.name)
         mode = stat.S_IMODE(target.stat().st_mode) if target.is_file() else None
         tmp = target.with_name(temporary_name(target.name, os.getpid()))
-        _remove(tmp)
+        remove_path(tmp)
         try:
             yield tmp
             if mode is not None and tmp.is_file():
@@ -88,10 +85,10 @@ def atomic_path(path: str | Path, durable: bool = False) -> Iterator[Path]:
             if durable and tmp.is_file():
                 _fsync(tmp, os.O_RDONLY)
             if tmp.is_dir() and target.is_dir():
-                _remove(target)
+                remove_path(target)
             os.replace(tmp, target)
         finally:
-            _remove(tmp)
+            remove_path(tmp)
         if durable:
             fsync_directory(target.parent)
 
@@ -299,54 +296,6 @@ def refuse_read_only(path: Path) -> None:
         )
 
 
-def temporary_name(name: str, pid: int) -> str:
-    """The name `atomic_path` writes `name` under: ".NAME.tmpPID", within NAME_MAX bytes.
-
-    A name too long for that keeps its first bytes and a digest of the whole, so that a legal
-    255-byte output name still has a legal temporary and two long names never share one.
-    """
-    return f".{_temporary_stem(name)}.tmp{pid}"
-
-
-def remove_stale_temporaries(directory: str | Path, name: str | None = None) -> list[Path]:
-    """Delete temporaries in `directory` (of the output `name`, else of any) whose writing
-    process no longer runs.
-
-    A temporary is named `temporary_name(name, pid)`, optionally followed by `-` and a random
-    part where several threads of one process write the same output (the encoded-corpus
-    cache); those of this process's own PID are another thread's work and are kept. A SIGKILL
-    or power loss during a write leaves one behind (as large as a checkpoint). The check
-    needs POSIX process ids; elsewhere nothing is deleted. A PID on another host that shares
-    the folder cannot be checked: such a writer's temporary would look stale only if a
-    process here had ended with the same PID. Returns the deleted paths.
-    """
-    stem = re.escape(_temporary_stem(name)) if name is not None else ".+"
-    pattern = _temporary_pattern(stem)
-    removed = []
-    for path in Path(directory).glob(".*.tmp*"):
-        match = pattern.fullmatch(path.name)
-        if match is None or path.is_symlink():
-            continue
-        pid, threaded = int(match.group(2)), match.group(3) is not None
-        if not (threaded and pid == os.getpid()) and not another_process_runs(pid):
-            _remove(path)
-            removed.append(path)
-    return removed
-
-
-def temporary_stem_of(name: str) -> str | None:
-    """The name of the output a file `name` is the temporary of (`temporary_name`; a name too
-    long for one, its stem), or None where `name` is no temporary."""
-    match = _temporary_pattern(".+").fullmatch(name)
-    return None if match is None else match.group(1)
-
-
-def _temporary_pattern(stem: str) -> re.Pattern[str]:
-    """A temporary's name: its output's `stem` (a regular expression), the writer's PID, and
-    where several threads of one process write one output, `-` and a random part."""
-    return re.compile(rf"\.({stem})\.tmp(\d+)(-\w+)?")
-
-
 def fsync_directory(directory: Path) -> None:
     """Persist a rename inside `directory` (POSIX); directories cannot be opened on Windows."""
     if os.name == "posix":
@@ -359,40 +308,6 @@ def _fsync(path: Path, flags: int) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink(missing_ok=True)
-
-
-def _temporary_stem(name: str) -> str:
-    room = NAME_MAX - len(".") - len(".tmp") - PID_DIGITS
-    raw = os.fsencode(name)  # a name's bytes as the system has them, UTF-8 or not
-    if len(raw) <= room:
-        return name
-    digest = hashlib.sha256(raw).hexdigest()[:12]
-    kept = raw[: room - len(digest) - 1].decode(errors="ignore")
-    return f"{kept}-{digest}"
-
-
-def another_process_runs(pid: int) -> bool:
-    """Whether a process `pid` other than this one runs: True when unknown (no POSIX process
-    ids, or another user's process), so that a caller deletes or takes over nothing; this
-    process's own id is one an earlier process had, whose work it is not doing."""
-    if os.name != "posix":
-        return True
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # exists, owned by another user
-    return True
 
 
 @contextmanager

@@ -33,7 +33,7 @@ from transformer_mt.data.token_column import TokenColumn
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.data.typed_tags import NO_TAGS, TypedTags
 from transformer_mt.errors import one_line
-from transformer_mt.files import remove_stale_temporaries, temporary_name
+from transformer_mt.temporaries import remove_stale_temporaries, temporary_name
 
 log = logging.getLogger(__name__)
 

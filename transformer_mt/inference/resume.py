@@ -22,12 +22,8 @@ from pathlib import Path
 from typing import TextIO
 
 from transformer_mt.errors import TmtError, shown_value
-from transformer_mt.files import (
-    another_process_runs,
-    atomic_open,
-    refuse_read_only,
-    write_errors,
-)
+from transformer_mt.files import atomic_open, refuse_read_only, write_errors
+from transformer_mt.temporaries import another_process_runs
 
 PARTIAL = ".partial"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from transformer_mt.artifacts import Checkpoint, load_checkpoint
 from transformer_mt.config import load_config
 from transformer_mt.errors import TmtError
-from transformer_mt.files import check_output, remove_stale_temporaries, repeated_file
+from transformer_mt.files import check_output, repeated_file
 from transformer_mt.input_files import checkpoint_input_files
 from transformer_mt.run_layout import (
     BEST_NAME,
@@ -26,6 +26,7 @@ from transformer_mt.run_layout import (
     periodic_checkpoints,
     periodic_step,
 )
+from transformer_mt.temporaries import remove_stale_temporaries
 
 log = logging.getLogger(__name__)
 

@@ -45,7 +45,7 @@ from transformer_mt.data.pipeline import (
 from transformer_mt.data.specials import own_specials
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
-from transformer_mt.files import check_folder, temporary_stem_of
+from transformer_mt.files import check_folder
 from transformer_mt.machine import (
     ThreadGovernor,
     bound_primitive_cache,
@@ -62,6 +62,7 @@ from transformer_mt.run_layout import (
     METRICS_NAME,
     TOKENIZER_PREFIX,
 )
+from transformer_mt.temporaries import temporary_stem_of
 from transformer_mt.training import finetune
 from transformer_mt.training.checkpoints import resume_checkpoint
 from transformer_mt.training.config_history import record_config
@@ -160,7 +161,7 @@ def _checkpoints_stamp(folder: Path) -> tuple[tuple[str, int, int], ...]:
     (not the temporaries of a save, which reading the checkpoint to resume may remove)."""
     found = []
     for path in folder.iterdir() if folder.is_dir() else ():
-        if path.name.startswith("."):  # `files.temporary_name`
+        if path.name.startswith("."):  # `temporaries.temporary_name`
             continue
         try:
             stat = path.stat()
@@ -292,7 +293,7 @@ def _resume_state(
 
 def _written_by_a_run(name: str) -> bool:
     """Whether a file `name` in a run directory is one a run writes before its first
-    checkpoint, or the temporary of one (`files.temporary_name`): rank 0 of a run writes its
+    checkpoint, or the temporary of one (`temporaries.temporary_name`): rank 0 of a run writes its
     tokenizer while the other ranks look at the directory."""
     name = temporary_stem_of(name) or name
     return name in RUN_DIR_FILES or name.startswith(TOKENIZER_PREFIX)
