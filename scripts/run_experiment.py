@@ -41,7 +41,7 @@ from transformer_mt.cli.common import Parser  # noqa: E402
 from transformer_mt.config import DataConfig, ExperimentConfig, load_config  # noqa: E402
 from transformer_mt.data.dataset import check_sources, column_texts, load_split  # noqa: E402
 from transformer_mt.errors import TmtError  # noqa: E402
-from transformer_mt.evaluation import corpus_scores  # noqa: E402
+from transformer_mt.evaluation import bleu_tokenize, corpus_scores  # noqa: E402
 from transformer_mt.files import atomic_open  # noqa: E402
 from transformer_mt.inference.direction_scores import directions_table, score_directions  # noqa: E402
 from transformer_mt.inference.line_settings import LineSettings  # noqa: E402
@@ -149,8 +149,9 @@ def score(
     hypotheses = [t.texts[0] for t in translator.translate(sources)]
     with atomic_open(run_dir / HYPOTHESES_NAME) as file:
         file.write("\n".join(hypotheses) + "\n")
-    cased = corpus_scores(hypotheses, references, ["bleu", "chrf"])
-    lower = corpus_scores(hypotheses, references, ["bleu"], lowercase=True)
+    tokenize = bleu_tokenize(config.data.tgt_lang)
+    cased = corpus_scores(hypotheses, references, ["bleu", "chrf"], tokenize=tokenize)
+    lower = corpus_scores(hypotheses, references, ["bleu"], lowercase=True, tokenize=tokenize)
     stats = load_checkpoint(run_dir / CHECKPOINTS_DIR / LAST_NAME).training.stats
     results = {
         "config": args.config,

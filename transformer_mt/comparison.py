@@ -91,9 +91,11 @@ def compare_files(
     lowercase: bool = False,
     test: Test | None = None,
     samples: int | None = None,
+    tokenize: str = "13a",
 ) -> Comparison:
     """The scores of each translation file against one reference file; with `test`, a paired
     test of each against the first (`samples` resamples or trials, None: sacrebleu's default).
+    `tokenize`: BLEU's tokenizer (`evaluation.bleu_tokenize`).
 
     Raises:
         TmtError: fewer than two files for a test, a file given twice, a samples count that
@@ -116,17 +118,22 @@ def compare_files(
     if twice is not None:
         raise TmtError(f"{twice[0]}: given twice (also as {twice[1]}); compare different files")
     if test is None:
-        return _scored(hyp_paths, ref_path, metrics, lowercase)
-    return _tested(hyp_paths, ref_path, metrics, lowercase, test, samples or DEFAULT_SAMPLES[test])
+        return _scored(hyp_paths, ref_path, metrics, lowercase, tokenize)
+    samples = samples or DEFAULT_SAMPLES[test]
+    return _tested(hyp_paths, ref_path, metrics, lowercase, test, samples, tokenize)
 
 
 def _scored(
-    hyp_paths: Sequence[str], ref_path: str, metrics: Sequence[str], lowercase: bool
+    hyp_paths: Sequence[str],
+    ref_path: str,
+    metrics: Sequence[str],
+    lowercase: bool,
+    tokenize: str,
 ) -> Comparison:
     """Each file's scores, read a chunk at a time."""
     scores, signatures = [], {}
     for path in hyp_paths:
-        for score in evaluate_files(path, ref_path, metrics, lowercase):
+        for score in evaluate_files(path, ref_path, metrics, lowercase, tokenize=tokenize):
             scores.append(SystemScore(path, score.name, score.score))
             signatures[score.name] = score.signature
     return Comparison(scores, signatures, None, None)
@@ -139,6 +146,7 @@ def _tested(
     lowercase: bool,
     test: Test,
     samples: int,
+    tokenize: str,
 ) -> Comparison:
     """Each file's scores, with sacrebleu's paired test against the first."""
     from sacrebleu.significance import PairedTest
@@ -158,7 +166,7 @@ def _tested(
         systems.append((path, lines))
     paired = PairedTest(
         systems,
-        {name: build_metric(name, lowercase) for name in metrics},
+        {name: build_metric(name, lowercase, tokenize=tokenize) for name in metrics},
         [references],
         test_type=test,
         n_samples=samples,

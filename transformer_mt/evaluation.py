@@ -1,8 +1,11 @@
 """Corpus-level BLEU, chrF and TER with sacrebleu, reported with their signatures.
 
 Scores are computed on detokenised text (what `tmt translate` writes and what the reference
-file holds), letting each metric tokenise the text its own standard way (BLEU: 13a), so the
-numbers are comparable across papers (Post 2018, "A Call for Clarity in Reporting BLEU Scores").
+file holds), letting each metric tokenise the text its own standard way, so the numbers are
+comparable across papers (Post 2018, "A Call for Clarity in Reporting BLEU Scores"). BLEU's
+standard depends on the target language, as sacrebleu's own command line chooses it
+(`bleu_tokenize`): 13a, which splits words at spaces and punctuation, reads a Japanese or
+Chinese sentence as one word, so a translation scores 0 unless it is the reference itself.
 Files are read as sacrebleu's command line reads them: UTF-8, one segment per "\\n"-separated
 line, trailing whitespace stripped. Files and streams of any size (`tmt evaluate`, `tmt translate
 --ref`) are scored a chunk at a time by `CorpusScorer`, which keeps only the summed statistics.
@@ -10,6 +13,7 @@ line, trailing whitespace stripped. Files and streams of any size (`tmt evaluate
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -19,7 +23,7 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.metrics.base import Metric
 from sacrebleu.metrics.base import Score as BaseScore
 
-from transformer_mt.errors import TmtError, string_items
+from transformer_mt.errors import SettingError, TmtError, string_items
 from transformer_mt.text_files import iter_lines, parallel_chunks
 
 METRICS = ("bleu", "chrf", "ter")
@@ -27,6 +31,50 @@ METRICS = ("bleu", "chrf", "ter")
 TOKENIZED_PERIODS = 100
 # Segments of two files read and scored at a time by `evaluate_files`.
 CHUNK_SEGMENTS = 10_000
+
+
+# Target languages (ISO 639-1, or the 639-3 code of NLLB's names) whose BLEU 13a cannot
+# tokenise, and sacrebleu's tokenizer for each: its own choice for Chinese, Japanese and Korean
+# (`BLEU(trg_lang=...)`), characters for the other scripts written without spaces.
+BLEU_TOKENIZE = {
+    **dict.fromkeys(("zh", "zho", "cmn", "yue", "wuu"), "zh"),
+    **dict.fromkeys(("ja", "jpn"), "ja-mecab"),
+    **dict.fromkeys(("ko", "kor"), "ko-mecab"),
+    **dict.fromkeys(("th", "tha", "lo", "lao", "km", "khm", "my", "mya"), "char"),
+}
+# The tokenizers that need a package sacrebleu does not install itself: the extra that does.
+TOKENIZE_EXTRAS = {"ja-mecab": ("MeCab", "ja"), "ko-mecab": ("mecab_ko", "ko")}
+# Every tokenizer sacrebleu's BLEU knows (`tmt evaluate --tokenize`).
+TOKENIZERS = ("13a", "intl", "char", "zh", "ja-mecab", "ko-mecab", "none")
+
+
+def bleu_tokenize(tgt_lang: str | None) -> str:
+    """BLEU's tokenizer for translations into `tgt_lang` (a code such as ja, ja-JP, jpn_Jpan;
+    None: unknown): `BLEU_TOKENIZE`'s, else 13a."""
+    if tgt_lang is None:
+        return "13a"
+    primary = tgt_lang.lower().replace("_", "-").split("-")[0]
+    return BLEU_TOKENIZE.get(primary, "13a")
+
+
+def check_tokenize(tokenize: str) -> None:
+    """Refuse, before any work, a BLEU tokenizer sacrebleu lacks or whose package is not
+    installed.
+
+    Raises:
+        SettingError: naming the tokenizer (`tokenize`), and for MeCab's the extra that
+            installs it.
+    """
+    if tokenize not in TOKENIZERS:
+        raise SettingError("tokenize", tokenize, f"choose one of {', '.join(TOKENIZERS)}")
+    module, extra = TOKENIZE_EXTRAS.get(tokenize, (None, None))
+    if module is not None and importlib.util.find_spec(module) is None:
+        raise SettingError(
+            "tokenize",
+            tokenize,
+            f"sacrebleu's BLEU tokenizer for this language; it needs MeCab, which is not "
+            f"installed: pip install 'transformer_mt[{extra}]'",
+        )
 
 
 @dataclass(frozen=True)
@@ -39,8 +87,11 @@ class Score:
     string: str  # sacrebleu's one-line report, signature included
 
 
-def build_metric(name: str, lowercase: bool = False, force: bool = False) -> Metric:
-    """A sacrebleu metric with its default settings, case-insensitive if `lowercase`.
+def build_metric(
+    name: str, lowercase: bool = False, force: bool = False, tokenize: str = "13a"
+) -> Metric:
+    """A sacrebleu metric with its default settings, case-insensitive if `lowercase`; BLEU
+    tokenised by `tokenize` (`bleu_tokenize` of the target language).
 
     `lowercase` means the same for every metric, so TER is case-sensitive unless it is set
     (sacrebleu's own TER default is case-insensitive, its command line's `--ter-case-sensitive`).
@@ -48,7 +99,8 @@ def build_metric(name: str, lowercase: bool = False, force: bool = False) -> Met
     caller that warns once itself rather than once per call.
     """
     if name == "bleu":
-        return BLEU(lowercase=lowercase, force=force)
+        check_tokenize(tokenize)
+        return BLEU(lowercase=lowercase, force=force, tokenize=tokenize)
     if name == "chrf":
         return CHRF(lowercase=lowercase)
     if name == "ter":
@@ -61,6 +113,7 @@ def corpus_scores(
     references: Sequence[str],
     metrics: Sequence[str] = ("bleu", "chrf"),
     lowercase: bool = False,
+    tokenize: str = "13a",
 ) -> list[Score]:
     """Score detokenised hypotheses against one reference each.
 
@@ -69,6 +122,7 @@ def corpus_scores(
         references: the reference of each segment, as many as hypotheses.
         metrics: names from METRICS, scored in this order.
         lowercase: compare case-insensitively.
+        tokenize: BLEU's tokenizer (`bleu_tokenize` of the target language).
 
     Raises:
         TmtError: unknown metric, no segments, or hypotheses and references differ in number.
@@ -79,7 +133,7 @@ def corpus_scores(
         raise TmtError("no segments to score: hypotheses and references are both empty")
     scores = []
     for name in metrics:
-        metric = build_metric(name, lowercase)
+        metric = build_metric(name, lowercase, tokenize=tokenize)
         scores.append(_score(metric, metric.corpus_score(list(hypotheses), [list(references)])))
     return scores
 
@@ -119,10 +173,15 @@ class CorpusScorer:
     sacrebleu that changes them fails there.
     """
 
-    def __init__(self, metrics: Sequence[str] = ("bleu", "chrf"), lowercase: bool = False):
-        """Raises: TmtError: an unknown metric name, or none."""
+    def __init__(
+        self,
+        metrics: Sequence[str] = ("bleu", "chrf"),
+        lowercase: bool = False,
+        tokenize: str = "13a",
+    ):
+        """Raises: TmtError: an unknown metric name, or none; a BLEU tokenizer not installed."""
         metrics = string_items(metrics, "metrics", allow_empty=False)
-        self._metrics = [build_metric(name, lowercase, force=True) for name in metrics]
+        self._metrics = [build_metric(name, lowercase, True, tokenize) for name in metrics]
         self._sums: list[list[float] | None] = [None] * len(self._metrics)
         self.segments = 0
         self._tokenized = 0  # hypotheses ending in " .", for BLEU's one warning
@@ -174,18 +233,19 @@ def evaluate_files(
     metrics: Sequence[str] = ("bleu", "chrf"),
     lowercase: bool = False,
     progress: Callable[[int], None] | None = None,
+    tokenize: str = "13a",
 ) -> list[Score]:
     """Corpus scores of a translation file against a reference file, line by line, read and
     scored `CHUNK_SEGMENTS` lines at a time (`CorpusScorer`): memory stays flat whatever the
     files' size, and the scores equal `corpus_scores` of all the lines. `progress` is told
-    each chunk's line count once it is scored (None: silent).
+    each chunk's line count once it is scored (None: silent); `tokenize`: BLEU's tokenizer.
 
     Raises:
         TmtError: a missing or unreadable file, a file that is not UTF-8 (naming the line),
             files with different line counts (naming both files and both counts), or two empty
             files.
     """
-    scorer = CorpusScorer(metrics, lowercase)
+    scorer = CorpusScorer(metrics, lowercase, tokenize)
 
     def check(hyp_lines: int, ref_lines: int) -> None:
         check_line_counts(hyp_path, hyp_lines, ref_path, ref_lines)

@@ -8,7 +8,8 @@ import contextlib
 import dataclasses
 import json
 
-from transformer_mt.errors import TmtError, shown_value
+from transformer_mt.errors import SettingError, TmtError, shown_value
+from transformer_mt.evaluation import TOKENIZERS
 
 
 def add_evaluate(sub: argparse._SubParsersAction) -> None:
@@ -31,6 +32,18 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
         help="with --hyp/--ref (default: bleu chrf)",
     )
     p.add_argument("--lowercase", action="store_true", help="with --hyp/--ref: ignore case")
+    p.add_argument(
+        "--tgt-lang",
+        metavar="LANG",
+        help="with --hyp/--ref: the references' language, which picks BLEU's tokenizer as "
+        "sacrebleu does: zh for Chinese, ja-mecab for Japanese, ko-mecab for Korean (MeCab: "
+        "the ja and ko extras), char for th, lo, km, my; 13a for the others (the default)",
+    )
+    p.add_argument(
+        "--tokenize",
+        choices=TOKENIZERS,
+        help="with --hyp/--ref: BLEU's tokenizer, instead of the one --tgt-lang picks",
+    )
     p.add_argument(
         "--paired",
         choices=["bs", "ar"],
@@ -81,7 +94,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
 # Flags that only `--checkpoint` reads, and those only `--hyp`/`--ref` read, by their argparse
 # names: one given with the other mode is refused, not ignored.
 _CHECKPOINT_FLAGS = ("test", "directions", "pivot", "no_off_target", "beam_size")
-_FILE_FLAGS = ("metrics", "lowercase", "paired", "paired_samples")
+_FILE_FLAGS = ("metrics", "lowercase", "tgt_lang", "tokenize", "paired", "paired_samples")
 
 
 def _evaluate_files(args: argparse.Namespace) -> list[str]:
@@ -93,15 +106,30 @@ def _evaluate_files(args: argparse.Namespace) -> list[str]:
     if args.paired_samples is not None and args.paired is None:
         raise TmtError("evaluate: --paired-samples goes with --paired")
     metrics = list(dict.fromkeys(args.metrics or ["bleu", "chrf"]))  # each scored once
+    from transformer_mt.evaluation import bleu_tokenize, check_tokenize
+
+    tokenize = args.tokenize or bleu_tokenize(args.tgt_lang)
+    if "bleu" in metrics:
+        try:
+            check_tokenize(tokenize)  # before reading the files
+        except SettingError as err:
+            if args.tokenize is not None:
+                raise
+            raise TmtError(
+                f"--tgt-lang {shown_value(args.tgt_lang)}: BLEU tokenised by {tokenize}, "
+                f"{err.reason}; or give --tokenize char"
+            ) from None
     if len(args.hyp) > 1 or args.paired is not None:
-        return _compare(args, metrics)
+        return _compare(args, metrics, tokenize)
 
     from transformer_mt.evaluation import evaluate_files
     from transformer_mt.progress import Counted, ProgressReport
 
     report = ProgressReport.on_stderr(None, Counted("scored", "lines", "lines"))
     try:
-        scores = evaluate_files(args.hyp[0], args.ref, metrics, args.lowercase, report.update)
+        scores = evaluate_files(
+            args.hyp[0], args.ref, metrics, args.lowercase, report.update, tokenize
+        )
     finally:
         report.close()
     if args.json:
@@ -109,12 +137,12 @@ def _evaluate_files(args: argparse.Namespace) -> list[str]:
     return [score.string for score in scores]
 
 
-def _compare(args: argparse.Namespace, metrics: list[str]) -> list[str]:
+def _compare(args: argparse.Namespace, metrics: list[str], tokenize: str) -> list[str]:
     """`tmt evaluate --hyp A B ... --ref R [--paired bs|ar]`: a table of systems, or JSON."""
     from transformer_mt.comparison import compare_files, comparison_table
 
     found = compare_files(
-        args.hyp, args.ref, metrics, args.lowercase, args.paired, args.paired_samples
+        args.hyp, args.ref, metrics, args.lowercase, args.paired, args.paired_samples, tokenize
     )
     if args.json:
         return [json.dumps(dataclasses.asdict(found), indent=1)]
@@ -146,7 +174,7 @@ def _evaluate_directions(args: argparse.Namespace) -> list[str]:
     )
     if args.json:
         return [json.dumps([dataclasses.asdict(s) for s in scores], indent=1)]
-    return [directions_table(scores), "", *_table_signatures()]
+    return [directions_table(scores), "", *_table_signatures(scores)]
 
 
 def _refuse_flags(args: argparse.Namespace, names: tuple[str, ...], goes_with: str) -> None:
@@ -157,13 +185,20 @@ def _refuse_flags(args: argparse.Namespace, names: tuple[str, ...], goes_with: s
             raise TmtError(f"evaluate: {flag} goes with {goes_with}")
 
 
-def _table_signatures() -> list[str]:
-    """The sacreBLEU signatures of the table's BLEU and chrF: every direction is scored by
-    `corpus_scores` with its default metrics and one reference, whose signature does not
-    depend on the text (sacrebleu only gives it after scoring, hence the one-word corpus)."""
+def _table_signatures(scores: list) -> list[str]:
+    """The sacreBLEU signatures of the table's BLEU (one per tokenizer its target languages
+    take) and chrF: every direction is scored by `corpus_scores` with one reference, whose
+    signature does not depend on the text (sacrebleu only gives it after scoring, hence the
+    one-word corpus)."""
     from transformer_mt.evaluation import corpus_scores
 
-    return [f"{s.name}: {s.signature}" for s in corpus_scores(["x"], ["x"], ["bleu", "chrf"])]
+    lines = []
+    for tokenize in dict.fromkeys(score.tokenize for score in scores):
+        (bleu,) = corpus_scores(["x"], ["x"], ["bleu"], tokenize=tokenize)
+        targets = sorted({s.tgt_lang for s in scores if s.tokenize == tokenize})
+        lines.append(f"{bleu.name} (into {', '.join(targets)}): {bleu.signature}")
+    (chrf,) = corpus_scores(["x"], ["x"], ["chrf"])
+    return [*lines, f"{chrf.name}: {chrf.signature}"]
 
 
 def _direction(text: str) -> tuple[str, str]:

@@ -98,11 +98,11 @@ def translate_lines(args: argparse.Namespace) -> int:
         set_cpu_threads(args.quiet)
     with contextlib.ExitStack() as stack:
         source = _read_source(args, files, stack)
-        scores = None if args.ref is None else _ref_scores(args.ref, stack)
         alignment_layer = args.alignment_layer if args.alignments else None
         translator = load_translator(
             args, alignment_layer=alignment_layer, split_sentences=args.split_sentences
         )
+        scores = None if args.ref is None else _ref_scores(args.ref, translator, stack)
         _check_phrases(args, translator, files.glossary)
         if files.glossary is not None:
             translator.encoding.check_glossary(files.glossary)
@@ -129,12 +129,15 @@ def _check_phrases(
         )
 
 
-def _ref_scores(path: str, stack: contextlib.ExitStack) -> _RefScores:
-    """BLEU and chrF against the references of `path`, read as the translations come."""
-    from transformer_mt.evaluation import CorpusScorer, iter_segments
+def _ref_scores(path: str, translator: Translator, stack: contextlib.ExitStack) -> _RefScores:
+    """BLEU (tokenised for the translations' language) and chrF against the references of
+    `path`, read as the translations come."""
+    from transformer_mt.evaluation import CorpusScorer, bleu_tokenize, iter_segments
 
+    tokenize = bleu_tokenize(translator.languages.default[1])
+    scorer = CorpusScorer(["bleu", "chrf"], tokenize=tokenize)
     references = stack.enter_context(contextlib.closing(iter_segments(path)))
-    return _RefScores(CorpusScorer(["bleu", "chrf"]), references)
+    return _RefScores(scorer, references)
 
 
 def _read_line_files(args: argparse.Namespace) -> _LineFiles:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.data.dataset import check_sources, column_texts, load_split, source_faults
 from transformer_mt.errors import SettingError, TmtError
-from transformer_mt.evaluation import corpus_scores
+from transformer_mt.evaluation import bleu_tokenize, check_tokenize, corpus_scores
 from transformer_mt.inference.languages import Languages, Pair, in_direction
 from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.requests import Texts
@@ -48,6 +48,7 @@ class DirectionScore:
     chrf: float
     off_target: float | None  # share of outputs not in tgt_lang (None: not measured)
     sentences: int
+    tokenize: str  # BLEU's tokenizer for tgt_lang (`evaluation.bleu_tokenize`)
 
 
 def score_directions(
@@ -92,6 +93,8 @@ def score_directions(
             raise TmtError(
                 f"direction {src_lang}-{tgt_lang}: {err.setting} {err.value}: {err.reason}"
             ) from None
+    for tokenize in sorted({bleu_tokenize(tgt_lang) for _, tgt_lang in asked}):
+        check_tokenize(tokenize)  # MeCab missing: refused before any translation
     if pivot is not None and pivot not in languages.codes:
         known = ", ".join(languages.codes)
         raise SettingError("pivot", pivot, f"the model has no such language; it knows {known}")
@@ -160,13 +163,14 @@ def _scored(
     references: list[str],
     identifier: LanguageIdentifier | None,
 ) -> DirectionScore:
-    bleu, chrf = corpus_scores(hypotheses, references, ["bleu", "chrf"])
+    tokenize = bleu_tokenize(tgt_lang)
+    bleu, chrf = corpus_scores(hypotheses, references, ["bleu", "chrf"], tokenize=tokenize)
     off_target = None
     if identifier is not None:
         found = identifier.detect(hypotheses)
         off_target = sum(d.code != tgt_lang for d in found) / max(len(found), 1)
     return DirectionScore(
-        src_lang, tgt_lang, route, bleu.score, chrf.score, off_target, len(hypotheses)
+        src_lang, tgt_lang, route, bleu.score, chrf.score, off_target, len(hypotheses), tokenize
     )
 
 

@@ -45,6 +45,7 @@ from transformer_mt.data.pipeline import (
 from transformer_mt.data.specials import own_specials
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
+from transformer_mt.evaluation import bleu_tokenize, check_tokenize
 from transformer_mt.files import check_folder
 from transformer_mt.machine import (
     ThreadGovernor,
@@ -112,6 +113,8 @@ def run_training(
     config = load_config(config_path, list(overrides))
     run_path = Path(run_dir) if run_dir else Path("runs") / Path(config_path).stem
     check_sources(config.data, ("train", "valid"))  # every path, before any work
+    if config.train.valid_bleu:
+        _check_valid_bleu(config.data.tgt_lang)
     device = _train_device(config.train.device)
     dist = init_distributed(device.type)
     _setup_logging(dist.is_main)
@@ -154,6 +157,22 @@ def run_training(
         return code
     finally:
         shutdown_distributed(dist)
+
+
+def _check_valid_bleu(tgt_lang: str) -> None:
+    """Refuse, before any work, a target language whose BLEU tokenizer is not installed:
+    validation would fail at its first BLEU, after the first `valid_every` updates.
+
+    Raises:
+        TmtError: naming data.tgt_lang, the extra and the setting that does without.
+    """
+    try:
+        check_tokenize(bleu_tokenize(tgt_lang))
+    except SettingError as err:
+        raise TmtError(
+            f"data.tgt_lang={tgt_lang}: validation BLEU is tokenised by {err.value}, "
+            f"{err.reason}; or set train.valid_bleu: false"
+        ) from None
 
 
 def _checkpoints_stamp(folder: Path) -> tuple[tuple[str, int, int], ...]:

@@ -25,7 +25,7 @@ from transformer_mt.data.batching import Batch
 from transformer_mt.data.pipeline import TrainData
 from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
-from transformer_mt.evaluation import corpus_scores
+from transformer_mt.evaluation import bleu_tokenize, corpus_scores
 from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.translator import Translator
 from transformer_mt.model import Seq2SeqTransformer
@@ -100,7 +100,8 @@ def greedy_bleu(
         specials=specials,
     )
     hypotheses = [t.texts[0] for t in translator.translate(sources)]
-    return corpus_scores(hypotheses, references, ["bleu"])[0].score
+    tokenize = bleu_tokenize(languages[1])  # 13a for a language written with spaces
+    return corpus_scores(hypotheses, references, ["bleu"], tokenize=tokenize)[0].score
 
 
 def validate(

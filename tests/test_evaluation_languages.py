@@ -1,0 +1,111 @@
+"""BLEU is tokenised as sacrebleu's own command line tokenises it for the target language:
+13a reads a sentence of Japanese or Chinese, written without spaces, as one word, so any
+translation but the reference itself scored 0 (and validation chose best.pt by that 0)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+
+from transformer_mt.cli import main
+from transformer_mt.errors import SettingError, TmtError
+from transformer_mt.evaluation import bleu_tokenize, check_tokenize, corpus_scores
+from transformer_mt.training.run import _check_valid_bleu
+
+# Written for these tests: near-translations of each other, no spaces between words.
+JAPANESE = (
+    ["私は学生です。", "彼は東京の医者です。", "猫が庭で寝ています。", "明日は雨が降るでしょう。"],
+    ["私は学生です。", "彼は東京で医者をしています。", "猫が庭で眠っています。", "明日は雨です。"],
+)
+CHINESE = (
+    ["我是学生。", "他是北京的医生。", "猫在院子里睡觉。"],
+    ["我是学生。", "他在北京当医生。", "猫在花园里睡觉。"],
+)
+
+
+def write(tmp_path, name, lines):
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def sacrebleu_cli(hyp, ref, pair: str) -> dict:
+    """BLEU of sacrebleu's own command line for the language pair `pair` (`-l en-ja`)."""
+    command = [sys.executable, "-m", "sacrebleu", str(ref), "-i", str(hyp), "-m", "bleu"]
+    command += ["-l", pair, "-w", "4"]
+    found = json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+    return found[0] if isinstance(found, list) else found
+
+
+@pytest.mark.parametrize(
+    "lang, expected",
+    [
+        ("ja", "ja-mecab"),
+        ("ja-JP", "ja-mecab"),
+        ("jpn_Jpan", "ja-mecab"),
+        ("zh", "zh"),
+        ("zho_Hant", "zh"),
+        ("ko", "ko-mecab"),
+        ("th", "char"),
+        ("de", "13a"),
+        ("en", "13a"),
+        (None, "13a"),
+    ],
+)
+def test_the_tokenizer_follows_the_target_language(lang, expected):
+    assert bleu_tokenize(lang) == expected
+
+
+@pytest.mark.skipif(importlib.util.find_spec("MeCab") is None, reason="MeCab (the ja extra)")
+@pytest.mark.parametrize("lang, texts", [("ja", JAPANESE), ("zh", CHINESE)])
+def test_evaluate_scores_as_sacrebleu_does_for_the_language(tmp_path, capsys, lang, texts):
+    hyp, ref = write(tmp_path, "hyp", texts[0]), write(tmp_path, "ref", texts[1])
+    args = ["evaluate", "--hyp", str(hyp), "--ref", str(ref), "--tgt-lang", lang, "--json"]
+    assert main([*args, "--metrics", "bleu"]) == 0
+    (ours,) = json.loads(capsys.readouterr().out)
+    theirs = sacrebleu_cli(hyp, ref, f"en-{lang}")
+    assert ours["signature"] == theirs["signature"]
+    assert ours["score"] == pytest.approx(theirs["score"], abs=1e-4)
+    assert 20 < ours["score"] < 100  # 13a: one word a sentence, 0 but for exact copies
+    (words,) = corpus_scores(*texts, ["bleu"])
+    assert words.score < 1
+
+
+def test_tokenize_overrides_the_language(tmp_path, capsys):
+    hyp, ref = write(tmp_path, "hyp", JAPANESE[0]), write(tmp_path, "ref", JAPANESE[1])
+    args = ["evaluate", "--hyp", str(hyp), "--ref", str(ref), "--tgt-lang", "ja"]
+    assert main([*args, "--tokenize", "char", "--metrics", "bleu"]) == 0
+    assert "|tok:char|" in capsys.readouterr().out
+
+
+def without_mecab(monkeypatch):
+    found = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "MeCab" else found(name, *a)
+    )
+
+
+def test_without_mecab_japanese_bleu_is_refused_naming_the_extra(tmp_path, monkeypatch, capsys):
+    without_mecab(monkeypatch)
+    hyp, ref = write(tmp_path, "hyp", JAPANESE[0]), write(tmp_path, "ref", JAPANESE[1])
+    assert main(["evaluate", "--hyp", str(hyp), "--ref", str(ref), "--tgt-lang", "ja"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == (
+        "error: --tgt-lang ja: BLEU tokenised by ja-mecab, sacrebleu's BLEU tokenizer for this "
+        "language; it needs MeCab, which is not installed: pip install 'transformer_mt[ja]'; "
+        "or give --tokenize char"
+    )
+    with pytest.raises(SettingError, match=r"tokenize=ja-mecab: .*transformer_mt\[ja\]"):
+        check_tokenize("ja-mecab")
+    assert main(["evaluate", "--hyp", str(hyp), "--ref", str(ref), "--metrics", "chrf"]) == 0
+
+
+def test_training_into_japanese_without_mecab_is_refused_before_any_work(monkeypatch):
+    without_mecab(monkeypatch)
+    with pytest.raises(TmtError, match=r"data.tgt_lang=ja: .*or set train.valid_bleu: false"):
+        _check_valid_bleu("ja")
+    _check_valid_bleu("en")
