@@ -96,6 +96,14 @@ def test_fewer_checkpoints_than_asked_averages_them_with_a_warning(run, tmp_path
     assert "warning" not in capsys.readouterr().err
 
 
+def test_last_takes_the_newest_checkpoints(run, tmp_path):
+    out = tmp_path / "avg.pt"
+    assert main(["average", str(run), "--last", "1", "--out", str(out)]) == 0
+    averaged = artifacts.load_checkpoint(out)
+    assert torch.equal(averaged.model["w"], torch.full((2, 3), 3.0))
+    assert [p.rsplit("/", 1)[-1] for p in averaged.averaged_from] == ["step_00000200.pt"]
+
+
 def test_failed_write_leaves_the_existing_output_whole(run, tmp_path, monkeypatch, capsys):
     out = tmp_path / "avg.pt"
     assert main(["average", str(run), "--last", "1", "--out", str(out)]) == 0
