@@ -8,7 +8,7 @@ import pytest
 from transformer_mt.documents import FORMATS
 from transformer_mt.documents.alignment import AlignedTranslator, word_numbers
 from transformer_mt.documents.translate import _TRANSLATE, translate_document
-from transformer_mt.documents.units import Unit, UnitTexts
+from transformer_mt.documents.units import WORD, Unit, UnitTexts
 from transformer_mt.errors import SettingError
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translation import Translation
@@ -100,6 +100,52 @@ def test_sentences_met_without_a_space_number_their_words_in_the_unit(translator
     second = {(s, t) for s in (1, 2) for t in (1, 2)}
     assert pairs and set(pairs) <= first | second
     assert {t for _, t in pairs} == {0, 1, 2}
+
+
+@pytest.fixture(scope="module")
+def japanese_tokenizer(tmp_path_factory):
+    """A small SentencePiece model of Japanese text, written without spaces, with byte
+    fallback (so that a rare character is UTF-8 byte pieces)."""
+    import sentencepiece as spm
+
+    from transformer_mt.data.tokenizer import Tokenizer
+
+    folder = tmp_path_factory.mktemp("ja")
+    lines = ["私は学生です。", "彼は東京の医者です。", "猫が庭で寝ています。", "これはペンです。"]
+    (folder / "ja.txt").write_text("\n".join(lines * 50) + "\n", encoding="utf-8")
+    spm.SentencePieceTrainer.train(
+        input=str(folder / "ja.txt"), model_prefix=str(folder / "ja"), vocab_size=300,
+        character_coverage=1.0, byte_fallback=True, model_type="bpe",
+        pad_id=0, unk_id=1, bos_id=2, eos_id=3,
+    )  # fmt: skip
+    return Tokenizer.load(folder / "ja.model")
+
+
+@pytest.mark.parametrize(
+    "text", ["私は学生です。", "これはgitです。", "私は学生です。 彼は医者です", "鬱"]
+)
+def test_subwords_of_japanese_are_numbered_by_the_character_they_stand_for(
+    japanese_tokenizer, text
+):
+    """Japanese has no spaces: each character is a word of the text, and a subword of several
+    characters belongs to the first of them, so that markup around one word of a sentence
+    goes around its translation only, not the whole sentence's."""
+    words = WORD.findall(text)
+    ids = japanese_tokenizer.encode(text)
+    numbers = word_numbers(japanese_tokenizer, text, ids)
+    characters = [(char, n) for n, word in enumerate(words) for char in word]
+    expected, at, byte = [], 0, 0  # the character each subword starts at, and its byte
+    for token in ids:
+        expected.append(characters[at][1])
+        piece = japanese_tokenizer.id_to_piece(token).removeprefix("\u2581")
+        if piece.startswith("<0x"):  # one UTF-8 byte (鬱, git): the character's last moves on
+            byte += 1
+            if byte == len(characters[at][0].encode()):
+                at, byte = at + 1, 0
+        else:
+            at += len(piece)
+    assert numbers == expected
+    assert len(set(numbers)) > 1 or len(words) == 1
 
 
 def test_a_truncated_block_is_counted_once(translator):

@@ -9,7 +9,7 @@ import pytest
 
 from tests.documents.fakes import echo, same
 from transformer_mt.documents import html, markdown
-from transformer_mt.documents.units import AlignedText, DocumentError
+from transformer_mt.documents.units import WORD, AlignedText, DocumentError
 
 TRANSLATE = {"html": html.translate_html, "markdown": markdown.translate_markdown}
 
@@ -54,6 +54,38 @@ def test_text_in_the_same_word_as_kept_markup_is_kept(format, document):
 )
 def test_markup_around_part_of_a_word_stays_around_that_part(format, document):
     assert translated(format, document) == document
+
+
+def same_words(texts):
+    """Each text as it is, word i aligned to word i, words as placement counts them (a
+    character of Japanese is one)."""
+    return [
+        AlignedText(text, tuple((i, i) for i in range(len(WORD.findall(text))))) for text in texts
+    ]
+
+
+@pytest.mark.parametrize(
+    "format, document",
+    [
+        ("html", "<p>彼は医者です。私は<b>学生</b>です！</p>"),
+        ("html", "<p>これは<code>git</code>です。</p>"),
+        ("html", "<p>私は<a href=x>医者</a>です。彼は学生です。</p>"),
+        ("markdown", "彼は医者です。私は**学生**です！\n"),
+        ("markdown", "他说：“快跑！”然后`走`了。\n"),
+    ],
+)
+def test_markup_in_japanese_and_chinese_goes_around_its_own_characters(format, document):
+    """No spaces between words: each character is one, so markup around a word of one
+    sentence does not spread over the paragraph, and code keeps the text around it."""
+    assert translated(format, document, same_words) == document
+
+
+def test_markup_in_a_japanese_sentence_goes_around_the_translation_of_its_characters():
+    # 彼0 は1 医2 者3 で4 す5 。6 私7 は8 学9 生10 で11 す12 ！13 -> He is a doctor. I am a student!
+    pairs = ((0, 0), (2, 3), (3, 3), (4, 1), (7, 4), (9, 7), (10, 7), (11, 5))
+    english = [AlignedText("He is a doctor. I am a student!", pairs)]
+    out = translated("html", "<p>彼は医者です。私は<b>学生</b>です！</p>", lambda texts: english)
+    assert out == "<p>He is a doctor. I am a <b>student</b>!</p>"
 
 
 def test_a_kept_text_the_model_changed_still_replaces_its_words():

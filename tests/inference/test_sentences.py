@@ -45,10 +45,31 @@ def test_joined_translations_keep_the_separators_verbatim():
     assert segments.join(["A dog runs.", "Two cats sleep!"]) == "  A dog runs.\t Two cats sleep!  "
 
 
+@pytest.mark.parametrize(
+    "line, lang, translations, joined",
+    [
+        ("I am a student. He is a doctor.", "en", ["私は学生です。", "彼は医者です。"],
+         "私は学生です。彼は医者です。"),
+        ("彼は医者です。私は学生です！本当？", "ja",
+         ["He is a doctor.", "I am a student!", "Really?"],
+         "He is a doctor. I am a student! Really?"),
+        ("A man.\nA dog.", "en", ["男。", "犬。"], "男。\n犬。"),
+        ("Ein Hund.  Eine Katze.", "de", ["A dog.", "A cat."], "A dog.  A cat."),
+    ],
+)  # fmt: skip
+def test_sentences_join_as_the_target_script_is_written(line, lang, translations, joined):
+    """No space after a Japanese sentence, one after an English one, whatever the source line
+    had between them; a line break stays."""
+    segments = split_line(line, lang)
+    assert segments.join(translations) == joined
+    assert [joined[a:b] for a, b in segments.spans(translations)] == translations
+    assert [line[a:b] for a, b in segments.source_spans] == list(segments.sentences)
+
+
 def test_each_translation_is_found_where_the_join_put_it():
     segments = split_line("  Ein Hund läuft.\t Zwei Katzen schlafen!  ", "de")
     line = segments.join(segments.sentences)
-    assert [line[a:b] for a, b in segments.spans(segments.sentences)] == list(segments.sentences)
+    assert [line[a:b] for a, b in segments.source_spans] == list(segments.sentences)
     texts = ["A dog runs.", "Two cats sleep!"]
     joined = segments.join(texts)
     assert [joined[a:b] for a, b in segments.spans(texts)] == texts

@@ -25,6 +25,8 @@ sentence cut to the position table aligns its first words only.
 from __future__ import annotations
 
 import bisect
+import re
+import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -43,6 +45,8 @@ from transformer_mt.inference.translator import Translator
 from transformer_mt.progress import Counted, ProgressReport
 
 WORD_START = "\u2581"  # SentencePiece's mark of a piece that starts a word
+BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")  # byte fallback's piece of one UTF-8 byte
+RUN = re.compile(r"\S+")  # what SentencePiece encodes as words of its own: no space inside
 
 # The two passes over a document's units, as progress counts them: the translation, then the
 # forced pass that aligns each unit (about as long again).
@@ -164,16 +168,49 @@ def word_numbers(tokenizer: Tokenizer, text: str, ids: Sequence[int]) -> list[in
     """The word of `text` (0, 1, ...: its `units.WORD` words, as placement counts them) each
     subword of `ids` belongs to; `ids`: `text`'s subwords, or their start (a cut source).
 
-    Each word of `text` is encoded alone to count the SentencePiece words it becomes (two for
-    "Ein\u200bMann", none for a lone zero-width space), and SentencePiece word n of `ids` is
-    numbered by the text word its count reaches. A tokenizer that keeps runs of spaces
+    Each whitespace-separated run of `text` is encoded alone to count the SentencePiece words
+    it becomes (two for "Ein\u200bMann", none for a lone zero-width space), and SentencePiece
+    word n of `ids` belongs to the run its count reaches. A tokenizer that keeps runs of spaces
     (SentencePiece's `remove_extra_whitespaces` off) may find more words in the whole text than
-    word by word: those extra words are numbered as the last word, not out of range.
+    run by run: those extra words belong to the last run, not out of range. A run of several
+    words (`これは学生です`, one character a word) is shared among its pieces by the bytes
+    of normalised text each stands for.
     """
-    rows = tokenizer.encode_batch(WORD.findall(text), num_threads=1)
+    runs = list(RUN.finditer(text))
+    rows = tokenizer.encode_batch([run.group() for run in runs], num_threads=1)
     counts = [piece_words(tokenizer, row)[-1] + 1 if row else 0 for row in rows]
     owners = [n for n, count in enumerate(counts) for _ in range(count)]
-    return [owners[min(n, len(owners) - 1)] for n in piece_words(tokenizer, ids)]
+    words = list(WORD.finditer(text))
+    # Where each run's words end, in bytes of the run as the tokenizer normalised it (NFKC).
+    ends: list[list[int]] = [[] for _ in runs]
+    firsts: list[int] = [len(words)] * len(runs)
+    run = 0
+    for i, word in enumerate(words):
+        while word.start() >= runs[run].end():
+            run += 1
+        firsts[run] = min(firsts[run], i)
+        done = ends[run][-1] if ends[run] else 0
+        ends[run].append(done + len(unicodedata.normalize("NFKC", word.group()).encode()))
+    numbers: list[int] = []
+    at, previous = 0, -1  # at: bytes of the run that the pieces before stand for
+    for token, sp_word in zip(ids, piece_words(tokenizer, ids), strict=True):
+        run = owners[min(sp_word, len(owners) - 1)]
+        if run != previous:
+            at, previous = 0, run
+        within = bisect.bisect_right(ends[run], at)  # the word whose bytes hold byte `at`
+        numbers.append(firsts[run] + min(within, len(ends[run]) - 1))
+        at += _piece_bytes(tokenizer.id_to_piece(token))
+    return numbers
+
+
+def _piece_bytes(piece: str) -> int:
+    """The bytes of normalised text a piece stands for: a byte piece (`<0xE3>`) one, an
+    unknown one a character of the scripts that have many (three), the word mark none."""
+    if BYTE_PIECE.fullmatch(piece):
+        return 1
+    if piece.startswith("<") and piece.endswith(">"):
+        return 3
+    return len(piece.removeprefix(WORD_START).encode())
 
 
 def piece_words(tokenizer: Tokenizer, ids: Sequence[int]) -> list[int]:

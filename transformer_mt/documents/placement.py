@@ -5,7 +5,8 @@ The model reads only `Unit.text`, whitespace runs as one space; `render` writes 
 translation back with each inline element placed:
 
     1) span: from the first to the last target word aligned to any of the element's source
-       words (a word is a whitespace-separated run of `Unit.text`, or of the translation)
+       words (a word is a whitespace-separated run of `Unit.text`, or of the translation, and
+       in Chinese and Japanese, which have no spaces between words, a character: `units.WORD`)
     2) order: elements keep their source order and nesting, so every tag of the input comes out
        in the same order: siblings never overlap, a child stays inside its parent, and a span
        that would reach back over an element placed before it is cut to the words after it
@@ -37,8 +38,9 @@ translation back with each inline element placed:
        word after it where that leaves them the words they need)
 
 `AlignedText.pairs` link source words to target words; alignment.py makes them from the model's
-cross-attention, and tests from a script. A target language written without spaces has one word
-per unit, so its elements all go around the whole translation. Nothing here recurses over the
+cross-attention, and tests from a script. Thai, Lao, Khmer and Burmese, also written without
+spaces, have one word per run of their letters, so elements around part of one go around all of
+it. Nothing here recurses over the
 nesting of the markup (a document may nest thousands of elements in a few kilobytes): elements
 are placed and written in loops over a flat list (`_Node`).
 """

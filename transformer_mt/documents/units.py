@@ -21,9 +21,13 @@ from functools import cached_property
 from typing import Literal
 
 from transformer_mt.errors import TmtError
+from transformer_mt.writing_systems import UNSPACED_CHARACTER
 
-# A word: a whitespace-separated run of a unit's text, or of its translation.
-WORD = re.compile(r"\S+")
+# A word of a unit's text, or of its translation: one character of a script written without
+# spaces (Chinese, Japanese), or a run of other characters up to whitespace or one of those.
+# Markup goes around words: cut at spaces only, a Japanese sentence would be one word, and
+# markup around one of its words would go around all of it.
+WORD = re.compile(rf"{UNSPACED_CHARACTER}|(?:(?!{UNSPACED_CHARACTER})\S)+")
 
 
 class DocumentError(TmtError):
@@ -92,7 +96,7 @@ class Unit:
 
     @cached_property
     def words(self) -> list[tuple[int, int]]:
-        """(start, end) characters of each whitespace-separated word of `text`."""
+        """(start, end) characters of each word of `text` (`WORD`)."""
         return [m.span() for m in WORD.finditer(self.text)]
 
     @cached_property

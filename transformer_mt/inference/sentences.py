@@ -26,7 +26,9 @@ What this module adds to the splitter:
 
 - Exact text. The whitespace before the first sentence, between sentences and after the
   last is kept verbatim, so `split_line(line).join(its own sentences)` is `line` byte for
-  byte and the translation of a split line keeps its spacing (double spaces, tabs).
+  byte and the translation of a split line keeps its spacing (double spaces, tabs), but
+  between sentences where the scripts differ (`between`): Japanese and Chinese write no
+  space after a sentence, English does, whatever the line had there.
 - A line of one sentence, or of none (a blank line), is one segment: the line itself,
   whitespace and all. It reaches the model exactly as before splitting existed, so outputs
   of single sentences do not change.
@@ -49,6 +51,7 @@ from sentencex import segment
 
 from transformer_mt.errors import TmtError
 from transformer_mt.langid import iso_code
+from transformer_mt.writing_systems import ends_unspaced
 
 T = TypeVar("T")
 
@@ -103,29 +106,64 @@ class Segments:
         """`line` as one sentence, untouched."""
         return cls((line,), ("", ""))
 
-    def spans(self, texts: Sequence[str]) -> list[tuple[int, int]]:
-        """Where each of `texts`, one per sentence, is in `join(texts)`: with `sentences`
-        themselves, where each sentence is in the line."""
+    @cached_property
+    def source_spans(self) -> list[tuple[int, int]]:
+        """Where each of `sentences` is in the line."""
         found, at = [], 0
-        for separator, text in zip(self.separators[:-1], texts, strict=True):
+        for separator, text in zip(self.separators[:-1], self.sentences, strict=True):
             at += len(separator)
             found.append((at, at + len(text)))
             at += len(text)
         return found
 
+    def spans(self, texts: Sequence[str]) -> list[tuple[int, int]]:
+        """Where each of `texts`, one per sentence, is in `join(texts)`."""
+        pieces = self._joined(texts)
+        found, at = [], 0
+        for i, piece in enumerate(pieces):
+            if i % 2:
+                found.append((at, at + len(piece)))
+            at += len(piece)
+        return found
+
     def join(self, translations: Sequence[str]) -> str:
-        """The translations of `sentences`, in order, with the separators around them.
+        """The translations of `sentences`, in order, with the separators around them: the
+        text before the first and after the last as in the line; between two, the line's
+        (`between`).
 
         Raises:
             TmtError: not one translation per sentence.
         """
+        return "".join(self._joined(translations))
+
+    def _joined(self, translations: Sequence[str]) -> list[str]:
+        """separator, translation, separator, ..., separator: what `join` writes."""
         if len(translations) != len(self.sentences):
             raise TmtError(
                 f"{len(translations)} translations for {len(self.sentences)} sentences; "
                 "give one each"
             )
-        between = itertools.chain.from_iterable(zip(translations, self.separators[1:], strict=True))
-        return self.separators[0] + "".join(between)
+        pieces = [self.separators[0]]
+        for i, text in enumerate(translations):
+            if i:
+                pieces.append(between(self.separators[i], pieces[-1], text))
+            pieces.append(text)
+        pieces.append(self.separators[-1])
+        return pieces
+
+
+def between(separator: str, before: str, after: str) -> str:
+    """What joins the translations `before` and `after` of two sentences that `separator` stood
+    between in the line: after a sentence ending in a script written without spaces (a
+    Japanese "。"), nothing, as such text is written; where the line had nothing between them
+    (a Japanese line) and the translation ends in another script, a space; else `separator`
+    as it is (a line break, a double space).
+    """
+    if not before or not after or "\n" in separator or "\r" in separator:
+        return separator
+    if ends_unspaced(before):
+        return "" if not separator.strip() else separator
+    return " " if separator == "" else separator
 
 
 def split_line(line: str, lang: str | None = None) -> Segments:
@@ -194,7 +232,7 @@ class SplitLines:
     def starts(self) -> list[int]:
         """Where each of `sentences` starts in its line (`Segments`: the separators and the
         sentences before it, in order)."""
-        return [start for s in self.lines for start, _ in s.spans(s.sentences)]
+        return [start for s in self.lines for start, _ in s.source_spans]
 
     def regroup(self, items: Sequence[T]) -> list[list[T]]:
         """`items`, one per sentence of `sentences`, as one list per line.

@@ -45,7 +45,7 @@ class Translation:
             return cls([segments.join([text]) for text in part.texts], part.scores, part.alignment)
         n_best = range(len(parts[0].texts))
         best = [part.texts[0] for part in parts]
-        places = zip(segments.spans(segments.sentences), segments.spans(best), strict=True)
+        places = zip(segments.source_spans, segments.spans(best), strict=True)
         return cls(
             [segments.join([part.texts[k] for part in parts]) for k in n_best],
             [sum(part.scores[k] for part in parts) for k in n_best],

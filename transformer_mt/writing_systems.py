@@ -1,0 +1,39 @@
+"""The scripts written without spaces between words (Chinese, Japanese): which characters they
+are, for the two places that must tell them from the others.
+
+A document's inline markup goes around words (documents/units.py), and in these scripts each
+character stands for a word, as no space marks where one ends; translated sentences are joined
+back into their line (inference/sentences.py) without a space between two such sentences and
+with one where either side is another script's, whatever the source had between them.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Han, kana, CJK punctuation and full-width forms (U+3000, the ideographic space, is whitespace).
+_BASES = (
+    "\u3001-\u303f\u3040-\u3098\u309b-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\uf900-\ufaff\uff01-\uff60\uff65-\uff9f\U00020000-\U0003134f"
+)
+# What joins the character before it: kana voicing marks, variation selectors.
+_MARKS = "\u3099\u309a\ufe00-\ufe0f\U000e0100-\U000e01ef"
+# One character of those scripts with the marks that join it (a regular expression). Thai, Lao,
+# Khmer and Burmese, also written without spaces between words, join vowel and tone marks to
+# most letters and are left out: a run of them stays one word.
+UNSPACED_CHARACTER = f"[{_BASES}][{_MARKS}]*"
+
+_BASE = re.compile(f"[{_BASES}]")
+_TRAILING_MARKS = re.compile(f"[{_MARKS}]+$")
+
+
+def starts_unspaced(text: str) -> bool:
+    """Whether `text` starts with a character of a script written without spaces."""
+    return _BASE.match(text) is not None
+
+
+def ends_unspaced(text: str) -> bool:
+    """Whether `text` ends with a character of a script written without spaces (its marks
+    aside)."""
+    base = _TRAILING_MARKS.sub("", text)
+    return bool(base) and _BASE.match(base[-1]) is not None
