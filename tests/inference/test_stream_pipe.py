@@ -170,3 +170,25 @@ def test_a_pipe_with_prefixes_translates_as_a_file(checkpoint, tmp_path, monkeyp
     rows = (tmp_path / "file.txt").read_text(encoding="utf-8").splitlines()
     prefixed = [row for i, row in enumerate(rows) if i % 2 and LINES[i]]  # empty lines stay empty
     assert len(rows) == N_LINES and all(row.startswith("the") for row in prefixed)
+
+
+def test_a_file_that_grows_while_it_is_read_is_refused(checkpoint, tmp_path, monkeypatch, capsys):
+    """A file is counted before it is translated; lines that come after the count (or a file
+    cut short) had given an output of another number of lines, and --ref scores of part of
+    it, with exit status 0."""
+    monkeypatch.setattr(cli_lines, "CHUNK_LINES", CHUNK)
+    source = write_lines(tmp_path / "in.txt", LINES)
+    translate_chunk = Translator.translate
+
+    def growing(self, request, *args, **kwargs):
+        with open(source, "a", encoding="utf-8") as f:  # another program still writing it
+            f.write("ein hund\n")
+        return translate_chunk(self, request, *args, **kwargs)
+
+    monkeypatch.setattr(Translator, "translate", growing)
+    out = tmp_path / "out.txt"
+    assert main(["translate", "--checkpoint", str(checkpoint), "--input", str(source),
+                 "--output", str(out), "--quiet"]) == 2  # fmt: skip
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert line.startswith(f"error: {source}: ") and f", {N_LINES} counted before" in line
+    assert "the file changed while it was read" in line and not out.exists()

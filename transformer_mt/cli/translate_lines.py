@@ -173,8 +173,10 @@ def _read_line_files(args: argparse.Namespace) -> _LineFiles:
 def _read_source(
     args: argparse.Namespace, files: _LineFiles, stack: contextlib.ExitStack
 ) -> _Source:
-    """The input, read as it streams: a file counted first and the reference and per-line
-    files' counts checked against it; a pipe's (or a terminal's) lines checked as they come
+    """The input, read as it streams: a file counted first, the reference and per-line
+    files' counts checked against it, and its lines against the count as they are read (a
+    file cut or grown meanwhile would give a short or long output, scored against part of
+    --ref); a pipe's (or a terminal's) lines checked as they come
     (`_checked_lines`), a terminal's translated as typed."""
     from transformer_mt.text_files import count_lines, decode_lines
 
@@ -185,6 +187,15 @@ def _read_source(
     total = count_lines(args.input) if is_file else None
     if total is not None:
         _check_line_counts(args, files, name, total)
+
+        def unchanged(count: int) -> None:  # the file was counted: its lines must stay so
+            if count != total:
+                raise TmtError(
+                    f"{name}: {count} lines read, {total} counted before translating: the file "
+                    "changed while it was read; translate it again once it is written"
+                )
+
+        lines = _checked_lines(lines, total, unchanged)
         return _Source(name, lines, interactive, total, is_file=True)
 
     def check(count: int) -> None:
@@ -232,10 +243,10 @@ def _expected_lines(
 def _checked_lines(
     lines: Iterator[str], expected: int, check: Callable[[int], None]
 ) -> Iterator[str]:
-    """The lines of a pipe as they come, refused by `check` (with their number) once they
-    pass `expected` (the rest counted, not held) or when they end short of it. The end is
-    reached before the last chunk is translated, so a short input costs only the chunks
-    before."""
+    """The lines of a pipe (or a counted file) as they come, refused by `check` (with their
+    number) once they pass `expected` (the rest counted, not held) or when they end short of
+    it. The end is reached before the last chunk is translated, so a short input costs only
+    the chunks before."""
     count = 0
     for line in lines:
         if count == expected:
