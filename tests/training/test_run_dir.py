@@ -472,6 +472,26 @@ def test_a_checkpoints_folder_it_may_not_write_is_refused_before_training(
     assert not (run_dir / "metrics.jsonl").exists()
 
 
+def test_a_read_only_checkpoint_to_resume_from_is_refused_before_training(
+    tiny_experiment, tmp_path, capsys
+):
+    """It resumed, trained to its next save, then failed replacing best.pt: every update
+    since the last checkpoint lost."""
+    run_dir = tmp_path / "run"
+    args = ["train", "--config", str(tiny_experiment), "--run-dir", str(run_dir)]
+    assert main([*args, "--set", "train.max_steps=4", "train.valid_every=2"]) == 0
+    best = run_dir / "checkpoints" / "best.pt"
+    best.chmod(0o444)
+    rows = (run_dir / "metrics.jsonl").read_text()
+    capsys.readouterr()
+    assert main([*args, "--set", "train.max_steps=6", "train.valid_every=2"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {best}: is read-only; make it writable (chmod u+w) to replace it, or write "
+        "elsewhere\n"
+    )
+    assert (run_dir / "metrics.jsonl").read_text() == rows  # not one update more
+
+
 @pytest.mark.parametrize("streaming", [False, True])
 def test_a_pair_over_the_token_budget_is_named_by_its_number_and_source(
     tiny_experiment, tmp_path, capsys, streaming

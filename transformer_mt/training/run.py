@@ -46,7 +46,7 @@ from transformer_mt.data.specials import own_specials
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.evaluation import bleu_tokenize, check_tokenize
-from transformer_mt.files import check_folder
+from transformer_mt.files import check_folder, refuse_read_only
 from transformer_mt.machine import (
     ThreadGovernor,
     bound_primitive_cache,
@@ -56,9 +56,11 @@ from transformer_mt.machine import (
 )
 from transformer_mt.model import build_model
 from transformer_mt.run_layout import (
+    BEST_NAME,
     CHECKPOINTS_DIR,
     CONFIG_NAME,
     HISTORY_NAME,
+    LAST_NAME,
     LOCK_NAME,
     METRICS_NAME,
     TOKENIZER_PREFIX,
@@ -130,6 +132,8 @@ def run_training(
         # A checkpoints folder it cannot write: the run would train up to its first save and
         # lose that work there.
         check_folder(run_path / CHECKPOINTS_DIR, "the run keeps its checkpoints")
+        for name in (LAST_NAME, BEST_NAME):  # replaced at every save: refused there, too late
+            refuse_read_only(run_path / CHECKPOINTS_DIR / name)
         # Read once: a fine-tuning run takes its config from it (or from its parent), then any
         # run resumes from it. A refused fine-tuning config leaves the run directory unmade.
         stamp = _checkpoints_stamp(run_path / CHECKPOINTS_DIR)
