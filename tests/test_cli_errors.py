@@ -58,3 +58,44 @@ def test_library_error_messages_name_no_flag(module):
     tree = ast.parse(module.read_text(encoding="utf-8"))
     flagged = [(line, text) for line, text in _raised_texts(tree) if FLAG.search(text)]
     assert not flagged, f"{module.relative_to(PACKAGE.parent)}: {flagged}"
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (
+            ["evaluate", "--hyp", "h", "--ref", "r", "--metirc", "bleu"],
+            "error: unrecognized arguments: --metirc bleu; did you mean --metrics? "
+            "(see tmt evaluate --help)",
+        ),
+        (
+            ["average", "run", "--last", "2", "--out", "a.pt", "zzz"],
+            "error: unrecognized arguments: zzz (see tmt average --help)",
+        ),
+    ],
+)
+def test_an_unknown_argument_is_refused_by_its_commands_parser(capsys, argv, expected):
+    """`tmt --help` lists no command's flags: the command's help is the one to read."""
+    from transformer_mt.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [expected]
+
+
+def test_a_command_started_with_stderr_closed_still_writes_its_output(checkpoint, tmp_path):
+    """A process started with `2>&-` (cron, daemons) has no sys.stderr: the first progress
+    check had ended the command, status 1, nothing written and nothing said."""
+    import subprocess
+    import sys
+
+    source = tmp_path / "in.de"
+    source.write_text("ein hund\nzwei katzen\n", encoding="utf-8")
+    out = tmp_path / "out.en"
+    command = [sys.executable, "-m", "transformer_mt", "translate", "--checkpoint",
+               str(checkpoint), "--input", str(source), "--output", str(out)]  # fmt: skip
+    done = subprocess.run(command, stderr=subprocess.DEVNULL, pass_fds=(), close_fds=True,
+                          preexec_fn=lambda: __import__("os").close(2))  # fmt: skip
+    assert done.returncode == 0
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 2

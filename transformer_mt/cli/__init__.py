@@ -12,8 +12,11 @@ and the status is 128 + signal.
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
+import os
 import re
+import sys
 
 from transformer_mt import __version__
 from transformer_mt.cli import (
@@ -84,9 +87,26 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for add in COMMANDS:
         add(sub)
+    for command in sub.choices.values():  # whose flags a mistyped one is told apart from
+        command.set_defaults(command_parser=command)
     # From the commands added, so that a new one is listed without anyone writing it here.
     parser.description = f"Command line: tmt COMMAND, one of {', '.join(sub.choices)}."
     return parser
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, a flag the command lacks refused by the command's own parser: `see
+    tmt evaluate --help`, not `tmt --help` (which lists no flag), with the flag of its that
+    the mistyped one is closest to."""
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:
+        command: Parser = args.command_parser
+        message = f"unrecognized arguments: {' '.join(unknown)}"
+        flags = [flag for action in command._actions for flag in action.option_strings]
+        typed = [arg.split("=", 1)[0] for arg in unknown if arg.startswith("--")]
+        close = difflib.get_close_matches(typed[0], flags, n=1) if typed else []
+        command.error(message + (f"; did you mean {close[0]}?" if close else ""))
+    return args
 
 
 def flag_message(err: TmtError, args: argparse.Namespace | None = None) -> str:
@@ -141,6 +161,18 @@ def _decode_flags_named(err: ConfigError, args: argparse.Namespace) -> str | Non
     return re.sub(rf"({pattern})=(\S+)", lambda m: f"{given[m[1]]} {m[2]}", str(err))
 
 
+def _stderr_or_nothing() -> None:
+    """Where the process was started with stderr closed (`2>&-`, some daemons and crontabs),
+    its messages go nowhere, rather than the first of them ending the command."""
+    try:
+        os.fstat(2)
+        usable = sys.stderr is not None
+    except OSError:
+        usable = False
+    if not usable:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (the process's, until it ends)
+
+
 class _Prefixed(logging.Formatter):
     """`warning: ...`, as the commands' own warnings and notes are printed."""
 
@@ -155,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     # do), reach stderr through logging's last resort, which writes the bare message.
     if logging.lastResort is not None:
         logging.lastResort.setFormatter(_Prefixed())
-    args = build_parser().parse_args(argv)
+    _stderr_or_nothing()
+    args = parse(argv)
     own_signals = getattr(args, "own_signals", False)
     return run_command(
         lambda: args.handler(args),
