@@ -155,12 +155,12 @@ def test_set_threads_follows_the_load_only_when_chosen_automatically(monkeypatch
     monkeypatch.setattr(machine, "busy_cores", lambda cores, seconds: [])
     counts = []
     monkeypatch.setattr(machine.torch, "set_num_threads", counts.append)
-    for env, follows in (("", True), ("abc", True), ("3", False)):
+    for env, follows in (("", True), ("abc", True), ("\u00b2", True), ("3", False)):
         monkeypatch.setenv("OMP_NUM_THREADS", env)  # OpenMP ignores what is not a count
         threads, governor = machine.set_threads(0)
         assert (governor is not None) is follows, env
     assert machine.set_threads(2)[1] is None  # fixed by the config
-    assert counts == [2, 2, 3, 2]
+    assert counts == [2, 2, 2, 3, 2]
 
 
 def test_resolve_device_refuses_cuda_without_a_device(monkeypatch):

@@ -155,7 +155,8 @@ def set_threads(requested: int) -> tuple[Choice, ThreadGovernor | None]:
 def _env_threads() -> int | None:
     """OMP_NUM_THREADS when it is a positive count (OpenMP ignores anything else)."""
     env = os.environ.get("OMP_NUM_THREADS", "")
-    return int(env) if env.isdigit() and int(env) > 0 else None
+    # ASCII digits only: "²" is a digit to str.isdigit and no number to int().
+    return int(env) if env.isascii() and env.isdigit() and int(env) > 0 else None
 
 
 def resolve_device(choice: str) -> torch.device:
