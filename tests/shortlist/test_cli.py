@@ -217,3 +217,26 @@ def test_progress_counts_the_pairs_read_and_each_pass_over_them(
     passes = [line.split(" (")[0] for line in lines[1:]]
     assert passes == [f"shortlist: aligned {23 * n}/138 pairs over 6 passes" for n in range(1, 7)]
     assert lines[-1].split(", ")[0].endswith("(100%)")
+
+
+def test_a_full_temporary_folder_is_named(
+    reversing_checkpoint, corpus_config, tmp_path, capsys, monkeypatch
+):
+    """The encoded corpus goes to a temporary folder (TMPDIR): a full one had been `a file:
+    No space left on device`."""
+    import errno
+    import os
+
+    import numpy as np
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(np, "savez", full)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)  # read TMPDIR again
+    out = tmp_path / "model.vmap"
+    assert main(_shortlist_args(reversing_checkpoint, corpus_config, out)) == 1
+    err = without_notes(capsys.readouterr().err)
+    assert err.startswith(f"error: {tmp_path}/tmt-shortlist-")
+    assert err.endswith(": cannot write (No space left on device)\n") and not out.exists()

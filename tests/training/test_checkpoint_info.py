@@ -2,6 +2,7 @@
 and JSON, from the file alone; a file that is no checkpoint is one line."""
 
 import json
+import sys
 
 import pytest
 import torch
@@ -186,3 +187,10 @@ def test_a_fine_tuned_checkpoint_names_its_parent(run, tmp_path, capsys):
         "training, fine-tuned from runs/parent/checkpoints/best.pt, update 8 (resumable)"
     )
     assert describe(tmp_path / "child.pt").fine_tuned_from == "runs/parent/checkpoints/best.pt"
+
+
+def test_info_with_stdout_closed_says_so(checkpoint, monkeypatch, capsys):
+    """Started with `>&-`, it printed nothing and ended with status 0."""
+    monkeypatch.setattr(sys, "stdout", None)
+    assert main(["info", str(checkpoint)]) == 2
+    assert capsys.readouterr().err == "error: <stdout>: is closed; redirect it\n"

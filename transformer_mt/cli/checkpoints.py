@@ -4,6 +4,7 @@ public model, written in another toolkit's format, and described."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 
@@ -103,7 +104,10 @@ def add_info(sub: argparse._SubParsersAction) -> None:
 
 def _run_info(args: argparse.Namespace) -> int:
     from transformer_mt.checkpoint_info import describe
+    from transformer_mt.cli.common import open_out
 
     info = describe(args.checkpoint)
-    print(json.dumps(info.to_dict()) if args.json else "\n".join(info.lines()))
+    with contextlib.ExitStack() as stack:
+        out = open_out("-", stack, flag=None)  # a closed or full stdout named, not silent
+        out.write((json.dumps(info.to_dict()) if args.json else "\n".join(info.lines())) + "\n")
     return 0

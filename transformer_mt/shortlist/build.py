@@ -25,7 +25,7 @@ from transformer_mt.config import DataConfig, config_from_dict
 from transformer_mt.data.dataset import check_sources, describe_split, split_files, stream_pairs
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import TmtError
-from transformer_mt.files import check_output
+from transformer_mt.files import check_output, write_errors
 from transformer_mt.input_files import config_input_files
 from transformer_mt.progress import Counted, ProgressReport
 from transformer_mt.shortlist.corpus import Chunk, EncodedCorpus
@@ -100,7 +100,10 @@ def build_shortlist(
     check_output(out, [(checkpoint, "checkpoint"), *corpus_files, *made_from])
     src_tokenizer, tgt_tokenizer = stored.unpack_tokenizers(checkpoint)
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="tmt-shortlist-") as folder:
+    with (
+        tempfile.TemporaryDirectory(prefix="tmt-shortlist-") as folder,
+        write_errors(Path(folder), Path(folder) / "corpus"),  # a full TMPDIR named
+    ):
         corpus = _encoded(data, src_tokenizer, tgt_tokenizer, Path(folder), progress)
         passes = settings.iterations + 1  # model1 reads the corpus once, then once an iteration
         aligned = Counted("aligned", f"pairs over {passes} passes", "pairs", label="shortlist")
