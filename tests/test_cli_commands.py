@@ -46,3 +46,26 @@ def test_a_smoke_run_refused_for_its_warmup_is_told_the_override_it_needs(tmp_pa
     fix = err.split("e.g. ")[1].split()[0]
     assert load_config(config, ["train.max_steps=5", fix]).train.warmup_steps == 0
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "device, quantize, cuda, expected",
+    [
+        ("auto", None, False, "cpu"),
+        ("auto", None, True, "cuda"),
+        ("auto", "int8", True, "cpu"),  # a CPU setting
+        ("cpu", None, True, "cpu"),
+    ],
+)
+def test_the_device_follows_the_machine_unless_given(monkeypatch, device, quantize, cuda, expected):
+    """Inference commands had run on the CPU unless told otherwise, where training takes
+    the GPU it finds."""
+    import argparse
+
+    import torch
+
+    from transformer_mt.cli.common import device_of
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    args = argparse.Namespace(device=device, quantize=quantize)
+    assert device_of(args) == expected and args.device == expected

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_mt.cli.common import add_language_flags, require_text
+from transformer_mt.cli.common import add_device_flag, add_language_flags, device_of, require_text
 
 
 def add_attention(sub: argparse._SubParsersAction) -> None:
@@ -15,7 +15,7 @@ def add_attention(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="PNG to write")
     p.add_argument("--layer", type=int, help="only this layer (default: all)")
     p.add_argument("--head", type=int, help="only this head (default: all)")
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    add_device_flag(p)
     add_language_flags(p)
     p.set_defaults(handler=_run_attention)
 
@@ -35,7 +35,7 @@ def _run_attention(args: argparse.Namespace) -> int:
         tgt=args.tgt,
         layer=args.layer,
         head=args.head,
-        device=args.device,
+        device=device_of(args),
         languages=(args.src_lang, args.tgt_lang),
     )
     print(out)

@@ -199,14 +199,41 @@ def set_cpu_threads(quiet: bool = False) -> None:
         print(f"note: {threads.reason}", file=sys.stderr)
 
 
+def add_device_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--device",
+        default="auto",
+        choices=["auto", "cpu", "cuda"],
+        help="where the model runs; auto (the default): a CUDA device where torch sees one "
+        "(but the CPU with --quantize), else the CPU",
+    )
+
+
 def add_device_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    add_device_flag(p)
     p.add_argument(
         "--quantize",
         choices=["int8", "bf16"],
         help="CPU: int8 (dynamic int8 linear layers) or bf16 (bfloat16 linear layers, on CPUs "
         "that compute bfloat16 natively: AMX or avx512_bf16)",
     )
+
+
+def device_of(args: argparse.Namespace) -> str:
+    """`--device` with auto resolved (`machine.resolve_device`; the CPU where --quantize, a
+    CPU setting, is given), kept in `args` so that every later use agrees; resolved only
+    when asked, so that a command refused before its work does not wait for torch.
+
+    Raises:
+        SettingError: cuda asked for where torch sees no CUDA device.
+    """
+    if args.device == "auto" and getattr(args, "quantize", None) is not None:
+        args.device = "cpu"
+    if args.device in ("auto", "cuda"):
+        from transformer_mt.machine import resolve_device
+
+        args.device = resolve_device(args.device).type
+    return args.device
 
 
 def add_language_flags(p: argparse.ArgumentParser) -> None:

@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from transformer_mt.cli.common import add_device_flags, set_cpu_threads
+from transformer_mt.cli.common import add_device_flags, device_of, set_cpu_threads
 from transformer_mt.cli.flags import DECODE_FLAGS, add_decode_flags, given_fields
 from transformer_mt.errors import TmtError
 from transformer_mt.shortlist.lexicon import ShortlistSettings
@@ -65,13 +65,13 @@ def _run_distill(args: argparse.Namespace) -> int:
         raise TmtError("--no-filter: keeps every pair; drop --max-length-ratio/--max-source-chrf")
     chunk = {} if args.chunk_lines is None else {"chunk_lines": args.chunk_lines}
     settings = TeacherSettings(
-        device=args.device,
+        device=device_of(args),
         quantize=args.quantize,
         decode=given_fields(args, TEACHER_DECODE),
         **chunk,
     )
     _check_config_file(list(output_paths(cfg.data, args.run_dir, args.out)), args.config)
-    if args.device == "cpu":
+    if device_of(args) == "cpu":
         set_cpu_threads()
     distill(
         args.checkpoint,

@@ -8,7 +8,13 @@ import contextlib
 import sys
 from pathlib import Path
 
-from transformer_mt.cli.common import add_language_flags, open_out, set_cpu_threads
+from transformer_mt.cli.common import (
+    add_device_flag,
+    add_language_flags,
+    device_of,
+    open_out,
+    set_cpu_threads,
+)
 from transformer_mt.errors import TmtError
 
 
@@ -32,7 +38,7 @@ def add_score(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--batch-tokens", type=int, help="rows x longest row per pass (default: decode.max_tokens)"
     )
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    add_device_flag(p)
     add_language_flags(p)
     p.set_defaults(handler=_run_score)
 
@@ -57,7 +63,7 @@ def _run_score(args: argparse.Namespace) -> int:
     ]
     if args.output != "-":
         check_output(args.output, inputs)
-    if args.device == "cpu":
+    if device_of(args) == "cpu":
         set_cpu_threads(quiet=True)
     # The total, for the time left, and the targets' count checked before the model loads; a
     # pipe is read once, as it comes (its count is checked when it ends).
@@ -70,7 +76,7 @@ def _run_score(args: argparse.Namespace) -> int:
     else:
         counted = Counted("reranked", "sources", "sources")
     lines = LineSettings(src_lang=args.src_lang, tgt_lang=args.tgt_lang)
-    translator = Translator.from_checkpoint(args.checkpoint, device=args.device, lines=lines)
+    translator = Translator.from_checkpoint(args.checkpoint, device=device_of(args), lines=lines)
     with contextlib.ExitStack() as stack:
         out = open_out(args.output, stack)
         report = ProgressReport.on_stderr(sources, counted)  # a bar, or a line every 30 s

@@ -9,7 +9,12 @@ import argparse
 import sys
 import typing
 
-from transformer_mt.cli.common import add_device_flags, add_language_flags, set_cpu_threads
+from transformer_mt.cli.common import (
+    add_device_flags,
+    add_language_flags,
+    device_of,
+    set_cpu_threads,
+)
 from transformer_mt.cli.flags import FieldFlag, add_field_flags, given_fields, late_field_type
 from transformer_mt.errors import TmtError
 from transformer_mt.serve.http_settings import HttpSettings
@@ -96,7 +101,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     # Importing torch and loading the model take seconds (16 s for a large model on a cold
     # disk): say so before, so that the wait is not silence.
     print(
-        f"loading {args.checkpoint} on {args.device} for http://{args.host}:{args.port} ...",
+        f"loading {args.checkpoint} on {device_of(args)} for http://{args.host}:{args.port} ...",
         file=sys.stderr,
         flush=True,
     )
@@ -105,12 +110,12 @@ def _run_serve(args: argparse.Namespace) -> int:
     from transformer_mt.serve.engine import Engine
 
     keep_freed_memory()
-    if args.device == "cpu":
+    if device_of(args) == "cpu":
         set_cpu_threads()
     engine = Engine.from_checkpoint(
         args.checkpoint,
         limits=limits,
-        device=args.device,
+        device=device_of(args),
         quantize=args.quantize,
         lines=LineSettings(src_lang=args.src_lang, tgt_lang=args.tgt_lang),
         shortlist=args.shortlist,

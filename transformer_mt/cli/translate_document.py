@@ -8,7 +8,7 @@ import contextlib
 import sys
 from collections.abc import Callable
 
-from transformer_mt.cli.common import open_in, open_out, set_cpu_threads
+from transformer_mt.cli.common import device_of, open_in, open_out, set_cpu_threads
 from transformer_mt.cli.translator_flags import (
     load_glossary,
     load_translator,
@@ -27,7 +27,7 @@ def translate_one_document(args: argparse.Namespace) -> int:
     from transformer_mt.text_files import read_document
 
     _refuse_line_flags(args)
-    if args.device == "cpu":
+    if device_of(args) == "cpu":
         set_cpu_threads(args.quiet)
     name = "<stdin>" if args.input == "-" else args.input
     with contextlib.ExitStack() as stack:

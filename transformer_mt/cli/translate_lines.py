@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from transformer_mt.cli.common import open_in, open_out, set_cpu_threads
+from transformer_mt.cli.common import device_of, open_in, open_out, set_cpu_threads
 from transformer_mt.cli.translator_flags import (
     load_glossary,
     load_translator,
@@ -94,7 +94,7 @@ def translate_lines(args: argparse.Namespace) -> int:
 
     keep_freed_memory()
     files = _read_line_files(args)
-    if args.device == "cpu":
+    if device_of(args) == "cpu":
         set_cpu_threads(args.quiet)
     with contextlib.ExitStack() as stack:
         source = _read_source(args, files, stack)

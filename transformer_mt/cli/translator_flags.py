@@ -8,6 +8,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from transformer_mt.cli.common import device_of
 from transformer_mt.cli.flags import decode_changes
 from transformer_mt.progress import PROGRESS_SECONDS
 
@@ -31,7 +32,7 @@ def load_translator(
     )
     return Translator.from_checkpoint(
         args.checkpoint,
-        device=args.device,
+        device=device_of(args),
         quantize=args.quantize,
         lines=lines,
         shortlist=args.shortlist,
