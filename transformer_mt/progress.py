@@ -120,3 +120,13 @@ class ProgressReport:
 
     def close(self) -> None:
         self.bar.close()
+
+
+# What a library call that reports its passes is given: a report of `total` counted as
+# `Counted` says (the CLI's `ProgressReport.on_stderr`), made for each pass.
+Reports = Callable[[Counted, int], ProgressReport]
+
+
+def silent(counted: Counted, total: int) -> ProgressReport:
+    """A report that counts and shows nothing: `Reports` where none was given."""
+    return ProgressReport(total, counted, bar=False, every_s=None)

@@ -20,6 +20,7 @@ from transformer_mt.inference.languages import Languages
 from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.translator import Translator
 from transformer_mt.langid import installed
+from transformer_mt.progress import ProgressReport
 from transformer_mt.training.run import run_training
 
 from .conftest import PAIRS
@@ -93,8 +94,19 @@ def test_the_checkpoint_knows_its_languages_and_directions(multilingual):
 
 def test_every_direction_is_scored_and_a_pivot_is_its_two_legs(multilingual):
     root, checkpoint = multilingual
-    scores = score_directions(str(checkpoint), pivot="en", off_target=False)
+    reports = []
+
+    def progress(counted, total):  # each route's report: what it counts, and how many
+        reports.append([counted.label, total, ProgressReport(total, counted, False, None)])
+        return reports[-1][2]
+
+    scores = score_directions(str(checkpoint), pivot="en", off_target=False, progress=progress)
     rows = [(s.src_lang, s.tgt_lang, s.route) for s in scores]
+    assert [label for label, _, _ in reports] == [f"{s}->{t} {r}" for s, t, r in rows]
+    assert [total for _, total, _ in reports] == [
+        12 * (2 if r.startswith("pivot") else 1) for _, _, r in rows
+    ]
+    assert all(report.done == total for _, total, report in reports)  # every line counted
     assert rows == [
         ("de", "en", "supervised"),
         ("en", "de", "supervised"),

@@ -8,6 +8,7 @@ import contextlib
 import dataclasses
 import json
 
+from transformer_mt.cli.common import add_device_flag, device_of, set_cpu_threads
 from transformer_mt.errors import SettingError, TmtError, shown_value
 from transformer_mt.evaluation import TOKENIZERS
 
@@ -77,6 +78,7 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
         help="skip identifying the language of each output (needs the langid extra)",
     )
     p.add_argument("--beam-size", type=int, help="override the checkpoint's decode.beam_size")
+    add_device_flag(p)
     p.set_defaults(handler=_run_evaluate)
 
 
@@ -102,6 +104,8 @@ def _evaluate_files(args: argparse.Namespace) -> list[str]:
     if args.hyp is None or args.ref is None:
         raise TmtError("evaluate: give --hyp and --ref, or --checkpoint")
     _refuse_flags(args, _CHECKPOINT_FLAGS, "--checkpoint, not with --hyp and --ref")
+    if args.device != "auto":  # its default, which files leave unread
+        raise TmtError("evaluate: --device goes with --checkpoint, not with --hyp and --ref")
 
     if args.paired_samples is not None and args.paired is None:
         raise TmtError("evaluate: --paired-samples goes with --paired")
@@ -163,13 +167,20 @@ def _evaluate_directions(args: argparse.Namespace) -> list[str]:
     directions = None
     if args.directions is not None:
         directions = list(dict.fromkeys(map(_direction, args.directions)))  # each scored once
+    from transformer_mt.progress import ProgressReport
+
     decode = {} if args.beam_size is None else {"beam_size": args.beam_size}
+    device = device_of(args)
+    if device == "cpu":
+        set_cpu_threads(quiet=True)
     scores = score_directions(
         args.checkpoint,
         test=args.test,
         directions=directions,
         pivot=args.pivot,
         off_target=not args.no_off_target,
+        progress=lambda counted, total: ProgressReport.on_stderr(total, counted),
+        device=device,
         **decode,
     )
     if args.json:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import bisect
 import re
 import unicodedata
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -42,7 +42,7 @@ from transformer_mt.inference.cross_attention import alignment_pairs, check_alig
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translation import Translation
 from transformer_mt.inference.translator import Translator
-from transformer_mt.progress import Counted, ProgressReport
+from transformer_mt.progress import Counted, ProgressReport, Reports, silent
 
 WORD_START = "\u2581"  # SentencePiece's mark of a piece that starts a word
 BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")  # byte fallback's piece of one UTF-8 byte
@@ -52,12 +52,6 @@ RUN = re.compile(r"\S+")  # what SentencePiece encodes as words of its own: no s
 # forced pass that aligns each unit (about as long again).
 UNITS_TRANSLATED = Counted("translated", "units", "units", "translating")
 UNITS_ALIGNED = Counted("aligned", "units", "units", "placing markup")
-# A report of `total` units counted as `Counted` says (the CLI's: a bar, or lines in a log).
-Progress = Callable[[Counted, int], ProgressReport]
-
-
-def _silent(counted: Counted, total: int) -> ProgressReport:
-    return ProgressReport(total, counted, bar=False, every_s=None)
 
 
 class AlignedTranslator:
@@ -71,7 +65,7 @@ class AlignedTranslator:
         document: the document as one text with its options (`document_request`): its
             direction (None: the translator's own) and its glossary, which every unit is
             translated with; None: none.
-        progress: makes the report of each pass over the units (`Progress`); None: silent.
+        progress: makes the report of each pass over the units (`progress.Reports`); None: silent.
 
     Raises:
         SettingError: a layer the model lacks (naming alignment_layer), a direction the model
@@ -83,7 +77,7 @@ class AlignedTranslator:
         translator: Translator,
         layer: int = -1,
         document: Texts | None = None,
-        progress: Progress | None = None,
+        progress: Reports | None = None,
     ):
         check_alignment_layer(layer, translator.model.cfg.decoder_layers)
         self.document = document_request(document or Texts(("",)))
@@ -106,7 +100,7 @@ class AlignedTranslator:
     def _report(self, counted: Counted, total: int) -> Iterator[ProgressReport]:
         """The progress of one pass over the units, closed after it; a silent one without
         `progress`."""
-        report = (self.progress or _silent)(counted, total)
+        report = (self.progress or silent)(counted, total)
         try:
             yield report
         finally:

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 from transformer_mt.documents import FORMATS
-from transformer_mt.documents.alignment import AlignedTranslator, Progress
+from transformer_mt.documents.alignment import AlignedTranslator
 from transformer_mt.documents.html import translate_html
 from transformer_mt.documents.markdown import translate_markdown
 from transformer_mt.errors import SettingError
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator
+from transformer_mt.progress import Reports
 
 _TRANSLATE = {"html": translate_html, "markdown": translate_markdown}
 
@@ -20,7 +21,7 @@ def translate_document(
     format: str,
     *,
     alignment_layer: int = -1,
-    progress: Progress | None = None,
+    progress: Reports | None = None,
 ) -> str:
     """`document`, a whole document in `format` (one of FORMATS), with its text translated and
     its markup kept (docs/documents.md).
@@ -35,7 +36,7 @@ def translate_document(
         alignment_layer: the decoder layer whose cross-attention aligns words, placing inline
             markup; negative counts from the last.
         progress: reports the translation and the alignment of the units
-            (`alignment.Progress`); None: silent.
+            (`progress.Reports`); None: silent.
 
     Raises:
         SettingError: a format not in FORMATS (naming format), a layer the model lacks

@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Sequence
@@ -33,6 +34,7 @@ from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator
 from transformer_mt.langid import LanguageIdentifier
+from transformer_mt.progress import Counted, ProgressReport, Reports, silent
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,8 @@ def score_directions(
     directions: Sequence[tuple[str, str]] | None = None,
     pivot: str | None = None,
     off_target: bool = True,
+    progress: Reports | None = None,
+    device: str = "cpu",
     **decode_changes: object,
 ) -> list[DirectionScore]:
     """Translate the test set of every direction asked and score it.
@@ -69,6 +73,10 @@ def score_directions(
             supervised ones first.
         pivot: also score each zero-shot direction through this language.
         off_target: measure the off-target rate (needs lingua, the `langid` extra).
+        progress: makes the report of each direction's translation, given what it counts
+            and its total of sentences (a route through a pivot counts both legs); None:
+            silent.
+        device: where the model runs (`Translator.from_checkpoint`).
         decode_changes: search settings over the checkpoint's (beam_size, ...).
 
     Raises:
@@ -81,7 +89,7 @@ def score_directions(
 
     def load(direction: Pair) -> Translator:
         lines = LineSettings(src_lang=direction[0], tgt_lang=direction[1])
-        return Translator.from_checkpoint(checkpoint, lines=lines, **decode_changes)
+        return Translator.from_checkpoint(checkpoint, device=device, lines=lines, **decode_changes)
 
     translator = in_direction(load, directions[0] if directions else None, checkpoint)
     languages = translator.languages
@@ -104,9 +112,9 @@ def score_directions(
         raise SettingError("test", None, "the checkpoint's config sets no data.test; give one")
     identifier = LanguageIdentifier(languages.codes) if off_target else None
 
-    def translate(src_lang: str, tgt_lang: str, lines: list[str]) -> list[str]:
+    def translate(src_lang: str, tgt_lang: str, lines: list[str], report: ProgressReport):
         found = translator.translate(
-            Texts.of(lines, directions=[(src_lang, tgt_lang)] * len(lines))
+            Texts.of(lines, directions=[(src_lang, tgt_lang)] * len(lines)), report.update
         )
         return [t.texts[0] for t in found]
 
@@ -127,8 +135,11 @@ def score_directions(
             routes.append((f"pivot {pivot}", [pivot, tgt_lang]))
         for route, targets in routes:
             texts, language = sources, src_lang
-            for target in targets:
-                texts, language = translate(language, target, texts), target
+            counted = Counted("translated", "lines", "lines", f"{src_lang}->{tgt_lang} {route}")
+            report = (progress or silent)(counted, len(sources) * len(targets))
+            with contextlib.closing(report):
+                for target in targets:
+                    texts, language = translate(language, target, texts, report), target
             scores.append(_scored(src_lang, tgt_lang, route, texts, references, identifier))
             log.info("%s", _row(scores[-1]))
     return scores
