@@ -77,7 +77,12 @@ def _add_line_flags(p: argparse.ArgumentParser) -> None:
 
 def _add_output_flags(p: argparse.ArgumentParser) -> None:
     """What is written besides the translations, and how lines are cut into sentences."""
-    p.add_argument("--progress", action="store_true", help="progress bar even when not a tty")
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="a progress bar even when stderr is no terminal (in a log file, a line every 30 s "
+        "without it reads better)",
+    )
     p.add_argument(
         "--quiet",
         action="store_true",
