@@ -64,7 +64,12 @@ def add_export(sub: argparse._SubParsersAction) -> None:
         "out_dir",
         help="directory to write (created; replaces an earlier export, never other files)",
     )
-    p.add_argument("--format", required=True, choices=["hf", "ctranslate2"])
+    p.add_argument(
+        "--format",
+        required=True,
+        choices=["hf", "ctranslate2"],
+        help="hf: a transformers Marian (or M2M100) model directory; ctranslate2: its model",
+    )
     p.add_argument("--quantize", choices=["int8", "int8_float32", "int16"], help="ctranslate2 only")
     p.add_argument(
         "--shortlist",

@@ -65,8 +65,12 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
         "serve", help="translate over HTTP: JSON API, streaming, metrics and a web page"
     )
     p.add_argument("--checkpoint", required=True, help="e.g. runs/X/checkpoints/best.pt")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: all)")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0: all)",
+    )
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     add_device_flags(p)
     p.add_argument(
         "--shortlist",

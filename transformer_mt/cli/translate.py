@@ -25,14 +25,16 @@ def add_translate(sub: argparse._SubParsersAction) -> None:
         help="e.g. runs/X/checkpoints/best.pt; several of one vocabulary: an ensemble, each "
         "step the mean of their log-probabilities",
     )
-    p.add_argument("--input", default="-", help="source text, one sentence a line (- = stdin)")
-    p.add_argument("--output", default="-", help="where translations go (- = stdout)")
+    p.add_argument(
+        "--input", default="-", help="source text, one sentence a line (default -: stdin)"
+    )
+    p.add_argument("--output", default="-", help="where translations go (default -: stdout)")
     p.add_argument(
         "--format",
         default="text",
         choices=["text", *FORMATS],
-        help="text: a translation per line; html, markdown: the input is one document, its "
-        "markup kept (docs/documents.md)",
+        help="text (the default): a translation per line; html, markdown: the input is one "
+        "document, its markup kept (docs/documents.md)",
     )
     add_decode_flags(p)
     add_device_flags(p)
