@@ -14,6 +14,7 @@ CONFIG_NAME = "config.yaml"  # the resolved config the run trains with
 HISTORY_NAME = "config_history.yaml"  # settings changed on resuming
 LOCK_NAME = "train.lock"  # held by the one process training the run
 METRICS_NAME = "metrics.jsonl"  # one JSON row per log and validation
+LOG_NAME = "train.log"  # every line training logs, run after run (progress, warnings, stops)
 CHECKPOINTS_DIR = "checkpoints"
 LAST_NAME = "last.pt"  # where a resume starts
 BEST_NAME = "best.pt"  # best validation BLEU
@@ -54,7 +55,7 @@ def run_file(run_dir: str | Path, path: str | Path) -> str | None:
         return None
     if name == METRICS_NAME:
         return f"the metrics log of {shown}"
-    if name in (CONFIG_NAME, HISTORY_NAME, LOCK_NAME):
+    if name in (CONFIG_NAME, HISTORY_NAME, LOCK_NAME, LOG_NAME):
         return f"the {name} of {shown}"
     if name.startswith(TOKENIZER_PREFIX):
         return f"a tokenizer of {shown}"

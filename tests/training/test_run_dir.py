@@ -3,6 +3,7 @@ history of settings changed on resume."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -209,8 +210,13 @@ def test_resume_with_changed_settings_keeps_the_config_history(tiny_experiment, 
 
 
 def run_files(run_dir: Path) -> dict[str, bytes]:
-    """Every file of a run directory (the checkpoints included) by relative path."""
-    return {str(p.relative_to(run_dir)): p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    """Every file of a run directory (the checkpoints included) by relative path, but its
+    log, which a refused run appends its refusal to."""
+    return {
+        str(p.relative_to(run_dir)): p.read_bytes()
+        for p in run_dir.rglob("*")
+        if p.is_file() and p.name != "train.log"
+    }
 
 
 @pytest.mark.parametrize(
@@ -546,3 +552,25 @@ def test_checkpoints_saved_between_reading_and_locking_are_not_passed_over(
         f"error: {run_dir}: another run saved checkpoints there while this one started; run "
         "the command again to resume from them\n"
     )
+
+
+def test_the_run_keeps_its_log_run_after_run(tiny_experiment, tmp_path, capsys, caplog):
+    """What training says (its start, progress, validations, why it stopped) is appended to
+    the run's train.log: on a terminal the progress lines are the bar's and went nowhere."""
+    caplog.set_level(logging.INFO, logger="transformer_mt")  # as `tmt train` logs (pytest: WARNING)
+    run_dir = tmp_path / "run"
+    args = ["train", "--config", str(tiny_experiment), "--run-dir", str(run_dir)]
+    assert main([*args, "--set", "train.max_steps=4", "train.valid_every=2"]) == 0
+    first = (run_dir / "train.log").read_text("utf-8")
+    assert "run directory" in first and "step 4 | epoch" in first
+    assert main([*args, "--set", "train.max_steps=6", "train.valid_every=2"]) == 0
+    log = (run_dir / "train.log").read_text("utf-8")
+    assert log.startswith(first) and "step 6 | epoch" in log[len(first) :]
+    assert main(["translate", "--checkpoint", str(run_dir / "checkpoints" / "best.pt"),
+                 "--output", str(run_dir / "train.log")]) == 2  # fmt: skip
+    assert "is the train.log of" in capsys.readouterr().err
+    assert main([*args, "--set", "model.d_model=48"]) == 2  # another model: refused
+    refused = (run_dir / "train.log").read_text("utf-8")[len(log) :].splitlines()
+    (error,) = [line for line in refused if " ERROR " in line]
+    assert error.split(" ERROR ", 1)[1].startswith("transformer_mt.training: stopped: ")
+    assert "model.d_model" in error

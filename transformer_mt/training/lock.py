@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from transformer_mt.errors import TmtError
-from transformer_mt.run_layout import LOCK_NAME
+from transformer_mt.run_layout import LOCK_NAME, LOG_NAME
 from transformer_mt.text_files import path_kind
 
 try:
@@ -32,8 +32,8 @@ log = logging.getLogger(__name__)
 @contextmanager
 def lock_run_dir(run_dir: Path) -> Iterator[None]:
     """Hold the run directory's lock for the duration of the block; create the directory, and
-    remove it again if the block leaves it empty (a run refused before writing anything, say
-    for its tokenizer model, leaves no trace).
+    remove it again if the block leaves nothing in it but its log (a run refused before
+    writing anything, say for its tokenizer model, leaves no trace).
 
     Raises:
         TmtError: the path is a file or cannot be created, or another process holds the lock.
@@ -46,6 +46,8 @@ def lock_run_dir(run_dir: Path) -> Iterator[None]:
     finally:
         if created:
             with contextlib.suppress(OSError):  # not empty: the run's files stay
+                if [path.name for path in run_dir.iterdir()] == [LOG_NAME]:
+                    (run_dir / LOG_NAME).unlink()
                 run_dir.rmdir()
 
 

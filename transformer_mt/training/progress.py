@@ -2,7 +2,8 @@
 
 tqdm draws its bar only on a terminal; under `make quickstart > log`, nohup or a batch
 scheduler it stays silent. So the trainer also writes a plain line every `log_every` updates or
-every `PROGRESS_SECONDS`, whichever comes first: step, epoch, loss, learning rate, tokens/s,
+every `PROGRESS_SECONDS`, whichever comes first, to the run's `train.log` always and to stderr
+where no bar is drawn (`PROGRESS_LOGGER`): step, epoch, loss, learning rate, tokens/s,
 elapsed time and the time left against `max_minutes` / `max_steps`. Not a
 `transformer_mt.progress.ProgressReport` (translation, hub export): these lines come by step as
 well as by time, through `logging` (timestamped, rank 0 only), and say more than a count.
@@ -14,6 +15,9 @@ import time
 from dataclasses import dataclass, field
 
 from transformer_mt.progress import PROGRESS_SECONDS, duration
+
+# The logger of the progress lines: on a terminal, stderr's handler leaves them to the bar.
+PROGRESS_LOGGER = "transformer_mt.training.progress"
 
 
 @dataclass

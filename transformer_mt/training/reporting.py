@@ -21,7 +21,12 @@ from transformer_mt.config import TrainConfig
 from transformer_mt.run_layout import METRICS_NAME
 from transformer_mt.training.loss import perplexity
 from transformer_mt.training.metrics import MetricsLog
-from transformer_mt.training.progress import LogClock, progress_line, remaining_seconds
+from transformer_mt.training.progress import (
+    PROGRESS_LOGGER,
+    LogClock,
+    progress_line,
+    remaining_seconds,
+)
 from transformer_mt.training.update import LaunchedUpdate
 from transformer_mt.training.validation import ValidResult
 
@@ -170,7 +175,7 @@ class TrainingReport:
         )
         if self.metrics is not None:
             self.metrics.write("train", step, row)
-        if self.bar.disable and self.is_main:
+        if self.is_main:
             rate = figures.updates / seconds
             left = remaining_seconds(
                 step, counters.elapsed, rate, self.cfg.max_steps, self.cfg.max_minutes
@@ -179,7 +184,7 @@ class TrainingReport:
                 *(step, counters.epoch, loss, figures.lr, row["tokens_per_s"], counters.elapsed),
                 *(left, row["data_wait"]),
             )
-            log.info("%s", line)
+            logging.getLogger(PROGRESS_LOGGER).info("%s", line)
 
 
 def cuda_memory(device: torch.device) -> dict[str, float]:

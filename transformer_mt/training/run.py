@@ -12,13 +12,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import platform
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-import datasets
 import torch
 
 from transformer_mt import __version__, kernels
@@ -62,6 +60,7 @@ from transformer_mt.run_layout import (
     HISTORY_NAME,
     LAST_NAME,
     LOCK_NAME,
+    LOG_NAME,
     METRICS_NAME,
     TOKENIZER_PREFIX,
 )
@@ -76,6 +75,7 @@ from transformer_mt.training.distributed import (
 )
 from transformer_mt.training.footprint import check_fits
 from transformer_mt.training.lock import lock_run_dir
+from transformer_mt.training.logs import log_file, setup_logging
 from transformer_mt.training.rng import seed_everything
 from transformer_mt.training.trainer import Placement, Trainer
 
@@ -84,7 +84,7 @@ T = TypeVar("T")
 
 # Files a run directory may hold before its first checkpoint (a run that stopped early).
 RUN_DIR_FILES = {
-    *(CONFIG_NAME, HISTORY_NAME, LOCK_NAME, METRICS_NAME),
+    *(CONFIG_NAME, HISTORY_NAME, LOCK_NAME, LOG_NAME, METRICS_NAME),
     *(CHECKPOINTS_DIR, "tensorboard", "curves.png"),
 }
 # Settings that decide which pairs a run reads and what its checkpoint's data position counts
@@ -119,7 +119,7 @@ def run_training(
         _check_valid_bleu(config.data.tgt_lang)
     device = _train_device(config.train.device)
     dist = init_distributed(device.type)
-    _setup_logging(dist.is_main)
+    setup_logging(dist.is_main)
     governor = None
     if device.type == "cpu":
         governor = _set_threads(config.train.threads)
@@ -149,7 +149,7 @@ def run_training(
             )
         origin = parent or (found[1] if found else None)
         check_fits(config, origin.weights if origin else None, device)
-        with _run_dir_lock(run_path, dist):
+        with _run_dir_lock(run_path, dist), log_file(run_path, dist.is_main):
             # Read before the lock: a run that held it may have saved since, then ended.
             if _checkpoints_stamp(run_path / CHECKPOINTS_DIR) != stamp:
                 raise TmtError(
@@ -375,19 +375,6 @@ def _main_rank_first(dist: DistributedContext, work: Callable[[], T]) -> T:
     if dist.is_main:
         dist.barrier()
     return result
-
-
-def _setup_logging(is_main: bool) -> None:
-    """Logs on stderr; only rank 0 speaks below ERROR: the ranks read one config and one
-    corpus, so each warning would come once per rank. Off a terminal the `datasets` progress
-    bars are off too: in a log file each redraw is a line of noise."""
-    logging.basicConfig(
-        level=logging.INFO if is_main else logging.ERROR,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    if not sys.stderr.isatty():
-        datasets.disable_progress_bars()
 
 
 def _log_start(
