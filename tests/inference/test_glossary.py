@@ -143,3 +143,26 @@ def test_constraints_file_gives_each_line_its_phrases(tmp_path):
     path.write_bytes(b"ok\n\xff\n")
     with pytest.raises(TmtError, match=rf"^{path}:2: not valid UTF-8"):
         list(iter_constraints(path))
+
+
+@pytest.mark.parametrize(
+    "term, text, found",
+    [
+        ("café", "the cafe\u0301 opens", ["T"]),  # decomposed text (macOS), composed term
+        ("cafe\u0301", "the café opens", ["T"]),  # and the other way round
+        ("cafe", "the cafe\u0301 opens", []),  # the accent is part of the word
+        ("iPhone", "my ｉＰｈｏｎｅ is", ["T"]),  # full-width letters
+        ("ﬁle", "a file here", ["T"]),  # a ligature
+    ],
+)
+def test_terms_and_texts_are_matched_as_the_model_reads_them(term, text, found):
+    """In NFKC, as the tokenizer normalises the source: the model reads one word there."""
+    assert Glossary.of_pairs([(term, "T")]).targets(text) == found
+
+
+def test_kept_characters_are_found_where_normalising_moved_them():
+    """`ﬁ` becomes two characters: the kept span after it is still where it was."""
+    text = "ﬁ x New York <code>City</code>"
+    kept = [(text.index("<code>"), len(text))]
+    glossary = Glossary.of_pairs([("New York", "NY"), ("New York <code>City</code>", "NYC")])
+    assert glossary.targets(text, kept) == ["NY"]

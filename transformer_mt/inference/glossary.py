@@ -27,6 +27,7 @@ source term given twice with different targets.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -135,10 +136,11 @@ class Glossary:
         chars = list(text)
         for start, end in kept:
             chars[start:end] = "_" * (end - start)
-        text = "".join(chars)
+        text, origin = normalized("".join(chars))
         found: dict[str, None] = {}
         for match in self._finder.finditer(text):
-            if any(start < match.end() and match.start() < end for start, end in kept):
+            first, last = origin[match.start()], origin[match.end()]
+            if any(start < last and first < end for start, end in kept):
                 continue
             term = self._by_text.get(self._text_key(match.group()))
             if term is None:  # `re` folds case char by char, `casefold` not always so
@@ -148,9 +150,9 @@ class Glossary:
         return list(found)
 
     def _text_key(self, text: str) -> str:
-        """What a matched text and the source term it matches share: their words, in case
-        folded when case is ignored."""
-        return self._key(" ".join(text.split()))
+        """What a matched text and the source term it matches share: their words, in NFKC
+        (`normalized`), in case folded when case is ignored."""
+        return self._key(" ".join(unicodedata.normalize("NFKC", text).split()))
 
     @cached_property
     def _by_text(self) -> dict[str, Term]:
@@ -186,10 +188,34 @@ class Glossary:
 
     def _alternation(self, opening: str) -> re.Pattern[str]:
         terms = "|".join(
-            opening + r"\s+".join(map(re.escape, t.source.split())) + ")" for t in self._by_length
+            opening + r"\s+".join(map(re.escape, normalized(t.source)[0].split())) + ")"
+            for t in self._by_length
         )
         flags = re.IGNORECASE if self.ignore_case else 0
         return re.compile(rf"(?<!\w)(?:{terms})(?!\w)", flags)
+
+
+def normalized(text: str) -> tuple[str, list[int]]:
+    """`text` in NFKC, as the model's tokenizer reads it (SentencePiece's nmt_nfkc), and where
+    in `text` each of its characters comes from (one more: the end). A term and a text that
+    spell one word differently (a decomposed "café" from macOS, a full-width "ｉＰｈｏｎｅ") are
+    then one. Each character with the combining marks after it is normalised alone, so that
+    the origin of every character is known.
+    """
+    if unicodedata.is_normalized("NFKC", text):
+        return text, list(range(len(text) + 1))
+    parts: list[str] = []
+    origin: list[int] = []
+    start = 0
+    for i in range(1, len(text) + 1):
+        if i < len(text) and unicodedata.combining(text[i]):
+            continue  # a mark of the character before it
+        part = unicodedata.normalize("NFKC", text[start:i])
+        parts.append(part)
+        origin += [start] * len(part)
+        start = i
+    origin.append(len(text))
+    return "".join(parts), origin
 
 
 def iter_constraints(path: str | Path) -> Iterator[list[str]]:
