@@ -102,25 +102,6 @@ def test_sentences_met_without_a_space_number_their_words_in_the_unit(translator
     assert {t for _, t in pairs} == {0, 1, 2}
 
 
-@pytest.fixture(scope="module")
-def japanese_tokenizer(tmp_path_factory):
-    """A small SentencePiece model of Japanese text, written without spaces, with byte
-    fallback (so that a rare character is UTF-8 byte pieces)."""
-    import sentencepiece as spm
-
-    from transformer_mt.data.tokenizer import Tokenizer
-
-    folder = tmp_path_factory.mktemp("ja")
-    lines = ["私は学生です。", "彼は東京の医者です。", "猫が庭で寝ています。", "これはペンです。"]
-    (folder / "ja.txt").write_text("\n".join(lines * 50) + "\n", encoding="utf-8")
-    spm.SentencePieceTrainer.train(
-        input=str(folder / "ja.txt"), model_prefix=str(folder / "ja"), vocab_size=300,
-        character_coverage=1.0, byte_fallback=True, model_type="bpe",
-        pad_id=0, unk_id=1, bos_id=2, eos_id=3,
-    )  # fmt: skip
-    return Tokenizer.load(folder / "ja.model")
-
-
 @pytest.mark.parametrize(
     "text", ["私は学生です。", "これはgitです。", "私は学生です。 彼は医者です", "鬱"]
 )

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from transformer_mt.cli import main
-from transformer_mt.inference.constrained import ConstraintsError
+from transformer_mt.inference.constrained import ConstraintsError, in_sentence_ids
 from transformer_mt.inference.glossary import Glossary
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator
@@ -237,3 +237,20 @@ def test_a_glossary_target_the_model_cannot_produce_names_the_glossary_line(
     assert capsys.readouterr().err.endswith(
         f"error: {glossary}:2: target phrase '漢字' has characters the target vocabulary lacks\n"
     )
+
+
+@pytest.mark.parametrize("phrase", ["医者", "東京", "学生です"])
+def test_a_japanese_phrase_is_encoded_as_it_reads_inside_a_sentence(japanese_tokenizer, phrase):
+    """Encoded alone, "医者" starts with a word mark, which decodes as a space inside a
+    Japanese sentence: `私は 医者です。`."""
+    tokenizer = japanese_tokenizer
+    alone, inside = tokenizer.encode(phrase), in_sentence_ids(tokenizer, phrase)
+    assert tokenizer.id_to_piece(alone[0]).startswith("\u2581")
+    assert not tokenizer.id_to_piece(inside[0]).startswith("\u2581")
+    assert tokenizer.decode(tokenizer.encode("私は") + inside) == f"私は{phrase}"
+    assert tokenizer.decode(inside) == phrase
+
+
+def test_a_phrase_written_with_spaces_keeps_its_word_start(translator):
+    tokenizer = translator.tgt_tokenizer
+    assert in_sentence_ids(tokenizer, "dog") == tokenizer.encode("dog")

@@ -3,7 +3,10 @@ that cannot fit, and the beam each sentence is searched with (docs/glossaries.md
 
 Phrases (a glossary's target terms, `--constraints`, a request's) are encoded with the target
 tokenizer one by one, as a word of their own: SentencePiece gives "Haus" its word-start piece
-"▁Haus", the piece the word has inside a translation. Beam search then enforces them
+"▁Haus", the piece the word has inside a translation. A phrase in a script written without
+spaces (Chinese, Japanese) has no word start inside a sentence ("医者" in "私は医者です" is
+"医者", not "▁医者", which decodes with a space before it): it is encoded as it reads after
+another character of its script (`in_sentence_ids`). Beam search then enforces them
 (search/constraints.py). What cannot fit is decided here, not left to the search:
 
 - More constraint tokens than the model can decode: a sentence's constraint tokens, its forced
@@ -27,6 +30,7 @@ from transformer_mt.data.specials import SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.search import constrained_beam_size
+from transformer_mt.writing_systems import starts_unspaced
 
 
 class ConstraintsError(TmtError):
@@ -66,7 +70,7 @@ def phrase_ids(
     for phrase in phrases:
         if not phrase.strip():
             continue
-        ids = tokenizer.encode(phrase)
+        ids = in_sentence_ids(tokenizer, phrase)
         if not ids:  # invisible or control characters alone: it would be met before it starts
             raise ConstraintsError(
                 line, f"target phrase {phrase!r} has no pieces once normalised (nothing visible)"
@@ -84,6 +88,25 @@ def phrase_ids(
             f"token the model has room for {room}",
         )
     return distinct
+
+
+# What a phrase in a script written without spaces is encoded after, to take off again: a
+# character of those scripts that ends a sentence, so that it rarely merges with what follows.
+AFTER = "。"
+
+
+def in_sentence_ids(tokenizer: Tokenizer, phrase: str) -> list[int]:
+    """The target ids of `phrase` as it reads inside a translation: a word of its own
+    (`tokenizer.encode`), or for a phrase in a script written without spaces, its pieces after
+    `AFTER` (without the word-start mark a text's first piece has); where `AFTER`'s pieces
+    merge with the phrase's, as a word of its own."""
+    ids = tokenizer.encode(phrase)
+    if not ids or not starts_unspaced(phrase):
+        return ids
+    before, after = tokenizer.encode(AFTER), tokenizer.encode(AFTER + phrase)
+    if after[: len(before)] != before or len(after) == len(before):
+        return ids
+    return after[len(before) :]
 
 
 def unproducible(tokenizer: Tokenizer, ids: Sequence[int], specials: SpecialTokens) -> str | None:
