@@ -24,6 +24,7 @@ _MARKS = "\u3099\u309a\ufe00-\ufe0f\U000e0100-\U000e01ef"
 UNSPACED_CHARACTER = f"[{_BASES}][{_MARKS}]*"
 
 _BASE = re.compile(f"[{_BASES}]")
+_CLOSING_QUOTES = "\u201d\u2019\"'\u00bb"
 _TRAILING_MARKS = re.compile(f"[{_MARKS}]+$")
 
 
@@ -34,6 +35,6 @@ def starts_unspaced(text: str) -> bool:
 
 def ends_unspaced(text: str) -> bool:
     """Whether `text` ends with a character of a script written without spaces (its marks
-    aside)."""
-    base = _TRAILING_MARKS.sub("", text)
+    and the closing quotes both kinds of text use aside: `他说：“我走了。”`)."""
+    base = _TRAILING_MARKS.sub("", text).rstrip(_CLOSING_QUOTES)
     return bool(base) and _BASE.match(base[-1]) is not None

@@ -66,6 +66,24 @@ def test_sentences_join_as_the_target_script_is_written(line, lang, translations
     assert [line[a:b] for a, b in segments.source_spans] == list(segments.sentences)
 
 
+@pytest.mark.parametrize(
+    "line, lang, sentences",
+    [
+        ("彼は「走れ！」と言った。猫が寝る。", "ja", ("彼は「走れ！」と言った。", "猫が寝る。")),
+        ("「行こう。」と彼は言った。猫が寝る。", "ja",
+         ("「行こう。」と彼は言った。", "猫が寝る。")),
+        ("「走れ！」それは彼の声だった。", "ja", ("「走れ！」", "それは彼の声だった。")),
+        ("他说：“快跑！”然后走了。猫在睡觉。", "zh", ("他说：“快跑！”然后走了。", "猫在睡觉。")),
+        ("他说：“我走了。”我们都很难过。", "zh", ("他说：“我走了。”", "我们都很难过。")),
+    ],
+)  # fmt: skip
+def test_a_sentence_that_goes_on_after_a_quotation_stays_whole(line, lang, sentences):
+    """sentencex ends it at the quotation's close: と言った。 was translated alone."""
+    segments = split_line(line, lang)
+    assert segments.sentences == sentences
+    assert segments.join(segments.sentences) == line
+
+
 def test_each_translation_is_found_where_the_join_put_it():
     segments = split_line("  Ein Hund läuft.\t Zwei Katzen schlafen!  ", "de")
     line = segments.join(segments.sentences)

@@ -29,6 +29,9 @@ What this module adds to the splitter:
   byte and the translation of a split line keeps its spacing (double spaces, tabs), but
   between sentences where the scripts differ (`between`): Japanese and Chinese write no
   space after a sentence, English does, whatever the line had there.
+- Quotations. sentencex ends a Japanese sentence at the 」 of a quotation the sentence goes on
+  after (「走れ！」と言った。) and a Chinese one at the ” after "！" or "？" ("“快跑！”他说。");
+  such pieces are joined again (`_quotations_kept`).
 - A line of one sentence, or of none (a blank line), is one segment: the line itself,
   whitespace and all. It reaches the model exactly as before splitting existed, so outputs
   of single sentences do not change.
@@ -41,6 +44,7 @@ What this module adds to the splitter:
 from __future__ import annotations
 
 import itertools
+import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -182,11 +186,40 @@ def split_line(line: str, lang: str | None = None) -> Segments:
             return Segments.whole(line)
         spans.append((begin, begin + len(text)))
         start = begin + len(text)
+    spans = _quotations_kept(line, spans, splitter_language(lang))
     if len(spans) < 2:
         return Segments.whole(line)
     edges = [0, *itertools.chain.from_iterable(spans), len(line)]
     separators = tuple(line[a:b] for a, b in zip(edges[::2], edges[1::2], strict=True))
     return Segments(tuple(line[a:b] for a, b in spans), separators)
+
+
+# A Japanese quotation closed by 」 and quoted by the particle after it (「走れ！」と言った, と彼は
+# 言った, って, など; not とても, ところ, which start sentences): one sentence, which sentencex
+# ends at the 」.
+_JA_QUOTED = re.compile(r"(?:って|と(?!ても|ころ)|など)")
+# A Chinese quotation ending in "！" or "？" and its closing mark, then more of the sentence
+# ("“快跑！”他说。"); one ending in "。" ends its sentence in Chinese usage, and is split.
+_ZH_EXCLAIMED = re.compile(r"[！？!?][”」』]$")
+_OPENING = "“「『（(\"'"
+
+
+def _quotations_kept(line: str, spans: list[tuple[int, int]], lang: str) -> list[tuple[int, int]]:
+    """`spans` (of sentences in `line`) with a sentence that sentencex ended inside a Japanese
+    or Chinese sentence, after a quotation, joined to the rest of it."""
+    if lang not in ("ja", "zh") or len(spans) < 2:
+        return spans
+    kept = [spans[0]]
+    for begin, end in spans[1:]:
+        before, after = line[kept[-1][0] : kept[-1][1]], line[begin:end]
+        if lang == "ja":
+            joins = before.endswith(("」", "』")) and _JA_QUOTED.match(after) is not None
+        else:
+            joins = _ZH_EXCLAIMED.search(before) is not None and not after.startswith(
+                tuple(_OPENING)
+            )
+        kept[-1:] = [(kept[-1][0], end)] if joins else [kept[-1], (begin, end)]
+    return kept
 
 
 def _trimmed(piece: str) -> str:
