@@ -260,3 +260,21 @@ def test_the_root_lang_becomes_the_target_language(root, expected):
 )
 def test_lang_outside_the_root_or_without_a_target_stays(source, language):
     assert translate_html(source, echo, language) == source.replace("ein", "EIN")
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        # Arabic in a German page: kept, with its lang and dir (it had been "translated").
+        (
+            '<p>ein hund <span lang="ar" dir="rtl">مرحبا بالعالم</span> läuft</p>',
+            '<p>EIN HUND <span lang="ar" dir="rtl">مرحبا بالعالم</span> LÄUFT</p>',
+        ),
+        ('<blockquote lang="fr"><p>bonjour</p></blockquote>', None),  # a block: kept whole
+        # German under another spelling of the source language: translated, lang the target.
+        ('<p lang="de-AT">ein hund</p><p lang="deu_Latn">zwei</p>',
+         '<p lang="en">EIN HUND</p><p lang="en">ZWEI</p>'),
+    ],
+)  # fmt: skip
+def test_a_passage_in_another_language_than_the_source_is_kept(source, expected):
+    assert translate_html(source, echo, "en", "de") == (expected or source)

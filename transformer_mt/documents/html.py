@@ -25,10 +25,12 @@ Units (units.py): the text between two block boundaries. Inline elements (`INLIN
 word before them, and a `<br>` between the words
 around it (a line break inside a sentence leaves it one unit); every other tag (blocks, `<hr>`,
 tables, unknown elements) is a boundary. `KEPT` elements and any other element with
-`translate="no"` are left alone with their whole subtree. Translated text is written with `&`
+`translate="no"`, or a `lang` naming a language other than the source (html_languages.py), are
+left alone with their whole subtree. Translated text is written with `&`
 and `<` escaped, and with any character the input wrote as a named or numeric reference
 (`&copy;`, `&#8212;`) written so again. Attribute values (`title`, `alt`) are not translated,
-but the root `<html>`'s `lang` and `xml:lang` become the target language. A control character
+but the root `<html>`'s `lang` and `xml:lang` become the target language, as do those of
+passages in the source language. A control character
 is refused (units.check_characters). The structure check and the units take time linear in the
 input however deep it nests.
 """
@@ -36,17 +38,16 @@ input however deep it nests.
 from __future__ import annotations
 
 import html
-import re
 from dataclasses import dataclass
 from typing import Literal
 
 from transformer_mt.documents.html_events import RAW_TEXT, Event, tokenize
+from transformer_mt.documents.html_languages import foreign, target_languages
 from transformer_mt.documents.placement import render
 from transformer_mt.documents.units import (
     AlignedText,
     DocumentError,
     Region,
-    Replacement,
     Translate,
     Unit,
     UnitBuilder,
@@ -117,19 +118,24 @@ PieceKind = Literal["text", "open", "close", "kept", "break", "boundary"]
 ElementRole = Literal["inline", "kept_inline", "kept", "block"]
 
 
-def translate_html(document: str, translate: Translate, language: str | None = None) -> str:
+def translate_html(
+    document: str, translate: Translate, language: str | None = None, source: str | None = None
+) -> str:
     """`document` (a whole page or a fragment) with its text translated; see the module.
 
     Args:
         language: the target language: written into the root `<html>`'s `lang` and
-            `xml:lang` where it has them (`_` as `-`: `pt_BR` -> `pt-BR`); None: left alone.
+            `xml:lang` where it has them (`_` as `-`: `pt_BR` -> `pt-BR`), and into those of
+            passages in the source language; None: left alone.
+        source: the source language: a passage whose `lang` names another is kept as written
+            (`html_languages`); None: every passage is translated.
 
     Raises:
         DocumentError: the document does not parse (see the module), or holds a control
             character, naming line and column.
     """
     events = tokenize(document)
-    pieces = _Structure(document).pieces(events)
+    pieces = _Structure(document, source).pieces(events)
     table = {"&": "&amp;", "<": "&lt;", **_spellings(document, events)}
 
     def escape(word: str) -> str:
@@ -138,7 +144,7 @@ def translate_html(document: str, translate: Translate, language: str | None = N
     def write(unit: Unit, translation: AlignedText) -> str:
         return render(unit, translation, escape)
 
-    languages = _root_languages(document, events, language) if language else []
+    languages = target_languages(document, events, language, source) if language else []
     return translate_regions(document, _regions(document, pieces), translate, write, languages)
 
 
@@ -173,8 +179,8 @@ class _Structure:
     """Checks the nesting of the events and says what each is to a unit (`Piece`), in time
     linear in the events however deep they nest (thousands of `<b>` in a few kilobytes)."""
 
-    def __init__(self, document: str):
-        self.document = document
+    def __init__(self, document: str, source: str | None = None):
+        self.document, self.source = document, source
         self.stack: list[_Element] = []
         self.open_at: dict[str, list[int]] = {}  # name -> where it is open in the stack
         self.hidden_at: int | None = None  # where the outermost open kept element is
@@ -231,9 +237,10 @@ class _Structure:
         name = event.name
         if hidden is not None:
             return "block"  # inside kept markup: only its nesting matters
-        if name in KEPT or (event.translate_no and name not in _PHRASING):
+        kept = event.translate_no or foreign(event, self.source)
+        if name in KEPT or (kept and name not in _PHRASING):
             return "kept"
-        if name in _KEPT_INLINE or (event.translate_no and name in INLINE):
+        if name in _KEPT_INLINE or (kept and name in INLINE):
             return "kept_inline"
         return "inline" if name in INLINE else "block"
 
@@ -415,33 +422,4 @@ def _spellings(document: str, events: list[Event]) -> dict[str, str]:
             char = html.unescape(raw)
             if len(char) == 1:
                 found.setdefault(char, raw)
-    return found
-
-
-# The name of a start tag, and each attribute after it, read as `html.parser` reads them.
-_TAG_NAME = re.compile(r"<[a-zA-Z][^\t\n\r\f />\x00]*")
-_ATTRIBUTE = re.compile(
-    r"""(?:\s|/(?!>))*([^\s/>][^\s/=>]*)(?:\s*=+\s*('[^']*'|"[^"]*"|(?!['"])[^>\s]*))?"""
-)
-LANGUAGE_ATTRIBUTES = frozenset({"lang", "xml:lang"})
-
-
-def _root_languages(document: str, events: list[Event], language: str) -> list[Replacement]:
-    """The values of `lang` and `xml:lang` on the root `<html>` (the document's first start
-    tag), each to be `language`: the page is in the target language now. Other elements'
-    `lang` marks a passage in another language, and stays."""
-    root = next((e for e in events if e.kind in ("start", "empty")), None)
-    if root is None or root.name != "html":
-        return []
-    tag = document[root.start : root.end]
-    value = html.escape(language.replace("_", "-"), quote=True)
-    found, position = [], _TAG_NAME.match(tag).end()
-    while (attribute := _ATTRIBUTE.match(tag, position)) and attribute.end() > position:
-        position = attribute.end()
-        if attribute.group(1).lower() not in LANGUAGE_ATTRIBUTES or attribute.group(2) is None:
-            continue
-        start, end = attribute.span(2)
-        if attribute.group(2)[:1] in ("'", '"'):
-            start, end = start + 1, end - 1  # inside the quotes
-        found.append(Replacement(root.start + start, root.start + end, value))
     return found

@@ -49,6 +49,7 @@ class Event:
     line: int
     column: int  # from 1
     translate_no: bool = False  # a start tag with translate="no"
+    lang: str | None = None  # a start tag's `lang`, as written (stripped)
 
 
 class _Tokenizer(HTMLParser):
@@ -56,15 +57,18 @@ class _Tokenizer(HTMLParser):
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=False)  # references as events of their own
-        self.found: list[tuple[EventKind, str, bool, int, int]] = []
+        self.found: list[tuple[EventKind, str, bool, str | None, int, int]] = []
 
-    def _add(self, kind: EventKind, name: str = "", translate_no: bool = False) -> None:
+    def _add(
+        self, kind: EventKind, name: str = "", translate_no: bool = False, lang: str | None = None
+    ) -> None:
         line, column = self.getpos()
-        self.found.append((kind, name, translate_no, line, column))
+        self.found.append((kind, name, translate_no, lang, line, column))
 
     def handle_starttag(self, tag, attrs):
         no = any(k == "translate" and (v or "").strip().lower() == "no" for k, v in attrs)
-        self._add("empty" if tag in VOID else "start", tag, no)
+        lang = next(((v or "").strip() for k, v in attrs if k == "lang"), None)
+        self._add("empty" if tag in VOID else "start", tag, no, lang or None)
 
     def handle_startendtag(self, tag, attrs):
         self._add("empty", tag)
@@ -126,10 +130,11 @@ def tokenize(document: str) -> list[Event]:
     line_starts = [0]
     for number, line in enumerate(document.split("\n")[:-1]):
         line_starts.append(line_starts[number] + len(line) + 1)
-    starts = [line_starts[line - 1] + column for _, _, _, line, column in parser.found]
+    starts = [line_starts[line - 1] + column for *_, line, column in parser.found]
     ends = [*starts[1:], len(document) - len(parser.rawdata)][: len(starts)]
     events: list[Event] = []
-    for (kind, name, no, line, column), start, end in zip(parser.found, starts, ends, strict=True):
+    found = zip(parser.found, starts, ends, strict=True)
+    for (kind, name, no, lang, line, column), start, end in found:
         opened = events[-1].name if events and events[-1].kind == "start" else ""
         # A raw text element's own text (a script's `<!--` is JavaScript's) is no markup.
         if (
@@ -141,7 +146,7 @@ def tokenize(document: str) -> list[Event]:
         if kind == "text" and opened in RCDATA:
             events += _with_references(document, start, end, line_starts)
         else:
-            events.append(Event(kind, name, start, end, line, column + 1, no))
+            events.append(Event(kind, name, start, end, line, column + 1, no, lang))
     for event in events:
         raw = document[event.start : event.end]
         # `&#1;`, `&#xFFFE;`: HTML's noncharacters and controls, which unescape drops; and the

@@ -56,5 +56,6 @@ def translate_document(
     (text,) = request.texts
     if format != "html":
         return _TRANSLATE[format](text, aligned)
-    target = (request.direction(0) or (None, None))[1]  # HTML names its language
-    return translate_html(text, aligned, target or translator.languages.default[1])
+    source, target = request.direction(0) or (None, None)  # HTML names its languages
+    default = translator.languages.default
+    return translate_html(text, aligned, target or default[1], source or default[0])

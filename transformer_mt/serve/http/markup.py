@@ -94,7 +94,8 @@ def translate_documents(
     `units`, in order) in place of its units' text, markup kept. Blocks (it runs the model to
     align each unit with its translation): call it off the event loop.
 
-    An HTML page's root `lang` becomes its direction's target.
+    An HTML page's root `lang` becomes its direction's target; a passage whose `lang` names
+    another language than its source is kept as written.
     """
     remaining = iter(translations)
     translated = []
@@ -102,8 +103,9 @@ def translate_documents(
         direction = documents.direction(i) or (None, None)
         translate = _aligned(engine, direction, remaining)
         if text_format == "html":
+            source = direction[0] or engine.languages.default[0]
             target = direction[1] or engine.languages.default[1]
-            translated.append(html.translate_html(document, translate, target))
+            translated.append(html.translate_html(document, translate, target, source))
         else:
             translated.append(markdown.translate_markdown(document, translate))
     return translated

@@ -1,0 +1,70 @@
+"""The languages an HTML document names (`lang`), and what translation does with them.
+
+The root `<html>`'s `lang` and `xml:lang` become the target language: the page is in it now.
+Another element's `lang` names the language of its passage (a quotation, a name, a line of
+Arabic in a German page). A passage in the source language is translated like the text
+around it, and its `lang` becomes the target language too; one in another language is kept as
+written, as if it had `translate="no"`: the model translates from its source language, and
+would write a guess for text in another one, under a `lang` (and `dir`) that no longer fits.
+Codes are compared by language (`de`, `de-AT`, `deu` and `deu_Latn` are one), their region
+and script aside.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+from transformer_mt.documents.html_events import Event
+from transformer_mt.documents.units import Replacement
+from transformer_mt.inference.sentences import splitter_language
+
+# The name of a start tag, and each attribute after it, read as `html.parser` reads them.
+_TAG_NAME = re.compile(r"<[a-zA-Z][^\t\n\r\f />\x00]*")
+_ATTRIBUTE = re.compile(
+    r"""(?:\s|/(?!>))*([^\s/>][^\s/=>]*)(?:\s*=+\s*('[^']*'|"[^"]*"|(?!['"])[^>\s]*))?"""
+)
+LANGUAGE_ATTRIBUTES = frozenset({"lang", "xml:lang"})
+
+
+def language(code: str) -> str:
+    """The language of a code, region and script aside (`de-AT`, `deu_Latn` -> `de`)."""
+    return splitter_language(code.strip().replace("-", "_").split("_")[0])
+
+
+def foreign(event: Event, source: str | None) -> bool:
+    """Whether `event`, a start tag, marks a passage in a language other than `source` (None:
+    unknown, so none is)."""
+    if source is None or event.lang is None:
+        return False
+    return language(event.lang) != language(source)
+
+
+def target_languages(
+    document: str, events: list[Event], target: str, source: str | None
+) -> list[Replacement]:
+    """The values of `lang` and `xml:lang` to become `target`: the root `<html>`'s (the
+    document's first start tag) and those of other elements in the `source` language."""
+    value = html.escape(target.replace("_", "-"), quote=True)
+    starts = [e for e in events if e.kind in ("start", "empty")]
+    found = []
+    for i, event in enumerate(starts):
+        root = i == 0 and event.name == "html"
+        if root or (source is not None and event.lang is not None and not foreign(event, source)):
+            found += _values(document, event, value)
+    return found
+
+
+def _values(document: str, event: Event, value: str) -> list[Replacement]:
+    """`value` in place of each `lang` and `xml:lang` value of the start tag `event`."""
+    tag = document[event.start : event.end]
+    found, position = [], _TAG_NAME.match(tag).end()
+    while (attribute := _ATTRIBUTE.match(tag, position)) and attribute.end() > position:
+        position = attribute.end()
+        if attribute.group(1).lower() not in LANGUAGE_ATTRIBUTES or attribute.group(2) is None:
+            continue
+        start, end = attribute.span(2)
+        if attribute.group(2)[:1] in ("'", '"'):
+            start, end = start + 1, end - 1  # inside the quotes
+        found.append(Replacement(event.start + start, event.start + end, value))
+    return found
