@@ -69,3 +69,21 @@ def test_the_device_follows_the_machine_unless_given(monkeypatch, device, quanti
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     args = argparse.Namespace(device=device, quantize=quantize)
     assert device_of(args) == expected and args.device == expected
+
+
+def test_every_command_that_writes_a_file_takes_out_and_output_alike():
+    """Some commands had only --out and some only --output: `tmt plot --output` was refused."""
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    writers = {}
+    for name, command in sub.choices.items():
+        for action in command._actions:
+            if action.dest in ("out", "output"):
+                writers[name] = set(action.option_strings)
+    assert len(writers) >= 8
+    for name, flags in writers.items():
+        given = flags | {"--out", "--output"}  # translate and score: --out by abbreviation
+        assert given == flags or name in ("translate", "score"), name
+    args = build_parser().parse_args(["plot", "runs/x", "--output", "c.svg"])
+    assert args.out == "c.svg"
+    args = build_parser().parse_args(["translate", "--checkpoint", "a.pt", "--out", "o.txt"])
+    assert args.output == "o.txt"

@@ -12,7 +12,7 @@ def add_attention(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--checkpoint", required=True, help="e.g. runs/X/checkpoints/best.pt")
     p.add_argument("--src", required=True, help="source sentence")
     p.add_argument("--tgt", help="target sentence (default: the greedy translation)")
-    p.add_argument("--out", required=True, help="PNG to write")
+    p.add_argument("--out", "--output", required=True, help="PNG to write")
     p.add_argument("--layer", type=int, help="only this layer (default: all)")
     p.add_argument("--head", type=int, help="only this head (default: all)")
     add_device_flag(p)

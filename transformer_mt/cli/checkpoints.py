@@ -13,7 +13,7 @@ def add_average(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("average", help="average the weights of the last N periodic checkpoints")
     p.add_argument("inputs", nargs="+", help="run directories, checkpoint directories or .pt files")
     p.add_argument("--last", type=int, help="average only the newest N (1 or more) checkpoints")
-    p.add_argument("--out", required=True, help="the averaged checkpoint to write")
+    p.add_argument("--out", "--output", required=True, help="the averaged checkpoint to write")
     p.set_defaults(handler=_run_average)
 
 
@@ -39,7 +39,9 @@ def add_import(sub: argparse._SubParsersAction) -> None:
         "import", help="make a checkpoint of a public model (OPUS-MT, NLLB / M2M100)"
     )
     p.add_argument("source", help="a Hugging Face model directory, or a hub name when online")
-    p.add_argument("--out", required=True, help="checkpoint file to write, e.g. opus-de-en.pt")
+    p.add_argument(
+        "--out", "--output", required=True, help="checkpoint file to write, e.g. opus-de-en.pt"
+    )
     p.set_defaults(handler=_run_import)
 
 

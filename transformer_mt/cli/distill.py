@@ -34,7 +34,9 @@ def add_distill(sub: argparse._SubParsersAction) -> None:
         required=True,
         help="manifest, chunks of translations and log; the same command resumes there",
     )
-    p.add_argument("--out", help="corpus prefix written: OUT.SRC, OUT.TGT (default RUN_DIR/train)")
+    p.add_argument(
+        "--out", "--output", help="corpus prefix written: OUT.SRC, OUT.TGT (default RUN_DIR/train)"
+    )
     p.add_argument(
         "--chunk-lines",
         type=int,
@@ -91,7 +93,9 @@ def add_shortlist(sub: argparse._SubParsersAction) -> None:
         "corpus), for faster translation with --shortlist",
     )
     p.add_argument("--checkpoint", required=True, help="the model the shortlist is for")
-    p.add_argument("--out", required=True, help="vocabulary map file to write (CTranslate2's)")
+    p.add_argument(
+        "--out", "--output", required=True, help="vocabulary map file to write (CTranslate2's)"
+    )
     p.add_argument(
         "--config", help="YAML whose data.train is learnt from (default: the checkpoint's)"
     )

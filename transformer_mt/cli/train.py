@@ -60,6 +60,7 @@ def add_plot(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", help="run directory holding metrics.jsonl")
     p.add_argument(
         "--out",
+        "--output",
         help="image path, its format by its suffix: .png, .svg, .pdf (default: RUN_DIR/curves.png)",
     )
     p.set_defaults(handler=_run_plot)
