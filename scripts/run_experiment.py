@@ -145,7 +145,8 @@ def score(
     decode = dataclasses.asdict(config.decode)
     if args.beam_size is not None:
         decode["beam_size"] = args.beam_size
-    translator = Translator.from_checkpoint(str(checkpoint), **decode)
+    device = resolve_device("auto").type  # a GPU decodes the test set where there is one
+    translator = Translator.from_checkpoint(str(checkpoint), device=device, **decode)
     hypotheses = [t.texts[0] for t in translator.translate(sources)]
     with atomic_open(run_dir / HYPOTHESES_NAME) as file:
         file.write("\n".join(hypotheses) + "\n")
@@ -173,7 +174,7 @@ def score(
         results["train_max_src_tokens"] = longest_training_source(translator, config.data)
         # Length generalisation: the model reads each joined line whole, not split.
         whole = Translator.from_checkpoint(
-            str(checkpoint), **decode, lines=LineSettings(split_sentences=False)
+            str(checkpoint), device=device, lines=LineSettings(split_sentences=False), **decode
         )
     for n in args.joined:
         bleu, length = joined_bleu(whole, sources, references, n)
@@ -181,7 +182,7 @@ def score(
     table = None
     if len(config.data.directions()) > 1:
         scores = score_directions(
-            str(checkpoint), test=config.data.test, pivot=args.pivot, **decode
+            str(checkpoint), test=config.data.test, pivot=args.pivot, device=device, **decode
         )  # the test set of the headline scores, which a resume may have changed
         results["directions"] = [dataclasses.asdict(score) for score in scores]
         table = directions_table(scores)
