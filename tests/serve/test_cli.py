@@ -89,7 +89,7 @@ def test_serve_says_what_it_loads_before_it_loads_it(served, capsys, monkeypatch
 
     monkeypatch.setattr(StandInEngine, "from_checkpoint", from_checkpoint)
     assert cli.main(["serve", "--checkpoint", "best.pt", "--port", "9000"]) == 0
-    assert said == ["loading best.pt on cpu for http://127.0.0.1:9000 ...\n"]
+    assert said == ["loading best.pt for http://127.0.0.1:9000 ...\n"]  # --device auto
     assert capsys.readouterr().err == "stand-in engine\n"
 
 

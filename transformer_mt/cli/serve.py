@@ -103,9 +103,11 @@ def _run_serve(args: argparse.Namespace) -> int:
     limits = ServeLimits(**given_fields(args, ENGINE_LIMITS))
     sock = listen(args.host, args.port)
     # Importing torch and loading the model take seconds (16 s for a large model on a cold
-    # disk): say so before, so that the wait is not silence.
+    # disk): say so before, so that the wait is not silence (resolving --device auto would
+    # import torch first; the engine's description names the device once it is loaded).
+    on = "" if args.device == "auto" else f" on {args.device}"
     print(
-        f"loading {args.checkpoint} on {device_of(args)} for http://{args.host}:{args.port} ...",
+        f"loading {args.checkpoint}{on} for http://{args.host}:{args.port} ...",
         file=sys.stderr,
         flush=True,
     )

@@ -30,7 +30,7 @@ from transformer_mt.cli.translator_flags import (
     print_input_warnings,
     progress_style,
 )
-from transformer_mt.errors import TmtError
+from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.progress import ProgressReport
 from transformer_mt.stream_names import is_stream
 
@@ -94,6 +94,8 @@ def translate_lines(args: argparse.Namespace) -> int:
 
     keep_freed_memory()
     files = _read_line_files(args)
+    if args.ref is not None:
+        _check_ref_tokenize(args)
     if device_of(args) == "cpu":
         set_cpu_threads(args.quiet)
     with contextlib.ExitStack() as stack:
@@ -127,6 +129,27 @@ def _check_phrases(
         raise TmtError(
             f"{flag}: met by beam search only, and the search samples; add --no-sampling or drop it"
         )
+
+
+def _check_ref_tokenize(args: argparse.Namespace) -> None:
+    """Refuse --ref, before the model loads, where BLEU into the target language (--tgt-lang,
+    else the checkpoint's) needs a tokenizer that is not installed (MeCab: Japanese, Korean).
+
+    Raises:
+        TmtError: naming --ref, the extra, and `tmt evaluate --tokenize` as the way without.
+    """
+    from transformer_mt.artifacts import stored_origin
+    from transformer_mt.evaluation import bleu_tokenize, check_tokenize
+
+    origin = stored_origin(Path(args.checkpoint[0]))
+    target = args.tgt_lang or (origin[0].data.tgt_lang if origin is not None else None)
+    try:
+        check_tokenize(bleu_tokenize(target))
+    except SettingError as err:
+        raise TmtError(
+            f"--ref: BLEU into {target} is tokenised by {err.value}, {err.reason}; or translate "
+            "without --ref and score with tmt evaluate --tokenize char"
+        ) from None
 
 
 def _ref_scores(path: str, translator: Translator, stack: contextlib.ExitStack) -> _RefScores:

@@ -135,7 +135,8 @@ def translate_html(
             character, naming line and column.
     """
     events = tokenize(document)
-    pieces = _Structure(document, source).pieces(events)
+    structure = _Structure(document, source)
+    pieces = structure.pieces(events)
     table = {"&": "&amp;", "<": "&lt;", **_spellings(document, events)}
 
     def escape(word: str) -> str:
@@ -144,7 +145,8 @@ def translate_html(
     def write(unit: Unit, translation: AlignedText) -> str:
         return render(unit, translation, escape)
 
-    languages = target_languages(document, events, language, source) if language else []
+    relabelled = structure.relabelled
+    languages = target_languages(document, events, language, relabelled) if language else []
     return translate_regions(document, _regions(document, pieces), translate, write, languages)
 
 
@@ -184,6 +186,8 @@ class _Structure:
         self.stack: list[_Element] = []
         self.open_at: dict[str, list[int]] = {}  # name -> where it is open in the stack
         self.hidden_at: int | None = None  # where the outermost open kept element is
+        # Start tags whose `lang` becomes the target: in the source language, translated.
+        self.relabelled: list[Event] = []
 
     def pieces(self, events: list[Event]) -> list[Piece]:
         pieces: list[Piece] = []
@@ -195,6 +199,8 @@ class _Structure:
                 self._end_implied(event.name)
             if event.kind == "start":
                 self._push(_Element(event.name, event, self._role(event, hidden)))
+            if event.kind in ("start", "empty") and hidden is None:
+                self._relabel(event)
             closed = self._close(event) if event.kind == "end" else None
             if hidden == "kept_inline":
                 read = kept_from is not None and kept_from.name not in INLINE_GRAPHICS
@@ -215,6 +221,16 @@ class _Structure:
             pieces.append(self._piece(event, closed))
         self._check_all_closed()
         return pieces
+
+    def _relabel(self, event: Event) -> None:
+        """Note `event`, a start tag outside kept markup, where its `lang` names the source
+        language and it is translated (not kept itself)."""
+        kept = event.translate_no or (
+            event.kind == "start" and self.stack[-1].role in ("kept", "kept_inline")
+        )
+        source_language = event.lang is not None and not foreign(event, self.source)
+        if self.source is not None and source_language and not kept:
+            self.relabelled.append(event)
 
     def _hidden(self) -> str | None:
         """Whether the next event lies inside a kept element, and which kind (the outermost)."""
@@ -237,7 +253,8 @@ class _Structure:
         name = event.name
         if hidden is not None:
             return "block"  # inside kept markup: only its nesting matters
-        kept = event.translate_no or foreign(event, self.source)
+        # The root's `lang` is the page's, whose text is the source to translate from.
+        kept = event.translate_no or (name != "html" and foreign(event, self.source))
         if name in KEPT or (kept and name not in _PHRASING):
             return "kept"
         if name in _KEPT_INLINE or (kept and name in INLINE):

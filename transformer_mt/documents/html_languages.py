@@ -1,6 +1,7 @@
 """The languages an HTML document names (`lang`), and what translation does with them.
 
-The root `<html>`'s `lang` and `xml:lang` become the target language: the page is in it now.
+The root `<html>`'s `lang` and `xml:lang` become the target language: the page is in it now
+(whatever it named: the page is read as being in the source language).
 Another element's `lang` names the language of its passage (a quotation, a name, a line of
 Arabic in a German page). A passage in the source language is translated like the text
 around it, and its `lang` becomes the target language too; one in another language is kept as
@@ -32,27 +33,33 @@ def language(code: str) -> str:
     return splitter_language(code.strip().replace("-", "_").split("_")[0])
 
 
+# Codes that name no one language: a passage under them is never told apart from the source.
+NO_LANGUAGE = frozenset({"mul", "und", "mis", "zxx", "src", "tgt"})
+
+
 def foreign(event: Event, source: str | None) -> bool:
-    """Whether `event`, a start tag, marks a passage in a language other than `source` (None:
-    unknown, so none is)."""
+    """Whether `event`, a start tag, marks a passage in a language other than `source` (None,
+    or a code of no one language such as an imported model's `mul` or `ROMANCE`: unknown,
+    so none is)."""
     if source is None or event.lang is None:
         return False
-    return language(event.lang) != language(source)
+    known = language(source)
+    if known in NO_LANGUAGE or not (known.isascii() and known.isalpha() and len(known) <= 3):
+        return False
+    return language(event.lang) != known
 
 
 def target_languages(
-    document: str, events: list[Event], target: str, source: str | None
+    document: str, events: list[Event], target: str, relabelled: list[Event]
 ) -> list[Replacement]:
     """The values of `lang` and `xml:lang` to become `target`: the root `<html>`'s (the
-    document's first start tag) and those of other elements in the `source` language."""
+    document's first start tag) and those of the `relabelled` start tags (passages in the
+    source language, translated: `html._Structure`)."""
     value = html.escape(target.replace("_", "-"), quote=True)
-    starts = [e for e in events if e.kind in ("start", "empty")]
-    found = []
-    for i, event in enumerate(starts):
-        root = i == 0 and event.name == "html"
-        if root or (source is not None and event.lang is not None and not foreign(event, source)):
-            found += _values(document, event, value)
-    return found
+    root = next((e for e in events if e.kind in ("start", "empty")), None)
+    tags = [root] if root is not None and root.name == "html" else []
+    tags += [event for event in relabelled if event not in tags]
+    return [found for event in tags for found in _values(document, event, value)]
 
 
 def _values(document: str, event: Event, value: str) -> list[Replacement]:

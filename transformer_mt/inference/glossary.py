@@ -198,19 +198,24 @@ class Glossary:
 def normalized(text: str) -> tuple[str, list[int]]:
     """`text` in NFKC, as the model's tokenizer reads it (SentencePiece's nmt_nfkc), and where
     in `text` each of its characters comes from (one more: the end). A term and a text that
-    spell one word differently (a decomposed "café" from macOS, a full-width "ｉＰｈｏｎｅ") are
-    then one. Each character with the combining marks after it is normalised alone, so that
-    the origin of every character is known.
+    spell one word differently (a decomposed "café" or "한국" from macOS, a full-width
+    "ｉＰｈｏｎｅ", half-width "ｶﾞﾑ") are then one. Each run of characters that normalising
+    joins (a letter and its accents, Hangul jamo, a kana and its voicing mark) is normalised
+    alone, so that the origin of every character is known.
     """
     if unicodedata.is_normalized("NFKC", text):
         return text, list(range(len(text) + 1))
+
+    def nfkc(part: str) -> str:
+        return unicodedata.normalize("NFKC", part)
+
     parts: list[str] = []
     origin: list[int] = []
     start = 0
     for i in range(1, len(text) + 1):
-        if i < len(text) and unicodedata.combining(text[i]):
-            continue  # a mark of the character before it
-        part = unicodedata.normalize("NFKC", text[start:i])
+        if i < len(text) and nfkc(text[start : i + 1]) != nfkc(text[start:i]) + nfkc(text[i]):
+            continue  # joined to the characters before it
+        part = nfkc(text[start:i])
         parts.append(part)
         origin += [start] * len(part)
         start = i

@@ -117,6 +117,7 @@ class Engine:
         mib = pool.n_blocks * pool.block_bytes / 2**20
         reach = max(longest_output(pool.n_blocks, pool.block_size, self.defaults.beam_size), 0)
         return (
+            f"on {self.translator.device.type}: "
             f"KV cache: {pool.n_blocks} blocks of {pool.block_size} positions ({mib:.0f} MiB), "
             f"outputs of up to {reach} positions at beam {self.defaults.beam_size}; "
             f"up to {self.max_batch_tokens} source tokens decoded together, "
