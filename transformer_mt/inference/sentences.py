@@ -29,9 +29,9 @@ What this module adds to the splitter:
   byte and the translation of a split line keeps its spacing (double spaces, tabs), but
   between sentences where the scripts differ (`between`): Japanese and Chinese write no
   space after a sentence, English does, whatever the line had there.
-- Quotations. sentencex ends a Japanese sentence at the 」 of a quotation the sentence goes on
-  after (「走れ！」と言った。) and a Chinese one at the ” after "！" or "？" ("“快跑！”他说。");
-  such pieces are joined again (`_quotations_kept`).
+- Quotations. sentencex ends a Japanese, Korean or Chinese sentence at or before the closing
+  mark of a quotation the sentence goes on after (「走れ！」と言った。, 『走れ！』と言った。,
+  "뛰어!"라고 말했다., "“快跑！”他说。"); such pieces are joined again (`_quotations_kept`).
 - A line of one sentence, or of none (a blank line), is one segment: the line itself,
   whitespace and all. It reaches the model exactly as before splitting existed, so outputs
   of single sentences do not change.
@@ -194,30 +194,33 @@ def split_line(line: str, lang: str | None = None) -> Segments:
     return Segments(tuple(line[a:b] for a, b in spans), separators)
 
 
-# A Japanese quotation closed by 」 and quoted by the particle after it (「走れ！」と言った, と彼は
-# 言った, って, など; not とても, ところ, which start sentences): one sentence, which sentencex
-# ends at the 」.
-_JA_QUOTED = re.compile(r"(?:って|と(?!ても|ころ)|など)")
-# A Chinese quotation ending in "！" or "？" and its closing mark, then more of the sentence
-# ("“快跑！”他说。"); one ending in "。" ends its sentence in Chinese usage, and is split.
-_ZH_EXCLAIMED = re.compile(r"[！？!?][”」』]$")
-_OPENING = "“「『（(\"'"
+# Closing quotation marks: a piece that starts with one is the end of the sentence before it
+# (sentencex cuts `彼は『走れ！』と言った。` before the 』).
+_CLOSING = "」』”’\"'）)"
+# What goes on after a quotation in the same sentence, by language: the Japanese and Korean
+# quotative particles (「走れ！」と言った, と彼は言った, って, など; "뛰어!"라고 말했다; not とても,
+# ところ, which start sentences); in Chinese, anything after a quotation that ends in "！" or
+# "？" ("“快跑！”他说。"), as one ending in "。" ends its sentence in Chinese usage.
+_GOES_ON = {
+    "ja": re.compile(r"(?:って|と(?!ても|ころ)|など)"),
+    "ko": re.compile(r"(?:이?라고|하고|고\s)"),
+    "zh": re.compile(r"(?![“「『（(\"'])"),
+}
 
 
 def _quotations_kept(line: str, spans: list[tuple[int, int]], lang: str) -> list[tuple[int, int]]:
-    """`spans` (of sentences in `line`) with a sentence that sentencex ended inside a Japanese
-    or Chinese sentence, after a quotation, joined to the rest of it."""
-    if lang not in ("ja", "zh") or len(spans) < 2:
+    """`spans` (of sentences in `line`) with a sentence that sentencex ended inside a
+    Japanese, Chinese or Korean sentence, at or after a quotation, joined to the rest of it."""
+    goes_on = _GOES_ON.get(lang)
+    if goes_on is None or len(spans) < 2:
         return spans
     kept = [spans[0]]
     for begin, end in spans[1:]:
         before, after = line[kept[-1][0] : kept[-1][1]], line[begin:end]
-        if lang == "ja":
-            joins = before.endswith(("」", "』")) and _JA_QUOTED.match(after) is not None
-        else:
-            joins = _ZH_EXCLAIMED.search(before) is not None and not after.startswith(
-                tuple(_OPENING)
-            )
+        quoted = before.endswith(tuple(_CLOSING)) and (
+            lang != "zh" or before.rstrip(_CLOSING).endswith(("！", "？", "!", "?"))
+        )
+        joins = after.startswith(tuple(_CLOSING)) or (quoted and goes_on.match(after) is not None)
         kept[-1:] = [(kept[-1][0], end)] if joins else [kept[-1], (begin, end)]
     return kept
 
