@@ -39,3 +39,15 @@ def ends_unspaced(text: str) -> bool:
     and the closing quotes both kinds of text use aside: `他说：“我走了。”`)."""
     base = _TRAILING_MARKS.sub("", text).rstrip(_CLOSING_QUOTES)
     return bool(base) and _BASE.match(base[-1]) is not None
+
+
+# Languages written without spaces between words, whose characters stand alone.
+UNSPACED_LANGUAGES = frozenset({"ja", "jpn", "zh", "zho", "cmn", "yue", "wuu"})
+
+
+def writes_without_spaces(language: str | None) -> bool:
+    """Whether text in `language` (a code such as ja, zh-Hant, jpn_Jpan; None: unknown) is
+    written without spaces between words."""
+    if language is None:
+        return False
+    return language.lower().replace("-", "_").split("_")[0] in UNSPACED_LANGUAGES

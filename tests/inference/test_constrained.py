@@ -254,3 +254,18 @@ def test_a_japanese_phrase_is_encoded_as_it_reads_inside_a_sentence(japanese_tok
 def test_a_phrase_written_with_spaces_keeps_its_word_start(translator):
     tokenizer = translator.tgt_tokenizer
     assert in_sentence_ids(tokenizer, "dog") == tokenizer.encode("dog")
+
+
+def test_a_japanese_name_into_english_is_a_word_of_its_own(japanese_tokenizer):
+    """Into English, "田中" keeps its word mark (a space before it in "Mr 田中"); only into a
+    language written without spaces is it encoded as inside a sentence."""
+    from transformer_mt.data.specials import OWN_SPECIALS
+    from transformer_mt.inference.constrained import phrase_ids
+
+    tokenizer, phrase = japanese_tokenizer, "医者"
+    english = phrase_ids(tokenizer, [phrase], 100, OWN_SPECIALS, 0, unspaced=False)
+    japanese = phrase_ids(tokenizer, [phrase], 100, OWN_SPECIALS, 0, unspaced=True)
+    assert english == [tokenizer.encode(phrase)] and japanese == [
+        in_sentence_ids(tokenizer, phrase)
+    ]
+    assert english != japanese

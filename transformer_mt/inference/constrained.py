@@ -5,8 +5,9 @@ Phrases (a glossary's target terms, `--constraints`, a request's) are encoded wi
 tokenizer one by one, as a word of their own: SentencePiece gives "Haus" its word-start piece
 "▁Haus", the piece the word has inside a translation. A phrase in a script written without
 spaces (Chinese, Japanese) has no word start inside a sentence ("医者" in "私は医者です" is
-"医者", not "▁医者", which decodes with a space before it): it is encoded as it reads after
-another character of its script (`in_sentence_ids`). Beam search then enforces them
+"医者", not "▁医者", which decodes with a space before it): into such a language, it is
+encoded as it reads after another character of its script (`in_sentence_ids`); into English,
+a Japanese name is a word of its own. Beam search then enforces them
 (search/constraints.py). What cannot fit is decided here, not left to the search:
 
 - More constraint tokens than the model can decode: a sentence's constraint tokens, its forced
@@ -53,6 +54,7 @@ def phrase_ids(
     room: int,
     specials: SpecialTokens,
     line: int,
+    unspaced: bool = False,
 ) -> list[list[int]]:
     """The target ids of a sentence's `phrases`, each once (blank phrases dropped).
 
@@ -61,6 +63,7 @@ def phrase_ids(
             forced prefix and the end token.
         specials: the model's special ids (its unknown piece, the ids it never produces).
         line: the sentence's line (0-based), for errors.
+        unspaced: the target language is written without spaces (`in_sentence_ids`).
 
     Raises:
         ConstraintsError: a phrase of no pieces (invisible characters) or one the model cannot
@@ -70,7 +73,7 @@ def phrase_ids(
     for phrase in phrases:
         if not phrase.strip():
             continue
-        ids = in_sentence_ids(tokenizer, phrase)
+        ids = in_sentence_ids(tokenizer, phrase) if unspaced else tokenizer.encode(phrase)
         if not ids:  # invisible or control characters alone: it would be met before it starts
             raise ConstraintsError(
                 line, f"target phrase {phrase!r} has no pieces once normalised (nothing visible)"
@@ -96,10 +99,10 @@ AFTER = "。"
 
 
 def in_sentence_ids(tokenizer: Tokenizer, phrase: str) -> list[int]:
-    """The target ids of `phrase` as it reads inside a translation: a word of its own
-    (`tokenizer.encode`), or for a phrase in a script written without spaces, its pieces after
-    `AFTER` (without the word-start mark a text's first piece has); where `AFTER`'s pieces
-    merge with the phrase's, as a word of its own."""
+    """The target ids of `phrase` as it reads inside a translation into a language written
+    without spaces: for a phrase in such a script, its pieces after `AFTER` (without the
+    word-start mark a text's first piece has); otherwise, or where `AFTER`'s pieces merge with
+    the phrase's, as a word of its own (`tokenizer.encode`)."""
     ids = tokenizer.encode(phrase)
     if not ids or not starts_unspaced(phrase):
         return ids

@@ -23,6 +23,7 @@ from transformer_mt.errors import TmtError
 from transformer_mt.inference.constrained import ConstraintsError, check_prefix, phrase_ids
 from transformer_mt.inference.glossary import Glossary
 from transformer_mt.inference.languages import Direction
+from transformer_mt.writing_systems import writes_without_spaces
 
 # A source line longer than this many characters per token of the position table's room is
 # encoded from its start: first that much of it, then four times more while the tokens found
@@ -165,11 +166,15 @@ class LineEncoding:
             check_prefix(self.tgt, text, ids, room, self.specials, line)
         return [*direction.target_prefix, *ids[:room]]
 
-    def constraint_ids(self, phrases: Sequence[str], prefix_len: int, line: int) -> list[list[int]]:
+    def constraint_ids(
+        self, phrases: Sequence[str], prefix_len: int, line: int, tgt_lang: str | None = None
+    ) -> list[list[int]]:
         """The target ids of one sentence's constraint `phrases` (`constrained.phrase_ids`),
-        its forced prefix `prefix_len` tokens long, of line `line` (0-based, for errors)."""
+        its forced prefix `prefix_len` tokens long, of line `line` (0-based, for errors), in a
+        translation into `tgt_lang` (None: unknown)."""
         room = self._room - prefix_len
-        return phrase_ids(self.tgt, phrases, room, self.specials, line)
+        unspaced = writes_without_spaces(tgt_lang)
+        return phrase_ids(self.tgt, phrases, room, self.specials, line, unspaced)
 
     def check_glossary(self, glossary: Glossary) -> None:
         """Refuse a glossary whose target terms are not all constraints the model can meet,

@@ -314,6 +314,11 @@ class Translator:
             )
         )
 
+    def target_language(self, direction: Direction) -> str | None:
+        """The language a line of `direction` is translated into: its own, else the model's
+        default direction's (None: a model that names none)."""
+        return direction.tgt_lang or self.languages.default[1]
+
     def sentence_language(self, direction: Direction) -> str | None:
         """The language whose sentence rules split a line of `direction`: its source
         language, else `split_lang` (`sentences.split_line`)."""
@@ -342,7 +347,9 @@ class Translator:
         constraints = None
         if phrases is not None:
             constraints = [
-                self.encoding.constraint_ids(phrases[i], len(prefix), owners[i])
+                self.encoding.constraint_ids(
+                    phrases[i], len(prefix), owners[i], self.target_language(directions[i])
+                )
                 for i, prefix in zip(todo, forced, strict=True)
             ]
         left = Counter(owners[i] for i in todo)  # sentences still to search, per line

@@ -177,7 +177,8 @@ class Intake:
         cap = self.translator.options.max_len_cap
         max_len = int(max_output_lengths(mask, decode, cap)[0])
         forced = self.translator.encoding.prefix_ids(prefix, direction, line)
-        constraints = self.translator.encoding.constraint_ids(phrases, len(forced), line)
+        into = self.translator.target_language(direction)
+        constraints = self.translator.encoding.constraint_ids(phrases, len(forced), line, into)
         if constraints:
             decode, max_len = self._constrained(decode, max_len, len(forced), constraints, line)
         with self._lock:
