@@ -55,6 +55,8 @@ def test_joined_translations_keep_the_separators_verbatim():
          "He is a doctor. I am a student! Really?"),
         ("A man.\nA dog.", "en", ["男。", "犬。"], "男。\n犬。"),
         ("Ein Hund.  Eine Katze.", "de", ["A dog.", "A cat."], "A dog.  A cat."),
+        ("本当？\u3000うん！", "ja", ["Really?", "Yes!"], "Really? Yes!"),  # ideographic space
+        ("本当？\u200bうん！", "ja", ["Really?", "Yes!"], "Really? Yes!"),  # zero-width space
     ],
 )  # fmt: skip
 def test_sentences_join_as_the_target_script_is_written(line, lang, translations, joined):

@@ -150,24 +150,29 @@ class Segments:
         pieces = [self.separators[0]]
         for i, text in enumerate(translations):
             if i:
-                pieces.append(between(self.separators[i], pieces[-1], text))
+                joint = between(self.separators[i], pieces[-1], text, self.sentences[i - 1])
+                pieces.append(joint)
             pieces.append(text)
         pieces.append(self.separators[-1])
         return pieces
 
 
-def between(separator: str, before: str, after: str) -> str:
+def between(separator: str, before: str, after: str, source: str = "") -> str:
     """What joins the translations `before` and `after` of two sentences that `separator` stood
-    between in the line: after a sentence ending in a script written without spaces (a
-    Japanese "。"), nothing, as such text is written; where the line had nothing between them
-    (a Japanese line) and the translation ends in another script, a space; else `separator`
-    as it is (a line break, a double space).
+    between in the line (`source`: the sentence `before` translates): after a translation
+    ending in a script written without spaces (a Japanese "。"), nothing, as such text is
+    written; after a sentence of such a script translated into another one, one space where
+    the line had nothing or that script's own spacing (an ideographic or zero-width space);
+    else `separator` as it is (a line break, a tab, two spaces).
     """
     if not before or not after or "\n" in separator or "\r" in separator:
         return separator
+    blank = all(c.isspace() or unicodedata.category(c) == "Cf" for c in separator)
     if ends_unspaced(before):
-        return "" if not separator.strip() else separator
-    return " " if separator == "" else separator
+        return "" if blank else separator
+    if separator == "" or (blank and ends_unspaced(source)):
+        return " "
+    return separator
 
 
 def split_line(line: str, lang: str | None = None) -> Segments:
