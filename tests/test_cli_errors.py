@@ -65,8 +65,12 @@ def test_library_error_messages_name_no_flag(module):
     [
         (
             ["evaluate", "--hyp", "h", "--ref", "r", "--metirc", "bleu"],
-            "error: unrecognized arguments: --metirc bleu; did you mean --metrics? "
+            "error: unrecognized arguments: --metirc; did you mean --metrics? "
             "(see tmt evaluate --help)",
+        ),
+        (  # a required flag mistyped: argparse had said only that --config is missing
+            ["train", "--confg", "c.yaml"],
+            "error: unrecognized arguments: --confg; did you mean --config? (see tmt train --help)",
         ),
         (
             ["average", "run", "--last", "2", "--out", "a.pt", "zzz"],

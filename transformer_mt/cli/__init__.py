@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import itertools
 import logging
 import os
 import re
@@ -97,16 +98,32 @@ def build_parser() -> argparse.ArgumentParser:
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line, a flag the command lacks refused by the command's own parser: `see
     tmt evaluate --help`, not `tmt --help` (which lists no flag), with the flag of its that
-    the mistyped one is closest to."""
-    args, unknown = build_parser().parse_known_args(argv)
-    if unknown:
-        command: Parser = args.command_parser
-        message = f"unrecognized arguments: {' '.join(unknown)}"
+    the mistyped one is closest to, before argparse would say only that a required flag is
+    missing (`tmt train --confg x.yaml`)."""
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    at = next((i for i, arg in enumerate(argv) if arg in sub.choices), None)
+    if at is not None:
+        command = sub.choices[argv[at]]
         flags = [flag for action in command._actions for flag in action.option_strings]
-        typed = [arg.split("=", 1)[0] for arg in unknown if arg.startswith("--")]
-        close = difflib.get_close_matches(typed[0], flags, n=1) if typed else []
-        command.error(message + (f"; did you mean {close[0]}?" if close else ""))
+        for arg in itertools.takewhile(lambda a: a != "--", argv[at + 1 :]):
+            name = arg.split("=", 1)[0]
+            if name.startswith("--") and not any(flag.startswith(name) for flag in flags):
+                _unknown(command, [arg], flags)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _unknown(args.command_parser, unknown, [])
     return args
+
+
+def _unknown(command: argparse.ArgumentParser, unknown: list[str], flags: list[str]) -> None:
+    """Refuse `unknown` arguments by `command`'s parser, naming the closest of its flags."""
+    flags = flags or [flag for action in command._actions for flag in action.option_strings]
+    typed = [arg.split("=", 1)[0] for arg in unknown if arg.startswith("--")]
+    close = difflib.get_close_matches(typed[0], flags, n=1) if typed else []
+    message = f"unrecognized arguments: {' '.join(unknown)}"
+    command.error(message + (f"; did you mean {close[0]}?" if close else ""))
 
 
 def flag_message(err: TmtError, args: argparse.Namespace | None = None) -> str:
