@@ -81,8 +81,7 @@ def test_every_command_that_writes_a_file_takes_out_and_output_alike():
                 writers[name] = set(action.option_strings)
     assert len(writers) >= 8
     for name, flags in writers.items():
-        given = flags | {"--out", "--output"}  # translate and score: --out by abbreviation
-        assert given == flags or name in ("translate", "score"), name
+        assert flags == {"--out", "--output"}, name
     args = build_parser().parse_args(["plot", "runs/x", "--output", "c.svg"])
     assert args.out == "c.svg"
     args = build_parser().parse_args(["translate", "--checkpoint", "a.pt", "--out", "o.txt"])

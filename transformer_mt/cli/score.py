@@ -34,7 +34,7 @@ def add_score(sub: argparse._SubParsersAction) -> None:
         help="`index ||| text ||| score` lines (tmt translate --nbest): written back with the "
         "log-probability as the score, each source's best first",
     )
-    p.add_argument("--output", default="-", help="file to write (default -: stdout)")
+    p.add_argument("--output", "--out", default="-", help="file to write (default -: stdout)")
     p.add_argument(
         "--batch-tokens", type=int, help="rows x longest row per pass (default: decode.max_tokens)"
     )

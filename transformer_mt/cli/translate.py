@@ -28,7 +28,9 @@ def add_translate(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--input", default="-", help="source text, one sentence a line (default -: stdin)"
     )
-    p.add_argument("--output", default="-", help="where translations go (default -: stdout)")
+    p.add_argument(
+        "--output", "--out", default="-", help="where translations go (default -: stdout)"
+    )
     p.add_argument(
         "--format",
         default="text",
