@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import subprocess
 import sys
 
@@ -138,3 +139,16 @@ def test_translate_ref_into_korean_without_mecab_is_refused_before_loading(
     assert line.startswith("error: --ref: BLEU into ko is tokenised by ko-mecab, ")
     assert line.endswith("or translate without --ref and score with tmt evaluate --tokenize char")
     assert loads == [] and not (tmp_path / "out.ko").exists()
+
+
+def test_japanese_scored_with_13a_gets_a_warning(tmp_path, caplog):
+    """Without --tgt-lang, Japanese BLEU is near 0; it had been printed without a word."""
+    hyp, ref = write(tmp_path, "hyp", JAPANESE[0]), write(tmp_path, "ref", JAPANESE[1])
+    assert main(["evaluate", "--hyp", str(hyp), "--ref", str(ref), "--metrics", "bleu"]) == 0
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(said) == 1 and said[0].startswith(
+        "4 of 4 references are Chinese or Japanese without spaces"
+    )
+    caplog.clear()
+    assert main(["evaluate", "--hyp", str(hyp), "--ref", str(ref), "--tgt-lang", "zh"]) == 0
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]

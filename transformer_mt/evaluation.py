@@ -25,6 +25,7 @@ from sacrebleu.metrics.base import Score as BaseScore
 
 from transformer_mt.errors import SettingError, TmtError, string_items
 from transformer_mt.text_files import iter_lines, parallel_chunks
+from transformer_mt.writing_systems import starts_unspaced
 
 METRICS = ("bleu", "chrf", "ter")
 # sacrebleu's BLEU warns once a corpus holds this many hypotheses ending in " ." (tokenised text).
@@ -190,6 +191,8 @@ class CorpusScorer:
         self._sums: list[list[float] | None] = [None] * len(self._metrics)
         self.segments = 0
         self._tokenized = 0  # hypotheses ending in " .", for BLEU's one warning
+        # References of Chinese or Japanese without spaces, where 13a reads each as one word.
+        self._unspaced = 0 if tokenize == "13a" else None
 
     def add(self, hypotheses: Sequence[str], references: Sequence[str]) -> None:
         """Count the statistics of `hypotheses` against one reference each.
@@ -209,6 +212,8 @@ class CorpusScorer:
             )
         self.segments += len(hypotheses)
         self._tokenized += sum(hypothesis.endswith(" .") for hypothesis in hypotheses)
+        if self._unspaced is not None:
+            self._unspaced += sum(_one_word(reference) for reference in references)
 
     def scores(self) -> list[Score]:
         """The scores of every segment added, in the order of the metrics.
@@ -226,10 +231,25 @@ class CorpusScorer:
                 "detokenized, BLEU is lower than it should be",
                 self._tokenized,
             )
+        bleu = any(isinstance(metric, BLEU) for metric in self._metrics)
+        if bleu and self._unspaced is not None and 2 * self._unspaced > self.segments:
+            logging.getLogger("sacrebleu").warning(
+                "%d of %d references are Chinese or Japanese without spaces, which BLEU's 13a "
+                "tokenizer reads as one word each: score with their language's tokenizer "
+                "(zh, ja-mecab)",
+                self._unspaced,
+                self.segments,
+            )
         return [
             _score(metric, metric._compute_score_from_stats(sums))
             for metric, sums in zip(self._metrics, self._sums, strict=True)
         ]
+
+
+def _one_word(text: str) -> bool:
+    """Whether `text` is Chinese or Japanese written without a space (13a: one word)."""
+    stripped = text.strip()
+    return " " not in stripped and starts_unspaced(stripped)
 
 
 def evaluate_files(
