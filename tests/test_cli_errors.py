@@ -103,3 +103,11 @@ def test_a_command_started_with_stderr_closed_still_writes_its_output(checkpoint
                           preexec_fn=lambda: __import__("os").close(2))  # fmt: skip
     assert done.returncode == 0
     assert len(out.read_text(encoding="utf-8").splitlines()) == 2
+
+
+def test_a_value_that_starts_with_two_dashes_is_a_value():
+    """The check for unknown flags had read a sentence given to --src as a flag."""
+    from transformer_mt.cli import parse
+
+    argv = ["attention", "--checkpoint", "a.pt", "--out", "x.png", "--src", "-- Hi there"]
+    assert parse(argv).src == "-- Hi there"

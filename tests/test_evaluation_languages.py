@@ -152,3 +152,10 @@ def test_japanese_scored_with_13a_gets_a_warning(tmp_path, caplog):
     caplog.clear()
     assert main(["evaluate", "--hyp", str(hyp), "--ref", str(ref), "--tgt-lang", "zh"]) == 0
     assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+
+
+def test_references_that_start_with_a_digit_are_counted_too():
+    from transformer_mt.evaluation import _one_word
+
+    assert _one_word("2人の男が道を歩いている。") and not _one_word("two men walk")
+    assert not _one_word("私 は 学生 です 。")  # spaced (tokenised) Japanese: 13a reads words

@@ -25,7 +25,7 @@ from sacrebleu.metrics.base import Score as BaseScore
 
 from transformer_mt.errors import SettingError, TmtError, string_items
 from transformer_mt.text_files import iter_lines, parallel_chunks
-from transformer_mt.writing_systems import starts_unspaced
+from transformer_mt.writing_systems import has_unspaced
 
 METRICS = ("bleu", "chrf", "ter")
 # sacrebleu's BLEU warns once a corpus holds this many hypotheses ending in " ." (tokenised text).
@@ -249,7 +249,7 @@ class CorpusScorer:
 def _one_word(text: str) -> bool:
     """Whether `text` is Chinese or Japanese written without a space (13a: one word)."""
     stripped = text.strip()
-    return " " not in stripped and starts_unspaced(stripped)
+    return " " not in stripped and has_unspaced(stripped)
 
 
 def evaluate_files(

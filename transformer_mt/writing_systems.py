@@ -14,7 +14,7 @@ import re
 # Han, kana, CJK punctuation and full-width forms (U+3000, the ideographic space, is whitespace).
 _BASES = (
     "\u3001-\u303f\u3040-\u3098\u309b-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
-    "\uf900-\ufaff\uff01-\uff60\uff65-\uff9d\U00020000-\U0003134f"
+    "\uf900-\ufaff\ufe10-\ufe19\ufe30-\ufe6f\uff01-\uff9d\U00020000-\U0003134f"
 )
 # What joins the character before it: kana voicing marks (half-width ones too), variation
 # selectors.
@@ -41,13 +41,23 @@ def ends_unspaced(text: str) -> bool:
     return bool(base) and _BASE.match(base[-1]) is not None
 
 
-# Languages written without spaces between words, whose characters stand alone.
-UNSPACED_LANGUAGES = frozenset({"ja", "jpn", "zh", "zho", "cmn", "yue", "wuu"})
+# Languages written without spaces between words, whose characters stand alone (`jap`:
+# OPUS-MT's code for Japanese).
+UNSPACED_LANGUAGES = frozenset({"ja", "jpn", "jap", "zh", "zho", "cmn", "yue", "wuu"})
+# Codes that name no one language (an imported model's placeholders, a multilingual side).
+NO_LANGUAGE = frozenset({"mul", "und", "mis", "zxx", "src", "tgt"})
 
 
-def writes_without_spaces(language: str | None) -> bool:
-    """Whether text in `language` (a code such as ja, zh-Hant, jpn_Jpan; None: unknown) is
-    written without spaces between words."""
-    if language is None:
-        return False
-    return language.lower().replace("-", "_").split("_")[0] in UNSPACED_LANGUAGES
+def writes_without_spaces(language: str | None) -> bool | None:
+    """Whether text in `language` (a code such as ja, zh-Hant, jpn_Jpan) is written without
+    spaces between words; None where the code names no one language (None, `tgt`, `mul`, a
+    group such as `ROMANCE`): the text's own script must tell."""
+    base = (language or "").lower().replace("-", "_").split("_")[0]
+    if base in NO_LANGUAGE or not (base.isascii() and base.isalpha() and len(base) <= 3):
+        return None
+    return base in UNSPACED_LANGUAGES
+
+
+def has_unspaced(text: str) -> bool:
+    """Whether `text` holds a character of a script written without spaces."""
+    return _BASE.search(text) is not None

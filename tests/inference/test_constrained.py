@@ -269,3 +269,17 @@ def test_a_japanese_name_into_english_is_a_word_of_its_own(japanese_tokenizer):
         in_sentence_ids(tokenizer, phrase)
     ]
     assert english != japanese
+
+
+def test_a_target_of_no_known_language_encodes_by_the_phrases_script(japanese_tokenizer):
+    """An imported model's `tgt` placeholder (or OPUS-MT's `jap`) names no language we know
+    to write without spaces: the phrase's own script decides, as `writes_without_spaces`
+    says nothing."""
+    from transformer_mt.data.specials import OWN_SPECIALS
+    from transformer_mt.inference.constrained import phrase_ids
+    from transformer_mt.writing_systems import writes_without_spaces
+
+    assert writes_without_spaces("tgt") is None and writes_without_spaces("ROMANCE") is None
+    assert writes_without_spaces("jap") is True and writes_without_spaces("en") is False
+    found = phrase_ids(japanese_tokenizer, ["医者"], 100, OWN_SPECIALS, 0, unspaced=None)
+    assert found == [in_sentence_ids(japanese_tokenizer, "医者")]

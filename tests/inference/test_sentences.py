@@ -57,6 +57,8 @@ def test_joined_translations_keep_the_separators_verbatim():
         ("Ein Hund.  Eine Katze.", "de", ["A dog.", "A cat."], "A dog.  A cat."),
         ("本当？\u3000うん！", "ja", ["Really?", "Yes!"], "Really? Yes!"),  # ideographic space
         ("本当？\u200bうん！", "ja", ["Really?", "Yes!"], "Really? Yes!"),  # zero-width space
+        ("本当？\tうん！", "ja", ["Really?", "Yes!"], "Really?\tYes!"),  # a tab stays
+        ("本当？  うん！", "ja", ["Really?", "Yes!"], "Really?  Yes!"),  # as two spaces do
     ],
 )  # fmt: skip
 def test_sentences_join_as_the_target_script_is_written(line, lang, translations, joined):
@@ -81,6 +83,10 @@ def test_sentences_join_as_the_target_script_is_written(line, lang, translations
         ("“走れ！”と言った。猫。", "ja", ("“走れ！”と言った。", "猫。")),
         ('"快跑！"他说。猫在睡觉。', "zh", ('"快跑！"他说。', "猫在睡觉。")),
         ('"뛰어!"라고 말했다. 고양이가 잔다.', "ko", ('"뛰어!"라고 말했다.', "고양이가 잔다.")),
+        # A straight quote opens a quotation as often as it closes one.
+        ('他走了。"快跑！"她说。', "zh", ("他走了。", '"快跑！"她说。')),
+        ('彼は来た。"走れ"は名作だ。', "ja", ("彼は来た。", '"走れ"は名作だ。')),
+        ('"안녕하세요." "네, 안녕하세요."', "ko", ('"안녕하세요."', '"네, 안녕하세요."')),
     ],
 )  # fmt: skip
 def test_a_sentence_that_goes_on_after_a_quotation_stays_whole(line, lang, sentences):

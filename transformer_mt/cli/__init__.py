@@ -108,8 +108,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         command = sub.choices[argv[at]]
         flags = [flag for action in command._actions for flag in action.option_strings]
         for arg in itertools.takewhile(lambda a: a != "--", argv[at + 1 :]):
-            name = arg.split("=", 1)[0]
-            if name.startswith("--") and not any(flag.startswith(name) for flag in flags):
+            name = arg.split("=", 1)[0]  # with a space it is a value, as argparse reads it
+            if (
+                name.startswith("--")
+                and " " not in arg
+                and not any(f.startswith(name) for f in flags)
+            ):
                 _unknown(command, [arg], flags)
     args, unknown = parser.parse_known_args(argv)
     if unknown:

@@ -19,6 +19,7 @@ import re
 from transformer_mt.documents.html_events import Event
 from transformer_mt.documents.units import Replacement
 from transformer_mt.inference.sentences import splitter_language
+from transformer_mt.writing_systems import NO_LANGUAGE
 
 # The name of a start tag, and each attribute after it, read as `html.parser` reads them.
 _TAG_NAME = re.compile(r"<[a-zA-Z][^\t\n\r\f />\x00]*")
@@ -31,10 +32,6 @@ LANGUAGE_ATTRIBUTES = frozenset({"lang", "xml:lang"})
 def language(code: str) -> str:
     """The language of a code, region and script aside (`de-AT`, `deu_Latn` -> `de`)."""
     return splitter_language(code.strip().replace("-", "_").split("_")[0])
-
-
-# Codes that name no one language: a passage under them is never told apart from the source.
-NO_LANGUAGE = frozenset({"mul", "und", "mis", "zxx", "src", "tgt"})
 
 
 def foreign(event: Event, source: str | None) -> bool:

@@ -54,7 +54,7 @@ def phrase_ids(
     room: int,
     specials: SpecialTokens,
     line: int,
-    unspaced: bool = False,
+    unspaced: bool | None = False,
 ) -> list[list[int]]:
     """The target ids of a sentence's `phrases`, each once (blank phrases dropped).
 
@@ -63,7 +63,8 @@ def phrase_ids(
             forced prefix and the end token.
         specials: the model's special ids (its unknown piece, the ids it never produces).
         line: the sentence's line (0-based), for errors.
-        unspaced: the target language is written without spaces (`in_sentence_ids`).
+        unspaced: the target language is written without spaces (`in_sentence_ids`); None:
+            unknown, each phrase's own script tells.
 
     Raises:
         ConstraintsError: a phrase of no pieces (invisible characters) or one the model cannot
@@ -73,7 +74,7 @@ def phrase_ids(
     for phrase in phrases:
         if not phrase.strip():
             continue
-        ids = in_sentence_ids(tokenizer, phrase) if unspaced else tokenizer.encode(phrase)
+        ids = tokenizer.encode(phrase) if unspaced is False else in_sentence_ids(tokenizer, phrase)
         if not ids:  # invisible or control characters alone: it would be met before it starts
             raise ConstraintsError(
                 line, f"target phrase {phrase!r} has no pieces once normalised (nothing visible)"

@@ -159,18 +159,21 @@ class Segments:
 
 def between(separator: str, before: str, after: str, source: str = "") -> str:
     """What joins the translations `before` and `after` of two sentences that `separator` stood
-    between in the line (`source`: the sentence `before` translates): after a translation
-    ending in a script written without spaces (a Japanese "。"), nothing, as such text is
-    written; after a sentence of such a script translated into another one, one space where
-    the line had nothing or that script's own spacing (an ideographic or zero-width space);
-    else `separator` as it is (a line break, a tab, two spaces).
+    between in the line (`source`: the sentence `before` translates). A plain joint (nothing,
+    one space, or the spacing of scripts written without spaces: an ideographic or zero-width
+    space) becomes the target script's: nothing after a translation ending in such a script
+    (a Japanese "。"), one space after a sentence of such a script translated into another one,
+    or where the line had nothing. Any other separator stays as it is (a line break, a tab,
+    two spaces).
     """
-    if not before or not after or "\n" in separator or "\r" in separator:
+    if not before or not after:
         return separator
-    blank = all(c.isspace() or unicodedata.category(c) == "Cf" for c in separator)
+    spacing = separator != "" and all(
+        c == "\u3000" or unicodedata.category(c) == "Cf" for c in separator
+    )
     if ends_unspaced(before):
-        return "" if blank else separator
-    if separator == "" or (blank and ends_unspaced(source)):
+        return "" if separator in ("", " ") or spacing else separator
+    if separator == "" or (spacing and ends_unspaced(source)):
         return " "
     return separator
 
@@ -199,9 +202,12 @@ def split_line(line: str, lang: str | None = None) -> Segments:
     return Segments(tuple(line[a:b] for a, b in spans), separators)
 
 
-# Closing quotation marks: a piece that starts with one is the end of the sentence before it
-# (sentencex cuts `彼は『走れ！』と言った。` before the 』).
+# Closing quotation marks: a quotation ending in one may go on as the same sentence (_GOES_ON);
+# a piece that starts with one of the unambiguous ones (not `"` or `'`, which open quotations
+# as often) is the end of the sentence before it (sentencex cuts `彼は『走れ！』と言った。`
+# before the 』).
 _CLOSING = "」』”’\"'）)"
+_ONLY_CLOSING = "」』”’）)"
 # What goes on after a quotation in the same sentence, by language: the Japanese and Korean
 # quotative particles (「走れ！」と言った, と彼は言った, って, など; "뛰어!"라고 말했다; not とても,
 # ところ, which start sentences); in Chinese, anything after a quotation that ends in "！" or
@@ -225,7 +231,8 @@ def _quotations_kept(line: str, spans: list[tuple[int, int]], lang: str) -> list
         quoted = before.endswith(tuple(_CLOSING)) and (
             lang != "zh" or before.rstrip(_CLOSING).endswith(("！", "？", "!", "?"))
         )
-        joins = after.startswith(tuple(_CLOSING)) or (quoted and goes_on.match(after) is not None)
+        closes = after.startswith(tuple(_ONLY_CLOSING))
+        joins = closes or (quoted and goes_on.match(after) is not None)
         kept[-1:] = [(kept[-1][0], end)] if joins else [kept[-1], (begin, end)]
     return kept
 
