@@ -94,30 +94,12 @@ def score_directions(
     translator = in_direction(load, directions[0] if directions else None, checkpoint)
     languages = translator.languages
     asked = list(directions if directions is not None else languages.directions)
-    for src_lang, tgt_lang in asked:
-        try:
-            languages.check(src_lang, tgt_lang)
-        except SettingError as err:
-            raise TmtError(
-                f"direction {src_lang}-{tgt_lang}: {err.setting} {err.value}: {err.reason}"
-            ) from None
-    for tokenize in sorted({bleu_tokenize(tgt_lang) for _, tgt_lang in asked}):
-        check_tokenize(tokenize)  # MeCab missing: refused before any translation
-    if pivot is not None and pivot not in languages.codes:
-        known = ", ".join(languages.codes)
-        raise SettingError("pivot", pivot, f"the model has no such language; it knows {known}")
+    _check_asked(languages, asked, pivot)
     data = load_for_inference(checkpoint).config.data  # where and how its test set is read
     data = dataclasses.replace(data, test=test or data.test)
     if data.test is None:
         raise SettingError("test", None, "the checkpoint's config sets no data.test; give one")
     identifier = LanguageIdentifier(languages.codes) if off_target else None
-
-    def translate(src_lang: str, tgt_lang: str, lines: list[str], report: ProgressReport):
-        found = translator.translate(
-            Texts.of(lines, directions=[(src_lang, tgt_lang)] * len(lines)), report.update
-        )
-        return [t.texts[0] for t in found]
-
     pivoted = _pivoted(asked, languages, pivot)
     tests = [dataclasses.replace(data, src_lang=s, tgt_lang=t) for s, t in asked]
     for test_data in tests:  # a FIFO or a folder refused before any translation
@@ -134,15 +116,51 @@ def score_directions(
         if (src_lang, tgt_lang) in pivoted:
             routes.append((f"pivot {pivot}", [pivot, tgt_lang]))
         for route, targets in routes:
-            texts, language = sources, src_lang
             counted = Counted("translated", "lines", "lines", f"{src_lang}->{tgt_lang} {route}")
             report = (progress or silent)(counted, len(sources) * len(targets))
             with contextlib.closing(report):
-                for target in targets:
-                    texts, language = translate(language, target, texts, report), target
+                texts = _translated(translator, src_lang, targets, sources, report)
             scores.append(_scored(src_lang, tgt_lang, route, texts, references, identifier))
             log.info("%s", _row(scores[-1]))
     return scores
+
+
+def _check_asked(languages: Languages, asked: list[Pair], pivot: str | None) -> None:
+    """Refuse, before any translation, a direction the model may not be asked for, a target
+    language whose BLEU tokenizer is not installed (MeCab), and a pivot it does not know.
+
+    Raises:
+        TmtError: naming the direction; SettingError: naming the tokenizer or the pivot.
+    """
+    for src_lang, tgt_lang in asked:
+        try:
+            languages.check(src_lang, tgt_lang)
+        except SettingError as err:
+            raise TmtError(
+                f"direction {src_lang}-{tgt_lang}: {err.setting} {err.value}: {err.reason}"
+            ) from None
+    for tokenize in sorted({bleu_tokenize(tgt_lang) for _, tgt_lang in asked}):
+        check_tokenize(tokenize)
+    if pivot is not None and pivot not in languages.codes:
+        known = ", ".join(languages.codes)
+        raise SettingError("pivot", pivot, f"the model has no such language; it knows {known}")
+
+
+def _translated(
+    translator: Translator,
+    src_lang: str,
+    targets: list[str],
+    sources: list[str],
+    report: ProgressReport,
+) -> list[str]:
+    """`sources` (in `src_lang`) translated into each of `targets` in turn (one: a direction;
+    two: through a pivot), the best translation of each line, `report` told of each batch."""
+    texts, language = sources, src_lang
+    for target in targets:
+        pairs = [(language, target)] * len(texts)
+        found = translator.translate(Texts.of(texts, directions=pairs), report.update)
+        texts, language = [t.texts[0] for t in found], target
+    return texts
 
 
 def _pivoted(asked: list[Pair], languages: Languages, pivot: str | None) -> list[Pair]:
