@@ -24,6 +24,7 @@ from sacrebleu.metrics.base import Metric
 from sacrebleu.metrics.base import Score as BaseScore
 
 from transformer_mt.errors import SettingError, TmtError, string_items
+from transformer_mt.langid import primary_code
 from transformer_mt.text_files import iter_lines, parallel_chunks
 from transformer_mt.writing_systems import has_unspaced
 
@@ -56,10 +57,7 @@ TOKENIZERS = ("13a", "intl", "char", "zh", "ja-mecab", "ko-mecab", "none")
 def bleu_tokenize(tgt_lang: str | None) -> str:
     """BLEU's tokenizer for translations into `tgt_lang` (a code such as ja, ja-JP, jpn_Jpan;
     None: unknown): `BLEU_TOKENIZE`'s, else 13a."""
-    if tgt_lang is None:
-        return "13a"
-    primary = tgt_lang.lower().replace("_", "-").split("-")[0]
-    return BLEU_TOKENIZE.get(primary, "13a")
+    return "13a" if tgt_lang is None else BLEU_TOKENIZE.get(primary_code(tgt_lang), "13a")
 
 
 def check_tokenize(tokenize: str) -> None:

@@ -148,6 +148,23 @@ def iso_code(code: str) -> str:
     return MACROLANGUAGES.get(base, base)
 
 
+# Codes that name no one language: an imported model's placeholders, a multilingual side.
+NO_LANGUAGE = frozenset({"mul", "und", "mis", "zxx", "src", "tgt"})
+
+
+def primary_code(code: str) -> str:
+    """`iso_code` of a code that may also be written with hyphens (BCP 47's `ja-JP`,
+    `zh-Hant`, an HTML `lang`): the language, region and script aside."""
+    return iso_code(code.strip().replace("-", "_"))
+
+
+def names_one_language(code: str) -> bool:
+    """Whether `code` names one language: not a placeholder (`NO_LANGUAGE`) nor a group
+    (OPUS-MT's `ROMANCE`), whose text could be in any of several."""
+    base = primary_code(code)
+    return base not in NO_LANGUAGE and base.isascii() and base.isalpha() and len(base) <= 3
+
+
 def _language(lingua: Any, code: str) -> Any | None:
     """lingua's `Language` of a model's code, None when it has none."""
     base = iso_code(code)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from transformer_mt.langid import names_one_language, primary_code
+
 # Han, kana, CJK punctuation and full-width forms (U+3000, the ideographic space, is whitespace).
 _BASES = (
     "\u3001-\u303f\u3040-\u3098\u309b-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
@@ -44,18 +46,15 @@ def ends_unspaced(text: str) -> bool:
 # Languages written without spaces between words, whose characters stand alone (`jap`:
 # OPUS-MT's code for Japanese).
 UNSPACED_LANGUAGES = frozenset({"ja", "jpn", "jap", "zh", "zho", "cmn", "yue", "wuu"})
-# Codes that name no one language (an imported model's placeholders, a multilingual side).
-NO_LANGUAGE = frozenset({"mul", "und", "mis", "zxx", "src", "tgt"})
 
 
 def writes_without_spaces(language: str | None) -> bool | None:
     """Whether text in `language` (a code such as ja, zh-Hant, jpn_Jpan) is written without
     spaces between words; None where the code names no one language (None, `tgt`, `mul`, a
-    group such as `ROMANCE`): the text's own script must tell."""
-    base = (language or "").lower().replace("-", "_").split("_")[0]
-    if base in NO_LANGUAGE or not (base.isascii() and base.isalpha() and len(base) <= 3):
+    group such as `ROMANCE`: `langid.names_one_language`): the text's own script must tell."""
+    if language is None or not names_one_language(language):
         return None
-    return base in UNSPACED_LANGUAGES
+    return primary_code(language) in UNSPACED_LANGUAGES
 
 
 def has_unspaced(text: str) -> bool:

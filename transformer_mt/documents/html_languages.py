@@ -19,7 +19,7 @@ import re
 from transformer_mt.documents.html_events import Event
 from transformer_mt.documents.units import Replacement
 from transformer_mt.inference.sentences import splitter_language
-from transformer_mt.writing_systems import NO_LANGUAGE
+from transformer_mt.langid import names_one_language, primary_code
 
 # The name of a start tag, and each attribute after it, read as `html.parser` reads them.
 _TAG_NAME = re.compile(r"<[a-zA-Z][^\t\n\r\f />\x00]*")
@@ -31,19 +31,16 @@ LANGUAGE_ATTRIBUTES = frozenset({"lang", "xml:lang"})
 
 def language(code: str) -> str:
     """The language of a code, region and script aside (`de-AT`, `deu_Latn` -> `de`)."""
-    return splitter_language(code.strip().replace("-", "_").split("_")[0])
+    return splitter_language(primary_code(code))
 
 
 def foreign(event: Event, source: str | None) -> bool:
     """Whether `event`, a start tag, marks a passage in a language other than `source` (None,
     or a code of no one language such as an imported model's `mul` or `ROMANCE`: unknown,
     so none is)."""
-    if source is None or event.lang is None:
+    if source is None or event.lang is None or not names_one_language(source):
         return False
-    known = language(source)
-    if known in NO_LANGUAGE or not (known.isascii() and known.isalpha() and len(known) <= 3):
-        return False
-    return language(event.lang) != known
+    return language(event.lang) != language(source)
 
 
 def target_languages(
