@@ -94,8 +94,7 @@ def translate_lines(args: argparse.Namespace) -> int:
 
     keep_freed_memory()
     files = _read_line_files(args)
-    if args.ref is not None:
-        _check_ref_tokenize(args)
+    tokenize = None if args.ref is None else _ref_tokenize(args)
     if device_of(args) == "cpu":
         set_cpu_threads(args.quiet)
     with contextlib.ExitStack() as stack:
@@ -104,7 +103,7 @@ def translate_lines(args: argparse.Namespace) -> int:
         translator = load_translator(
             args, alignment_layer=alignment_layer, split_sentences=args.split_sentences
         )
-        scores = None if args.ref is None else _ref_scores(args.ref, translator, stack)
+        scores = None if tokenize is None else _ref_scores(args.ref, tokenize, stack)
         _check_phrases(args, translator, files.glossary)
         if files.glossary is not None:
             translator.encoding.check_glossary(files.glossary)
@@ -131,9 +130,10 @@ def _check_phrases(
         )
 
 
-def _check_ref_tokenize(args: argparse.Namespace) -> None:
-    """Refuse --ref, before the model loads, where BLEU into the target language (--tgt-lang,
-    else the checkpoint's) needs a tokenizer that is not installed (MeCab: Japanese, Korean).
+def _ref_tokenize(args: argparse.Namespace) -> str:
+    """BLEU's tokenizer for the --ref scores: that of the target language (--tgt-lang, else
+    the checkpoint's), found before the model loads, so that one that is not installed
+    (MeCab: Japanese, Korean) is refused before then.
 
     Raises:
         TmtError: naming --ref, the extra, and `tmt evaluate --tokenize` as the way without.
@@ -143,21 +143,22 @@ def _check_ref_tokenize(args: argparse.Namespace) -> None:
 
     origin = stored_origin(Path(args.checkpoint[0]))
     target = args.tgt_lang or (origin[0].data.tgt_lang if origin is not None else None)
+    tokenize = bleu_tokenize(target)
     try:
-        check_tokenize(bleu_tokenize(target))
+        check_tokenize(tokenize)
     except SettingError as err:
         raise TmtError(
             f"--ref: BLEU into {target} is tokenised by {err.value}, {err.reason}; or translate "
             "without --ref and score with tmt evaluate --tokenize char"
         ) from None
+    return tokenize
 
 
-def _ref_scores(path: str, translator: Translator, stack: contextlib.ExitStack) -> _RefScores:
-    """BLEU (tokenised for the translations' language) and chrF against the references of
+def _ref_scores(path: str, tokenize: str, stack: contextlib.ExitStack) -> _RefScores:
+    """BLEU (tokenised by `tokenize`, `_ref_tokenize`) and chrF against the references of
     `path`, read as the translations come."""
-    from transformer_mt.evaluation import CorpusScorer, bleu_tokenize, iter_segments
+    from transformer_mt.evaluation import CorpusScorer, iter_segments
 
-    tokenize = bleu_tokenize(translator.languages.default[1])
     scorer = CorpusScorer(["bleu", "chrf"], tokenize=tokenize)
     references = stack.enter_context(contextlib.closing(iter_segments(path)))
     return _RefScores(scorer, references)
