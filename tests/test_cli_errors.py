@@ -111,3 +111,19 @@ def test_a_value_that_starts_with_two_dashes_is_a_value():
 
     argv = ["attention", "--checkpoint", "a.pt", "--out", "x.png", "--src", "-- Hi there"]
     assert parse(argv).src == "-- Hi there"
+
+
+def test_an_abbreviation_of_one_flags_two_names_is_that_flag():
+    """`--ou` starts both names of translate's --output/--out: one flag, not an ambiguity
+    (Python 3.11's argparse had refused it as ambiguous)."""
+    from transformer_mt.cli import parse
+
+    assert parse(["translate", "--checkpoint", "a.pt", "--ou", "x.txt"]).output == "x.txt"
+
+
+def test_an_abbreviation_of_two_flags_is_still_ambiguous(capsys):
+    from transformer_mt.cli import parse
+
+    with pytest.raises(SystemExit):
+        parse(["translate", "--checkpoint", "a.pt", "--s", "1"])
+    assert "ambiguous option: --s could match" in capsys.readouterr().err

@@ -98,6 +98,15 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"error: {one_line(message)} (see {self.prog} --help)\n")
 
+    def _get_option_tuples(self, option_string: str) -> list[tuple[Any, ...]]:
+        """argparse's matches of an abbreviated flag, one per flag: Python 3.11 counts each
+        name of a flag as a match of its own, so that `--ou` was "ambiguous" between
+        `--output` and `--out`, two names of one flag."""
+        matches: dict[argparse.Action, tuple[Any, ...]] = {}
+        for match in super()._get_option_tuples(option_string):  # type: ignore[misc]
+            matches.setdefault(match[0], match)
+        return list(matches.values())
+
 
 class Store(argparse.Action):
     """argparse's default action, storing a flag's value, except that a flag of several
