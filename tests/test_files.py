@@ -462,3 +462,15 @@ def test_a_standard_stream_the_process_started_without_is_refused_by_name(monkey
     monkeypatch.setattr(sys, "stdout", None)
     with pytest.raises(TmtError, match=r"^/dev/stdout: stdout is closed; redirect it"):
         _write("/dev/stdout", "lost\n")
+
+
+def test_a_bad_byte_is_placed_at_the_column_an_editor_shows(tmp_path):
+    """The column counts characters: "Два мужчины " is 12 characters in 22 bytes."""
+    path = tmp_path / "in.ru"
+    path.write_bytes("Ein Hund.\nДва мужчины ".encode() + b"\xed\xa0\x80 x\n")
+    with pytest.raises(TmtError) as caught:
+        read_lines(path)
+    assert str(caught.value) == f"{path}:2: not valid UTF-8 (byte 0xed at column 13)"
+    path.write_bytes("Straße\0\n".encode())
+    with pytest.raises(TmtError, match=":1: a NUL byte at column 7: "):
+        read_lines(path)

@@ -58,19 +58,25 @@ def decode_lines(stream: BinaryIO, name: str | Path) -> Iterator[str]:
                 "is this a text file with a sentence a line?"
             )
         if (nul := raw.find(b"\0")) >= 0:
-            raise TmtError(f"{name}:{number}: a NUL byte at column {nul + 1}: {NOT_UTF8}")
+            raise TmtError(f"{name}:{number}: a NUL byte at column {_column(raw, nul)}: {NOT_UTF8}")
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as err:
             hint = f": {NOT_UTF8}" if number == 1 and raw.startswith(UTF16_BOMS) else ""
             raise TmtError(
                 f"{name}:{number}: not valid UTF-8 "
-                f"(byte 0x{raw[err.start]:02x} at column {err.start + 1}){hint}"
+                f"(byte 0x{raw[err.start]:02x} at column {_column(raw, err.start)}){hint}"
             ) from None
         if number == 1 and text.startswith(BOM):
             _note_bom(name)
             text = text[1:]
         yield text.removesuffix("\n").removesuffix("\r")
+
+
+def _column(raw: bytes, at: int) -> int:
+    """The column of byte `at` of a line as an editor counts it, in characters (the bytes
+    before it that are not UTF-8 count one each)."""
+    return len(raw[:at].decode("utf-8", "replace")) + 1
 
 
 def _readline(stream: BinaryIO, name: str | Path, number: int) -> bytes:

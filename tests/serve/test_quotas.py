@@ -122,6 +122,16 @@ def test_a_keys_file_that_is_not_utf8_is_refused_naming_its_line(tmp_path):
     assert caught.value.reason == f"{path}:{line}: not valid UTF-8 (byte 0xe9 at column 2)"
 
 
+def test_a_comment_holding_a_unicode_line_separator_is_one_line(tmp_path):
+    """U+2028 or U+0085 in a comment had ended its line (`str.splitlines`): the comment's rest
+    was read as a key's line and the error named the next line of the file."""
+    api_keys = ApiKeys(keys_file(tmp_path, "# Schl\u00fcssel\u2028Team Nord\u0085x\n" + KEYS))
+    assert api_keys.lookup(FREE) is not None and len(api_keys) == 3
+    with pytest.raises(SettingError) as caught:
+        ApiKeys(keys_file(tmp_path, "# ok\u2028still a comment\nshort 1 1\n"))
+    assert " line 2: a key must be" in caught.value.reason
+
+
 def test_a_file_emptied_while_serving_keeps_the_keys_before(tmp_path, caplog):
     path = keys_file(tmp_path)
     api_keys = ApiKeys(path)

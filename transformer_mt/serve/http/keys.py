@@ -75,7 +75,9 @@ def parse_keys(text: str, path: str) -> tuple[KeyEntry, ...]:
             a file without a key.
     """
     entries: dict[bytes, KeyEntry] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" only: `str.splitlines` also ends one at U+2028, U+0085 or a form
+    # feed, which a comment may hold, and would number the lines after it wrongly.
+    for number, line in enumerate(text.split("\n"), start=1):
         fields = line.split("#", 1)[0].split()
         if not fields:
             continue
