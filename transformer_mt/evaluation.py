@@ -7,14 +7,19 @@ standard depends on the target language, as sacrebleu's own command line chooses
 (`bleu_tokenize`): 13a, which splits words at spaces and punctuation, reads a Japanese or
 Chinese sentence as one word, so a translation scores 0 unless it is the reference itself.
 Files are read as sacrebleu's command line reads them: UTF-8, one segment per "\\n"-separated
-line, trailing whitespace stripped. Files and streams of any size (`tmt evaluate`, `tmt translate
---ref`) are scored a chunk at a time by `CorpusScorer`, which keeps only the summed statistics.
+line, trailing whitespace stripped. Every segment, read or given, is scored in Unicode's
+composed form (NFC): sacrebleu compares code points, so a reference saved decomposed (macOS
+writes "é" as "e" and a combining accent) scored a translation of the same words far lower,
+and the model writes composed text (its tokenizer normalises with NFKC). Files and streams of
+any size (`tmt evaluate`, `tmt translate --ref`) are scored a chunk at a time by `CorpusScorer`,
+which keeps only the summed statistics.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import logging
+import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,8 +150,9 @@ def corpus_scores(
 def _segments(
     hypotheses: Sequence[str], references: Sequence[str]
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The hypotheses and references, refused where they are not sequences of strings (a
-    lone string would be scored a character a segment) or differ in number.
+    """The hypotheses and references in NFC (see the module), refused where they are not
+    sequences of strings (a lone string would be scored a character a segment) or differ in
+    number.
 
     Raises:
         SettingError: naming the argument; TmtError: unequal numbers.
@@ -157,7 +163,12 @@ def _segments(
         raise TmtError(
             f"{len(hypotheses)} hypotheses but {len(references)} references: one each needed"
         )
-    return hypotheses, references
+    return _composed(hypotheses), _composed(references)
+
+
+def _composed(segments: Sequence[str]) -> tuple[str, ...]:
+    """`segments` in Unicode NFC (see the module)."""
+    return tuple(unicodedata.normalize("NFC", segment) for segment in segments)
 
 
 def _score(metric: Metric, result: BaseScore) -> Score:
@@ -305,11 +316,12 @@ def check_line_counts(
 
 def iter_segments(path: str | Path) -> Iterator[str]:
     """The segments of a text file as sacrebleu's command line reads them, one at a time:
-    UTF-8 lines split at "\\n" only (`text_files.iter_lines`), trailing whitespace stripped.
+    UTF-8 lines split at "\\n" only (`text_files.iter_lines`), trailing whitespace stripped,
+    in Unicode NFC (see the module).
 
     Raises:
         TmtError: the file is missing, unreadable or not UTF-8 (naming the line), when the bad
             part is reached.
     """
     for line in iter_lines(path):
-        yield line.rstrip()
+        yield unicodedata.normalize("NFC", line.rstrip())
