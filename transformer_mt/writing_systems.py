@@ -1,5 +1,6 @@
 """The scripts written without spaces between words (Chinese, Japanese): which characters they
-are, for the two places that must tell them from the others.
+are, for the two places that must tell them from the others; and the bidirectional controls
+that a translation cannot keep.
 
 A document's inline markup goes around words (documents/units.py), and in these scripts each
 character stands for a word, as no space marks where one ends; translated sentences are joined
@@ -60,3 +61,17 @@ def writes_without_spaces(language: str | None) -> bool | None:
 def has_unspaced(text: str) -> bool:
     """Whether `text` holds a character of a script written without spaces."""
     return _BASE.search(text) is not None
+
+
+# The controls that open and close a passage of another direction (embeddings, overrides,
+# isolates: U+202A-E, U+2066-9). A translation keeps none of them: the model reads each as an
+# unknown piece, which changes the translation ("\u202bEin Hund läuft.\u202c" had become "A new
+# dog is running."), and its words come in another order, so that an opener kept where the
+# source had it lost its closer and displayed the rest of the line reversed. The marks
+# U+200E/U+200F stand alone and stay.
+_PASSAGE_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
+
+
+def without_direction_passages(text: str) -> str:
+    """`text` without the bidi controls that open or close a passage (see above)."""
+    return _PASSAGE_CONTROLS.sub("", text)

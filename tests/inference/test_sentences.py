@@ -118,10 +118,11 @@ def test_a_line_of_sentences_keeps_where_each_is_and_where_its_translation_is():
     assert alone.sentences == ()
 
 
-@pytest.mark.parametrize("mark", ["\u200b", "\u202c", "\ufeff", "\u200e"])
+@pytest.mark.parametrize("mark", ["\u200b", "\ufeff", "\u200e", "\u200f"])
 def test_a_format_character_between_sentences_stays_with_the_space_between(mark):
     """A zero-width space or bidi mark after a sentence's stop: the next sentence had started
-    with it and the space, which its translation dropped ("A dog runs.Two cats sleep!")."""
+    with it and the space, which its translation dropped ("A dog runs.Two cats sleep!"). (The
+    controls of a passage are left out: `test_a_split_lines_bidi_passage_controls_...`.)"""
     segments = split_line(f"Ein Hund läuft.{mark} Zwei Katzen schlafen!", "de")
     assert segments.sentences == ("Ein Hund läuft.", "Zwei Katzen schlafen!")
     assert segments.join(["A dog runs.", "Two cats sleep!"]) == (
@@ -215,3 +216,13 @@ def test_joined_captions_split_back_into_their_sentences(lang, n):
         segments = split_line(line, lang)
         assert list(segments.sentences) == [s.strip() for s in group], line
         assert segments.join(segments.sentences) == line
+
+
+def test_a_split_lines_bidi_passage_controls_are_left_out_of_its_translation():
+    """The opener sat at the sentence's edge (kept with the separator), its closer inside the
+    sentence (lost with it): the rest of the line displayed reversed."""
+    line = "Ein Hund läuft. \u202eEin Mann\u202c fährt Fahrrad.\u2069"
+    segments = split_line(line, "de")
+    assert len(segments.sentences) == 2
+    assert segments.join(["A dog runs.", "A man rides."]) == "A dog runs. A man rides."
+    assert [line[a:b] for a, b in segments.source_spans] == list(segments.sentences)

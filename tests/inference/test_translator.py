@@ -87,6 +87,15 @@ def test_batch_equals_each_sentence_alone(checkpoint):
     assert together == alone
 
 
+def test_the_model_reads_no_bidi_passage_controls(checkpoint):
+    """Each control had been read as an unknown piece, which changed the translation."""
+    translator = Translator.from_checkpoint(str(checkpoint), beam_size=2)
+    plain, wrapped = "ein mann fährt rad", "\u202bein mann\u2067 fährt\u2069 rad\u202c"
+    assert translator.encoding.source_ids(wrapped) == translator.encoding.source_ids(plain)
+    assert translator.encoding.source_pieces(wrapped) == translator.encoding.source_pieces(plain)
+    assert translator.translate([wrapped])[0].texts == translator.translate([plain])[0].texts
+
+
 @pytest.mark.parametrize(
     "stdin,args,message",
     [

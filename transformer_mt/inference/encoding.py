@@ -23,7 +23,7 @@ from transformer_mt.errors import TmtError
 from transformer_mt.inference.constrained import ConstraintsError, check_prefix, phrase_ids
 from transformer_mt.inference.glossary import Glossary
 from transformer_mt.inference.languages import Direction
-from transformer_mt.writing_systems import writes_without_spaces
+from transformer_mt.writing_systems import without_direction_passages, writes_without_spaces
 
 # A source line longer than this many characters per token of the position table's room is
 # encoded from its start: first that much of it, then four times more while the tokens found
@@ -135,7 +135,9 @@ class LineEncoding:
 
     def _encoded(self, line: str) -> tuple[str, list[int]]:
         """(text, its ids): `line` whole, or a start of it that holds more tokens than the
-        position table's room (`CHARS_PER_TOKEN`); ("", []) for a blank line."""
+        position table's room (`CHARS_PER_TOKEN`); ("", []) for a blank line. The bidi
+        controls of a passage are not read (`writing_systems.without_direction_passages`)."""
+        line = without_direction_passages(line)
         if not line.strip():
             return "", []
         size = CHARS_PER_TOKEN * self._room

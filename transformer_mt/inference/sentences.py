@@ -55,7 +55,7 @@ from sentencex import segment
 
 from transformer_mt.errors import TmtError
 from transformer_mt.langid import iso_code
-from transformer_mt.writing_systems import ends_unspaced
+from transformer_mt.writing_systems import ends_unspaced, without_direction_passages
 
 T = TypeVar("T")
 
@@ -133,7 +133,7 @@ class Segments:
     def join(self, translations: Sequence[str]) -> str:
         """The translations of `sentences`, in order, with the separators around them: the
         text before the first and after the last as in the line; between two, the line's
-        (`between`).
+        (`between`); the bidi controls of a passage left out.
 
         Raises:
             TmtError: not one translation per sentence.
@@ -147,13 +147,15 @@ class Segments:
                 f"{len(translations)} translations for {len(self.sentences)} sentences; "
                 "give one each"
             )
-        pieces = [self.separators[0]]
+        # A passage's bidi controls are left out as the sentences' own are (a closer inside a
+        # sentence was lost, its opener kept: `writing_systems.without_direction_passages`).
+        separators = [without_direction_passages(s) for s in self.separators]
+        pieces = [separators[0]]
         for i, text in enumerate(translations):
             if i:
-                joint = between(self.separators[i], pieces[-1], text, self.sentences[i - 1])
-                pieces.append(joint)
+                pieces.append(between(separators[i], pieces[-1], text, self.sentences[i - 1]))
             pieces.append(text)
-        pieces.append(self.separators[-1])
+        pieces.append(separators[-1])
         return pieces
 
 
