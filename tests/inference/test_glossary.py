@@ -162,6 +162,24 @@ def test_terms_and_texts_are_matched_as_the_model_reads_them(term, text, found):
     assert Glossary.of_pairs([(term, "T")]).targets(text) == found
 
 
+@pytest.mark.parametrize(
+    "term, text, found",
+    [
+        ("राम", "रामायण एक महाकाव्य है।", []),  # a vowel sign (Mc) goes on the word
+        ("राम", "राम घर गया।", ["T"]),
+        ("किताब", "किताबें पढ़ो", []),  # a nasal sign (Mn) after the vowel sign
+        ("كتابا", "قرأ كتاباً", []),  # Arabic's tanwin (Mn)
+        ("خواهم", "می\u200cخواهم", []),  # a zero-width non-joiner inside a Persian word
+        ("Hund", "Der Schäfer\u00adhund", []),  # a soft hyphen (&shy;) is no word boundary
+        ("Schäferhund", "Der Schäfer\u00adhund bellt", ["T"]),
+    ],
+)
+def test_marks_and_joiners_inside_a_word_are_part_of_it(term, text, found):
+    """`re`'s `\\w` holds no combining mark: each of these terms had been found inside a
+    longer word (and the last not at all)."""
+    assert Glossary.of_pairs([(term, "T")], ignore_case=True).targets(text) == found
+
+
 def test_kept_characters_are_found_where_normalising_moved_them():
     """`ﬁ` becomes two characters: the kept span after it is still where it was."""
     text = "ﬁ x New York <code>City</code>"

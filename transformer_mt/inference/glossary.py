@@ -26,7 +26,9 @@ source term given twice with different targets.
 
 from __future__ import annotations
 
+import functools
 import re
+import sys
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +41,7 @@ from transformer_mt.text_files import iter_lines
 # The most characters of a term. A term is a word or a short phrase; a longer one is a
 # sentence, or two lines that lost the line break between them.
 MAX_TERM_CHARS = 200
+SOFT_HYPHEN = "\u00ad"
 
 
 @dataclass(frozen=True)
@@ -192,7 +195,28 @@ class Glossary:
             for t in self._by_length
         )
         flags = re.IGNORECASE if self.ignore_case else 0
-        return re.compile(rf"(?<!\w)(?:{terms})(?!\w)", flags)
+        inside = f"[\\w{_joining_marks()}]"
+        return re.compile(rf"(?<!{inside})(?:{terms})(?!{inside})", flags)
+
+
+@functools.cache
+def _joining_marks() -> str:
+    """The characters that belong to the word around them though `re`'s `\\w` leaves them out,
+    as a regular expression's class body: every combining mark (categories Mn, Mc, Me: the
+    vowel signs of Indic scripts, Arabic's tanwin), the zero-width joiner and non-joiner
+    (inside Persian and Indic words). Without them "राम" was found in "रामायण", "किताब" in
+    "किताबें", "خواهم" in "می‌خواهم". Read from Python's Unicode tables once (0.13 s)."""
+    marks = [c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c))[0] == "M"]
+    ranges: list[list[int]] = []
+    for code in [*marks, 0x200C, 0x200D]:
+        if ranges and code == ranges[-1][1] + 1:
+            ranges[-1][1] = code
+        else:
+            ranges.append([code, code])
+    return "".join(
+        re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
+        for a, b in ranges
+    )
 
 
 def normalized(text: str) -> tuple[str, list[int]]:
@@ -201,9 +225,11 @@ def normalized(text: str) -> tuple[str, list[int]]:
     spell one word differently (a decomposed "café" or "한국" from macOS, a full-width
     "ｉＰｈｏｎｅ", half-width "ｶﾞﾑ") are then one. Each run of characters that normalising
     joins (a letter and its accents, Hangul jamo, a kana and its voicing mark) is normalised
-    alone, so that the origin of every character is known.
+    alone, so that the origin of every character is known. A soft hyphen (U+00AD, HTML's
+    `&shy;`: where a word may break, not a letter) is left out: "Schäfer&shy;hund" is the
+    word "Schäferhund", in which "Hund" is not found.
     """
-    if unicodedata.is_normalized("NFKC", text):
+    if SOFT_HYPHEN not in text and unicodedata.is_normalized("NFKC", text):
         return text, list(range(len(text) + 1))
 
     def nfkc(part: str) -> str:
@@ -215,7 +241,7 @@ def normalized(text: str) -> tuple[str, list[int]]:
     for i in range(1, len(text) + 1):
         if i < len(text) and nfkc(text[start : i + 1]) != nfkc(text[start:i]) + nfkc(text[i]):
             continue  # joined to the characters before it
-        part = nfkc(text[start:i])
+        part = nfkc(text[start:i]).replace(SOFT_HYPHEN, "")
         parts.append(part)
         origin += [start] * len(part)
         start = i
