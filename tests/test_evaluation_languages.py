@@ -147,11 +147,21 @@ def test_japanese_scored_with_13a_gets_a_warning(tmp_path, caplog):
     assert main(["evaluate", "--hyp", str(hyp), "--ref", str(ref), "--metrics", "bleu"]) == 0
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(said) == 1 and said[0].startswith(
-        "4 of 4 references are Chinese or Japanese without spaces"
+        "4 of 4 references are in a script written without spaces (Chinese, Japanese, Thai"
     )
     caplog.clear()
     assert main(["evaluate", "--hyp", str(hyp), "--ref", str(ref), "--tgt-lang", "zh"]) == 0
     assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+
+
+def test_thai_scored_with_13a_gets_the_warning_too(tmp_path, caplog):
+    """Thai, Lao, Khmer and Burmese are scored by characters with their language given; 13a
+    had scored a close Thai translation 0.00 without a word."""
+    lines = ["แมวนั่งอยู่บนเสื่อ", "เด็กเล่นฟุตบอลในสวน"]
+    hyp, ref = write(tmp_path, "hyp", lines), write(tmp_path, "ref", [lines[0], "เด็กเล่นในสวน"])
+    assert main(["evaluate", "--hyp", str(hyp), "--ref", str(ref), "--metrics", "bleu"]) == 0
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(said) == 1 and said[0].startswith("2 of 2 references are in a script written")
 
 
 def test_references_that_start_with_a_digit_are_counted_too():

@@ -200,7 +200,8 @@ class CorpusScorer:
         self._sums: list[list[float] | None] = [None] * len(self._metrics)
         self.segments = 0
         self._tokenized = 0  # hypotheses ending in " .", for BLEU's one warning
-        # References of Chinese or Japanese without spaces, where 13a reads each as one word.
+        # References without spaces in a script written so (`_one_word`), which 13a reads as
+        # one word each.
         self._unspaced = 0 if tokenize == "13a" else None
 
     def add(self, hypotheses: Sequence[str], references: Sequence[str]) -> None:
@@ -243,9 +244,9 @@ class CorpusScorer:
         bleu = any(isinstance(metric, BLEU) for metric in self._metrics)
         if bleu and self._unspaced is not None and 2 * self._unspaced > self.segments:
             logging.getLogger("sacrebleu").warning(
-                "%d of %d references are Chinese or Japanese without spaces, which BLEU's 13a "
-                "tokenizer reads as one word each: score with their language's tokenizer "
-                "(zh, ja-mecab)",
+                "%d of %d references are in a script written without spaces (Chinese, "
+                "Japanese, Thai, Lao, Khmer, Burmese), which BLEU's 13a tokenizer reads as one "
+                "word each: score with their language's tokenizer (zh, ja-mecab, char)",
                 self._unspaced,
                 self.segments,
             )
@@ -256,7 +257,7 @@ class CorpusScorer:
 
 
 def _one_word(text: str) -> bool:
-    """Whether `text` is Chinese or Japanese written without a space (13a: one word)."""
+    """Whether `text` is in a script written without spaces, and has none (13a: one word)."""
     stripped = text.strip()
     return " " not in stripped and has_unspaced(stripped)
 

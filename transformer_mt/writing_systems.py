@@ -1,11 +1,16 @@
-"""The scripts written without spaces between words (Chinese, Japanese): which characters they
-are, for the two places that must tell them from the others; and the bidirectional controls
-that a translation cannot keep.
+"""The scripts written without spaces between words (Chinese, Japanese; Thai, Lao, Khmer,
+Burmese): which characters they are, for the places that must tell them from the others; and
+the bidirectional controls that a translation cannot keep.
 
-A document's inline markup goes around words (documents/units.py), and in these scripts each
-character stands for a word, as no space marks where one ends; translated sentences are joined
-back into their line (inference/sentences.py) without a space between two such sentences and
-with one where either side is another script's, whatever the source had between them.
+A document's inline markup goes around words (documents/units.py), and in Chinese and Japanese
+each character stands for a word, as no space marks where one ends; translated sentences are
+joined back into their line (inference/sentences.py) without a space between two such
+sentences and with one where either side is another script's, whatever the source had between
+them. Thai, Lao, Khmer and Burmese also write words without spaces between them, so a target
+phrase in them is spelled as inside a sentence (inference/constrained.py) and BLEU's 13a reads
+their sentences as one word (evaluation.py); but they put a space between sentences, and join
+vowel and tone marks to most letters, so their joints and their document words are left as the
+text has them.
 """
 
 from __future__ import annotations
@@ -22,31 +27,37 @@ _BASES = (
 # What joins the character before it: kana voicing marks (half-width ones too), variation
 # selectors.
 _MARKS = "\u3099\u309a\uff9e\uff9f\ufe00-\ufe0f\U000e0100-\U000e01ef"
-# One character of those scripts with the marks that join it (a regular expression). Thai, Lao,
-# Khmer and Burmese, also written without spaces between words, join vowel and tone marks to
-# most letters and are left out: a run of them stays one word.
+# One Chinese or Japanese character with the marks that join it (a regular expression); a run
+# of Thai, Lao, Khmer or Burmese stays one word (see the module).
 UNSPACED_CHARACTER = f"[{_BASES}][{_MARKS}]*"
+# Thai, Lao, Burmese (and its extensions), Khmer (and its symbols).
+_SOUTHEAST_ASIAN = "\u0e00-\u0eff\u1000-\u109f\ua9e0-\ua9ff\uaa60-\uaa7f\u1780-\u17ff\u19e0-\u19ff"
 
 _BASE = re.compile(f"[{_BASES}]")
+_WORD_BASE = re.compile(f"[{_BASES}{_SOUTHEAST_ASIAN}]")
 _CLOSING_QUOTES = "\u201d\u2019\"'\u00bb"
 _TRAILING_MARKS = re.compile(f"[{_MARKS}]+$")
 
 
 def starts_unspaced(text: str) -> bool:
-    """Whether `text` starts with a character of a script written without spaces."""
-    return _BASE.match(text) is not None
+    """Whether `text` starts with a character of a script written without spaces between
+    words."""
+    return _WORD_BASE.match(text) is not None
 
 
 def ends_unspaced(text: str) -> bool:
-    """Whether `text` ends with a character of a script written without spaces (its marks
-    and the closing quotes both kinds of text use aside: `他说：“我走了。”`)."""
+    """Whether `text` ends with a Chinese or Japanese character, which joins the next
+    sentence without a space (its marks and the closing quotes both kinds of text use aside:
+    `他说：“我走了。”`)."""
     base = _TRAILING_MARKS.sub("", text).rstrip(_CLOSING_QUOTES)
     return bool(base) and _BASE.match(base[-1]) is not None
 
 
-# Languages written without spaces between words, whose characters stand alone (`jap`:
-# OPUS-MT's code for Japanese).
-UNSPACED_LANGUAGES = frozenset({"ja", "jpn", "jap", "zh", "zho", "cmn", "yue", "wuu"})
+# Languages written without spaces between words (`jap`: OPUS-MT's code for Japanese).
+UNSPACED_LANGUAGES = frozenset(
+    {"ja", "jpn", "jap", "zh", "zho", "cmn", "yue", "wuu"}
+    | {"th", "tha", "lo", "lao", "km", "khm", "my", "mya"}
+)
 
 
 def writes_without_spaces(language: str | None) -> bool | None:
@@ -59,8 +70,8 @@ def writes_without_spaces(language: str | None) -> bool | None:
 
 
 def has_unspaced(text: str) -> bool:
-    """Whether `text` holds a character of a script written without spaces."""
-    return _BASE.search(text) is not None
+    """Whether `text` holds a character of a script written without spaces between words."""
+    return _WORD_BASE.search(text) is not None
 
 
 # The controls that open and close a passage of another direction (embeddings, overrides,

@@ -283,3 +283,27 @@ def test_a_target_of_no_known_language_encodes_by_the_phrases_script(japanese_to
     assert writes_without_spaces("jap") is True and writes_without_spaces("en") is False
     found = phrase_ids(japanese_tokenizer, ["医者"], 100, OWN_SPECIALS, 0, unspaced=None)
     assert found == [in_sentence_ids(japanese_tokenizer, "医者")]
+
+
+def test_a_thai_phrase_is_spelled_as_inside_a_thai_sentence(tmp_path):
+    """Thai writes words without spaces too: encoded as a word of its own, the phrase's first
+    piece had been the word-start mark, and the translation read "ฉันรัก แมว"."""
+    import sentencepiece as spm
+
+    from transformer_mt.data.specials import OWN_SPECIALS
+    from transformer_mt.data.tokenizer import Tokenizer
+    from transformer_mt.inference.constrained import phrase_ids
+    from transformer_mt.writing_systems import writes_without_spaces
+
+    lines = ["ฉันรักแมว", "แมวกินข้าว", "เด็กเล่นฟุตบอลในสวน", "ฉันอ่านหนังสือ"]
+    (tmp_path / "th.txt").write_text("\n".join(lines * 50) + "\n", encoding="utf-8")
+    spm.SentencePieceTrainer.train(
+        input=str(tmp_path / "th.txt"), model_prefix=str(tmp_path / "th"), vocab_size=60,
+        character_coverage=1.0, model_type="bpe", pad_id=0, unk_id=1, bos_id=2, eos_id=3,
+    )  # fmt: skip
+    tokenizer = Tokenizer.load(tmp_path / "th.model")
+    assert writes_without_spaces("th") is True
+    (ids,) = phrase_ids(tokenizer, ["แมว"], 100, OWN_SPECIALS, 0, unspaced=True)
+    assert tokenizer.decode(tokenizer.encode("ฉันรัก") + ids) == "ฉันรักแมว"
+    (unknown,) = phrase_ids(tokenizer, ["แมว"], 100, OWN_SPECIALS, 0, unspaced=None)
+    assert unknown == ids  # a target of no known language: the phrase's script tells
