@@ -251,6 +251,24 @@ def test_the_root_lang_becomes_the_target_language(root, expected):
 
 
 @pytest.mark.parametrize(
+    "source, target, expected",
+    [
+        # An Arabic page into English had stayed laid out right to left, and the other way.
+        ('<html lang="ar" dir="rtl"><p>x</p>', "en", '<html lang="en" dir="ltr"><p>X</p>'),
+        ("<html DIR='LTR' lang=de><p>x</p>", "ar", "<html DIR='rtl' lang=ar><p>X</p>"),
+        ('<html lang="de" dir="ltr"><p>x</p>', "pa_Arab", '<html lang="pa-Arab" dir="rtl"><p>X</p>'
+         ),
+        ('<html lang="de" dir="auto"><p>x</p>', "he", '<html lang="he" dir="auto"><p>X</p>'),
+        ('<html lang="de"><p dir="ltr">x</p>', "he", '<html lang="he"><p dir="ltr">X</p>'),
+        # A passage in the source language, relabelled: its dir too.
+        ('<p lang="de" dir="ltr">x</p>', "fa", '<p lang="fa" dir="rtl">X</p>'),
+    ],
+)  # fmt: skip
+def test_a_dir_with_the_lang_becomes_the_target_languages_way(source, target, expected):
+    assert translate_html(source, echo, target, "de") == expected
+
+
+@pytest.mark.parametrize(
     "source, language",
     [
         ('<div lang="de"><p>ein</p></div>', "en"),  # not <html>

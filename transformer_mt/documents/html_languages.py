@@ -8,7 +8,9 @@ around it, and its `lang` becomes the target language too; one in another langua
 written, as if it had `translate="no"`: the model translates from its source language, and
 would write a guess for text in another one, under a `lang` (and `dir`) that no longer fits.
 Codes are compared by language (`de`, `de-AT`, `deu` and `deu_Latn` are one), their region
-and script aside.
+and script aside. Where those tags say which way their text runs (`dir="rtl"` or `"ltr"`), it
+becomes the target language's way: an Arabic page translated into English had stayed laid out
+right to left (`dir="auto"`, which lets the browser look, stays).
 """
 
 from __future__ import annotations
@@ -27,6 +29,13 @@ _ATTRIBUTE = re.compile(
     r"""(?:\s|/(?!>))*([^\s/>][^\s/=>]*)(?:\s*=+\s*('[^']*'|"[^"]*"|(?!['"])[^>\s]*))?"""
 )
 LANGUAGE_ATTRIBUTES = frozenset({"lang", "xml:lang"})
+# Languages written right to left (ISO 639-1 and -3 codes), and the scripts that are, for a
+# code that names its script (`az-Arab`, `pa_Arab`).
+RIGHT_TO_LEFT = frozenset(
+    {"ar", "ara", "arb", "he", "heb", "iw", "fa", "fas", "pes", "prs", "ur", "urd", "yi", "yid"}
+    | {"ps", "pus", "pbt", "sd", "snd", "ug", "uig", "dv", "div", "ckb", "syr", "arz", "ary"}
+)
+RIGHT_TO_LEFT_SCRIPTS = frozenset({"arab", "hebr", "thaa", "syrc", "nkoo", "adlm", "rohg"})
 
 
 def language(code: str) -> str:
@@ -50,22 +59,39 @@ def target_languages(
     document's first start tag) and those of the `relabelled` start tags (passages in the
     source language, translated: `html._Structure`)."""
     value = html.escape(target.replace("_", "-"), quote=True)
+    values = {**dict.fromkeys(LANGUAGE_ATTRIBUTES, value), "dir": direction(target)}
     root = next((e for e in events if e.kind in ("start", "empty")), None)
     tags = [root] if root is not None and root.name == "html" else []
     tags += [event for event in relabelled if event not in tags]
-    return [found for event in tags for found in _values(document, event, value)]
+    return [found for event in tags for found in _values(document, event, values)]
 
 
-def _values(document: str, event: Event, value: str) -> list[Replacement]:
-    """`value` in place of each `lang` and `xml:lang` value of the start tag `event`."""
+def direction(code: str) -> str:
+    """Which way text in the language of `code` runs: "rtl" or "ltr" (by its script where
+    the code names one)."""
+    parts = code.strip().replace("-", "_").lower().split("_")
+    scripts = [part for part in parts[1:] if len(part) == 4 and part.isalpha()]
+    if scripts:
+        return "rtl" if scripts[0] in RIGHT_TO_LEFT_SCRIPTS else "ltr"
+    return "rtl" if primary_code(code) in RIGHT_TO_LEFT else "ltr"
+
+
+def _values(document: str, event: Event, values: dict[str, str]) -> list[Replacement]:
+    """`values` (by attribute name) in place of the values of the start tag `event`'s
+    attributes; `dir` only where it is "ltr" or "rtl"."""
     tag = document[event.start : event.end]
     found, position = [], _TAG_NAME.match(tag).end()
     while (attribute := _ATTRIBUTE.match(tag, position)) and attribute.end() > position:
         position = attribute.end()
-        if attribute.group(1).lower() not in LANGUAGE_ATTRIBUTES or attribute.group(2) is None:
+        name, given = attribute.group(1).lower(), attribute.group(2)
+        if name not in values or given is None:
             continue
         start, end = attribute.span(2)
-        if attribute.group(2)[:1] in ("'", '"'):
+        if given[:1] in ("'", '"'):
             start, end = start + 1, end - 1  # inside the quotes
-        found.append(Replacement(event.start + start, event.start + end, value))
+        if name == "dir" and document[
+            event.start + start : event.start + end
+        ].strip().lower() not in ("ltr", "rtl"):
+            continue
+        found.append(Replacement(event.start + start, event.start + end, values[name]))
     return found
