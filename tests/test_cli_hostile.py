@@ -333,6 +333,36 @@ def test_no_command_writes_over_a_file_it_reads(made, capsys, command, name):
     assert target.read_bytes() == before
 
 
+def test_a_checkpoints_relative_corpus_is_where_its_run_read_it(
+    made, tmp_path, capsys, monkeypatch
+):
+    """A config's relative paths are the training directory's: run from another directory,
+    translate had written over `corpus/train.de` of the training directory, and evaluate had
+    looked for the test set beside itself."""
+    state = torch.load(made["model.pt"], weights_only=True)
+    state["config"]["data"].update(train="corpus/train", valid="corpus/valid", test="corpus/test")
+    state["workdir"] = str(tmp_path)
+    model = tmp_path / "relative.pt"
+    torch.save(state, model)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "corpus").mkdir(parents=True)
+    monkeypatch.chdir(elsewhere)
+    target, before = made["train.de"], made["train.de"].read_bytes()
+    args = ["translate", "--checkpoint", str(model), "--input", str(made["in.txt"])]
+    assert main([*args, "--output", str(target)]) == 2
+    assert one_error_line(capsys).startswith(f"error: {target}: is the training corpus")
+    assert target.read_bytes() == before
+    assert main([*args, "--output", "corpus/train.de"]) == 0  # this directory's: no input
+    assert main(["evaluate", "--checkpoint", str(model)]) == 0  # its test set found, scored
+    capsys.readouterr()
+    state["workdir"] = str(tmp_path / "gone")  # moved: the path as it stands, named
+    torch.save(state, model)
+    assert main(["evaluate", "--checkpoint", str(model)]) == 2
+    assert one_error_line(capsys).startswith(
+        "error: --test: the checkpoint's test set: corpus/test.de not found"
+    )
+
+
 def test_distill_never_writes_over_its_teacher(made, tmp_path, capsys):
     teacher = tmp_path / "teacher.en"
     teacher.write_bytes(made["model.pt"].read_bytes())

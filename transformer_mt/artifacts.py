@@ -18,6 +18,9 @@ and read with `weights_only=True`; `Checkpoint` is its typed view, field for key
     averaged_from the averaged files (`tmt average` only)
     imported_from the model `tmt import` read, a hub name or a directory as given (`tmt import`
                   only; absent from files that predate the key)
+    workdir       the directory `tmt train` ran in, which the config's relative paths (its
+                  corpus, tokenizer files) are relative to; an average keeps its newest
+                  member's (absent from imports and from files that predate the key)
     checksums     {"tensors": {path: SHA-256}, "values": SHA-256}: every tensor of the dict by
                   its path ("model/encoder.embed.weight", "optimizer/state/0/exp_avg") and all
                   other values together, written by `save_checkpoint` and checked on loading,
@@ -116,6 +119,7 @@ class Checkpoint:
     averaged_from: list[str] | None = None
     specials: dict[str, Any] | None = None  # `SpecialTokens.to_dict`; None: ours
     imported_from: str | None = None
+    workdir: str | None = None
 
     @property
     def weights(self) -> dict[str, Tensor]:
@@ -161,6 +165,8 @@ class Checkpoint:
             state["specials"] = self.specials
         if self.imported_from is not None:
             state["imported_from"] = self.imported_from
+        if self.workdir is not None:
+            state["workdir"] = self.workdir
         return state
 
     @classmethod
@@ -190,6 +196,7 @@ class Checkpoint:
             averaged_from=state.get("averaged_from"),
             specials=state.get("specials"),
             imported_from=state.get("imported_from"),
+            workdir=state.get("workdir"),
         )
 
 
@@ -213,6 +220,7 @@ _VALUE_CHECKS: dict[str, tuple[Any, str]] = {
     "version": (lambda v: v is None or isinstance(v, str), "a version string"),
     "averaged_from": (lambda v: v is None or _names(v), "a list of file names"),
     "imported_from": (lambda v: v is None or isinstance(v, str), "a model's name"),
+    "workdir": (lambda v: v is None or isinstance(v, str), "a directory's name"),
     "specials": (lambda v: v is None or isinstance(v, dict), "a dict of special ids"),
     "optimizer": (lambda v: isinstance(v, dict), "an optimizer's state dict"),
     "scaler": (lambda v: isinstance(v, dict), "a gradient scaler's state dict"),
@@ -314,19 +322,32 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     return checkpoint
 
 
-def stored_origin(path: Path) -> tuple[ExperimentConfig, str | None] | None:
-    """The config a checkpoint file stores and what it was imported from (`imported_from`),
-    read without loading its weights (they are memory-mapped, never read) and without
-    `load_checkpoint`'s checks: None for a file that is not a readable checkpoint, whose
-    loading names why. For a command that must know, before loading, which files the
-    checkpoint came from (`input_files`)."""
+@dataclass(frozen=True)
+class Origin:
+    """What a checkpoint file says it was made from (`stored_origin`)."""
+
+    config: ExperimentConfig
+    imported_from: str | None  # as given to tmt import: a hub name or a directory
+    workdir: str | None  # where its relative paths are relative to (`Checkpoint.workdir`)
+
+
+def stored_origin(path: Path) -> Origin | None:
+    """The config a checkpoint file stores, what it was imported from and the directory it
+    was trained in, read without loading its weights (they are memory-mapped, never read)
+    and without `load_checkpoint`'s checks: None for a file that is not a readable
+    checkpoint, whose loading names why. For a command that must know, before loading, which
+    files the checkpoint came from (`input_files`)."""
     try:
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         config = config_from_dict(state["config"], source=f"{path} (stored config)")
     except Exception:  # not a checkpoint (not a dict, no config), or damaged
         return None
-    imported = state.get("imported_from")
-    return config, imported if isinstance(imported, str) else None
+    imported, workdir = state.get("imported_from"), state.get("workdir")
+    return Origin(
+        config,
+        imported if isinstance(imported, str) else None,
+        workdir if isinstance(workdir, str) else None,
+    )
 
 
 @dataclass

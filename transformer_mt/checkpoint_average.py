@@ -63,6 +63,7 @@ def average_checkpoints(paths: Sequence[str | Path]) -> Checkpoint:
         version=latest.version,
         averaged_from=[str(p) for p in paths],
         specials=latest.specials,
+        workdir=latest.workdir,
     )
 
 

@@ -33,18 +33,21 @@ def checkpoint_input_files(path: str | Path, what: str = "checkpoint") -> list[t
     origin = stored_origin(Path(path))
     if origin is None:  # not a checkpoint, or damaged: the loader names why
         return files
-    config, imported = origin  # imported: as given to tmt import, a hub name or a directory
-    files += config_input_files(config, f"{what} {path}")
+    files += config_input_files(origin.config, f"{what} {path}", origin.workdir)
+    imported = origin.imported_from  # as given to tmt import: a hub name or a directory
     if imported is not None and Path(imported).is_dir():
         files.append((Path(imported), f"model {what} {path} was imported from"))
     return files
 
 
-def config_input_files(config: ExperimentConfig, owner: str) -> list[tuple[Path, str]]:
+def config_input_files(
+    config: ExperimentConfig, owner: str, workdir: str | None = None
+) -> list[tuple[Path, str]]:
     """The local files a run of `config` reads besides the config file itself: its corpus
     (data.train, data.valid, data.test), tokenizer.extra_text, the given tokenizer models and
     train.init_from, as (path, what it is) pairs naming `owner` (the config file or checkpoint
-    they come from)."""
+    they come from). `workdir`: the directory a checkpoint's run read them from (`in_workdir`;
+    None: this process's)."""
     from transformer_mt.data.dataset import split_files  # imports `datasets`: only when asked
 
     files: list[tuple[Path, str]] = []
@@ -63,5 +66,17 @@ def config_input_files(config: ExperimentConfig, owner: str) -> list[tuple[Path,
         files.append((Path(config.train.init_from), what))
     unique: dict[Path, str] = {}  # a language's file of several training sources, once
     for path, what in files:
-        unique.setdefault(path, what)
+        unique.setdefault(Path(in_workdir(str(path), workdir)), what)
     return list(unique.items())
+
+
+def in_workdir(path: str, workdir: str | None) -> str:
+    """A path a checkpoint's config gives, as its run read it: a relative one from `workdir`,
+    the directory `tmt train` ran in (`Checkpoint.workdir`), where that still exists; as it
+    stands otherwise (None: a checkpoint that predates the record, or an import). A command
+    run from another directory had read `../data/train.tsv` from there: it wrote over the
+    training corpus it was meant to refuse as an output, and looked for the test set in the
+    wrong place."""
+    if workdir is None or Path(path).is_absolute() or not Path(workdir).is_dir():
+        return path
+    return str(Path(workdir) / path)

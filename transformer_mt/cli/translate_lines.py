@@ -142,7 +142,7 @@ def _ref_tokenize(args: argparse.Namespace) -> str:
     from transformer_mt.evaluation import bleu_tokenize, check_tokenize
 
     origin = stored_origin(Path(args.checkpoint[0]))
-    target = args.tgt_lang or (origin[0].data.tgt_lang if origin is not None else None)
+    target = args.tgt_lang or (origin.config.data.tgt_lang if origin is not None else None)
     tokenize = bleu_tokenize(target)
     try:
         check_tokenize(tokenize)

@@ -24,15 +24,18 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from transformer_mt.artifacts import load_for_inference
-from transformer_mt.data.dataset import check_sources, column_texts, load_split, source_faults
+from transformer_mt.artifacts import load_for_inference, stored_origin
+from transformer_mt.config import DataConfig
+from transformer_mt.data.dataset import column_texts, load_split, source_faults
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.evaluation import bleu_tokenize, check_tokenize, corpus_scores
 from transformer_mt.inference.languages import Languages, Pair, in_direction
 from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator
+from transformer_mt.input_files import in_workdir
 from transformer_mt.langid import LanguageIdentifier
 from transformer_mt.progress import Counted, ProgressReport, Reports, silent
 
@@ -96,17 +99,17 @@ def score_directions(
     asked = list(directions if directions is not None else languages.directions)
     _check_asked(languages, asked, pivot)
     data = load_for_inference(checkpoint).config.data  # where and how its test set is read
-    data = dataclasses.replace(data, test=test or data.test)
-    if data.test is None:
-        raise SettingError("test", None, "the checkpoint's config sets no data.test; give one")
+    data = dataclasses.replace(data, test=test or _stored_test(checkpoint, data))
     identifier = LanguageIdentifier(languages.codes) if off_target else None
     pivoted = _pivoted(asked, languages, pivot)
     tests = [dataclasses.replace(data, src_lang=s, tgt_lang=t) for s, t in asked]
     for test_data in tests:  # a FIFO or a folder refused before any translation
-        if test is None:
-            check_sources(test_data, ("test",))
-        elif faults := source_faults(test_data, ("test",)):
-            raise SettingError("test", test, ", ".join(faults[0][2]))
+        if faults := source_faults(test_data, ("test",)):
+            if test is not None:
+                raise SettingError("test", test, ", ".join(faults[0][2]))
+            raise SettingError(
+                "test", None, f"the checkpoint's test set: {', '.join(faults[0][2])}; give one"
+            )
     scores = []
     for (src_lang, tgt_lang), test_data in zip(asked, tests, strict=True):
         split = load_split(test_data, "test")
@@ -123,6 +126,21 @@ def score_directions(
             scores.append(_scored(src_lang, tgt_lang, route, texts, references, identifier))
             log.info("%s", _row(scores[-1]))
     return scores
+
+
+def _stored_test(checkpoint: str, data: DataConfig) -> str:
+    """The test set of the checkpoint's config (`data.test`), a local path as its run read
+    it (`input_files.in_workdir`).
+
+    Raises:
+        SettingError: the config sets none.
+    """
+    if data.test is None:
+        raise SettingError("test", None, "the checkpoint's config sets no data.test; give one")
+    if data.format == "hub":
+        return data.test
+    origin = stored_origin(Path(checkpoint))
+    return in_workdir(data.test, origin.workdir if origin is not None else None)
 
 
 def _check_asked(languages: Languages, asked: list[Pair], pivot: str | None) -> None:

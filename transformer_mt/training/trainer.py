@@ -20,6 +20,7 @@ with status 130 / 143 / 129 (training/signals.py).
 from __future__ import annotations
 
 import logging
+import os
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -266,6 +267,7 @@ class Trainer:
             specials=self.specials.to_dict(),
             step=self.step,
             ema=updater.ema.state_dict(self.model) if updater.ema is not None else None,
+            workdir=os.getcwd(),
             training=TrainingState(
                 optimizer=updater.optimizer.state_dict(),
                 scaler=updater.scaler.state_dict(),
