@@ -63,6 +63,39 @@ def test_unequal_line_counts_name_both_files(tmp_path):
     assert f"{src} has 2 lines" in message and f"{tgt} has 1" in message
 
 
+def test_a_line_count_that_differs_by_blank_lines_says_so(tmp_path):
+    src, tgt = write_text_pair(tmp_path)
+    tgt.write_text(tgt.read_text("utf-8") + "\n", "utf-8")
+    with pytest.raises(DataError) as info:
+        read_text_pair(src, tgt)
+    assert one_line_error(info).endswith(f"({tgt} ends in 1 blank line(s) the other lacks)")
+
+
+def test_a_tsv_skips_blank_lines_as_jsonl_does(tmp_path):
+    """A trailing blank line had stopped training: `x.tsv:3: expected 2 tab-separated fields,
+    found 1`, where JSONL skipped it."""
+    tsv = tmp_path / "x.tsv"
+    tsv.write_text("a\tb\n\n  \nc\td\n\n", "utf-8")
+    assert read_tsv(tsv)[:] == {"src": ["a", "c"], "tgt": ["b", "d"]}
+    cfg = DataConfig(format="tsv", train=str(tsv), src_lang="de", tgt_lang="en")
+    assert [pair[:2] for pair in dataset.stream_pairs(cfg, "train")] == [("a", "b"), ("c", "d")]
+
+
+def test_a_tsv_quoted_by_a_csv_writer_gets_a_warning(tmp_path, caplog):
+    """pandas' `to_csv(sep="\t")` quotes a field holding a quote and doubles the quotes in
+    it: read as it stands, the model would learn them."""
+    tsv = tmp_path / "x.tsv"
+    tsv.write_text('a\tb\n"Er sagt ""Hallo"""\t"He says ""Hello"""\n"x"\t"y"\n', "utf-8")
+    with caplog.at_level("WARNING"):
+        assert read_tsv(tsv)["src"][1] == '"Er sagt ""Hallo"""'
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert warning.startswith(f"{tsv}:2: a field in quotes with doubled quotes inside")
+    caplog.clear()
+    tsv.write_text('"x"\t"y"\nshe said "" twice\tb\n', "utf-8")
+    read_tsv(tsv)
+    assert not caplog.records
+
+
 def test_missing_file(tmp_path):
     src, _ = write_text_pair(tmp_path)
     with pytest.raises(DataError) as info:

@@ -46,7 +46,7 @@ from transformer_mt.data.readers import (
     read_tsv,
     stream_lines,
     stream_text_pair,
-    tsv_pair,
+    tsv_pairs,
 )
 from transformer_mt.data.specials import BACK_TRANSLATION_TAG
 from transformer_mt.text_files import file_problem
@@ -329,7 +329,7 @@ def _stream_location(cfg: DataConfig, location: Location) -> Iterator[DirectedPa
     if cfg.format == "text":
         pairs = stream_text_pair(*files)
     elif cfg.format == "tsv":
-        pairs = (tsv_pair(line, files[0], n) for n, line in stream_lines(files[0]))
+        pairs = tsv_pairs(stream_lines(files[0]), files[0])
     elif cfg.format == "jsonl":
         lines = ((n, line) for n, line in stream_lines(files[0]) if line.strip())
         pairs = (jsonl_pair(line, files[0], n, *langs) for n, line in lines)

@@ -1,6 +1,6 @@
 """Local corpus files read line by line: two line-aligned text files, TSV and JSONL, whole
 (`read_text_pair`, `read_tsv`, `read_jsonl`) or lazily (`stream_lines`, `stream_text_pair`, a
-line parsed by `tsv_pair` or `jsonl_pair`).
+line parsed by `tsv_pairs` or `jsonl_pair`).
 
 Read and checked here rather than by `datasets`' own loaders, so that every bad input
 (missing, empty, not UTF-8, unequal line counts, malformed line) is a one-line `DataError`
@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
+import logging
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import datasets
 
 from transformer_mt.errors import TmtError
 from transformer_mt.text_files import iter_lines, read_lines
+
+log = logging.getLogger(__name__)
 
 
 class DataError(TmtError):
@@ -30,16 +33,49 @@ def read_text_pair(src_path: str | Path, tgt_path: str | Path) -> datasets.Datas
     src = _corpus_lines(src_path)
     tgt = _corpus_lines(tgt_path)
     if len(src) != len(tgt):
+        longer, lines = (src_path, src) if len(src) > len(tgt) else (tgt_path, tgt)
+        extra = len(lines) - min(len(src), len(tgt))
+        blank = not any(line.strip() for line in lines[-extra:])
         raise DataError(
             f"line counts differ: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}"
+            + (f" ({longer} ends in {extra} blank line(s) the other lacks)" if blank else "")
         )
     return datasets.Dataset.from_dict({"src": src, "tgt": tgt})
 
 
 def read_tsv(path: str | Path) -> datasets.Dataset:
-    """One `source<TAB>target` pair a line."""
-    pairs = [tsv_pair(line, path, n) for n, line in enumerate(_corpus_lines(path), start=1)]
+    """One `source<TAB>target` pair a line; blank lines are skipped, as in JSONL."""
+    lines = enumerate(_corpus_lines(path), start=1)
+    pairs = list(tsv_pairs(((n, line) for n, line in lines), path))
     return datasets.Dataset.from_dict({"src": [s for s, _ in pairs], "tgt": [t for _, t in pairs]})
+
+
+def tsv_pairs(lines: Iterable[tuple[int, str]], path: str | Path) -> Iterator[tuple[str, str]]:
+    """(source, target) of each non-blank (number, line) of the TSV file `path`, lazily, with
+    one warning at the first field quoted as a CSV writer quotes it (`csv_quoted`)."""
+    warned = False
+    for number, line in lines:
+        if not line.strip():
+            continue
+        pair = tsv_pair(line, path, number)
+        if not warned and any(map(csv_quoted, pair)):
+            warned = True
+            log.warning(
+                "%s:%d: a field in quotes with doubled quotes inside, as a CSV writer quotes "
+                "it (pandas' to_csv, Python's csv): TSV fields are read as they stand, so the "
+                "model would learn the quotes; write the file without quoting "
+                "(quoting=csv.QUOTE_NONE)",
+                path,
+                number,
+            )
+        yield pair
+
+
+def csv_quoted(field: str) -> bool:
+    """Whether `field` is quoted as a CSV writer quotes a field holding a quote: wrapped in
+    quotes, each quote inside doubled ("Er sagte ""Hallo"".")."""
+    inner = field[1:-1]
+    return len(field) > 2 and field[0] == field[-1] == '"' and '""' in inner
 
 
 def read_jsonl(path: str | Path, src_lang: str, tgt_lang: str) -> datasets.Dataset:
