@@ -38,3 +38,18 @@ def test_language_codes_of_every_form_in_use_load(tmp_path, code):
     config.write_text("train: {}\n")
     loaded = load_config(config, [f"data.tgt_lang={code}", f"tokenizer.language_tags=[{code}]"])
     assert loaded.data.tgt_lang == code
+
+
+def test_training_warns_about_a_code_that_names_no_language(caplog):
+    """`data.src_lang: french` trained without a word, its sentences split by English rules
+    and its BLEU tokenised by 13a."""
+    from transformer_mt.config import DataConfig
+    from transformer_mt.training.run import _note_unknown_languages
+
+    with caplog.at_level("WARNING"):
+        _note_unknown_languages(DataConfig(src_lang="french", tgt_lang="en"))
+        _note_unknown_languages(DataConfig(src_lang="pt-BR", tgt_lang="deu_Latn"))
+    assert [r.getMessage() for r in caplog.records] == [
+        "data language 'french' names no one language (ISO 639: fr, fra, pt-BR): sentences are "
+        "split by English rules and BLEU is tokenised by 13a"
+    ]

@@ -22,6 +22,7 @@ import torch
 from transformer_mt import __version__, kernels
 from transformer_mt.artifacts import Checkpoint, fit_weights
 from transformer_mt.config import (
+    DataConfig,
     ExperimentConfig,
     config_to_dict,
     given_keys,
@@ -45,6 +46,7 @@ from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.evaluation import bleu_tokenize, check_tokenize
 from transformer_mt.files import check_folder, refuse_read_only
+from transformer_mt.langid import names_one_language
 from transformer_mt.machine import (
     ThreadGovernor,
     bound_primitive_cache,
@@ -117,6 +119,7 @@ def run_training(
     check_sources(config.data, ("train", "valid"))  # every path, before any work
     if config.train.valid_bleu:
         _check_valid_bleu(config.data.tgt_lang)
+    _note_unknown_languages(config.data)
     device = _train_device(config.train.device)
     dist = init_distributed(device.type)
     setup_logging(dist.is_main)
@@ -177,6 +180,18 @@ def _check_valid_bleu(tgt_lang: str) -> None:
             f"data.tgt_lang={tgt_lang}: validation BLEU is tokenised by {err.value}, "
             f"{err.reason}; or set train.valid_bleu: false"
         ) from None
+
+
+def _note_unknown_languages(data: DataConfig) -> None:
+    """Warn about a language code that names no one language (`french` for fr): its text is
+    split into sentences by English rules and its BLEU tokenised by 13a, whatever it is."""
+    for code in dict.fromkeys(code for pair in data.directions() for code in pair):
+        if not names_one_language(code):
+            log.warning(
+                "data language %r names no one language (ISO 639: fr, fra, pt-BR): sentences "
+                "are split by English rules and BLEU is tokenised by 13a",
+                code,
+            )
 
 
 def _checkpoints_stamp(folder: Path) -> tuple[tuple[str, int, int], ...]:
