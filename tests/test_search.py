@@ -268,19 +268,36 @@ def test_a_top_p_below_float32s_least_keeps_the_most_probable_token():
     assert choose(log_probs, torch.tensor([0, 1]), torch.tensor([0, 0])).tolist() == [1, 0]
 
 
-def test_a_draw_picks_each_token_as_often_as_its_probability():
-    """The inverse of the distribution function at uniform draws: 20,000 draws of one row
-    against its probabilities, and never a token of no mass (top_k 3 of 4)."""
-    cfg = DecodeConfig(sampling=True, top_k=3)
-    probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
-    n = 20_000
+PROBS = torch.tensor([0.5, 0.3, 0.15, 0.05])
+
+
+def _shares(cfg: DecodeConfig, n: int = 20_000) -> torch.Tensor:
+    """How often each token of `PROBS` is drawn in `n` draws of one row under `cfg`."""
     choose = search_sampling._sampler(cfg, np.arange(n, dtype=np.uint64))
     tokens = choose(
-        probs.log().expand(n, 4).clone(), torch.arange(n), torch.zeros(n, dtype=torch.long)
+        PROBS.log().expand(n, 4).clone(), torch.arange(n), torch.zeros(n, dtype=torch.long)
     )
-    counts = torch.bincount(tokens, minlength=4).double() / n
-    kept = probs[:3] / probs[:3].sum()
-    assert counts[3] == 0 and torch.allclose(counts[:3], kept.double(), atol=0.015)
+    return torch.bincount(tokens, minlength=4).double() / n
+
+
+@pytest.mark.parametrize(
+    "filters, expected",
+    [
+        # top_k 3 of 4: never the fourth token, the others renormalised
+        (dict(top_k=3), torch.tensor([0.5, 0.3, 0.15, 0.0]) / 0.95),
+        # temperature T: softmax(log p / T); the product log p * T had drawn 0.68/0.25/0.06
+        (dict(temperature=2.0), torch.softmax(PROBS.log() / 2.0, -1)),
+        # top_p 0.9 keeps the token whose mass crosses 0.9 (0.5 + 0.3 + 0.15); cutting one
+        # token early had drawn 0.625/0.375
+        (dict(top_p=0.9), torch.tensor([0.5, 0.3, 0.15, 0.0]) / 0.95),
+    ],
+)
+def test_a_draw_picks_each_token_as_often_as_its_probability(filters, expected):
+    """The inverse of the distribution function at uniform draws: 20,000 draws of one row
+    against the probabilities its filters leave, and never a token they take away."""
+    counts = _shares(DecodeConfig(sampling=True, **filters))
+    assert torch.allclose(counts, expected.double(), atol=0.015)
+    assert (counts[expected == 0] == 0).all()
 
 
 def test_uniforms_are_splitmix64s_outputs():

@@ -46,11 +46,17 @@ def marian_config(**changes):
 
 
 def marian(logits_bias=True, **changes):
-    """A random Marian; with `logits_bias`, a non-zero final_logits_bias as OPUS-MT's."""
+    """A random Marian, its weights 4x HF's initialisation; with `logits_bias`, a non-zero
+    final_logits_bias as OPUS-MT's. At HF's own scale (std 0.02) the logits were that bias
+    and the decoder's positions: changing every source token moved them by 0.0009, so an
+    encoder without its padding mask or attention scaled by 1/d passed at atol 1e-4."""
     torch.manual_seed(0)
     model = transformers.MarianMTModel(marian_config(**changes)).eval()
-    if logits_bias:
-        with torch.no_grad():
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "embed_positions" not in name:  # the sinusoids stay as they are
+                p.mul_(4.0)
+        if logits_bias:
             model.final_logits_bias.normal_()
     return model
 
@@ -103,6 +109,23 @@ def test_logits_equal_marian(changes):
     with torch.no_grad():
         logits = ours(src, tgt)
     assert_close(logits, hf_logits(hf, src, tgt), atol=1e-4, rtol=1e-4)
+
+
+def test_the_logits_compared_depend_on_the_source_and_its_padding():
+    """What makes `test_logits_equal_marian` a proof of the encoder and of attention: the
+    logits move far beyond its tolerance with the source's tokens and with what lies under
+    its padding (read where the mask is not applied)."""
+    hf = marian()
+    src, tgt = batch()
+    other = src.clone()
+    other[src != PAD] = (src[src != PAD] + 1 - 4) % (V - 4) + 4
+    under_padding = src.masked_fill(src == PAD, 5)
+    with torch.no_grad():
+        logits = hf(input_ids=src, attention_mask=(src != PAD).long(), decoder_input_ids=tgt)
+        moved = hf(input_ids=other, attention_mask=(src != PAD).long(), decoder_input_ids=tgt)
+        unmasked = hf(input_ids=under_padding, decoder_input_ids=tgt)
+    assert (moved.logits - logits.logits).abs().max() > 0.1
+    assert (unmasked.logits - logits.logits)[1:].abs().max() > 0.1
 
 
 @pytest.mark.parametrize("changes", MARIAN_VARIANTS[2:5])
