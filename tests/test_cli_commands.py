@@ -86,3 +86,16 @@ def test_every_command_that_writes_a_file_takes_out_and_output_alike():
     assert args.out == "c.svg"
     args = build_parser().parse_args(["translate", "--checkpoint", "a.pt", "--out", "o.txt"])
     assert args.output == "o.txt"
+
+
+def test_translating_a_tsv_of_pairs_says_so(checkpoint, tmp_path, capsys):
+    """Every line holding one TAB: the target column had been translated as source text,
+    without a word."""
+    pairs, plain = tmp_path / "test.tsv", tmp_path / "test.de"
+    pairs.write_text("ein hund\tA dog\nzwei katzen\tTwo cats\n", encoding="utf-8")
+    plain.write_text("ein hund\tA dog\nzwei katzen\n", encoding="utf-8")
+    for path, warned in ((pairs, True), (plain, False)):
+        argv = ["translate", "--checkpoint", str(checkpoint), "--input", str(path), "--quiet"]
+        assert main([*argv, "--output", str(tmp_path / "out.en")]) == 0
+        said = capsys.readouterr().err
+        assert (f"warning: every line of {path} held one TAB, as a TSV" in said) is warned

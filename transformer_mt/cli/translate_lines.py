@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import itertools
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,10 +109,19 @@ def translate_lines(args: argparse.Namespace) -> int:
         _check_phrases(args, translator, files.glossary)
         if files.glossary is not None:
             translator.encoding.check_glossary(files.glossary)
+        tabs = Counter[str]()
+        source = dataclasses.replace(source, lines=_tabs_counted(source.lines, tabs))
         count = _translate(
             args, translator, source, glossary=files.glossary, stack=stack, scores=scores
         )
     print_input_warnings(translator)
+    if count and tabs["one tab"] == tabs["lines"]:
+        print(
+            f"warning: every line of {source.name} held one TAB, as a TSV of pairs does: each "
+            "was translated whole, its second column too; tmt evaluate --checkpoint CKPT "
+            "--test FILE scores a TSV test set (data.format tsv)",
+            file=sys.stderr,
+        )
     if not args.quiet:
         print(f"translated {count} line(s)", file=sys.stderr)
     if scores is not None:
@@ -298,6 +309,14 @@ def _line_options(
     prefixes = from_first(args.prefix, iter_lines)
     constraints = from_first(args.constraints, iter_constraints)
     return LineOptions(prefixes, constraints, glossary, first_line=first)
+
+
+def _tabs_counted(lines: Iterable[str], tabs: Counter[str]) -> Iterator[str]:
+    """`lines`, counted in `tabs` ("lines", and "one tab": those holding exactly one TAB)."""
+    for line in lines:
+        tabs["lines"] += 1
+        tabs["one tab"] += line.count("\t") == 1
+        yield line
 
 
 def _translate(
