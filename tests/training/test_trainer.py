@@ -204,6 +204,19 @@ def test_stop_exit_codes_are_the_shells():
     assert (stop.name, stop.exit_code) == ("SIGHUP", 129)
 
 
+def test_a_caught_signal_is_acknowledged_at_once(caplog):
+    """Seen only when the step or validation ended (minutes, for a long validation), a Ctrl-C
+    had looked ignored, and a second one stops without saving."""
+    stop = StopRequests()
+    with caplog.at_level("WARNING"), stop.caught():
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.caught_one()
+        assert [r.getMessage() for r in caplog.records] == [
+            "SIGINT: stopping once the update or validation in progress ends, last.pt saved; "
+            "a second signal stops at once without saving"
+        ]
+
+
 def test_a_closed_terminal_stops_a_run_but_not_one_started_under_nohup():
     """SIGHUP (a closed terminal or a dropped SSH connection) is caught as SIGTERM is, so that
     the run saves; ignored when training starts (`nohup`), it stays ignored."""

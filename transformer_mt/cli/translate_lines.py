@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from transformer_mt.cli.common import device_of, open_in, open_out, set_cpu_threads
+from transformer_mt.cli.translate_resume import open_partial, say_kept
 from transformer_mt.cli.translator_flags import (
     load_glossary,
     load_translator,
@@ -34,18 +35,13 @@ from transformer_mt.cli.translator_flags import (
 )
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.progress import ProgressReport
-from transformer_mt.stream_names import is_stream
 
 if TYPE_CHECKING:  # imported where used: `tmt --help` loads no model library
     from transformer_mt.evaluation import CorpusScorer
     from transformer_mt.inference.glossary import Glossary
-    from transformer_mt.inference.resume import PartialOutput
     from transformer_mt.inference.stream import LineOptions
     from transformer_mt.inference.translator import Translation, Translator
 
-# Flags that change what is said on stderr or where the output goes, not the translations:
-# a run continued with another of them writes the same output.
-NOT_IN_FINGERPRINT = frozenset({"output", "progress", "quiet"})
 # Lines translated (and held) at a time: enough for length-sorted batches to keep padding
 # low; also the step at which an interrupted run is continued.
 CHUNK_LINES = 2000
@@ -334,7 +330,8 @@ def _translate(
     from transformer_mt.inference.constrained import ConstraintsError
     from transformer_mt.inference.stream import translate_stream
 
-    partial = _open_partial(args, source, translator.decode.n_best, stack)
+    n_best = translator.decode.n_best
+    partial = open_partial(args, source.is_file, source.total, n_best, stack)
     out = open_out(args.output, stack) if partial is None else partial.file
     first = 0 if partial is None else partial.resumed
     report = None if args.report is None else open_out(args.report, stack)
@@ -366,17 +363,8 @@ def _translate(
         raise TmtError(f"{where}:{err.line + 1}: {err.reason}") from None
     except BaseException:
         if partial is not None and partial.lines_done and not args.quiet:
-            _say_kept(partial)
+            say_kept(partial)
         raise
-
-
-def _say_kept(partial: PartialOutput) -> None:
-    """Where the lines an interrupted run finished wait for the same command to continue."""
-    print(
-        f"note: {partial.lines_done} translated line(s) kept in {partial.partial}; "
-        "the same command continues from there",
-        file=sys.stderr,
-    )
 
 
 def _progress(args: argparse.Namespace, source: _Source, first: int) -> ProgressReport:
@@ -385,58 +373,3 @@ def _progress(args: argparse.Namespace, source: _Source, first: int) -> Progress
 
     total = None if source.total is None else source.total - first
     return stream_progress(total, *progress_style(args, source.interactive))
-
-
-def _open_partial(
-    args: argparse.Namespace, source: _Source, n_best: int, stack: contextlib.ExitStack
-) -> PartialOutput | None:
-    """The resumable output of a file translated to a file (None: another run), `n_best` lines
-    for each line of the input, saying on stderr what became of an earlier run's partial. Not
-    with --ref, whose scores need the translations of every chunk (an earlier run's are not
-    scored again), nor --report, a second output."""
-    stream = args.output == "-" or is_stream(args.output)  # a device, a FIFO, /dev/stdout
-    if stream or not source.is_file or args.ref or args.report:
-        return None
-    from transformer_mt.inference.resume import resumable_output
-
-    partial = stack.enter_context(resumable_output(args.output, _fingerprint(args), n_best))
-    if args.quiet:
-        return partial
-    if partial.note is not None:
-        print(f"note: {partial.note}", file=sys.stderr)
-    if partial.resumed:
-        print(
-            f"note: continuing {partial.partial}: {partial.resumed} of {source.total} lines "
-            "were translated by an earlier run",
-            file=sys.stderr,
-        )
-    return partial
-
-
-def _fingerprint(args: argparse.Namespace) -> dict[str, object]:
-    """What decides the translations of a run: the identity (path, size, modification time)
-    of each file it reads, and every flag but those in NOT_IN_FINGERPRINT."""
-    from transformer_mt.inference.resume import file_identity
-
-    checkpoints = args.checkpoint if isinstance(args.checkpoint, list) else [args.checkpoint]
-    files = {
-        "--checkpoint file": [file_identity(path) for path in checkpoints],
-        **{
-            f"{flag} file": file_identity(path)
-            for flag, path in (
-                ("--input", args.input),
-                ("--prefix", args.prefix),
-                ("--constraints", args.constraints),
-                ("--glossary", args.glossary),
-                ("--shortlist", args.shortlist),
-            )
-            if path is not None
-        },
-    }
-    simple = (str, int, float, bool, type(None), list, tuple)
-    flags = {
-        f"--{key.replace('_', '-')}": value
-        for key, value in sorted(vars(args).items())
-        if key not in NOT_IN_FINGERPRINT and isinstance(value, simple)
-    }
-    return {**files, **flags}

@@ -4,6 +4,7 @@ so that what a run said stays with it after its terminal is gone."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from collections.abc import Iterator
@@ -50,7 +51,7 @@ def log_file(run_dir: Path, is_main: bool) -> Iterator[None]:
     if not is_main:
         yield
         return
-    handler = logging.FileHandler(run_dir / LOG_NAME, encoding="utf-8")
+    handler = _RunLog(run_dir / LOG_NAME, encoding="utf-8")
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     handler.setLevel(logging.INFO)
     root = logging.getLogger()
@@ -63,4 +64,31 @@ def log_file(run_dir: Path, is_main: bool) -> Iterator[None]:
         raise
     finally:
         root.removeHandler(handler)
-        handler.close()
+        with contextlib.suppress(OSError):  # a full disk: the error that ended the run stays
+            handler.close()
+
+
+class _RunLog(logging.FileHandler):
+    """`train.log`, which stops on its first failed write (a full disk) with one warning on
+    stderr: logging's own way printed a traceback for every line while the disk stayed full,
+    and its close replaced the error that stopped the run (naming the checkpoint it could not
+    write) with one naming no file."""
+
+    broken = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.broken:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's name)
+        if self.broken:
+            return
+        self.broken = True
+        err = sys.exc_info()[1]
+        reason = getattr(err, "strerror", None) or err
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # stderr may be gone
+            print(
+                f"warning: {self.baseFilename}: cannot write ({reason}); the run's lines go to "
+                "stderr only",
+                file=sys.stderr,
+            )

@@ -11,11 +11,14 @@ status is the shell's 128 + signal number, as if the signal had killed the proce
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 # The signals that stop a run (SIGHUP: not on Windows), with the exit status of each.
 EXIT_CODES = {
@@ -57,6 +60,13 @@ class StopRequests:
             self.signum = signum
             for s, h in previous.items():
                 signal.signal(s, h)
+            # Said at once: a validation may take minutes before the stop is seen, and a user
+            # who sees nothing sends the second signal, which stops without saving.
+            log.warning(
+                "%s: stopping once the update or validation in progress ends, last.pt saved; "
+                "a second signal stops at once without saving",
+                self.name,
+            )
 
         for s in previous:
             signal.signal(s, handler)
