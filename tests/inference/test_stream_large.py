@@ -220,17 +220,29 @@ def _lines_done(sidecar: Path) -> int:
 
 
 def test_an_output_written_by_a_running_process_is_refused(checkpoint, source, tmp_path):
+    """The writer holds a lock on the partial; a recorded PID alone proves nothing (PIDs are
+    reused: a live process that does not write had been blamed, the rerun refused)."""
     out = tmp_path / "out.txt"
-    _, sidecar = partial_paths(out)
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    partial, sidecar = partial_paths(out)
+    holder = (
+        "import fcntl, sys, time; f = open(sys.argv[1], 'a'); "
+        "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"
+    )
+    writer = subprocess.Popen(
+        [sys.executable, "-c", holder, str(partial)], stdout=subprocess.PIPE, text=True
+    )
     try:
-        record = {"fingerprint": {}, "lines_done": 0, "bytes": 0, "pid": sleeper.pid}
+        assert writer.stdout.readline() == "held\n"
+        record = {"fingerprint": {}, "lines_done": 0, "bytes": 0, "pid": writer.pid}
         sidecar.write_text(json.dumps(record), encoding="utf-8")
         assert translate(checkpoint, source, out) == 2
     finally:
-        sleeper.kill()
-        sleeper.wait()
+        writer.kill()
+        writer.wait()
     assert os.path.exists(sidecar) and not out.exists()
+    record["pid"] = os.getppid()  # alive, and no writer: the lock is gone with its process
+    sidecar.write_text(json.dumps(record), encoding="utf-8")
+    assert translate(checkpoint, source, out) == 0 and out.exists()
 
 
 def test_each_chunk_is_asked_with_its_own_prefixes_and_constraints(

@@ -3,6 +3,10 @@
 Beside the output `OUT` a run writes `.OUT.partial` (the translations of the chunks done so far)
 and `.OUT.partial.json` (what the run is and how far it got: the `fingerprint` of its input,
 checkpoint and flags, the input lines done, the partial's size then, and the writer's PID).
+The writer holds an exclusive `fcntl.flock` on the partial while it runs, which a second run of
+the same output is refused by; the kernel drops it when the writer ends for any reason, so a
+rerun after a crash or a reboot continues (a recorded PID that is alive proves nothing: PIDs
+are reused, and another program had been blamed).
 After every chunk the partial is flushed and synced before the sidecar says it is done, so a
 run stopped at any moment (Ctrl-C, SIGTERM, SIGKILL, a full disk) leaves a sidecar that tells
 the truth; bytes written after it are cut off when the run is continued. A rerun with the same
@@ -23,7 +27,11 @@ from typing import TextIO
 
 from transformer_mt.errors import TmtError, shown_value
 from transformer_mt.files import atomic_open, refuse_read_only, write_errors
-from transformer_mt.temporaries import another_process_runs
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock
+    fcntl = None
 
 PARTIAL = ".partial"
 
@@ -57,10 +65,14 @@ class PartialOutput:
         self.fingerprint = json.loads(json.dumps(fingerprint))  # as it reads back
         self.lines_per_input = lines_per_input
         self.note: str | None = None
-        self.resumed = self._earlier_lines()
+        # Open, and locked, as long as the run writes; closed by `finish` or `abandon`.
+        self.file: TextIO = self._locked_partial()
+        try:
+            self.resumed = self._earlier_lines()
+        except BaseException:
+            self.file.close()
+            raise
         self.lines_done = self.resumed
-        # Open as long as the run writes; closed by `finish` or `abandon`.
-        self.file: TextIO = open(self.partial, "a", encoding="utf-8")  # noqa: SIM115
 
     def commit(self, lines_done: int) -> None:
         """Record that the partial holds the translations of `lines_done` input lines."""
@@ -86,19 +98,42 @@ class PartialOutput:
             self.partial.unlink(missing_ok=True)
             self.sidecar.unlink(missing_ok=True)
 
+    def _locked_partial(self) -> TextIO:
+        """The partial, opened for appending and locked (see the module).
+
+        A run that finished renamed its partial to the output, and one that had nothing to
+        keep removed it; a run that opened the old file just before then locks a file no
+        other sees, so the lock counts only where the partial's name still names that file.
+
+        Raises:
+            TmtError: another run holds the lock.
+        """
+        while True:
+            file = open(self.partial, "a", encoding="utf-8")  # noqa: SIM115
+            if fcntl is None:  # Windows: no flock, nothing guards against a second run
+                return file
+            try:
+                fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                file.close()
+                pid = (self._read_sidecar() or {}).get("pid")
+                who = f" (PID {pid})" if isinstance(pid, int) else ""
+                raise TmtError(
+                    f"{self.path}: another run{who} is writing it; wait for it, or stop it"
+                ) from None
+            with contextlib.suppress(FileNotFoundError):
+                if os.path.samestat(os.stat(self.partial), os.fstat(file.fileno())):
+                    return file
+            file.close()
+
     def _earlier_lines(self) -> int:
         """The lines an earlier run of the same fingerprint left, its partial cut to the size
-        its sidecar records; 0 (and both removed, with a note) for any other run's."""
+        its sidecar records; 0 (and both emptied, with a note) for any other run's."""
         earlier = self._read_sidecar()
         if earlier is None:
-            self.partial.unlink(missing_ok=True)
+            os.ftruncate(self.file.fileno(), 0)
             self._write_sidecar(lines_done=0)
             return 0
-        pid = earlier.get("pid")
-        if isinstance(pid, int) and another_process_runs(pid):
-            raise TmtError(
-                f"{self.path}: another run (PID {pid}) is writing it; wait for it, or stop it"
-            )
         lines, recorded = earlier.get("lines_done"), earlier.get("bytes")
         if earlier.get("fingerprint") != self.fingerprint:
             differ = _differences(earlier.get("fingerprint"), self.fingerprint)
@@ -114,7 +149,7 @@ class PartialOutput:
                 f"{shown_value(json.dumps(lines))}, bytes {shown_value(json.dumps(recorded))}); "
                 "starting afresh"
             )
-        self.partial.unlink(missing_ok=True)
+        os.ftruncate(self.file.fileno(), 0)
         self._write_sidecar(lines_done=0)
         return 0
 
