@@ -71,14 +71,15 @@ def test_a_line_count_that_differs_by_blank_lines_says_so(tmp_path):
     assert one_line_error(info).endswith(f"({tgt} ends in 1 blank line(s) the other lacks)")
 
 
-def test_a_tsv_skips_blank_lines_as_jsonl_does(tmp_path):
+def test_a_blank_tsv_line_is_an_empty_pair_as_in_text_files(tmp_path):
     """A trailing blank line had stopped training: `x.tsv:3: expected 2 tab-separated fields,
-    found 1`, where JSONL skipped it."""
+    found 1`. As an empty pair it is dropped from training, and pair numbers stay lines."""
     tsv = tmp_path / "x.tsv"
     tsv.write_text("a\tb\n\n  \nc\td\n\n", "utf-8")
-    assert read_tsv(tsv)[:] == {"src": ["a", "c"], "tgt": ["b", "d"]}
+    pairs = [("a", "b"), ("", ""), ("", ""), ("c", "d"), ("", "")]
+    assert read_tsv(tsv)[:] == {"src": [s for s, _ in pairs], "tgt": [t for _, t in pairs]}
     cfg = DataConfig(format="tsv", train=str(tsv), src_lang="de", tgt_lang="en")
-    assert [pair[:2] for pair in dataset.stream_pairs(cfg, "train")] == [("a", "b"), ("c", "d")]
+    assert [pair[:2] for pair in dataset.stream_pairs(cfg, "train")] == pairs
 
 
 def test_a_tsv_quoted_by_a_csv_writer_gets_a_warning(tmp_path, caplog):

@@ -210,3 +210,37 @@ def test_sigterm_drains_the_server_then_it_exits(tmp_path):
         child.wait()
     text = log.read_text()
     assert "refusing new requests" in text and "POST /v1/translate 200" in text, text
+
+
+def test_a_second_signal_stops_without_finishing_the_admitted_requests(tmp_path):
+    """A second SIGTERM had been handed to uvicorn, which waited for every admitted request
+    (here a minute of decoding) before it exited."""
+    probe = listen("127.0.0.1", 0)
+    port = probe.getsockname()[1]
+    probe.close()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path / "serve.log"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with open(log, "w") as stderr:  # 100 steps of 2 s: minutes for the slow request
+        child = subprocess.Popen(
+            [sys.executable, "-c", SERVE, str(port), "2"], cwd=ROOT, env=env, stderr=stderr
+        )
+    try:
+        wait_for(lambda: up(url) or child.poll() is not None, timeout=60)
+        assert child.poll() is None, log.read_text()
+        with ThreadPoolExecutor(1) as pool:
+            slow = pool.submit(call, f"{url}/v1/translate", {"text": SLOW}, 120)
+            wait_for(lambda: running_sentences(url) == 1)
+            child.send_signal(signal.SIGTERM)
+            wait_for(lambda: call(f"{url}/health")[0] == 503)
+            child.send_signal(signal.SIGTERM)
+            assert child.wait(timeout=60) == -signal.SIGTERM
+            try:
+                status = slow.result(timeout=30)[0]
+            except OSError:  # the connection closed without an answer
+                status = None
+            assert status != 200
+    finally:
+        child.kill()
+        child.wait()
+    assert "stopping without finishing the admitted requests" in log.read_text()

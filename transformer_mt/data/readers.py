@@ -44,20 +44,21 @@ def read_text_pair(src_path: str | Path, tgt_path: str | Path) -> datasets.Datas
 
 
 def read_tsv(path: str | Path) -> datasets.Dataset:
-    """One `source<TAB>target` pair a line; blank lines are skipped, as in JSONL."""
+    """One `source<TAB>target` pair a line; a blank line is an empty pair (`tsv_pairs`)."""
     lines = enumerate(_corpus_lines(path), start=1)
     pairs = list(tsv_pairs(((n, line) for n, line in lines), path))
     return datasets.Dataset.from_dict({"src": [s for s, _ in pairs], "tgt": [t for _, t in pairs]})
 
 
 def tsv_pairs(lines: Iterable[tuple[int, str]], path: str | Path) -> Iterator[tuple[str, str]]:
-    """(source, target) of each non-blank (number, line) of the TSV file `path`, lazily, with
-    one warning at the first field quoted as a CSV writer quotes it (`csv_quoted`)."""
+    """(source, target) of each (number, line) of the TSV file `path`, lazily, with one
+    warning at the first field quoted as a CSV writer quotes it (`csv_quoted`). A blank line
+    is an empty pair, as a blank line of two text files is: training drops it as empty, and
+    pair numbers stay line numbers (a trailing blank line had stopped training as a line of
+    one field)."""
     warned = False
     for number, line in lines:
-        if not line.strip():
-            continue
-        pair = tsv_pair(line, path, number)
+        pair = tsv_pair(line, path, number) if line.strip() else ("", "")
         if not warned and any(map(csv_quoted, pair)):
             warned = True
             log.warning(

@@ -73,6 +73,15 @@ class DrainingServer(EngineServer):
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.draining is not None:
+            # The second signal: the admitted requests are dropped (their clients get 503)
+            # and uvicorn does not wait for their connections. Handed to uvicorn alone, a
+            # second SIGTERM had still waited for every admitted request to finish.
+            logger.warning("signal %d again: stopping without finishing the admitted requests", sig)
+            self.force_exit = True
+            engine = self.app.state.engine
+            threading.Thread(
+                target=engine.stop, args=(False,), name="tmt-stop", daemon=True
+            ).start()
             super().handle_exit(sig, frame)
             return
         logger.info("signal %d: refusing new requests, finishing the ones admitted", sig)
