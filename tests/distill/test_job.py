@@ -49,6 +49,21 @@ def test_the_corpus_is_the_translators_output_filtered(reversing_checkpoint, cor
     assert len(dropped) == 23 - len(kept) and "empty\t\t" in dropped
 
 
+def test_a_second_distillation_of_one_directory_is_refused(reversing_checkpoint, corpus, tmp_path):
+    """Two had translated the same chunks side by side, their lines interleaved in the log."""
+    from transformer_mt.distill.job import LOCK_NAME
+    from transformer_mt.run_lock import lock_run_dir
+
+    settings = TeacherSettings(chunk_lines=4)
+    run = tmp_path / "run"
+    distill(reversing_checkpoint, corpus, run, settings=settings)
+    refused = pytest.raises(TmtError, match=rf"^{run}: another distillation is using it \(")
+    with lock_run_dir(run, LOCK_NAME, "distillation"), refused:  # as a first run holds it
+        distill(reversing_checkpoint, corpus, run, settings=settings)
+    assert distill(reversing_checkpoint, corpus, run, settings=settings).reused_chunks == 6
+    assert not (run / LOCK_NAME).exists()
+
+
 # Run in a child process: `tmt distill`, killed by SIGKILL while the third chunk file is
 # half written (after its temporary is created, before the rename).
 KILLED_CHILD = textwrap.dedent(

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from transformer_mt import run_lock as lock_module
 from transformer_mt.artifacts import load_checkpoint
 from transformer_mt.cli import main
 from transformer_mt.errors import TmtError
 from transformer_mt.run_layout import LOCK_NAME
-from transformer_mt.training import lock as lock_module
-from transformer_mt.training.lock import lock_run_dir
+from transformer_mt.run_lock import lock_run_dir
 from transformer_mt.training.run import _run_dir_lock, run_training
 
 from .conftest import write_corpus
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 HOLDER = """\
 import sys
 from pathlib import Path
-from transformer_mt.training.lock import lock_run_dir
+from transformer_mt.run_lock import lock_run_dir
 with lock_run_dir(Path(sys.argv[1])):
     print("locked", flush=True)
     sys.stdin.readline()

@@ -7,6 +7,8 @@
       distill.log        what each run did, with the time: its plan, each chunk translated
                          (lines, seconds, sentences/s), progress lines, the filter's counts
       dropped.tsv        the pairs the filter dropped: rule, source, translation
+      distill.lock       held while a run writes the directory (`run_lock`): a second run
+                         of the same directory is refused
 
 Each chunk file is written under a temporary name and renamed when whole (`files.atomic_open`),
 so a chunk file that exists is finished: a run killed at any point, by SIGKILL too, loses at
@@ -55,10 +57,12 @@ from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator
 from transformer_mt.input_files import checkpoint_input_files
 from transformer_mt.progress import PROGRESS_SECONDS, Counted, ProgressReport, duration
+from transformer_mt.run_lock import lock_run_dir
 from transformer_mt.text_files import read_lines
 
 CHUNKS_DIR = "chunks"
 LOG_NAME = "distill.log"
+LOCK_NAME = "distill.lock"  # held while a distillation writes the directory
 DROPPED_NAME = "dropped.tsv"
 # `distill: translated 1200/29000 lines (4%), 120.3 sentences/s, ETA 3m51s`
 DISTILLED = Counted(verb="translated", noun="lines", rate_unit="sentences", label="distill")
@@ -128,7 +132,9 @@ def distill(
     claim_run_dir(run_dir, manifest)
     check_folder(run_dir / CHUNKS_DIR, "distill keeps its chunks")
     (run_dir / CHUNKS_DIR).mkdir(exist_ok=True)
-    with open(run_dir / LOG_NAME, "a", encoding="utf-8") as log_file:
+    # One distillation at a time: a second had translated the same chunks beside the first.
+    locked = lock_run_dir(run_dir, LOCK_NAME, "distillation")
+    with locked, open(run_dir / LOG_NAME, "a", encoding="utf-8") as log_file:
         log = _Log(log_file)
         lines = sum(1 for _ in stream_pairs(data, "train"))
         chunks = _Chunks(run_dir / CHUNKS_DIR, lines, settings.chunk_lines)

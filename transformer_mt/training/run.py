@@ -66,6 +66,7 @@ from transformer_mt.run_layout import (
     METRICS_NAME,
     TOKENIZER_PREFIX,
 )
+from transformer_mt.run_lock import lock_run_dir
 from transformer_mt.temporaries import temporary_stem_of
 from transformer_mt.training import finetune
 from transformer_mt.training.checkpoints import resume_checkpoint
@@ -76,7 +77,6 @@ from transformer_mt.training.distributed import (
     shutdown_distributed,
 )
 from transformer_mt.training.footprint import check_fits
-from transformer_mt.training.lock import lock_run_dir
 from transformer_mt.training.logs import log_file, setup_logging
 from transformer_mt.training.rng import seed_everything
 from transformer_mt.training.trainer import Placement, Trainer

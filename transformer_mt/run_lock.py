@@ -1,4 +1,5 @@
-"""One training process per run directory: an exclusive lock on `RUN/train.lock`.
+"""One process per run directory: an exclusive lock on `RUN/train.lock` while `tmt train`
+runs (`RUN/distill.lock` while `tmt distill` does).
 
 The lock is `fcntl.flock` on an open file, not a PID file: the kernel drops it when the
 holder's process ends for any reason, SIGKILL and out-of-memory kills included, so a lock left
@@ -30,10 +31,13 @@ log = logging.getLogger(__name__)
 
 
 @contextmanager
-def lock_run_dir(run_dir: Path) -> Iterator[None]:
-    """Hold the run directory's lock for the duration of the block; create the directory, and
-    remove it again if the block leaves nothing in it but its log (a run refused before
-    writing anything, say for its tokenizer model, leaves no trace).
+def lock_run_dir(
+    run_dir: Path, lock_name: str = LOCK_NAME, run: str = "training run"
+) -> Iterator[None]:
+    """Hold the run directory's lock (the file `lock_name`; `run`: what holds it, in
+    messages) for the duration of the block; create the directory, and remove it again if the
+    block leaves nothing in it but its log (a run refused before writing anything, say for its
+    tokenizer model, leaves no trace).
 
     Raises:
         TmtError: the path is a file or cannot be created, or another process holds the lock.
@@ -41,7 +45,7 @@ def lock_run_dir(run_dir: Path) -> Iterator[None]:
     created = not run_dir.exists()
     _make_run_dir(run_dir)
     try:
-        with _held(run_dir):
+        with _held(run_dir / lock_name, run):
             yield
     finally:
         if created:
@@ -52,14 +56,13 @@ def lock_run_dir(run_dir: Path) -> Iterator[None]:
 
 
 @contextmanager
-def _held(run_dir: Path) -> Iterator[None]:
-    """The lock on `run_dir / LOCK_NAME` for the duration of the block."""
+def _held(path: Path, run: str) -> Iterator[None]:
+    """The lock on `path` for the duration of the block."""
     if fcntl is None:
-        log.warning("no file locking on this system: nothing stops a second run in %s", run_dir)
+        log.warning("no file locking on this system: nothing stops a second run in %s", path.parent)
         yield
         return
-    path = run_dir / LOCK_NAME
-    fd = _acquire(path)
+    fd = _acquire(path, run)
     try:
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
@@ -79,7 +82,7 @@ def _make_run_dir(run_dir: Path) -> None:
         raise TmtError(f"{run_dir}: cannot create the run directory ({err.strerror})") from None
 
 
-def _acquire(path: Path) -> int:
+def _acquire(path: Path, run: str) -> int:
     """An open descriptor of `path` holding its lock.
 
     The holder deletes the file when it finishes; a process that opened the old file just before
@@ -99,7 +102,7 @@ def _acquire(path: Path) -> int:
             )
             os.close(fd)
             raise TmtError(
-                f"{path.parent}: another training run is using it ({holder}, lock {path}); "
+                f"{path.parent}: another {run} is using it ({holder}, lock {path}); "
                 "wait for it to finish or choose another run directory"
             ) from None
         if _names_open_file(path, fd):
