@@ -127,3 +127,24 @@ def test_an_abbreviation_of_two_flags_is_still_ambiguous(capsys):
     with pytest.raises(SystemExit):
         parse(["translate", "--checkpoint", "a.pt", "--s", "1"])
     assert "ambiguous option: --s could match" in capsys.readouterr().err
+
+
+def test_a_finished_command_ignores_the_signals_that_end_one(checkpoint, monkeypatch, capsys):
+    """Python's shutdown after the command takes seconds with torch loaded: a SIGTERM there had
+    killed a command that had finished its work, its exit status lost."""
+    import signal
+    import sys
+
+    from transformer_mt.cli import main
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    monkeypatch.setattr(sys, "argv", ["tmt", "info", str(checkpoint)])
+    try:
+        assert main(["info", str(checkpoint)]) == 0  # called with its arguments: a library call
+        assert {s: signal.getsignal(s) for s in handlers} == handlers
+        assert main() == 0  # the process's own command
+        assert {signal.getsignal(s) for s in handlers} == {signal.SIG_IGN}
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    capsys.readouterr()

@@ -17,6 +17,7 @@ import itertools
 import logging
 import os
 import re
+import signal
 import sys
 
 from transformer_mt import __version__
@@ -32,6 +33,7 @@ from transformer_mt.cli import (
 )
 from transformer_mt.cli.common import Parser, run_command
 from transformer_mt.cli.flags import DECODE_FLAGS, flag_name
+from transformer_mt.cli.signals import INTERRUPTING_SIGNALS
 from transformer_mt.config.errors import ConfigError
 from transformer_mt.errors import SettingError, TmtError, shown_value
 
@@ -211,8 +213,20 @@ def main(argv: list[str] | None = None) -> int:
     _stderr_or_nothing()
     args = parse(argv)
     own_signals = getattr(args, "own_signals", False)
-    return run_command(
+    status = run_command(
         lambda: args.handler(args),
         own_signals=own_signals,
         describe=lambda err: flag_message(err, args),
     )
+    if argv is None:  # this process is the command, and the command is done
+        _keep_status()
+    return status
+
+
+def _keep_status() -> None:
+    """Ignore the signals that end a command from here on: what is left of the process is
+    Python's shutdown (2-3 s with torch loaded), and a SIGTERM there had killed a command that
+    had finished and written its output, its status lost (a wrapper that retries on 143 did
+    the work again)."""
+    for signum in (signal.SIGINT, *INTERRUPTING_SIGNALS):
+        signal.signal(signum, signal.SIG_IGN)
