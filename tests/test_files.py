@@ -474,3 +474,20 @@ def test_a_bad_byte_is_placed_at_the_column_an_editor_shows(tmp_path):
     path.write_bytes("Straße\0\n".encode())
     with pytest.raises(TmtError, match=":1: a NUL byte at column 7: "):
         read_lines(path)
+
+
+def test_an_output_folders_files_get_the_usual_mode(tmp_path):
+    """safetensors' model.safetensors had been readable by its owner alone, beside files
+    others could read: another user could not serve the export."""
+    from transformer_mt.files import output_folder
+
+    umask = os.umask(0o022)
+    try:
+        with output_folder(tmp_path / "export") as folder:
+            (folder / "config.json").write_text("{}")
+            (folder / "model.safetensors").write_bytes(b"x")
+            os.chmod(folder / "model.safetensors", 0o600)
+    finally:
+        os.umask(umask)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "export").iterdir()}
+    assert modes == {"config.json": 0o644, "model.safetensors": 0o644}

@@ -136,6 +136,21 @@ def output_folder(
         yield tmp
         existing = out.iterdir() if out.is_dir() else []
         _refuse_foreign(out, sorted(p.name for p in existing if not (tmp / p.name).exists()))
+        _usual_modes(tmp)
+
+
+def _usual_modes(folder: Path) -> None:
+    """Give the files of `folder` the mode a new file gets here (0666 less the umask): a
+    library that writes through a private temporary (safetensors' model.safetensors) left its
+    file readable by its owner alone, beside files others could read, so another user could
+    not serve the export."""
+    probe = folder / ".mode"
+    probe.touch()
+    usual = stat.S_IMODE(probe.stat().st_mode)
+    probe.unlink()
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            os.chmod(path, usual)
 
 
 def check_folder(folder: Path, keeps: str) -> None:
