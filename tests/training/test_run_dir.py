@@ -563,6 +563,7 @@ def test_the_run_keeps_its_log_run_after_run(tiny_experiment, tmp_path, capsys, 
     assert main([*args, "--set", "train.max_steps=4", "train.valid_every=2"]) == 0
     first = (run_dir / "train.log").read_text("utf-8")
     assert "run directory" in first and "step 4 | epoch" in first
+    assert "transformer_mt.training.run: threads 1: 1 thread(s) " in first  # and its reason
     assert main([*args, "--set", "train.max_steps=6", "train.valid_every=2"]) == 0
     log = (run_dir / "train.log").read_text("utf-8")
     assert log.startswith(first) and "step 6 | epoch" in log[len(first) :]

@@ -123,9 +123,7 @@ def run_training(
     device = _train_device(config.train.device)
     dist = init_distributed(device.type)
     setup_logging(dist.is_main)
-    governor = None
     if device.type == "cpu":
-        governor = _set_threads(config.train.threads)
         bound_primitive_cache()
     keep_freed_memory()
     if dist.enabled and device.type == "cuda":
@@ -159,6 +157,8 @@ def run_training(
                     f"{run_path}: another run saved checkpoints there while this one started; "
                     "run the command again to resume from them"
                 )
+            # Chosen here, so that train.log holds the count and its reason too.
+            governor = _set_threads(config.train.threads) if device.type == "cpu" else None
             code = _train(config, run_path, device, dist, governor, found, parent)
         dist.barrier()  # rank 0 may still be saving: the ranks leave the group together
         return code
