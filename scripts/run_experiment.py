@@ -39,7 +39,8 @@ from transformer_mt.artifacts import load_checkpoint, load_for_inference  # noqa
 from transformer_mt.cli import main as tmt  # noqa: E402
 from transformer_mt.cli.common import Parser  # noqa: E402
 from transformer_mt.config import DataConfig, ExperimentConfig, load_config  # noqa: E402
-from transformer_mt.data.dataset import check_sources, column_texts, load_split  # noqa: E402
+from transformer_mt.data.dataset import column_texts, load_split  # noqa: E402
+from transformer_mt.data.locations import check_sources  # noqa: E402
 from transformer_mt.errors import TmtError  # noqa: E402
 from transformer_mt.evaluation import bleu_tokenize, corpus_scores  # noqa: E402
 from transformer_mt.files import atomic_open  # noqa: E402

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from transformer_mt.artifacts import stored_origin
 from transformer_mt.config import ExperimentConfig
+from transformer_mt.data.locations import split_files
 
 
 def checkpoint_input_files(path: str | Path, what: str = "checkpoint") -> list[tuple[Path, str]]:
@@ -48,7 +49,6 @@ def config_input_files(
     train.init_from, as (path, what it is) pairs naming `owner` (the config file or checkpoint
     they come from). `workdir`: the directory a checkpoint's run read them from (`in_workdir`;
     None: this process's)."""
-    from transformer_mt.data.dataset import split_files  # imports `datasets`: only when asked
 
     files: list[tuple[Path, str]] = []
     for split, corpus in (("train", "training"), ("valid", "validation"), ("test", "test")):

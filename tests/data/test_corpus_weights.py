@@ -19,13 +19,9 @@ from transformer_mt.config import (
     dump_config,
     load_config,
 )
-from transformer_mt.data.dataset import (
-    check_sources,
-    describe_split,
-    load_split,
-    stream_pairs,
-)
+from transformer_mt.data.dataset import load_split, stream_pairs
 from transformer_mt.data.encoding import corpus_key
+from transformer_mt.data.locations import check_sources, describe_split
 from transformer_mt.data.mixing import IN_MEMORY_REPEATS, MixError, interleave
 from transformer_mt.data.pipeline import encode_splits
 from transformer_mt.data.readers import DataError

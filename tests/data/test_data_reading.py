@@ -12,7 +12,8 @@ import pytest
 from transformer_mt.config import DataConfig
 from transformer_mt.data import dataset, hub
 from transformer_mt.data.cleaning import select_training_pairs
-from transformer_mt.data.dataset import check_sources, load_split
+from transformer_mt.data.dataset import load_split
+from transformer_mt.data.locations import check_sources
 from transformer_mt.data.readers import DataError, read_jsonl, read_text_pair, read_tsv
 from transformer_mt.errors import TmtError
 

@@ -12,7 +12,7 @@ import yaml
 from transformer_mt.artifacts import load_for_inference
 from transformer_mt.cli import main
 from transformer_mt.config import ConfigError, load_config
-from transformer_mt.data.dataset import check_sources
+from transformer_mt.data.locations import check_sources
 from transformer_mt.data.readers import DataError
 from transformer_mt.evaluation import corpus_scores
 from transformer_mt.inference.direction_scores import score_directions

@@ -166,6 +166,7 @@ def test_a_checkpoint_in_the_old_trainer_layout_resumes_exactly(tmp_path):
         *LEGACY_TRAINER_KEYS,
         "scored_on",
         "specials",
+        "workdir",
         artifacts.CHECKSUMS_KEY,
     )
     torch.save({key: written[key] for key in LEGACY_TRAINER_KEYS}, last)
@@ -209,7 +210,7 @@ def test_a_caught_signal_is_acknowledged_at_once(caplog):
     had looked ignored, and a second one stops without saving."""
     stop = StopRequests()
     with caplog.at_level("WARNING"), stop.caught():
-        os.kill(os.getpid(), signal.SIGINT)
+        signal.raise_signal(signal.SIGINT)  # in this thread: handled before the next line
         assert stop.caught_one()
         assert [r.getMessage() for r in caplog.records] == [
             "SIGINT: stopping once the update or validation in progress ends, last.pt saved; "

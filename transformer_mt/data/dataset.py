@@ -26,9 +26,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from pathlib import Path
-from typing import NamedTuple, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
 import datasets
 import numpy as np
@@ -37,9 +36,15 @@ import pyarrow.compute as pc
 
 from transformer_mt.config import DataConfig, TrainSource
 from transformer_mt.data.hub import load_hub, stream_hub
+from transformer_mt.data.locations import (
+    DataError,
+    Location,
+    describe_split,
+    location_files,
+    locations,
+)
 from transformer_mt.data.mixing import checked_proportions, interleave
 from transformer_mt.data.readers import (
-    DataError,
     jsonl_pair,
     read_jsonl,
     read_text_pair,
@@ -49,20 +54,8 @@ from transformer_mt.data.readers import (
     tsv_pairs,
 )
 from transformer_mt.data.specials import BACK_TRANSLATION_TAG
-from transformer_mt.text_files import file_problem
 
 T = TypeVar("T")
-
-
-class Location(NamedTuple):
-    """One corpus a split reads, in one direction."""
-
-    key: str  # the config key naming it: data.valid, data.train[2]
-    path: str  # a path prefix (text), a file, a hub split
-    src_lang: str
-    tgt_lang: str
-    direction: int  # its number in `DataConfig.directions()`
-    tagged: bool = False  # its sources start with BACK_TRANSLATION_TAG (`TrainSource.tagged`)
 
 
 DirectedPair = tuple[str, str, int]  # (source, target, direction number)
@@ -81,7 +74,7 @@ def load_split(cfg: DataConfig, split: str) -> datasets.Dataset:
     """
     sources = getattr(cfg, split)
     if sources is None or isinstance(sources, str):
-        (location,) = _locations(cfg, split)  # DataError when the split is not set
+        (location,) = locations(cfg, split)  # DataError when the split is not set
         return _load_location(cfg, location)
     return _load_mixed(cfg, sources)
 
@@ -116,7 +109,7 @@ def _naming(location: Location) -> Iterator[None]:
 
 
 def _read_location(cfg: DataConfig, location: Location) -> datasets.Dataset:
-    files = _files(cfg, location)
+    files = location_files(cfg, location)
     langs = location.src_lang, location.tgt_lang
     if cfg.format == "text":
         return read_text_pair(*files)
@@ -129,12 +122,12 @@ def _read_location(cfg: DataConfig, location: Location) -> datasets.Dataset:
 
 def _load_mixed(cfg: DataConfig, sources: tuple[TrainSource, ...]) -> datasets.Dataset:
     """Every source read whole, then their rows taken in the mixed order of `stream_pairs`."""
-    locations = _locations(cfg, "train")
-    parts = [_load_location(cfg, location) for location in locations]
-    for location, part in zip(locations, parts, strict=True):
+    located = locations(cfg, "train")
+    parts = [_load_location(cfg, location) for location in located]
+    for location, part in zip(located, parts, strict=True):
         if not len(part):
             raise DataError(f"{location.key}={location.path!r}: no pairs")
-    keys, sizes = [location.key for location in locations], [len(part) for part in parts]
+    keys, sizes = [location.key for location in located], [len(part) for part in parts]
     bounds = [0, *itertools.accumulate(sizes)]
     rows = [functools.partial(range, start, end) for start, end in itertools.pairwise(bounds)]
     weights = checked_proportions(keys, sources, sizes, cfg.temperature, in_memory=True)
@@ -143,126 +136,9 @@ def _load_mixed(cfg: DataConfig, sources: tuple[TrainSource, ...]) -> datasets.D
     # `select` would only point at, and flattening those pointers runs at ~40k rows/s.
     tables = [
         part.data.table.append_column("direction", pa.array([location.direction] * len(part)))
-        for location, part in zip(locations, parts, strict=True)
+        for location, part in zip(located, parts, strict=True)
     ]
     return datasets.Dataset(pa.concat_tables(tables).take(order))
-
-
-def split_files(cfg: DataConfig, split: str) -> list[Path]:
-    """The local files that split `split` is read from (of every training source); none for a
-    hub split.
-
-    Raises:
-        DataError: the split is not set.
-    """
-    return [path for location in _locations(cfg, split) for path in _files(cfg, location)]
-
-
-def describe_split(cfg: DataConfig, split: str = "train") -> str:
-    """`data.train` (or another `split`) as messages name it: the one path, or the sources'
-    paths joined by commas (`data/a/train, data/b/train`) rather than the repr of a tuple of
-    `TrainSource`s."""
-    return ", ".join(location.path for location in _locations(cfg, split))
-
-
-def _locations(cfg: DataConfig, split: str) -> list[Location]:
-    """Each corpus split `split` reads: `data.valid`, say, or one `data.train[k]` per source
-    of a list, each in its direction.
-
-    Raises:
-        DataError: the split is not set.
-    """
-    value = getattr(cfg, split)
-    if value is None:
-        raise DataError(f"data.{split} is not set")
-    if isinstance(value, str):
-        return [Location(f"data.{split}", value, cfg.src_lang, cfg.tgt_lang, 0)]
-    numbers = {direction: d for d, direction in enumerate(cfg.directions())}
-    located = []
-    for k, source in enumerate(value):
-        src, tgt = cfg.direction_of(source)
-        key = f"data.{split}[{k}]"
-        located.append(Location(key, source.path, src, tgt, numbers[src, tgt], source.tagged))
-    return located
-
-
-def _files(cfg: DataConfig, location: Location) -> list[Path]:
-    """The local files of one corpus location; none for a hub split."""
-    if cfg.format == "text":
-        prefix = location.path
-        return [
-            _resolve(f"{prefix}.{location.src_lang}"),
-            _resolve(f"{prefix}.{location.tgt_lang}"),
-        ]
-    if cfg.format == "hub":
-        return []
-    return [Path(location.path)]
-
-
-def check_sources(cfg: DataConfig, splits: Sequence[str] = ("train", "valid", "test")) -> None:
-    """Refuse missing, empty or folder corpus files before any tokenizer training or encoding.
-
-    Looks at every local file of the `splits` that are set and names all the faulty ones in
-    one message, so that one attempt finds them all instead of one per tokenizer and encoding
-    pass. Hub splits need the network and are checked when they load. Contents (UTF-8, line
-    counts) are checked when each file is read.
-
-    Args:
-        splits: which of data.train / data.valid / data.test the caller will read; a run that
-            is scored on data.test afterwards checks it too, before training.
-
-    Raises:
-        DataError: one line naming each faulty file and the key that points to it.
-    """
-    problems = [
-        f"{key}={path!r}: {', '.join(faults)}" for key, path, faults in source_faults(cfg, splits)
-    ]
-    if problems:
-        test = problems[-1].startswith("data.test=")
-        hint = " (data.test: null when there is no test set)" if test else ""
-        raise DataError(f"{'; '.join(problems)}; fix these paths in the config{hint}")
-
-
-def source_faults(cfg: DataConfig, splits: Sequence[str]) -> list[tuple[str, str, list[str]]]:
-    """What `check_sources` refuses, for a caller that words it itself (`tmt evaluate --test`
-    names its flag, not the config): (key, path as given, ["FILE FAULT", ...]) for each
-    faulty location of the `splits` that are set."""
-    found = []
-    for split in splits:
-        if getattr(cfg, split) is None:
-            continue
-        for location in _locations(cfg, split):
-            paths = _files(cfg, location)
-            faults = [f"{path} {fault}" for path in paths if (fault := _file_fault(path))]
-            if faults:
-                found.append((location.key, location.path, faults))
-    return found
-
-
-def _file_fault(path: Path) -> str | None:
-    """What keeps a corpus file from being read, in the words of `text_files.file_problem` (a pipe,
-    a socket or a device: training reads a corpus several times), or that it is empty or
-    blank."""
-    if path.is_dir():
-        return "is a folder, not a file"
-    problem = file_problem(path)
-    if problem == "missing":
-        return "not found"
-    if problem is not None:
-        return f"is {problem}"
-    if path.stat().st_size == 0:
-        return "is empty"
-    if path.suffix != ".gz" and not _holds_text(path):
-        return "holds only blank lines"
-    return None
-
-
-def _holds_text(path: Path) -> bool:
-    """Whether a line of the file holds more than whitespace: read up to the first that does
-    (its first line, for a corpus), so a file of blank lines is refused before any work, not
-    found empty after the tokenizer and the encoding."""
-    with open(path, "rb") as f:
-        return any(line.strip() for line in f)
 
 
 def stream_pairs(cfg: DataConfig, split: str) -> Iterator[DirectedPair]:
@@ -309,22 +185,22 @@ def _mixed(
     """The items `read` gives of each location of `split`, the locations of a list mixed as
     `stream_pairs` mixes their pairs (each item stands for one pair)."""
     sources = getattr(cfg, split)
-    locations = _locations(cfg, split)  # DataError when the split is not set
+    located = locations(cfg, split)  # DataError when the split is not set
     if sources is None or isinstance(sources, str):
-        yield from read(cfg, locations[0])
+        yield from read(cfg, located[0])
         return
-    readers = [functools.partial(read, cfg, location) for location in locations]
+    readers = [functools.partial(read, cfg, location) for location in located]
     sizes = None
     if cfg.temperature is not None:
         sizes = [sum(1 for _ in read()) for read in readers]
-    keys = [location.key for location in locations]
+    keys = [location.key for location in located]
     weights = checked_proportions(keys, sources, sizes, cfg.temperature, in_memory=False)
     yield from interleave(readers, weights, keys=keys)
 
 
 def _stream_location(cfg: DataConfig, location: Location) -> Iterator[DirectedPair]:
     """The pairs of one corpus location, read lazily; its key names it in errors."""
-    files = _files(cfg, location)
+    files = location_files(cfg, location)
     langs = location.src_lang, location.tgt_lang
     if cfg.format == "text":
         pairs = stream_text_pair(*files)
@@ -352,10 +228,3 @@ def column_texts(corpus: datasets.Dataset, name: str) -> list[str]:
     slower (0.2 s instead of 4 ms for Multi30k train).
     """
     return corpus.data.column(name).to_pylist()
-
-
-def _resolve(path: str) -> Path:
-    """`path`, or `path.gz` when only the compressed file exists (the shared mirror's layout)."""
-    plain = Path(path)
-    gz = Path(path + ".gz")
-    return gz if not plain.exists() and gz.exists() else plain

@@ -10,7 +10,7 @@ With `data.streaming` the training split is never read whole: the tokenizers lea
 sample of it, and `streaming.StreamingBatches` reads, encodes, cleans and batches it while
 training runs; valid is read as above.
 
-`tmt train` checks every corpus file first (`dataset.check_sources`), takes the tokenizers from
+`tmt train` checks every corpus file first (`locations.check_sources`), takes the tokenizers from
 the checkpoint it resumes or trains (or renumbers given ones: `train_tokenizers_for`), then
 calls `prepare_data`.
 

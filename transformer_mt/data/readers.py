@@ -18,14 +18,11 @@ from pathlib import Path
 
 import datasets
 
+from transformer_mt.data.locations import DataError
 from transformer_mt.errors import TmtError
 from transformer_mt.text_files import iter_lines, read_lines
 
 log = logging.getLogger(__name__)
-
-
-class DataError(TmtError):
-    """A corpus cannot be read: missing, empty or malformed file, unequal sides, no network."""
 
 
 def read_text_pair(src_path: str | Path, tgt_path: str | Path) -> datasets.Dataset:

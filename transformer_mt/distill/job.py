@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import TextIO
 
 from transformer_mt.config import DataConfig
-from transformer_mt.data.dataset import check_sources, describe_split, split_files, stream_pairs
+from transformer_mt.data.dataset import stream_pairs
+from transformer_mt.data.locations import check_sources, describe_split, split_files
 from transformer_mt.distill.filtering import (
     DEFAULT_RULES,
     FilterReport,

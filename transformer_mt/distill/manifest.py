@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer_mt.config import OUTPUT_NEUTRAL_FIELDS, DataConfig, DecodeConfig
-from transformer_mt.data.dataset import describe_split, split_files
+from transformer_mt.data.locations import describe_split, split_files
 from transformer_mt.errors import TmtError, one_line
 from transformer_mt.files import atomic_open
 

@@ -28,7 +28,8 @@ from pathlib import Path
 
 from transformer_mt.artifacts import load_for_inference, stored_origin
 from transformer_mt.config import DataConfig
-from transformer_mt.data.dataset import column_texts, load_split, source_faults
+from transformer_mt.data.dataset import column_texts, load_split
+from transformer_mt.data.locations import source_faults
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.evaluation import bleu_tokenize, check_tokenize, corpus_scores
 from transformer_mt.inference.languages import Languages, Pair, in_direction

@@ -22,7 +22,8 @@ import numpy as np
 
 from transformer_mt.artifacts import load_checkpoint
 from transformer_mt.config import DataConfig, config_from_dict
-from transformer_mt.data.dataset import check_sources, describe_split, split_files, stream_pairs
+from transformer_mt.data.dataset import stream_pairs
+from transformer_mt.data.locations import check_sources, describe_split, split_files
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.files import check_output, write_errors

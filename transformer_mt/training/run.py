@@ -35,7 +35,7 @@ from transformer_mt.config.changes import (
     normalized_config,
 )
 from transformer_mt.config.reading import read_yaml
-from transformer_mt.data.dataset import check_sources
+from transformer_mt.data.locations import check_sources
 from transformer_mt.data.pipeline import (
     prepare_data,
     train_tokenizers_for,

@@ -33,7 +33,7 @@ from transformer_mt import artifacts
 from transformer_mt.artifacts import Checkpoint, TrainingState
 from transformer_mt.config import ExperimentConfig, config_to_dict
 from transformer_mt.data.cursor import CorpusChanged
-from transformer_mt.data.dataset import describe_split
+from transformer_mt.data.locations import describe_split
 from transformer_mt.data.pipeline import TrainData
 from transformer_mt.data.specials import OWN_SPECIALS, SpecialTokens
 from transformer_mt.data.tokenizer import Tokenizer
