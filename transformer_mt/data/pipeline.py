@@ -164,7 +164,7 @@ def train_tokenizers_for(
         src, tgt = sample_pairs(sample, tokenizer_cfg.input_sentence_size)
     else:
         corpus = load_split(data_cfg, "train")
-        src, tgt = corpus["src"], corpus["tgt"]
+        src, tgt = column_texts(corpus, "src"), column_texts(corpus, "tgt")
     if len(data_cfg.directions()) > 1:
         # A multi-parallel corpus holds a language's sentences once per direction it is in:
         # each once, so that the vocabulary is shared out by language, not by direction.
