@@ -3,6 +3,7 @@ concurrent clients, clients that leave early, and the draining shutdown."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -179,7 +180,10 @@ def up(url: str) -> bool:
         return False
 
 
-def test_sigterm_drains_the_server_then_it_exits(tmp_path):
+@contextlib.contextmanager
+def served_in_a_process(tmp_path, step_seconds: float):
+    """(url, process, log path) of `tmt serve`'s server of a fake engine taking `step_seconds`
+    a step, started in a process of its own and killed after the block."""
     probe = listen("127.0.0.1", 0)
     port = probe.getsockname()[1]
     probe.close()
@@ -188,7 +192,7 @@ def test_sigterm_drains_the_server_then_it_exits(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with open(log, "w") as stderr:
         child = subprocess.Popen(
-            [sys.executable, "-c", SERVE, str(port), str(STEP_SECONDS)],
+            [sys.executable, "-c", SERVE, str(port), str(step_seconds)],
             cwd=ROOT,
             env=env,
             stderr=stderr,
@@ -196,6 +200,14 @@ def test_sigterm_drains_the_server_then_it_exits(tmp_path):
     try:
         wait_for(lambda: up(url) or child.poll() is not None, timeout=60)
         assert child.poll() is None, log.read_text()
+        yield url, child, log
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_sigterm_drains_the_server_then_it_exits(tmp_path):
+    with served_in_a_process(tmp_path, STEP_SECONDS) as (url, child, log):
         with ThreadPoolExecutor(1) as pool:
             slow = pool.submit(call, f"{url}/v1/translate", {"text": SLOW})
             wait_for(lambda: running_sentences(url) == 1)
@@ -205,42 +217,23 @@ def test_sigterm_drains_the_server_then_it_exits(tmp_path):
             status, _, answer = slow.result(timeout=10)
         assert status == 200 and answer["translations"][0]["text"] == fake_translation(SLOW)
         assert child.wait(timeout=10) == -signal.SIGTERM  # uvicorn re-raises the signal
-    finally:
-        child.kill()
-        child.wait()
     text = log.read_text()
     assert "refusing new requests" in text and "POST /v1/translate 200" in text, text
 
 
 def test_a_second_signal_stops_without_finishing_the_admitted_requests(tmp_path):
     """A second SIGTERM had been handed to uvicorn, which waited for every admitted request
-    (here a minute of decoding) before it exited."""
-    probe = listen("127.0.0.1", 0)
-    port = probe.getsockname()[1]
-    probe.close()
-    url = f"http://127.0.0.1:{port}"
-    log = tmp_path / "serve.log"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    with open(log, "w") as stderr:  # 100 steps of 2 s: minutes for the slow request
-        child = subprocess.Popen(
-            [sys.executable, "-c", SERVE, str(port), "2"], cwd=ROOT, env=env, stderr=stderr
-        )
-    try:
-        wait_for(lambda: up(url) or child.poll() is not None, timeout=60)
-        assert child.poll() is None, log.read_text()
-        with ThreadPoolExecutor(1) as pool:
-            slow = pool.submit(call, f"{url}/v1/translate", {"text": SLOW}, 120)
-            wait_for(lambda: running_sentences(url) == 1)
-            child.send_signal(signal.SIGTERM)
-            wait_for(lambda: call(f"{url}/health")[0] == 503)
-            child.send_signal(signal.SIGTERM)
-            assert child.wait(timeout=60) == -signal.SIGTERM
-            try:
-                status = slow.result(timeout=30)[0]
-            except OSError:  # the connection closed without an answer
-                status = None
-            assert status != 200
-    finally:
-        child.kill()
-        child.wait()
+    (100 steps of 2 s here) before it exited."""
+    with served_in_a_process(tmp_path, 2.0) as (url, child, log), ThreadPoolExecutor(1) as pool:
+        slow = pool.submit(call, f"{url}/v1/translate", {"text": SLOW}, 120)
+        wait_for(lambda: running_sentences(url) == 1)
+        child.send_signal(signal.SIGTERM)
+        wait_for(lambda: call(f"{url}/health")[0] == 503)
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=60) == -signal.SIGTERM
+        try:
+            status = slow.result(timeout=30)[0]
+        except OSError:  # the connection closed without an answer
+            status = None
+        assert status != 200
     assert "stopping without finishing the admitted requests" in log.read_text()
