@@ -362,6 +362,28 @@ def test_whole_numbers_and_their_bounds_are_shown_in_full():
         ("{mla_encoder: true}", "model.mla_encoder needs model.attention=mla, not mha"),
         ("{mla_kv_rank: 8}", "model.mla_kv_rank needs model.attention=mla, not mha"),
         ("{attention: gqa}", "model.attention: 'gqa' is not one of"),
+        # a key nothing reads in this model: it had trained another model without a word
+        (
+            "{attention_window: 4}",
+            "model.attention_window=4 needs model.attention_pattern local or local_dilated",
+        ),
+        (
+            "{attention_pattern: local, attention_dilation: 4}",
+            "model.attention_dilation=4 needs model.attention_pattern dilated or local_dilated",
+        ),
+        (
+            "{positions: rope, relative_buckets: 8}",
+            "model.relative_buckets=8 needs model.positions=t5",
+        ),
+        (
+            "{positions: t5, max_relative_position: 4}",
+            "model.max_relative_position=4 needs model.p",
+        ),
+        ("{mla_rope_dim: 3}", "model.mla_rope_dim=3 needs model.attention=mla with model.positi"),
+        (
+            "{attention: mla, positions: t5, mla_rope_dim: 6}",
+            "model.mla_rope_dim=6 needs model.attention=mla with model.positions=rope",
+        ),
     ],
 )
 def test_attention_options_are_refused_in_one_line(tmp_path, text, message):

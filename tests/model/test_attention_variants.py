@@ -237,8 +237,9 @@ def test_full_pattern_has_no_mask():
 
 @pytest.mark.parametrize("kind", ["local", "dilated", "local_dilated"])
 def test_pattern_weights_sum_to_one_over_allowed_keys_and_zero_elsewhere(kind):
-    cfg = tiny_cfg(attention_pattern=kind, attention_window=1, attention_dilation=3)
-    model = build_model(cfg, V).eval()
+    reach = {"attention_window": 1} if "local" in kind else {}
+    reach |= {"attention_dilation": 3} if "dilated" in kind else {}
+    model = build_model(tiny_cfg(attention_pattern=kind, **reach), V).eval()
     src, tgt = padded_batch([8, 5]), torch.randint(4, V, (2, 7))
     pattern = AttentionPattern(kind, 1, 3)
     with torch.no_grad():

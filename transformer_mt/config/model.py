@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
@@ -168,6 +169,39 @@ class ModelConfig:
         self._check_relative()
         self._check_latent()
         self._check_attention()
+        self._check_unread()
+
+    def _check_unread(self) -> None:
+        """Refuse a key set away from its default where nothing reads it (the window of full
+        attention, t5's buckets with rope positions), as `position_offset` without sinusoidal
+        positions is: the run trained another model than the config said, without a word, and
+        a later config without the key was refused as another model's."""
+        patterns = self.attention_pattern
+        readers = {
+            "attention_window": (
+                patterns in ("local", "local_dilated"),
+                "model.attention_pattern local or local_dilated",
+            ),
+            "attention_dilation": (
+                patterns in ("dilated", "local_dilated"),
+                "model.attention_pattern dilated or local_dilated",
+            ),
+            "max_relative_position": (self.positions == "shaw", "model.positions=shaw"),
+            "relative_buckets": (self.positions == "t5", "model.positions=t5"),
+            "relative_max_distance": (self.positions == "t5", "model.positions=t5"),
+            "mla_rope_dim": (
+                self.attention == "mla" and self.positions == "rope",
+                "model.attention=mla with model.positions=rope",
+            ),
+        }
+        defaults = {field.name: field.default for field in dataclasses.fields(self)}
+        for key, (read, needs) in readers.items():
+            value = getattr(self, key)
+            if not read and value != defaults[key]:
+                raise ConfigError(
+                    f"model.{key}={value} needs {needs}; nothing reads it in this model",
+                    keys=(f"model.{key}",),
+                )
 
     def _check_sinusoidal(self) -> None:
         """Check the keys of the sinusoidal position options (see `positions`)."""
