@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import WORDS, save_tiny_checkpoint
 from transformer_mt.config import ConfigError
-from transformer_mt.errors import TmtError
+from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.inference.languages import Direction
 from transformer_mt.inference.requests import Texts, TextsCountError
 from transformer_mt.inference.translator import Translator
@@ -508,3 +508,12 @@ def test_a_stopped_engine_is_not_served_again(engine):
     engine.stop()
     with pytest.raises(TmtError, match="the engine has been stopped"):
         start_in_thread(engine)
+
+
+def test_a_sparse_attention_model_is_refused_saying_why_and_what_serves_it(tmp_path):
+    """It had been `model.attention_pattern=local: serve needs full`."""
+    checkpoint = save_tiny_checkpoint(tmp_path, attention_pattern="local", attention_window=2)
+    with pytest.raises(SettingError) as caught:
+        Engine.from_checkpoint(str(checkpoint))
+    assert caught.value.reason.startswith("the serving engine's paged cache holds every key")
+    assert caught.value.reason.endswith("translate this model with tmt translate")

@@ -69,7 +69,12 @@ class Engine:
         limits = ServeLimits() if limits is None else limits
         cfg = translator.model.cfg
         if cfg.attention_pattern != "full":
-            raise SettingError("model.attention_pattern", cfg.attention_pattern, "serve needs full")
+            raise SettingError(
+                "model.attention_pattern",
+                cfg.attention_pattern,
+                "the serving engine's paged cache holds every key of a sentence and reads them "
+                "all (full attention only); translate this model with tmt translate",
+            )
         self.translator = translator
         self.defaults = translator.decode
         self.limits = limits
