@@ -194,11 +194,14 @@ def test_ctranslate2_refuses_a_model_that_may_generate_pad(imported, tmp_path, c
     assert err.count("\n") == 1 and not (tmp_path / "exports").exists()
 
 
-def test_hf_export_refuses_a_tokenizer_nllb_does_not_number(tmp_path, capsys):
+@pytest.mark.parametrize("offset", [1, 0])
+def test_hf_export_refuses_a_tokenizer_nllb_does_not_number(tmp_path, capsys, offset):
     """A pre-norm fairseq-position model trained here is M2M100-shaped, but its SentencePiece
-    ids are not NllbTokenizer's numbering: refused, nothing written."""
+    ids are not NllbTokenizer's numbering: refused, nothing written. The tokenizer is named
+    first: with position_offset 0 the refusal had named only that, and the model retrained
+    with 1 was then refused for its tokenizer."""
     checkpoint = save_tiny_checkpoint(
-        tmp_path, pre_norm=True, positions="sinusoidal_fairseq", position_offset=1
+        tmp_path, pre_norm=True, positions="sinusoidal_fairseq", position_offset=offset
     )
     out = tmp_path / "exports" / "hf"
     assert main(["export", str(checkpoint), str(out), "--format", "hf"]) == 2

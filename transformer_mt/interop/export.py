@@ -99,8 +99,10 @@ def export_hf(checkpoint: str | Path, out_dir: str | Path) -> tuple[Path, list[s
     bundle = load_for_inference(checkpoint)
     cfg = bundle.model.cfg
     if hf_family(cfg) == "m2m100":
-        check_expressible(m2m100_limits(bundle.model.pad_id), cfg)
+        # The tokenizer first: a model trained here cannot change it, and a refusal of its
+        # settings alone had sent users to retrain for the next refusal.
         _check_nllb_tokenizer(bundle)
+        check_expressible(m2m100_limits(bundle.model.pad_id), cfg)
         write = _write_m2m100
     else:
         check_expressible(MARIAN, cfg)
