@@ -187,11 +187,39 @@ def _model_line(cfg: ModelConfig) -> str:
         norm,
         f"{cfg.positions} positions",
     ]
-    if cfg.attention != "mha":
-        parts.append(f"{cfg.attention} attention")
+    return ", ".join(parts + _model_options(cfg))
+
+
+def _model_options(cfg: ModelConfig) -> list[str]:
+    """What else makes the network of `cfg` another one, where it is not the default: two
+    models of the same sizes had been described alike (a Marian layout with separate
+    embeddings, an untied output and its bias, beside a tied one)."""
+    found = []
+    if cfg.positions == "shaw":
+        values = ", with values" if cfg.relative_values else ""
+        found.append(f"distances clipped at {cfg.max_relative_position}{values}")
+    if cfg.positions == "t5":
+        found.append(f"{cfg.relative_buckets} buckets to {cfg.relative_max_distance}")
+    if cfg.attention == "mla":
+        rope = f", rotary {cfg.mla_rope_dim}" if cfg.positions == "rope" else ""
+        encoder = ", in the encoder too" if cfg.mla_encoder else ""
+        found.append(f"mla attention (latent {cfg.kv_rank}{rope}{encoder})")
     if cfg.attention_pattern not in (None, "full"):
-        parts.append(f"{cfg.attention_pattern} attention pattern")
-    return ", ".join(parts)
+        reach = []
+        if "local" in cfg.attention_pattern:
+            reach.append(f"window {cfg.attention_window}")
+        if "dilated" in cfg.attention_pattern:
+            reach.append(f"dilation {cfg.attention_dilation}")
+        found.append(f"{cfg.attention_pattern} attention pattern ({', '.join(reach)})")
+    if not cfg.share_embeddings:
+        found.append("separate embeddings")
+    if not cfg.tie_output:
+        found.append("untied output")
+    if cfg.output_bias:
+        found.append("output bias")
+    if not cfg.scale_embeddings:
+        found.append("unscaled embeddings")
+    return found
 
 
 def _vocabulary_line(src: Tokenizer, tgt: Tokenizer, config: ExperimentConfig) -> str:

@@ -194,3 +194,32 @@ def test_info_with_stdout_closed_says_so(checkpoint, monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdout", None)
     assert main(["info", str(checkpoint)]) == 2
     assert capsys.readouterr().err == "error: <stdout>: is closed; redirect it\n"
+
+
+@pytest.mark.parametrize(
+    "options, shown",
+    [
+        (
+            dict(
+                share_embeddings=False, tie_output=False, output_bias=True, scale_embeddings=False
+            ),
+            ", separate embeddings, untied output, output bias, unscaled embeddings; ",
+        ),
+        (
+            dict(attention_pattern="local_dilated", attention_window=2, attention_dilation=3),
+            ", local_dilated attention pattern (window 2, dilation 3); ",
+        ),
+        (
+            dict(attention="mla", positions="rope", mla_kv_rank=8, mla_rope_dim=4),
+            ", rope positions, mla attention (latent 8, rotary 4); ",
+        ),
+        (dict(positions="t5", relative_buckets=8), ", t5 positions, 8 buckets to 128; "),
+    ],
+)
+def test_the_model_line_names_what_makes_another_network(tmp_path, capsys, options, shown):
+    """Two models of the same sizes had been described alike (a Marian layout beside a tied
+    one; a window of 2 beside one of 16)."""
+    from tests.conftest import save_tiny_checkpoint
+
+    checkpoint = save_tiny_checkpoint(tmp_path, **options)
+    assert shown in info_lines(capsys, checkpoint)["model"]
