@@ -132,6 +132,21 @@ def _write(path, lines):
     return str(path)
 
 
+def test_a_target_the_vocabulary_cannot_spell_is_scored_and_said(checkpoint, tmp_path, capfd):
+    """A target in a script the vocabulary lacks had been scored through its unknown pieces
+    without a word (an Arabic target scored -69.03 against a German model)."""
+    translator = Translator.from_checkpoint(str(checkpoint))
+    spelled, unknown = score_pairs(translator, ["das buch"] * 2, ["das buch", "مرحبا بالعالم"])
+    assert not spelled.unknown and unknown.unknown
+    src = _write(tmp_path / "src.txt", ["das buch"] * 3)
+    tgt = _write(tmp_path / "tgt.txt", ["das buch", "مرحبا", "日本"])
+    args = ["score", "--checkpoint", str(checkpoint), "--src", src, "--tgt", tgt]
+    assert main([*args, "--output", str(tmp_path / "scores.tsv")]) == 0
+    assert "warning: 2 target(s) hold characters the target vocabulary lacks" in (
+        capfd.readouterr().err
+    )
+
+
 def test_score_cli_writes_total_and_per_token_per_pair(checkpoint, tmp_path, capfd):
     src = _write(tmp_path / "src.txt", [*SOURCES, ""])
     tgt = _write(tmp_path / "tgt.txt", [*TARGETS, "das buch"])

@@ -97,6 +97,12 @@ def _run_score(args: argparse.Namespace) -> int:
             "scored as far as it reaches",
             file=sys.stderr,
         )
+    if counts.unknown:
+        print(
+            f"warning: {counts.unknown} target(s) hold characters the target vocabulary lacks, "
+            "scored as its unknown piece (⁇): those scores are of another text",
+            file=sys.stderr,
+        )
     return 0
 
 

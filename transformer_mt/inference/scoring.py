@@ -49,11 +49,14 @@ class PairScore:
         n_tokens: the tokens counted: the target's subwords and the EOS (no language tags).
         cut: the source or the target was cut to the model's position table, so this is the
             score of the pair's beginning.
+        unknown: the target holds characters the target vocabulary lacks, scored as its
+            unknown piece (⁇): the score of another text.
     """
 
     log_prob: float
     n_tokens: int
     cut: bool = False
+    unknown: bool = False
 
     @property
     def per_token(self) -> float:
@@ -63,17 +66,20 @@ class PairScore:
 
 @dataclass
 class ScoredCounts:
-    """What a file scorer saw: pairs (or hypotheses) scored, blank sources left unscored, and
-    pairs cut to the position table; for the summary a command prints."""
+    """What a file scorer saw: pairs (or hypotheses) scored, blank sources left unscored,
+    pairs cut to the position table and targets holding unknown pieces; for the summary a
+    command prints."""
 
     pairs: int = 0
     unscored: int = 0
     cut: int = 0
+    unknown: int = 0
 
     def add(self, scores: Sequence[PairScore | None]) -> None:
         self.pairs += len(scores)
         self.unscored += sum(s is None for s in scores)
         self.cut += sum(s is not None and s.cut for s in scores)
+        self.unknown += sum(s is not None and s.unknown for s in scores)
 
 
 def score_pairs(
@@ -111,8 +117,9 @@ def score_pairs(
         skip=tags,
     )
     scores: list[PairScore | None] = [None] * len(sources)
-    for i, (log_prob, n_tokens), (_, target_cut) in zip(todo, found, forced, strict=True):
-        scores[i] = PairScore(log_prob, n_tokens, encoded[i][1] or target_cut)
+    unk = translator.specials.unk
+    for i, (log_prob, n_tokens), (ids, target_cut) in zip(todo, found, forced, strict=True):
+        scores[i] = PairScore(log_prob, n_tokens, encoded[i][1] or target_cut, unk in ids)
     return scores
 
 
