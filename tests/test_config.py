@@ -510,3 +510,16 @@ def test_many_language_tags_are_checked_at_once():
 def test_an_empty_tokenizer_model_file_is_refused():
     with pytest.raises(ConfigError, match=r"tokenizer\.model_file is empty: name a Sentence"):
         TokenizerConfig(model_file="").validate()
+
+
+def test_a_stored_config_with_a_key_nothing_reads_still_loads(tmp_path):
+    """Models trained before the rule hold such keys in their checkpoints: they still load
+    (`config_from_dict`), while a config a user writes is refused (`load_config`)."""
+    from transformer_mt.config import config_to_dict
+
+    stored = config_to_dict(ExperimentConfig())
+    stored["model"]["attention_window"] = 32
+    assert config_from_dict(stored, "old.pt").model.attention_window == 32
+    path = write(tmp_path, "model: {attention_window: 32}\n")
+    with pytest.raises(ConfigError, match="model.attention_window=32 needs"):
+        load_config(path)

@@ -25,7 +25,8 @@ from transformer_mt.errors import string_items
 def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
     """Read a YAML file, apply `key=value` overrides, check every key and value.
 
-    Also holds the config to `ExperimentConfig.check_positions`, as a run about to train must;
+    Also holds the config to `ModelConfig.check_read` (no key set that nothing reads) and to
+    `ExperimentConfig.check_positions`, as a run about to train must;
     a fine-tuning config is checked with its parent's model and search instead
     (`training.finetune`), which its own sections do not hold.
 
@@ -40,6 +41,7 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         written = data.get("tokenizer")  # a key at its default would be ignored too
         if config.tokenizer.model_file is not None and isinstance(written, dict):
             refuse_training_keys([key for key in TRAINING_KEYS if key in written])
+        config.model.check_read()
         if config.train.init_from is None:
             config.check_positions()
     except ConfigError as err:

@@ -169,13 +169,13 @@ class ModelConfig:
         self._check_relative()
         self._check_latent()
         self._check_attention()
-        self._check_unread()
 
-    def _check_unread(self) -> None:
+    def check_read(self) -> None:
         """Refuse a key set away from its default where nothing reads it (the window of full
-        attention, t5's buckets with rope positions), as `position_offset` without sinusoidal
-        positions is: the run trained another model than the config said, without a word, and
-        a later config without the key was refused as another model's."""
+        attention, t5's buckets with rope positions): the run trained another model than the
+        config said, without a word, and a later config without the key was refused as
+        another model's. Asked of a config a user writes (`load_config`), not of a
+        checkpoint's copy, so that the models trained before the rule still load."""
         patterns = self.attention_pattern
         readers = {
             "attention_window": (
