@@ -48,3 +48,14 @@ def test_a_full_disk_is_one_warning_and_the_runs_own_error_stays(tmp_path, capsy
         f"warning: {tmp_path / LOG_NAME}: cannot write (No space left on device); the run's "
         "lines go to stderr only"
     ]
+
+
+def test_a_record_that_cannot_be_formatted_does_not_stop_the_log(tmp_path, capsys):
+    """Only a failed write (an OSError) stops train.log: a bad record had been taken for a
+    full disk, and the lines after it were lost."""
+    with log_file(tmp_path, is_main=True):
+        (handler,) = [h for h in logging.getLogger().handlers if hasattr(h, "broken")]
+        for message, args in (("bad format %d", ("x",)), ("the next line", None)):
+            handler.handle(logging.LogRecord("t", logging.WARNING, "", 0, message, args, None))
+    assert "the next line" in (tmp_path / LOG_NAME).read_text(encoding="utf-8")
+    assert "cannot write" not in capsys.readouterr().err

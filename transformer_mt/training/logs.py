@@ -81,10 +81,13 @@ class _RunLog(logging.FileHandler):
             super().emit(record)
 
     def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's name)
+        err = sys.exc_info()[1]
+        if not isinstance(err, OSError):  # a record that cannot be formatted: logging's way
+            super().handleError(record)
+            return
         if self.broken:
             return
         self.broken = True
-        err = sys.exc_info()[1]
         reason = getattr(err, "strerror", None) or err
         with contextlib.suppress(OSError, ValueError, AttributeError):  # stderr may be gone
             print(
