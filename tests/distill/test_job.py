@@ -51,7 +51,7 @@ def test_the_corpus_is_the_translators_output_filtered(reversing_checkpoint, cor
 
 def test_a_second_distillation_of_one_directory_is_refused(reversing_checkpoint, corpus, tmp_path):
     """Two had translated the same chunks side by side, their lines interleaved in the log."""
-    from transformer_mt.distill.job import LOCK_NAME
+    from transformer_mt.distill.manifest import LOCK_NAME
     from transformer_mt.run_lock import lock_run_dir
 
     settings = TeacherSettings(chunk_lines=4)

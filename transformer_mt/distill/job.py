@@ -49,7 +49,7 @@ from transformer_mt.distill.filtering import (
     FilterRules,
     TeacherFilter,
 )
-from transformer_mt.distill.manifest import Manifest, claim_run_dir
+from transformer_mt.distill.manifest import LOCK_NAME, Manifest, claim_run_dir
 from transformer_mt.errors import SettingError, TmtError
 from transformer_mt.files import atomic_open, check_folder, check_output
 from transformer_mt.inference.languages import Pair, in_direction
@@ -63,7 +63,6 @@ from transformer_mt.text_files import read_lines
 
 CHUNKS_DIR = "chunks"
 LOG_NAME = "distill.log"
-LOCK_NAME = "distill.lock"  # held while a distillation writes the directory
 DROPPED_NAME = "dropped.tsv"
 # `distill: translated 1200/29000 lines (4%), 120.3 sentences/s, ETA 3m51s`
 DISTILLED = Counted(verb="translated", noun="lines", rate_unit="sentences", label="distill")
@@ -130,12 +129,28 @@ def distill(
     manifest = Manifest.of(
         checkpoint, data, translator.decode, settings.quantize, settings.chunk_lines
     )
-    claim_run_dir(run_dir, manifest)
-    check_folder(run_dir / CHUNKS_DIR, "distill keeps its chunks")
-    (run_dir / CHUNKS_DIR).mkdir(exist_ok=True)
-    # One distillation at a time: a second had translated the same chunks beside the first.
-    locked = lock_run_dir(run_dir, LOCK_NAME, "distillation")
-    with locked, open(run_dir / LOG_NAME, "a", encoding="utf-8") as log_file:
+    # One distillation at a time, locked before the directory is claimed: a second had
+    # translated the same chunks beside the first, or written its manifest over the first's.
+    with lock_run_dir(run_dir, LOCK_NAME, "distillation"):
+        claim_run_dir(run_dir, manifest)
+        check_folder(run_dir / CHUNKS_DIR, "distill keeps its chunks")
+        (run_dir / CHUNKS_DIR).mkdir(exist_ok=True)
+        teacher = (translator, teacher_filter)
+        return _distill_claimed(run_dir, data, checkpoint, settings, teacher, outputs, manifest)
+
+
+def _distill_claimed(
+    run_dir: Path,
+    data: DataConfig,
+    checkpoint: str | Path,
+    settings: TeacherSettings,
+    teacher: tuple[Translator, TeacherFilter],
+    outputs: tuple[Path, Path],
+    manifest: Manifest,
+) -> Distilled:
+    """`distill` in its claimed and locked `run_dir`."""
+    translator, teacher_filter = teacher
+    with open(run_dir / LOG_NAME, "a", encoding="utf-8") as log_file:
         log = _Log(log_file)
         lines = sum(1 for _ in stream_pairs(data, "train"))
         chunks = _Chunks(run_dir / CHUNKS_DIR, lines, settings.chunk_lines)

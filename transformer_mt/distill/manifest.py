@@ -26,6 +26,7 @@ from transformer_mt.errors import TmtError, one_line
 from transformer_mt.files import atomic_open
 
 MANIFEST_NAME = "manifest.json"
+LOCK_NAME = "distill.lock"  # held while a distillation writes its directory (`run_lock`)
 # Fields that say where things were, shown in messages but not compared: the same teacher or
 # corpus may be moved or copied between runs of one distillation.
 SHOWN_ONLY = ("teacher", "corpus")
@@ -139,7 +140,7 @@ def claim_run_dir(run_dir: Path, manifest: Manifest) -> bool:
                 "with its own settings, or distill into another directory"
             )
         return True
-    if run_dir.is_dir() and any(run_dir.iterdir()):
+    if run_dir.is_dir() and any(path.name != LOCK_NAME for path in run_dir.iterdir()):
         raise TmtError(
             f"{run_dir}: holds files but no {MANIFEST_NAME}, so no distillation of its own; "
             "distill into a new or empty directory"
