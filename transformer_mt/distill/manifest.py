@@ -126,12 +126,11 @@ def claim_run_dir(run_dir: Path, manifest: Manifest) -> bool:
     (a resume), False when it was new or empty and the manifest was written into it.
 
     Raises:
-        TmtError: `run_dir` is a file, holds files but no manifest, or holds the manifest of
-            another distillation (naming each setting that differs).
+        TmtError: `run_dir` (a directory: `run_lock.lock_run_dir` made or checked it) holds
+            files but no manifest, or holds the manifest of another distillation (naming
+            each setting that differs).
     """
     path = run_dir / MANIFEST_NAME
-    if run_dir.exists() and not run_dir.is_dir():
-        raise TmtError(f"{run_dir}: is a file; distill into a directory")
     if path.is_file():
         differences = Manifest.read(path).differences(manifest)
         if differences:
