@@ -83,22 +83,23 @@ class PartialOutput:
 
     def finish(self) -> None:
         """Rename the partial to the output (with an existing output's permissions) and remove
-        the sidecar; renamed while still locked, so that a run waiting for the partial finds
-        its name gone (`_locked_partial`) rather than the output under it."""
+        the sidecar, both while still locked and the sidecar first: a run starting meanwhile
+        finds the partial locked, or no partial and no sidecar, never the output under the
+        partial's name nor this run's sidecar beside a partial of its own (`_locked_partial`)."""
         self.file.flush()
         target = self.partial.with_name(self.partial.name[1 : -len(PARTIAL)])
         if target.is_file():
             os.chmod(self.partial, stat.S_IMODE(target.stat().st_mode))
-        os.replace(self.partial, target)
         self.sidecar.unlink(missing_ok=True)
+        os.replace(self.partial, target)
         self.file.close()
 
     def abandon(self) -> None:
         """Close the partial; remove it and the sidecar first (still locked, as `finish`
         renames) when they hold nothing to continue."""
         if self.lines_done == 0:
-            self.partial.unlink(missing_ok=True)
             self.sidecar.unlink(missing_ok=True)
+            self.partial.unlink(missing_ok=True)
         self.file.close()
 
     def _locked_partial(self) -> TextIO:
