@@ -122,7 +122,8 @@ class LineEncoding:
         text, ids = self._encoded(line)
         kept, room = self._kept(ids, direction)
         if len(kept) > room and not cut:
-            raise LineTooLong(len(kept) if len(text) == len(line) else None, room)
+            whole = len(text) == len(without_direction_passages(line))  # else a start of it
+            raise LineTooLong(len(kept) if whole else None, room)
         found = [*direction.source_prefix, *(ids[k] for k in kept[:room])] if kept else []
         return found, len(kept) < len(ids), len(kept) > room
 
