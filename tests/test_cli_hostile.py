@@ -354,6 +354,8 @@ def test_a_checkpoints_relative_corpus_is_where_its_run_read_it(
     assert target.read_bytes() == before
     assert main([*args, "--output", "corpus/train.de"]) == 0  # this directory's: no input
     assert main(["evaluate", "--checkpoint", str(model)]) == 0  # its test set found, scored
+    shortlist = ["shortlist", "--checkpoint", str(model), "--out", str(tmp_path / "s.vmap")]
+    assert main(shortlist) == 0  # its corpus found there too
     capsys.readouterr()
     state["workdir"] = str(tmp_path / "gone")  # moved: the path as it stands, named
     torch.save(state, model)
@@ -361,6 +363,13 @@ def test_a_checkpoints_relative_corpus_is_where_its_run_read_it(
     assert one_error_line(capsys).startswith(
         "error: --test: the checkpoint's test set: corpus/test.de not found"
     )
+    # A directory of that name without the files (the project moved): the files here are read,
+    # and an output over them refused.
+    (tmp_path / "gone").mkdir()
+    for name in ("test.de", "test.en", "train.de", "train.en"):
+        shutil.copy(made[name], elsewhere / "corpus" / name)
+    assert main(["evaluate", "--checkpoint", str(model)]) == 0
+    assert main([*args, "--output", "corpus/train.de"]) == 2
 
 
 def test_distill_never_writes_over_its_teacher(made, tmp_path, capsys):

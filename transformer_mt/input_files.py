@@ -10,11 +10,13 @@ does not know what commands do with them.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 
 from transformer_mt.artifacts import stored_origin
-from transformer_mt.config import ExperimentConfig
-from transformer_mt.data.locations import split_files
+from transformer_mt.config import DataConfig, ExperimentConfig
+from transformer_mt.data.locations import source_faults, split_files
 
 
 def checkpoint_input_files(path: str | Path, what: str = "checkpoint") -> list[tuple[Path, str]]:
@@ -47,36 +49,52 @@ def config_input_files(
     """The local files a run of `config` reads besides the config file itself: its corpus
     (data.train, data.valid, data.test), tokenizer.extra_text, the given tokenizer models and
     train.init_from, as (path, what it is) pairs naming `owner` (the config file or checkpoint
-    they come from). `workdir`: the directory a checkpoint's run read them from (`in_workdir`;
-    None: this process's)."""
-
+    they come from). `workdir`: the directory a checkpoint's run read them from (`as_read`)."""
+    splits = [split for split in ("train", "valid", "test") if getattr(config.data, split)]
+    data = as_read(config.data, workdir, splits)
     files: list[tuple[Path, str]] = []
     for split, corpus in (("train", "training"), ("valid", "validation"), ("test", "test")):
-        if getattr(config.data, split) is not None:
+        if split in splits:
             what = f"{corpus} corpus (data.{split}) of {owner}"
-            files += [(path, what) for path in split_files(config.data, split)]
-    what = f"tokenizer text (tokenizer.extra_text) of {owner}"
-    files += [(Path(text), what) for text in config.tokenizer.extra_text]
+            files += [(path, what) for path in split_files(data, split)]
+    named = [(text, f"tokenizer text (tokenizer.extra_text) of {owner}")
+             for text in config.tokenizer.extra_text]  # fmt: skip
     for key in ("model_file", "tgt_model_file"):
         given = getattr(config.tokenizer, key)
         if given is not None:
-            files.append((Path(given), f"tokenizer model (tokenizer.{key}) of {owner}"))
+            named.append((given, f"tokenizer model (tokenizer.{key}) of {owner}"))
     if config.train.init_from is not None:
-        what = f"parent checkpoint (train.init_from) of {owner}"
-        files.append((Path(config.train.init_from), what))
+        named.append((config.train.init_from, f"parent checkpoint (train.init_from) of {owner}"))
+    for path, what in named:
+        there = Path(_moved(path, workdir))
+        files.append((there if there.exists() else Path(path), what))
     unique: dict[Path, str] = {}  # a language's file of several training sources, once
     for path, what in files:
-        unique.setdefault(Path(in_workdir(str(path), workdir)), what)
+        unique.setdefault(path, what)
     return list(unique.items())
 
 
-def in_workdir(path: str, workdir: str | None) -> str:
-    """A path a checkpoint's config gives, as its run read it: a relative one from `workdir`,
-    the directory `tmt train` ran in (`Checkpoint.workdir`), where that still exists; as it
-    stands otherwise (None: a checkpoint that predates the record, or an import). A command
-    run from another directory had read `../data/train.tsv` from there: it wrote over the
-    training corpus it was meant to refuse as an output, and looked for the test set in the
-    wrong place."""
-    if workdir is None or Path(path).is_absolute() or not Path(workdir).is_dir():
+def as_read(data: DataConfig, workdir: str | None, splits: Sequence[str]) -> DataConfig:
+    """`data` as the run of a checkpoint read it: its relative corpus paths from `workdir`,
+    the directory `tmt train` ran in (`Checkpoint.workdir`), where the files of `splits` are
+    there; else `data` as it stands here (the directory gone or moved, a checkpoint that
+    predates the record or an import: None). A command run from another directory had read
+    `../data/train.tsv` from there: it wrote over the training corpus it was meant to refuse
+    as an output, and looked for the test set in the wrong place."""
+    if workdir is None or data.format == "hub" or not Path(workdir).is_dir():
+        return data
+    train = data.train
+    if isinstance(train, str):
+        train = _moved(train, workdir)
+    elif train is not None:
+        train = tuple(dataclasses.replace(s, path=_moved(s.path, workdir)) for s in train)
+    valid, test = (None if p is None else _moved(p, workdir) for p in (data.valid, data.test))
+    there = dataclasses.replace(data, train=train, valid=valid, test=test)
+    return data if source_faults(there, splits) else there
+
+
+def _moved(path: str, workdir: str | None) -> str:
+    """A relative `path` from `workdir` (None: as it stands)."""
+    if workdir is None or Path(path).is_absolute():
         return path
     return str(Path(workdir) / path)

@@ -36,7 +36,7 @@ from transformer_mt.inference.languages import Languages, Pair, in_direction
 from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator
-from transformer_mt.input_files import in_workdir
+from transformer_mt.input_files import as_read
 from transformer_mt.langid import LanguageIdentifier
 from transformer_mt.progress import Counted, ProgressReport, Reports, silent
 
@@ -130,18 +130,17 @@ def score_directions(
 
 
 def _stored_test(checkpoint: str, data: DataConfig) -> str:
-    """The test set of the checkpoint's config (`data.test`), a local path as its run read
-    it (`input_files.in_workdir`).
+    """The test set of the checkpoint's config (`data.test`), as its run read it
+    (`input_files.as_read`).
 
     Raises:
         SettingError: the config sets none.
     """
     if data.test is None:
         raise SettingError("test", None, "the checkpoint's config sets no data.test; give one")
-    if data.format == "hub":
-        return data.test
     origin = stored_origin(Path(checkpoint))
-    return in_workdir(data.test, origin.workdir if origin is not None else None)
+    read = as_read(data, origin.workdir if origin is not None else None, ("test",))
+    return read.test or data.test
 
 
 def _check_asked(languages: Languages, asked: list[Pair], pivot: str | None) -> None:

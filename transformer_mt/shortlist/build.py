@@ -27,7 +27,7 @@ from transformer_mt.data.locations import check_sources, describe_split, split_f
 from transformer_mt.data.tokenizer import Tokenizer
 from transformer_mt.errors import TmtError
 from transformer_mt.files import check_output, write_errors
-from transformer_mt.input_files import config_input_files
+from transformer_mt.input_files import as_read, config_input_files
 from transformer_mt.progress import Counted, ProgressReport
 from transformer_mt.shortlist.corpus import Chunk, EncodedCorpus
 from transformer_mt.shortlist.lexicon import DEFAULT_SETTINGS, ShortlistSettings, frequent, model1
@@ -89,7 +89,7 @@ def build_shortlist(
     settings.validate()
     stored = load_checkpoint(checkpoint, map_location="cpu")
     config = config_from_dict(stored.config, source=f"{checkpoint} (stored config)")
-    data = data or config.data
+    data = data or as_read(config.data, stored.workdir, ("train",))
     _check_direction(
         checkpoint, config.data, data, bool(stored.special_tokens(checkpoint).language_tags)
     )
@@ -97,7 +97,7 @@ def build_shortlist(
     corpus_files = [
         (path, "corpus the shortlist is learnt from") for path in split_files(data, "train")
     ]
-    made_from = config_input_files(config, f"checkpoint {checkpoint}")
+    made_from = config_input_files(config, f"checkpoint {checkpoint}", stored.workdir)
     check_output(out, [(checkpoint, "checkpoint"), *corpus_files, *made_from])
     src_tokenizer, tgt_tokenizer = stored.unpack_tokenizers(checkpoint)
     start = time.perf_counter()
