@@ -17,6 +17,7 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from transformer_mt.errors import TmtError
 from transformer_mt.run_layout import LOCK_NAME, LOG_NAME
@@ -62,14 +63,31 @@ def _held(path: Path, run: str) -> Iterator[None]:
         log.warning("no file locking on this system: nothing stops a second run in %s", path.parent)
         yield
         return
-    fd = _acquire(path, run)
     try:
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
+        file = locked_open(path, "ab")
+    except OSError as err:
+        raise TmtError(f"{path}: cannot open the run lock ({err.strerror})") from None
+    if file is None:
+        raise TmtError(
+            f"{path.parent}: another {run} is using it ({_holder(path)}, lock {path}); "
+            "wait for it to finish or choose another run directory"
+        )
+    try:
+        os.ftruncate(file.fileno(), 0)
+        os.write(file.fileno(), f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
         yield
     finally:
-        path.unlink(missing_ok=True)  # while still held: see _acquire
-        os.close(fd)
+        path.unlink(missing_ok=True)  # while still held: see locked_open
+        file.close()
+
+
+def _holder(path: Path) -> str:
+    """Who holds the lock of `path`, as the holder wrote it."""
+    try:
+        with open(path, "rb") as file:
+            return file.read(200).decode(errors="replace").strip() or "holder not yet recorded"
+    except OSError:  # released and removed meanwhile
+        return "holder not yet recorded"
 
 
 def _make_run_dir(run_dir: Path) -> None:
@@ -82,32 +100,31 @@ def _make_run_dir(run_dir: Path) -> None:
         raise TmtError(f"{run_dir}: cannot create the run directory ({err.strerror})") from None
 
 
-def _acquire(path: Path, run: str) -> int:
-    """An open descriptor of `path` holding its lock.
+def locked_open(path: Path, mode: str, encoding: str | None = None) -> IO | None:
+    """`open(path, mode, encoding)` (a mode that creates a missing file) holding an exclusive
+    `flock` on it, which the kernel drops when this process ends; None where another process
+    holds it. Without `fcntl` (Windows) the file is opened unlocked.
 
-    The holder deletes the file when it finishes; a process that opened the old file just before
-    then locks a file no one else can see, so a lock counts only if `path` still names the
-    locked file, else the attempt starts again on the new one.
+    A holder removes or renames the file before it lets go (the run lock, a finished partial
+    output); a process that opened the old file just before then locks a file no one else can
+    see, so the lock counts only if `path` still names the locked file, else the attempt
+    starts again on the new one.
+
+    Raises:
+        OSError: `path` cannot be opened.
     """
     while True:
+        file = open(path, mode, encoding=encoding)  # noqa: SIM115 (the caller's to close)
+        if fcntl is None:
+            return file
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as err:
-            raise TmtError(f"{path}: cannot open the run lock ({err.strerror})") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = (
-                os.pread(fd, 200, 0).decode(errors="replace").strip() or "holder not yet recorded"
-            )
-            os.close(fd)
-            raise TmtError(
-                f"{path.parent}: another {run} is using it ({holder}, lock {path}); "
-                "wait for it to finish or choose another run directory"
-            ) from None
-        if _names_open_file(path, fd):
-            return fd
-        os.close(fd)
+            file.close()
+            return None
+        if _names_open_file(path, file.fileno()):
+            return file
+        file.close()
 
 
 def _names_open_file(path: Path, fd: int) -> bool:

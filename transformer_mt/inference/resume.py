@@ -27,11 +27,7 @@ from typing import TextIO
 
 from transformer_mt.errors import TmtError, shown_value
 from transformer_mt.files import atomic_open, refuse_read_only, write_errors
-
-try:
-    import fcntl
-except ImportError:  # Windows: no flock
-    fcntl = None
+from transformer_mt.run_lock import locked_open
 
 PARTIAL = ".partial"
 
@@ -103,32 +99,19 @@ class PartialOutput:
         self.file.close()
 
     def _locked_partial(self) -> TextIO:
-        """The partial, opened for appending and locked (see the module).
-
-        A run that finished renamed its partial to the output, and one that had nothing to
-        keep removed it; a run that opened the old file just before then locks a file no
-        other sees, so the lock counts only where the partial's name still names that file.
+        """The partial, opened for appending and locked (see the module; `run_lock.locked_open`:
+        a run that finished renamed its partial, one with nothing to keep removed it, both
+        while they held the lock).
 
         Raises:
             TmtError: another run holds the lock.
         """
-        while True:
-            file = open(self.partial, "a", encoding="utf-8")  # noqa: SIM115
-            if fcntl is None:  # Windows: no flock, nothing guards against a second run
-                return file
-            try:
-                fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                file.close()
-                pid = (self._read_sidecar() or {}).get("pid")
-                who = f" (PID {pid})" if isinstance(pid, int) else ""
-                raise TmtError(
-                    f"{self.path}: another run{who} is writing it; wait for it, or stop it"
-                ) from None
-            with contextlib.suppress(FileNotFoundError):
-                if os.path.samestat(os.stat(self.partial), os.fstat(file.fileno())):
-                    return file
-            file.close()
+        file = locked_open(self.partial, "a", encoding="utf-8")
+        if file is None:
+            pid = (self._read_sidecar() or {}).get("pid")
+            who = f" (PID {pid})" if isinstance(pid, int) else ""
+            raise TmtError(f"{self.path}: another run{who} is writing it; wait for it, or stop it")
+        return file  # type: ignore[return-value]
 
     def _earlier_lines(self) -> int:
         """The lines an earlier run of the same fingerprint left, its partial cut to the size
