@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from transformer_mt.artifacts import load_for_inference, stored_origin
+from transformer_mt.artifacts import stored_origin
 from transformer_mt.config import DataConfig
 from transformer_mt.data.dataset import column_texts, load_split
 from transformer_mt.data.locations import source_faults
@@ -99,8 +99,13 @@ def score_directions(
     languages = translator.languages
     asked = list(directions if directions is not None else languages.directions)
     _check_asked(languages, asked, pivot)
-    data = load_for_inference(checkpoint).config.data  # where and how its test set is read
-    data = dataclasses.replace(data, test=test or _stored_test(checkpoint, data))
+    # Where and how its test set is read: its config, read again without its weights (the
+    # model's whole load had been repeated for it), and the directory its run read it from.
+    origin = stored_origin(Path(checkpoint))
+    if origin is None:  # loaded above, then damaged or replaced
+        raise TmtError(f"{checkpoint}: not a readable checkpoint any more")
+    data = origin.config.data
+    data = dataclasses.replace(data, test=test or _stored_test(data, origin.workdir))
     identifier = LanguageIdentifier(languages.codes) if off_target else None
     pivoted = _pivoted(asked, languages, pivot)
     tests = [dataclasses.replace(data, src_lang=s, tgt_lang=t) for s, t in asked]
@@ -129,8 +134,8 @@ def score_directions(
     return scores
 
 
-def _stored_test(checkpoint: str, data: DataConfig) -> str:
-    """The test set of the checkpoint's config (`data.test`), as its run read it
+def _stored_test(data: DataConfig, workdir: str | None) -> str:
+    """The test set of a checkpoint's config (`data.test`), as its run read it in `workdir`
     (`input_files.as_read`).
 
     Raises:
@@ -138,9 +143,7 @@ def _stored_test(checkpoint: str, data: DataConfig) -> str:
     """
     if data.test is None:
         raise SettingError("test", None, "the checkpoint's config sets no data.test; give one")
-    origin = stored_origin(Path(checkpoint))
-    read = as_read(data, origin.workdir if origin is not None else None, ("test",))
-    return read.test or data.test
+    return as_read(data, workdir, ("test",)).test or data.test
 
 
 def _check_asked(languages: Languages, asked: list[Pair], pivot: str | None) -> None:
