@@ -29,10 +29,11 @@ _ATTRIBUTE = re.compile(
     r"""(?:\s|/(?!>))*([^\s/>][^\s/=>]*)(?:\s*=+\s*('[^']*'|"[^"]*"|(?!['"])[^>\s]*))?"""
 )
 LANGUAGE_ATTRIBUTES = frozenset({"lang", "xml:lang"})
-# Languages written right to left (ISO 639-1 and -3 codes), and the scripts that are, for a
+# Languages written right to left (ISO 639-1 and -3 codes, as `langid.primary_code` gives
+# them: NLLB's `arb` and `pes` are `ara` and `fas` there), and the scripts that are, for a
 # code that names its script (`az-Arab`, `pa_Arab`).
 RIGHT_TO_LEFT = frozenset(
-    {"ar", "ara", "arb", "he", "heb", "iw", "fa", "fas", "pes", "prs", "ur", "urd", "yi", "yid"}
+    {"ar", "ara", "he", "heb", "iw", "fa", "fas", "prs", "ur", "urd", "yi", "yid"}
     | {"ps", "pus", "pbt", "sd", "snd", "ug", "uig", "dv", "div", "ckb", "syr", "arz", "ary"}
 )
 RIGHT_TO_LEFT_SCRIPTS = frozenset({"arab", "hebr", "thaa", "syrc", "nkoo", "adlm", "rohg"})
@@ -88,10 +89,8 @@ def _values(document: str, event: Event, values: dict[str, str]) -> list[Replace
             continue
         start, end = attribute.span(2)
         if given[:1] in ("'", '"'):
-            start, end = start + 1, end - 1  # inside the quotes
-        if name == "dir" and document[
-            event.start + start : event.start + end
-        ].strip().lower() not in ("ltr", "rtl"):
+            start, end, given = start + 1, end - 1, given[1:-1]  # inside the quotes
+        if name == "dir" and given.strip().lower() not in ("ltr", "rtl"):
             continue
         found.append(Replacement(event.start + start, event.start + end, values[name]))
     return found
