@@ -190,3 +190,17 @@ def test_a_bootstrap_too_large_for_memory_is_refused_before_it_draws(
         TmtError, match=rf"^101 samples of {sentences:,} sentences: .* take at most"
     ):
         comparison.compare_files(paths, ref, ["bleu"], test="bs", samples=101)
+
+
+@pytest.mark.parametrize("test", [None, "bs"])
+def test_a_reference_saved_decomposed_compares_as_the_same_text(tmp_path, test):
+    """Every score compares text in NFC, the paired tests too (evaluation.composed)."""
+    import unicodedata
+
+    lines = ["Tiếng Việt có dấu.", "Một người phụ nữ đang đọc sách."] * 5
+    ref, hyps = tmp_path / "ref.vi", [tmp_path / "a.vi", tmp_path / "b.vi"]
+    ref.write_text("\n".join(unicodedata.normalize("NFD", x) for x in lines) + "\n", "utf-8")
+    for hyp in hyps:
+        hyp.write_text("\n".join(lines) + "\n", "utf-8")
+    found = compare_files([str(h) for h in hyps], str(ref), ["bleu"], test=test, samples=10)
+    assert {round(s.score, 2) for s in found.scores} == {100.0}

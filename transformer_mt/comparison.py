@@ -32,6 +32,7 @@ from transformer_mt.errors import TmtError, printable
 from transformer_mt.evaluation import (
     build_metric,
     check_line_counts,
+    composed,
     evaluate_files,
     iter_segments,
 )
@@ -151,7 +152,7 @@ def _tested(
     """Each file's scores, with sacrebleu's paired test against the first."""
     from sacrebleu.significance import PairedTest
 
-    references = list(iter_segments(ref_path))
+    references = list(composed(iter_segments(ref_path)))
     draws = samples * len(references)
     if test == "bs" and draws > MAX_BOOTSTRAP_DRAWS:
         raise TmtError(
@@ -161,7 +162,7 @@ def _tested(
         )
     systems = []
     for path in hyp_paths:
-        lines = list(iter_segments(path))
+        lines = list(composed(iter_segments(path)))
         check_line_counts(path, len(lines), ref_path, len(references))
         systems.append((path, lines))
     paired = PairedTest(

@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import unicodedata
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,11 +163,13 @@ def _segments(
         raise TmtError(
             f"{len(hypotheses)} hypotheses but {len(references)} references: one each needed"
         )
-    return _composed(hypotheses), _composed(references)
+    return composed(hypotheses), composed(references)
 
 
-def _composed(segments: Sequence[str]) -> tuple[str, ...]:
-    """`segments` in Unicode NFC (see the module)."""
+def composed(segments: Iterable[str]) -> tuple[str, ...]:
+    """`segments` in Unicode NFC, as every score compares them (see the module): the one
+    place they are normalised, for what `_segments` takes and what sacrebleu's paired tests
+    read (`comparison`)."""
     return tuple(unicodedata.normalize("NFC", segment) for segment in segments)
 
 
@@ -317,12 +319,12 @@ def check_line_counts(
 
 def iter_segments(path: str | Path) -> Iterator[str]:
     """The segments of a text file as sacrebleu's command line reads them, one at a time:
-    UTF-8 lines split at "\\n" only (`text_files.iter_lines`), trailing whitespace stripped,
-    in Unicode NFC (see the module).
+    UTF-8 lines split at "\\n" only (`text_files.iter_lines`), trailing whitespace stripped
+    (in NFC once scored: `composed`).
 
     Raises:
         TmtError: the file is missing, unreadable or not UTF-8 (naming the line), when the bad
             part is reached.
     """
     for line in iter_lines(path):
-        yield unicodedata.normalize("NFC", line.rstrip())
+        yield line.rstrip()
