@@ -450,8 +450,7 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
         print(
             f"{r['system']:<10}{r['beam']:>5}{r['batch']:>6}{r['sent_per_s']:>9}"
             f"{r['tok_per_s']:>9}{r['best_s']:>8}{r.get('cpu_s', '-'):>8}{r['load_before']:>6}"
-            f"{ratio(r, 'hf'):>7}"
-            f"{ratio(r, 'ours'):>8}{agree:>7}",
+            f"{ratio(r, 'hf'):>7}{ratio(r, 'ours'):>8}{agree:>7}",
             file=file,
         )
     if results:
