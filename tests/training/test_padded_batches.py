@@ -23,6 +23,7 @@ from transformer_mt.training.update import Updater
 
 from ..model.tiny import OPTIONS, V, tiny_cfg
 from .conftest import write_config, write_corpus
+from .ddp_worker import assert_trained_alike
 from .test_trainer import assert_same_training_state
 
 
@@ -85,8 +86,7 @@ def test_updates_on_padded_batches_move_the_weights_as_unpadded_ones(corpus):
             result = updater.update(batches, step)
             assert result.applied
         weights.append(model.state_dict())
-    for name, value in weights[0].items():
-        assert_close(weights[1][name], value, rtol=1e-4, atol=1e-6, msg=name)
+    assert_trained_alike(weights[1], weights[0])
 
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["in_memory", "streamed"])
