@@ -227,18 +227,19 @@ def _grouped(run: list) -> list:
     documents have them: the tags of one placed around its words (`<b>`, html.py's INLINE)
     as `html_open` and `html_close`; one kept as written (`<kbd>Strg</kbd>`), and an element
     around no text (a linked image, `[![Bild](a.png)](url)`; `<i class="icon"></i>`), as one
-    `whole` token, its content the text the model reads for it (none: `_unread`), its
+    `whole` token, its content the text the model reads for it (none: `_read_counts`), its
     `meta["source"]` its characters. Each tag as markup without text, `<kbd></kbd>` went
     beside the words and `Strg` was translated and moved; a linked image stuck to the word
     after the link, which lost its space (`](url)A dog`)."""
     elements = _elements(run)
+    read_before = _read_counts(run)
     grouped: list = []
     closings: set[int] = set()  # where a placed HTML element ends
     i = 0
     while i < len(run):
         child = run[i]
         end, role = elements.get(i, (i, ""))
-        if role == "placed" and _unread(run[i + 1 : end]):
+        if role == "placed" and read_before[end] == read_before[i + 1]:
             role = "unread"
         if role in ("kept", "unread"):
             text = "".join(_read(c) for c in run[i + 1 : end]) if role == "kept" else ""
@@ -310,9 +311,16 @@ def _opened(stack: list[tuple[int, str, str]], name: str) -> int | None:
     return None
 
 
-def _unread(inside: list) -> bool:
-    """Whether an element's inside holds nothing the model reads, and no line break."""
-    return not any(_read(c).strip() or c.type == "hardbreak" or _is_br(c) for c in inside)
+def _read_counts(run: list) -> list[int]:
+    """How many tokens before each index of `run` (and its end) the model reads or break a
+    line: an element holds none of them (it is unread) where the counts at its ends are
+    equal. Counted once, as an element's inside scanned for each element took time quadratic
+    in the nesting (13 s for a paragraph in 10,000 emphases)."""
+    counts = [0]
+    for token in run:
+        counted = _read(token).strip() or token.type == "hardbreak" or _is_br(token)
+        counts.append(counts[-1] + bool(counted))
+    return counts
 
 
 def _read(token: Any) -> str:
