@@ -3,6 +3,8 @@ workers, resumable mid-epoch; the lazy readers and the tokenizer sample."""
 
 import json
 import logging
+import multiprocessing
+import re
 
 import pytest
 
@@ -157,12 +159,16 @@ def test_a_bad_line_stops_training_with_one_line(tmp_path, valid_tokenizers, wor
     (tmp_path / "bad.tsv").write_text("\n".join(lines) + "\n", "utf-8")
     cfg = data_config(tmp_path, format="tsv", train=str(tmp_path / "bad.tsv"), workers=workers)
     batches = cursor(cfg, valid_tokenizers)
+    before = set(multiprocessing.active_children())
     with pytest.raises(DataError) as excinfo:
         read_epoch(batches)
-    assert (
-        str(excinfo.value)
-        == f"{tmp_path / 'bad.tsv'}:301: expected 2 tab-separated fields, found 1"
-    )
+    message = f"{tmp_path / 'bad.tsv'}:301: expected 2 tab-separated fields, found 1"
+    assert str(excinfo.value) == message
+    # Its readers are stopped with the error, not left to the garbage collector (which
+    # stopped each in 5 s), and the next batch asked for meets the line again.
+    assert set(multiprocessing.active_children()) <= before
+    with pytest.raises(DataError, match=re.escape(message)):
+        read_epoch(batches)
 
 
 @pytest.mark.parametrize("fmt", ["text", "tsv", "jsonl"])

@@ -383,6 +383,10 @@ class StreamingBatches:
         assert self._chunks is not None
         item = next(self._chunks)
         if isinstance(item, ReadFailure):
+            # The readers are stopped now (a next batch reopens them at `position`): the
+            # error's traceback keeps this object alive, and readers left to the garbage
+            # collector took 5 s each to stop, their queues gone before the request to stop.
+            self._chunks = self._chunk = None
             raise item.error
         return item
 
