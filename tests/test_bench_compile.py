@@ -30,6 +30,7 @@ def bench_compile(monkeypatch):
     return importlib.import_module("bench_compile")
 
 
+@pytest.mark.slow
 def test_eager_variants_end_to_end(checkpoint, sources):
     command = [sys.executable, str(REPO / "scripts" / "benchmark.py"), "compile"]
     command += ["--checkpoint", str(checkpoint), "--input", str(sources), *BENCH_ARGS]

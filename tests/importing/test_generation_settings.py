@@ -91,17 +91,23 @@ def test_a_bad_setting_is_named(tmp_path):
 
 # (num_beams, length_penalty, early_stopping) of the Marian models searched below: the rules
 # of transformers' beam search, each with the length penalties that tell them apart (False is
-# transformers' default and OPUS-MT's).
-SEARCHES = [(4, 0.0, True), (4, 1.0, True), (4, 1.0, False), (4, 0.6, False), (5, 0.6, False),
-            (5, 1.0, "never")]  # fmt: skip
+# transformers' default and OPUS-MT's). One search per rule runs by default; the other
+# penalties in the slow run (each search is a model tuned and imported: 8 s).
+SEARCHES = [(4, 0.0, True), (4, 1.0, False), (5, 1.0, "never")]
+SLOW_SEARCHES = [(4, 1.0, True), (4, 0.6, False), (5, 0.6, False)]
 # What each rule is called in our decode section.
 RULES = {True: "k_finished", False: "heuristic", "never": "never"}
 
 
 @pytest.fixture(
     scope="module",
-    params=SEARCHES,
-    ids=[f"beams={k}-length_penalty={p:g}-early_stopping={e}" for k, p, e in SEARCHES],
+    params=[
+        *SEARCHES,
+        *(pytest.param(search, marks=pytest.mark.slow) for search in SLOW_SEARCHES),
+    ],
+    ids=[
+        f"beams={k}-length_penalty={p:g}-early_stopping={e}" for k, p, e in SEARCHES + SLOW_SEARCHES
+    ],
 )
 def searching(request, tmp_path_factory):
     """A Marian whose generation config sets a beam, a length penalty, max_length 20,

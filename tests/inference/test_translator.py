@@ -3,7 +3,6 @@
 import dataclasses
 import io
 import math
-import subprocess
 import sys
 import warnings
 
@@ -39,16 +38,33 @@ from transformer_mt.timed_choices import TimedChoices
 from ..conftest import WORDS, teacher_forced_log_probs
 
 
-def run_cli(*args, stdin: bytes = b""):
-    return subprocess.run(
-        [sys.executable, "-m", "transformer_mt", "translate", *args],
-        input=stdin,
-        capture_output=True,
-        timeout=120,
-    )
+@dataclasses.dataclass
+class Done:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
 
 
-def test_line_count_kept_with_empty_long_and_unicode_lines(checkpoint, tmp_path):
+@pytest.fixture
+def run_cli(tmp_path, monkeypatch, capsysbinary):
+    """`tmt translate ARGS` in this process, `stdin` its standard input: a process each took
+    3 s of importing torch. (The entry point's own process is tested in test_cli_hostile.)"""
+
+    def run(*args, stdin: bytes = b"") -> Done:
+        (tmp_path / "stdin").write_bytes(stdin)
+        with (tmp_path / "stdin").open("rb") as source:
+            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(source, encoding="utf-8"))
+            try:
+                status = main(["translate", *args])
+            except SystemExit as stop:  # an argument argparse refuses
+                status = stop.code
+        out, err = capsysbinary.readouterr()
+        return Done(status, out, err)
+
+    return run
+
+
+def test_line_count_kept_with_empty_long_and_unicode_lines(run_cli, checkpoint, tmp_path):
     lines = [
         "ein mann fährt rad",
         "",
@@ -68,7 +84,7 @@ def test_line_count_kept_with_empty_long_and_unicode_lines(checkpoint, tmp_path)
     assert b"1 line(s) longer" in result.stderr
 
 
-def test_stdin_to_stdout_and_nbest(checkpoint):
+def test_stdin_to_stdout_and_nbest(run_cli, checkpoint):
     result = run_cli(
         "--checkpoint", str(checkpoint), "--nbest", "2", stdin=b"ein mann\n\ndas buch\n"
     )
@@ -108,19 +124,19 @@ def test_the_model_reads_no_bidi_passage_controls(checkpoint):
         (b"", ["--beam-size", "0"], "error: --beam-size 0: must be > 0"),
     ],
 )
-def test_bad_input_gives_one_line_error(checkpoint, stdin, args, message):
+def test_bad_input_gives_one_line_error(run_cli, checkpoint, stdin, args, message):
     result = run_cli("--checkpoint", str(checkpoint), *args, stdin=stdin)
     stderr = result.stderr.decode().strip()
     assert result.returncode == 2
     assert message in stderr and "Traceback" not in stderr and len(stderr.splitlines()) == 1
 
 
-def test_missing_checkpoint_is_one_line(tmp_path):
+def test_missing_checkpoint_is_one_line(run_cli, tmp_path):
     result = run_cli("--checkpoint", str(tmp_path / "none.pt"))
     assert result.returncode == 2 and b"checkpoint not found" in result.stderr
 
 
-def test_int8_keeps_line_count(checkpoint, tmp_path):
+def test_int8_keeps_line_count(run_cli, checkpoint, tmp_path):
     source = tmp_path / "in.txt"
     source.write_text("ein mann fährt rad\n\ndas buch\n", encoding="utf-8")
     out = tmp_path / "out.txt"

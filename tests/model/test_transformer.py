@@ -113,21 +113,31 @@ def _copy_task_batch(batch_size, length, reverse):
     return src, tgt_in, tgt_out
 
 
-@pytest.mark.parametrize("pre_norm,reverse", [(False, False), (True, True)])
-def test_learns_copy_and_reverse_and_every_parameter_gets_gradient(pre_norm, reverse):
+@pytest.mark.parametrize("pre_norm", [False, True])
+def test_every_parameter_gets_gradient(pre_norm):
+    torch.manual_seed(0)
+    model = build_model(tiny_cfg(pre_norm=pre_norm, d_ff=128), 12)
+    src, tgt_in, tgt_out = _copy_task_batch(32, 6, reverse=False)
+    logits = model(src, tgt_in)
+    torch.nn.functional.cross_entropy(logits.reshape(-1, 12), tgt_out.reshape(-1)).backward()
+    for name, param in model.named_parameters():
+        assert param.grad is not None and param.grad.abs().sum() > 0, name
+
+
+@pytest.mark.parametrize(
+    "pre_norm,reverse", [(False, False), pytest.param(True, True, marks=pytest.mark.slow)]
+)
+def test_learns_copy_and_reverse(pre_norm, reverse):
     torch.manual_seed(0)
     model = build_model(tiny_cfg(pre_norm=pre_norm, d_ff=128), 12)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98))
     losses = []
-    for step in range(300):
+    for _ in range(300):
         src, tgt_in, tgt_out = _copy_task_batch(32, 6, reverse)
         logits = model(src, tgt_in)
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 12), tgt_out.reshape(-1))
         opt.zero_grad()
         loss.backward()
-        if step == 0:
-            for name, param in model.named_parameters():
-                assert param.grad is not None and param.grad.abs().sum() > 0, name
         opt.step()
         losses.append(loss.item())
     # Chance is ln(8) ~ 2.1 nats a token; one batch's loss still jitters (0.01-0.09 measured),

@@ -73,6 +73,7 @@ def test_two_ranks_match_each_other_and_one_process(tmp_path, nodes):
     assert any(not torch.equal(start[k], rank0[k]) for k in start)  # training moved the weights
 
 
+@pytest.mark.slow
 def test_two_ranks_resumed_by_one_process_continue_as_one_process(tmp_path):
     """A checkpoint of two ranks resumed by one process accumulating two batches an update:
     the step, schedule and data position carry over (the one process starts at batch 4 of

@@ -62,6 +62,7 @@ def experiment(tmp_path_factory) -> tuple[Path, Path]:
     return config, reference
 
 
+@pytest.mark.slow  # 30 s: four training processes; in-process resumes are tested by default
 def test_killed_run_resumes_to_the_uninterrupted_result(experiment, tmp_path):
     """One kill during a checkpoint save, one at a random step."""
     config, reference = experiment

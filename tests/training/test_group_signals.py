@@ -23,7 +23,15 @@ REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 180  # seconds: generous, the machine may be shared
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+# SIGTERM by default; Ctrl-C's and a closed terminal's signals, the same path, in the slow run.
+@pytest.mark.parametrize(
+    "signum",
+    [
+        signal.SIGTERM,
+        pytest.param(signal.SIGINT, marks=pytest.mark.slow),
+        pytest.param(signal.SIGHUP, marks=pytest.mark.slow),
+    ],
+)
 def test_a_signal_to_the_group_of_a_streamed_run_saves_it(tmp_path, signum):
     write_corpus(tmp_path, n_train=120)
     config = write_config(tmp_path, train="max_steps: 100000, valid_every: 100000")
