@@ -1,6 +1,7 @@
 """The scripts written without spaces between words (Chinese, Japanese; Thai, Lao, Khmer,
-Burmese): which characters they are, for the places that must tell them from the others; and
-the bidirectional controls that a translation cannot keep.
+Burmese): which characters they are, for the places that must tell them from the others; the
+bidirectional controls that a translation cannot keep; and whether a text holds a letter of
+any script at all (one without is not translated: inference/translation.py).
 
 A document's inline markup goes around words (documents/units.py), and in Chinese and Japanese
 each character stands for a word, as no space marks where one ends; translated sentences are
@@ -86,3 +87,9 @@ _PASSAGE_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
 def without_direction_passages(text: str) -> str:
     """`text` without the bidi controls that open or close a passage (see above)."""
     return _PASSAGE_CONTROLS.sub("", text)
+
+
+def has_letter(text: str) -> bool:
+    """Whether `text` holds a letter of any script (Unicode's L categories): digits, marks,
+    punctuation, symbols and emoji are none."""
+    return any(char.isalpha() for char in text)

@@ -107,6 +107,18 @@ def test_translated_text_is_escaped_and_keeps_the_references_the_page_wrote():
     assert translate_html("<p>a</p>", saying("<b> & c")) == "<p>&lt;b> &amp; c</p>"
 
 
+def test_a_cell_of_numbers_and_symbols_stays_as_written_with_its_markup():
+    """A model wrote a caption for each ("2024" -> "There are two men are walking down.")."""
+    source = (
+        "<table><tr><td>2024</td><td>12<b>:</b>30</td><td>🐕 <i>½</i></td><td>ein hund</td>"
+        "<td><b>5</b> hunde</td></tr></table>"
+    )
+    assert translate_html(source, saying("a caption")) == (
+        "<table><tr><td>2024</td><td>12<b>:</b>30</td><td>🐕 <i>½</i></td><td>a caption</td>"
+        "<td><b>a</b> caption</td></tr></table>"
+    )
+
+
 def test_a_fragment_is_translated_as_it_stands():
     assert translate_html("ein <i>mann</i><br>zwei", echo) == "EIN <i>MANN</i><br>ZWEI"
     assert translate_html("", echo) == ""

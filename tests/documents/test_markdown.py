@@ -64,6 +64,14 @@ def test_the_guide_keeps_every_construct_and_translates_each_unit_as_alone(trans
             assert new.unit.text.split() == alone, old.unit.text
 
 
+def test_a_cell_or_line_of_numbers_and_symbols_stays_as_written():
+    source = "| Jahr | Zeit |\n|---|---|\n| 2024 | 12:30 |\n\n* * *\n\n- **3** €\n- ein hund\n"
+    assert translate_markdown(source, saying("a caption")) == (
+        "| a caption | a caption |\n|---|---|\n| 2024 | 12:30 |\n\n* * *\n\n- **3** €\n"
+        "- a caption\n"
+    )
+
+
 def test_markup_is_spliced_into_the_source_as_written():
     source = (
         "Ein *mann* fährt [rad](<a b.html> 'x')\\\n  zwei __hunde__\r\n"

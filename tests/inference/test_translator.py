@@ -103,6 +103,32 @@ def test_batch_equals_each_sentence_alone(checkpoint):
     assert together == alone
 
 
+LETTERLESS = ["2024", "12:30", "🐕🐕", "* * *", "(3)", "½ ≈ 0,5", "١٢٣"]
+
+
+def test_text_without_a_letter_is_its_own_translation(checkpoint):
+    """Numbers, times, emoji and rules are not searched: the model had written a caption for
+    each ("2024" -> "There are two men are walking down."). Such a sentence of a line is kept
+    as the line's other sentences are translated."""
+    translator = Translator.from_checkpoint(str(checkpoint), beam_size=3, n_best=2)
+    found = translator.translate([*LETTERLESS, "ein mann fährt rad.\n\n2024", "  "])
+    for text, translation in zip(LETTERLESS, found, strict=False):
+        assert translation.texts == [text, text] and translation.scores == [0.0, 0.0]
+    mixed, blank = found[-2:]
+    alone = translator.translate(["ein mann fährt rad."])[0].texts[0]
+    assert mixed.texts[0] == f"{alone}\n\n2024"
+    assert blank.texts == ["", ""]
+
+
+def test_a_prefix_or_phrases_given_to_text_without_a_letter_are_searched(checkpoint):
+    translator = Translator.from_checkpoint(str(checkpoint), beam_size=3)
+    word = translator.translate(["ein mann fährt rad"])[0].texts[0].split()[-1]
+    prefixed = translator.translate(Texts.of(["2024"], prefixes=[word]))[0].texts[0]
+    assert prefixed.startswith(word)
+    constrained = translator.translate(Texts.of(["2024"], constraints=[[word]]))[0].texts[0]
+    assert word in constrained
+
+
 def test_the_model_reads_no_bidi_passage_controls(checkpoint):
     """Each control had been read as an unknown piece, which changed the translation."""
     translator = Translator.from_checkpoint(str(checkpoint), beam_size=2)

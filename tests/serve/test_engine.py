@@ -55,6 +55,18 @@ def test_concurrent_requests_translate_as_the_translator_does(
     assert stats.kv_blocks_used == 0 and stats.kv_blocks_reserved == 0
 
 
+def test_text_without_a_letter_is_served_as_written_as_the_translator_keeps_it(checkpoint, engine):
+    """A served text's lines of numbers and symbols stay as written, between the
+    translations of its other lines (a table pasted into a LibreTranslate client)."""
+    offline = Translator.from_checkpoint(str(checkpoint), beam_size=engine.defaults.beam_size)
+    lines = ["2024", "ein mann fährt rad", "12:30 🐕", "das buch"]
+    expected = [t.texts[0] for t in offline.translate(lines)]
+    assert expected[0] == "2024" and expected[2] == "12:30 🐕"
+    job = engine.submit(["\n".join(lines), "* * *"], engine.defaults)
+    served = [t.texts[0] for t in job.future.result(timeout=60)]
+    assert served == ["\n".join(expected), "* * *"]
+
+
 def joining_one_at_a_time(engine: Engine, texts: list[str]) -> list:
     """The translations of `texts`, each submitted alone, joining a batch already under way
     (rows at many positions side by side)."""

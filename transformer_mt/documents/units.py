@@ -21,7 +21,7 @@ from functools import cached_property
 from typing import Literal
 
 from transformer_mt.errors import TmtError
-from transformer_mt.writing_systems import UNSPACED_CHARACTER
+from transformer_mt.writing_systems import UNSPACED_CHARACTER, has_letter
 
 # A word of a unit's text, or of its translation: one character of a script written without
 # spaces (Chinese, Japanese), or a run of other characters up to whitespace or one of those.
@@ -120,12 +120,17 @@ class Unit:
 
     @property
     def translatable(self) -> bool:
-        """Whether a word lies outside every kept element: a unit that is only code is kept.
-        Kept elements with text never overlap (one is never inside another), so each word
-        is looked up among their starts: time W log K, not W x K (a page of 30,000 `<br>`)."""
+        """Whether a word with a letter lies outside every kept element: a unit that is only
+        code is kept as written, and so is one of numbers and symbols (a table's `2024`,
+        `12:30`), with its markup, as a sentence without a letter is
+        (`inference.translation.kept_as_written`). Kept elements with text never overlap (one
+        is never inside another), so each word is looked up among their starts: time W log K,
+        not W x K (a page of 30,000 `<br>`)."""
         kept = self.kept_spans
         starts = [start for start, _ in kept]
         for start, end in self.words:
+            if not has_letter(self.text[start:end]):
+                continue
             holder = bisect.bisect_right(starts, start) - 1
             if holder < 0 or kept[holder][1] < end:
                 return True

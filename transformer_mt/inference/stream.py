@@ -131,7 +131,7 @@ def translate_stream(
             print(format_translation(translation, index, translator.decode.n_best), file=out)
         count += len(translations)
         out.flush()
-        report.update(count - report.done)  # the chunk's empty lines, never searched
+        report.update(count - report.done)  # the chunk's lines never searched (blank, no letter)
         if chunk_done is not None:
             chunk_done(translations, options.first_line + count)
     report.close()

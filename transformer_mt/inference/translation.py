@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from transformer_mt.inference.sentences import Segments
+from transformer_mt.writing_systems import has_letter
 
 Span = tuple[int, int]  # a piece of a text: its start and end character offsets
 
@@ -32,6 +33,12 @@ class Translation:
         return cls([""] * n_best, [0.0] * n_best, alignment)
 
     @classmethod
+    def as_written(cls, text: str, n_best: int, alignment: list | None = None) -> Translation:
+        """The translation of a sentence `kept_as_written`: itself, n_best times, each with
+        score 0.0 (as a blank line's: nothing was searched)."""
+        return cls([text] * n_best, [0.0] * n_best, alignment)
+
+    @classmethod
     def joined(cls, segments: Segments, parts: Sequence[Translation]) -> Translation:
         """The translation of a line from those of its sentences (`segments`): the k-th
         hypothesis joins the sentences' k-th, with the sum of their scores. A line of one
@@ -51,3 +58,13 @@ class Translation:
             [sum(part.scores[k] for part in parts) for k in n_best],
             sentences=tuple(places),
         )
+
+
+def kept_as_written(sentence: str, prefix: str = "", phrases: Sequence[str] = ()) -> bool:
+    """Whether `sentence` is its own translation, never searched: it holds no letter of any
+    script (a number, a time, symbols, emoji, a rule such as `* * *`). The models learn from
+    sentences and wrote one for such text (the Multi30k model: "2024" -> "There are two men
+    are walking down.", "🐕" -> "A race race."), so that a table's numbers became captions.
+    A sentence given a forced `prefix` or target `phrases` is searched: they ask for words.
+    """
+    return not prefix and not phrases and not has_letter(sentence)

@@ -5,7 +5,8 @@ through `Translator`, so its rules hold on every path and live only here:
 
     1) split each line into its sentences (`inference.sentences`; `split_sentences`)
     2) encode each sentence; a blank line is not searched, its translation is empty (a
-       prefix or phrases given to it are counted in `unforced_lines`)
+       prefix or phrases given to it are counted in `unforced_lines`); a sentence without a
+       letter (a number, symbols) is not searched either, its translation is itself
     3) truncate to the position table: at most max_positions - 1 subwords, as the appended
        EOS takes one position (`LineEncoding`: counted, never dropped)
     4) batch the sentences of all lines by length under decode.max_tokens;
@@ -66,7 +67,7 @@ from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.running import search_options
 from transformer_mt.inference.sentences import Segments, SplitLines, split_line
-from transformer_mt.inference.translation import Translation
+from transformer_mt.inference.translation import Translation, kept_as_written
 from transformer_mt.inference.unknowns import copied_pieces
 from transformer_mt.machine import resolve_device
 from transformer_mt.model import Seq2SeqTransformer
@@ -243,8 +244,9 @@ class Translator:
         self, texts: Texts | Sequence[str], on_batch: Callable[[int], None] | None = None
     ) -> list[Translation]:
         """Translate `texts`, their sentences in batches sorted by length; results in input
-        order. A text holding line breaks is translated line by line, its breaks kept (as the
-        server's texts are; a file's lines hold none).
+        order. A line break inside a text is whitespace of its sentence unless the sentence
+        splitter ends a sentence there (the server cuts its texts at line breaks first:
+        serve/engine/texts.py; a file's lines hold none).
 
         `texts`: plain lines, or `Texts` with per-text options: forced prefixes (the words a
         user has typed; an empty one forces nothing), directions (for a model with language
@@ -252,7 +254,8 @@ class Translator:
         constraints (target phrases the translation contains; search with a beam of at least
         one more than a text has, `inference.constrained`) and glossaries (the target terms
         of the source terms each sentence holds are its constraints).
-        An empty (or blank) line is not searched: its translation is `Translation.empty`.
+        An empty (or blank) line is not searched: its translation is `Translation.empty`; nor
+        is a sentence without a letter, which is its own translation (`kept_as_written`).
         `on_batch(n)` is called after each searched batch with the n lines it finished
         (progress reports; a line split into sentences is finished by its last one).
 
@@ -337,10 +340,20 @@ class Translator:
         each; `owners`: the line of each sentence, so that `on_batch` counts the lines a batch
         finished and errors name the line."""
         encoded = self.encoding.sentence_ids(sentences, directions, owners)
-        todo = [i for i, ids in enumerate(encoded) if ids]
-        no_pairs = None if self.alignment_layer is None else []
-        results = [Translation.empty(self.decode.n_best, no_pairs) for _ in sentences]
         asked = prefixes or [""] * len(sentences)
+        written = {
+            i
+            for i, sentence in enumerate(sentences)
+            if kept_as_written(sentence, asked[i], phrases[i] if phrases else ())
+        }
+        todo = [i for i, ids in enumerate(encoded) if ids and i not in written]
+        n_best, no_pairs = self.decode.n_best, None if self.alignment_layer is None else []
+        results = [
+            Translation.as_written(sentence, n_best, no_pairs)
+            if i in written and encoded[i]
+            else Translation.empty(n_best, no_pairs)
+            for i, sentence in enumerate(sentences)
+        ]
         blank = [i for i, ids in enumerate(encoded) if not ids]
         self.unforced_lines += unused_forcing(asked, phrases, blank)
         forced = [self.encoding.prefix_ids(asked[i], directions[i], owners[i]) for i in todo]

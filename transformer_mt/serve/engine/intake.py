@@ -31,7 +31,8 @@ from transformer_mt.inference.constrained import ConstraintsError
 from transformer_mt.inference.encoding import LineTooLong
 from transformer_mt.inference.languages import Direction
 from transformer_mt.inference.requests import Texts
-from transformer_mt.inference.translator import Translation, Translator
+from transformer_mt.inference.translation import Translation, kept_as_written
+from transformer_mt.inference.translator import Translator
 from transformer_mt.search import constrained_beam_size, max_output_lengths
 from transformer_mt.search.lengths import least_max_len
 from transformer_mt.serve.contract import RequestTooLarge, TextRefused, TokenCallback
@@ -150,7 +151,7 @@ class Intake:
         phrases: Sequence[str],
     ) -> Work | None:
         """The work for sentence `index` of `job`, or None when it is answered at once (blank,
-        or cached).
+        `kept_as_written`, or cached).
 
         Raises:
             ConstraintsError: its `phrases` cannot all be met, or its prefix does not fit,
@@ -172,6 +173,9 @@ class Intake:
             raise RequestTooLarge(f"text[{line}]: a sentence of {err}") from None
         if not src:
             job.results[index] = Translation.empty(decode.n_best)
+            return None
+        if kept_as_written(text, prefix, phrases):
+            job.results[index] = Translation.as_written(text, decode.n_best)
             return None
         mask = torch.ones(1, 1, 1, source_positions(src), dtype=torch.bool)
         cap = self.translator.options.max_len_cap
