@@ -10,6 +10,7 @@ import json
 import pytest
 
 from tests.serve.real_engine import running
+from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.translator import Translator
 from transformer_mt.serve.engine import Engine, ServeLimits
@@ -52,7 +53,9 @@ def test_n_best_of_a_split_line_joins_the_sentences_hypotheses_as_the_translator
     assert got.scores == pytest.approx(expected.scores, abs=1e-4)
 
 
-def test_each_line_of_a_text_translates_as_that_line_and_the_line_breaks_come_back(engine, offline):
+def test_each_line_of_a_text_translates_as_that_line_and_the_line_breaks_come_back(
+    checkpoint, engine, offline
+):
     lines = ["Zwei hunde spielen im schnee", THREE, "", "ein mann fährt rad"]
     breaks = ["\n", "\r\n", "\n\n"]
     text = lines[0] + "".join(b + line for b, line in zip(breaks, lines[1:], strict=True))
@@ -61,6 +64,11 @@ def test_each_line_of_a_text_translates_as_that_line_and_the_line_breaks_come_ba
     assert each[2] == ""
     want = each[0] + "".join(b + line for b, line in zip(breaks, each[1:], strict=True))
     assert got.texts[0] == want
+    # The library's rule, which the engine asks: sentencex reads one line break as a space,
+    # and the lines of a paragraph without final stops had been one sentence there.
+    assert offline.translate([text])[0].texts[0] == want
+    unsplit = Translator.from_checkpoint(str(checkpoint), lines=LineSettings(split_sentences=False))
+    assert unsplit.split([text], [unsplit.default]).sentences == [lines[0], THREE, lines[3]]
 
 
 @pytest.mark.parametrize(

@@ -32,6 +32,12 @@ What this module adds to the splitter:
 - Quotations. sentencex ends a Japanese, Korean or Chinese sentence at or before the closing
   mark of a quotation the sentence goes on after (「走れ！」と言った。, 『走れ！』と言った。,
   "뛰어!"라고 말했다., "“快跑！”他说。"); such pieces are joined again (`_quotations_kept`).
+- Line breaks. A text may hold several lines (a served text: a LibreTranslate client sends a
+  textarea's paragraphs as one; a file's lines hold none). Each line is split as a line
+  alone (`split_text`), and the line breaks (`\n`, `\r\n`, `\r`) go back verbatim between
+  the translations of the lines around them; a blank line stays blank. sentencex reads a
+  single line break as a space inside a sentence, so the lines of a paragraph without final
+  stops became one sentence.
 - A line of one sentence, or of none (a blank line), is one segment: the line itself,
   whitespace and all. It reaches the model exactly as before splitting existed, so outputs
   of single sentences do not change.
@@ -202,6 +208,34 @@ def split_line(line: str, lang: str | None = None) -> Segments:
     edges = [0, *itertools.chain.from_iterable(spans), len(line)]
     separators = tuple(line[a:b] for a, b in zip(edges[::2], edges[1::2], strict=True))
     return Segments(tuple(line[a:b] for a, b in spans), separators)
+
+
+LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
+
+
+def split_text(text: str, lang: str | None = None, sentences: bool = True) -> Segments:
+    """`text` as the sentences of its lines (see the module), each line cut by `split_line`
+    (by the rules of `lang`), or whole where `sentences` is False."""
+    pieces = LINE_BREAK.split(text)
+    lines, breaks = pieces[::2], pieces[1::2]
+    cut = [split_line(line, lang) if sentences else Segments.whole(line) for line in lines]
+    if not breaks:
+        return cut[0]
+    found: list[str] = []
+    separators = [""]
+    for i, (line, segments) in enumerate(zip(lines, cut, strict=True)):
+        if i:
+            separators[-1] += breaks[i - 1]
+        if not line.strip():  # a blank line: nothing to translate, kept as it is
+            separators[-1] += line
+            continue
+        separators[-1] += segments.separators[0]
+        for sentence, after in zip(segments.sentences, segments.separators[1:], strict=True):
+            found.append(sentence)
+            separators.append(after)
+    if not found:  # blank lines only: kept as they are, around an empty sentence
+        return Segments(("",), ("", text))
+    return Segments(tuple(found), tuple(separators))
 
 
 # Closing quotation marks: a quotation ending in one may go on as the same sentence (_GOES_ON);

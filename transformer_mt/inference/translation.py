@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from transformer_mt.inference.sentences import Segments
+from transformer_mt.inference.sentences import Segments, SplitLines
 from transformer_mt.writing_systems import has_letter
 
 Span = tuple[int, int]  # a piece of a text: its start and end character offsets
@@ -58,6 +58,14 @@ class Translation:
             [sum(part.scores[k] for part in parts) for k in n_best],
             sentences=tuple(places),
         )
+
+
+def joined_lines(split: SplitLines, found: Sequence[Translation]) -> list[Translation]:
+    """One translation per line of `split`, from one per sentence (`Translation.joined`)."""
+    return [
+        Translation.joined(segments, parts)
+        for segments, parts in zip(split.lines, split.regroup(found), strict=True)
+    ]
 
 
 def kept_as_written(sentence: str, prefix: str = "", phrases: Sequence[str] = ()) -> bool:

@@ -66,8 +66,8 @@ from transformer_mt.inference.languages import Direction, Languages, Pair, asked
 from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.running import search_options
-from transformer_mt.inference.sentences import Segments, SplitLines, split_line
-from transformer_mt.inference.translation import Translation, kept_as_written
+from transformer_mt.inference.sentences import Segments, SplitLines, split_text
+from transformer_mt.inference.translation import Translation, joined_lines, kept_as_written
 from transformer_mt.inference.unknowns import copied_pieces
 from transformer_mt.machine import resolve_device
 from transformer_mt.model import Seq2SeqTransformer
@@ -244,9 +244,8 @@ class Translator:
         self, texts: Texts | Sequence[str], on_batch: Callable[[int], None] | None = None
     ) -> list[Translation]:
         """Translate `texts`, their sentences in batches sorted by length; results in input
-        order. A line break inside a text is whitespace of its sentence unless the sentence
-        splitter ends a sentence there (the server cuts its texts at line breaks first:
-        serve/engine/texts.py; a file's lines hold none).
+        order. A text holding line breaks is translated line by line, its breaks kept
+        (`sentences.split_text`; a file's lines hold none, a served text may).
 
         `texts`: plain lines, or `Texts` with per-text options: forced prefixes (the words a
         user has typed; an empty one forces nothing), directions (for a model with language
@@ -266,11 +265,7 @@ class Translator:
         request = Texts.plain(texts)
         directions = self.directions_of(request)
         split = self.split(request, directions)
-        found = self.translate_sentences(request, split, directions, on_batch)
-        return [
-            Translation.joined(segments, parts)
-            for segments, parts in zip(split.lines, split.regroup(found), strict=True)
-        ]
+        return joined_lines(split, self.translate_sentences(request, split, directions, on_batch))
 
     def directions_of(self, request: Texts) -> list[Direction]:
         """The resolved `Direction` of each text of `request` (`direction`)."""
@@ -303,15 +298,15 @@ class Translator:
         )
 
     def split(self, texts: Texts | Sequence[str], directions: Sequence[Direction]) -> SplitLines:
-        """`texts` as sentences, each split by the rules of its direction's source language
-        (else `split_lang`); whole where splitting is off, with alignments, and where a text
-        is kept whole for its options (`Texts.keeps_whole`)."""
+        """`texts` as sentences (`sentences.split_text`), each split by the rules of its
+        direction's source language (else `split_lang`): cut at line breaks only where
+        sentence splitting is off; whole with alignments, and where a text is kept whole for
+        its options (`Texts.keeps_whole`)."""
         request = Texts.plain(texts)
-        splitting = self.split_sentences and self.alignment_layer is None
         return SplitLines(
             tuple(
-                split_line(text, self.sentence_language(direction))
-                if splitting and not request.keeps_whole(i)
+                split_text(text, self.sentence_language(direction), self.split_sentences)
+                if self.alignment_layer is None and not request.keeps_whole(i)
                 else Segments.whole(text)
                 for i, (text, direction) in enumerate(zip(request.texts, directions, strict=True))
             )

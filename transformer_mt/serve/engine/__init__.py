@@ -5,7 +5,8 @@ a request into the sentences it queues (job.py: the request's `Job`), limits.py 
 it takes on (`ServeLimits`) and sizes its KV pool, admission.py queues sentences and admits
 them within the budgets, scheduler.py steps the admitted ones as one continuous batch over
 the paged KV cache (paged.py, row_groups.py), prefix_cache.py and caches.py keep what later
-requests reuse, and texts.py cuts texts into sentences and joins their translations.
+requests reuse. Texts are cut into sentences and their translations joined by the
+`Translator`'s own rules (`Translator.split`, `translation.joined_lines`).
 
 The HTTP side (serve/http/) knows none of this: only serve/contract.py, which `Engine`
 implements.

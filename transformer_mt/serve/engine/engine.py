@@ -170,8 +170,9 @@ class Engine:
     def check(self, job: Job) -> list[CheckedLine]:
         """The dropped-content check of finished `job` (inference/checked.py): its texts'
         sentences checked by forced passes of the engine's model in the caller's thread (as
-        `align`). Not retried: every text was translated sentence by sentence (texts.py), so
-        a flagged sentence has no sentence end to be cut at. One `CheckedLine` per text."""
+        `align`). Not retried: every text was translated sentence by sentence
+        (`Translator.split`), so a flagged sentence has no sentence end to be cut at. One
+        `CheckedLine` per text."""
         split = job.split
         directions = [job.directions[line] for line in split.owners]
         with torch.inference_mode():

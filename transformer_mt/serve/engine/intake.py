@@ -1,12 +1,12 @@
 """A request into the engine: the checks it passes, then its texts as the sentences the engine
 queues, each prepared for the search by the `Translator`'s own rules, in the caller's thread.
 
-Texts are cut into sentences line by line (texts.py); a sentence longer than the position
+Texts are cut into sentences line by line (`Translator.split`); a sentence longer than the position
 table is refused (cut, its translation would end early without the client knowing); each is
 given its target prefix and the language tags of its text's direction, and its max_len
-decided as `Translator.translate` decides it. A blank sentence is answered at
-once, and an exact repeat of one (same text, same options, same direction) from the
-translation cache, without decoding.
+decided as `Translator.translate` decides it. A blank sentence, and one without a letter
+(`kept_as_written`), is answered at once, and an exact repeat of one (same text, same
+options, same direction) from the translation cache, without decoding.
 
 Constraints (a text's own target phrases, and the target terms of its glossary that each of
 its sentences holds: `Texts.sentence_phrases`, as `Translator.translate` finds them) are
@@ -41,7 +41,6 @@ from transformer_mt.serve.engine.caches import LruCache, translation_key
 from transformer_mt.serve.engine.job import Job
 from transformer_mt.serve.engine.limits import ServeLimits
 from transformer_mt.serve.engine.scheduler import Sentence, source_positions
-from transformer_mt.serve.engine.texts import split_texts
 
 
 class Intake:
@@ -83,7 +82,7 @@ class Intake:
         self._check(request, decode)
         self._check_glossaries(request)
         directions = self._directions(request)
-        split = split_texts(self.translator, request, directions)
+        split = self.translator.split(request, directions)
         if len(split.sentences) > self.limits.max_queue:
             raise RequestTooLarge(
                 f"{len(split.sentences)} sentences; the queue holds {self.limits.max_queue}"

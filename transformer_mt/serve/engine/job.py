@@ -9,16 +9,15 @@ from collections.abc import Callable, Sequence
 
 from transformer_mt.inference.languages import Direction
 from transformer_mt.inference.sentences import SplitLines
-from transformer_mt.inference.translator import Translation
+from transformer_mt.inference.translation import Translation, joined_lines
 from transformer_mt.serve.contract import TokenCallback
-from transformer_mt.serve.engine.texts import joined_translations
 
 
 class Job:
     """One request: its future (list[Translation], one per text in input order) and its
-    cancellation. Its texts are searched as the sentences of `split` (texts.py), each text in
-    its `directions`; `results` holds one translation per sentence, joined back into texts
-    when the last is in. `cancel` is the engine's, which takes the job's work away."""
+    cancellation. Its texts are searched as the sentences of `split` (`Translator.split`),
+    each text in its `directions`; `results` holds one translation per sentence, joined back
+    into texts when the last is in. `cancel` is the engine's, which takes the job's work away."""
 
     def __init__(
         self,
@@ -42,7 +41,7 @@ class Job:
 
     def translations(self) -> list[Translation]:
         """One translation per text, once every sentence has its own."""
-        return joined_translations(self.split, self.results)
+        return joined_lines(self.split, self.results)
 
     def stream(self, sentence: int, text: str) -> None:
         """Tell `on_token` the text so far of the text that `sentence` belongs to: its
