@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from transformer_mt.artifacts import load_for_inference
+from transformer_mt.cli import evaluate as evaluate_cli
 from transformer_mt.cli import main
 from transformer_mt.config import ConfigError, load_config
 from transformer_mt.data.locations import check_sources
@@ -150,6 +151,17 @@ def test_evaluate_prints_one_table_with_the_off_target_rate(multilingual, capsys
         ["| de->fr", "zero-shot"],
     ]
     assert all(line.endswith("% |") for line in lines[2:])
+
+
+def test_without_lingua_the_table_is_printed_with_a_note(multilingual, capsys, monkeypatch):
+    """A plain install had stopped at "language identification needs lingua" before
+    translating, the README's `tmt evaluate --checkpoint` included."""
+    _, checkpoint = multilingual
+    monkeypatch.setattr(evaluate_cli, "installed", lambda: False)
+    assert main(["evaluate", "--checkpoint", str(checkpoint), "--directions", "de-en"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[2].endswith(" | - |")
+    assert "note: the off-target rate needs lingua-language-detector: pip install" in err
 
 
 def test_a_pivot_with_nothing_to_pivot_says_so(multilingual, caplog):

@@ -7,10 +7,12 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import sys
 
 from transformer_mt.cli.common import add_device_flag, device_of, set_cpu_threads
 from transformer_mt.errors import SettingError, TmtError, shown_value
 from transformer_mt.evaluation import TOKENIZERS
+from transformer_mt.langid import INSTALL, installed
 
 
 def add_evaluate(sub: argparse._SubParsersAction) -> None:
@@ -75,7 +77,7 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-off-target",
         action="store_true",
-        help="skip identifying the language of each output (needs the langid extra)",
+        help="skip identifying the language of each output (done where the langid extra is)",
     )
     p.add_argument("--beam-size", type=int, help="override the checkpoint's decode.beam_size")
     add_device_flag(p)
@@ -170,6 +172,11 @@ def _evaluate_directions(args: argparse.Namespace) -> list[str]:
     from transformer_mt.progress import ProgressReport
 
     decode = {} if args.beam_size is None else {"beam_size": args.beam_size}
+    off_target = not args.no_off_target and installed()
+    if not args.no_off_target and not off_target:  # a plain install: scored all the same
+        print(
+            f"note: the off-target rate needs lingua-language-detector: {INSTALL}", file=sys.stderr
+        )
     device = device_of(args)
     if device == "cpu":
         set_cpu_threads(quiet=True)
@@ -178,7 +185,7 @@ def _evaluate_directions(args: argparse.Namespace) -> list[str]:
         test=args.test,
         directions=directions,
         pivot=args.pivot,
-        off_target=not args.no_off_target,
+        off_target=off_target,
         progress=lambda counted, total: ProgressReport.on_stderr(total, counted),
         device=device,
         **decode,
