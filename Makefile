@@ -39,7 +39,8 @@ format: install
 
 # pytest-xdist spreads the tests over up to 4 processes, one per core, each with one torch
 # thread (tests/conftest.py); its own kernel-choice folder keeps each one's numbers fixed.
-# A 2-core Xeon: 398 s in one process, 255 s in two. PYTEST_ARGS="-n 0" runs them in one.
+# A 2-core Xeon: 398 s in one process, 255 s in two; a 2-core AVX2-only AMD EPYC, where importing
+# torch alone takes 2.5 s: 392 s in two (docs/results.md). PYTEST_ARGS="-n 0" runs them in one.
 test: lint
 	$(PY) -m pytest -q -n auto --maxprocesses 4 $(PYTEST_ARGS)
 
