@@ -47,3 +47,12 @@ def test_the_docstring_example_trains_and_translates(tmp_path):
     (translation,) = translator.translate(["der hund sieht die katze"])
     assert len(translation.texts) == 1 and isinstance(translation.texts[0], str)
     assert transformer_mt.load_config(str(config)).model.d_model == 32
+
+
+def test_the_version_is_the_package_metadatas():
+    """Written in pyproject.toml and in the package: `tmt --version` says the latter."""
+    import tomllib
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    declared = tomllib.loads(pyproject.read_text("utf-8"))["project"]["version"]
+    assert transformer_mt.__version__ == declared
