@@ -113,7 +113,7 @@ def _int8_timing_reversed(monkeypatch, choices: TimedChoices) -> None:
     """Time the int8 engines as a busy machine might: every kind the other way."""
 
     def other_engine(layer):
-        kept = choices.answers[f"int8 engine {packed.kind_label(quantize._kind(layer))}"]
+        kept = choices.answers[quantize.engine_choice(quantize._kind(layer))]
         return next(engine for engine in int8_engines() if engine != kept)
 
     monkeypatch.setattr(quantize, "fastest_engine", other_engine)

@@ -109,6 +109,9 @@ def test_a_model_scores_each_sentence_and_skips_blank_ones(translator):
     outputs = ["mann ein", "", "", "das buch", "12:30"]
     found = check_translations(translator, sources, outputs, [translator.default] * 5)
     assert found[1] is None and found[4] is None
+    # Searched all the same (a glossary's term for it), it is checked.
+    (searched,) = check_translations(translator, ["2024"], ["das buch"], [translator.default])
+    assert searched is not None
     ids = [translator.src_tokenizer.encode(s) for s in sources]
     out = [translator.tgt_tokenizer.encode(o) for o in outputs]
     for i in (0, 2, 3):

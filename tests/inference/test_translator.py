@@ -118,6 +118,12 @@ def test_text_without_a_letter_is_its_own_translation(checkpoint):
     alone = translator.translate(["ein mann fährt rad."])[0].texts[0]
     assert mixed.texts[0] == f"{alone}\n\n2024"
     assert blank.texts == ["", ""]
+    # Its whitespace as the model writes it (a TAB would split an --alignments line); a line
+    # of digits beyond the position table is kept whole, never cut.
+    assert translator.translate(["  12\t30 "])[0].texts[0] == "12 30"
+    digits = " ".join(["1234"] * 400)
+    assert translator.translate([digits])[0].texts[0] == digits
+    assert translator.encoding.truncated_lines == 0
 
 
 def test_a_prefix_or_phrases_given_to_text_without_a_letter_are_searched(checkpoint):
@@ -125,6 +131,8 @@ def test_a_prefix_or_phrases_given_to_text_without_a_letter_are_searched(checkpo
     word = translator.translate(["ein mann fährt rad"])[0].texts[0].split()[-1]
     prefixed = translator.translate(Texts.of(["2024"], prefixes=[word]))[0].texts[0]
     assert prefixed.startswith(word)
+    blank_prefix = Texts.of(["2024", "2024"], prefixes=[" ", ""], constraints=[[" "], []])
+    assert [t.texts[0] for t in translator.translate(blank_prefix)] == ["2024", "2024"]
     constrained = translator.translate(Texts.of(["2024"], constraints=[[word]]))[0].texts[0]
     assert word in constrained
 

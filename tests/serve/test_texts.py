@@ -68,7 +68,7 @@ def test_each_line_of_a_text_translates_as_that_line_and_the_line_breaks_come_ba
     # and the lines of a paragraph without final stops had been one sentence there.
     assert offline.translate([text])[0].texts[0] == want
     unsplit = Translator.from_checkpoint(str(checkpoint), lines=LineSettings(split_sentences=False))
-    assert unsplit.split([text], [unsplit.default]).sentences == [lines[0], THREE, lines[3]]
+    assert unsplit.split([text], [unsplit.default]).sentences == [text]  # whole, as --no-split
 
 
 @pytest.mark.parametrize(

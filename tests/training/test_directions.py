@@ -16,11 +16,12 @@ from transformer_mt.config import ConfigError, load_config
 from transformer_mt.data.locations import check_sources
 from transformer_mt.data.readers import DataError
 from transformer_mt.evaluation import corpus_scores
+from transformer_mt.inference import direction_scores
 from transformer_mt.inference.direction_scores import score_directions
 from transformer_mt.inference.languages import Languages
 from transformer_mt.inference.line_settings import LineSettings
 from transformer_mt.inference.translator import Translator
-from transformer_mt.langid import installed
+from transformer_mt.langid import Detection, installed
 from transformer_mt.progress import ProgressReport
 from transformer_mt.training.run import run_training
 
@@ -162,6 +163,19 @@ def test_without_lingua_the_table_is_printed_with_a_note(multilingual, capsys, m
     out, err = capsys.readouterr()
     assert out.splitlines()[2].endswith(" | - |")
     assert "note: the off-target rate needs lingua-language-detector: pip install" in err
+
+
+def test_outputs_without_letters_count_in_no_off_target_rate():
+    """lingua identifies no language in `2024` (kept as written): it had counted as off-target."""
+
+    class Identifier:
+        def detect(self, texts):
+            codes = {"A dog.": "en", "Un chien.": "fr", "2024": None, "12:30": None}
+            return [Detection(codes[text], 1.0) for text in texts]
+
+    hypotheses = ["A dog.", "2024", "12:30", "Un chien."]
+    score = direction_scores._scored("de", "en", "supervised", hypotheses, hypotheses, Identifier())
+    assert score.off_target == 0.5
 
 
 def test_a_pivot_with_nothing_to_pivot_says_so(multilingual, caplog):

@@ -217,7 +217,8 @@ def _scored(
     bleu, chrf = corpus_scores(hypotheses, references, ["bleu", "chrf"], tokenize=tokenize)
     off_target = None
     if identifier is not None:
-        found = identifier.detect(hypotheses)
+        # Of the outputs with letters to identify: `2024`, kept as written, is in no language.
+        found = [d for d in identifier.detect(hypotheses) if d.code is not None]
         off_target = sum(d.code != tgt_lang for d in found) / max(len(found), 1)
     return DirectionScore(
         src_lang, tgt_lang, route, bleu.score, chrf.score, off_target, len(hypotheses), tokenize

@@ -34,7 +34,7 @@ from torch import Tensor
 from transformer_mt.evaluation import build_metric
 from transformer_mt.inference.cross_attention import best_sources, cross_attention
 from transformer_mt.inference.languages import Direction
-from transformer_mt.inference.translation import kept_as_written
+from transformer_mt.inference.translation import as_written, kept_as_written
 from transformer_mt.inference.translator import Translator
 
 # The flags in the order a report lists them.
@@ -175,14 +175,18 @@ def check_translations(
     layer: int = -1,
 ) -> list[Scores | None]:
     """The scores of each (source sentence, translation) pair, translated in its direction;
-    None for a source with nothing to translate (blank, or `kept_as_written`: never searched).
+    None for a source with nothing to translate (blank, or `kept_as_written` and so
+    translated: never searched).
     One teacher-forced pass of `translator`'s model per batch of `decode.max_tokens`, through
     decoder layer `layer`."""
     rows = [
         (translator.encoding.source_ids(source, direction, count=False), direction)
         for source, direction in zip(sources, directions, strict=True)
     ]
-    todo = [i for i, (ids, _) in enumerate(rows) if ids and not kept_as_written(sources[i])]
+    kept = [
+        kept_as_written(s) and as_written(s) == o for s, o in zip(sources, outputs, strict=True)
+    ]
+    todo = [i for i, (ids, _) in enumerate(rows) if ids and not kept[i]]
     eos = translator.specials.eos
     src = [[*rows[i][0], eos] for i in todo]
     tgt = [translator.encoding.prefix_ids(outputs[i], rows[i][1]) for i in todo]

@@ -34,7 +34,7 @@ What this module adds to the splitter:
   "뛰어!"라고 말했다., "“快跑！”他说。"); such pieces are joined again (`_quotations_kept`).
 - Line breaks. A text may hold several lines (a served text: a LibreTranslate client sends a
   textarea's paragraphs as one; a file's lines hold none). Each line is split as a line
-  alone (`split_text`), and the line breaks (`\n`, `\r\n`, `\r`) go back verbatim between
+  alone (`split_text`), and the line breaks (`\n`, `\r\n`) go back verbatim between
   the translations of the lines around them; a blank line stays blank. sentencex reads a
   single line break as a space inside a sentence, so the lines of a paragraph without final
   stops became one sentence.
@@ -210,15 +210,17 @@ def split_line(line: str, lang: str | None = None) -> Segments:
     return Segments(tuple(line[a:b] for a, b in spans), separators)
 
 
-LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
+# A line ends at a line feed, as in files (a lone carriage return inside a file's line is no
+# line end to `tmt translate`, nor would it be to the output's readers if it came back there).
+LINE_BREAK = re.compile(r"(\r?\n)")
 
 
-def split_text(text: str, lang: str | None = None, sentences: bool = True) -> Segments:
+def split_text(text: str, lang: str | None = None) -> Segments:
     """`text` as the sentences of its lines (see the module), each line cut by `split_line`
-    (by the rules of `lang`), or whole where `sentences` is False."""
+    (by the rules of `lang`)."""
     pieces = LINE_BREAK.split(text)
     lines, breaks = pieces[::2], pieces[1::2]
-    cut = [split_line(line, lang) if sentences else Segments.whole(line) for line in lines]
+    cut = [split_line(line, lang) for line in lines]
     if not breaks:
         return cut[0]
     found: list[str] = []

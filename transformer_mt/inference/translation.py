@@ -34,9 +34,10 @@ class Translation:
 
     @classmethod
     def as_written(cls, text: str, n_best: int, alignment: list | None = None) -> Translation:
-        """The translation of a sentence `kept_as_written`: itself, n_best times, each with
-        score 0.0 (as a blank line's: nothing was searched)."""
-        return cls([text] * n_best, [0.0] * n_best, alignment)
+        """The translation of a sentence `kept_as_written`: itself, its whitespace runs as one
+        space as the model reads and writes them (a TAB would split a line of `--alignments`
+        output), n_best times, each with score 0.0 (as a blank line's: nothing was searched)."""
+        return cls([as_written(text)] * n_best, [0.0] * n_best, alignment)
 
     @classmethod
     def joined(cls, segments: Segments, parts: Sequence[Translation]) -> Translation:
@@ -73,6 +74,13 @@ def kept_as_written(sentence: str, prefix: str = "", phrases: Sequence[str] = ()
     script (a number, a time, symbols, emoji, a rule such as `* * *`). The models learn from
     sentences and wrote one for such text (the Multi30k model: "2024" -> "There are two men
     are walking down.", "🐕" -> "A race race."), so that a table's numbers became captions.
-    A sentence given a forced `prefix` or target `phrases` is searched: they ask for words.
+    A sentence given a forced `prefix` or target `phrases` is searched: they ask for words;
+    a blank one is not kept, it is blank (translated to nothing).
     """
-    return not prefix and not phrases and not has_letter(sentence)
+    asked = prefix.strip() or any(phrase.strip() for phrase in phrases)
+    return bool(sentence.strip()) and not asked and not has_letter(sentence)
+
+
+def as_written(sentence: str) -> str:
+    """What a sentence `kept_as_written` is translated to: `Translation.as_written`."""
+    return " ".join(sentence.split())

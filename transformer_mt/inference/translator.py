@@ -245,7 +245,8 @@ class Translator:
     ) -> list[Translation]:
         """Translate `texts`, their sentences in batches sorted by length; results in input
         order. A text holding line breaks is translated line by line, its breaks kept
-        (`sentences.split_text`; a file's lines hold none, a served text may).
+        (`sentences.split_text`; a file's lines hold none, a served text may), unless it is
+        kept whole (`split`).
 
         `texts`: plain lines, or `Texts` with per-text options: forced prefixes (the words a
         user has typed; an empty one forces nothing), directions (for a model with language
@@ -299,14 +300,15 @@ class Translator:
 
     def split(self, texts: Texts | Sequence[str], directions: Sequence[Direction]) -> SplitLines:
         """`texts` as sentences (`sentences.split_text`), each split by the rules of its
-        direction's source language (else `split_lang`): cut at line breaks only where
-        sentence splitting is off; whole with alignments, and where a text is kept whole for
-        its options (`Texts.keeps_whole`)."""
+        direction's source language (else `split_lang`); whole where splitting is off (a
+        line break and all), with alignments, and where a text is kept whole for its options
+        (`Texts.keeps_whole`)."""
         request = Texts.plain(texts)
+        splitting = self.split_sentences and self.alignment_layer is None
         return SplitLines(
             tuple(
-                split_text(text, self.sentence_language(direction), self.split_sentences)
-                if self.alignment_layer is None and not request.keeps_whole(i)
+                split_text(text, self.sentence_language(direction))
+                if splitting and not request.keeps_whole(i)
                 else Segments.whole(text)
                 for i, (text, direction) in enumerate(zip(request.texts, directions, strict=True))
             )
@@ -334,22 +336,24 @@ class Translator:
         """`translate` of single sentences, one direction (and prefix, and target phrases)
         each; `owners`: the line of each sentence, so that `on_batch` counts the lines a batch
         finished and errors name the line."""
-        encoded = self.encoding.sentence_ids(sentences, directions, owners)
         asked = prefixes or [""] * len(sentences)
         written = {
             i
             for i, sentence in enumerate(sentences)
             if kept_as_written(sentence, asked[i], phrases[i] if phrases else ())
         }
-        todo = [i for i, ids in enumerate(encoded) if ids and i not in written]
+        # One kept as written is not encoded, so neither cut nor counted as cut.
+        kept_out = ["" if i in written else sentence for i, sentence in enumerate(sentences)]
+        encoded = self.encoding.sentence_ids(kept_out, directions, owners)
+        todo = [i for i, ids in enumerate(encoded) if ids]
         n_best, no_pairs = self.decode.n_best, None if self.alignment_layer is None else []
         results = [
             Translation.as_written(sentence, n_best, no_pairs)
-            if i in written and encoded[i]
+            if i in written
             else Translation.empty(n_best, no_pairs)
             for i, sentence in enumerate(sentences)
         ]
-        blank = [i for i, ids in enumerate(encoded) if not ids]
+        blank = [i for i, ids in enumerate(encoded) if not ids and i not in written]
         self.unforced_lines += unused_forcing(asked, phrases, blank)
         forced = [self.encoding.prefix_ids(asked[i], directions[i], owners[i]) for i in todo]
         constraints = None

@@ -166,15 +166,15 @@ class Intake:
             job.results[index] = cached
             return None
         line = job.split.owners[index]
+        if kept_as_written(text, prefix, phrases):
+            job.results[index] = Translation.as_written(text, decode.n_best)
+            return None
         try:
             src = self.translator.encoding.source_ids(text, direction, cut=False)
         except LineTooLong as err:  # cut, its translation would end early, unsaid
             raise RequestTooLarge(f"text[{line}]: a sentence of {err}") from None
         if not src:
             job.results[index] = Translation.empty(decode.n_best)
-            return None
-        if kept_as_written(text, prefix, phrases):
-            job.results[index] = Translation.as_written(text, decode.n_best)
             return None
         mask = torch.ones(1, 1, 1, source_positions(src), dtype=torch.bool)
         cap = self.translator.options.max_len_cap
