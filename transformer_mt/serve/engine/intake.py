@@ -159,6 +159,9 @@ class Intake:
                 cuts such a line and says so; a client would not be told).
         """
         text = job.split.sentences[index]
+        if kept_as_written(text, prefix, phrases):  # before the cache: nothing to look up
+            job.results[index] = Translation.as_written(text, decode.n_best)
+            return None
         key = translation_key(text, prefix, direction, decode, phrases, job.scope)
         with self._lock:
             cached = self.translations.get(key)
@@ -166,9 +169,6 @@ class Intake:
             job.results[index] = cached
             return None
         line = job.split.owners[index]
-        if kept_as_written(text, prefix, phrases):
-            job.results[index] = Translation.as_written(text, decode.n_best)
-            return None
         try:
             src = self.translator.encoding.source_ids(text, direction, cut=False)
         except LineTooLong as err:  # cut, its translation would end early, unsaid
