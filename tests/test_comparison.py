@@ -145,16 +145,19 @@ def test_a_file_given_twice_or_of_another_length_is_refused(systems, tmp_path, c
 
 def test_a_system_that_scores_as_the_baseline_is_not_called_different(systems, tmp_path, capsys):
     """A copy of the baseline under another name got sacrebleu's least p, 0.0010, and a mark
-    saying it differs; nothing does."""
+    saying it differs; nothing does. (A tenth of sacrebleu's resamples and trials: the copy's
+    p-value is 1.0 whatever their number.)"""
     paths, ref = systems
     copy = tmp_path / "copy.txt"
     copy.write_bytes(Path(paths[0]).read_bytes())
-    for test in ("bs", "ar"):
-        found = compare_files([paths[0], str(copy), paths[1]], ref, ["bleu", "chrf"], test=test)
+    for test, samples in (("bs", 100), ("ar", 1000)):
+        files = [paths[0], str(copy), paths[1]]
+        found = compare_files(files, ref, ["bleu", "chrf"], test=test, samples=samples)
         p_values = {(s.system, s.metric): s.p_value for s in found.scores}
         assert p_values[str(copy), "BLEU"] == p_values[str(copy), "chrF2"] == 1.0
         assert p_values[paths[1], "BLEU"] < 0.05  # the others as sacrebleu gives them
-    assert main(["evaluate", "--hyp", paths[0], str(copy), "--ref", ref, "--paired", "bs"]) == 0
+    paired = ["--paired", "bs", "--paired-samples", "100"]
+    assert main(["evaluate", "--hyp", paths[0], str(copy), "--ref", ref, *paired]) == 0
     row = capsys.readouterr().out.splitlines()[3]
     assert row.startswith(f"| {copy} |") and "1.0000" in row and "*" not in row
 

@@ -2,8 +2,8 @@
 each pair alone, a full forward by hand, beam search's own log-probabilities and CTranslate2's
 `score_batch` on an exported model."""
 
-import subprocess
-import sys
+import os
+from typing import NamedTuple
 
 import pytest
 import torch
@@ -279,29 +279,49 @@ def test_score_cli_reports_its_progress_in_a_log_file(trained, tmp_path, capsys,
     assert [line.split(" (")[0] for line in lines] == [f"reranked {n}/5 sources" for n in (2, 4, 5)]
 
 
-def _score_from_stdin(checkpoint, text: str, *args: str) -> subprocess.CompletedProcess:
-    """`tmt score` in a process of its own whose stdin is a pipe holding `text`."""
-    command = [sys.executable, "-m", "transformer_mt", "score", "--checkpoint", str(checkpoint)]
-    return subprocess.run(
-        [*command, *args], input=text, capture_output=True, text=True, timeout=300, check=False
-    )
+class Done(NamedTuple):
+    returncode: int
+    stdout: str
+    stderr: str
 
 
-def test_score_cli_reads_a_source_pipe_once(checkpoint, tmp_path):
+@pytest.fixture
+def score_from_stdin(checkpoint, capsys):
+    """`tmt score ARGS` in this process, its standard input (descriptor 0, which /dev/stdin
+    names) a pipe holding `text`: a process of its own took 3 s of importing torch."""
+
+    def run(text: str, *args: str) -> Done:
+        read, write = os.pipe()
+        os.write(write, text.encode())  # a few lines: within the pipe's buffer
+        os.close(write)
+        saved = os.dup(0)
+        os.dup2(read, 0)
+        os.close(read)
+        try:
+            status = main(["score", "--checkpoint", str(checkpoint), *args])
+        finally:
+            os.dup2(saved, 0)
+            os.close(saved)
+        return Done(status, *capsys.readouterr())
+
+    return run
+
+
+def test_score_cli_reads_a_source_pipe_once(score_from_stdin, tmp_path):
     """A pipe cannot be counted before it is read: scored as it comes, without a total."""
     tgt = _write(tmp_path / "tgt.txt", TARGETS)
     sources = "".join(f"{line}\n" for line in SOURCES)
-    done = _score_from_stdin(checkpoint, sources, "--src", "/dev/stdin", "--tgt", tgt)
+    done = score_from_stdin(sources, "--src", "/dev/stdin", "--tgt", tgt)
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.splitlines()) == len(SOURCES)
 
 
-def test_score_cli_reads_a_target_pipe_given_as_a_dash(checkpoint, tmp_path):
+def test_score_cli_reads_a_target_pipe_given_as_a_dash(score_from_stdin, tmp_path):
     src = _write(tmp_path / "src.txt", SOURCES)
     targets = "".join(f"{line}\n" for line in TARGETS)
-    done = _score_from_stdin(checkpoint, targets, "--src", src, "--tgt", "-")
+    done = score_from_stdin(targets, "--src", src, "--tgt", "-")
     assert done.returncode == 0, done.stderr
-    by_name = _score_from_stdin(checkpoint, targets, "--src", src, "--tgt", "/dev/stdin")
+    by_name = score_from_stdin(targets, "--src", src, "--tgt", "/dev/stdin")
     assert done.stdout == by_name.stdout and len(done.stdout.splitlines()) == len(SOURCES)
 
 
@@ -314,13 +334,11 @@ def test_score_cli_reads_stdin_once(checkpoint, capsys):
     )
 
 
-def test_score_cli_refuses_an_nbest_list_in_a_pipe(checkpoint, tmp_path):
+def test_score_cli_refuses_an_nbest_list_in_a_pipe(score_from_stdin, tmp_path):
     """Read twice (checked, then scored), a pipe's second reading would find nothing: refused
     in one line."""
     src = _write(tmp_path / "src.txt", SOURCES[:1])
-    done = _score_from_stdin(
-        checkpoint, "0 ||| the book ||| -1.0\n", "--src", src, "--nbest", "/dev/stdin"
-    )
+    done = score_from_stdin("0 ||| the book ||| -1.0\n", "--src", src, "--nbest", "/dev/stdin")
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr.endswith(
         "error: /dev/stdin: a named pipe (FIFO), not a regular file; an n-best list and its "

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.corpora import MULTI30K_SLICE, REPO, shared_corpus
+from transformer_mt.cli import main
 
 # fp32 and one thread on every machine (`auto` would take bf16 where the CPU has it, and as
 # many threads as cores are idle), so a run takes the same path everywhere.
@@ -30,46 +31,46 @@ decode: {{beam_size: 2}}
 """
 
 
-def tmt(*args: str) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        [sys.executable, "-m", "transformer_mt", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    return result
+def tmt(capsys: pytest.CaptureFixture, *args: str) -> str:
+    """`tmt ARGS` run in this process (the commands' own processes are tested elsewhere:
+    each took 3 s here of importing torch); its standard output."""
+    capsys.readouterr()
+    status = main(list(args))
+    out, err = capsys.readouterr()
+    assert status == 0, err[-2000:]
+    return out
 
 
-def memorised_bleu(tmp_path: Path, train: Path, valid: Path, **settings: object) -> float:
+def memorised_bleu(
+    capsys: pytest.CaptureFixture, tmp_path: Path, train: Path, valid: Path, **settings: object
+) -> float:
     """Train on `{train}.de/en` with CONFIG's `settings`, translate the first 100 training
     sources with the last checkpoint, and score them against their references."""
     config = tmp_path / "memorise.yaml"
     text = CONFIG.format(train=train, valid=valid, tmp=tmp_path, **settings)
     config.write_text(text, encoding="utf-8")
     run = tmp_path / "run"
-    tmt("train", "--config", str(config), "--run-dir", str(run))
+    tmt(capsys, "train", "--config", str(config), "--run-dir", str(run))
     source, reference = tmp_path / "mem.de", tmp_path / "mem.en"
     for path, lang in ((source, "de"), (reference, "en")):
         lines = Path(f"{train}.{lang}").read_text("utf-8").splitlines()[:100]
         path.write_text("\n".join(lines) + "\n", "utf-8")
     hyp = tmp_path / "mem.hyp"
-    tmt("translate", "--checkpoint", str(run / "checkpoints" / "last.pt"), "--input",
+    tmt(capsys, "translate", "--checkpoint", str(run / "checkpoints" / "last.pt"), "--input",
         str(source), "--output", str(hyp))  # fmt: skip
     assert len(hyp.read_text("utf-8").splitlines()) == 100
     scores = json.loads(
-        tmt("evaluate", "--hyp", str(hyp), "--ref", str(reference), "--json").stdout
+        tmt(capsys, "evaluate", "--hyp", str(hyp), "--ref", str(reference), "--json")
     )
     return scores[0]["score"]
 
 
-def test_train_translate_evaluate_memorises_the_shipped_slice(tmp_path):
+def test_train_translate_evaluate_memorises_the_shipped_slice(tmp_path, capsys):
     for lang in ("de", "en"):
         lines = (MULTI30K_SLICE / f"train.{lang}").read_text("utf-8").splitlines()[:100]
         (tmp_path / f"train.{lang}").write_text("\n".join(lines) + "\n", "utf-8")
     bleu = memorised_bleu(
-        tmp_path, tmp_path / "train", MULTI30K_SLICE / "valid",
+        capsys, tmp_path, tmp_path / "train", MULTI30K_SLICE / "valid",
         layers=1, vocab=500, steps=220, tokens=512, warmup=30,
     )  # fmt: skip
     # An untrained or broken pipeline scores ~0. Trained on the very pairs it reproduces,
@@ -80,7 +81,7 @@ def test_train_translate_evaluate_memorises_the_shipped_slice(tmp_path):
 
 
 @pytest.mark.slow
-def test_fetch_train_translate_evaluate_memorises_a_2000_pair_slice(tmp_path):
+def test_fetch_train_translate_evaluate_memorises_a_2000_pair_slice(tmp_path, capsys):
     mirror = shared_corpus("multi30k")
     subprocess.run(
         [sys.executable, "scripts/get_data.py", "multi30k", "--out", str(tmp_path / "full")]
@@ -94,7 +95,7 @@ def test_fetch_train_translate_evaluate_memorises_a_2000_pair_slice(tmp_path):
             lines = (tmp_path / "full" / f"{split}.{lang}").read_text("utf-8").splitlines()
             (tmp_path / f"{split}.{lang}").write_text("\n".join(lines[:n]) + "\n", "utf-8")
     bleu = memorised_bleu(
-        tmp_path, tmp_path / "train", tmp_path / "valid",
+        capsys, tmp_path, tmp_path / "train", tmp_path / "valid",
         layers=2, vocab=2000, steps=300, tokens=4096, warmup=50,
     )  # fmt: skip
     # An untrained or broken pipeline scores ~0; this one scored 88 (seed 1, AVX-512 kernels).

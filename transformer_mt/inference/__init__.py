@@ -7,6 +7,8 @@
     line_settings.py   LineSettings: alignments, languages, sentence splitting of a Translator
     encoding.py        LineEncoding: sources, forced prefixes and phrases as ids, cut to the
                        position table; lines cut and typed tags taken out, counted
+    writing.py         TargetWriter: search results as text (tags dropped, unknown pieces
+                       copied, alignments), for the translator and the server alike
     unknowns.py        unknown pieces replaced by the source pieces they attend to
     running.py         how a loaded model runs: packed or int8 layers, shortlist, search options
     requests.py        Texts: the texts and each one's prefix, direction, constraints, glossary

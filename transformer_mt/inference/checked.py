@@ -30,7 +30,8 @@ from transformer_mt.inference.dropped import (
 from transformer_mt.inference.languages import Direction
 from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.sentences import SplitLines, split_line
-from transformer_mt.inference.translator import Translation, Translator
+from transformer_mt.inference.translation import Translation, joined_lines
+from transformer_mt.inference.translator import Translator
 
 # retranslate(parts, owners): one translation per sentence of `parts.sentences`, each line of
 # `parts` the retry of sentence owners[line] of those checked (its direction, its settings).
@@ -134,13 +135,9 @@ def checked_lines(
 ) -> list[CheckedLine]:
     """One `CheckedLine` per line of `split`, from `check_sentences`' results of its
     sentences."""
-    return [
-        CheckedLine(
-            Translation.joined(segments, [t for t, _ in mine]),
-            tuple(report for _, report in mine if report is not None),
-        )
-        for segments, mine in zip(split.lines, split.regroup(results), strict=True)
-    ]
+    lines = joined_lines(split, [translation for translation, _ in results])
+    reports = [tuple(r for _, r in mine if r is not None) for mine in split.regroup(results)]
+    return [CheckedLine(*line) for line in zip(lines, reports, strict=True)]
 
 
 def translate_checked(

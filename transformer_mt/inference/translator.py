@@ -12,8 +12,8 @@ through `Translator`, so its rules hold on every path and live only here:
     4) batch the sentences of all lines by length under decode.max_tokens;
        `make_source_batches` appends the EOS
     5) search with the decode settings, decoding capped at the position table
-    6) detokenize with the target tokenizer, join each line's sentences back with the
-       whitespace that was between them, results in input order
+    6) detokenize with the target tokenizer (`inference.writing`), join each line's
+       sentences back with the whitespace that was between them, results in input order
 
 Promises that users rely on in pipelines: one translation per input line, always, in input
 order, with n_best hypotheses each.
@@ -59,7 +59,7 @@ from transformer_mt.inference.constrained import (
     beam_groups,
     unused_forcing,
 )
-from transformer_mt.inference.cross_attention import alignment_pairs, check_alignment_layer
+from transformer_mt.inference.cross_attention import check_alignment_layer
 from transformer_mt.inference.encoding import LineEncoding
 from transformer_mt.inference.ensemble import load_members, prepared_model
 from transformer_mt.inference.languages import Direction, Languages, Pair, asked_direction
@@ -68,7 +68,7 @@ from transformer_mt.inference.requests import Texts
 from transformer_mt.inference.running import search_options
 from transformer_mt.inference.sentences import Segments, SplitLines, split_text
 from transformer_mt.inference.translation import Translation, joined_lines, kept_as_written
-from transformer_mt.inference.unknowns import copied_pieces
+from transformer_mt.inference.writing import TargetWriter
 from transformer_mt.machine import resolve_device
 from transformer_mt.model import Seq2SeqTransformer
 from transformer_mt.search import SearchResult, search
@@ -126,6 +126,9 @@ class Translator:
         # (`Languages.check_default`), and a tagged model may have no default direction.
         self.default = self._resolved(lines.src_lang, lines.tgt_lang)
         self.encoding = LineEncoding(tokenizers, specials, model.cfg.max_positions, self.default)
+        self.writer = TargetWriter(
+            model, self.tgt_tokenizer, self.encoding, specials, self.default, self.alignment_layer
+        )
         self.unforced_lines = 0  # blank lines given a prefix or phrases, unused
 
     @classmethod
@@ -368,14 +371,13 @@ class Translator:
         indices: list[int] = []  # into `todo`, batch by batch
         searched: list[Translation] = []
         sources = [encoded[i] for i in todo]
+        # Each searched sentence's source, given where unknown pieces are written from it.
+        written_from = [(sentences[i] if self.decode.replace_unk else None) for i in todo]
         searches = self.search_batches(sources, forced if any(forced) else None, constraints)
         for batch, found in searches:
             rows = batch.indices.tolist()
-            searched.extend(
-                self._detokenized(
-                    batch, found, [(sentences[todo[i]], directions[todo[i]]) for i in rows]
-                )
-            )
+            from_rows = [(written_from[i], directions[todo[i]]) for i in rows]
+            searched.extend(self.writer.batch(batch, found, from_rows))
             indices.extend(rows)
             if on_batch is not None:
                 lines = [owners[todo[i]] for i in rows]
@@ -384,32 +386,6 @@ class Translator:
         for i, translation in zip(todo, restore_order(indices, searched), strict=True):
             results[i] = translation
         return results
-
-    def _detokenized(
-        self,
-        batch: SourceBatch,
-        found: list[SearchResult],
-        sentences: Sequence[tuple[str, Direction]],
-    ) -> list[Translation]:
-        """The translations of a searched batch's rows (in the batch's order), each of its
-        sentence and direction, aligned when alignments are on."""
-        translations = []
-        for row, (result, (sentence, direction)) in enumerate(zip(found, sentences, strict=True)):
-            source = sentence if self.decode.replace_unk else None
-            translation = self.detokenize(result, direction, source)
-            if self.alignment_layer is not None:
-                src_ids = batch.src_ids[row, batch.src_mask[row].view(-1)]  # (S,), with EOS
-                translation.alignment = alignment_pairs(
-                    self.model,
-                    src_ids,
-                    result.best.tokens,
-                    self.alignment_layer,
-                    self.specials.bos,
-                    source_tags=len(direction.source_prefix),
-                    target_tags=len(direction.target_prefix),
-                )
-            translations.append(translation)
-        return translations
 
     def batches(
         self, sources: Sequence[Sequence[int]], max_tokens: int | None = None
@@ -452,42 +428,3 @@ class Translator:
                     self.model, batch.src_ids, batch.src_mask, decode, self.options, forced, phrases
                 )
                 yield batch, found
-
-    def detokenize(
-        self, result: SearchResult, direction: Direction | None = None, source: str | None = None
-    ) -> Translation:
-        """A search result's hypotheses as target text, with their scores; `direction`: the
-        one they were searched in (None: the default). `source`: the sentence searched, whose
-        pieces replace the unknown pieces of the hypotheses (`inference.unknowns`); None:
-        they stay ⁇."""
-        direction = direction or self.default
-        hypotheses = [h.tokens for h in result.hypotheses]
-        copied: list[dict[int, str]] = [{} for _ in hypotheses]
-        # The source is encoded again only for a result that holds an unknown piece.
-        if source is not None and any(self.specials.unk in tokens for tokens in hypotheses):
-            copied = copied_pieces(
-                self.model,
-                [*self.encoding.source_ids(source, direction, count=False), self.specials.eos],
-                self.encoding.source_pieces(source, direction),
-                hypotheses,
-                self.specials.unk,
-                self.specials.bos,
-                -1 if self.alignment_layer is None else self.alignment_layer,
-                (len(direction.source_prefix), len(direction.target_prefix)),
-            )
-        return Translation(
-            [self.text(t, direction, c) for t, c in zip(hypotheses, copied, strict=True)],
-            [h.score for h in result.hypotheses],
-        )
-
-    def text(
-        self,
-        tokens: Sequence[int],
-        direction: Direction | None = None,
-        copied: dict[int, str] | None = None,
-    ) -> str:
-        """The target text of output `tokens`, without the language tags `direction` (None:
-        the default) forced in front; `copied`: pieces written instead of unknown ones, by
-        position after the tags (`detokenize`)."""
-        direction = direction or self.default
-        return self.tgt_tokenizer.decode(tokens[len(direction.target_prefix) :], copied)

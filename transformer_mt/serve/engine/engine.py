@@ -329,14 +329,14 @@ class Engine:
             (result,) = ranked_results([hypotheses], sentence.decode.n_best)
             work = self.admission.running[sentence.key]
             source = work.job.split.sentences[work.index] if sentence.decode.replace_unk else None
-            self._finish(work, self.translator.detokenize(result, work.direction, source))
+            self._finish(work, self.translator.writer.translation(result, work.direction, source))
         unk = self.translator.specials.unk
         for key, tokens in greedy.items():
             work = self.admission.running[key]
             if work.job.on_token is not None:
                 if work.sentence.decode.replace_unk and unk in tokens:
                     tokens = tokens[: tokens.index(unk)]  # its copy is chosen at the end
-                text = streamable(self.translator.text(tokens, work.direction))
+                text = streamable(self.translator.writer.text(tokens, work.direction))
                 if text != work.streamed:
                     work.streamed = text
                     work.job.stream(work.index, text)
