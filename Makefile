@@ -64,7 +64,7 @@ test-browser: install
 
 # Idempotent: complete files are kept.
 data: install
-	$(PY) scripts/get_data.py multi30k $(if $(DATA_FROM),--from $(DATA_FROM))
+	$(PY) -m transformer_mt data multi30k $(if $(DATA_FROM),--from $(DATA_FROM))
 
 # The main job end to end: train CONFIG (by default the GPU recipe where torch sees CUDA, 3
 # minutes, else the CPU one, 60), average the checkpoints it keeps (train.keep_last, as the

@@ -1,7 +1,7 @@
 """Benchmark streaming by size: training on a corpus (`data.streaming`), `tmt translate` of a file.
 
-    python scripts/get_data.py wmt14_standin --pairs 100000 --out data/standin_100k
-    python scripts/get_data.py wmt14_standin --pairs 2000000 --out data/standin_2m
+    tmt data wmt14_standin --pairs 100000 --out data/standin_100k
+    tmt data wmt14_standin --pairs 2000000 --out data/standin_2m
     python scripts/bench_stream.py --corpora data/standin_100k/train data/standin_2m/train \
         [--config configs/multi30k_de_en.yaml] [--steps 200] [--sample 50000] [--workers 1]
     python scripts/bench_stream.py --translate-lines 10000 1000000 --checkpoint CKPT \

@@ -183,7 +183,7 @@ if [[ ${GPU_CHECK_COMPILE:-0} == 1 ]]; then  # slower than eager on the developm
     >>"$OUT/bench_train.txt" 2>&1
 fi
 if [[ ${GPU_CHECK_WMT14:-0} == 1 ]]; then  # batch shapes that keep changing, streamed
-  step "wmt14 stand-in" 180 bash -c "'$PY' scripts/get_data.py wmt14_standin --pairs 100000 \
+  step "wmt14 stand-in" 180 bash -c "'$PY' -m transformer_mt data wmt14_standin --pairs 100000 \
     --out /tmp/standin && '$PY' -m transformer_mt train \
     --config configs/transformer_base_wmt14_en_de.yaml --run-dir /tmp/wmt14_run --set \
     data.train=/tmp/standin/train data.valid=/tmp/standin/valid data.test=/tmp/standin/test \

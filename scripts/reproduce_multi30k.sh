@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 JOBS=${JOBS:-1}
-$PY scripts/get_data.py multi30k ${DATA_FROM:+--from "$DATA_FROM"}
+$PY -m transformer_mt data multi30k ${DATA_FROM:+--from "$DATA_FROM"}
 run() {
   local pair=$1 core=$2
   local pin=()

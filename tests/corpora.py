@@ -2,7 +2,7 @@
 
 The slice (tests/fixtures/multi30k, see its README) lets every behaviour be tested from a plain
 clone. A few checks need a whole corpus (its exact line counts, a model trained on thousands of
-pairs); they read `../shared/data`, the mirror laid out as `scripts/get_data.py --from` expects,
+pairs); they read `../shared/data`, the mirror laid out as `tmt data --from` expects,
 and skip, saying so, where the repository has none beside it.
 """
 

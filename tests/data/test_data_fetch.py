@@ -1,4 +1,5 @@
-"""get_data from a mirror: right files, right counts, idempotent, repaired; the script too.
+"""`tmt data` from a mirror: right files, right counts, idempotent, repaired; the checkout's
+script (scripts/get_data.py) too.
 
 The shipped Multi30k slice, gzipped as a mirror, stands in for the corpus (the corpus spec is
 set to its size); the full mirrors in ../shared/data check the real spec where present.
@@ -6,7 +7,6 @@ set to its size); the full mirrors in ../shared/data check the real spec where p
 
 import dataclasses
 import gzip
-import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.corpora import MULTI30K_SLICE, REPO, shared_corpus
+from transformer_mt.cli import main
 from transformer_mt.data import fetch
 from transformer_mt.data.corpus_files import FetchError
 from transformer_mt.data.fetch import fetch_corpus
@@ -66,29 +67,26 @@ def test_full_multi30k_mirror_matches_the_corpus_spec(tmp_path):
     assert counts["test2016.fr"] == 1000
 
 
-def test_script_copies_a_mirror(tmp_path, slice_mirror, capsys):
+def test_tmt_data_copies_a_mirror(tmp_path, slice_mirror, capsys):
     out = tmp_path / "multi30k"
-    main = runpy.run_path(str(GET_DATA), run_name="get_data")["main"]
-    assert main(["multi30k", "--out", str(out), "--from", str(slice_mirror)]) == 0
+    assert main(["data", "multi30k", "--out", str(out), "--from", str(slice_mirror)]) == 0
     assert capsys.readouterr().out == f"multi30k: 6 files in {out}\n"
     assert line_count(out / "valid.de") == 400
 
 
-def test_script_names_an_output_folder_it_cannot_make(tmp_path, slice_mirror, capsys):
-    main = runpy.run_path(str(GET_DATA), run_name="get_data")["main"]
+def test_tmt_data_names_an_output_folder_it_cannot_make(tmp_path, slice_mirror, capsys):
     (tmp_path / "a-file").write_text("")
     out = tmp_path / "a-file" / "multi30k"
-    assert main(["multi30k", "--out", str(out), "--from", str(slice_mirror)]) == 2
+    assert main(["data", "multi30k", "--out", str(out), "--from", str(slice_mirror)]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"error: {out}: Not a directory"
 
 
 @pytest.mark.parametrize("kind", ["missing", "file"])
-def test_script_names_a_mirror_that_is_no_folder(tmp_path, capsys, kind):
-    main = runpy.run_path(str(GET_DATA), run_name="get_data")["main"]
+def test_tmt_data_names_a_mirror_that_is_no_folder(tmp_path, capsys, kind):
     mirror = tmp_path / "mirror"
     if kind == "file":
         mirror.write_text("")
-    assert main(["multi30k", "--out", str(tmp_path / "out"), "--from", str(mirror)]) == 2
+    assert main(["data", "multi30k", "--out", str(tmp_path / "out"), "--from", str(mirror)]) == 2
     what = "does not exist" if kind == "missing" else "is not a folder"
     assert capsys.readouterr().err.splitlines() == [
         f"error: {mirror}: {what}; a mirror is a folder of multi30k's .gz files"

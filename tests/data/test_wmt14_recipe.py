@@ -1,4 +1,4 @@
-"""The WMT14 recipe without the network: `get_data.py wmt14` against an in-memory hub dataset,
+"""The WMT14 recipe without the network: `tmt data wmt14` against an in-memory hub dataset,
 the stand-in corpus made from the shipped Multi30k slice, and the WMT14 config run end to end
 (`run_experiment.py`: train through the streaming path, average, translate and score test) on
 that stand-in with a tiny model."""
@@ -14,6 +14,7 @@ import pytest
 from tests.corpora import MULTI30K_SLICE, REPO, slice_lines
 from transformer_mt import progress
 from transformer_mt.artifacts import load_checkpoint
+from transformer_mt.cli import main
 from transformer_mt.config import load_config
 from transformer_mt.data import hub_export
 from transformer_mt.data.corpus_files import FetchError
@@ -30,7 +31,8 @@ def script_main(name: str):
 
 
 def get_data(*args: str) -> int:
-    return script_main("get_data")(list(args))
+    """`tmt data ARGS`, in this process."""
+    return main(["data", *args])
 
 
 def lines(path) -> list[str]:

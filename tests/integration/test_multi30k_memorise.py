@@ -8,13 +8,11 @@ run trains on those 100 pairs of the shipped slice; the slow one fetches the ful
 """
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.corpora import MULTI30K_SLICE, REPO, shared_corpus
+from tests.corpora import MULTI30K_SLICE, shared_corpus
 from transformer_mt.cli import main
 
 # fp32 and one thread on every machine (`auto` would take bf16 where the CPU has it, and as
@@ -83,13 +81,7 @@ def test_train_translate_evaluate_memorises_the_shipped_slice(tmp_path, capsys):
 @pytest.mark.slow
 def test_fetch_train_translate_evaluate_memorises_a_2000_pair_slice(tmp_path, capsys):
     mirror = shared_corpus("multi30k")
-    subprocess.run(
-        [sys.executable, "scripts/get_data.py", "multi30k", "--out", str(tmp_path / "full")]
-        + ["--from", str(mirror)],
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-    )
+    tmt(capsys, "data", "multi30k", "--out", str(tmp_path / "full"), "--from", str(mirror))
     for split, n in (("train", 2000), ("valid", 100)):
         for lang in ("de", "en"):
             lines = (tmp_path / "full" / f"{split}.{lang}").read_text("utf-8").splitlines()

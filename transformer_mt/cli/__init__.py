@@ -24,6 +24,7 @@ from transformer_mt import __version__
 from transformer_mt.cli import (
     attention,
     checkpoints,
+    data,
     distill,
     evaluate,
     score,
@@ -39,6 +40,7 @@ from transformer_mt.errors import SettingError, TmtError, shown_value
 
 # The subcommands, in the order `tmt --help` lists them.
 COMMANDS = (
+    data.add_data,
     train.add_train,
     translate.add_translate,
     evaluate.add_evaluate,

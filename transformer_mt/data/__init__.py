@@ -1,6 +1,6 @@
 """Raw parallel text in, batches of token ids out.
 
-    fetch.py         a known corpus by name as plain text (scripts/get_data.py): download or
+    fetch.py         a known corpus by name as plain text (`tmt data`): download or
                      copy from a mirror; hub corpora via hub_export.py; the stand-in is standin.py
     corpus_files.py  the text files a fetched corpus is written as: checked, atomic, resumable
     hub_export.py    a `datasets` hub corpus (WMT14) streamed to text files, train shuffled on disk

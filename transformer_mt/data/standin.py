@@ -1,7 +1,7 @@
 """The offline stand-in for WMT14 en-de: Multi30k en-de in `data/wmt14`'s layout, at any size.
 
 For running the WMT14 recipe and measuring it at other corpus sizes without the network
-(`scripts/get_data.py wmt14_standin`); what it holds is `make_standin`'s docstring.
+(`tmt data wmt14_standin`); what it holds is `make_standin`'s docstring.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 STANDIN = "wmt14_standin"
 STANDIN_PAIRS = 100_000  # training pairs of the stand-in unless asked for another number
-# Where the stand-in's Multi30k is looked for, in order: `get_data.py multi30k`'s output, then
+# Where the stand-in's Multi30k is looked for, in order: `tmt data multi30k`'s output, then
 # a mirror beside the checkout.
 STANDIN_SOURCES = ("data/multi30k", "../shared/data/multi30k")
 STANDIN_SPLITS = {"train": "train", "valid": "valid", "test": "test2016"}  # ours -> Multi30k's
