@@ -12,14 +12,13 @@ import json
 import os
 import platform
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
-from transformer_mt.machine import cpu_capability, native_bf16  # noqa: E402
+from transformer_mt.machine import allowed_cores, cpu_capability, native_bf16  # noqa: E402
 
 
 def cpu_model() -> str:
@@ -37,49 +36,10 @@ def load_average() -> float:
     return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else float("nan")
 
 
-def busy_seconds(stat: str, cpus: set[int]) -> float:
-    """The seconds the cores `cpus` spent busy since boot, from the text of /proc/stat: all
-    but idle, iowait (time no process ran) and steal (time a VM was not given)."""
-    ticks = 0
-    for line in stat.splitlines():
-        name, *fields = line.split()
-        if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
-            user, nice, system, _idle, _iowait, irq, softirq = map(int, fields[:7])
-            ticks += user + nice + system + irq + softirq
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
-class CoreShare:
-    """The CPU time other processes took on the cores this process may run on, from its
-    creation on: what slows a run pinned to one core (`taskset -c 1`), where the 1-minute load
-    also counts the work on cores the run never uses. Linux only (/proc/stat)."""
-
-    def __init__(self) -> None:
-        self.cpus = os.sched_getaffinity(0)
-        self._start = self._sample()
-
-    def _sample(self) -> tuple[float, float, float] | None:
-        """(wall time, busy seconds of our cores, this process's CPU seconds)."""
-        try:
-            stat = Path("/proc/stat").read_text()
-        except OSError:
-            return None
-        return time.perf_counter(), busy_seconds(stat, self.cpus), time.process_time()
-
-    def others(self) -> float | None:
-        """How many of our cores' worth other processes used, on average, since creation (0.0:
-        none; 1.0: one core's time); None without /proc/stat."""
-        end = self._sample()
-        if self._start is None or end is None or end[0] <= self._start[0]:
-            return None
-        wall, busy, ours = (b - a for a, b in zip(self._start, end, strict=True))
-        return round(max(0.0, busy - ours) / wall, 2)
-
-
 def usable_cores() -> int:
     """The cores this process may run on: 1 when pinned (`taskset -c 1`), which is how the
     benchmarks that time one call at a time are meant to run."""
-    return len(os.sched_getaffinity(0))
+    return len(allowed_cores()) or os.cpu_count() or 1
 
 
 def run_conditions() -> dict:

@@ -51,7 +51,6 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 import torch  # noqa: E402
 from bench_machine import (  # noqa: E402
-    CoreShare,
     load_average,
     machine_info,
     pick_device,
@@ -75,7 +74,7 @@ from transformer_mt.inference.quantize import (  # noqa: E402
     quantize_int8,
 )
 from transformer_mt.inference.running import search_options  # noqa: E402
-from transformer_mt.machine import keep_freed_memory  # noqa: E402
+from transformer_mt.machine import OtherWork, allowed_cores, keep_freed_memory  # noqa: E402
 from transformer_mt.model import Seq2SeqTransformer, build_model  # noqa: E402
 from transformer_mt.search import search  # noqa: E402
 from transformer_mt.text_files import read_lines  # noqa: E402
@@ -84,7 +83,7 @@ DEFAULT_DATA = REPO / "data" / "multi30k"
 # configs/quickstart-like: what a laptop trains on Multi30k.
 QUICKSTART = ModelConfig(d_model=256, n_heads=4, n_layers=3, d_ff=1024)
 SYSTEMS = ["ours", "ours-int8", "ours-bf16", "hf", "ct2", "ct2-int8"]
-# Other processes' share of the run's cores (`CoreShare`) from which the table says its wall
+# Other processes' share of the run's cores (`machine.OtherWork`) from which the table says its wall
 # times are not a quiet machine's: a tenth of a core's time (a run pinned to a quiet core showed
 # 0.0, also with the other core busy; one sharing its core with a busy loop, 0.5).
 BUSY_SHARE = 0.1
@@ -413,11 +412,11 @@ def measure_in_turns(
     for _ in range(repeats):
         for name, translate in translates.items():
             loads.setdefault(name, load_average())
-            share = CoreShare()
+            share = OtherWork(allowed_cores())
             start, cpu = time.perf_counter(), time.process_time()
             outputs[name] = [hyp for src_ids in batches for hyp in translate(src_ids)]
             times[name].append((time.perf_counter() - start, time.process_time() - cpu))
-            others[name].append(share.others())
+            others[name].append(share.read())
     return {name: (_speed(times[name], outputs[name], loads[name], others[name]), outputs[name])
             for name in translates}  # fmt: skip
 
@@ -441,8 +440,8 @@ def _speed(
         "median_s": round(sorted(walls)[len(walls) // 2], 3),
         "repeats": len(times),
         "load_before": load,
-        # the most of our cores' time other processes took in one of the rounds (CoreShare)
-        "others": max((o for o in others if o is not None), default=None),
+        # the most of our cores' time other processes took in one of the rounds (`OtherWork`)
+        "others": max((round(o, 2) for o in others if o is not None), default=None),
     }
 
 

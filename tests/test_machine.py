@@ -150,6 +150,20 @@ def test_governor_follows_other_processes_load(monkeypatch):
     assert set_threads == [1, 2]
 
 
+def test_other_work_is_the_busy_time_of_its_cores_less_this_processs(monkeypatch):
+    tick = os.sysconf("SC_CLK_TCK")
+    # {cpu: (idle ticks, total ticks)}: in 2 s, cpu0 busy 5 s (of two threads, say), cpu1 9 s
+    samples = iter([{0: (0, 0), 1: (0, 0)}, {0: (tick, 6 * tick), 1: (0, 9 * tick)}])
+    monkeypatch.setattr(machine, "_cpu_times", lambda: next(samples))
+    clock = {"own": 0.0, "now": 10.0}
+    monkeypatch.setattr(machine.time, "process_time", lambda: clock["own"])
+    monkeypatch.setattr(machine.time, "monotonic", lambda: clock["now"])
+    work = machine.OtherWork([0])
+    clock.update(own=4.0, now=12.0)
+    assert work.seconds() == 2.0
+    assert work.read() == 0.5  # cpu0's 5 s less this process's 4 s, over 2 s; cpu1 not ours
+
+
 def test_set_threads_follows_the_load_only_when_chosen_automatically(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     monkeypatch.setattr(machine, "busy_cores", lambda cores, seconds: [])

@@ -97,15 +97,47 @@ def choose_threads(requested: int, sample_seconds: float = 0.3) -> Choice:
     )
 
 
+class OtherWork:
+    """The CPU time other processes take on a set of cores: the cores' busy time
+    (/proc/stat; steal counts as busy, the core was not ours) less this process's own CPU
+    time, measured from one reading to the next, in cores (1.0: one core's time).
+
+    What tells a training run how many threads the machine leaves it (`ThreadGovernor`), and
+    a benchmark whether another process shared the cores it timed on (scripts/).
+    """
+
+    def __init__(self, cores: list[int]) -> None:
+        self.cores = cores
+        self._mark = (_cpu_times(), time.process_time(), time.monotonic())
+
+    def seconds(self) -> float:
+        """Seconds since the last reading."""
+        return time.monotonic() - self._mark[2]
+
+    def read(self) -> float | None:
+        """Other processes' share of `cores` since the last reading, in cores; starts the next
+        measurement. None where there is no /proc/stat, or no time passed."""
+        before, own_before, then = self._mark
+        after, own, now = _cpu_times(), time.process_time(), time.monotonic()
+        self._mark = (after, own, now)
+        if not before or now <= then:
+            return None
+        busy = sum(
+            (after[c][1] - after[c][0]) - (before[c][1] - before[c][0])
+            for c in self.cores
+            if c in before and c in after
+        )
+        return max(busy / os.sysconf("SC_CLK_TCK") - (own - own_before), 0.0) / (now - then)
+
+
 class ThreadGovernor:
     """Keeps torch's thread count at the cores other processes leave free, while training runs.
 
     A choice made at start goes stale when the user starts something else: with two threads
     and one core taken, every OpenMP barrier waits for the parked thread and training runs
     several times slower than on one thread (docs/machines.md). `update()`, called from the
-    training loop's thread (thread counts are per calling thread in OpenMP), compares the
-    machine's busy time (/proc/stat) with this process's own CPU time since the last
-    measurement; the difference is the other processes' share, in cores.
+    training loop's thread (thread counts are per calling thread in OpenMP), reads the other
+    processes' share of the cores (`OtherWork`) since the last measurement.
     """
 
     MIN_SECONDS = 5.0  # measure over at least this long, so one slow step does not decide
@@ -113,23 +145,15 @@ class ThreadGovernor:
     def __init__(self, cores: list[int], threads: int) -> None:
         self.cores = cores
         self.threads = threads
-        self._mark = (_cpu_times(), time.process_time(), time.monotonic())
+        self._others = OtherWork(cores)
 
     def update(self) -> Choice | None:
         """Set and return a new thread count when the free cores changed, else None."""
-        before, own_before, then = self._mark
-        now = time.monotonic()
-        if now - then < self.MIN_SECONDS or not before:
+        if self._others.seconds() < self.MIN_SECONDS:
             return None
-        after, own = _cpu_times(), time.process_time()
-        self._mark = (after, own, now)
-        ticks = os.sysconf("SC_CLK_TCK")
-        busy = sum(
-            (after[c][1] - after[c][0]) - (before[c][1] - before[c][0])
-            for c in self.cores
-            if c in before and c in after
-        )
-        others = max(busy / ticks - (own - own_before), 0.0) / (now - then)  # in cores
+        others = self._others.read()
+        if others is None:
+            return None
         free = max(len(self.cores) - int(others + 1 - BUSY_SHARE), 1)
         if free == self.threads:
             return None

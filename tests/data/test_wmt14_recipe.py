@@ -118,6 +118,22 @@ def test_standin_repeats_multi30k_shuffled_in_wmt14s_layout(tmp_path, capsys):
     assert {p: p.stat().st_mtime_ns for p in out.iterdir()} == stamps
 
 
+def test_a_standin_into_its_own_multi30k_folder_is_refused(tmp_path, capsys):
+    source = tmp_path / "multi30k"
+    source.mkdir()
+    for split in ("train", "valid", "test2016"):
+        for lang in ("en", "de"):
+            (source / f"{split}.{lang}").write_text("".join(slice_lines(split, lang)[:5]))
+    before = {p.name: p.read_bytes() for p in source.iterdir()}
+    args = ["--pairs", "3", "--from", str(source), "--out", str(tmp_path / "." / "multi30k")]
+    assert get_data("wmt14_standin", *args) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: {source}: the stand-in would write over the Multi30k files it is "
+        "made from; give it a folder of its own"
+    )
+    assert {p.name: p.read_bytes() for p in source.iterdir()} == before
+
+
 def test_standin_without_multi30k_is_one_line(tmp_path, capsys):
     assert get_data("wmt14_standin", "--from", str(tmp_path), "--out", str(tmp_path / "x")) == 2
     err = capsys.readouterr().err.splitlines()[-1]

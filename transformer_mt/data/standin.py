@@ -46,12 +46,18 @@ def make_standin(
         The paths of the stand-in's six files (written now or already complete).
 
     Raises:
-        FetchError: no source folder holds Multi30k en-de, or its sides differ in length.
+        FetchError: no source folder holds Multi30k en-de, or its sides differ in length, or
+            `out_dir` is that folder.
     """
     if pairs < 1:
         raise FetchError(f"{STANDIN}: {pairs} training pairs asked for; at least 1 is needed")
     source = _standin_source([Path(s) for s in sources])
     out_dir = Path(out_dir)
+    if out_dir.resolve() == source.resolve():  # train.en and valid.en are names of both
+        raise FetchError(
+            f"{out_dir}: the stand-in would write over the Multi30k files it is made from; "
+            "give it a folder of its own"
+        )
     paths = []
     for split, source_split in STANDIN_SPLITS.items():
         sides = [_source_lines(source, f"{source_split}.{lang}") for lang in ("en", "de")]
