@@ -89,7 +89,7 @@ def test_tmt_data_names_a_mirror_that_is_no_folder(tmp_path, capsys, kind):
     assert main(["data", "multi30k", "--out", str(tmp_path / "out"), "--from", str(mirror)]) == 2
     what = "does not exist" if kind == "missing" else "is not a folder"
     assert capsys.readouterr().err.splitlines() == [
-        f"error: {mirror}: {what}; a mirror is a folder of multi30k's .gz files"
+        f"error: {mirror}: {what}; a mirror is a folder of multi30k's files"
     ]
 
 
@@ -126,6 +126,21 @@ def test_script_copies_enja_mirror(tmp_path):
     assert line_count(out / "train.ja") == 50000 and line_count(out / "test.en") == 500
 
 
+def test_a_fetched_copy_serves_as_a_mirror(tmp_path, slice_mirror, capsys):
+    """`make quickstart DATA_FROM=DIR` says "a local copy": the plain text a fetch wrote is one
+    (the .gz file first where a folder holds both)."""
+    copy = tmp_path / "copy"
+    fetch_corpus("multi30k", copy, slice_mirror)
+    out = tmp_path / "again"
+    assert main(["data", "multi30k", "--out", str(out), "--from", str(copy)]) == 0
+    assert capsys.readouterr().out == f"multi30k: 6 files in {out}\n"
+    for path in copy.iterdir():
+        assert (out / path.name).read_bytes() == path.read_bytes()
+    (copy / "valid.en.gz").write_bytes(gzip.compress(b"gzipped\n"))  # one line, not 400
+    with pytest.raises(FetchError, match=r"valid\.en\.gz: 1 lines, expected 400"):
+        fetch_corpus("multi30k", tmp_path / "third", copy)
+
+
 def test_truncated_file_is_repaired_and_bad_mirror_reported(tmp_path, slice_mirror):
     out = tmp_path / "multi30k"
     fetch_corpus("multi30k", out, slice_mirror)
@@ -133,7 +148,7 @@ def test_truncated_file_is_repaired_and_bad_mirror_reported(tmp_path, slice_mirr
     fetch_corpus("multi30k", out, slice_mirror)
     assert line_count(out / "valid.en") == 400
     assert (out / "valid.en").read_bytes() == (MULTI30K_SLICE / "valid.en").read_bytes()
-    with pytest.raises(FetchError, match="not in the mirror"):
+    with pytest.raises(FetchError, match=r"train\.de\.gz: not in the mirror \(nor train\.de\)"):
         fetch_corpus("multi30k", tmp_path / "x", tmp_path)
     with pytest.raises(FetchError, match="unknown corpus"):
         fetch_corpus("wmt99", tmp_path / "x")

@@ -27,8 +27,9 @@ def add_data(sub: argparse._SubParsersAction) -> None:
         "--from",
         dest="mirror",
         metavar="DIR",
-        help=f"copy from a local mirror of .gz files; {STANDIN}: the Multi30k folder to make it "
-        f"from (default: the first of {', '.join(STANDIN_SOURCES)} that holds it)",
+        help=f"copy from a local mirror (its .gz files, or a fetched copy's plain text); "
+        f"{STANDIN}: the Multi30k folder to make it from (default: the first of "
+        f"{', '.join(STANDIN_SOURCES)} that holds it)",
     )
     p.add_argument("--pairs", type=int, help=f"{STANDIN}: training pairs (default {STANDIN_PAIRS})")
     p.set_defaults(handler=_run_data)

@@ -61,8 +61,8 @@ def fetch_corpus(name: str, out_dir: str | Path, mirror: str | Path | None = Non
     Args:
         name: a key of CORPORA (multi30k, small_parallel_enja) or HUB_CORPORA (wmt14).
         out_dir: destination folder, created if needed.
-        mirror: a local folder of `{split}.{lang}.gz` files to copy instead of downloading;
-            not for hub corpora.
+        mirror: a local folder of `{split}.{lang}.gz` files (or of the plain text files a
+            fetch wrote) to copy instead of downloading; not for hub corpora.
 
     Returns:
         The paths of all files of the corpus (written now or already complete).
@@ -82,7 +82,7 @@ def fetch_corpus(name: str, out_dir: str | Path, mirror: str | Path | None = Non
     spec = CORPORA[name]
     if mirror is not None and not Path(mirror).is_dir():
         what = "does not exist" if not Path(mirror).exists() else "is not a folder"
-        raise FetchError(f"{mirror}: {what}; a mirror is a folder of {name}'s .gz files")
+        raise FetchError(f"{mirror}: {what}; a mirror is a folder of {name}'s files")
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for split, expected in spec.line_counts.items():
@@ -106,9 +106,12 @@ def fetch_corpus(name: str, out_dir: str | Path, mirror: str | Path | None = Non
 
 
 def _origin(spec: CorpusSpec, split: str, lang: str, mirror: str | Path | None) -> str:
-    """Where one file comes from: its path in the mirror, or its upstream URL."""
+    """Where one file comes from: its path in the mirror (gzipped as upstream keeps it, else
+    the plain text a fetched copy holds), or its upstream URL."""
     if mirror is not None:
-        return str(Path(mirror) / f"{split}.{lang}.gz")
+        gzipped = Path(mirror) / f"{split}.{lang}.gz"
+        plain = gzipped.with_suffix("")
+        return str(plain if plain.is_file() and not gzipped.exists() else gzipped)
     upstream = spec.upstream_names[split] + f".{lang}" + (".gz" if spec.gzipped_upstream else "")
     return spec.url.format(name=upstream)
 
@@ -119,9 +122,11 @@ def _read_source(spec: CorpusSpec, origin: str, mirrored: bool) -> bytes:
     if mirrored:
         path = Path(origin)
         try:
-            return gzip.decompress(path.read_bytes())
+            data = path.read_bytes()
+            return gzip.decompress(data) if path.suffix == ".gz" else data
         except FileNotFoundError:
-            raise FetchError(f"{path}: not in the mirror") from None
+            plain = path.with_suffix("")
+            raise FetchError(f"{path}: not in the mirror (nor {plain.name})") from None
         except (OSError, EOFError) as err:
             raise FetchError(f"{path}: not a readable gzip file ({err})") from None
     url = origin
