@@ -242,6 +242,8 @@ def test_the_pool_says_how_long_a_sentence_it_holds(checkpoint, caplog):
     )
     engine = Engine(translator, ServeLimits(kv_blocks=3 * beam, block_size=4))
     assert f"outputs of up to 8 positions at beam {beam};" in engine.describe()
+    large = Engine(translator, ServeLimits(kv_blocks=100 * table, block_size=1))
+    assert f"outputs of up to {table} positions at beam {beam};" in large.describe()
     for n_blocks, size in [(10, 1), (3 * beam, 4), (7 * beam + 3, 16)]:
         reach = longest_output(n_blocks, size, beam)  # admission's count fits, one more does not
         assert beam * (math.ceil(reach / size) + 1) <= n_blocks

@@ -121,9 +121,10 @@ class Engine:
         pool = self.pool
         mib = pool.n_blocks * pool.block_bytes / 2**20
         reach = max(longest_output(pool.n_blocks, pool.block_size, self.defaults.beam_size), 0)
+        reach = min(reach, self.translator.model.cfg.max_positions)  # the model's own bound
         return (
             f"on {self.translator.device.type}: "
-            f"KV cache: {pool.n_blocks} blocks of {pool.block_size} positions ({mib:.0f} MiB), "
+            f"KV cache: {pool.n_blocks} blocks of {pool.block_size} position(s) ({mib:.0f} MiB), "
             f"outputs of up to {reach} positions at beam {self.defaults.beam_size}; "
             f"up to {self.max_batch_tokens} source tokens decoded together, "
             f"{self.limits.max_queue} sentences queued"

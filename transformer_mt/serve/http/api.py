@@ -291,6 +291,10 @@ def setting_error(err: TmtError, given: list[str]) -> ApiError:
     if isinstance(err, SettingError) and err.setting in LANGUAGE_FIELDS:
         return language_error(err)
     if isinstance(err, SettingError):
+        if isinstance(err.value, bool):  # as the request's JSON spells it, not Python's True
+            return ApiError(
+                400, err.setting, f"{err.setting}={str(err.value).lower()}: {err.reason}"
+            )
         return ApiError(400, err.setting, str(err))
     message = str(err)
     keys = err.keys if isinstance(err, ConfigError) else ()
