@@ -76,6 +76,13 @@ def test_library_error_messages_name_no_flag(module):
             ["average", "run", "--last", "2", "--out", "a.pt", "zzz"],
             "error: unrecognized arguments: zzz (see tmt average --help)",
         ),
+        (
+            ["translat", "--input", "x"],
+            "error: argument command: invalid choice: 'translat' (choose from 'data', 'train', "
+            "'translate', 'evaluate', 'score', 'average', 'plot', 'import', 'export', 'info', "
+            "'distill', 'shortlist', 'attention', 'serve'); did you mean translate? "
+            "(see tmt --help)",
+        ),
     ],
 )
 def test_an_unknown_argument_is_refused_by_its_commands_parser(capsys, argv, expected):

@@ -108,6 +108,14 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     argv = sys.argv[1:] if argv is None else list(argv)
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     at = next((i for i, arg in enumerate(argv) if arg in sub.choices), None)
+    if at is None and argv and not argv[0].startswith("-"):
+        close = difflib.get_close_matches(argv[0], list(sub.choices), n=1)
+        if close:  # `tmt translat`: the command meant, as a mistyped flag is told
+            choices = ", ".join(repr(name) for name in sub.choices)
+            parser.error(
+                f"argument command: invalid choice: {shown_value(argv[0])!r} (choose from "
+                f"{choices}); did you mean {close[0]}?"
+            )
     if at is not None:
         command = sub.choices[argv[at]]
         flags = [flag for action in command._actions for flag in action.option_strings]

@@ -47,17 +47,23 @@ def read_tsv(path: str | Path) -> datasets.Dataset:
     return datasets.Dataset.from_dict({"src": [s for s, _ in pairs], "tgt": [t for _, t in pairs]})
 
 
+# The TSV files this process has warned of CSV quoting in: one warning a file, however often
+# it is read (the tokenizer's sample, the encoded corpus, a resumed epoch).
+_CSV_WARNED: set[str] = set()
+
+
 def tsv_pairs(lines: Iterable[tuple[int, str]], path: str | Path) -> Iterator[tuple[str, str]]:
     """(source, target) of each (number, line) of the TSV file `path`, lazily, with one
     warning at the first field quoted as a CSV writer quotes it (`csv_quoted`). A blank line
     is an empty pair, as a blank line of two text files is: training drops it as empty, and
     pair numbers stay line numbers (a trailing blank line had stopped training as a line of
     one field)."""
-    warned = False
+    warned = str(path) in _CSV_WARNED  # a training run reads its corpus more than once
     for number, line in lines:
         pair = tsv_pair(line, path, number) if line.strip() else ("", "")
         if not warned and any(map(csv_quoted, pair)):
             warned = True
+            _CSV_WARNED.add(str(path))
             log.warning(
                 "%s:%d: a field in quotes with doubled quotes inside, as a CSV writer quotes "
                 "it (pandas' to_csv, Python's csv): TSV fields are read as they stand, so the "
