@@ -58,6 +58,18 @@ def test_a_model_type_we_do_not_import(marian_dir, tmp_path, capsys):
     assert line.endswith("model_type 't5' is not one we import (supported: m2m_100, marian)")
 
 
+def test_a_ctranslate2_export_is_named_as_one(checkpoint, tmp_path, capsys):
+    exported = tmp_path / "ct2"
+    assert main(["export", "--format", "ctranslate2", str(checkpoint), str(exported)]) == 0
+    capsys.readouterr()
+    line = refused([str(exported)], capsys, tmp_path / "out.pt")
+    assert line == (
+        f"error: {exported}: a CTranslate2 model (model.bin), which is not imported; import the "
+        "Hugging Face model it was converted from, or translate with the checkpoint it was "
+        "exported from"
+    )
+
+
 def test_an_option_we_cannot_compute_is_named(marian_dir, tmp_path, capsys):
     model = copy_of(marian_dir, tmp_path)
     config = json.loads((model / "config.json").read_text())

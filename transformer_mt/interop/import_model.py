@@ -63,6 +63,12 @@ def read_config(directory: Path) -> tuple[str, Any]:
         raise TmtError(f"{directory}: no config.json; not a Hugging Face model directory")
     raw = read_json(path)
     model_type = raw.get("model_type")
+    if model_type is None and present(directory / "model.bin"):  # `tmt export --format ctranslate2`
+        raise TmtError(
+            f"{directory}: a CTranslate2 model (model.bin), which is not imported; import the "
+            "Hugging Face model it was converted from, or translate with the checkpoint it was "
+            "exported from"
+        )
     if not isinstance(model_type, str) or model_type not in READERS:
         raise TmtError(
             f"{directory}: model_type {model_type!r} is not one we import "
