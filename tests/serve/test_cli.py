@@ -49,6 +49,7 @@ def served(monkeypatch):
     engine_module = types.SimpleNamespace(Engine=StandInEngine, ServeLimits=StandInLimits)
     server_module = types.SimpleNamespace(
         listen=lambda host, port: (host, port),
+        socket_url=lambda host, sock: f"http://{host}:{sock[1]}",
         serve=lambda *args, **kwargs: calls.append((args, kwargs)),
     )
     monkeypatch.setitem(sys.modules, "transformer_mt.serve.engine", engine_module)

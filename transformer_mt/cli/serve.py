@@ -94,7 +94,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     http = HttpSettings(**given_fields(args, HTTP_LIMITS))
     from transformer_mt.serve.engine import ServeLimits
     from transformer_mt.serve.http.keys import ApiKeys
-    from transformer_mt.serve.server import listen, serve
+    from transformer_mt.serve.server import listen, serve, socket_url
 
     # Every flag checked, and bound, first: a keys file, a limit, an address or a port it
     # cannot have stops before the model's seconds.
@@ -107,7 +107,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     # import torch first; the engine's description names the device once it is loaded).
     on = "" if args.device == "auto" else f" on {args.device}"
     print(
-        f"loading {args.checkpoint}{on} for http://{args.host}:{args.port} ...",
+        f"loading {args.checkpoint}{on} for {socket_url(args.host, sock)} ...",
         file=sys.stderr,
         flush=True,
     )

@@ -128,7 +128,7 @@ def serve(
     server = DrainingServer(uvicorn_config(app, log_level, settings), app)
     engine.start()
     try:
-        logger.info("serving on %s (API docs: /docs, web page: /)", _url(host, sock))
+        logger.info("serving on %s (API docs: /docs, web page: /)", socket_url(host, sock))
         server.run(sockets=[sock])
     finally:
         engine.stop(drain=False)  # stopped already unless uvicorn failed
@@ -169,7 +169,7 @@ def start_in_thread(
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             engine.stop(drain=False)
-            raise TmtError(f"the server on {_url(host, sock)} did not start")
+            raise TmtError(f"the server on {socket_url(host, sock)} did not start")
         time.sleep(0.01)
 
     def stop(drain: bool = True) -> None:
@@ -180,7 +180,7 @@ def start_in_thread(
         server.should_exit = True
         thread.join()
 
-    return _url(host, sock), stop
+    return socket_url(host, sock), stop
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -232,6 +232,8 @@ def uvicorn_config(app: FastAPI, log_level: str | None, settings: HttpSettings) 
     )
 
 
-def _url(host: str, sock: socket.socket) -> str:
+def socket_url(host: str, sock: socket.socket) -> str:
+    """The URL of the server on `sock` (bound by `listen`): the port it holds (a free one, for
+    port 0), an IPv6 host in brackets."""
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{sock.getsockname()[1]}"
