@@ -128,7 +128,8 @@ def _read_source(spec: CorpusSpec, origin: str, mirrored: bool) -> bytes:
             plain = path.with_suffix("")
             raise FetchError(f"{path}: not in the mirror (nor {plain.name})") from None
         except (OSError, EOFError) as err:
-            raise FetchError(f"{path}: not a readable gzip file ({err})") from None
+            kind = "gzip file" if path.suffix == ".gz" else "file"
+            raise FetchError(f"{path}: not a readable {kind} ({err})") from None
     url = origin
     log.info("downloading %s", url)
     try:
