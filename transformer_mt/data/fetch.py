@@ -20,6 +20,7 @@ from pathlib import Path
 from transformer_mt.data.corpus_files import FetchError, already_complete, count_lines
 from transformer_mt.data.hub_export import HUB_CORPORA, export_hub_corpus
 from transformer_mt.files import atomic_open
+from transformer_mt.text_files import open_binary
 
 log = logging.getLogger(__name__)
 
@@ -122,8 +123,8 @@ def _read_source(spec: CorpusSpec, origin: str, mirrored: bool) -> bytes:
     if mirrored:
         path = Path(origin)
         try:
-            data = path.read_bytes()
-            return gzip.decompress(data) if path.suffix == ".gz" else data
+            with open_binary(path) as source:  # a `.gz` decompressed as it is read
+                return source.read()
         except FileNotFoundError:
             plain = path.with_suffix("")
             raise FetchError(f"{path}: not in the mirror (nor {plain.name})") from None
